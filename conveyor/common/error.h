@@ -1,0 +1,79 @@
+// Errors of conveyor, in two tiers.
+//
+//   CONVEYOR_CHECK(cond) << "message";   user input is wrong: throws conveyor::UserError.
+//   CONVEYOR_ASSERT(cond) << "message";  an invariant of conveyor broke: throws
+//                                        conveyor::InternalError (a bug in conveyor).
+//
+// Both stream extra context after the macro; the message names the failed condition, the
+// offending values the caller streams, and the source location for assertions. Every
+// conveyor exception derives from conveyor::Error (itself a std::runtime_error), so a caller
+// that only wants "did conveyor refuse this" catches conveyor::Error.
+//
+// Thread-safety: the macros are safe to use from any thread.
+#ifndef CONVEYOR_COMMON_ERROR_H_
+#define CONVEYOR_COMMON_ERROR_H_
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace conveyor {
+
+// Base of every exception conveyor throws.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// Bad input from a user: arguments, configuration, schedule files, checkpoints.
+class UserError : public Error {
+ public:
+  explicit UserError(const std::string& what) : Error(what) {}
+};
+
+// A broken invariant inside conveyor: always a bug.
+class InternalError : public Error {
+ public:
+  explicit InternalError(const std::string& what) : Error(what) {}
+};
+
+namespace internal {
+
+// Collects a message through operator<< and throws `E` when destroyed. Used only by the
+// macros below; the throw from a destructor is deliberate (noexcept(false)).
+template <typename E>
+class Thrower {
+ public:
+  explicit Thrower(std::string prefix) { stream_ << prefix; }
+  Thrower(const Thrower&) = delete;
+  Thrower& operator=(const Thrower&) = delete;
+  ~Thrower() noexcept(false) { throw E(stream_.str()); }
+
+  template <typename T>
+  Thrower& operator<<(const T& value) {
+    stream_ << value;
+    return *this;
+  }
+
+ private:
+  std::ostringstream stream_;
+};
+
+std::string AssertPrefix(const char* condition, const char* file, int line);
+
+}  // namespace internal
+}  // namespace conveyor
+
+// `if (c) {} else` keeps the macro a single statement that also accepts trailing `<<`.
+#define CONVEYOR_CHECK(condition) \
+  if (condition) {                \
+  } else                          \
+    ::conveyor::internal::Thrower<::conveyor::UserError>("")
+
+#define CONVEYOR_ASSERT(condition)                                   \
+  if (condition) {                                                   \
+  } else                                                             \
+    ::conveyor::internal::Thrower<::conveyor::InternalError>(        \
+        ::conveyor::internal::AssertPrefix(#condition, __FILE__, __LINE__))
+
+#endif  // CONVEYOR_COMMON_ERROR_H_

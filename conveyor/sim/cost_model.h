@@ -1,0 +1,51 @@
+// Costs the simulator charges: per-stage compute, communication, activation memory.
+//
+// Times are in any unit (the CLI uses abstract units by default, seconds when measured).
+#ifndef CONVEYOR_SIM_COST_MODEL_H_
+#define CONVEYOR_SIM_COST_MODEL_H_
+
+#include <vector>
+
+namespace conveyor {
+
+struct StageCost {
+  double f = 1;         // forward
+  double i = 1;         // backward for inputs
+  double w = 1;         // backward for weights
+  double b = -1;        // full backward; < 0 means i + w
+  double overlap = -1;  // an OVERLAP_F_B unit; < 0 means f + b (no gain from overlapping)
+
+  double full_backward() const { return b >= 0 ? b : i + w; }
+  double overlapped(bool backward_is_input_only) const {
+    if (overlap >= 0) return overlap;
+    return f + (backward_is_input_only ? i : full_backward());
+  }
+};
+
+struct CostModel {
+  StageCost uniform;               // used for every stage not listed in `stages`
+  std::vector<StageCost> stages;   // optional per-stage costs, indexed by stage
+
+  double comm_latency = 0;     // per hop, per message
+  double comm_bandwidth = 0;   // bytes per time unit; 0 = infinite
+  double message_bytes = 0;    // one micro-batch's stage output (its gradient is the same size)
+
+  // Activation memory of one micro-batch on one stage after its F (M_B), and the part of it
+  // that only W frees (M_W); I frees M_B - M_W, B frees all. The default counts a
+  // micro-batch as in flight from F until its B or W.
+  double mem_b = 1;
+  double mem_w = 1;
+
+  double optimizer = 0;  // a rank's optimizer step after its last action (steady state)
+
+  const StageCost& cost(int stage) const {
+    return stage < static_cast<int>(stages.size()) ? stages[stage] : uniform;
+  }
+  double transfer_time() const {
+    return comm_latency + (comm_bandwidth > 0 ? message_bytes / comm_bandwidth : 0);
+  }
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_SIM_COST_MODEL_H_
