@@ -1,0 +1,224 @@
+#include "conveyor/sim/simulator.h"
+
+#include <algorithm>
+
+#include "conveyor/common/error.h"
+#include "conveyor/schedule/lower.h"
+
+namespace conveyor {
+namespace {
+
+// Finish times of (step, stage, micro-batch, kind) for `steps` back-to-back runs of one
+// program; every rank runs its list once per step, in order.
+class Engine {
+ public:
+  Engine(const Program& program, const CostModel& costs, int steps)
+      : program_(program),
+        layout_(program.layout),
+        costs_(costs),
+        steps_(steps),
+        m_(layout_.num_microbatches()),
+        finish_(static_cast<size_t>(steps) * layout_.num_stages() * m_ * 3, -1.0) {}
+
+  // Runs all steps. Fills the step-0 timeline and per-rank busy time, and each rank's
+  // finish time of every step. Throws DeadlockError when the program cannot complete.
+  void Run(SimResult& result) {
+    const int p = layout_.num_ranks();
+    std::vector<int> step(p, 0);
+    std::vector<size_t> pos(p, 0);
+    std::vector<double> free(p, 0.0);
+    step_end_.assign(steps_, 0.0);
+    result.busy.assign(p, 0.0);
+    result.timeline.num_ranks = p;
+    int ranks_done = 0;
+    for (int r = 0; r < p; ++r) {
+      if (program_.ranks[r].empty()) ++ranks_done;
+    }
+    while (ranks_done < p) {
+      bool progressed = false;
+      for (int r = 0; r < p; ++r) {
+        const auto& actions = program_.ranks[r];
+        while (step[r] < steps_ && !actions.empty()) {
+          const Action& a = actions[pos[r]];
+          if (IsCompute(a.op)) {
+            double ready;
+            if (!ReadyTime(step[r], a, &ready)) break;
+            const double start = std::max(free[r], ready);
+            const double end = start + Duration(a);
+            MarkDone(step[r], a, end);
+            free[r] = end;
+            if (step[r] == 0) {
+              result.busy[r] += end - start;
+              result.timeline.spans.push_back(Span{r, a, start, end});
+            }
+          }
+          progressed = true;
+          if (++pos[r] == actions.size()) {
+            step_end_[step[r]] = std::max(step_end_[step[r]], free[r]);
+            free[r] += costs_.optimizer;
+            pos[r] = 0;
+            if (++step[r] == steps_) ++ranks_done;
+          }
+        }
+      }
+      if (!progressed) {
+        Lower(program_);  // throws DeadlockError naming every blocked rank
+        CONVEYOR_ASSERT(false) << "simulation stalled on a program Lower() accepts";
+      }
+    }
+  }
+
+  double step_end(int k) const { return step_end_[k]; }
+
+ private:
+  enum Kind { kF = 0, kI = 1, kW = 2 };
+
+  double& fin(int step, int stage, int mb, Kind kind) {
+    return finish_[((static_cast<size_t>(step) * layout_.num_stages() + stage) * m_ + mb) * 3 +
+                   kind];
+  }
+
+  // Arrival time of producer (stage, mb, kind) at `consumer_stage`; false if not yet done.
+  bool Arrival(int step, int stage, int mb, Kind kind, int consumer_stage, double* t) {
+    const double done = fin(step, stage, mb, kind);
+    if (done < 0) return false;
+    const bool remote = layout_.rank_of(stage) != layout_.rank_of(consumer_stage);
+    *t = std::max(*t, done + (remote ? costs_.transfer_time() : 0.0));
+    return true;
+  }
+
+  bool ReadySimple(int step, const Action& a, double* t) {
+    const int s = a.stage, i = a.microbatch;
+    switch (a.op) {
+      case Op::kForward: {
+        const int prev = layout_.prev_stage(s);
+        return prev < 0 || Arrival(step, prev, i, kF, s, t);
+      }
+      case Op::kBackward:
+      case Op::kBackwardInput: {
+        if (!Arrival(step, s, i, kF, s, t)) return false;
+        const int next = layout_.next_stage(s);
+        return next < 0 || Arrival(step, next, i, kI, s, t);
+      }
+      case Op::kBackwardWeight:
+        return Arrival(step, s, i, kI, s, t);
+      default:
+        CONVEYOR_ASSERT(false) << a;
+        return false;
+    }
+  }
+
+  bool ReadyTime(int step, const Action& a, double* t) {
+    *t = 0;
+    if (a.op != Op::kOverlapFB) return ReadySimple(step, a, t);
+    return ReadySimple(step, a.ForwardHalf(), t) && ReadySimple(step, a.BackwardHalf(), t);
+  }
+
+  void MarkSimple(int step, const Action& a, double end) {
+    switch (a.op) {
+      case Op::kForward: fin(step, a.stage, a.microbatch, kF) = end; break;
+      case Op::kBackward:
+        fin(step, a.stage, a.microbatch, kI) = end;
+        fin(step, a.stage, a.microbatch, kW) = end;
+        break;
+      case Op::kBackwardInput: fin(step, a.stage, a.microbatch, kI) = end; break;
+      case Op::kBackwardWeight: fin(step, a.stage, a.microbatch, kW) = end; break;
+      default: CONVEYOR_ASSERT(false) << a;
+    }
+  }
+
+  void MarkDone(int step, const Action& a, double end) {
+    if (a.op != Op::kOverlapFB) return MarkSimple(step, a, end);
+    MarkSimple(step, a.ForwardHalf(), end);
+    MarkSimple(step, a.BackwardHalf(), end);
+  }
+
+  double Duration(const Action& a) const {
+    const StageCost& c = costs_.cost(a.stage);
+    switch (a.op) {
+      case Op::kForward: return c.f;
+      case Op::kBackward: return c.full_backward();
+      case Op::kBackwardInput: return c.i;
+      case Op::kBackwardWeight: return c.w;
+      case Op::kOverlapFB: {
+        const StageCost& back = costs_.cost(a.overlap_stage);
+        if (c.overlap >= 0) return c.overlap;
+        return c.f + (a.overlap_op == Op::kBackwardInput ? back.i : back.full_backward());
+      }
+      default: return 0;
+    }
+  }
+
+  const Program& program_;
+  const Layout& layout_;
+  const CostModel& costs_;
+  const int steps_;
+  const int m_;
+  std::vector<double> finish_;
+  std::vector<double> step_end_;
+};
+
+// Peak activation memory per rank, in units of mem_b, following each rank's order.
+std::vector<double> PeakMemory(const Program& program, const CostModel& costs) {
+  std::vector<double> peaks;
+  const double freed_by_i = costs.mem_b - costs.mem_w;
+  for (const auto& actions : program.ranks) {
+    double now = 0, peak = 0;
+    auto apply = [&](Op op) {
+      switch (op) {
+        case Op::kForward: now += costs.mem_b; break;
+        case Op::kBackward: now -= costs.mem_b; break;
+        case Op::kBackwardInput: now -= freed_by_i; break;
+        case Op::kBackwardWeight: now -= costs.mem_w; break;
+        default: break;
+      }
+      peak = std::max(peak, now);
+    };
+    for (const Action& a : actions) {
+      if (a.op == Op::kOverlapFB) {
+        apply(Op::kForward);
+        apply(a.overlap_op);
+      } else {
+        apply(a.op);
+      }
+    }
+    peaks.push_back(costs.mem_b > 0 ? peak / costs.mem_b : 0);
+  }
+  return peaks;
+}
+
+}  // namespace
+
+SimResult Simulate(const Program& program, const CostModel& costs, const SimOptions& options) {
+  CONVEYOR_CHECK(costs.mem_w >= 0 && costs.mem_w <= costs.mem_b)
+      << "activation memory freed by W (" << costs.mem_w << ") must be within [0, mem_b = "
+      << costs.mem_b << "]";
+  const int steps = std::max(1, options.steady_state_steps);
+  SimResult result;
+  Engine engine(program, costs, steps);
+  engine.Run(result);
+
+  const int p = program.layout.num_ranks();
+  result.makespan = engine.step_end(0);
+  double total_busy = 0;
+  for (int r = 0; r < p; ++r) {
+    result.idle.push_back(result.makespan - result.busy[r]);
+    total_busy += result.busy[r];
+  }
+  result.bubble_fraction = result.makespan > 0 ? 1.0 - total_busy / (p * result.makespan) : 0;
+  result.peak_activations = PeakMemory(program, costs);
+  for (int r = 0; r < p; ++r) {
+    for (const Action& a : program.ranks[r]) {
+      if (IsCompute(a.op)) result.p2p_messages += TransfersOf(program.layout, a).size();
+    }
+  }
+  result.p2p_bytes = result.p2p_messages * costs.message_bytes;
+  if (steps >= 2) {
+    const int half = steps / 2;
+    result.steady_state_period =
+        (engine.step_end(steps - 1) - engine.step_end(half - 1)) / (steps - half);
+  }
+  return result;
+}
+
+}  // namespace conveyor
