@@ -7,8 +7,8 @@
 namespace conveyor {
 
 void CheckPipelineOptions(const ScheduleOptions& options, std::string_view schedule) {
-  CONVEYOR_CHECK(options.pp >= 1)
-      << schedule << " needs at least 1 pipeline rank, got pp = " << options.pp;
+  CONVEYOR_CHECK(options.pp >= 1) << schedule
+                                  << " needs at least 1 pipeline rank, got pp = " << options.pp;
   CONVEYOR_CHECK(options.microbatches >= 1)
       << schedule << " needs at least 1 micro-batch, got microbatches = " << options.microbatches;
 }
@@ -76,7 +76,8 @@ std::vector<Action> DeferWeightPasses(const std::vector<Action>& order, int lag)
     if (a.op != Op::kBackwardInput) continue;
     inputs.push_back(a);
     const int due = static_cast<int>(inputs.size()) - 1 - lag;
-    if (due >= 0) out.push_back(Action{Op::kBackwardWeight, inputs[due].stage, inputs[due].microbatch});
+    if (due >= 0)
+      out.push_back(Action{Op::kBackwardWeight, inputs[due].stage, inputs[due].microbatch});
   }
   const int placed = std::max(0, static_cast<int>(inputs.size()) - lag);
   for (size_t k = placed; k < inputs.size(); ++k) {

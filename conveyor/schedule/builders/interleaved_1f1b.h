@@ -17,15 +17,16 @@
 // Other m, which Megatron-LM (group size in [p, m], m mod group 0 or >= p) and PyTorch
 // (m // p rounds must divide m) refuse, are scheduled too:
 //   * m > p, p not dividing m: max(1, m / p) groups whose sizes differ by at most one, the
-//     larger first, each between p and 2p - 1 (m = 10, p = 4: groups 5, 5). Where PyTorch
-//     accepts an m that p does not divide (equal groups, e.g. m = 10, p = 4), this is its
-//     schedule. Makespan with F = 1, B = 2: 3(vm + p - 1) in every case tested (p <= 8,
-//     v <= 4), the same as when p divides m.
-//   * m < p: one group of m; every rank then warms up with all its forwards whenever
-//     2(p - r - 1) >= m, so the early ranks run breadth-first. Each chunk boundary waits for
-//     micro-batch 0 to come around the ring.
-// The builder is deadlock-free for every p >= 1, m >= 1, v >= 2 (tests lower and verify a
-// grid of them).
+//     larger first, each between p and 2p - 1 (m = 10, p = 4: groups 5, 5; m = 11: 6, 5).
+//     Where PyTorch accepts such an m (equal groups, e.g. m = 10, p = 4), this is its
+//     schedule. Makespan with uniform costs: (F + B)(vm + p - 1), the same closed form as
+//     when p divides m (tested for p <= 8, v <= 4, m <= 3p + 1), at a warm-up (and peak
+//     memory) of 2(p - r - 1) + (v - 1) g0 forwards on rank r.
+//   * m < p: one group of m; every rank whose 2(p - r - 1) >= m warms up with all its
+//     forwards (breadth-first). Makespan (F + B)(vp + m - 1): with fewer micro-batches than
+//     ranks the ring never fills, so the vp stages act as a vp-stage pipeline, and no
+//     loop-placement schedule does better.
+// Deadlock-free: the tests lower and verify every p <= 8, v <= 4, m <= 3p + 1.
 //
 // Preconditions (UserError naming the value): pp >= 1, microbatches >= 1, chunks 0
 // (default 2) or >= 2 (one chunk per rank is plain 1F1B: use "1f1b").

@@ -8,10 +8,11 @@
 // in exchange for the fewest stage switches (and, in the paper, one data-parallel reduction
 // per stage that overlaps the remaining backwards).
 //
-// Uniform per-chunk costs, zero communication: the forward phase ends on the last rank at
-// (vm + p - 1)F when m >= p (chunk c + 1 of micro-batch 0 arrives before chunk c's last
-// micro-batch is done); with m < p each chunk waits for its first micro-batch to come around
-// the ring, adding (p - m) F per chunk boundary. The backward phase mirrors it.
+// Uniform per-chunk costs, zero communication: makespan (F + B)(vm + p - 1) when m >= p,
+// the same as interleaved 1F1B; with m < p the ring never fills, each of the vp stages acts
+// as a pipeline stage of its own and the makespan is (F + B)(vp + m - 1) (which no
+// loop-placement schedule beats: the last stage's m F and m B start after vp - 1 F, and
+// the last gradient then crosses vp - 1 stages back).
 //
 // Preconditions (UserError naming the value): pp >= 1, microbatches >= 1, chunks >= 1
 // (0 = default 2; v = 1 is GPipe). Every m >= 1 is scheduled, m < p included.

@@ -10,9 +10,9 @@ Program BuildOneFOneB(const ScheduleOptions& options) {
   const int p = options.pp, m = options.microbatches;
   Program program(Layout::Loop(p, 1, m));
   for (int r = 0; r < p; ++r) {
-    program.ranks[r] = OneFOneBOrder(ChunkedOrder(program.layout, r, Op::kForward, {m}, false),
-                                     ChunkedOrder(program.layout, r, Op::kBackward, {m}, false),
-                                     p - r - 1);
+    program.ranks[r] =
+        OneFOneBOrder(ChunkedOrder(program.layout, r, Op::kForward, {m}, false),
+                      ChunkedOrder(program.layout, r, Op::kBackward, {m}, false), p - r - 1);
   }
   return program;
 }

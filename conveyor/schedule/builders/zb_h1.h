@@ -16,7 +16,9 @@
 //
 // Preconditions (UserError naming the value): pp >= 1, microbatches >= 1, chunks 0 or 1.
 // m < p is scheduled (references build ZB-H1 for m >= p): warm-up is capped at m and W
-// passes that the lag pushes past the last I run at the end.
+// passes that the lag pushes past the last I run at the end. Makespan with F = I = W = 1:
+// 2(m + p - 1) + 1: the last micro-batch's forward and input-gradient chains through
+// the p stages, then rank 0's last W (no schedule does better).
 #ifndef CONVEYOR_SCHEDULE_BUILDERS_ZB_H1_H_
 #define CONVEYOR_SCHEDULE_BUILDERS_ZB_H1_H_
 
