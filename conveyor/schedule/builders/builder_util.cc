@@ -57,10 +57,10 @@ std::vector<Action> OneFOneBOrder(const std::vector<Action>& forwards,
                                   const std::vector<Action>& backwards, int warmup) {
   CONVEYOR_ASSERT(forwards.size() == backwards.size())
       << forwards.size() << " forwards, " << backwards.size() << " backwards";
-  const size_t n = forwards.size();
-  const size_t lead = std::clamp<size_t>(std::max(warmup, 0), 0, n);
+  const int n = static_cast<int>(forwards.size());
+  const int lead = std::clamp(warmup, 0, n);
   std::vector<Action> order(forwards.begin(), forwards.begin() + lead);
-  for (size_t k = 0; k < n; ++k) {
+  for (int k = 0; k < n; ++k) {
     if (lead + k < n) order.push_back(forwards[lead + k]);
     order.push_back(backwards[k]);
   }
@@ -69,6 +69,9 @@ std::vector<Action> OneFOneBOrder(const std::vector<Action>& forwards,
 
 std::vector<Action> DeferWeightPasses(const std::vector<Action>& order, int lag) {
   CONVEYOR_ASSERT(lag >= 0) << "lag " << lag;
+  auto weight_of = [](const Action& input) {
+    return Action{Op::kBackwardWeight, input.stage, input.microbatch};
+  };
   std::vector<Action> inputs, out;
   for (const Action& a : order) {
     CONVEYOR_ASSERT(a.op != Op::kBackwardWeight) << "already holds " << a;
@@ -76,13 +79,11 @@ std::vector<Action> DeferWeightPasses(const std::vector<Action>& order, int lag)
     if (a.op != Op::kBackwardInput) continue;
     inputs.push_back(a);
     const int due = static_cast<int>(inputs.size()) - 1 - lag;
-    if (due >= 0)
-      out.push_back(Action{Op::kBackwardWeight, inputs[due].stage, inputs[due].microbatch});
+    if (due >= 0) out.push_back(weight_of(inputs[due]));
   }
   const int placed = std::max(0, static_cast<int>(inputs.size()) - lag);
-  for (size_t k = placed; k < inputs.size(); ++k) {
-    out.push_back(Action{Op::kBackwardWeight, inputs[k].stage, inputs[k].microbatch});
-  }
+  for (int k = placed; k < static_cast<int>(inputs.size()); ++k)
+    out.push_back(weight_of(inputs[k]));
   return out;
 }
 
