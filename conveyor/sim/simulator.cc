@@ -40,17 +40,18 @@ class Engine {
         const auto& actions = program_.ranks[r];
         while (step[r] < steps_ && !actions.empty()) {
           const Action& a = actions[pos[r]];
-          if (IsCompute(a.op)) {
+          if (a.op == Op::kOverlapFB && costs_.cost(a.stage).overlap < 0) {
+            // No gain from overlapping: the halves run one after the other, each as soon as
+            // its own inputs are there.
+            double ready_f = 0, ready_b = 0;
+            const Action f = a.ForwardHalf(), b = a.BackwardHalf();
+            if (!ReadySimple(step[r], f, &ready_f) || !ReadySimple(step[r], b, &ready_b)) break;
+            RunOne(r, step[r], f, ready_f, free[r], result);
+            RunOne(r, step[r], b, ready_b, free[r], result);
+          } else if (IsCompute(a.op)) {
             double ready;
             if (!ReadyTime(step[r], a, &ready)) break;
-            const double start = std::max(free[r], ready);
-            const double end = start + Duration(a);
-            MarkDone(step[r], a, end);
-            free[r] = end;
-            if (step[r] == 0) {
-              result.busy[r] += end - start;
-              result.timeline.spans.push_back(Span{r, a, start, end});
-            }
+            RunOne(r, step[r], a, ready, free[r], result);
           }
           progressed = true;
           if (++pos[r] == actions.size()) {
@@ -71,6 +72,18 @@ class Engine {
   double step_end(int k) const { return step_end_[k]; }
 
  private:
+  // Runs `a` on rank r at max(free, ready); advances `free`; records step 0.
+  void RunOne(int r, int step, const Action& a, double ready, double& free, SimResult& result) {
+    const double start = std::max(free, ready);
+    const double end = start + Duration(a);
+    MarkDone(step, a, end);
+    free = end;
+    if (step == 0) {
+      result.busy[r] += end - start;
+      result.timeline.spans.push_back(Span{r, a, start, end});
+    }
+  }
+
   enum Kind { kF = 0, kI = 1, kW = 2 };
 
   double& fin(int step, int stage, int mb, Kind kind) {

@@ -5,6 +5,11 @@
 // actions in a lowered program take no time (they post asynchronous transfers). Memory
 // follows CostModel::mem_b / mem_w.
 //
+// OVERLAP_F_B: with an overlap cost given (StageCost::overlap >= 0) the unit starts when
+// both halves' inputs are there and both halves finish together; without one the halves run
+// back to back, each starting once its own inputs are there (and the timeline shows them
+// as two spans).
+//
 // Steady state: the same program run `steady_state_steps` times back to back, each rank
 // starting step k+1 right after its own last action of step k (plus its optimizer step),
 // with no global synchronisation. The period is the growth of the makespan per extra step

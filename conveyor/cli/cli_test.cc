@@ -1,0 +1,131 @@
+// End-to-end tests of the `conveyor` binary: output formats, and bad input giving one clear
+// line and a non-zero exit.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "conveyor/schedule/registry.h"
+
+namespace conveyor {
+namespace {
+
+struct Result {
+  int code;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+Result Run(const std::string& args) {
+  const std::string err_path = ::testing::TempDir() + "conveyor_cli_stderr.txt";
+  const std::string command =
+      std::string("timeout 60 ") + CONVEYOR_BINARY + " " + args + " 2>" + err_path;
+  Result result{-1, "", ""};
+  FILE* pipe = popen(command.c_str(), "r");
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  result.err.assign(std::istreambuf_iterator<char>(err), {});
+  return result;
+}
+
+int Lines(const std::string& text) {
+  int lines = 0;
+  for (char c : text) lines += c == '\n';
+  return lines;
+}
+
+TEST(CliTest, PlanJsonHasTheClosedFormOf1F1B) {
+  const Result r = Run("plan --schedule 1f1b --pp 4 --microbatches 8 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_DOUBLE_EQ(json["makespan"].get<double>(), (8 + 4 - 1) * 3);
+  EXPECT_NEAR(json["bubble_fraction"].get<double>(), 1 - 8.0 * 3 / 33, 1e-12);
+  EXPECT_EQ(json["peak_activations"], nlohmann::json({4, 3, 2, 1}));
+  EXPECT_EQ(json["p2p_messages"].get<int>(), 2 * 3 * 8);
+}
+
+TEST(CliTest, PlanTextShowsSummaryAndTimeline) {
+  const Result r = Run("plan --schedule gpipe --pp 2 --microbatches 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("makespan            9"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1"), std::string::npos) << r.out;
+}
+
+TEST(CliTest, CsvRoundTripsThroughLoad) {
+  const std::string path = ::testing::TempDir() + "conveyor_cli_zbv.csv";
+  Result r = Run("plan --schedule zb-v --pp 4 --microbatches 8 --format csv --out " + path);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Result built = Run("plan --schedule zb-v --pp 4 --microbatches 8 --format json");
+  const Result loaded = Run("plan --load " + path + " --format json");
+  ASSERT_EQ(loaded.code, 0) << loaded.err;
+  EXPECT_EQ(nlohmann::json::parse(built.out)["makespan"],
+            nlohmann::json::parse(loaded.out)["makespan"]);
+}
+
+TEST(CliTest, LoadsPyTorchDualPipeV) {
+  const std::string path =
+      std::string(CONVEYOR_SHARED_DIR) + "/reference/pytorch-schedules/dualpipev_4rank_10mb.csv";
+  if (!std::ifstream(path).good()) GTEST_SKIP() << "no " << path;
+  const Result r = Run("plan --load " + path + " --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.out)["makespan"].get<double>(), 63);
+}
+
+TEST(CliTest, SvgAndChromeFormats) {
+  const Result svg = Run("plan --schedule interleaved-1f1b --pp 4 --microbatches 8 --format svg");
+  ASSERT_EQ(svg.code, 0) << svg.err;
+  EXPECT_NE(svg.out.find("<svg"), std::string::npos);
+  EXPECT_NE(svg.out.find("</svg>"), std::string::npos);
+  const Result chrome = Run("plan --schedule 1f1b --format chrome");
+  ASSERT_EQ(chrome.code, 0) << chrome.err;
+  EXPECT_NO_THROW(nlohmann::json::parse(chrome.out)) << chrome.out.substr(0, 200);
+}
+
+TEST(CliTest, CompareHasOneRowPerSchedule) {
+  const Result r = Run("compare --pp 4 --microbatches 8 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), AllSchedules().size());
+  for (const auto& row : rows) {
+    EXPECT_TRUE(row.contains("makespan")) << row.dump();
+  }
+  const Result text = Run("compare --pp 4 --microbatches 8");
+  ASSERT_EQ(text.code, 0) << text.err;
+  for (const ScheduleInfo& info : AllSchedules()) {
+    EXPECT_NE(text.out.find(std::string(info.name) + " "), std::string::npos) << info.name;
+  }
+}
+
+TEST(CliTest, BadInputGivesOneClearLineAndFails) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"plan --pp 0", "0"},
+      {"plan --microbatches 0", "0"},
+      {"plan --schedule nope", "unknown schedule 'nope'"},
+      {"plan --pp abc", "abc"},
+      {"plan --format pdf", "pdf"},
+      {"plan --schedule 1f1b --chunks 3", "--chunks 3"},
+      {"plan --load /nonexistent/x.csv", "/nonexistent/x.csv"},
+      {"plan --f -1", "--f must be >= 0"},
+      {"compare --pp 0", "--pp"},
+      {"frobnicate", "frobnicate"},
+      {"", "subcommand"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const Result r = Run(args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_EQ(Lines(r.err), 1) << args << ":\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ":\n" << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace conveyor

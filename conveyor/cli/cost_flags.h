@@ -1,0 +1,31 @@
+// Command-line flags shared by `plan`, `compare` and `bench`: the simulator's cost model.
+#ifndef CONVEYOR_CLI_COST_FLAGS_H_
+#define CONVEYOR_CLI_COST_FLAGS_H_
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "conveyor/sim/cost_model.h"
+
+namespace conveyor::cli {
+
+struct CostFlags {
+  double f = 1, i = 1, w = 1;
+  double b = -1;        // < 0: I + W
+  double overlap = -1;  // < 0: F + B
+  double comm_latency = 0;
+  double comm_bandwidth = 0;
+  double message_bytes = 0;
+  double mem_w = 1;  // fraction of a micro-batch's activation that only W frees
+
+  void Register(CLI::App& app);
+  // Checks the values (UserError naming a bad one) and builds the cost model.
+  CostModel ToCostModel() const;
+  // "F=1 I=1 W=1 B=2 comm=0"
+  std::string Describe() const;
+};
+
+}  // namespace conveyor::cli
+
+#endif  // CONVEYOR_CLI_COST_FLAGS_H_

@@ -1,0 +1,29 @@
+// conveyor: plan and run pipeline-parallel training.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "conveyor/cli/compare_command.h"
+#include "conveyor/cli/plan_command.h"
+#include "conveyor/common/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"conveyor: pipeline-parallel training, planned before it runs"};
+  app.require_subcommand(1);
+  conveyor::cli::AddPlanCommand(app);
+  conveyor::cli::AddCompareCommand(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "conveyor: error: " << e.what() << " (see --help)\n";
+    return 2;
+  } catch (const conveyor::Error& e) {
+    std::cerr << "conveyor: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,103 @@
+#include "conveyor/cli/plan_command.h"
+
+#include <iostream>
+#include <memory>
+
+#include "conveyor/cli/cost_flags.h"
+#include "conveyor/cli/output.h"
+#include "conveyor/cli/plan_report.h"
+#include "conveyor/common/error.h"
+#include "conveyor/schedule/lower.h"
+#include "conveyor/schedule/program_csv.h"
+#include "conveyor/schedule/registry.h"
+#include "conveyor/schedule/verify.h"
+#include "conveyor/sim/ascii_renderer.h"
+#include "conveyor/sim/chrome_trace.h"
+#include "conveyor/sim/simulator.h"
+#include "conveyor/sim/svg_renderer.h"
+
+namespace conveyor::cli {
+namespace {
+
+struct PlanFlags {
+  std::string schedule = "1f1b";
+  int pp = 4;
+  int microbatches = 8;
+  int chunks = 0;
+  std::string load;
+  std::string naming = "auto";
+  std::string format = "text";
+  bool with_comms = false;
+  std::string out;
+  int width = 0;
+  int max_in_flight = 0;
+  CostFlags costs;
+};
+
+void RunPlan(const PlanFlags& flags) {
+  std::string name = flags.schedule;
+  std::unique_ptr<Program> program;
+  if (!flags.load.empty()) {
+    LoadedProgram loaded = LoadProgramCsv(flags.load, ParseNamingChoice(flags.naming));
+    for (const std::string& note : loaded.notes) std::cerr << "conveyor: " << note << "\n";
+    program = std::make_unique<Program>(std::move(loaded.program));
+    name = flags.load;
+  } else {
+    program = std::make_unique<Program>(BuildSchedule(
+        flags.schedule, ScheduleOptions{flags.pp, flags.microbatches, flags.chunks}));
+  }
+  VerifyOrThrow(*program, VerifyOptions{flags.max_in_flight});
+  const Program lowered = Lower(*program);
+  const CostModel costs = flags.costs.ToCostModel();
+  const SimResult sim = Simulate(*program, costs);
+  const PlanReport report{name, program.get(), &sim, flags.costs.Describe()};
+  const Program& shown = flags.with_comms ? lowered : *program;
+
+  std::string text;
+  if (flags.format == "text") {
+    text = ReportText(report) + "\n" + RenderAscii(sim.timeline, flags.width);
+    if (flags.with_comms) text += "\n" + shown.ToText();
+  } else if (flags.format == "json") {
+    nlohmann::json json = ReportJson(report);
+    if (flags.with_comms) json["program"] = shown.ToText();
+    text = json.dump(2) + "\n";
+  } else if (flags.format == "csv") {
+    text = ProgramToCsv(shown);
+  } else if (flags.format == "svg") {
+    text = RenderSvg(sim.timeline, SvgOptions{.title = name + ", " + program->layout.Describe()});
+  } else {
+    text = RenderChromeTrace({{"predicted: " + name, &sim.timeline}});
+  }
+  WriteOutput(flags.out, text);
+}
+
+}  // namespace
+
+void AddPlanCommand(CLI::App& app) {
+  auto flags = std::make_shared<PlanFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "build (or load), verify, lower, simulate and draw one schedule");
+  cmd->add_option("--schedule,-s", flags->schedule, "schedule name: " + ScheduleNames())
+      ->capture_default_str();
+  cmd->add_option("--pp,-p", flags->pp, "pipeline ranks")->capture_default_str();
+  cmd->add_option("--microbatches,-m", flags->microbatches, "micro-batches per step")
+      ->capture_default_str();
+  cmd->add_option("--chunks,-v", flags->chunks, "stages per rank (0 = the schedule's default)");
+  cmd->add_option("--load", flags->load, "a program in PyTorch's CSV layout, instead of --schedule")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--naming", flags->naming, "naming of a loaded CSV: auto, current or legacy")
+      ->check(CLI::IsMember({"auto", "current", "legacy"}))
+      ->capture_default_str();
+  cmd->add_option("--format,-f", flags->format, "text, json, csv, svg or chrome")
+      ->check(CLI::IsMember({"text", "json", "csv", "svg", "chrome"}))
+      ->capture_default_str();
+  cmd->add_flag("--with-comms", flags->with_comms, "show the program with SEND/RECV inserted");
+  cmd->add_option("--out,-o", flags->out, "write to this file instead of stdout");
+  cmd->add_option("--width", flags->width, "columns of the text timeline (0 = auto)");
+  cmd->add_option("--max-in-flight", flags->max_in_flight,
+                  "fail when a rank holds more micro-batch activations (0 = no bound)");
+  flags->costs.Register(*cmd);
+  cmd->callback([flags] { RunPlan(*flags); });
+}
+
+}  // namespace conveyor::cli

@@ -1,0 +1,33 @@
+// The summary of one simulated program, as text for a terminal and as JSON.
+#ifndef CONVEYOR_CLI_PLAN_REPORT_H_
+#define CONVEYOR_CLI_PLAN_REPORT_H_
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "conveyor/schedule/program.h"
+#include "conveyor/sim/simulator.h"
+
+namespace conveyor::cli {
+
+struct PlanReport {
+  std::string schedule;  // a schedule name, or the file a program came from
+  const Program* program;
+  const SimResult* sim;
+  std::string costs;  // CostFlags::Describe()
+};
+
+// Keys: schedule, pp, stages, chunks, microbatches, makespan, steady_state_period,
+// bubble_fraction, peak_activations (per rank), busy, idle, p2p_messages, p2p_bytes.
+nlohmann::json ReportJson(const PlanReport& report);
+
+// A few aligned "name  value" lines.
+std::string ReportText(const PlanReport& report);
+
+// Largest per-rank value (0 when empty).
+double MaxOf(const std::vector<double>& values);
+
+}  // namespace conveyor::cli
+
+#endif  // CONVEYOR_CLI_PLAN_REPORT_H_
