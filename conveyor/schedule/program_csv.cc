@@ -220,6 +220,19 @@ Layout InferLayout(const std::vector<Cell>& cells, int ranks) {
 
 }  // namespace
 
+CsvReadOptions ParseNamingChoice(std::string_view text) {
+  CsvReadOptions options;
+  if (text == "current") {
+    options.naming = Naming::kCurrent;
+  } else if (text == "legacy") {
+    options.naming = Naming::kLegacy;
+  } else {
+    CONVEYOR_CHECK(text == "auto")
+        << "unknown CSV naming '" << text << "' (expected auto, current or legacy)";
+  }
+  return options;
+}
+
 std::string ProgramToCsv(const Program& program) {
   std::string csv;
   for (const auto& actions : program.ranks) {

@@ -38,6 +38,10 @@ struct CsvReadOptions {
   std::optional<Naming> naming;
 };
 
+// Options from a command-line naming choice: "auto" (detect), "current" or "legacy".
+// Throws UserError naming any other text.
+CsvReadOptions ParseNamingChoice(std::string_view text);
+
 struct LoadedProgram {
   Program program;
   Naming naming = Naming::kCurrent;  // the naming the file was read in

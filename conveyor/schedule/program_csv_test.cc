@@ -156,6 +156,14 @@ TEST(ProgramCsvTest, NamingOverride) {
             std::string::npos);
 }
 
+TEST(ProgramCsvTest, ParsesNamingChoice) {
+  EXPECT_FALSE(ParseNamingChoice("auto").naming.has_value());
+  EXPECT_EQ(ParseNamingChoice("current").naming, Naming::kCurrent);
+  EXPECT_EQ(ParseNamingChoice("legacy").naming, Naming::kLegacy);
+  EXPECT_NE(ErrorOf([] { ParseNamingChoice("old"); }).find("unknown CSV naming 'old'"),
+            std::string::npos);
+}
+
 TEST(ProgramCsvTest, ErrorsNameTheProblem) {
   EXPECT_NE(ErrorOf([] { ReadProgramCsv(""); }).find("schedule CSV is empty"),
             std::string::npos);
