@@ -23,8 +23,8 @@ struct Cell {
 };
 
 std::string Where(const Cell& cell) {
-  return "rank " + std::to_string(cell.rank) + ", column " + std::to_string(cell.column) +
-         ": '" + std::string(cell.text) + "'";
+  return "rank " + std::to_string(cell.rank) + ", column " + std::to_string(cell.column) + ": '" +
+         std::string(cell.text) + "'";
 }
 
 std::string_view Trim(std::string_view text) {
@@ -120,12 +120,15 @@ std::vector<std::string> ApplyNaming(std::vector<Cell>& cells, const CsvReadOpti
                     "); B read as I (backward for inputs), BW as B (full backward)");
   } else if (b_with_w != nullptr) {
     naming = Naming::kLegacy;
-    notes.push_back("legacy naming assumed: B and W both appear for the same stage and "
-                    "micro-batch (" + Where(*b_with_w) + "); B read as I (backward for inputs)");
+    notes.push_back(
+        "legacy naming assumed: B and W both appear for the same stage and "
+        "micro-batch (" +
+        Where(*b_with_w) + "); B read as I (backward for inputs)");
   } else {
     naming = Naming::kCurrent;
-    notes.push_back("current naming assumed: no 'BW' and no B with a W for the same stage "
-                    "and micro-batch");
+    notes.push_back(
+        "current naming assumed: no 'BW' and no B with a W for the same stage "
+        "and micro-batch");
   }
   if (naming == Naming::kCurrent) return notes;
 
@@ -170,8 +173,7 @@ bool IsVMap(const std::vector<int>& map, int ranks) {
 // Whether `microbatches` (a set) is exactly [first, end).
 bool IsRange(const std::set<int>& microbatches, int first, int end) {
   return !microbatches.empty() && *microbatches.begin() == first &&
-         *microbatches.rbegin() == end - 1 &&
-         static_cast<int>(microbatches.size()) == end - first;
+         *microbatches.rbegin() == end - 1 && static_cast<int>(microbatches.size()) == end - first;
 }
 
 Layout InferLayout(const std::vector<Cell>& cells, int ranks) {

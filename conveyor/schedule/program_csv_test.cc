@@ -44,16 +44,15 @@ void ExpectRoundTrip(const Program& program) {
 
 // 1F1B on 2 ranks, 3 micro-batches, split backward on stage 0.
 Program OneFOneB() {
-  return MakeProgram(Layout::Loop(2, 1, 3), {"0F0 0F1 0I0 0W0 0F2 0I1 0W1 0I2 0W2",
-                                             "1F0 1B0 1F1 1B1 1F2 1B2"});
+  return MakeProgram(Layout::Loop(2, 1, 3),
+                     {"0F0 0F1 0I0 0W0 0F2 0I1 0W1 0I2 0W2", "1F0 1B0 1F1 1B1 1F2 1B2"});
 }
 
 // V placement, 2 ranks (stages 0,3 on rank 0 and 1,2 on rank 1), 2 micro-batches, with an
 // overlapped unit.
 Program VProgram() {
-  return MakeProgram(Layout::V(2, 2),
-                     {"0F0 0F1 3F0 3B0 (3F1;0B0)OVERLAP_F_B 3B1 0B1",
-                      "1F0 1F1 2F0 2F1 2B0 1B0 2B1 1B1"});
+  return MakeProgram(Layout::V(2, 2), {"0F0 0F1 3F0 3B0 (3F1;0B0)OVERLAP_F_B 3B1 0B1",
+                                       "1F0 1F1 2F0 2F1 2B0 1B0 2B1 1B1"});
 }
 
 TEST(ProgramCsvTest, WritesOneLinePerRank) {
@@ -85,8 +84,7 @@ TEST(ProgramCsvTest, InfersLoopAndInterleavedPlacement) {
   const Layout loop = ReadProgramCsv("0F0,0B0\n1F0,1B0\n").program.layout;
   EXPECT_EQ(loop.placement(), Placement::kLoop);
   EXPECT_EQ(loop.num_stages(), 2);
-  const Layout interleaved =
-      ReadProgramCsv("0F0,2F0,2B0,0B0\n1F0,3F0,3B0,1B0\n").program.layout;
+  const Layout interleaved = ReadProgramCsv("0F0,2F0,2B0,0B0\n1F0,3F0,3B0,1B0\n").program.layout;
   EXPECT_EQ(interleaved.placement(), Placement::kLoop);
   EXPECT_EQ(interleaved.stages_per_rank(), 2);
   EXPECT_EQ(interleaved.num_microbatches(), 1);
@@ -101,8 +99,7 @@ TEST(ProgramCsvTest, InfersCustomPlacement) {
 TEST(ProgramCsvTest, InfersTwoDirections) {
   // DualPipe on 2 ranks, 4 micro-batches: stages 0,1 carry 0,1; stages 2,3 carry 2,3.
   const Program dual = MakeProgram(
-      Layout::Dual(2, 4),
-      {"0F0 0F1 3F2 3F3 3B2 3B3 0B0 0B1", "1F0 2F2 1F1 2F3 1B0 2B2 1B1 2B3"});
+      Layout::Dual(2, 4), {"0F0 0F1 3F2 3F3 3B2 3B3 0B0 0B1", "1F0 2F2 1F1 2F3 1B0 2B2 1B1 2B3"});
   const LoadedProgram loaded = ReadProgramCsv(ProgramToCsv(dual));
   EXPECT_EQ(loaded.program.layout.placement(), Placement::kDual);
   EXPECT_EQ(loaded.program.layout.directions(), 2);
@@ -151,8 +148,9 @@ TEST(ProgramCsvTest, NamingOverride) {
   current.naming = Naming::kCurrent;
   // Wrong under the current naming (B and W for one micro-batch), but read as asked.
   EXPECT_EQ(ReadProgramCsv("0F0,0B0,0W0\n", current).program.ToText(), "rank 0: 0F0 0B0 0W0\n");
-  EXPECT_NE(ErrorOf([&] { ReadProgramCsv("0F0,0BW0\n", current); })
-                .find("rank 0, column 2: '0BW0': 'BW' is the legacy naming"),
+  EXPECT_NE(ErrorOf([&] {
+              ReadProgramCsv("0F0,0BW0\n", current);
+            }).find("rank 0, column 2: '0BW0': 'BW' is the legacy naming"),
             std::string::npos);
 }
 
@@ -165,23 +163,20 @@ TEST(ProgramCsvTest, ParsesNamingChoice) {
 }
 
 TEST(ProgramCsvTest, ErrorsNameTheProblem) {
-  EXPECT_NE(ErrorOf([] { ReadProgramCsv(""); }).find("schedule CSV is empty"),
-            std::string::npos);
+  EXPECT_NE(ErrorOf([] { ReadProgramCsv(""); }).find("schedule CSV is empty"), std::string::npos);
   EXPECT_NE(ErrorOf([] { ReadProgramCsv(" \n\n"); }).find("schedule CSV is empty"),
             std::string::npos);
   const std::string bad_cell = ErrorOf([] { ReadProgramCsv("0F0,0B0\n1F0,,1X0\n"); });
-  EXPECT_NE(bad_cell.find("rank 1, column 3: cannot parse '1X0'"), std::string::npos)
-      << bad_cell;
+  EXPECT_NE(bad_cell.find("rank 1, column 3: cannot parse '1X0'"), std::string::npos) << bad_cell;
   const std::string two_ranks = ErrorOf([] { ReadProgramCsv("0F0,1F0\n1B0,0B0\n"); });
   EXPECT_NE(two_ranks.find("stage 1 on two ranks: rank 0 (rank 0, column 2: '1F0') and rank 1 "
                            "(rank 1, column 1: '1B0')"),
             std::string::npos)
       << two_ranks;
-  EXPECT_NE(ErrorOf([] { ReadProgramCsv("0F0,0B0\n,,\n1F0\n"); })
-                .find("rank 1 (line 2) has no actions"),
-            std::string::npos);
-  EXPECT_NE(ErrorOf([] { ReadProgramCsv("0F0,0B0\n2F0,2B0\n"); })
-                .find("never mentions stage 1"),
+  EXPECT_NE(
+      ErrorOf([] { ReadProgramCsv("0F0,0B0\n,,\n1F0\n"); }).find("rank 1 (line 2) has no actions"),
+      std::string::npos);
+  EXPECT_NE(ErrorOf([] { ReadProgramCsv("0F0,0B0\n2F0,2B0\n"); }).find("never mentions stage 1"),
             std::string::npos);
   const std::string missing_file = ErrorOf([] { LoadProgramCsv("/nonexistent/x.csv"); });
   EXPECT_NE(missing_file.find("cannot read the schedule CSV '/nonexistent/x.csv'"),
@@ -196,8 +191,9 @@ TEST(ProgramCsvTest, FileErrorsNameThePath) {
   EXPECT_EQ(error.rfind(path + ": schedule CSV rank 0, column 2: cannot parse '0Q0'", 0), 0u)
       << error;
   std::filesystem::remove(path);
-  EXPECT_NE(ErrorOf([] { WriteProgramCsv(OneFOneB(), "/nonexistent/dir/x.csv"); })
-                .find("cannot open '/nonexistent/dir/x.csv'"),
+  EXPECT_NE(ErrorOf([] {
+              WriteProgramCsv(OneFOneB(), "/nonexistent/dir/x.csv");
+            }).find("cannot open '/nonexistent/dir/x.csv'"),
             std::string::npos);
 }
 

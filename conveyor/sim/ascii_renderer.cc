@@ -19,11 +19,20 @@ constexpr int kCharsPerShortestAction = 3;
 char KindLetter(const Action& a, bool odd_chunk) {
   char letter;
   switch (a.op) {
-    case Op::kForward: letter = 'F'; break;
-    case Op::kBackward: letter = 'B'; break;
-    case Op::kBackwardInput: letter = 'I'; break;
-    case Op::kBackwardWeight: letter = 'W'; break;
-    default: letter = 'X';  // OVERLAP_F_B, the only other compute op
+    case Op::kForward:
+      letter = 'F';
+      break;
+    case Op::kBackward:
+      letter = 'B';
+      break;
+    case Op::kBackwardInput:
+      letter = 'I';
+      break;
+    case Op::kBackwardWeight:
+      letter = 'W';
+      break;
+    default:
+      letter = 'X';  // OVERLAP_F_B, the only other compute op
   }
   return odd_chunk ? static_cast<char>(std::tolower(letter)) : letter;
 }
@@ -96,8 +105,8 @@ std::string RenderAscii(const Timeline& timeline, int width) {
     const double shortest = render::ShortestComputeSpan(timeline);
     const double wanted =
         shortest > 0 ? std::ceil(kCharsPerShortestAction * makespan / shortest) : kMinColumns;
-    columns = static_cast<int>(
-        std::clamp(wanted, double{kMinColumns}, static_cast<double>(kAutoMaxWidth - label_width - 1)));
+    columns = static_cast<int>(std::clamp(wanted, double{kMinColumns},
+                                          static_cast<double>(kAutoMaxWidth - label_width - 1)));
   } else {
     columns = width - label_width - 1;
     CONVEYOR_CHECK(columns >= kMinColumns && width <= kMaxWidth)
@@ -113,8 +122,8 @@ std::string RenderAscii(const Timeline& timeline, int width) {
     out += label + " |" + RenderRow(Sample(rows[r], columns, makespan), chunks) + "|\n";
   }
   out += std::string(label_width, ' ') + Axis(columns, makespan) + "\n";
-  out += "time in " + timeline.time_unit + ", 1 column = " +
-         render::FormatNumber(time_per_column, 3) + ", makespan " +
+  out += "time in " + timeline.time_unit +
+         ", 1 column = " + render::FormatNumber(time_per_column, 3) + ", makespan " +
          render::FormatNumber(makespan) + "\n";
   out +=
       "legend: F<mb> forward, B<mb> full backward, I<mb> backward for inputs, W<mb> backward "

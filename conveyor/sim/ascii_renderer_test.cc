@@ -22,11 +22,9 @@ std::vector<std::string> Lines(const std::string& text) {
 
 TEST(AsciiRendererTest, OneRowPerRankWithIdle) {
   // Rank 1 idles during [0, 1) and [3, 4).
-  const Timeline t = MakeTimeline(2, {{0, "0F0", 0, 1},
-                                      {0, "0F1", 1, 2},
-                                      {0, "0B0", 4, 6},
-                                      {1, "1F0", 1, 2},
-                                      {1, "1B0", 2, 4}});
+  const Timeline t = MakeTimeline(
+      2,
+      {{0, "0F0", 0, 1}, {0, "0F1", 1, 2}, {0, "0B0", 4, 6}, {1, "1F0", 1, 2}, {1, "1B0", 2, 4}});
   const std::vector<std::string> lines = Lines(RenderAscii(t, 40));
   ASSERT_GE(lines.size(), 4u);
   EXPECT_EQ(lines[0].rfind("rank 0 |F0", 0), 0u) << lines[0];
@@ -34,7 +32,7 @@ TEST(AsciiRendererTest, OneRowPerRankWithIdle) {
   EXPECT_NE(lines[1].find("B0"), std::string::npos);
   EXPECT_EQ(lines[0].size(), 40u);
   EXPECT_EQ(lines[1].size(), 40u);
-  EXPECT_NE(lines[0].find(".."), std::string::npos);  // idle during [2, 4)
+  EXPECT_NE(lines[0].find(".."), std::string::npos);    // idle during [2, 4)
   EXPECT_EQ(lines[2].find("rank"), std::string::npos);  // the axis
   EXPECT_NE(lines.back().find("legend"), std::string::npos);
 }
@@ -64,10 +62,8 @@ TEST(AsciiRendererTest, AutoWidthIsReadableAndBounded) {
 }
 
 TEST(AsciiRendererTest, OverlapAndSplitBackwardLabels) {
-  const Timeline t = MakeTimeline(1, {{0, "0F0", 0, 1},
-                                      {0, "(0F1;0I0)OVERLAP_F_B", 1, 3},
-                                      {0, "0W0", 3, 4},
-                                      {0, "0B1", 4, 6}});
+  const Timeline t = MakeTimeline(
+      1, {{0, "0F0", 0, 1}, {0, "(0F1;0I0)OVERLAP_F_B", 1, 3}, {0, "0W0", 3, 4}, {0, "0B1", 4, 6}});
   const std::string row = Lines(RenderAscii(t, 8 + 24 + 1))[0];
   EXPECT_EQ(row, "rank 0 |F0--F1+I0---W0--B1------|");
   // Two columns per unit: the overlapped unit's label does not fit, its kind letter does.

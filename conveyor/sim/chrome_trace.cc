@@ -20,11 +20,21 @@ std::string JsonString(const std::string& text) {
   std::string out = "\"";
   for (const char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buffer[8];
@@ -59,9 +69,10 @@ std::string Event(const Span& s, int pid, double us_per_unit) {
   if (a.microbatch >= 0) args += ",\"microbatch\":" + std::to_string(a.microbatch);
   args += ",\"op\":" + JsonString(std::string(OpName(a.op)));
   if (a.op == Op::kOverlapFB) args += ",\"backward\":" + JsonString(a.BackwardHalf().ToString());
-  return "{\"name\":" + JsonString(a.ToString()) + ",\"cat\":" +
-         JsonString(std::string(OpName(a.op))) + ",\"ph\":\"X\",\"pid\":" + std::to_string(pid) +
-         ",\"tid\":" + (IsComm(a.op) ? "1" : "0") + ",\"ts\":" + Micros(s.start * us_per_unit) +
+  return "{\"name\":" + JsonString(a.ToString()) +
+         ",\"cat\":" + JsonString(std::string(OpName(a.op))) +
+         ",\"ph\":\"X\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + (IsComm(a.op) ? "1" : "0") +
+         ",\"ts\":" + Micros(s.start * us_per_unit) +
          ",\"dur\":" + Micros((s.end - s.start) * us_per_unit) + ",\"args\":{" + args + "}}";
 }
 
@@ -79,9 +90,9 @@ std::string RenderChromeTrace(const std::vector<TraceGroup>& groups) {
     next_pid += timeline.num_ranks;
     for (int r = 0; r < timeline.num_ranks; ++r) {
       const int pid = first_pid + r;
-      events.push_back(Metadata(
-          "process_name", pid, 0,
-          "\"name\":" + JsonString(group.name + ": rank " + std::to_string(r))));
+      events.push_back(
+          Metadata("process_name", pid, 0,
+                   "\"name\":" + JsonString(group.name + ": rank " + std::to_string(r))));
       events.push_back(
           Metadata("process_sort_index", pid, 0, "\"sort_index\":" + std::to_string(pid)));
       events.push_back(Metadata("thread_name", pid, 0, "\"name\":\"compute\""));

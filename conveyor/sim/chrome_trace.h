@@ -23,8 +23,8 @@
 namespace conveyor {
 
 struct TraceGroup {
-  std::string name;            // e.g. "predicted"; JSON-escaped on output
-  const Timeline* timeline;    // not owned; must outlive the call
+  std::string name;          // e.g. "predicted"; JSON-escaped on output
+  const Timeline* timeline;  // not owned; must outlive the call
 };
 
 // Throws UserError for a null or malformed timeline (see render::CheckTimeline).

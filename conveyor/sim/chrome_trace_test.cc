@@ -132,9 +132,9 @@ TEST(ChromeTraceTest, OneCompleteEventPerSpan) {
 }
 
 TEST(ChromeTraceTest, PidsPerRankAndArgs) {
-  Timeline t = MakeTimeline(2, {{0, "(0F1;3B0)OVERLAP_F_B", 0.5, 2.25},
-                                {1, "1SEND_B0", 3, 3},
-                                {1, "1REDUCE_GRAD", 4, 4}});
+  Timeline t = MakeTimeline(
+      2,
+      {{0, "(0F1;3B0)OVERLAP_F_B", 0.5, 2.25}, {1, "1SEND_B0", 3, 3}, {1, "1REDUCE_GRAD", 4, 4}});
   t.time_unit = "s";
   const std::string json = RenderChromeTrace(t, "measured");
   EXPECT_TRUE(JsonChecker(json).Valid()) << json;

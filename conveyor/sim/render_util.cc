@@ -13,11 +13,11 @@ void CheckTimeline(const Timeline& timeline) {
       << "a timeline has a negative number of ranks: " << timeline.num_ranks;
   for (const Span& s : timeline.spans) {
     CONVEYOR_CHECK(s.rank >= 0 && s.rank < timeline.num_ranks)
-        << "span " << s.action << " is on rank " << s.rank << ", outside [0, "
-        << timeline.num_ranks << ")";
+        << "span " << s.action << " is on rank " << s.rank << ", outside [0, " << timeline.num_ranks
+        << ")";
     CONVEYOR_CHECK(std::isfinite(s.start) && std::isfinite(s.end) && s.start <= s.end)
-        << "span " << s.action << " on rank " << s.rank << " has bad times [" << s.start
-        << ", " << s.end << ")";
+        << "span " << s.action << " on rank " << s.rank << " has bad times [" << s.start << ", "
+        << s.end << ")";
   }
 }
 

@@ -35,11 +35,16 @@ constexpr int kLegendItemWidth = 190;
 
 int KindIndex(Op op) {
   switch (op) {
-    case Op::kForward: return 0;
-    case Op::kBackward: return 1;
-    case Op::kBackwardInput: return 2;
-    case Op::kBackwardWeight: return 3;
-    default: return 4;  // OVERLAP_F_B, the only other compute op
+    case Op::kForward:
+      return 0;
+    case Op::kBackward:
+      return 1;
+    case Op::kBackwardInput:
+      return 2;
+    case Op::kBackwardWeight:
+      return 3;
+    default:
+      return 4;  // OVERLAP_F_B, the only other compute op
   }
 }
 
@@ -51,12 +56,23 @@ std::string XmlEscape(const std::string& text) {
   std::string out;
   for (const char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -65,8 +81,8 @@ std::string XmlEscape(const std::string& text) {
 std::string Num(double value) { return render::FormatNumber(value, 7); }
 
 std::string Rect(const std::string& css_class, double x, double y, double w, double h) {
-  return "<rect class=\"" + css_class + "\" x=\"" + Num(x) + "\" y=\"" + Num(y) +
-         "\" width=\"" + Num(w) + "\" height=\"" + Num(h) + "\"";
+  return "<rect class=\"" + css_class + "\" x=\"" + Num(x) + "\" y=\"" + Num(y) + "\" width=\"" +
+         Num(w) + "\" height=\"" + Num(h) + "\"";
 }
 
 // Pixel geometry of the figure.
@@ -95,9 +111,9 @@ std::string ExactRows(const Timeline& timeline, const Frame& f, const SvgOptions
   for (const Span& s : timeline.spans) {
     const double x = f.x(s.start), w = (s.end - s.start) * f.scale;
     const double y = f.y(s.rank);
-    const std::string tip = "<title>" + XmlEscape(s.action.ToString() + " on rank " +
-                                                  std::to_string(s.rank) + ": " +
-                                                  Num(s.start) + " to " + Num(s.end)) +
+    const std::string tip = "<title>" +
+                            XmlEscape(s.action.ToString() + " on rank " + std::to_string(s.rank) +
+                                      ": " + Num(s.start) + " to " + Num(s.end)) +
                             "</title></rect>\n";
     if (IsComm(s.action.op) && s.end > s.start) {
       used.comm = true;
@@ -109,11 +125,10 @@ std::string ExactRows(const Timeline& timeline, const Frame& f, const SvgOptions
     used.kinds.insert(kind);
     used.light |= light;
     out += Rect(ClassOf(kind, light), x, y, w, f.row_height) + ">" + tip;
-    const std::string label =
-        s.action.op == Op::kOverlapFB
-            ? std::to_string(s.action.microbatch) + "/" +
-                  std::to_string(s.action.overlap_microbatch)
-            : std::to_string(s.action.microbatch);
+    const std::string label = s.action.op == Op::kOverlapFB
+                                  ? std::to_string(s.action.microbatch) + "/" +
+                                        std::to_string(s.action.overlap_microbatch)
+                                  : std::to_string(s.action.microbatch);
     if (options.labels && f.row_height >= 12 && w >= 7.0 * label.size() + 4) {
       out += "<text class=\"" + std::string(light ? "t2" : "t") + "\" x=\"" + Num(x + w / 2) +
              "\" y=\"" + Num(y + f.row_height / 2.0 + 4) + "\">" + label + "</text>\n";
@@ -154,9 +169,9 @@ std::string DenseRows(const Timeline& timeline, const Frame& f, const render::Ch
       } else if (code != kIdle) {
         used.kinds.insert(code / 2);
         used.light |= code % 2 == 1;
-        out += Rect(ClassOf(code / 2, code % 2 == 1), kLeftMargin + c, f.y(r), end - c,
-                    f.row_height) +
-               "/>\n";
+        out +=
+            Rect(ClassOf(code / 2, code % 2 == 1), kLeftMargin + c, f.y(r), end - c, f.row_height) +
+            "/>\n";
       }
       c = end;
     }
@@ -165,8 +180,8 @@ std::string DenseRows(const Timeline& timeline, const Frame& f, const render::Ch
 }
 
 std::string Axis(const Timeline& timeline, const Frame& f, double makespan, int y) {
-  std::string out = "<line class=\"axis\" x1=\"" + Num(f.x(0)) + "\" y1=\"" + Num(y) +
-                    "\" x2=\"" + Num(f.x(0) + f.width) + "\" y2=\"" + Num(y) + "\"/>\n";
+  std::string out = "<line class=\"axis\" x1=\"" + Num(f.x(0)) + "\" y1=\"" + Num(y) + "\" x2=\"" +
+                    Num(f.x(0) + f.width) + "\" y2=\"" + Num(y) + "\"/>\n";
   if (makespan > 0) {
     const double step = render::NiceStep(makespan, 10);
     for (int i = 0; i * step <= makespan * (1 + 1e-9); ++i) {
@@ -177,8 +192,8 @@ std::string Axis(const Timeline& timeline, const Frame& f, double makespan, int 
              render::FormatNumber(i * step) + "</text>\n";
     }
   }
-  out += "<text class=\"tick\" x=\"" + Num(f.x(0) + f.width / 2.0) + "\" y=\"" +
-         Num(y + 30) + "\">time (" + XmlEscape(timeline.time_unit) + ")</text>\n";
+  out += "<text class=\"tick\" x=\"" + Num(f.x(0) + f.width / 2.0) + "\" y=\"" + Num(y + 30) +
+         "\">time (" + XmlEscape(timeline.time_unit) + ")</text>\n";
   return out;
 }
 
@@ -222,8 +237,7 @@ std::string RenderSvg(const Timeline& timeline, const SvgOptions& options) {
   render::CheckTimeline(timeline);
   CONVEYOR_CHECK(options.width == 0 || (options.width >= 100 && options.width <= 10000))
       << "SVG width " << options.width << " must be 0 (auto) or within [100, 10000]";
-  CONVEYOR_CHECK(options.row_height == 0 ||
-                 (options.row_height >= 4 && options.row_height <= 200))
+  CONVEYOR_CHECK(options.row_height == 0 || (options.row_height >= 4 && options.row_height <= 200))
       << "SVG row height " << options.row_height << " must be 0 (auto) or within [4, 200]";
   const int p = timeline.num_ranks;
   const double makespan = timeline.makespan();

@@ -33,8 +33,8 @@ inline Timeline GpipeTimeline(int ranks, int microbatches) {
   const int m = microbatches, p = ranks;
   for (int r = 0; r < p; ++r) {
     for (int i = 0; i < m; ++i) {
-      timeline.spans.push_back(Span{r, Action{Op::kForward, r, i}, double(r + i),
-                                    double(r + i + 1)});
+      timeline.spans.push_back(
+          Span{r, Action{Op::kForward, r, i}, double(r + i), double(r + i + 1)});
       const double b_start = (m + p - 1) + 2.0 * (p - 1 - r) + 2.0 * i;
       timeline.spans.push_back(Span{r, Action{Op::kBackward, r, i}, b_start, b_start + 2});
     }
