@@ -6,12 +6,23 @@
 #include "conveyor/cli/compare_command.h"
 #include "conveyor/cli/plan_command.h"
 #include "conveyor/common/error.h"
+#include "conveyor/schedule/registry.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"conveyor: pipeline-parallel training, planned before it runs"};
   app.require_subcommand(1);
   conveyor::cli::AddPlanCommand(app);
   conveyor::cli::AddCompareCommand(app);
+  bool long_list = false;
+  CLI::App* list = app.add_subcommand("list", "print the schedule names, one per line");
+  list->add_flag("--long,-l", long_list, "with a one-line summary each");
+  list->callback([&long_list] {
+    for (const conveyor::ScheduleInfo& info : conveyor::AllSchedules()) {
+      std::cout << info.name;
+      if (long_list) std::cout << std::string(18 - info.name.size(), ' ') << info.summary;
+      std::cout << "\n";
+    }
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
