@@ -1,0 +1,287 @@
+#include "conveyor/comm/local_transport.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <tuple>
+#include <utility>
+
+#include "conveyor/comm/abort_signal.h"
+#include "conveyor/common/error.h"
+
+namespace conveyor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One message or receive; guarded by its group's mutex.
+struct Slot {
+  at::Tensor tensor;  // a receive's buffer, or an unmatched send's copy
+  bool done = false;
+  std::string error;  // set when done and the transfer failed
+};
+
+using Key = std::tuple<int, int, std::uint32_t>;  // (src, dst, tag), group ranks
+
+struct Collective {
+  const char* op = nullptr;
+  std::vector<at::Tensor> sum;
+  std::vector<bool> arrived;
+  int count = 0;
+  int readers_left = 0;
+  std::string error;
+};
+
+struct Group;
+
+struct SubgroupEntry {
+  std::vector<int> ranks;
+  std::shared_ptr<Group> group;
+};
+
+// State shared by the members of one group.
+struct Group {
+  explicit Group(std::shared_ptr<AbortSignal> abort_signal) : abort(std::move(abort_signal)) {
+    wake = abort->Subscribe([this] {
+      std::lock_guard<std::mutex> lock(mutex);
+      cv.notify_all();
+    });
+  }
+
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::map<Key, std::deque<std::shared_ptr<Slot>>> unmatched_sends;
+  std::map<Key, std::deque<std::shared_ptr<Slot>>> pending_recvs;
+  std::map<std::uint64_t, Collective> collectives;
+  std::map<std::uint64_t, SubgroupEntry> subgroups;
+  std::shared_ptr<AbortSignal> abort;
+  AbortSignal::Subscription wake;  // declared last: unsubscribes before the rest goes
+};
+
+std::string Mismatch(const at::Tensor& got, const at::Tensor& expected, const char* what) {
+  if (got.sizes() == expected.sizes() && got.scalar_type() == expected.scalar_type()) return "";
+  std::ostringstream out;
+  out << "got a tensor of shape " << got.sizes() << " and dtype " << got.scalar_type()
+      << " for " << what << " of shape " << expected.sizes() << " and dtype "
+      << expected.scalar_type();
+  return out.str();
+}
+
+// Copies a message into a receive and completes it. Requires the group's mutex.
+void Deliver(const at::Tensor& message, Slot& recv) {
+  recv.error = Mismatch(message, recv.tensor, "a receive buffer");
+  if (recv.error.empty()) recv.tensor.copy_(message);
+  recv.done = true;
+}
+
+std::shared_ptr<Slot> PopFront(std::map<Key, std::deque<std::shared_ptr<Slot>>>& queues,
+                               const Key& key) {
+  auto it = queues.find(key);
+  if (it == queues.end()) return nullptr;
+  std::shared_ptr<Slot> slot = std::move(it->second.front());
+  it->second.pop_front();
+  if (it->second.empty()) queues.erase(it);
+  return slot;
+}
+
+// Ends a failed wait: publishes `message` to the world and throws it.
+[[noreturn]] void Fail(AbortSignal& abort, const std::string& message) {
+  abort.Trigger(message);
+  throw CommError(message);
+}
+
+std::string TimedOut(std::chrono::milliseconds timeout) {
+  return " timed out after " + std::to_string(timeout.count()) + " ms";
+}
+
+class LocalWork : public Work {
+ public:
+  LocalWork(std::shared_ptr<Group> group, std::shared_ptr<Slot> slot, std::string what,
+            std::chrono::milliseconds timeout)
+      : group_(std::move(group)), slot_(std::move(slot)), what_(std::move(what)),
+        timeout_(timeout) {}
+
+  void Wait() override {
+    std::unique_lock<std::mutex> lock(group_->mutex);
+    AbortSignal& abort = *group_->abort;
+    group_->cv.wait_until(lock, Clock::now() + timeout_,
+                          [&] { return slot_->done || abort.triggered(); });
+    if (slot_->done && slot_->error.empty()) return;
+    std::string error = slot_->error;
+    lock.unlock();
+    if (!error.empty()) Fail(abort, what_ + " failed: " + error);
+    if (abort.triggered()) throw CommError(what_ + " aborted: " + abort.reason());
+    Fail(abort, what_ + TimedOut(timeout_) + " (no matching send)");
+  }
+
+  bool IsCompleted() override {
+    std::lock_guard<std::mutex> lock(group_->mutex);
+    return slot_->done;
+  }
+
+ private:
+  std::shared_ptr<Group> group_;
+  std::shared_ptr<Slot> slot_;
+  std::string what_;
+  std::chrono::milliseconds timeout_;
+};
+
+class LocalTransport : public Transport {
+ public:
+  LocalTransport(std::shared_ptr<Group> group, GroupRanks ranks, TransportOptions options)
+      : group_(std::move(group)), ranks_(std::move(ranks)), options_(options) {}
+
+  int rank() const override { return ranks_.rank(); }
+  int world_size() const override { return ranks_.size(); }
+
+  std::shared_ptr<Work> Send(at::Tensor tensor, int dst, std::uint32_t tag) override {
+    ranks_.CheckPeer("send", dst, tag);
+    auto slot = std::make_shared<Slot>();
+    slot->done = true;
+    {
+      std::lock_guard<std::mutex> lock(group_->mutex);
+      Key key{rank(), dst, tag};
+      if (std::shared_ptr<Slot> recv = PopFront(group_->pending_recvs, key)) {
+        Deliver(tensor, *recv);
+        group_->cv.notify_all();
+      } else {
+        auto message = std::make_shared<Slot>();
+        message->tensor = tensor.clone(at::MemoryFormat::Contiguous);
+        group_->unmatched_sends[key].push_back(std::move(message));
+      }
+    }
+    return std::make_shared<LocalWork>(group_, std::move(slot), Describe("send", "to", dst, tag),
+                                       options_.timeout);
+  }
+
+  std::shared_ptr<Work> Recv(at::Tensor buffer, int src, std::uint32_t tag) override {
+    ranks_.CheckPeer("recv", src, tag);
+    CONVEYOR_CHECK(buffer.defined() && buffer.is_contiguous())
+        << Describe("recv", "from", src, tag) << ": the buffer must be a contiguous tensor";
+    auto slot = std::make_shared<Slot>();
+    slot->tensor = std::move(buffer);
+    {
+      std::lock_guard<std::mutex> lock(group_->mutex);
+      Key key{src, rank(), tag};
+      if (std::shared_ptr<Slot> message = PopFront(group_->unmatched_sends, key)) {
+        Deliver(message->tensor, *slot);
+      } else {
+        group_->pending_recvs[key].push_back(slot);
+      }
+    }
+    return std::make_shared<LocalWork>(group_, std::move(slot), Describe("recv", "from", src, tag),
+                                       options_.timeout);
+  }
+
+  void AllReduceSum(std::vector<at::Tensor>& tensors) override { Collect("all-reduce", tensors); }
+
+  void Barrier() override {
+    std::vector<at::Tensor> none;
+    Collect("barrier", none);
+  }
+
+  std::unique_ptr<Transport> NewGroup(const std::vector<int>& ranks) override {
+    GroupRanks sub = ranks_.Subgroup(ranks);
+    std::uint64_t seq = next_subgroup_++;
+    std::shared_ptr<Group> group;
+    {
+      std::lock_guard<std::mutex> lock(group_->mutex);
+      SubgroupEntry& entry = group_->subgroups[seq];
+      if (entry.group == nullptr) {
+        entry.ranks = ranks;
+        entry.group = std::make_shared<Group>(group_->abort);
+      }
+      CONVEYOR_CHECK(entry.ranks == ranks)
+          << ranks_.Self() << ": NewGroup call #" << seq
+          << " names other ranks than the same call on another rank (every rank must pass "
+             "the same ranks in the same order)";
+      group = entry.group;
+    }
+    if (!sub.member()) return nullptr;
+    return std::make_unique<LocalTransport>(std::move(group), std::move(sub), options_);
+  }
+
+  void ReportFailure(const std::string& message) noexcept override {
+    group_->abort->Trigger(ranks_.Self() + " failed: " + message);
+  }
+
+ private:
+  std::string Describe(const char* op, const char* direction, int peer, std::uint32_t tag) const {
+    return ranks_.Describe(op, direction, peer, tag);
+  }
+
+  // Adds this rank's `tensors` to collective number `seq`, and returns once every rank has.
+  void Collect(const char* op, std::vector<at::Tensor>& tensors);
+
+  std::shared_ptr<Group> group_;
+  GroupRanks ranks_;
+  TransportOptions options_;
+  std::uint64_t next_collective_ = 0;
+  std::uint64_t next_subgroup_ = 0;
+};
+
+void LocalTransport::Collect(const char* op, std::vector<at::Tensor>& tensors) {
+  std::string what = ranks_.Self() + ": " + op + " #" + std::to_string(next_collective_);
+  std::unique_lock<std::mutex> lock(group_->mutex);
+  Collective& c = group_->collectives[next_collective_++];
+  if (c.op == nullptr) {
+    c.op = op;
+    c.arrived.assign(world_size(), false);
+    c.readers_left = world_size();
+  }
+  if (std::string(c.op) != op) {
+    c.error = std::string("ranks disagree on the operation: ") + c.op + " and " + op;
+  } else if (c.count == 0) {
+    for (const at::Tensor& t : tensors) c.sum.push_back(t.clone(at::MemoryFormat::Contiguous));
+  } else if (c.sum.size() != tensors.size()) {
+    c.error = "ranks pass " + std::to_string(c.sum.size()) + " and " +
+              std::to_string(tensors.size()) + " tensors";
+  } else {
+    for (size_t i = 0; i < tensors.size() && c.error.empty(); ++i) {
+      c.error = Mismatch(tensors[i], c.sum[i], ("operand " + std::to_string(i)).c_str());
+      if (c.error.empty()) c.sum[i].add_(tensors[i].to(c.sum[i].device()));
+    }
+  }
+  c.arrived[rank()] = true;
+  if (++c.count == world_size()) group_->cv.notify_all();
+  AbortSignal& abort = *group_->abort;
+  group_->cv.wait_until(lock, Clock::now() + options_.timeout,
+                        [&] { return c.count == world_size() || abort.triggered(); });
+  if (c.count == world_size() && c.error.empty()) {
+    for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(c.sum[i]);
+    if (--c.readers_left == 0) group_->collectives.erase(next_collective_ - 1);
+    return;
+  }
+  std::string failure;
+  if (!c.error.empty()) {
+    failure = what + " failed: " + c.error;
+  } else if (!abort.triggered()) {
+    std::ostringstream missing;
+    for (int r = 0; r < world_size(); ++r) {
+      if (!c.arrived[r]) missing << " " << ranks_.world_rank(r);
+    }
+    failure = what + TimedOut(options_.timeout) + " waiting for ranks" + missing.str();
+  }
+  lock.unlock();
+  if (failure.empty()) throw CommError(what + " aborted: " + abort.reason());
+  Fail(abort, failure);
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<Transport>> LocalWorld(int n, const TransportOptions& options) {
+  CONVEYOR_CHECK(n >= 1) << "a local world needs at least one rank, got " << n;
+  auto group = std::make_shared<Group>(AbortSignal::Create());
+  std::vector<std::unique_ptr<Transport>> world;
+  for (int r = 0; r < n; ++r) {
+    world.push_back(std::make_unique<LocalTransport>(group, GroupRanks::World(n, r), options));
+  }
+  return world;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,28 @@
+// The in-process transport: the ranks of one world are threads of this process.
+//
+// Used by tests and by one process that drives several devices. Send copies the tensor into
+// the receiver's mailbox (or straight into an already posted receive buffer), so a send is
+// complete when Send returns and its tensor may be reused at once; a receive completes when
+// its message arrived. Collectives meet in shared state. Every wait is bounded by the
+// options' timeout; a timeout, a mismatched message, or ReportFailure on any rank makes every
+// pending and later wait of the world throw CommError (see transport.h).
+//
+// Tensors may live on any device; receive buffers and all-reduce operands are written with
+// at::Tensor::copy_, so a message may cross devices.
+#ifndef CONVEYOR_COMM_LOCAL_TRANSPORT_H_
+#define CONVEYOR_COMM_LOCAL_TRANSPORT_H_
+
+#include <memory>
+#include <vector>
+
+#include "conveyor/comm/transport.h"
+
+namespace conveyor {
+
+// Creates the `n` transports of one world; transport i has rank i and is meant to be used by
+// one thread. The transports (and their sub-groups) may be destroyed in any order.
+std::vector<std::unique_ptr<Transport>> LocalWorld(int n, const TransportOptions& options = {});
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_COMM_LOCAL_TRANSPORT_H_

@@ -1,0 +1,157 @@
+#include "conveyor/comm/local_transport.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <thread>
+
+namespace conveyor {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+// Runs body(transport) for every rank of a local world of `n`, one thread each.
+void RunWorld(int n, std::chrono::milliseconds timeout,
+              const std::function<void(Transport&)>& body) {
+  std::vector<std::unique_ptr<Transport>> world = LocalWorld(n, TransportOptions{timeout});
+  std::vector<std::thread> threads;
+  for (auto& transport : world) threads.emplace_back([&] { body(*transport); });
+  for (auto& thread : threads) thread.join();
+}
+
+constexpr std::chrono::milliseconds kLong{30000};
+
+TEST(LocalTransportTest, ReceivesPostedFirstAndSendsOutOfOrderMatchByTag) {
+  constexpr int kRanks = 3;
+  constexpr int kTags = 4;
+  RunWorld(kRanks, kLong, [](Transport& t) {
+    int left = (t.rank() + kRanks - 1) % kRanks;
+    int right = (t.rank() + 1) % kRanks;
+    std::vector<at::Tensor> buffers;
+    std::vector<std::shared_ptr<Work>> recvs;
+    for (int tag = 0; tag < kTags; ++tag) {
+      buffers.push_back(at::zeros({2}));
+      recvs.push_back(t.Recv(buffers.back(), left, tag));
+    }
+    std::vector<std::shared_ptr<Work>> sends;
+    for (int tag = kTags - 1; tag >= 0; --tag) {
+      sends.push_back(t.Send(at::full({2}, 100.0 * t.rank() + tag), right, tag));
+    }
+    for (auto& send : sends) send->Wait();
+    for (int tag = 0; tag < kTags; ++tag) {
+      recvs[tag]->Wait();
+      EXPECT_TRUE(recvs[tag]->IsCompleted());
+      EXPECT_EQ(buffers[tag][1].item<float>(), 100.0 * left + tag) << "rank " << t.rank();
+    }
+  });
+}
+
+TEST(LocalTransportTest, AllReduceSumsTensorsOfMixedShapesAndDtypes) {
+  RunWorld(4, kLong, [](Transport& t) {
+    std::vector<at::Tensor> tensors = {at::full({2, 3}, t.rank() + 1.0),
+                                       at::full({5}, t.rank(), at::kLong)};
+    t.AllReduceSum(tensors);
+    t.Barrier();
+    EXPECT_EQ(tensors[0][1][2].item<float>(), 10.0);
+    EXPECT_EQ(tensors[1][4].item<int64_t>(), 6);
+    EXPECT_EQ(tensors[1].scalar_type(), at::kLong);
+  });
+}
+
+TEST(LocalTransportTest, SubgroupHasItsOwnRanksAndNonMembersGetNull) {
+  RunWorld(4, kLong, [](Transport& t) {
+    std::unique_ptr<Transport> group = t.NewGroup({3, 1});
+    if (t.rank() == 0 || t.rank() == 2) {
+      EXPECT_EQ(group, nullptr);
+      return;
+    }
+    ASSERT_NE(group, nullptr);
+    EXPECT_EQ(group->world_size(), 2);
+    EXPECT_EQ(group->rank(), t.rank() == 3 ? 0 : 1);
+    std::vector<at::Tensor> x = {at::full({1}, t.rank() * 1.0)};
+    group->AllReduceSum(x);
+    EXPECT_EQ(x[0].item<float>(), 4.0);
+    at::Tensor got = at::zeros({1});
+    auto recv = group->Recv(got, 1 - group->rank(), 9);
+    group->Send(at::full({1}, t.rank() * 10.0), 1 - group->rank(), 9)->Wait();
+    recv->Wait();
+    EXPECT_EQ(got.item<float>(), t.rank() == 3 ? 10.0 : 30.0);
+  });
+}
+
+TEST(LocalTransportTest, DroppedSendHandleStillDelivers) {
+  RunWorld(2, kLong, [](Transport& t) {
+    if (t.rank() == 0) {
+      at::Tensor x = at::arange(6, at::kFloat);
+      t.Send(x, 1, 5);  // handle dropped
+      x.fill_(-1);      // the message was taken at Send time
+      return;
+    }
+    at::Tensor got = at::zeros({6});
+    t.Recv(got, 0, 5)->Wait();
+    EXPECT_EQ(got[5].item<float>(), 5.0);
+  });
+}
+
+TEST(LocalTransportTest, ReceiveWithoutSenderTimesOutNamingPeerAndTag) {
+  RunWorld(2, std::chrono::milliseconds(200), [](Transport& t) {
+    if (t.rank() == 0) return;
+    auto recv = t.Recv(at::zeros({1}), 0, 42);
+    try {
+      recv->Wait();
+      ADD_FAILURE() << "Wait returned without a sender";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), AllOf(HasSubstr("rank 1: recv from rank 0 (tag 42)"),
+                                  HasSubstr("timed out after 200 ms")));
+    }
+  });
+}
+
+TEST(LocalTransportTest, ReportedFailureAbortsOtherRanksNamingTheRank) {
+  RunWorld(3, kLong, [](Transport& t) {
+    if (t.rank() == 1) {
+      t.ReportFailure("loss is NaN");
+      return;
+    }
+    auto recv = t.Recv(at::zeros({1}), 1, 0);
+    EXPECT_THROW(
+        try { recv->Wait(); } catch (const CommError& e) {
+          EXPECT_THAT(e.what(), HasSubstr("aborted: rank 1 failed: loss is NaN"));
+          throw;
+        },
+        CommError);
+    EXPECT_THROW(t.Barrier(), CommError);
+  });
+}
+
+TEST(LocalTransportTest, MismatchedBufferFailsTheReceive) {
+  RunWorld(2, kLong, [](Transport& t) {
+    if (t.rank() == 0) {
+      t.Send(at::zeros({4}), 1, 0)->Wait();
+      return;
+    }
+    try {
+      t.Recv(at::zeros({3}), 0, 0)->Wait();
+      ADD_FAILURE() << "a [4] message filled a [3] buffer";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("shape [4]"));
+    }
+  });
+}
+
+TEST(LocalTransportTest, BadArgumentsAreUserErrors) {
+  auto world = LocalWorld(2);
+  EXPECT_THROW(world[0]->Send(at::zeros({1}), 0, 0), UserError);
+  EXPECT_THROW(world[0]->Send(at::zeros({1}), 2, 0), UserError);
+  EXPECT_THROW(world[0]->Recv(at::zeros({2, 2}).t(), 1, 0), UserError);
+  EXPECT_THROW(world[0]->Send(at::zeros({1}), 1, Transport::kMaxTag + 1), UserError);
+  EXPECT_THROW(world[0]->NewGroup({0, 0}), UserError);
+  EXPECT_THROW(world[0]->NewGroup({}), UserError);
+  EXPECT_THROW(LocalWorld(0), UserError);
+}
+
+}  // namespace
+}  // namespace conveyor

@@ -1,0 +1,102 @@
+// Transport: how ranks exchange tensors. The runtime talks only to this interface; it is
+// implemented over c10d (c10d_transport.h: one process per rank, Gloo on CPU, NCCL on CUDA)
+// and in-process (local_transport.h: ranks are threads).
+//
+// Point-to-point: Send and Recv post an operation and return at once with a Work handle.
+// Messages match by (sender, receiver, tag); messages with the same triple match in posting
+// order. Receives may be posted before the matching send exists, and sends may be posted in
+// any order of tags. Collectives (AllReduceSum, Barrier, NewGroup) block and must be called
+// by every rank of the transport in the same order.
+//
+// Buffer lifetime: an implementation keeps every tensor of an operation in flight alive until
+// the operation completes, even when the caller drops the Work handle; a dropped send is still
+// delivered. The caller must not modify a sent tensor, nor read a receive buffer, before the
+// operation's Wait() returned.
+//
+// Failures never hang: every wait is bounded by TransportOptions::timeout, and a failure on
+// one rank (a timeout, a lost connection, or ReportFailure) makes the pending and later waits
+// of every rank of the world throw CommError naming the failed rank, within about the
+// implementation's failure-detection interval. Once failed, a transport stays failed.
+//
+// Thread-safety: one Transport is used by one thread at a time (operations are posted in a
+// program order that every rank agrees on); ReportFailure may be called from any thread. A
+// Work handle is waited on by one thread at a time.
+#ifndef CONVEYOR_COMM_TRANSPORT_H_
+#define CONVEYOR_COMM_TRANSPORT_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conveyor/comm/comm_error.h"
+#include "conveyor/comm/group_ranks.h"
+
+namespace conveyor {
+
+struct TransportOptions {
+  // Bound on every blocking wait: Work::Wait() (counted from the call of Wait, not from the
+  // posting), a collective, the creation of a group or of the transport itself.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+};
+
+// A pending point-to-point operation.
+class Work {
+ public:
+  virtual ~Work() = default;
+
+  // Blocks until the operation completed: the tensor was handed to the peer (send) or the
+  // buffer holds the message (recv). Throws CommError naming this rank, the operation, peer
+  // and tag when the operation failed, did not complete within the timeout, or any rank
+  // failed. Calling it again after success returns at once; after a failure, throws again.
+  virtual void Wait() = 0;
+
+  // True when the operation is known to be complete (never blocks). May stay false until
+  // Wait() returned for operations whose backend cannot be polled (Gloo point-to-point).
+  virtual bool IsCompleted() = 0;
+};
+
+class Transport {
+ public:
+  // Tags are in [0, kMaxTag].
+  static constexpr std::uint32_t kMaxTag = GroupRanks::kMaxTag;
+
+  virtual ~Transport() = default;
+
+  // This rank in this transport's group, in [0, world_size()).
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  // Posts a send of `tensor` to rank `dst` (!= rank()). A non-contiguous tensor is sent as a
+  // contiguous copy. The backend must handle the tensor's device (CPU always).
+  virtual std::shared_ptr<Work> Send(at::Tensor tensor, int dst, std::uint32_t tag) = 0;
+
+  // Posts a receive from rank `src` (!= rank()) into `buffer`, which must be contiguous and
+  // have the exact shape and dtype of the message (the transport exchanges no metadata).
+  virtual std::shared_ptr<Work> Recv(at::Tensor buffer, int src, std::uint32_t tag) = 0;
+
+  // Sums each tensor over all ranks, in place, blocking. Tensors may differ in shape and
+  // dtype; every rank passes the same list of shapes and dtypes in the same order.
+  virtual void AllReduceSum(std::vector<at::Tensor>& tensors) = 0;
+
+  // Returns once every rank has entered Barrier.
+  virtual void Barrier() = 0;
+
+  // Creates a sub-group of `ranks` (ranks of this transport; distinct, any order: the
+  // position in `ranks` is the rank inside the group). Collective over this transport: every
+  // rank calls it, in the same order, with the same `ranks`. Returns the member's transport,
+  // or nullptr on ranks outside `ranks`. Sub-groups share the world's failure detection.
+  virtual std::unique_ptr<Transport> NewGroup(const std::vector<int>& ranks) = 0;
+
+  // Tells every rank of the world that this rank failed with `message` (call it from the
+  // runtime's catch block before rethrowing): their waits throw CommError
+  // "... rank R failed: message". Idempotent; never throws.
+  virtual void ReportFailure(const std::string& message) noexcept = 0;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_COMM_TRANSPORT_H_
