@@ -22,12 +22,15 @@ void AccumulateWeightGrad(at::Tensor weight, const at::Tensor& x2d, const at::Te
   }
 }
 
+// The autograd function of Linear; `bias` may be undefined only through Forward below, as
+// custom functions do not take undefined tensors.
 struct LinearFunction : public torch::autograd::Function<LinearFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                            const at::Tensor& bias) {
+                            bool has_bias, const at::Tensor& bias_or_weight) {
+    const at::Tensor bias = has_bias ? bias_or_weight : at::Tensor();
     ctx->save_for_backward({x});
     ctx->saved_data["weight"] = weight;
-    ctx->saved_data["has_bias"] = bias.defined();
+    ctx->saved_data["has_bias"] = has_bias;
     WeightGradStore* store = WeightGradStore::RecordingStore();
     ctx->saved_data["store"] = reinterpret_cast<int64_t>(store);
     ctx->saved_data["key"] = static_cast<int64_t>(WeightGradStore::RecordingKey());
@@ -53,14 +56,15 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
     } else {
       grad_weight = g2d.t().mm(x2d);
     }
-    return {grad_x, grad_weight, grad_bias};
+    // The unused slot of an absent bias is the weight again: no gradient for it.
+    return {grad_x, grad_weight, at::Tensor(), grad_bias};
   }
 };
 
 }  // namespace
 
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  return LinearFunction::apply(x, weight, bias);
+  return LinearFunction::apply(x, weight, bias.defined(), bias.defined() ? bias : weight);
 }
 
 }  // namespace conveyor::nn
