@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "conveyor/cli/bench_command.h"
 #include "conveyor/cli/compare_command.h"
 #include "conveyor/cli/plan_command.h"
 #include "conveyor/common/error.h"
@@ -13,6 +14,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   conveyor::cli::AddPlanCommand(app);
   conveyor::cli::AddCompareCommand(app);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  int exit_code = 0;
+  conveyor::cli::AddBenchCommand(app, args, &exit_code);
   bool long_list = false;
   CLI::App* list = app.add_subcommand("list", "print the schedule names, one per line");
   list->add_flag("--long,-l", long_list, "with a one-line summary each");
@@ -36,5 +40,5 @@ int main(int argc, char** argv) {
     std::cerr << "conveyor: error: " << e.what() << "\n";
     return 1;
   }
-  return 0;
+  return exit_code;
 }
