@@ -1,0 +1,280 @@
+#include "conveyor/comm/c10d_transport.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/version.h>
+
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <utility>
+
+#include "conveyor/comm/c10d_world.h"
+#include "conveyor/common/error.h"
+
+// Version differences of libtorch live here and nowhere else. Since 2.0 the Gloo and NCCL
+// process groups derive from c10d::Backend (1.13: from c10d::ProcessGroup); both versions keep
+// the send / recv / allreduce / barrier signatures used below. ProcessGroupNCCL.hpp declares
+// its class only under USE_C10D_NCCL, which CMake defines with CONVEYOR_WITH_NCCL for CUDA
+// builds of libtorch.
+#if defined(CONVEYOR_WITH_NCCL) && __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#define CONVEYOR_HAS_NCCL 1
+#else
+#define CONVEYOR_HAS_NCCL 0
+#endif
+
+namespace conveyor {
+namespace {
+
+#if TORCH_VERSION_MAJOR >= 2
+using ProcessGroupBase = c10d::Backend;
+#else
+using ProcessGroupBase = c10d::ProcessGroup;
+#endif
+
+// The process groups of one group of ranks; shared with its operations in flight.
+struct Backends {
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#if CONVEYOR_HAS_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+#endif
+};
+
+std::shared_ptr<::gloo::transport::Device> GlooDevice(const std::string& master_addr) {
+  if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME")) {
+    return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
+  }
+  if (master_addr == "localhost" || master_addr.starts_with("127.")) {
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  }
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+#if CONVEYOR_HAS_NCCL
+// Creates every NCCL communicator now: the group's, then one per pair of ranks, pairs in
+// one global order that every rank walks (so no two ranks wait on each other in a cycle).
+void ConnectNcclPairs(c10d::ProcessGroupNCCL& nccl, int rank, int size) {
+  std::vector<at::Tensor> one = {at::ones({1}, at::TensorOptions().device(at::kCUDA))};
+  nccl.allreduce(one)->wait();
+  for (int a = 0; a < size; ++a) {
+    for (int b = a + 1; b < size; ++b) {
+      if (rank == a) nccl.send(one, b, 0)->wait();
+      if (rank == b) nccl.recv(one, a, 0)->wait();
+    }
+  }
+}
+#endif
+
+std::shared_ptr<Backends> Connect(C10dWorld& world, const std::string& prefix,
+                                  const GroupRanks& ranks) {
+  auto backends = std::make_shared<Backends>();
+  try {
+    auto options = c10d::ProcessGroupGloo::Options::create(world.options().transport.timeout);
+    options->devices.push_back(GlooDevice(world.info().master_addr));
+    backends->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>(prefix + "/gloo", world.store()), ranks.rank(),
+        ranks.size(), options);
+#if CONVEYOR_HAS_NCCL
+    if (world.options().use_nccl) {
+      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+      nccl_options->timeout = world.options().transport.timeout;
+      backends->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+          c10::make_intrusive<c10d::PrefixStore>(prefix + "/nccl", world.store()), ranks.rank(),
+          ranks.size(), nccl_options);
+      ConnectNcclPairs(*backends->nccl, ranks.rank(), ranks.size());
+    }
+#endif
+  } catch (const std::exception& e) {
+    std::string what = ranks.Self() + ": connecting the process groups of " +
+                       std::to_string(ranks.size()) + " ranks";
+    world.Raise(what, what + " failed: " + Brief(e));
+  }
+  return backends;
+}
+
+class C10dWork : public Work {
+ public:
+  C10dWork(std::shared_ptr<C10dWorld> world, C10dOp op)
+      : world_(std::move(world)), op_(std::move(op)) {}
+
+  ~C10dWork() override {
+    if (state_ == State::kPending) world_->Adopt(std::move(op_));
+  }
+
+  void Wait() override {
+    if (state_ == State::kDone) return;
+    if (state_ == State::kFailed) throw CommError(error_);
+    try {
+      world_->Wait(op_);
+      state_ = State::kDone;
+    } catch (const CommError& e) {
+      state_ = State::kFailed;
+      error_ = e.what();
+      throw;
+    }
+  }
+
+  bool IsCompleted() override {
+    return state_ == State::kDone || (op_.pollable && state_ == State::kPending &&
+                                      op_.work->isCompleted() && op_.work->isSuccess());
+  }
+
+ private:
+  enum class State { kPending, kDone, kFailed };
+  std::shared_ptr<C10dWorld> world_;
+  C10dOp op_;
+  State state_ = State::kPending;
+  std::string error_;
+};
+
+class C10dTransport : public Transport {
+ public:
+  C10dTransport(std::shared_ptr<C10dWorld> world, GroupRanks ranks, std::string prefix,
+                bool is_world)
+      : world_(std::move(world)),
+        ranks_(std::move(ranks)),
+        prefix_(std::move(prefix)),
+        is_world_(is_world),
+        backends_(Connect(*world_, prefix_, ranks_)) {}
+
+  ~C10dTransport() override {
+    if (is_world_) world_->Shutdown();
+  }
+
+  int rank() const override { return ranks_.rank(); }
+  int world_size() const override { return ranks_.size(); }
+
+  std::shared_ptr<Work> Send(at::Tensor tensor, int dst, std::uint32_t tag) override {
+    ranks_.CheckPeer("send", dst, tag);
+    std::vector<at::Tensor> tensors = {tensor.contiguous()};
+    return Post(ranks_.Describe("send", "to", dst, tag), tensors, [&](ProcessGroupBase& pg) {
+      return pg.send(tensors, dst, static_cast<int>(tag));
+    });
+  }
+
+  std::shared_ptr<Work> Recv(at::Tensor buffer, int src, std::uint32_t tag) override {
+    ranks_.CheckPeer("recv", src, tag);
+    std::string what = ranks_.Describe("recv", "from", src, tag);
+    CONVEYOR_CHECK(buffer.defined() && buffer.is_contiguous())
+        << what << ": the buffer must be a contiguous tensor";
+    std::vector<at::Tensor> tensors = {buffer};
+    return Post(what, tensors, [&](ProcessGroupBase& pg) {
+      return pg.recv(tensors, src, static_cast<int>(tag));
+    });
+  }
+
+  void AllReduceSum(std::vector<at::Tensor>& tensors) override;
+
+  void Barrier() override {
+    Run(ranks_.Self() + ": barrier", at::Tensor(),
+        [&](ProcessGroupBase& pg) { return pg.barrier(); });
+  }
+
+  std::unique_ptr<Transport> NewGroup(const std::vector<int>& ranks) override {
+    GroupRanks sub = ranks_.Subgroup(ranks);
+    std::string prefix = prefix_ + "/g" + std::to_string(next_group_++);
+    if (!sub.member()) return nullptr;
+    return std::make_unique<C10dTransport>(world_, std::move(sub), std::move(prefix), false);
+  }
+
+  void ReportFailure(const std::string& message) noexcept override {
+    world_->Fail(ranks_.Self() + " failed: " + message);
+  }
+
+ private:
+  using Launch = std::function<c10::intrusive_ptr<c10d::Work>(ProcessGroupBase&)>;
+
+  // The process group for tensors on `tensor`'s device.
+  ProcessGroupBase& Backend(const at::Tensor& tensor, const std::string& what) {
+#if CONVEYOR_HAS_NCCL
+    if (tensor.defined() && tensor.is_cuda()) {
+      CONVEYOR_CHECK(backends_->nccl) << what << ": a CUDA tensor needs C10dOptions::use_nccl";
+      return *backends_->nccl;
+    }
+#endif
+    CONVEYOR_CHECK(!tensor.defined() || tensor.is_cpu())
+        << what << ": this transport carries CPU tensors"
+        << (CONVEYOR_HAS_NCCL ? " and CUDA tensors" : "") << ", not " << tensor.device();
+    return *backends_->gloo;
+  }
+
+  // Starts an operation; a backend refusing it is a failure of this rank.
+  C10dOp Start(std::string what, const at::Tensor& tensor, const Launch& launch) {
+    ProcessGroupBase& pg = Backend(tensor, what);
+    C10dOp op{{}, tensor, backends_, std::move(what), false};
+    op.pollable = &pg != backends_->gloo.get();  // Gloo's point-to-point work has no future
+    if (world_->abort().triggered()) {
+      throw CommError(op.what + " aborted: " + world_->abort().reason());
+    }
+    try {
+      op.work = launch(pg);
+    } catch (const std::exception& e) {
+      world_->Raise(op.what, op.what + " failed: " + Brief(e));
+    }
+    return op;
+  }
+
+  std::shared_ptr<Work> Post(std::string what, const std::vector<at::Tensor>& tensors,
+                             const Launch& launch) {
+    return std::make_shared<C10dWork>(world_, Start(std::move(what), tensors[0], launch));
+  }
+
+  // Runs a collective to completion.
+  void Run(std::string what, const at::Tensor& tensor, const Launch& launch) {
+    C10dOp op = Start(std::move(what), tensor, launch);
+    op.pollable = true;  // collectives complete a future on every backend
+    world_->Wait(op);
+  }
+
+  std::shared_ptr<C10dWorld> world_;
+  GroupRanks ranks_;
+  std::string prefix_;
+  bool is_world_;
+  std::shared_ptr<Backends> backends_;
+  std::uint64_t next_group_ = 0;
+  std::uint64_t next_all_reduce_ = 0;
+};
+
+void C10dTransport::AllReduceSum(std::vector<at::Tensor>& tensors) {
+  // One flat buffer per (dtype, device), in order of first appearance: c10d's all-reduce
+  // takes one tensor per device, not a list of different tensors.
+  std::vector<std::vector<size_t>> buckets;
+  std::map<std::pair<at::ScalarType, std::string>, size_t> bucket_of;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    auto key = std::make_pair(tensors[i].scalar_type(), tensors[i].device().str());
+    auto [it, added] = bucket_of.emplace(key, buckets.size());
+    if (added) buckets.emplace_back();
+    buckets[it->second].push_back(i);
+  }
+  std::string what = ranks_.Self() + ": all-reduce #" + std::to_string(next_all_reduce_++);
+  for (const std::vector<size_t>& bucket : buckets) {
+    std::vector<at::Tensor> flat;
+    for (size_t i : bucket) flat.push_back(tensors[i].reshape({-1}));
+    std::vector<at::Tensor> buffer = {at::cat(flat)};
+    Run(what, buffer[0], [&](ProcessGroupBase& pg) { return pg.allreduce(buffer); });
+    int64_t offset = 0;
+    for (size_t i : bucket) {
+      int64_t n = tensors[i].numel();
+      tensors[i].copy_(buffer[0].narrow(0, offset, n).view(tensors[i].sizes()));
+      offset += n;
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> ConnectC10d(const RendezvousInfo& info, const C10dOptions& options) {
+  CONVEYOR_CHECK(!options.use_nccl || CONVEYOR_HAS_NCCL)
+      << "rank " << info.rank << ": C10dOptions::use_nccl, but this libtorch has no NCCL";
+  CONVEYOR_CHECK(options.failure_poll_interval.count() > 0)
+      << "failure_poll_interval must be positive, got " << options.failure_poll_interval.count()
+      << " ms";
+  auto world = std::make_shared<C10dWorld>(info, options);
+  return std::make_unique<C10dTransport>(std::move(world),
+                                         GroupRanks::World(info.world_size, info.rank), "pg",
+                                         /*is_world=*/true);
+}
+
+}  // namespace conveyor

@@ -1,0 +1,57 @@
+// The c10d transport: one process per rank, over PyTorch's c10d.
+//
+// ConnectC10d meets the other ranks at the TCPStore served by rank 0 (info.master_addr /
+// master_port), then creates every communicator eagerly, in the same order on every rank:
+// a Gloo process group for CPU tensors and, with use_nccl, an NCCL one for CUDA tensors.
+// (Communicators created lazily, in the order traffic happens to arrive, can deadlock.)
+// Sub-groups get their own process groups over a prefix of the same store.
+//
+// Failure propagation: every process runs a watcher thread with its own store client that
+// polls the key "conveyor/failed". A rank that fails (ReportFailure, a timeout, a lost Gloo
+// connection) writes its reason there once; every rank then aborts its pending and later
+// waits with CommError "... aborted: <reason>" within about failure_poll_interval. A rank
+// killed outright is caught by its peers' Gloo connection errors (which they publish the same
+// way) or by the timeout. Losing the store itself (rank 0 died) aborts every other rank too.
+//
+// Buffers: a Work handle dropped before completion is handed to a drain thread that waits
+// for it, so the send is still delivered and its tensor stays alive until then. The buffers
+// of operations that failed or were aborted are kept until the world is destroyed, since the
+// backend may still hold their addresses.
+//
+// Limits: Gloo point-to-point Work reports IsCompleted() only once Wait() returned. NCCL
+// ignores tags: between two ranks, CUDA messages must be posted in the same order on both
+// sides. Group creation waits for the members within the timeout but cannot be aborted early.
+//
+// Shutdown: destroying the world transport drains dropped sends and stops the watcher; rank 0
+// (which serves the store) then waits, up to the timeout, until every rank has done the same,
+// so no rank mistakes a normal exit of rank 0 for a failure.
+#ifndef CONVEYOR_COMM_C10D_TRANSPORT_H_
+#define CONVEYOR_COMM_C10D_TRANSPORT_H_
+
+#include <chrono>
+#include <memory>
+
+#include "conveyor/comm/rendezvous.h"
+#include "conveyor/comm/transport.h"
+
+namespace conveyor {
+
+struct C10dOptions {
+  TransportOptions transport;
+  // Bound on meeting the other ranks at the store, which may start much later than this one.
+  std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};
+  std::chrono::milliseconds failure_poll_interval{100};
+  // Also create an NCCL process group for CUDA tensors. Requires a libtorch built with
+  // NCCL and the current CUDA device set to this rank's GPU before connecting.
+  bool use_nccl = false;
+};
+
+// Connects this process as rank info.rank of info.world_size. Blocks until every rank has
+// connected (bounded by the timeout); throws CommError when that fails. Every process of the
+// world calls it once.
+std::unique_ptr<Transport> ConnectC10d(const RendezvousInfo& info,
+                                       const C10dOptions& options = {});
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_COMM_C10D_TRANSPORT_H_

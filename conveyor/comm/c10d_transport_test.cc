@@ -1,0 +1,193 @@
+// Real processes over Gloo on 127.0.0.1: each C10dTransportTest case launches this test
+// binary as N ranks (LaunchLocal, a free port) running one C10dWorker case, which skips
+// unless launched that way. A worker that fails an expectation exits non-zero, and the
+// launcher reports it.
+#include "conveyor/comm/c10d_transport.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <iostream>
+
+#include "conveyor/comm/launcher.h"
+
+namespace conveyor {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kWorkerVariable[] = "CONVEYOR_C10D_TEST_WORKER";
+
+// Generous: failure propagation, not this timeout, is what must stop the ranks below.
+constexpr std::chrono::seconds kOpTimeout(60);
+
+LaunchResult LaunchWorkers(int nproc, const std::string& worker, bool stop_all_on_failure) {
+  char self[PATH_MAX] = {};
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  EXPECT_GT(n, 0);
+  LaunchOptions options;
+  options.extra_env[kWorkerVariable] = "1";
+  options.deadline = std::chrono::seconds(150);
+  options.grace = std::chrono::seconds(2);
+  options.stop_all_on_failure = stop_all_on_failure;
+  options.out = &std::cerr;
+  return LaunchLocal(nproc, {self, "--gtest_filter=C10dWorker." + worker}, options);
+}
+
+std::unique_ptr<Transport> ConnectWorker() {
+  C10dOptions options;
+  options.transport.timeout = kOpTimeout;
+  options.failure_poll_interval = std::chrono::milliseconds(50);
+  return ConnectC10d(RendezvousFromEnvironment(), options);
+}
+
+#define SKIP_UNLESS_LAUNCHED()                       \
+  if (std::getenv(kWorkerVariable) == nullptr) {     \
+    GTEST_SKIP() << "a worker of C10dTransportTest"; \
+  }
+
+// The CommError `work.Wait()` throws ("no error" when it returns).
+std::string WaitError(Work& work) {
+  try {
+    work.Wait();
+  } catch (const CommError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(C10dTransportTest, PointToPointCollectivesAndSubgroups) {
+  LaunchResult result = LaunchWorkers(4, "Exchange", true);
+  EXPECT_TRUE(result.ok()) << result.Report();
+}
+
+TEST(C10dWorker, Exchange) {
+  SKIP_UNLESS_LAUNCHED();
+  std::unique_ptr<Transport> t = ConnectWorker();
+  const int n = t->world_size();
+  const int left = (t->rank() + n - 1) % n;
+  const int right = (t->rank() + 1) % n;
+  // Receives first, sends in reverse tag order, one send handle dropped.
+  std::vector<at::Tensor> got;
+  std::vector<std::shared_ptr<Work>> recvs;
+  for (int tag = 0; tag < 4; ++tag) {
+    got.push_back(at::zeros({3}));
+    recvs.push_back(t->Recv(got.back(), left, tag));
+  }
+  std::vector<std::shared_ptr<Work>> sends;
+  for (int tag = 3; tag >= 0; --tag) {
+    auto send = t->Send(at::full({3}, 100.0 * t->rank() + tag), right, tag);
+    if (tag != 2) sends.push_back(send);
+  }
+  for (int tag = 0; tag < 4; ++tag) {
+    recvs[tag]->Wait();
+    EXPECT_EQ(got[tag][2].item<float>(), 100.0 * left + tag) << "tag " << tag;
+  }
+  for (auto& send : sends) send->Wait();
+
+  std::vector<at::Tensor> sums = {at::full({2, 2}, t->rank() + 1.0),
+                                  at::full({3}, t->rank(), at::kLong), at::ones({1})};
+  t->AllReduceSum(sums);
+  EXPECT_EQ(sums[0][1][1].item<float>(), 10.0);
+  EXPECT_EQ(sums[1][2].item<int64_t>(), 6);
+  EXPECT_EQ(sums[2].item<float>(), 4.0);
+
+  std::unique_ptr<Transport> ends = t->NewGroup({n - 1, 0});  // e.g. tied embeddings
+  std::unique_ptr<Transport> middle = t->NewGroup({1, 2});
+  if (t->rank() == 0 || t->rank() == n - 1) {
+    ASSERT_NE(ends, nullptr);
+    EXPECT_EQ(middle, nullptr);
+    EXPECT_EQ(ends->rank(), t->rank() == 0 ? 1 : 0);
+    std::vector<at::Tensor> x = {at::full({1}, t->rank() * 1.0)};
+    ends->AllReduceSum(x);
+    EXPECT_EQ(x[0].item<float>(), n - 1.0);
+    at::Tensor y = at::zeros({1});
+    auto recv = ends->Recv(y, 1 - ends->rank(), 7);
+    ends->Send(at::full({1}, t->rank() + 0.5), 1 - ends->rank(), 7)->Wait();
+    recv->Wait();
+    EXPECT_EQ(y.item<float>(), (n - 1 - t->rank()) + 0.5);
+  } else {
+    EXPECT_EQ(ends, nullptr);
+    ASSERT_NE(middle, nullptr);
+    middle->Barrier();
+  }
+  t->Barrier();
+}
+
+TEST(C10dTransportTest, KilledRankAbortsEveryPendingWait) {
+  LaunchResult result = LaunchWorkers(4, "KilledRank", /*stop_all_on_failure=*/false);
+  EXPECT_EQ(result.failed_rank, 1) << result.Report();
+  ASSERT_EQ(result.ranks.size(), 4u);
+  EXPECT_EQ(result.ranks[1].signal, SIGKILL);
+  for (int r : {0, 2, 3}) EXPECT_TRUE(result.ranks[r].ok()) << result.ranks[r].Describe();
+  EXPECT_FALSE(result.deadline_exceeded);
+}
+
+TEST(C10dWorker, KilledRank) {
+  SKIP_UNLESS_LAUNCHED();
+  std::unique_ptr<Transport> t = ConnectWorker();
+  const int n = t->world_size();
+  // Everyone waits on its left neighbour, which never sends: rank 2 waits on rank 1.
+  auto recv = t->Recv(at::zeros({1}), (t->rank() + n - 1) % n, 1);
+  t->Barrier();
+  if (t->rank() == 1) raise(SIGKILL);
+  std::string error = WaitError(*recv);
+  EXPECT_THAT(error, HasSubstr("rank " + std::to_string(t->rank()) + ": recv from rank"));
+  EXPECT_THAT(error, Not(HasSubstr("timed out")));
+  EXPECT_THAT(error, HasSubstr(t->rank() == 2 ? "failed" : "aborted: rank 2"));
+}
+
+TEST(C10dTransportTest, ReportedFailureStopsOtherRanksNamingTheRank) {
+  LaunchResult result = LaunchWorkers(3, "ReportedFailure", true);
+  EXPECT_TRUE(result.ok()) << result.Report();
+}
+
+TEST(C10dWorker, ReportedFailure) {
+  SKIP_UNLESS_LAUNCHED();
+  std::unique_ptr<Transport> t = ConnectWorker();
+  auto recv = t->rank() == 1 ? nullptr : t->Recv(at::zeros({1}), 1, 3);
+  t->Barrier();
+  if (t->rank() == 1) {
+    t->ReportFailure("loss is NaN at step 7");
+    EXPECT_THROW(t->Barrier(), CommError);
+    return;
+  }
+  EXPECT_THAT(WaitError(*recv), HasSubstr("aborted: rank 1 failed: loss is NaN at step 7"));
+  try {
+    t->Barrier();
+    ADD_FAILURE() << "a barrier passed after a failure";
+  } catch (const CommError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("barrier aborted: rank 1 failed"));
+  }
+}
+
+TEST(C10dTransportTest, ReceiveWithoutSenderTimesOutNamingPeerAndTag) {
+  LaunchResult result = LaunchWorkers(2, "Timeout", true);
+  EXPECT_TRUE(result.ok()) << result.Report();
+}
+
+TEST(C10dWorker, Timeout) {
+  SKIP_UNLESS_LAUNCHED();
+  // Rank 1 times out long before rank 0 would, and rank 0 learns of it as a failure.
+  RendezvousInfo info = RendezvousFromEnvironment();
+  C10dOptions options;
+  options.transport.timeout = std::chrono::milliseconds(info.rank == 0 ? 60000 : 1500);
+  std::unique_ptr<Transport> t = ConnectC10d(info, options);
+  if (t->rank() == 0) {
+    std::string error = WaitError(*t->Recv(at::zeros({1}), 1, 5));
+    EXPECT_THAT(error, HasSubstr("aborted: rank 1: recv from rank 0 (tag 42)"));
+    return;
+  }
+  std::string error = WaitError(*t->Recv(at::zeros({1}), 0, 42));
+  EXPECT_THAT(error, HasSubstr("rank 1: recv from rank 0 (tag 42)"));
+  EXPECT_THAT(error, HasSubstr("imed out"));
+}
+
+}  // namespace
+}  // namespace conveyor

@@ -1,0 +1,203 @@
+#include "conveyor/comm/c10d_world.h"
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <utility>
+
+namespace conveyor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kFailedKey[] = "conveyor/failed";
+constexpr char kExitedKey[] = "conveyor/exited";
+constexpr auto kExitPoll = std::chrono::milliseconds(20);
+
+// A store client; `count` makes it one of the world's main connections, which the server's
+// constructor waits for.
+c10::intrusive_ptr<c10d::Store> ConnectStore(const RendezvousInfo& info, bool count,
+                                             std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(info.master_port);
+  options.isServer = count && info.rank == 0;
+  options.timeout = timeout;
+  options.waitWorkers = count;
+  if (count) options.numWorkers = info.world_size;
+  return c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
+}
+
+}  // namespace
+
+std::string Brief(const std::exception& e) {
+  std::string text = e.what();
+  return text.substr(0, text.find('\n'));
+}
+
+C10dWorld::C10dWorld(const RendezvousInfo& info, const C10dOptions& options)
+    : info_(info),
+      options_(options),
+      self_("rank " + std::to_string(info.rank)),
+      abort_(AbortSignal::Create()) {
+  std::string where = info.master_addr + ":" + std::to_string(info.master_port);
+  try {
+    store_ = ConnectStore(info, /*count=*/true, options.connect_timeout);
+    watch_store_ = ConnectStore(info, /*count=*/false, options.connect_timeout);
+  } catch (const std::exception& e) {
+    throw CommError(self_ + " of " + std::to_string(info.world_size) +
+                    ": rendezvous at the store " + where + " failed: " + Brief(e));
+  }
+  watcher_ = std::thread([this] { Watch(); });
+}
+
+C10dWorld::~C10dWorld() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (drainer_.joinable()) drainer_.join();
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void C10dWorld::Fail(const std::string& reason) noexcept {
+  if (abort_->triggered()) return;
+  std::string first = reason;
+  try {
+    // The first failure published wins, so every rank reports the same root cause.
+    std::vector<std::uint8_t> winner = watch_store_->compareSet(
+        kFailedKey, {}, std::vector<std::uint8_t>(reason.begin(), reason.end()));
+    first.assign(winner.begin(), winner.end());
+  } catch (const std::exception&) {
+    // The store is gone (rank 0 died): every rank's watcher sees that on its own.
+  }
+  abort_->Trigger(first);
+}
+
+void C10dWorld::Raise(const std::string& what, const std::string& failure) {
+  Fail(failure);
+  if (abort_->reason() == failure) throw CommError(failure);
+  throw CommError(what + " aborted: " + abort_->reason() + " (here: " + failure + ")");
+}
+
+void C10dWorld::Watch() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_ && !abort_->triggered()) {
+    cv_.wait_for(lock, options_.failure_poll_interval, [&] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    try {
+      if (watch_store_->check({kFailedKey})) {
+        std::vector<std::uint8_t> reason = watch_store_->get(kFailedKey);
+        abort_->Trigger(std::string(reason.begin(), reason.end()));
+      }
+    } catch (const std::exception& e) {
+      abort_->Trigger(self_ + " lost the rendezvous store at " + info_.master_addr + ":" +
+                      std::to_string(info_.master_port) +
+                      " (served by rank 0, which may have died): " + Brief(e));
+    }
+    lock.lock();
+  }
+}
+
+bool C10dWorld::AwaitFuture(const C10dOp& op) {
+  struct Sync {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto sync = std::make_shared<Sync>();
+  auto notify = [sync](bool finished) {
+    {
+      std::lock_guard<std::mutex> lock(sync->mutex);
+      sync->done = sync->done || finished;
+    }
+    sync->cv.notify_all();
+  };
+  op.work->getFuture()->addCallback([notify](c10::ivalue::Future&) { notify(true); });
+  AbortSignal::Subscription wake = abort_->Subscribe([notify] { notify(false); });
+  std::unique_lock<std::mutex> lock(sync->mutex);
+  sync->cv.wait_until(lock, Clock::now() + options_.transport.timeout,
+                      [&] { return sync->done || abort_->triggered(); });
+  return sync->done;
+}
+
+void C10dWorld::Wait(const C10dOp& op) {
+  const std::chrono::milliseconds timeout = options_.transport.timeout;
+  bool ok = false;
+  std::string failure;  // stays empty when aborted
+  {
+    // Gloo point-to-point work has no future; abort() interrupts its wait instead.
+    AbortSignal::Subscription interrupt;
+    if (!op.pollable) interrupt = abort_->Subscribe([&op] { op.work->abort(); });
+    bool ready = !op.pollable || AwaitFuture(op);
+    if (!ready && !abort_->triggered()) {
+      failure = op.what + " timed out after " + std::to_string(timeout.count()) + " ms";
+    } else if (ready && !abort_->triggered()) {
+      try {
+        ok = op.work->wait(timeout);
+      } catch (const std::exception& e) {
+        failure = op.what + " failed: " + Brief(e);
+      }
+    }
+  }
+  if (ok) return;
+  Keep(op);
+  if (failure.empty()) throw CommError(op.what + " aborted: " + abort_->reason());
+  Raise(op.what, failure);
+}
+
+void C10dWorld::Keep(const C10dOp& op) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  kept_.push_back(op);
+}
+
+void C10dWorld::Adopt(C10dOp op) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  adopted_.push_back(std::move(op));
+  if (!drainer_.joinable()) drainer_ = std::thread([this] { Drain(); });
+  cv_.notify_all();
+}
+
+void C10dWorld::Drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || !adopted_.empty(); });
+    if (adopted_.empty()) return;  // stopping, nothing left
+    C10dOp op = std::move(adopted_.front());
+    adopted_.pop_front();
+    lock.unlock();
+    try {
+      Wait(op);
+    } catch (const CommError&) {
+      // Published by Wait; the rank that uses the transport sees it on its next wait.
+    }
+    lock.lock();
+  }
+}
+
+void C10dWorld::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (drainer_.joinable()) drainer_.join();
+  if (watcher_.joinable()) watcher_.join();
+  try {
+    store_->add(kExitedKey, 1);
+    if (info_.rank != 0) return;
+    // Rank 0 serves the store: keep it up until every rank stopped watching it, or briefly
+    // when a failure means some never will.
+    auto limit = abort_->triggered() ? 5 * options_.failure_poll_interval
+                                     : options_.transport.timeout;
+    auto deadline = Clock::now() + limit;
+    while (store_->add(kExitedKey, 0) < info_.world_size && Clock::now() < deadline) {
+      std::this_thread::sleep_for(kExitPoll);
+    }
+  } catch (const std::exception&) {
+    // The store is gone: nobody is left to wait for.
+  }
+}
+
+}  // namespace conveyor

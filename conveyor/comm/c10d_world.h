@@ -1,0 +1,95 @@
+// C10dWorld: the per-process state shared by a c10d world transport and its sub-groups: the
+// rendezvous store, failure detection (AbortSignal + store watcher), the drain thread for
+// dropped operations, and the one function that waits on a c10d operation. Private to
+// c10d_transport.cc; the only header of conveyor that includes c10d.
+//
+// Thread-safety: every member may be called from any thread.
+#ifndef CONVEYOR_COMM_C10D_WORLD_H_
+#define CONVEYOR_COMM_C10D_WORLD_H_
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "conveyor/comm/abort_signal.h"
+#include "conveyor/comm/c10d_transport.h"
+
+namespace conveyor {
+
+// The first line of an exception's message (c10 errors append a backtrace).
+std::string Brief(const std::exception& e);
+
+// A c10d operation with everything it needs alive: its tensor and the process group that
+// runs it (held as a type-erased owner so that the group outlives the operation).
+struct C10dOp {
+  c10::intrusive_ptr<c10d::Work> work;
+  at::Tensor tensor;
+  std::shared_ptr<void> owner;
+  std::string what;   // "rank 0: send to rank 1 (tag 3)"
+  bool pollable = false;  // has a future (collectives, NCCL); false for Gloo point-to-point
+};
+
+class C10dWorld {
+ public:
+  // Connects to the store (rank 0 serves it) and starts the watcher.
+  C10dWorld(const RendezvousInfo& info, const C10dOptions& options);
+  ~C10dWorld();  // drains dropped operations, stops the threads
+
+  const RendezvousInfo& info() const { return info_; }
+  const C10dOptions& options() const { return options_; }
+  const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
+  AbortSignal& abort() { return *abort_; }
+
+  // Publishes `reason` to every rank unless another failure was published first, and aborts
+  // this process's waits with whichever came first. Never throws.
+  void Fail(const std::string& reason) noexcept;
+
+  // Fail(failure), then throws CommError: `failure` itself when it was the world's first
+  // failure, else "<what> aborted: <first failure> (here: <failure>)".
+  [[noreturn]] void Raise(const std::string& what, const std::string& failure);
+
+  // Waits for `op` (timeout counted from now). On failure publishes and throws CommError; on
+  // abort throws CommError "<what> aborted: <reason>". In both cases `op` is kept alive
+  // until the world is destroyed.
+  void Wait(const C10dOp& op);
+
+  // Takes over an operation whose handle was dropped before completion: waits for it on the
+  // drain thread.
+  void Adopt(C10dOp op);
+
+  // The exit protocol (see c10d_transport.h); called once by the world transport.
+  void Shutdown();
+
+ private:
+  // Waits for a pollable op's future; false on timeout or abort.
+  bool AwaitFuture(const C10dOp& op);
+  void Watch();
+  void Drain();
+  void Keep(const C10dOp& op);
+
+  RendezvousInfo info_;
+  C10dOptions options_;
+  std::string self_;  // "rank 3"
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::Store> watch_store_;  // the watcher's own connection
+  std::shared_ptr<AbortSignal> abort_;
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::deque<C10dOp> adopted_;
+  std::deque<C10dOp> kept_;  // failed or aborted operations
+  std::thread watcher_;
+  std::thread drainer_;  // started on the first Adopt
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_COMM_C10D_WORLD_H_
