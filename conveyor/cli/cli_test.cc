@@ -21,7 +21,7 @@ struct Result {
   std::string err;  // stderr
 };
 
-Result Run(const std::string& args) {
+Result Conveyor(const std::string& args) {
   const std::string err_path = ::testing::TempDir() + "conveyor_cli_stderr.txt";
   const std::string command =
       std::string("timeout 60 ") + CONVEYOR_BINARY + " " + args + " 2>" + err_path;
@@ -44,7 +44,7 @@ int Lines(const std::string& text) {
 }
 
 TEST(CliTest, PlanJsonHasTheClosedFormOf1F1B) {
-  const Result r = Run("plan --schedule 1f1b --pp 4 --microbatches 8 --format json");
+  const Result r = Conveyor("plan --schedule 1f1b --pp 4 --microbatches 8 --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto json = nlohmann::json::parse(r.out);
   EXPECT_DOUBLE_EQ(json["makespan"].get<double>(), (8 + 4 - 1) * 3);
@@ -54,7 +54,7 @@ TEST(CliTest, PlanJsonHasTheClosedFormOf1F1B) {
 }
 
 TEST(CliTest, PlanTextShowsSummaryAndTimeline) {
-  const Result r = Run("plan --schedule gpipe --pp 2 --microbatches 2");
+  const Result r = Conveyor("plan --schedule gpipe --pp 2 --microbatches 2");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("makespan            9"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rank 1"), std::string::npos) << r.out;
@@ -62,10 +62,10 @@ TEST(CliTest, PlanTextShowsSummaryAndTimeline) {
 
 TEST(CliTest, CsvRoundTripsThroughLoad) {
   const std::string path = ::testing::TempDir() + "conveyor_cli_zbv.csv";
-  Result r = Run("plan --schedule zb-v --pp 4 --microbatches 8 --format csv --out " + path);
+  Result r = Conveyor("plan --schedule zb-v --pp 4 --microbatches 8 --format csv --out " + path);
   ASSERT_EQ(r.code, 0) << r.err;
-  const Result built = Run("plan --schedule zb-v --pp 4 --microbatches 8 --format json");
-  const Result loaded = Run("plan --load " + path + " --format json");
+  const Result built = Conveyor("plan --schedule zb-v --pp 4 --microbatches 8 --format json");
+  const Result loaded = Conveyor("plan --load " + path + " --format json");
   ASSERT_EQ(loaded.code, 0) << loaded.err;
   EXPECT_EQ(nlohmann::json::parse(built.out)["makespan"],
             nlohmann::json::parse(loaded.out)["makespan"]);
@@ -75,30 +75,30 @@ TEST(CliTest, LoadsPyTorchDualPipeV) {
   const std::string path =
       std::string(CONVEYOR_SHARED_DIR) + "/reference/pytorch-schedules/dualpipev_4rank_10mb.csv";
   if (!std::ifstream(path).good()) GTEST_SKIP() << "no " << path;
-  const Result r = Run("plan --load " + path + " --format json");
+  const Result r = Conveyor("plan --load " + path + " --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.out)["makespan"].get<double>(), 63);
 }
 
 TEST(CliTest, SvgAndChromeFormats) {
-  const Result svg = Run("plan --schedule interleaved-1f1b --pp 4 --microbatches 8 --format svg");
+  const Result svg = Conveyor("plan --schedule interleaved-1f1b --pp 4 --microbatches 8 --format svg");
   ASSERT_EQ(svg.code, 0) << svg.err;
   EXPECT_NE(svg.out.find("<svg"), std::string::npos);
   EXPECT_NE(svg.out.find("</svg>"), std::string::npos);
-  const Result chrome = Run("plan --schedule 1f1b --format chrome");
+  const Result chrome = Conveyor("plan --schedule 1f1b --format chrome");
   ASSERT_EQ(chrome.code, 0) << chrome.err;
   EXPECT_NO_THROW(nlohmann::json::parse(chrome.out)) << chrome.out.substr(0, 200);
 }
 
 TEST(CliTest, CompareHasOneRowPerSchedule) {
-  const Result r = Run("compare --pp 4 --microbatches 8 --format json");
+  const Result r = Conveyor("compare --pp 4 --microbatches 8 --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto rows = nlohmann::json::parse(r.out);
   ASSERT_EQ(rows.size(), AllSchedules().size());
   for (const auto& row : rows) {
     EXPECT_TRUE(row.contains("makespan")) << row.dump();
   }
-  const Result text = Run("compare --pp 4 --microbatches 8");
+  const Result text = Conveyor("compare --pp 4 --microbatches 8");
   ASSERT_EQ(text.code, 0) << text.err;
   for (const ScheduleInfo& info : AllSchedules()) {
     EXPECT_NE(text.out.find(std::string(info.name) + " "), std::string::npos) << info.name;
@@ -120,7 +120,7 @@ TEST(CliTest, BadInputGivesOneClearLineAndFails) {
       {"", "subcommand"},
   };
   for (const auto& [args, needle] : cases) {
-    const Result r = Run(args);
+    const Result r = Conveyor(args);
     EXPECT_NE(r.code, 0) << args;
     EXPECT_EQ(Lines(r.err), 1) << args << ":\n" << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << args << ":\n" << r.err;

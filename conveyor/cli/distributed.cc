@@ -1,7 +1,11 @@
 #include "conveyor/cli/distributed.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
+
+#include <ATen/Parallel.h>
 
 #include "conveyor/comm/c10d_transport.h"
 #include "conveyor/comm/launcher.h"
@@ -39,6 +43,14 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     return result.ExitCode();
   }
   const RendezvousInfo info = RendezvousFromEnvironment();
+  // Ranks on one machine share its cores: without OMP_NUM_THREADS, give each its share
+  // (oversubscribed intra-op threads slow every hand-off between ranks several fold).
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    const char* local = std::getenv("LOCAL_WORLD_SIZE");
+    const int local_ranks = local != nullptr ? std::max(1, std::atoi(local)) : 1;
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    at::set_num_threads(std::max(1, cores / local_ranks));
+  }
   C10dOptions c10d;
   c10d.transport.timeout = options.timeout;
   std::unique_ptr<Transport> transport = ConnectC10d(info, c10d);

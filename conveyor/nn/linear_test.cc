@@ -14,7 +14,7 @@ struct Grads {
 };
 
 // y = Linear(x, w, b); loss = sum(y * y); backward, deferring when `store` defers key 3.
-Grads Run(WeightGradStore* store, bool with_bias) {
+Grads Backprop(WeightGradStore* store, bool with_bias) {
   at::manual_seed(1);
   at::Tensor x = at::randn({2, 5, 4}).requires_grad_(true);
   at::Tensor w = at::randn({3, 4}).requires_grad_(true);
@@ -46,10 +46,10 @@ TEST(LinearTest, MatchesAtLinear) {
 
 TEST(LinearTest, DeferredWeightGradientEqualsImmediate) {
   for (bool with_bias : {true, false}) {
-    const Grads immediate = Run(nullptr, with_bias);
+    const Grads immediate = Backprop(nullptr, with_bias);
     WeightGradStore store;
     store.SetDeferring(3, true);
-    const Grads deferred = Run(&store, with_bias);
+    const Grads deferred = Backprop(&store, with_bias);
     EXPECT_TRUE(at::allclose(immediate.x, deferred.x));
     EXPECT_TRUE(at::allclose(immediate.w, deferred.w));
     if (with_bias) EXPECT_TRUE(at::allclose(immediate.b, deferred.b));
@@ -59,7 +59,7 @@ TEST(LinearTest, DeferredWeightGradientEqualsImmediate) {
 
 TEST(LinearTest, NotDeferringComputesAtOnce) {
   WeightGradStore store;  // recording, but key 3 is not deferred
-  const Grads g = Run(&store, true);
+  const Grads g = Backprop(&store, true);
   EXPECT_TRUE(g.w.defined());
   EXPECT_EQ(store.pending(), 0u);
 }
