@@ -5,6 +5,7 @@
 
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/nn/layer.h"
+#include "conveyor/partition/partition.h"
 #include "conveyor/runtime/pipeline_rank.h"
 #include "conveyor/runtime/stage.h"
 #include "conveyor/schedule/lower.h"
@@ -74,15 +75,29 @@ Batch MakeBatch(const nn::GptConfig& config, int n, int t, uint64_t seed) {
   return batch;
 }
 
-std::vector<std::pair<int, int>> EvenSlices(int count, int chunks) {
-  std::vector<std::pair<int, int>> slices;
-  int begin = 0;
-  for (int c = 0; c < chunks; ++c) {
-    const int size = count / chunks + (c < count % chunks ? 1 : 0);
-    slices.emplace_back(begin, begin + size);
-    begin += size;
-  }
-  return slices;
+MakeStageModule GptStages(const Layout& layout, const nn::GptConfig& config, uint64_t seed) {
+  const auto slices = PartitionEvenly(config.layers + 2, layout.pipeline_length());
+  return [=](int stage) {
+    const nn::LayerList all = nn::BuildGpt(config, seed);
+    const auto [begin, end] = slices[layout.chunk_of(stage)];
+    return std::make_unique<nn::LayerStack>(nn::LayerList(all.begin() + begin, all.begin() + end));
+  };
+}
+
+BoundaryShapeFn GptBoundary(const nn::GptConfig& config) {
+  return [hidden = config.hidden](int, const MicroBatch& mb) {
+    return std::vector<int64_t>{mb.size(), mb.seq_len(), hidden};
+  };
+}
+
+StepOutcome RunRankStep(const Program& program, int rank, Transport& transport,
+                        const nn::GptConfig& config, uint64_t seed, const Batch& batch) {
+  PipelineRank pipeline(program, rank, &transport, GptStages(program.layout, config, seed),
+                        GptBoundary(config), at::TensorOptions().dtype(at::kFloat));
+  const double loss = pipeline.Step(SplitBatch(batch, program.layout.num_microbatches()));
+  Collected collected;
+  collected.Add(pipeline.NamedParameters());
+  return Finish(collected, loss);
 }
 
 StepOutcome RunReference(const nn::GptConfig& config, uint64_t seed,
@@ -108,15 +123,8 @@ StepOutcome RunPipeline(const Program& compute_program, const nn::GptConfig& con
   const Program program = Lower(compute_program);
   const Layout& layout = program.layout;
   const int p = layout.num_ranks();
-  const auto slices = EvenSlices(config.layers + 2, layout.pipeline_length());
-  MakeStageModule make = [&](int stage) {
-    const nn::LayerList all = nn::BuildGpt(config, seed);
-    const auto [begin, end] = slices[layout.chunk_of(stage)];
-    return std::make_unique<nn::LayerStack>(nn::LayerList(all.begin() + begin, all.begin() + end));
-  };
-  BoundaryShapeFn shape = [&](int, const MicroBatch& mb) {
-    return std::vector<int64_t>{mb.size(), mb.seq_len(), config.hidden};
-  };
+  const MakeStageModule make = GptStages(layout, config, seed);
+  const BoundaryShapeFn shape = GptBoundary(config);
   TransportOptions options;
   options.timeout = std::chrono::seconds(60);
   auto transports = LocalWorld(p, options);

@@ -9,8 +9,10 @@
 
 #include <ATen/ATen.h>
 
+#include "conveyor/comm/transport.h"
 #include "conveyor/nn/gpt.h"
 #include "conveyor/runtime/microbatch.h"
+#include "conveyor/runtime/pipeline_rank.h"
 #include "conveyor/schedule/program.h"
 
 namespace conveyor::testing {
@@ -26,8 +28,14 @@ nn::GptConfig SmallGpt();
 // n samples of length t, random tokens, sample i padded after a random length.
 Batch MakeBatch(const nn::GptConfig& config, int n, int t, uint64_t seed);
 
-// Contiguous split of `count` layers into `chunks` slices whose sizes differ by at most one.
-std::vector<std::pair<int, int>> EvenSlices(int count, int chunks);
+// The GPT's layers split evenly over the layout's chunks, one module per stage.
+MakeStageModule GptStages(const Layout& layout, const nn::GptConfig& config, uint64_t seed);
+BoundaryShapeFn GptBoundary(const nn::GptConfig& config);
+
+// One step of one rank over `transport`: this rank's loss and gradients by name (copies on
+// this rank summed). `program` must be lowered.
+StepOutcome RunRankStep(const Program& program, int rank, Transport& transport,
+                        const nn::GptConfig& config, uint64_t seed, const Batch& batch);
 
 // `steps` steps of plain SGD (lr) over one batch each; outcome of the last step's grads.
 StepOutcome RunReference(const nn::GptConfig& config, uint64_t seed,
