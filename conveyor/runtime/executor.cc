@@ -71,7 +71,7 @@ void Executor::RunForward(int s, const MicroBatch& mb) {
   if (layout.rank_of(next) == rank_) {
     activations_[{next, mb.index}] = Pending{output, nullptr};
   } else {
-    to_send_[{s, mb.index}] = output;
+    outputs_to_send_[{s, mb.index}] = output;
   }
 }
 
@@ -88,7 +88,7 @@ void Executor::RunBackward(Op op, int s, const MicroBatch& mb) {
   if (layout.rank_of(prev) == rank_) {
     gradients_[{prev, mb.index}] = Pending{grad_input, nullptr};
   } else {
-    to_send_[{-1 - s, mb.index}] = grad_input;
+    grads_to_send_[{s, mb.index}] = grad_input;
   }
 }
 
@@ -121,12 +121,12 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
     case Op::kSendF:
     case Op::kSendB: {
       const bool gradient = a.op == Op::kSendB;
-      const Key key{gradient ? -1 - a.stage : a.stage, a.microbatch};
-      auto it = to_send_.find(key);
-      CONVEYOR_ASSERT(it != to_send_.end()) << "nothing computed to send";
+      std::map<Key, at::Tensor>& from = gradient ? grads_to_send_ : outputs_to_send_;
+      auto it = from.find({a.stage, a.microbatch});
+      CONVEYOR_ASSERT(it != from.end()) << "nothing computed to send";
       const int peer = gradient ? layout.prev_stage(a.stage) : layout.next_stage(a.stage);
       at::Tensor data = it->second.contiguous();
-      to_send_.erase(it);
+      from.erase(it);
       sends_.emplace_back(transport_->Send(data, layout.rank_of(peer), Tag(gradient, a.stage, a.microbatch)), a);
       break;
     }
@@ -156,14 +156,16 @@ double Executor::RunStep(const std::vector<MicroBatch>& microbatches) {
     sends_.clear();
     activations_.clear();
     gradients_.clear();
-    to_send_.clear();
+    outputs_to_send_.clear();
+    grads_to_send_.clear();
     std::ostringstream out;
     out << "rank " << rank_ << ", stage " << current.stage << ", micro-batch "
         << current.microbatch << ", action " << current << ": " << e.what();
     throw RuntimeError(out.str());
   }
   sends_.clear();
-  CONVEYOR_ASSERT(activations_.empty() && gradients_.empty() && to_send_.empty())
+  CONVEYOR_ASSERT(activations_.empty() && gradients_.empty() && outputs_to_send_.empty() &&
+                  grads_to_send_.empty())
       << "rank " << rank_ << " ends the step with unconsumed tensors";
   double loss = 0;
   for (auto& [index, stage] : stages_) {

@@ -86,7 +86,8 @@ class Executor {
 
   std::map<Key, Pending> activations_;  // inputs of this rank's stages, by consumer
   std::map<Key, Pending> gradients_;    // output gradients of this rank's stages
-  std::map<Key, at::Tensor> to_send_;   // outputs / input gradients waiting for their SEND
+  std::map<Key, at::Tensor> outputs_to_send_;  // by producing stage, waiting for SEND_F
+  std::map<Key, at::Tensor> grads_to_send_;    // by producing stage, waiting for SEND_B
   std::vector<std::pair<std::shared_ptr<Work>, Action>> sends_;
 };
 

@@ -1,0 +1,104 @@
+#include "conveyor/runtime/executor.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "conveyor/comm/local_transport.h"
+#include "conveyor/runtime/pipeline_rank.h"
+#include "conveyor/runtime/synthetic_stage.h"
+#include "conveyor/schedule/lower.h"
+#include "conveyor/schedule/program_testing.h"
+#include "conveyor/schedule/registry.h"
+
+namespace conveyor {
+namespace {
+
+MakeStageModule Synthetic() {
+  return [](int stage) { return MakeSyntheticStage(stage, SyntheticCosts{}); };
+}
+
+BoundaryShapeFn Shape() {
+  return [](int, const MicroBatch& mb) { return SyntheticBoundaryShape(mb); };
+}
+
+std::vector<MicroBatch> Microbatches(int n, int m) {
+  Batch batch;
+  batch.inputs = at::ones({n, 2}, at::kLong);
+  batch.targets = at::zeros({n, 2}, at::kLong);
+  return SplitBatch(batch, m);
+}
+
+TEST(ExecutorTest, ProgramMustFitTheWorld) {
+  const Program program = Lower(BuildSchedule("1f1b", ScheduleOptions{4, 4, 0}));
+  auto world = LocalWorld(2);
+  try {
+    PipelineRank rank(program, 1, world[1].get(), Synthetic(), Shape(), at::kFloat);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("the program needs 4 ranks"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(PipelineRank(program, 4, nullptr, Synthetic(), Shape(), at::kFloat), UserError);
+  // Communication without a transport.
+  EXPECT_THROW(PipelineRank(program, 0, nullptr, Synthetic(), Shape(), at::kFloat), UserError);
+}
+
+TEST(ExecutorTest, StepNeedsTheProgramsMicrobatches) {
+  const Program program = Lower(BuildSchedule("gpipe", ScheduleOptions{1, 3, 0}));
+  PipelineRank rank(program, 0, nullptr, Synthetic(), Shape(), at::kFloat);
+  EXPECT_THROW(rank.Step(Microbatches(4, 2)), UserError);
+  EXPECT_NO_THROW(rank.Step(Microbatches(4, 3)));
+}
+
+// A module that fails on its second micro-batch.
+class Failing : public StageModule {
+ public:
+  at::Tensor Forward(const at::Tensor& input, const MicroBatch& mb) override {
+    if (mb.index == 1) throw std::runtime_error("boom");
+    return input.to(at::kFloat).unsqueeze(-1) * weight_;
+  }
+  at::Tensor LossSum(const at::Tensor& output, const MicroBatch&) override { return output.sum(); }
+  NamedTensors NamedParameters() override { return {{"w", weight_}}; }
+
+ private:
+  at::Tensor weight_ = at::ones({1}).requires_grad_(true);
+};
+
+TEST(ExecutorTest, ErrorsNameRankStageMicrobatchAndAction) {
+  const Program program = Lower(BuildSchedule("gpipe", ScheduleOptions{1, 2, 0}));
+  PipelineRank rank(
+      program, 0, nullptr, [](int) { return std::make_unique<Failing>(); }, Shape(), at::kFloat);
+  try {
+    rank.Step(Microbatches(2, 2));
+    FAIL();
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0, stage 0, micro-batch 1, action 0F1: boom"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ExecutorTest, SplitBackwardDefersWeightWorkUntilW) {
+  // One rank, two stages (loop placement, v = 2): I then W, and a direct hand-off.
+  const Program program = Lower(testing::MakeProgram(
+      Layout::Loop(1, 2, 1), {"0F0 1F0 1I0 0I0 0W0 1W0"}));
+  PipelineRank rank(program, 0, nullptr, Synthetic(), Shape(), at::kFloat);
+  std::vector<std::string> seen;
+  Stage& last = *rank.stages().at(1);
+  rank.executor().set_hook([&](const Action& a, double, double) {
+    if (a.op == Op::kBackwardInput && a.stage == 1) {
+      EXPECT_EQ(last.pending_weight_work(), 1u);
+      EXPECT_EQ(last.held(), 0u);
+    }
+    if (a.op == Op::kBackwardWeight && a.stage == 1) EXPECT_EQ(last.pending_weight_work(), 0u);
+    seen.push_back(a.ToString());
+  });
+  rank.Step(Microbatches(1, 1));
+  EXPECT_EQ(seen, (std::vector<std::string>{"0F0", "1F0", "1I0", "0I0", "0W0", "1W0"}));
+  for (const auto& [name, p] : rank.NamedParameters()) {
+    EXPECT_TRUE(p.grad().defined()) << name;
+  }
+}
+
+}  // namespace
+}  // namespace conveyor
