@@ -30,6 +30,21 @@ double PeakInRankUnits(const Program& program, const SimResult& sim) {
   return MaxOf(sim.peak_activations) * layout.num_ranks() / layout.pipeline_length();
 }
 
+// The costs of one stage of `program` when `costs` are those of 1/p of the model: a rank
+// with v chunks runs stages of 1/(p v) of the model, each v times cheaper.
+CostModel PerStage(const CostModel& costs, const Program& program) {
+  const double scale =
+      static_cast<double>(program.layout.num_ranks()) / program.layout.pipeline_length();
+  CostModel scaled = costs;
+  StageCost& c = scaled.uniform;
+  c.f *= scale;
+  c.i *= scale;
+  c.w *= scale;
+  if (c.b >= 0) c.b *= scale;
+  if (c.overlap >= 0) c.overlap *= scale;
+  return scaled;
+}
+
 void RunCompare(const CompareFlags& flags) {
   CONVEYOR_CHECK(flags.pp >= 1) << "--pp must be at least 1, got " << flags.pp;
   CONVEYOR_CHECK(flags.microbatches >= 1)
@@ -47,7 +62,7 @@ void RunCompare(const CompareFlags& flags) {
       const Program program =
           BuildSchedule(info.name, ScheduleOptions{flags.pp, flags.microbatches, chunks});
       VerifyOrThrow(program);
-      const SimResult sim = Simulate(program, costs);
+      const SimResult sim = Simulate(program, PerStage(costs, program));
       const PlanReport report{std::string(info.name), &program, &sim, flags.costs.Describe()};
       nlohmann::json row = ReportJson(report);
       row["peak_activations_rank_units"] = PeakInRankUnits(program, sim);
@@ -70,11 +85,12 @@ void RunCompare(const CompareFlags& flags) {
     return;
   }
   std::snprintf(line, sizeof line,
-                "\n%d ranks, %d micro-batches, costs %s.\n"
+                "\n%d ranks, %d micro-batches, costs %s for 1/%d of the model (a stage of v "
+                "chunks per rank costs 1/v of that).\n"
                 "period: per step when steps run back to back with no global sync.\n"
                 "peak act: most activations one rank holds, in units of one micro-batch "
                 "through 1/%d of the model.\n",
-                flags.pp, flags.microbatches, flags.costs.Describe().c_str(), flags.pp);
+                flags.pp, flags.microbatches, flags.costs.Describe().c_str(), flags.pp, flags.pp);
   WriteOutput(flags.out, text + line);
 }
 
