@@ -1,9 +1,8 @@
 #include "conveyor/comm/c10d_world.h"
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
 #include <algorithm>
 #include <chrono>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
 
 namespace conveyor {
@@ -230,8 +229,8 @@ void C10dWorld::Shutdown() {
     if (info_.rank != 0) return;
     // Rank 0 serves the store: keep it up until every rank stopped watching it, or briefly
     // when a failure means some never will.
-    auto limit = abort_->triggered() ? 5 * options_.failure_poll_interval
-                                     : options_.transport.timeout;
+    auto limit =
+        abort_->triggered() ? 5 * options_.failure_poll_interval : options_.transport.timeout;
     auto deadline = Clock::now() + limit;
     while (store_->add(kExitedKey, 0) < info_.world_size && Clock::now() < deadline) {
       std::this_thread::sleep_for(kExitPoll);

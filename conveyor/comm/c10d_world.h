@@ -8,11 +8,9 @@
 #define CONVEYOR_COMM_C10D_WORLD_H_
 
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include <condition_variable>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -20,6 +18,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "conveyor/comm/abort_signal.h"
 #include "conveyor/comm/c10d_transport.h"
@@ -35,7 +35,7 @@ struct C10dOp {
   c10::intrusive_ptr<c10d::Work> work;
   at::Tensor tensor;
   std::shared_ptr<void> owner;
-  std::string what;   // "rank 0: send to rank 1 (tag 3)"
+  std::string what;       // "rank 0: send to rank 1 (tag 3)"
   bool pollable = false;  // has a future (collectives, NCCL); false for Gloo point-to-point
 };
 
