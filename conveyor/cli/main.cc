@@ -3,15 +3,30 @@
 
 #include <CLI/CLI.hpp>
 
+#include "conveyor/cli/bench_command.h"
 #include "conveyor/cli/compare_command.h"
 #include "conveyor/cli/plan_command.h"
 #include "conveyor/common/error.h"
+#include "conveyor/schedule/registry.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"conveyor: pipeline-parallel training, planned before it runs"};
   app.require_subcommand(1);
   conveyor::cli::AddPlanCommand(app);
   conveyor::cli::AddCompareCommand(app);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  int exit_code = 0;
+  conveyor::cli::AddBenchCommand(app, args, &exit_code);
+  bool long_list = false;
+  CLI::App* list = app.add_subcommand("list", "print the schedule names, one per line");
+  list->add_flag("--long,-l", long_list, "with a one-line summary each");
+  list->callback([&long_list] {
+    for (const conveyor::ScheduleInfo& info : conveyor::AllSchedules()) {
+      std::cout << info.name;
+      if (long_list) std::cout << std::string(18 - info.name.size(), ' ') << info.summary;
+      std::cout << "\n";
+    }
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -25,5 +40,5 @@ int main(int argc, char** argv) {
     std::cerr << "conveyor: error: " << e.what() << "\n";
     return 1;
   }
-  return 0;
+  return exit_code;
 }

@@ -1,0 +1,212 @@
+#include "conveyor/cli/bench_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include "conveyor/cli/distributed.h"
+#include "conveyor/cli/output.h"
+#include "conveyor/common/error.h"
+#include "conveyor/runtime/pipeline_rank.h"
+#include "conveyor/runtime/synthetic_stage.h"
+#include "conveyor/schedule/lower.h"
+#include "conveyor/schedule/registry.h"
+#include "conveyor/sim/simulator.h"
+
+namespace conveyor::cli {
+namespace {
+
+struct BenchFlags {
+  bool overhead = false;
+  int pp = 4;
+  int microbatches = 8;
+  double f = 0.02, i = 0.02, w = 0.02;
+  int steps = 3;
+  std::string schedules;  // comma-separated; empty = all
+  std::string format = "text";
+  std::string out;
+  int timeout_s = 120;
+};
+
+std::vector<std::string> Selected(const std::string& list) {
+  std::vector<std::string> names;
+  if (list.empty()) {
+    for (const ScheduleInfo& info : AllSchedules()) names.emplace_back(info.name);
+    return names;
+  }
+  std::stringstream in(list);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    FindSchedule(name);  // fails early on a typo
+    names.push_back(name);
+  }
+  return names;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// The slowest rank's time for each of `steps` steps.
+std::vector<double> TimeSteps(Transport& transport, PipelineRank& rank,
+                              const std::vector<MicroBatch>& mbs, int steps) {
+  std::vector<double> slowest;
+  for (int k = 0; k < steps; ++k) {
+    transport.Barrier();
+    const auto start = std::chrono::steady_clock::now();
+    rank.Step(mbs);
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::vector<at::Tensor> all = {at::zeros({transport.world_size()}, at::kDouble)};
+    all[0][transport.rank()] = elapsed;
+    transport.AllReduceSum(all);
+    slowest.push_back(all[0].max().item<double>());
+  }
+  return slowest;
+}
+
+nlohmann::json MeasureOne(Transport& transport, const BenchFlags& flags, const std::string& name) {
+  Program program(Layout::Loop(1, 1, 1));
+  try {
+    program = BuildSchedule(name, ScheduleOptions{flags.pp, flags.microbatches, 0});
+  } catch (const UserError& e) {
+    return {{"schedule", name}, {"skipped", e.what()}};
+  }
+  const Program lowered = Lower(program);
+  const SyntheticCosts costs{flags.f, flags.i, flags.w};
+  PipelineRank rank(
+      lowered, transport.rank(), &transport,
+      [&](int stage) { return MakeSyntheticStage(stage, costs); },
+      [](int, const MicroBatch& mb) { return SyntheticBoundaryShape(mb); },
+      at::TensorOptions().dtype(at::kFloat));
+  Batch batch;
+  batch.inputs = at::zeros({flags.microbatches, 1}, at::kLong);
+  batch.targets = at::zeros({flags.microbatches, 1}, at::kLong);
+  const std::vector<MicroBatch> mbs = SplitBatch(batch, flags.microbatches);
+  rank.Step(mbs);  // warm-up: connections, allocator
+  const double measured = Median(TimeSteps(transport, rank, mbs, flags.steps));
+
+  size_t most_actions = 0;
+  for (const auto& actions : lowered.ranks) most_actions = std::max(most_actions, actions.size());
+  nlohmann::json row = {{"schedule", name},
+                        {"pp", flags.pp},
+                        {"microbatches", flags.microbatches},
+                        {"measured_s", measured},
+                        {"actions_per_rank", most_actions}};
+  if (flags.overhead) {
+    row["us_per_action"] = 1e6 * measured / static_cast<double>(most_actions);
+  } else {
+    CostModel model;
+    model.uniform = StageCost{flags.f, flags.i, flags.w};
+    const double predicted = Simulate(program, model, SimOptions{1}).makespan;
+    row["predicted_s"] = predicted;
+    row["error"] = measured / predicted - 1;
+  }
+  return row;
+}
+
+std::string Table(const nlohmann::json& rows, bool overhead) {
+  std::string text;
+  char line[256];
+  if (overhead) {
+    std::snprintf(line, sizeof line, "%-17s %9s %12s %12s\n", "schedule", "actions", "step ms",
+                  "us/action");
+  } else {
+    std::snprintf(line, sizeof line, "%-17s %12s %12s %8s\n", "schedule", "predicted s",
+                  "measured s", "error");
+  }
+  text += line;
+  for (const auto& row : rows) {
+    const std::string name = row["schedule"];
+    if (row.contains("skipped")) {
+      text += name + std::string(18 - std::min<size_t>(name.size(), 17), ' ') +
+              "skipped: " + row["skipped"].get<std::string>() + "\n";
+      continue;
+    }
+    if (overhead) {
+      std::snprintf(line, sizeof line, "%-17s %9d %12.3f %12.1f\n", name.c_str(),
+                    row["actions_per_rank"].get<int>(), 1e3 * row["measured_s"].get<double>(),
+                    row["us_per_action"].get<double>());
+    } else {
+      std::snprintf(line, sizeof line, "%-17s %12.4f %12.4f %+7.1f%%\n", name.c_str(),
+                    row["predicted_s"].get<double>(), row["measured_s"].get<double>(),
+                    100 * row["error"].get<double>());
+    }
+    text += line;
+  }
+  return text;
+}
+
+int RunBench(const BenchFlags& flags, const std::vector<std::string>& args) {
+  CONVEYOR_CHECK(flags.pp >= 1) << "--pp must be at least 1, got " << flags.pp;
+  CONVEYOR_CHECK(flags.microbatches >= 1)
+      << "--microbatches must be at least 1, got " << flags.microbatches;
+  CONVEYOR_CHECK(flags.steps >= 1) << "--steps must be at least 1, got " << flags.steps;
+  CONVEYOR_CHECK(flags.f >= 0 && flags.i >= 0 && flags.w >= 0)
+      << "--f, --i and --w must be >= 0 seconds";
+  const std::vector<std::string> names = Selected(flags.schedules);
+  RanksOptions options;
+  options.nproc = flags.pp;
+  options.timeout = std::chrono::seconds(flags.timeout_s);
+  return RunAsRanks(args, options, [&](Transport& transport) {
+    CONVEYOR_CHECK(transport.world_size() == flags.pp)
+        << "--pp " << flags.pp << " needs " << flags.pp << " ranks, the launcher started "
+        << transport.world_size();
+    nlohmann::json rows = nlohmann::json::array();
+    for (const std::string& name : names) rows.push_back(MeasureOne(transport, flags, name));
+    if (transport.rank() != 0) return;
+    WriteOutput(flags.out, flags.format == "json" ? rows.dump(2) + "\n"
+                                                  : Table(rows, flags.overhead));
+  });
+}
+
+void AddMode(CLI::App& bench, bool overhead, const std::vector<std::string>& args,
+             int* exit_code) {
+  auto flags = std::make_shared<BenchFlags>();
+  flags->overhead = overhead;
+  if (overhead) {
+    flags->f = flags->i = flags->w = 0;
+    flags->microbatches = 16;
+    flags->steps = 20;
+  }
+  CLI::App* cmd = bench.add_subcommand(
+      overhead ? "overhead" : "fidelity",
+      overhead ? "executor cost per action, with stages that take no time"
+               : "measured step time vs the simulator's, with stages that sleep F, I, W");
+  cmd->add_option("--pp,-p", flags->pp, "pipeline ranks (processes)")->capture_default_str();
+  cmd->add_option("--microbatches,-m", flags->microbatches, "micro-batches per step")
+      ->capture_default_str();
+  if (!overhead) {
+    cmd->add_option("--f", flags->f, "seconds of one forward")->capture_default_str();
+    cmd->add_option("--i", flags->i, "seconds of one backward-for-inputs")->capture_default_str();
+    cmd->add_option("--w", flags->w, "seconds of one backward-for-weights")->capture_default_str();
+  }
+  cmd->add_option("--steps", flags->steps, "timed steps per schedule (median)")
+      ->capture_default_str();
+  cmd->add_option("--schedules", flags->schedules, "comma-separated names (default: all)");
+  cmd->add_option("--format,-f", flags->format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--out,-o", flags->out, "write to this file instead of stdout");
+  cmd->add_option("--timeout", flags->timeout_s, "seconds any wait between ranks may take")
+      ->capture_default_str();
+  cmd->callback([flags, args, exit_code] { *exit_code = RunBench(*flags, args); });
+}
+
+}  // namespace
+
+void AddBenchCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code) {
+  CLI::App* bench = app.add_subcommand("bench", "measure the runtime (processes over Gloo)");
+  bench->require_subcommand(1);
+  AddMode(*bench, /*overhead=*/false, args, exit_code);
+  AddMode(*bench, /*overhead=*/true, args, exit_code);
+}
+
+}  // namespace conveyor::cli

@@ -1,0 +1,55 @@
+#include "conveyor/cli/distributed.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "conveyor/comm/c10d_transport.h"
+#include "conveyor/comm/launcher.h"
+#include "conveyor/comm/rendezvous.h"
+#include "conveyor/common/error.h"
+
+namespace conveyor::cli {
+namespace {
+
+bool EnvAbove(const char* name, int value) {
+  const char* text = std::getenv(name);
+  return text != nullptr && std::atoi(text) > value;
+}
+
+}  // namespace
+
+bool LaunchedAsRank() {
+  return std::getenv("RANK") != nullptr ||
+         (std::getenv("SLURM_PROCID") != nullptr && EnvAbove("SLURM_NTASKS", 1)) ||
+         (std::getenv("OMPI_COMM_WORLD_RANK") != nullptr && EnvAbove("OMPI_COMM_WORLD_SIZE", 1));
+}
+
+int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options,
+               const std::function<void(Transport&)>& body) {
+  if (!LaunchedAsRank()) {
+    CONVEYOR_CHECK(options.nproc >= 1) << "the number of ranks must be at least 1, got "
+                                       << options.nproc;
+    std::vector<std::string> argv = {"/proc/self/exe"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    LaunchOptions launch;
+    launch.output = LaunchOptions::Output::kRank0Only;
+    launch.deadline = options.deadline;
+    const LaunchResult result = LaunchLocal(options.nproc, argv, launch);
+    if (!result.ok()) std::cerr << "conveyor: " << result.Report() << "\n";
+    return result.ExitCode();
+  }
+  const RendezvousInfo info = RendezvousFromEnvironment();
+  C10dOptions c10d;
+  c10d.transport.timeout = options.timeout;
+  std::unique_ptr<Transport> transport = ConnectC10d(info, c10d);
+  try {
+    body(*transport);
+  } catch (const std::exception& e) {
+    transport->ReportFailure(e.what());
+    std::cerr << "conveyor: rank " << info.rank << ": " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace conveyor::cli

@@ -1,0 +1,37 @@
+// Running a command as N ranks: SPMD, the way torchrun does it.
+//
+// When the environment names a rank (torchrun / conveyor's launcher: RANK; Slurm:
+// SLURM_PROCID with SLURM_NTASKS > 1; Open MPI: OMPI_COMM_WORLD_RANK with a size > 1), this
+// process connects over c10d as that rank and runs `body`. Otherwise it launches `nproc`
+// copies of its own command line on 127.0.0.1 and waits for them; a rank that fails stops
+// the others and the launcher reports which and why.
+#ifndef CONVEYOR_CLI_DISTRIBUTED_H_
+#define CONVEYOR_CLI_DISTRIBUTED_H_
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "conveyor/comm/transport.h"
+
+namespace conveyor::cli {
+
+struct RanksOptions {
+  int nproc = 1;                       // ranks to launch when not launched
+  std::chrono::milliseconds timeout{std::chrono::minutes(2)};  // every wait between ranks
+  std::chrono::milliseconds deadline{0};  // whole run when launching; 0 = none
+};
+
+// True when this process is one rank of a launched world.
+bool LaunchedAsRank();
+
+// Returns the process exit code: 0 when every rank succeeded. `args` is this process's
+// command line without argv[0]. In a rank, an exception from `body` is reported to every
+// rank, printed as "conveyor: rank R: ..." and turned into exit code 1.
+int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options,
+               const std::function<void(Transport&)>& body);
+
+}  // namespace conveyor::cli
+
+#endif  // CONVEYOR_CLI_DISTRIBUTED_H_

@@ -1,0 +1,164 @@
+#include "conveyor/nn/gpt.h"
+
+#include <cmath>
+#include <string>
+
+#include <ATen/ATen.h>
+
+#include "conveyor/common/error.h"
+#include "conveyor/nn/linear.h"
+
+namespace conveyor::nn {
+namespace {
+
+at::Tensor Param(at::Tensor t) { return t.requires_grad_(true); }
+
+at::Tensor Normal(at::Generator& gen, at::IntArrayRef shape, double std) {
+  return Param(at::normal(0.0, std, shape, gen));
+}
+
+at::Tensor Zeros(at::IntArrayRef shape) { return Param(at::zeros(shape)); }
+at::Tensor Ones(at::IntArrayRef shape) { return Param(at::ones(shape)); }
+
+class Embedding : public Layer {
+ public:
+  Embedding(const GptConfig& c, uint64_t seed) : config_(c) {
+    at::Generator gen = LayerGenerator(seed, 0);
+    wte_ = Normal(gen, {c.vocab, c.hidden}, 0.02);
+    wpe_ = Normal(gen, {c.max_seq_len, c.hidden}, 0.01);
+  }
+
+  // ids (n, T) -> (n, T, C)
+  at::Tensor Forward(const at::Tensor& ids, const MicroBatch& mb) override {
+    const int64_t t = ids.size(1);
+    CONVEYOR_CHECK(t <= config_.max_seq_len)
+        << "sequence length " << t << " exceeds the model's max_seq_len " << config_.max_seq_len;
+    return at::embedding(wte_, ids) + wpe_.narrow(0, 0, t).unsqueeze(0);
+  }
+
+  NamedTensors NamedParameters() override { return {{"embed.wte", wte_}, {"embed.wpe", wpe_}}; }
+
+ private:
+  GptConfig config_;
+  at::Tensor wte_, wpe_;
+};
+
+class Block : public Layer {
+ public:
+  Block(const GptConfig& c, uint64_t seed, int block) : config_(c), prefix_("blocks." + std::to_string(block) + ".") {
+    at::Generator gen = LayerGenerator(seed, block + 1);
+    const int64_t h = c.hidden;
+    const double proj_std = 0.02 / std::sqrt(2.0 * c.layers);
+    ln1_w_ = Ones({h});
+    ln1_b_ = Zeros({h});
+    qkv_w_ = Normal(gen, {3 * h, h}, 0.02);
+    qkv_b_ = Zeros({3 * h});
+    proj_w_ = Normal(gen, {h, h}, proj_std);
+    proj_b_ = Zeros({h});
+    ln2_w_ = Ones({h});
+    ln2_b_ = Zeros({h});
+    fc_w_ = Normal(gen, {4 * h, h}, 0.02);
+    fc_b_ = Zeros({4 * h});
+    fc2_w_ = Normal(gen, {h, 4 * h}, proj_std);
+    fc2_b_ = Zeros({h});
+  }
+
+  // x (n, T, C) -> (n, T, C)
+  at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
+    const int64_t n = x.size(0), t = x.size(1), c = x.size(2), heads = config_.heads,
+                  d = c / heads;
+    at::Tensor h = at::layer_norm(x, {c}, ln1_w_, ln1_b_);
+    at::Tensor qkv = Linear(h, qkv_w_, qkv_b_);                         // (n, T, 3C)
+    auto split = [&](int64_t i) {                                          // (n, H, T, d)
+      return qkv.narrow(2, i * c, c).reshape({n, t, heads, d}).transpose(1, 2);
+    };
+    at::Tensor q = split(0), k = split(1), v = split(2);
+    at::Tensor scores = q.matmul(k.transpose(-2, -1)) / std::sqrt(double(d));  // (n, H, T, T)
+    at::Tensor allowed = at::ones({t, t}, at::kBool).tril().view({1, 1, t, t});
+    if (mb.attention_mask.defined()) {
+      allowed = allowed.logical_and(mb.attention_mask.view({n, 1, 1, t}));
+    }
+    scores = scores.masked_fill(allowed.logical_not(), -1e9);
+    at::Tensor y = scores.softmax(-1).matmul(v);                       // (n, H, T, d)
+    y = y.transpose(1, 2).reshape({n, t, c});                          // (n, T, C)
+    at::Tensor out = x + Linear(y, proj_w_, proj_b_);
+    at::Tensor h2 = at::layer_norm(out, {c}, ln2_w_, ln2_b_);
+    return out + Linear(at::gelu(Linear(h2, fc_w_, fc_b_)), fc2_w_, fc2_b_);
+  }
+
+  NamedTensors NamedParameters() override {
+    return {{prefix_ + "ln1.weight", ln1_w_},       {prefix_ + "ln1.bias", ln1_b_},
+            {prefix_ + "attn.qkv.weight", qkv_w_},  {prefix_ + "attn.qkv.bias", qkv_b_},
+            {prefix_ + "attn.proj.weight", proj_w_}, {prefix_ + "attn.proj.bias", proj_b_},
+            {prefix_ + "ln2.weight", ln2_w_},       {prefix_ + "ln2.bias", ln2_b_},
+            {prefix_ + "mlp.fc.weight", fc_w_},     {prefix_ + "mlp.fc.bias", fc_b_},
+            {prefix_ + "mlp.proj.weight", fc2_w_},  {prefix_ + "mlp.proj.bias", fc2_b_}};
+  }
+
+ private:
+  GptConfig config_;
+  std::string prefix_;
+  at::Tensor ln1_w_, ln1_b_, qkv_w_, qkv_b_, proj_w_, proj_b_;
+  at::Tensor ln2_w_, ln2_b_, fc_w_, fc_b_, fc2_w_, fc2_b_;
+};
+
+class Head : public Layer {
+ public:
+  Head(const GptConfig& c, uint64_t seed) : config_(c) {
+    lnf_w_ = Ones({c.hidden});
+    lnf_b_ = Zeros({c.hidden});
+    if (c.tie_embeddings) {
+      // The same initial values as the embedding's copy (drawn first from layer 0's stream).
+      at::Generator gen = LayerGenerator(seed, 0);
+      lm_head_ = Normal(gen, {c.vocab, c.hidden}, 0.02);
+    } else {
+      at::Generator gen = LayerGenerator(seed, c.layers + 1);
+      lm_head_ = Normal(gen, {c.vocab, c.hidden}, 0.02);
+    }
+  }
+
+  // x (n, T, C) -> logits (n, T, V)
+  at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
+    at::Tensor h = at::layer_norm(x, {config_.hidden}, lnf_w_, lnf_b_);
+    return Linear(h, lm_head_, at::Tensor());
+  }
+
+  bool has_loss() const override { return true; }
+
+  at::Tensor LossSum(const at::Tensor& logits, const MicroBatch& mb) override {
+    return at::cross_entropy_loss(logits.reshape({-1, config_.vocab}), mb.targets.reshape({-1}),
+                                  /*weight=*/{}, at::Reduction::Sum, /*ignore_index=*/-1);
+  }
+
+  NamedTensors NamedParameters() override {
+    return {{"head.ln.weight", lnf_w_},
+            {"head.ln.bias", lnf_b_},
+            {config_.tie_embeddings ? "embed.wte" : "head.lm.weight", lm_head_}};
+  }
+
+ private:
+  GptConfig config_;
+  at::Tensor lnf_w_, lnf_b_, lm_head_;
+};
+
+}  // namespace
+
+void CheckGptConfig(const GptConfig& c) {
+  CONVEYOR_CHECK(c.vocab >= 2) << "vocab must be at least 2, got " << c.vocab;
+  CONVEYOR_CHECK(c.hidden >= 1) << "hidden must be at least 1, got " << c.hidden;
+  CONVEYOR_CHECK(c.heads >= 1 && c.hidden % c.heads == 0)
+      << "hidden (" << c.hidden << ") must be a multiple of heads (" << c.heads << ")";
+  CONVEYOR_CHECK(c.layers >= 1) << "layers must be at least 1, got " << c.layers;
+  CONVEYOR_CHECK(c.max_seq_len >= 1) << "max_seq_len must be at least 1, got " << c.max_seq_len;
+}
+
+LayerList BuildGpt(const GptConfig& config, uint64_t seed) {
+  CheckGptConfig(config);
+  LayerList layers;
+  layers.push_back(std::make_shared<Embedding>(config, seed));
+  for (int b = 0; b < config.layers; ++b) layers.push_back(std::make_shared<Block>(config, seed, b));
+  layers.push_back(std::make_shared<Head>(config, seed));
+  return layers;
+}
+
+}  // namespace conveyor::nn

@@ -1,0 +1,33 @@
+// A GPT-style decoder as a list of layers: token + position embedding, pre-norm blocks
+// (causal self-attention with a padding mask, MLP, residuals), final norm and LM head with
+// a summed cross-entropy loss. Every linear map defers its weight gradient (nn::Linear).
+//
+// Shapes: ids (n, T) -> embedding (n, T, C) -> blocks (n, T, C) -> head logits (n, T, V).
+// Targets (n, T), -1 where not counted (padding).
+#ifndef CONVEYOR_NN_GPT_H_
+#define CONVEYOR_NN_GPT_H_
+
+#include <cstdint>
+
+#include "conveyor/nn/layer.h"
+
+namespace conveyor::nn {
+
+struct GptConfig {
+  int vocab = 256;        // byte-level
+  int hidden = 64;        // C
+  int heads = 4;          // C must be a multiple
+  int layers = 4;         // transformer blocks
+  int max_seq_len = 128;  // T at most
+  bool tie_embeddings = false;
+};
+
+// Checks the config (UserError naming the bad value).
+void CheckGptConfig(const GptConfig& config);
+
+// layers + 2 entries: the embedding, the blocks, the head. Global layer index = position.
+LayerList BuildGpt(const GptConfig& config, uint64_t seed);
+
+}  // namespace conveyor::nn
+
+#endif  // CONVEYOR_NN_GPT_H_

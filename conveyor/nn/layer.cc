@@ -1,0 +1,46 @@
+#include "conveyor/nn/layer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "conveyor/common/error.h"
+
+namespace conveyor::nn {
+
+at::Tensor Layer::LossSum(const at::Tensor&, const MicroBatch&) {
+  CONVEYOR_ASSERT(false) << "this layer has no loss; only a model's last layer does";
+  return {};
+}
+
+LayerStack::LayerStack(LayerList layers) : layers_(std::move(layers)) {
+  CONVEYOR_ASSERT(!layers_.empty()) << "a stage needs at least one layer";
+}
+
+at::Tensor LayerStack::Forward(const at::Tensor& input, const MicroBatch& mb) {
+  at::Tensor x = input;
+  for (auto& layer : layers_) x = layer->Forward(x, mb);
+  return x;
+}
+
+at::Tensor LayerStack::LossSum(const at::Tensor& output, const MicroBatch& mb) {
+  CONVEYOR_ASSERT(layers_.back()->has_loss()) << "the last stage must end with the model's head";
+  return layers_.back()->LossSum(output, mb);
+}
+
+NamedTensors LayerStack::NamedParameters() {
+  NamedTensors all;
+  for (auto& layer : layers_) {
+    for (auto& named : layer->NamedParameters()) all.push_back(std::move(named));
+  }
+  return all;
+}
+
+at::Generator LayerGenerator(uint64_t seed, int layer_index) {
+  // SplitMix64 of (seed, index): independent streams per layer.
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(layer_index) + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return at::detail::createCPUGenerator(z ^ (z >> 31));
+}
+
+}  // namespace conveyor::nn

@@ -1,0 +1,52 @@
+// Models as lists of layers, so a partitioner can cut them into stages.
+//
+// A Layer maps the previous layer's output to its own ((n, T) int64 token ids into the
+// first layer, activations after). Its parameters carry global names ("blocks.3.attn.qkv.
+// weight") that do not depend on the partition, and are initialised from (seed, global
+// layer index), so any split of the same model starts from the same weights.
+//
+// LayerStack runs a contiguous slice of layers as one pipeline stage.
+#ifndef CONVEYOR_NN_LAYER_H_
+#define CONVEYOR_NN_LAYER_H_
+
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "conveyor/runtime/stage.h"
+
+namespace conveyor::nn {
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) = 0;
+  virtual NamedTensors NamedParameters() = 0;
+  // Only a model's last layer has a loss: summed over mb's counted targets.
+  virtual bool has_loss() const { return false; }
+  virtual at::Tensor LossSum(const at::Tensor& output, const MicroBatch& mb);
+};
+
+using LayerList = std::vector<std::shared_ptr<Layer>>;
+
+class LayerStack : public StageModule {
+ public:
+  // Precondition: layers non-empty.
+  explicit LayerStack(LayerList layers);
+
+  at::Tensor Forward(const at::Tensor& input, const MicroBatch& mb) override;
+  at::Tensor LossSum(const at::Tensor& output, const MicroBatch& mb) override;
+  NamedTensors NamedParameters() override;
+
+ private:
+  LayerList layers_;
+};
+
+// A CPU generator seeded from (seed, global layer index): the only source of randomness a
+// layer's initialisation may use.
+at::Generator LayerGenerator(uint64_t seed, int layer_index);
+
+}  // namespace conveyor::nn
+
+#endif  // CONVEYOR_NN_LAYER_H_

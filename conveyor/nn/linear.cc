@@ -1,0 +1,70 @@
+#include "conveyor/nn/linear.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "conveyor/runtime/weight_grad_store.h"
+
+namespace conveyor::nn {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// x (N, in), g (N, out) -> (out, in), added into weight's gradient.
+void AccumulateWeightGrad(at::Tensor weight, const at::Tensor& x2d, const at::Tensor& g2d) {
+  at::NoGradGuard no_grad;
+  at::Tensor grad = g2d.t().mm(x2d);
+  if (weight.grad().defined()) {
+    weight.mutable_grad().add_(grad);
+  } else {
+    weight.mutable_grad() = grad;
+  }
+}
+
+// The autograd function of Linear; `bias` may be undefined only through Forward below, as
+// custom functions do not take undefined tensors.
+struct LinearFunction : public torch::autograd::Function<LinearFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            bool has_bias, const at::Tensor& bias_or_weight) {
+    const at::Tensor bias = has_bias ? bias_or_weight : at::Tensor();
+    ctx->save_for_backward({x});
+    ctx->saved_data["weight"] = weight;
+    ctx->saved_data["has_bias"] = has_bias;
+    WeightGradStore* store = WeightGradStore::RecordingStore();
+    ctx->saved_data["store"] = reinterpret_cast<int64_t>(store);
+    ctx->saved_data["key"] = static_cast<int64_t>(WeightGradStore::RecordingKey());
+    return at::linear(x, weight, bias);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const at::Tensor x = ctx->get_saved_variables()[0];
+    const at::Tensor weight = ctx->saved_data["weight"].toTensor();
+    const at::Tensor& g = grad_outputs[0];
+    const int64_t in = weight.size(1), out = weight.size(0);
+    const at::Tensor x2d = x.reshape({-1, in});
+    const at::Tensor g2d = g.reshape({-1, out});
+
+    at::Tensor grad_x = g.matmul(weight);
+    at::Tensor grad_bias;
+    if (ctx->saved_data["has_bias"].toBool()) grad_bias = g2d.sum(0);
+    at::Tensor grad_weight;
+    auto* store = reinterpret_cast<WeightGradStore*>(ctx->saved_data["store"].toInt());
+    const int key = static_cast<int>(ctx->saved_data["key"].toInt());
+    if (store != nullptr && store->deferring(key)) {
+      store->Add(key, [weight, x2d, g2d] { AccumulateWeightGrad(weight, x2d, g2d); });
+    } else {
+      grad_weight = g2d.t().mm(x2d);
+    }
+    // The unused slot of an absent bias is the weight again: no gradient for it.
+    return {grad_x, grad_weight, at::Tensor(), grad_bias};
+  }
+};
+
+}  // namespace
+
+at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  return LinearFunction::apply(x, weight, bias.defined(), bias.defined() ? bias : weight);
+}
+
+}  // namespace conveyor::nn

@@ -1,0 +1,20 @@
+// A linear map whose weight gradient can be deferred (split backward, Zero Bubble's I / W).
+//
+//   x: (..., in)   weight: (out, in)   bias: (out) or undefined   ->   (..., out)
+//
+// Under autograd it behaves like at::linear. When the forward ran inside a
+// WeightGradStore::Recording and the store defers that key at backward time, the backward
+// returns the input and bias gradients only and queues `weight.grad += g^T x` under the key;
+// WeightGradStore::Run(key) applies it later. Result is the same gradient either way.
+#ifndef CONVEYOR_NN_LINEAR_H_
+#define CONVEYOR_NN_LINEAR_H_
+
+#include <ATen/core/Tensor.h>
+
+namespace conveyor::nn {
+
+at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+}  // namespace conveyor::nn
+
+#endif  // CONVEYOR_NN_LINEAR_H_

@@ -1,0 +1,175 @@
+#include "conveyor/runtime/executor.h"
+
+#include <chrono>
+#include <sstream>
+
+#include <ATen/ATen.h>
+
+namespace conveyor {
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+}  // namespace
+
+Executor::Executor(const Program& program, int rank, Transport* transport,
+                   std::map<int, Stage*> stages, BoundaryShapeFn boundary_shape,
+                   at::TensorOptions activation_options)
+    : program_(program),
+      rank_(rank),
+      transport_(transport),
+      stages_(std::move(stages)),
+      boundary_shape_(std::move(boundary_shape)),
+      activation_options_(activation_options) {
+  const Layout& layout = program.layout;
+  CONVEYOR_CHECK(rank >= 0 && rank < layout.num_ranks())
+      << "rank " << rank << " is outside the program's " << layout.num_ranks() << " ranks";
+  for (int s : layout.stages_of(rank)) {
+    CONVEYOR_CHECK(stages_.count(s) && stages_[s] != nullptr)
+        << "rank " << rank << " must hold stage " << s << " but was not given it";
+  }
+  CONVEYOR_CHECK(stages_.size() == layout.stages_of(rank).size())
+      << "rank " << rank << " was given " << stages_.size() << " stages, the layout puts "
+      << layout.stages_of(rank).size() << " on it";
+  CONVEYOR_CHECK(transport != nullptr || !program.has_comms())
+      << "rank " << rank << ": the program communicates but no transport was given";
+  if (transport != nullptr) {
+    CONVEYOR_CHECK(transport->world_size() == layout.num_ranks() && transport->rank() == rank)
+        << "the program needs " << layout.num_ranks() << " ranks (this is rank " << rank
+        << ") but the transport has " << transport->world_size() << " (this is rank "
+        << transport->rank() << ")";
+  }
+}
+
+Stage& Executor::StageAt(int stage) { return *stages_.at(stage); }
+
+uint32_t Executor::Tag(bool gradient, int stage, int microbatch) const {
+  const uint64_t tag =
+      (static_cast<uint64_t>(microbatch) * program_.layout.num_stages() + stage) * 2 + gradient;
+  CONVEYOR_ASSERT(tag < (1ull << 31)) << "message tag overflow";
+  return static_cast<uint32_t>(tag);
+}
+
+at::Tensor Executor::Take(std::map<Key, Pending>& from, Key key, const char* what) {
+  auto it = from.find(key);
+  CONVEYOR_ASSERT(it != from.end()) << "no " << what << " was received or handed over";
+  Pending pending = std::move(it->second);
+  from.erase(it);
+  if (pending.work) pending.work->Wait();
+  return pending.buffer;
+}
+
+void Executor::RunForward(int s, const MicroBatch& mb) {
+  Stage& stage = StageAt(s);
+  const Layout& layout = program_.layout;
+  at::Tensor input = stage.is_first() ? mb.inputs : Take(activations_, {s, mb.index}, "input");
+  at::Tensor output = stage.Forward(mb, input);
+  const int next = layout.next_stage(s);
+  if (next < 0) return;
+  if (layout.rank_of(next) == rank_) {
+    activations_[{next, mb.index}] = Pending{output, nullptr};
+  } else {
+    to_send_[{s, mb.index}] = output;
+  }
+}
+
+void Executor::RunBackward(Op op, int s, const MicroBatch& mb) {
+  Stage& stage = StageAt(s);
+  const Layout& layout = program_.layout;
+  at::Tensor grad_output;
+  if (!stage.is_last()) grad_output = Take(gradients_, {s, mb.index}, "output gradient");
+  at::Tensor grad_input = op == Op::kBackward ? stage.Backward(mb, grad_output)
+                                              : stage.BackwardInput(mb, grad_output);
+  const int prev = layout.prev_stage(s);
+  if (prev < 0) return;
+  CONVEYOR_ASSERT(grad_input.defined()) << "stage " << s << " produced no input gradient";
+  if (layout.rank_of(prev) == rank_) {
+    gradients_[{prev, mb.index}] = Pending{grad_input, nullptr};
+  } else {
+    to_send_[{-1 - s, mb.index}] = grad_input;
+  }
+}
+
+void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
+  const Layout& layout = program_.layout;
+  auto mb = [&](int index) -> const MicroBatch& { return mbs.at(index); };
+  switch (a.op) {
+    case Op::kForward: RunForward(a.stage, mb(a.microbatch)); break;
+    case Op::kBackward:
+    case Op::kBackwardInput: RunBackward(a.op, a.stage, mb(a.microbatch)); break;
+    case Op::kBackwardWeight: StageAt(a.stage).BackwardWeight(mb(a.microbatch)); break;
+    case Op::kOverlapFB:
+      Run(a.ForwardHalf(), mbs);
+      Run(a.BackwardHalf(), mbs);
+      break;
+    case Op::kRecvF: {
+      const int prev = layout.prev_stage(a.stage);
+      at::Tensor buffer = at::empty(boundary_shape_(prev, mb(a.microbatch)), activation_options_);
+      activations_[{a.stage, a.microbatch}] =
+          Pending{buffer, transport_->Recv(buffer, layout.rank_of(prev), Tag(false, prev, a.microbatch))};
+      break;
+    }
+    case Op::kRecvB: {
+      const int next = layout.next_stage(a.stage);
+      at::Tensor buffer = at::empty(boundary_shape_(a.stage, mb(a.microbatch)), activation_options_);
+      gradients_[{a.stage, a.microbatch}] =
+          Pending{buffer, transport_->Recv(buffer, layout.rank_of(next), Tag(true, next, a.microbatch))};
+      break;
+    }
+    case Op::kSendF:
+    case Op::kSendB: {
+      const bool gradient = a.op == Op::kSendB;
+      const Key key{gradient ? -1 - a.stage : a.stage, a.microbatch};
+      auto it = to_send_.find(key);
+      CONVEYOR_ASSERT(it != to_send_.end()) << "nothing computed to send";
+      const int peer = gradient ? layout.prev_stage(a.stage) : layout.next_stage(a.stage);
+      at::Tensor data = it->second.contiguous();
+      to_send_.erase(it);
+      sends_.emplace_back(transport_->Send(data, layout.rank_of(peer), Tag(gradient, a.stage, a.microbatch)), a);
+      break;
+    }
+    case Op::kReduceGrad: break;
+  }
+}
+
+double Executor::RunStep(const std::vector<MicroBatch>& microbatches) {
+  CONVEYOR_CHECK(static_cast<int>(microbatches.size()) == program_.layout.num_microbatches())
+      << "the program runs " << program_.layout.num_microbatches() << " micro-batches, the step "
+      << "was given " << microbatches.size();
+  for (auto& [index, stage] : stages_) stage->ResetStep();
+  const auto start = std::chrono::steady_clock::now();
+  Action current;
+  try {
+    for (const Action& a : program_.ranks[rank_]) {
+      current = a;
+      const double begin = hook_ ? Seconds(start) : 0;
+      Run(a, microbatches);
+      if (hook_) hook_(a, begin, Seconds(start));
+    }
+    for (auto& [work, action] : sends_) {
+      current = action;
+      work->Wait();
+    }
+  } catch (const std::exception& e) {
+    sends_.clear();
+    activations_.clear();
+    gradients_.clear();
+    to_send_.clear();
+    std::ostringstream out;
+    out << "rank " << rank_ << ", stage " << current.stage << ", micro-batch "
+        << current.microbatch << ", action " << current << ": " << e.what();
+    throw RuntimeError(out.str());
+  }
+  sends_.clear();
+  CONVEYOR_ASSERT(activations_.empty() && gradients_.empty() && to_send_.empty())
+      << "rank " << rank_ << " ends the step with unconsumed tensors";
+  double loss = 0;
+  for (auto& [index, stage] : stages_) {
+    if (stage->is_last()) loss += stage->loss();
+  }
+  return loss;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,95 @@
+// Runs one rank's share of a lowered program for one training step.
+//
+// A dumb interpreter: it walks its rank's actions in order.
+//   RECV_F / RECV_B  post a receive into a fresh buffer (shapes known from the batch)
+//   F                takes its input from the batch (first stage), from the stage before
+//                    it on this rank (direct hand-off), or waits for its posted receive
+//   I / B            likewise for the output gradient; then runs the stage's backward
+//   W                runs the stage's deferred weight work for that micro-batch
+//   SEND_F / SEND_B  post an asynchronous send; its handle (and buffer) is kept until the
+//                    end of the step, when every send is waited for
+//   OVERLAP_F_B      its forward half, then its backward half
+//   REDUCE_GRAD      nothing yet (where data-parallel reduction will start)
+// Buffers are dropped as soon as their consumer ran. Any error is rethrown as RuntimeError
+// naming rank, stage, micro-batch and action.
+//
+// Not thread-safe; one executor per rank (thread or process).
+#ifndef CONVEYOR_RUNTIME_EXECUTOR_H_
+#define CONVEYOR_RUNTIME_EXECUTOR_H_
+
+#include <functional>
+#include <map>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "conveyor/comm/transport.h"
+#include "conveyor/common/error.h"
+#include "conveyor/runtime/microbatch.h"
+#include "conveyor/runtime/stage.h"
+#include "conveyor/schedule/program.h"
+
+namespace conveyor {
+
+// An error while running a step; the message names rank, stage, micro-batch and action.
+class RuntimeError : public Error {
+ public:
+  explicit RuntimeError(const std::string& what) : Error(what) {}
+};
+
+// The shape of `stage`'s output for a micro-batch: sizes the receive buffers of the next
+// stage (activations) and of `stage` itself (gradients).
+using BoundaryShapeFn = std::function<std::vector<int64_t>(int stage, const MicroBatch& mb)>;
+
+// Observes every action (for tracing); start/end in seconds since the step started.
+using ActionHook = std::function<void(const Action&, double start, double end)>;
+
+class Executor {
+ public:
+  // `program` must be lowered (Lower()) and verified. `stages` holds every stage the layout
+  // puts on `rank`. `transport` may be null when the program needs no communication.
+  // Throws UserError when the stages do not match the layout.
+  Executor(const Program& program, int rank, Transport* transport, std::map<int, Stage*> stages,
+           BoundaryShapeFn boundary_shape, at::TensorOptions activation_options);
+
+  // Runs the step. Returns the sum of the scaled losses of the last stages on this rank.
+  double RunStep(const std::vector<MicroBatch>& microbatches);
+
+  void set_hook(ActionHook hook) { hook_ = std::move(hook); }
+
+ private:
+  struct Key {
+    int stage, microbatch;
+    bool operator<(const Key& o) const {
+      return stage != o.stage ? stage < o.stage : microbatch < o.microbatch;
+    }
+  };
+  struct Pending {
+    at::Tensor buffer;
+    std::shared_ptr<Work> work;  // null for a same-rank hand-off
+  };
+
+  void Run(const Action& a, const std::vector<MicroBatch>& mbs);
+  void RunForward(int stage, const MicroBatch& mb);
+  void RunBackward(Op op, int stage, const MicroBatch& mb);
+  at::Tensor Take(std::map<Key, Pending>& from, Key key, const char* what);
+  uint32_t Tag(bool gradient, int stage, int microbatch) const;
+  Stage& StageAt(int stage);
+
+  const Program& program_;
+  const int rank_;
+  Transport* transport_;
+  std::map<int, Stage*> stages_;
+  BoundaryShapeFn boundary_shape_;
+  at::TensorOptions activation_options_;
+  ActionHook hook_;
+
+  std::map<Key, Pending> activations_;  // inputs of this rank's stages, by consumer
+  std::map<Key, Pending> gradients_;    // output gradients of this rank's stages
+  std::map<Key, at::Tensor> to_send_;   // outputs / input gradients waiting for their SEND
+  std::vector<std::pair<std::shared_ptr<Work>, Action>> sends_;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_RUNTIME_EXECUTOR_H_

@@ -1,0 +1,79 @@
+#include "conveyor/runtime/stage.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "conveyor/common/error.h"
+
+namespace conveyor {
+
+Stage::Stage(int index, bool is_first, bool is_last, std::unique_ptr<StageModule> module)
+    : index_(index), is_first_(is_first), is_last_(is_last), module_(std::move(module)) {
+  CONVEYOR_ASSERT(module_ != nullptr);
+}
+
+at::Tensor Stage::Forward(const MicroBatch& mb, const at::Tensor& input) {
+  CONVEYOR_ASSERT(cache_.count(mb.index) == 0)
+      << "stage " << index_ << " ran forward twice for micro-batch " << mb.index;
+  CONVEYOR_ASSERT(input.defined()) << "stage " << index_ << " got no input";
+  Cached cached;
+  at::Tensor in = input;
+  if (!is_first_) {
+    cached.input = input.detach().requires_grad_(true);
+    in = cached.input;
+  }
+  WeightGradStore::Recording recording(&store_, mb.index);
+  at::Tensor out = module_->Forward(in, mb);
+  if (is_last_) {
+    cached.output = module_->LossSum(out, mb) / mb.loss_denominator;
+    loss_ += cached.output.item<double>();
+    out = at::Tensor();
+  } else {
+    cached.output = out;
+    out = out.detach();
+  }
+  cache_.emplace(mb.index, std::move(cached));
+  return out;
+}
+
+at::Tensor Stage::RunBackward(const MicroBatch& mb, const at::Tensor& grad_output, bool defer) {
+  auto it = cache_.find(mb.index);
+  CONVEYOR_ASSERT(it != cache_.end())
+      << "stage " << index_ << " has no forward state for micro-batch " << mb.index;
+  CONVEYOR_ASSERT(is_last_ || grad_output.defined())
+      << "stage " << index_ << " got no output gradient for micro-batch " << mb.index;
+  store_.SetDeferring(mb.index, defer);
+  try {
+    if (is_last_) {
+      torch::autograd::backward({it->second.output});
+    } else {
+      torch::autograd::backward({it->second.output}, {grad_output});
+    }
+  } catch (...) {
+    store_.SetDeferring(mb.index, false);
+    throw;
+  }
+  store_.SetDeferring(mb.index, false);
+  at::Tensor grad_input = is_first_ ? at::Tensor() : it->second.input.grad();
+  cache_.erase(it);
+  return grad_input;
+}
+
+at::Tensor Stage::BackwardInput(const MicroBatch& mb, const at::Tensor& grad_output) {
+  return RunBackward(mb, grad_output, /*defer=*/true);
+}
+
+void Stage::BackwardWeight(const MicroBatch& mb) { store_.Run(mb.index); }
+
+at::Tensor Stage::Backward(const MicroBatch& mb, const at::Tensor& grad_output) {
+  return RunBackward(mb, grad_output, /*defer=*/false);
+}
+
+void Stage::ResetStep() {
+  CONVEYOR_ASSERT(cache_.empty() && store_.pending() == 0)
+      << "stage " << index_ << " ends a step with " << cache_.size()
+      << " micro-batches still held and " << store_.pending() << " weight tasks pending";
+  loss_ = 0;
+}
+
+}  // namespace conveyor

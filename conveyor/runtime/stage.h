@@ -1,0 +1,83 @@
+// One stage of a pipeline: a model chunk plus what its backward needs.
+//
+// Forward caches, per micro-batch, the stage input (as an autograd leaf) and the output (on
+// a last stage: the scaled loss). BackwardInput runs autograd from there with the stage's
+// WeightGradStore deferring, returns the gradient of the input and drops the cache; the
+// deferred weight work waits for BackwardWeight. Backward does both at once.
+//
+// A stage is used by one thread at a time (its rank's executor).
+#ifndef CONVEYOR_RUNTIME_STAGE_H_
+#define CONVEYOR_RUNTIME_STAGE_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "conveyor/runtime/microbatch.h"
+#include "conveyor/runtime/weight_grad_store.h"
+
+namespace conveyor {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// What the runtime needs from a model chunk; the model zoo (nn) implements it.
+class StageModule {
+ public:
+  virtual ~StageModule() = default;
+  // input: (n, T) int64 token ids on a first stage, the previous stage's output otherwise.
+  virtual at::Tensor Forward(const at::Tensor& input, const MicroBatch& mb) = 0;
+  // Last stage only: the loss summed over mb's counted targets (a scalar).
+  virtual at::Tensor LossSum(const at::Tensor& output, const MicroBatch& mb) = 0;
+  // Parameters under their global names (independent of the partition).
+  virtual NamedTensors NamedParameters() = 0;
+};
+
+class Stage {
+ public:
+  Stage(int index, bool is_first, bool is_last, std::unique_ptr<StageModule> module);
+
+  int index() const { return index_; }
+  bool is_first() const { return is_first_; }
+  bool is_last() const { return is_last_; }
+  StageModule& module() { return *module_; }
+
+  // Returns the output to hand to the next stage (detached), or an undefined tensor on a
+  // last stage, which keeps the loss instead.
+  at::Tensor Forward(const MicroBatch& mb, const at::Tensor& input);
+  // grad_output: gradient of this stage's output (undefined on a last stage). Returns the
+  // gradient of the input (undefined on a first stage).
+  at::Tensor BackwardInput(const MicroBatch& mb, const at::Tensor& grad_output);
+  void BackwardWeight(const MicroBatch& mb);
+  at::Tensor Backward(const MicroBatch& mb, const at::Tensor& grad_output);
+
+  // Sum of this step's scaled micro-batch losses (last stage); reset by ResetStep().
+  double loss() const { return loss_; }
+  // Micro-batches whose activations are held (forward done, backward-for-inputs not).
+  size_t held() const { return cache_.size(); }
+  // Micro-batches with deferred weight work queued.
+  size_t pending_weight_work() const { return store_.pending(); }
+  void ResetStep();
+
+ private:
+  struct Cached {
+    at::Tensor input;   // autograd leaf (undefined on a first stage)
+    at::Tensor output;  // output, or the scaled loss on a last stage
+  };
+  at::Tensor RunBackward(const MicroBatch& mb, const at::Tensor& grad_output, bool defer);
+
+  int index_;
+  bool is_first_;
+  bool is_last_;
+  std::unique_ptr<StageModule> module_;
+  WeightGradStore store_;
+  std::map<int, Cached> cache_;
+  double loss_ = 0;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_RUNTIME_STAGE_H_
