@@ -56,6 +56,10 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
   std::unique_ptr<Transport> transport = ConnectC10d(info, c10d);
   try {
     body(*transport);
+  } catch (const CommError& e) {
+    transport->ReportFailure(e.what());
+    std::cerr << "conveyor: rank " << info.rank << ": " << e.what() << "\n";
+    return e.caused_by_peer() ? kExitPeerFailed : 1;
   } catch (const std::exception& e) {
     transport->ReportFailure(e.what());
     std::cerr << "conveyor: rank " << info.rank << ": " << e.what() << "\n";

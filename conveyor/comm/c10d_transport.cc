@@ -204,7 +204,7 @@ class C10dTransport : public Transport {
     C10dOp op{{}, tensor, backends_, std::move(what), false};
     op.pollable = &pg != backends_->gloo.get();  // Gloo's point-to-point work has no future
     if (world_->abort().triggered()) {
-      throw CommError(op.what + " aborted: " + world_->abort().reason());
+      throw CommError(op.what + " aborted: " + world_->abort().reason(), true);
     }
     try {
       op.work = launch(pg);

@@ -78,7 +78,7 @@ void C10dWorld::Fail(const std::string& reason) noexcept {
 void C10dWorld::Raise(const std::string& what, const std::string& failure) {
   Fail(failure);
   if (abort_->reason() == failure) throw CommError(failure);
-  throw CommError(what + " aborted: " + abort_->reason() + " (here: " + failure + ")");
+  throw CommError(what + " aborted: " + abort_->reason() + " (here: " + failure + ")", true);
 }
 
 void C10dWorld::Watch() {
@@ -183,7 +183,7 @@ void C10dWorld::Wait(const C10dOp& op) {
   if (ok) return;
   Keep(op);
   if (timed_out) failure = op.what + " timed out after " + std::to_string(timeout.count()) + " ms";
-  if (failure.empty()) throw CommError(op.what + " aborted: " + abort_->reason());
+  if (failure.empty()) throw CommError(op.what + " aborted: " + abort_->reason(), true);
   Raise(op.what, failure);
 }
 

@@ -16,7 +16,15 @@ namespace conveyor {
 
 class CommError : public Error {
  public:
-  explicit CommError(const std::string& what) : Error(what) {}
+  // `caused_by_peer`: this rank stopped because another rank failed first (the message then
+  // names that rank and its reason), as opposed to failing itself.
+  explicit CommError(const std::string& what, bool caused_by_peer = false)
+      : Error(what), caused_by_peer_(caused_by_peer) {}
+
+  bool caused_by_peer() const { return caused_by_peer_; }
+
+ private:
+  bool caused_by_peer_;
 };
 
 }  // namespace conveyor

@@ -202,8 +202,20 @@ class Supervisor {
       child.outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
       child.outcome.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
       if (child.outcome.ok() || child.outcome.stopped_by_launcher || failed_rank_ >= 0) continue;
+      if (child.outcome.exited && child.outcome.exit_code == kExitPeerFailed) continue;
       failed_rank_ = child.outcome.rank;
       if (options_.stop_all_on_failure) StopAll();
+    }
+    // Only ranks that stopped for a peer's failure: the first of them stands for it.
+    if (failed_rank_ >= 0) return;
+    for (const Child& child : children_) {
+      if (child.running) return;
+    }
+    for (const Child& child : children_) {
+      if (!child.outcome.ok() && !child.outcome.stopped_by_launcher) {
+        failed_rank_ = child.outcome.rank;
+        return;
+      }
     }
   }
 

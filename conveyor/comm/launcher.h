@@ -25,6 +25,10 @@
 
 namespace conveyor {
 
+// The exit code of a rank that stopped because another rank failed first. The launcher does
+// not count such a rank as the failure: it waits for the rank that failed on its own.
+inline constexpr int kExitPeerFailed = 75;
+
 struct LaunchOptions {
   enum class Output { kAllPrefixed, kRank0Only };
   Output output = Output::kAllPrefixed;

@@ -116,7 +116,7 @@ class LocalWork : public Work {
     std::string error = slot_->error;
     lock.unlock();
     if (!error.empty()) Fail(abort, what_ + " failed: " + error);
-    if (abort.triggered()) throw CommError(what_ + " aborted: " + abort.reason());
+    if (abort.triggered()) throw CommError(what_ + " aborted: " + abort.reason(), true);
     Fail(abort, what_ + TimedOut(timeout_) + " (no matching send)");
   }
 
@@ -269,7 +269,7 @@ void LocalTransport::Collect(const char* op, std::vector<at::Tensor>& tensors) {
     failure = what + TimedOut(options_.timeout) + " waiting for ranks" + missing.str();
   }
   lock.unlock();
-  if (failure.empty()) throw CommError(what + " aborted: " + abort.reason());
+  if (failure.empty()) throw CommError(what + " aborted: " + abort.reason(), true);
   Fail(abort, failure);
 }
 

@@ -158,6 +158,7 @@ void Executor::Execute(const std::vector<MicroBatch>& microbatches) {
       work->Wait();
     }
   } catch (const std::exception& e) {
+    const auto* comm = dynamic_cast<const CommError*>(&e);
     sends_.clear();
     activations_.clear();
     gradients_.clear();
@@ -166,6 +167,7 @@ void Executor::Execute(const std::vector<MicroBatch>& microbatches) {
     std::ostringstream out;
     out << "rank " << rank_ << ", stage " << current.stage << ", micro-batch "
         << current.microbatch << ", action " << current << ": " << e.what();
+    if (comm != nullptr) throw CommError(out.str(), comm->caused_by_peer());
     throw RuntimeError(out.str());
   }
   sends_.clear();

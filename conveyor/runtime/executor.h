@@ -11,7 +11,7 @@
 //   OVERLAP_F_B      its forward half, then its backward half
 //   REDUCE_GRAD      nothing yet (where data-parallel reduction will start)
 // Buffers are dropped as soon as their consumer ran. Any error is rethrown as RuntimeError
-// naming rank, stage, micro-batch and action.
+// naming rank, stage, micro-batch and action (a CommError stays a CommError, with context).
 //
 // Not thread-safe; one executor per rank (thread or process).
 #ifndef CONVEYOR_RUNTIME_EXECUTOR_H_

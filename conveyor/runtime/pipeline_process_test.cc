@@ -175,6 +175,10 @@ TEST(PipelineProcessTest, FailingWorker) {
   batch.targets = at::zeros({8, 1}, at::kLong);
   try {
     for (step = 0; step < 1000; ++step) pipeline.Step(SplitBatch(batch, 8));
+  } catch (const CommError& e) {
+    transport->ReportFailure(e.what());
+    std::cerr << e.what() << "\n";
+    std::exit(e.caused_by_peer() ? kExitPeerFailed : 3);
   } catch (const std::exception& e) {
     transport->ReportFailure(e.what());
     std::cerr << e.what() << "\n";

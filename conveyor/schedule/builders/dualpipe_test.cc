@@ -1,0 +1,91 @@
+// DualPipe and DualPipeV: the phase programs, their fallbacks, and PyTorch's DualPipeV.
+#include "conveyor/schedule/builders/dualpipe.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "conveyor/common/error.h"
+#include "conveyor/schedule/builders/dualpipe_v.h"
+#include "conveyor/schedule/lower.h"
+#include "conveyor/schedule/program_csv.h"
+#include "conveyor/schedule/verify.h"
+
+namespace conveyor {
+namespace {
+
+void ExpectSound(const Program& program, const std::string& what) {
+  EXPECT_TRUE(Verify(program).empty()) << what << "\n" << FormatFindings(Verify(program));
+  try {
+    EXPECT_TRUE(Verify(Lower(program)).empty()) << what;
+  } catch (const Error& e) {
+    ADD_FAILURE() << what << ": " << e.what();
+  }
+}
+
+int Overlaps(const Program& program) {
+  int n = 0;
+  for (const auto& actions : program.ranks) {
+    for (const Action& a : actions) n += a.op == Op::kOverlapFB;
+  }
+  return n;
+}
+
+TEST(DualPipeTest, PhasesForEvenPpAndEnoughMicrobatches) {
+  for (int p = 2; p <= 8; p += 2) {
+    for (int m = 2 * p; m <= 4 * p; m += 2) {
+      const Program program = BuildDualPipe(ScheduleOptions{p, m, 0});
+      const std::string what = "dualpipe p=" + std::to_string(p) + " m=" + std::to_string(m);
+      EXPECT_EQ(program.layout.directions(), 2) << what;
+      ExpectSound(program, what);
+      EXPECT_GT(Overlaps(program), 0) << what;
+    }
+  }
+}
+
+TEST(DualPipeTest, OtherInputsFallBackToAVerifiedOrder) {
+  for (int p = 1; p <= 7; ++p) {
+    for (int m = 2; m <= 2 * p + 3; ++m) {
+      if (p % 2 == 0 && m % 2 == 0 && m >= 2 * p) continue;
+      const Program program = BuildDualPipe(ScheduleOptions{p, m, 0});
+      const std::string what = "dualpipe p=" + std::to_string(p) + " m=" + std::to_string(m);
+      ExpectSound(program, what);
+      EXPECT_EQ(Overlaps(program), 0) << what;
+    }
+  }
+  EXPECT_THROW(BuildDualPipe(ScheduleOptions{4, 1, 0}), UserError);
+  EXPECT_THROW(BuildDualPipe(ScheduleOptions{4, 8, 3}), UserError);
+}
+
+TEST(DualPipeTest, FirstRankRunsTheForwardDirectionFirst) {
+  const Program program = BuildDualPipe(ScheduleOptions{4, 8, 0});
+  // Rank 0: 2(p/2 - 0 - 1) = 2 forwards of stage 0, then stage 0 and stage 7 alternate.
+  const auto& r0 = program.ranks[0];
+  EXPECT_EQ(r0[0].ToString(), "0F0");
+  EXPECT_EQ(r0[1].ToString(), "0F1");
+  EXPECT_EQ(r0[2].ToString(), "0F2");
+  EXPECT_EQ(r0[3].ToString(), "7F4");
+  // Rank 3 mirrors it on the reverse direction (stage 4 = chunk 0 of micro-batches 4..7).
+  EXPECT_EQ(program.ranks[3][0].ToString(), "4F4");
+}
+
+TEST(DualPipeVTest, SoundForEveryMicrobatchCount) {
+  for (int p = 1; p <= 6; ++p) {
+    for (int m = 1; m <= 4 * p; ++m) {
+      ExpectSound(BuildDualPipeV(ScheduleOptions{p, m, 0}),
+                  "dualpipe-v p=" + std::to_string(p) + " m=" + std::to_string(m));
+    }
+  }
+  EXPECT_THROW(BuildDualPipeV(ScheduleOptions{2, 4, 4}), UserError);
+}
+
+TEST(DualPipeVTest, EqualsPyTorchsProgram) {
+  const std::string path = std::string(CONVEYOR_SHARED_DIR) +
+                           "/reference/pytorch-schedules/dualpipev_4rank_10mb.csv";
+  if (!std::ifstream(path).good()) GTEST_SKIP() << "no " << path;
+  const Program theirs = LoadProgramCsv(path).program;
+  EXPECT_EQ(BuildDualPipeV(ScheduleOptions{4, 10, 0}).ToText(), theirs.ToText());
+}
+
+}  // namespace
+}  // namespace conveyor

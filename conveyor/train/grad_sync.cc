@@ -1,0 +1,99 @@
+#include "conveyor/train/grad_sync.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <ATen/ATen.h>
+
+#include "conveyor/common/error.h"
+
+namespace conveyor {
+namespace {
+
+// Local copies of each name, in the order given.
+std::map<std::string, std::vector<at::Tensor>> ByName(const NamedTensors& params) {
+  std::map<std::string, std::vector<at::Tensor>> by_name;
+  for (const auto& [name, p] : params) by_name[name].push_back(p);
+  return by_name;
+}
+
+at::Tensor GradOrZeros(const at::Tensor& p) {
+  return p.grad().defined() ? p.grad() : at::zeros_like(p);
+}
+
+}  // namespace
+
+GradSync::GradSync(Transport* world, const std::map<std::string, std::vector<int>>& holders)
+    : world_(world), rank_(world != nullptr ? world->rank() : 0) {
+  std::map<std::vector<int>, std::vector<std::string>> by_ranks;
+  for (const auto& [name, ranks] : holders) {
+    CONVEYOR_ASSERT(!ranks.empty()) << name << " has no holder";
+    std::set<int> unique(ranks.begin(), ranks.end());
+    owner_[name] = *unique.begin();
+    if (unique.size() >= 2) by_ranks[{unique.begin(), unique.end()}].push_back(name);
+  }
+  for (auto& [ranks, names] : by_ranks) {  // std::map: the same order on every rank
+    Group group{ranks, nullptr, names};
+    CONVEYOR_ASSERT(world != nullptr) << "parameters shared across ranks need a transport";
+    group.transport = world->NewGroup(ranks);
+    groups_.push_back(std::move(group));
+  }
+}
+
+void GradSync::SumShared(const NamedTensors& params) {
+  at::NoGradGuard no_grad;
+  auto by_name = ByName(params);
+  // Local copies first.
+  for (auto& [name, copies] : by_name) {
+    if (copies.size() < 2) continue;
+    at::Tensor sum = GradOrZeros(copies[0]).clone();
+    for (size_t k = 1; k < copies.size(); ++k) sum += GradOrZeros(copies[k]);
+    for (at::Tensor& p : copies) p.mutable_grad() = sum.clone();
+  }
+  for (Group& group : groups_) {
+    if (group.transport == nullptr) continue;
+    std::vector<at::Tensor> flat;
+    for (const std::string& name : group.names) {
+      auto it = by_name.find(name);
+      CONVEYOR_ASSERT(it != by_name.end()) << "rank " << rank_ << " lacks shared " << name;
+      flat.push_back(GradOrZeros(it->second.front()).reshape({-1}));
+    }
+    std::vector<at::Tensor> buffer = {at::cat(flat)};
+    group.transport->AllReduceSum(buffer);
+    int64_t offset = 0;
+    for (const std::string& name : group.names) {
+      for (at::Tensor& p : by_name[name]) {
+        p.mutable_grad() = buffer[0].narrow(0, offset, p.numel()).view(p.sizes()).clone();
+      }
+      offset += by_name[name].front().numel();
+    }
+  }
+}
+
+double GradSync::GlobalNorm(const NamedTensors& params) {
+  at::NoGradGuard no_grad;
+  double local = 0;
+  std::set<std::string> counted;
+  for (const auto& [name, p] : params) {
+    auto it = owner_.find(name);
+    CONVEYOR_ASSERT(it != owner_.end()) << "unknown parameter " << name;
+    if (it->second != rank_ || !counted.insert(name).second || !p.grad().defined()) continue;
+    local += p.grad().to(at::kDouble).pow(2).sum().item<double>();
+  }
+  if (world_ != nullptr && world_->world_size() > 1) {
+    std::vector<at::Tensor> total = {at::full({1}, local, at::kDouble)};
+    world_->AllReduceSum(total);
+    local = total[0].item<double>();
+  }
+  return std::sqrt(local);
+}
+
+void GradSync::Scale(const NamedTensors& params, double factor) {
+  at::NoGradGuard no_grad;
+  for (const auto& [name, p] : params) {
+    if (p.grad().defined()) p.mutable_grad().mul_(factor);
+  }
+}
+
+}  // namespace conveyor

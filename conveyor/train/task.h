@@ -1,0 +1,43 @@
+// A training task: a model (as a list of layers) and its data. The trainer knows nothing
+// else about models or corpora.
+//
+// Every method is deterministic in its arguments (seed, step): every rank, and every
+// pipeline configuration, sees the same layers and the same batches.
+#ifndef CONVEYOR_TRAIN_TASK_H_
+#define CONVEYOR_TRAIN_TASK_H_
+
+#include <string>
+#include <vector>
+
+#include "conveyor/nn/layer.h"
+#include "conveyor/runtime/microbatch.h"
+
+namespace conveyor {
+
+class TrainTask {
+ public:
+  virtual ~TrainTask() = default;
+
+  virtual nn::LayerList BuildLayers() const = 0;
+  // Relative compute of each layer for the partitioner (FLOPs of one sample's forward).
+  virtual std::vector<double> LayerFlops() const = 0;
+  // Shape of the activations between stages for a micro-batch: (n, T, C).
+  virtual std::vector<int64_t> BoundaryShape(const MicroBatch& mb) const = 0;
+
+  virtual Batch TrainBatch(int64_t step) const = 0;
+  virtual std::vector<Batch> EvalBatches() const = 0;
+  // Counted targets per training batch, for throughput (tokens or samples).
+  virtual double TokensPerBatch() const = 0;
+
+  // Whether evaluation reports an accuracy; then CountCorrect gives the correct predictions
+  // in `logits` (the last stage's output) for `mb`.
+  virtual bool has_accuracy() const { return false; }
+  virtual double CountCorrect(const at::Tensor& logits, const MicroBatch& mb) const { return 0; }
+
+  // One line for the start of a run: model size, corpus, split.
+  virtual std::string Describe() const = 0;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAIN_TASK_H_

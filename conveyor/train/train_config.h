@@ -1,0 +1,59 @@
+// Everything `conveyor train` needs, with defaults that make a sensible first run on a
+// 2-core CPU machine: a 4-layer byte-level GPT on the fortunes corpus across 4 local ranks.
+//
+// Sources, later ones winning: the defaults, a TOML file (keys as below, e.g.
+// `schedule = "zb-v"`), command-line flags. Validate() names the first bad value.
+#ifndef CONVEYOR_TRAIN_TRAIN_CONFIG_H_
+#define CONVEYOR_TRAIN_TRAIN_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+namespace conveyor {
+
+struct TrainConfig {
+  // Model.
+  std::string model = "gpt";  // gpt | classifier
+  int layers = 4;
+  int hidden = 64;
+  int heads = 4;
+  int seq_len = 64;
+  bool tie_embeddings = false;  // gpt: input embedding and LM head share weights
+  int classes = 4;              // classifier: the largest fortune categories
+  // Data.
+  std::string data = "fortunes";  // "fortunes" or a text file / directory
+  // Pipeline.
+  std::string schedule = "1f1b";
+  int pp = 4;
+  int microbatches = 8;
+  int chunks = 0;  // 0 = the schedule's default
+  std::string partition = "params";  // params | flops | uniform
+  // Optimisation.
+  int batch_size = 16;
+  int64_t steps = 200;
+  uint64_t seed = 1234;
+  double lr = 3e-3;
+  int64_t warmup_steps = 20;
+  double min_lr_ratio = 0.1;
+  double weight_decay = 0.1;
+  double clip = 1.0;  // global gradient norm; 0 = off
+  // Evaluation, output, checkpoints.
+  int64_t eval_every = 50;  // 0 = only at the end
+  int eval_batches = 4;
+  std::string metrics;          // JSON file; empty = none
+  std::string checkpoint_dir;   // empty = no checkpoints
+  int64_t checkpoint_every = 0; // 0 = only at the end (when checkpoint_dir is set)
+  std::string resume;           // a checkpoint directory to continue from
+  int sample_tokens = 200;      // gpt: text sampled at the end; 0 = none
+  int timeout_s = 300;          // bound on any wait between ranks
+
+  void Validate() const;
+};
+
+// Applies the keys of a TOML file onto `config`. Throws UserError naming the file, the key
+// and the problem (unknown key, wrong type, parse error with line).
+void ApplyTomlFile(const std::string& path, TrainConfig& config);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAIN_TRAIN_CONFIG_H_

@@ -1,0 +1,183 @@
+#include "conveyor/train/trainer.h"
+
+#include <chrono>
+#include <set>
+
+#include <ATen/ATen.h>
+
+#include "conveyor/schedule/builders/forward_only.h"
+#include "conveyor/schedule/lower.h"
+#include "conveyor/schedule/registry.h"
+#include "conveyor/schedule/verify.h"
+
+namespace conveyor {
+namespace {
+
+// Which ranks hold each parameter name, from the layers and the partition alone.
+std::map<std::string, std::vector<int>> Holders(const Layout& layout, const nn::LayerList& layers,
+                                                const std::vector<LayerRange>& partition) {
+  std::map<std::string, std::vector<int>> holders;
+  for (int s = 0; s < layout.num_stages(); ++s) {
+    const LayerRange& range = partition[layout.chunk_of(s)];
+    for (int l = range.begin; l < range.end; ++l) {
+      for (const auto& [name, p] : layers[l]->NamedParameters()) {
+        holders[name].push_back(layout.rank_of(s));
+      }
+    }
+  }
+  return holders;
+}
+
+Layout SameLayoutWith(const Layout& layout, int microbatches) {
+  switch (layout.placement()) {
+    case Placement::kLoop:
+      return Layout::Loop(layout.num_ranks(), layout.stages_per_rank(), microbatches);
+    case Placement::kV: return Layout::V(layout.num_ranks(), microbatches);
+    case Placement::kDual: return Layout::Dual(layout.num_ranks(), microbatches);
+    case Placement::kCustom: break;
+  }
+  return Layout::Custom(layout.num_ranks(), layout.stage_to_rank(), microbatches,
+                        layout.directions());
+}
+
+}  // namespace
+
+std::vector<double> LayerCosts(const TrainConfig& config, const TrainTask& task,
+                               const nn::LayerList& layers) {
+  if (config.partition == "flops") return task.LayerFlops();
+  std::vector<double> costs;
+  for (const auto& layer : layers) {
+    double params = 0;
+    for (const auto& [name, p] : layer->NamedParameters()) params += static_cast<double>(p.numel());
+    costs.push_back(config.partition == "uniform" ? 1.0 : params);
+  }
+  return costs;
+}
+
+Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task,
+                 Transport* world)
+    : config_(config),
+      task_(std::move(task)),
+      world_(world),
+      rank_(world != nullptr ? world->rank() : 0),
+      program_(BuildSchedule(config.schedule,
+                             ScheduleOptions{config.pp, config.microbatches, config.chunks})),
+      optimizer_(AdamWOptions{.weight_decay = config.weight_decay}),
+      schedule_{config.lr, config.min_lr_ratio, config.warmup_steps, config.steps} {
+  config_.Validate();
+  CONVEYOR_CHECK((world == nullptr && config.pp == 1) ||
+                 (world != nullptr && world->world_size() == config.pp))
+      << "pp " << config.pp << " needs " << config.pp << " ranks, the run has "
+      << (world != nullptr ? world->world_size() : 1);
+  VerifyOrThrow(program_);
+  program_ = Lower(program_);
+  const Layout& layout = program_.layout;
+  const nn::LayerList layers = task_->BuildLayers();
+  partition_ = Partition(LayerCosts(config_, *task_, layers), layout.pipeline_length());
+  auto task_ref = task_;
+  auto ranges = partition_;
+  pipeline_ = std::make_unique<PipelineRank>(
+      program_, rank_, world,
+      [task_ref, ranges, &layout](int stage) {
+        const nn::LayerList all = task_ref->BuildLayers();
+        const LayerRange& r = ranges[layout.chunk_of(stage)];
+        return std::make_unique<nn::LayerStack>(
+            nn::LayerList(all.begin() + r.begin, all.begin() + r.end));
+      },
+      [task_ref](int, const MicroBatch& mb) { return task_ref->BoundaryShape(mb); },
+      at::TensorOptions().dtype(at::kFloat));
+  grad_sync_ = std::make_unique<GradSync>(world, Holders(layout, layers, partition_));
+}
+
+double Trainer::AllReduce(double value) {
+  if (world_ == nullptr || world_->world_size() == 1) return value;
+  std::vector<at::Tensor> t = {at::full({1}, value, at::kDouble)};
+  world_->AllReduceSum(t);
+  return t[0].item<double>();
+}
+
+StepMetrics Trainer::Step() {
+  const auto start = std::chrono::steady_clock::now();
+  const NamedTensors params = Parameters();
+  for (const auto& [name, p] : params) p.mutable_grad() = at::Tensor();
+  const Batch batch = task_->TrainBatch(step_);
+  const double local_loss = pipeline_->Step(SplitBatch(batch, config_.microbatches));
+  grad_sync_->SumShared(params);
+  StepMetrics m;
+  m.grad_norm = grad_sync_->GlobalNorm(params);
+  if (config_.clip > 0 && m.grad_norm > config_.clip) {
+    GradSync::Scale(params, config_.clip / (m.grad_norm + 1e-6));
+  }
+  m.step = ++step_;
+  m.lr = schedule_.At(step_);
+  optimizer_.Step(params, m.lr, step_);
+  m.loss = AllReduce(local_loss);
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  m.tokens_per_s = task_->TokensPerBatch() / m.seconds;
+  return m;
+}
+
+EvalMetrics Trainer::Evaluate() {
+  EvalMetrics m;
+  m.step = step_;
+  double loss = 0, correct = 0, counted = 0;
+  const std::vector<Batch> batches = task_->EvalBatches();
+  for (const Batch& batch : batches) {
+    const int mbs = std::min<int>(config_.microbatches, batch.inputs.size(0));
+    CONVEYOR_CHECK(program_.layout.directions() == 1 || mbs >= 2)
+        << "evaluation batches need at least 2 samples for two pipeline directions";
+    const Program program = Lower(BuildForwardOnly(SameLayoutWith(program_.layout, mbs)));
+    std::map<int, Stage*> stages;
+    for (const auto& [index, stage] : pipeline_->stages()) stages[index] = stage.get();
+    Executor executor(program, rank_, world_, stages,
+                      [this](int, const MicroBatch& mb) { return task_->BoundaryShape(mb); },
+                      at::TensorOptions().dtype(at::kFloat));
+    const std::vector<MicroBatch> split = SplitBatch(batch, mbs);
+    const Executor::Inference result = executor.RunInference(split);
+    loss += result.loss;
+    if (task_->has_accuracy()) {
+      for (const auto& [index, logits] : result.outputs) {
+        correct += task_->CountCorrect(logits, split[index]);
+      }
+    }
+    counted += static_cast<double>(batch.inputs.size(0));
+  }
+  m.loss = AllReduce(loss) / static_cast<double>(batches.size());
+  const double all_correct = AllReduce(correct);
+  if (task_->has_accuracy()) m.accuracy = all_correct / counted;
+  return m;
+}
+
+at::Tensor Trainer::NextTokens(const at::Tensor& inputs, double temperature, uint64_t seed) {
+  // Two directions need two micro-batches: the second carries a copy, its result unused.
+  const int m = program_.layout.directions();
+  const Program program = Lower(BuildForwardOnly(SameLayoutWith(program_.layout, m)));
+  std::map<int, Stage*> stages;
+  for (const auto& [index, stage] : pipeline_->stages()) stages[index] = stage.get();
+  Executor executor(program, rank_, world_, stages,
+                    [this](int, const MicroBatch& mb) { return task_->BoundaryShape(mb); },
+                    at::TensorOptions().dtype(at::kFloat));
+  std::vector<MicroBatch> mbs(m);
+  for (int i = 0; i < m; ++i) {
+    mbs[i].index = i;
+    mbs[i].inputs = inputs;
+  }
+  const Executor::Inference result = executor.RunInference(mbs);
+  at::Tensor tokens = at::zeros({inputs.size(0)}, at::kLong);
+  auto it = result.outputs.find(0);
+  if (it != result.outputs.end()) {
+    at::Tensor logits = it->second.select(1, it->second.size(1) - 1);  // (n, V)
+    if (temperature <= 0) {
+      tokens = logits.argmax(-1);
+    } else {
+      at::Generator gen = nn::LayerGenerator(seed, static_cast<int>(inputs.size(1)));
+      tokens = at::multinomial((logits / temperature).softmax(-1), 1, false, gen).squeeze(-1);
+    }
+  }
+  if (world_ == nullptr || world_->world_size() == 1) return tokens;
+  std::vector<at::Tensor> shared = {tokens};
+  world_->AllReduceSum(shared);  // only the rank with the last stage contributes
+  return shared[0];
+}
+
+}  // namespace conveyor

@@ -1,0 +1,87 @@
+// One rank's share of a training run: builds its stages from the task's layers (split by
+// cost over the schedule's stages), then runs steps: pipeline forward and backward, sums of
+// shared gradients, global gradient clipping, AdamW with warm-up and cosine decay.
+//
+// Every rank constructs a Trainer with the same config and task and calls the same methods
+// in the same order (they are collective). Losses do not depend on the schedule or pp: the
+// weights, data and reductions are functions of (seed, step, layer, sample) only.
+#ifndef CONVEYOR_TRAIN_TRAINER_H_
+#define CONVEYOR_TRAIN_TRAINER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conveyor/comm/transport.h"
+#include "conveyor/partition/partition.h"
+#include "conveyor/runtime/pipeline_rank.h"
+#include "conveyor/train/grad_sync.h"
+#include "conveyor/train/optimizer.h"
+#include "conveyor/train/task.h"
+#include "conveyor/train/train_config.h"
+
+namespace conveyor {
+
+struct StepMetrics {
+  int64_t step = 0;  // 1-based: the update just made
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;  // before clipping
+  double seconds = 0;
+  double tokens_per_s = 0;
+};
+
+struct EvalMetrics {
+  int64_t step = 0;
+  double loss = 0;
+  double accuracy = -1;  // -1 when the task has none
+};
+
+class Trainer {
+ public:
+  // `world` has config.pp ranks (null when pp == 1). Throws UserError for a configuration
+  // that cannot run (schedule preconditions, fewer layers than stages, ...) before any step.
+  Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task, Transport* world);
+
+  StepMetrics Step();
+  EvalMetrics Evaluate();
+
+  int64_t step() const { return step_; }
+  int rank() const { return rank_; }
+  const Program& program() const { return program_; }
+  const std::vector<LayerRange>& partition() const { return partition_; }
+  // This rank's parameters (global names; a name twice for two local copies).
+  NamedTensors Parameters() const { return pipeline_->NamedParameters(); }
+  AdamW& optimizer() { return optimizer_; }
+  PipelineRank& pipeline() { return *pipeline_; }
+  // Continue as if `step` updates had been made (after loading a checkpoint).
+  void set_step(int64_t step) { step_ = step; }
+
+  // The next token after each sample of `inputs` (n, T): a forward-only pipeline, then the
+  // last position's logits sampled at `temperature` (0 = greedy) with a generator drawn from
+  // (seed, T). Returns the same (n) tokens on every rank. Collective.
+  at::Tensor NextTokens(const at::Tensor& inputs, double temperature, uint64_t seed);
+
+ private:
+  double AllReduce(double value);
+
+  TrainConfig config_;
+  std::shared_ptr<const TrainTask> task_;
+  Transport* world_;
+  int rank_;
+  Program program_;
+  std::vector<LayerRange> partition_;
+  std::unique_ptr<PipelineRank> pipeline_;
+  std::unique_ptr<GradSync> grad_sync_;
+  AdamW optimizer_;
+  LrSchedule schedule_;
+  int64_t step_ = 0;
+};
+
+// The per-layer costs config.partition asks for.
+std::vector<double> LayerCosts(const TrainConfig& config, const TrainTask& task,
+                               const nn::LayerList& layers);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAIN_TRAINER_H_
