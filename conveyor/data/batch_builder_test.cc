@@ -20,7 +20,9 @@ TEST(BatchBuilderTest, UnsetRowsArePaddingWithOneRealPosition) {
 
 TEST(BatchBuilderTest, WindowShiftsTargetsByOne) {
   BatchBuilder builder(2, 3, BatchBuilder::Targets::kPerToken);
-  builder.SetWindow(1, "ab\xFF" "d");
+  builder.SetWindow(1,
+                    "ab\xFF"
+                    "d");
   const Batch batch = std::move(builder).Build();
   EXPECT_TRUE(at::equal(batch.inputs[1], at::tensor({97, 98, 255}, at::kLong)));
   EXPECT_TRUE(at::equal(batch.targets[1], at::tensor({98, 255, 100}, at::kLong)));
@@ -34,7 +36,8 @@ TEST(BatchBuilderTest, ExampleTruncatesOrPads) {
   builder.SetExample(1, "toolong", 1);
   const Batch batch = std::move(builder).Build();
   EXPECT_TRUE(at::equal(batch.inputs[0], at::tensor({104, 105, 0, 0}, at::kLong)));
-  EXPECT_TRUE(at::equal(batch.attention_mask[0], at::tensor({1, 1, 0, 0}, at::kLong).to(at::kBool)));
+  EXPECT_TRUE(
+      at::equal(batch.attention_mask[0], at::tensor({1, 1, 0, 0}, at::kLong).to(at::kBool)));
   EXPECT_TRUE(at::equal(batch.inputs[1], at::tensor({116, 111, 111, 108}, at::kLong)));
   EXPECT_TRUE(batch.attention_mask[1].all().item<bool>());
   EXPECT_TRUE(at::equal(batch.targets, at::tensor({3, 1}, at::kLong)));

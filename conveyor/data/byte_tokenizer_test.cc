@@ -33,8 +33,7 @@ TEST(ByteTokenizerTest, DecodeRejectsTokensOutsideVocabulary) {
     tokenizer.Decode(tokens);
     FAIL() << "token 256 accepted";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("token 256 at position 1"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("token 256 at position 1"), std::string::npos) << e.what();
   }
   EXPECT_THROW(tokenizer.Decode(std::vector<int64_t>{-1}), UserError);
 }
@@ -42,8 +41,8 @@ TEST(ByteTokenizerTest, DecodeRejectsTokensOutsideVocabulary) {
 TEST(ByteTokenizerTest, PrintableKeepsValidUtf8AndEscapesTheRest) {
   EXPECT_EQ(ByteTokenizer::Printable("caf\xC3\xA9\n\tok"), "caf\xC3\xA9\n\tok");
   EXPECT_EQ(ByteTokenizer::Printable(std::string("a\0b\x1b", 4)), "a\\x00b\\x1B");
-  EXPECT_EQ(ByteTokenizer::Printable("\xFF\xC3"), "\\xFF\\xC3");      // invalid, truncated
-  EXPECT_EQ(ByteTokenizer::Printable("\xC0\xAF"), "\\xC0\\xAF");      // overlong '/'
+  EXPECT_EQ(ByteTokenizer::Printable("\xFF\xC3"), "\\xFF\\xC3");           // invalid, truncated
+  EXPECT_EQ(ByteTokenizer::Printable("\xC0\xAF"), "\\xC0\\xAF");           // overlong '/'
   EXPECT_EQ(ByteTokenizer::Printable("\xED\xA0\x80"), "\\xED\\xA0\\x80");  // surrogate
   EXPECT_EQ(ByteTokenizer::Printable("\xF0\x9F\x98\x80"), "\xF0\x9F\x98\x80");  // emoji
 }

@@ -34,8 +34,8 @@ ClassificationTask::ClassificationTask(const Corpus& corpus, ClassificationOptio
   const int k = options_.num_classes;
   CONVEYOR_CHECK(k >= 2) << "num_classes must be at least 2, got " << k;
   CONVEYOR_CHECK(k <= static_cast<int>(corpus.categories.size()))
-      << "num_classes " << k << " exceeds the " << corpus.categories.size()
-      << " categories of " << corpus.source;
+      << "num_classes " << k << " exceeds the " << corpus.categories.size() << " categories of "
+      << corpus.source;
   const std::vector<int64_t> label_of = LabelLargest(corpus, k);
   class_names_.resize(k);
   for (size_t c = 0; c < label_of.size(); ++c) {
@@ -63,8 +63,8 @@ Batch ClassificationTask::Get(int64_t step) const {
   CONVEYOR_CHECK(step >= 0) << "step must be >= 0, got " << step;
   BatchBuilder builder(options_.batch_size, options_.seq_len, BatchBuilder::Targets::kPerRow);
   for (int64_t i = 0; i < options_.batch_size; ++i) {
-    const uint64_t hash = HashOf({options_.seed, kSampleSalt, static_cast<uint64_t>(step),
-                                  static_cast<uint64_t>(i)});
+    const uint64_t hash =
+        HashOf({options_.seed, kSampleSalt, static_cast<uint64_t>(step), static_cast<uint64_t>(i)});
     const Example& example = train_[UniformIndex(hash, train_.size())];
     builder.SetExample(i, example.text, example.label);
   }

@@ -184,8 +184,8 @@ TEST(ClassificationTest, RealFortunes) {
   std::cout << "; " << task.train_size() << " train, " << task.held_out_size()
             << " held out, majority rate " << task.MajorityRate() << "\n";
   EXPECT_EQ(task.class_names().size(), 4u);
-  const double share = static_cast<double>(task.held_out_size()) /
-                       (task.train_size() + task.held_out_size());
+  const double share =
+      static_cast<double>(task.held_out_size()) / (task.train_size() + task.held_out_size());
   EXPECT_NEAR(share, 0.15, 0.03);
   EXPECT_GT(task.MajorityRate(), 0.25);  // at least 1/K
   EXPECT_LT(task.MajorityRate(), 0.4);   // so a classifier has room to beat it

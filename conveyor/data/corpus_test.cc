@@ -126,8 +126,8 @@ TEST(RealFortunesTest, DebianCollectionLoads) {
   }
   const Corpus corpus = LoadFortunes();
   const std::vector<int64_t> sizes = corpus.DocumentsPerCategory();
-  std::cout << "fortunes: " << corpus.documents.size() << " documents, "
-            << corpus.categories.size() << " categories, " << corpus.TotalBytes() << " bytes\n";
+  std::cout << "fortunes: " << corpus.documents.size() << " documents, " << corpus.categories.size()
+            << " categories, " << corpus.TotalBytes() << " bytes\n";
   EXPECT_GE(corpus.categories.size(), 20u);
   EXPECT_GE(corpus.documents.size(), 3000u);
   EXPECT_GE(corpus.TotalBytes(), 1000000);
@@ -139,10 +139,9 @@ TEST(RealFortunesTest, DebianCollectionLoads) {
     ASSERT_FALSE(d.text.empty());
     ASSERT_EQ(d.text.find("\n%\n"), std::string::npos) << d.text;
   }
-  EXPECT_TRUE(std::is_sorted(corpus.documents.begin(), corpus.documents.end(),
-                             [](const Document& a, const Document& b) {
-                               return a.category < b.category;
-                             }));
+  EXPECT_TRUE(
+      std::is_sorted(corpus.documents.begin(), corpus.documents.end(),
+                     [](const Document& a, const Document& b) { return a.category < b.category; }));
 }
 
 }  // namespace

@@ -33,8 +33,7 @@ std::vector<Piece> CutPieces(const Corpus& corpus) {
 }
 
 // held[i]: piece i is held out.
-std::vector<bool> ChooseHeldOut(const std::vector<Piece>& pieces, double fraction,
-                                uint64_t seed) {
+std::vector<bool> ChooseHeldOut(const std::vector<Piece>& pieces, double fraction, uint64_t seed) {
   std::vector<uint64_t> rank(pieces.size());
   int64_t total = 0;
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -43,9 +42,8 @@ std::vector<bool> ChooseHeldOut(const std::vector<Piece>& pieces, double fractio
   }
   std::vector<size_t> order(pieces.size());
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return rank[a] != rank[b] ? rank[a] < rank[b] : a < b;
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return rank[a] != rank[b] ? rank[a] < rank[b] : a < b; });
   std::vector<bool> held(pieces.size(), false);
   int64_t held_bytes = 0;
   for (size_t k = 0; k + 1 < order.size() && held_bytes < fraction * total; ++k) {
@@ -83,8 +81,8 @@ Batch LmStream::Get(int64_t step) const {
   const uint64_t starts = train_.size() - t;  // windows [s, s + T] with s < starts
   BatchBuilder builder(options_.batch_size, t, BatchBuilder::Targets::kPerToken);
   for (int64_t i = 0; i < options_.batch_size; ++i) {
-    const uint64_t hash = HashOf({options_.seed, kSampleSalt, static_cast<uint64_t>(step),
-                                  static_cast<uint64_t>(i)});
+    const uint64_t hash =
+        HashOf({options_.seed, kSampleSalt, static_cast<uint64_t>(step), static_cast<uint64_t>(i)});
     builder.SetWindow(i, std::string_view(train_).substr(UniformIndex(hash, starts), t + 1));
   }
   return std::move(builder).Build();
