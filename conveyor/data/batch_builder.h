@@ -1,0 +1,47 @@
+// Fills a Batch (conveyor/runtime/microbatch.h) row by row from bytes, byte-level tokens
+// (ByteTokenizer). Every row starts as padding: inputs 0, targets -1 (not counted) and only
+// position 0 marked real, so that a model pooling over the mask never divides by zero; a
+// padding row counts for nothing. Rows left unset stay padding (the tail of a last, partial
+// eval batch).
+//
+// Thread-safety: a builder is used by one thread; the batch it builds owns its tensors.
+#ifndef CONVEYOR_DATA_BATCH_BUILDER_H_
+#define CONVEYOR_DATA_BATCH_BUILDER_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "conveyor/runtime/microbatch.h"
+
+namespace conveyor::data {
+
+// Throws UserError unless batch_size >= 1, seq_len >= 1 and 0 <= held_out_fraction < 1.
+void CheckStreamOptions(int64_t batch_size, int64_t seq_len, double held_out_fraction);
+
+class BatchBuilder {
+ public:
+  enum class Targets { kPerToken, kPerRow };
+
+  // An (N, T) batch of padding rows; targets (N, T) for kPerToken, (N,) for kPerRow.
+  BatchBuilder(int64_t batch_size, int64_t seq_len, Targets targets);
+
+  // Language-model row: `window` holds T + 1 bytes; inputs = window[:-1], targets =
+  // window[1:], every position real.
+  void SetWindow(int64_t row, std::string_view window);
+
+  // Classification row: the first min(T, size) bytes of `text` are real inputs, the rest
+  // padding (input 0, mask false); the row's target is `label`. Precondition: text is not
+  // empty, per-row targets.
+  void SetExample(int64_t row, std::string_view text, int64_t label);
+
+  // The batch; the builder must not be used afterwards.
+  Batch Build() &&;
+
+ private:
+  int64_t seq_len_;
+  Batch batch_;
+};
+
+}  // namespace conveyor::data
+
+#endif  // CONVEYOR_DATA_BATCH_BUILDER_H_

@@ -1,0 +1,46 @@
+#include "conveyor/data/stateless_random.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace conveyor::data {
+namespace {
+
+TEST(StatelessRandomTest, SplitMix64MatchesReferenceSequence) {
+  // The reference generator's first outputs from state 0 (state += golden, then mix).
+  EXPECT_EQ(SplitMix64(0), 0xe220a8397b1dcdafULL);
+  EXPECT_EQ(SplitMix64(0x9e3779b97f4a7c15ULL), 0x6e789e6aa1b965f4ULL);
+}
+
+TEST(StatelessRandomTest, HashIsPureAndOrderSensitive) {
+  EXPECT_EQ(HashOf({7, 1, 2}), HashOf({7, 1, 2}));
+  EXPECT_NE(HashOf({7, 1, 2}), HashOf({7, 2, 1}));
+  EXPECT_NE(HashOf({7, 1, 2}), HashOf({8, 1, 2}));
+  EXPECT_NE(HashOf({0}), HashOf({0, 0}));
+}
+
+TEST(StatelessRandomTest, UniformIndexCoversRangeEvenly) {
+  std::vector<int> counts(10, 0);
+  for (uint64_t i = 0; i < 10000; ++i) {
+    const uint64_t k = UniformIndex(HashOf({3, i}), 10);
+    ASSERT_LT(k, 10u);
+    ++counts[k];
+  }
+  for (int count : counts) {
+    EXPECT_GT(count, 850);
+    EXPECT_LT(count, 1150);
+  }
+  EXPECT_EQ(UniformIndex(~0ULL, 1), 0u);
+}
+
+TEST(StatelessRandomTest, UniformUnitInHalfOpenInterval) {
+  EXPECT_EQ(UniformUnit(0), 0.0);
+  EXPECT_LT(UniformUnit(~0ULL), 1.0);
+  double sum = 0;
+  for (uint64_t i = 0; i < 10000; ++i) sum += UniformUnit(HashOf({i}));
+  EXPECT_NEAR(sum / 10000, 0.5, 0.02);
+}
+
+}  // namespace
+}  // namespace conveyor::data
