@@ -33,7 +33,9 @@ class Embedding : public Layer {
   }
 
   NamedTensors NamedParameters() override {
-    return {{"embed.tok", tok_}, {"embed.pos", pos_}, {"embed.ln.weight", ln_w_},
+    return {{"embed.tok", tok_},
+            {"embed.pos", pos_},
+            {"embed.ln.weight", ln_w_},
             {"embed.ln.bias", ln_b_}};
   }
 
@@ -71,13 +73,18 @@ class Block : public Layer {
   }
 
   NamedTensors NamedParameters() override {
-    return {{prefix_ + "attn.qkv.weight", attn_.qkv_w}, {prefix_ + "attn.qkv.bias", attn_.qkv_b},
+    return {{prefix_ + "attn.qkv.weight", attn_.qkv_w},
+            {prefix_ + "attn.qkv.bias", attn_.qkv_b},
             {prefix_ + "attn.proj.weight", attn_.proj_w},
             {prefix_ + "attn.proj.bias", attn_.proj_b},
-            {prefix_ + "ln1.weight", ln1_w_},           {prefix_ + "ln1.bias", ln1_b_},
-            {prefix_ + "mlp.fc.weight", fc_w_},         {prefix_ + "mlp.fc.bias", fc_b_},
-            {prefix_ + "mlp.proj.weight", fc2_w_},      {prefix_ + "mlp.proj.bias", fc2_b_},
-            {prefix_ + "ln2.weight", ln2_w_},           {prefix_ + "ln2.bias", ln2_b_}};
+            {prefix_ + "ln1.weight", ln1_w_},
+            {prefix_ + "ln1.bias", ln1_b_},
+            {prefix_ + "mlp.fc.weight", fc_w_},
+            {prefix_ + "mlp.fc.bias", fc_b_},
+            {prefix_ + "mlp.proj.weight", fc2_w_},
+            {prefix_ + "mlp.proj.bias", fc2_b_},
+            {prefix_ + "ln2.weight", ln2_w_},
+            {prefix_ + "ln2.bias", ln2_b_}};
   }
 
  private:
@@ -121,8 +128,10 @@ class Head : public Layer {
   }
 
   NamedTensors NamedParameters() override {
-    return {{"head.pre.weight", pre_w_}, {"head.pre.bias", pre_b_},
-            {"head.out.weight", out_w_}, {"head.out.bias", out_b_}};
+    return {{"head.pre.weight", pre_w_},
+            {"head.pre.bias", pre_b_},
+            {"head.out.weight", out_w_},
+            {"head.out.bias", out_b_}};
   }
 
  private:

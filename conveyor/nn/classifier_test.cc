@@ -32,7 +32,8 @@ MicroBatch MakeMicroBatch(const ClassifierConfig& c, int64_t n, int64_t t, uint6
   mb.inputs = at::randint(c.vocab, {n, t}, gen, at::kLong);
   mb.targets = at::randint(c.classes, {n}, gen, at::kLong);
   mb.attention_mask = at::ones({n, t}, at::kBool);
-  for (int64_t i = 0; i < n; ++i) mb.attention_mask[i].narrow(0, 1 + i % t, t - 1 - i % t).fill_(false);
+  for (int64_t i = 0; i < n; ++i)
+    mb.attention_mask[i].narrow(0, 1 + i % t, t - 1 - i % t).fill_(false);
   return mb;
 }
 
@@ -203,8 +204,8 @@ MicroBatch TokenSevenTask(const ClassifierConfig& c, int64_t n, at::Generator& g
   mb.attention_mask = at::arange(t, at::kLong).unsqueeze(0).lt(lengths);
   mb.targets = at::randint(2, {n}, gen, at::kLong);
   at::Tensor where = (at::rand({n, 1}, gen) * lengths).to(at::kLong);  // a real position
-  at::Tensor hit = at::arange(t, at::kLong).unsqueeze(0).eq(where).logical_and(
-      mb.targets.unsqueeze(1).eq(1));
+  at::Tensor hit =
+      at::arange(t, at::kLong).unsqueeze(0).eq(where).logical_and(mb.targets.unsqueeze(1).eq(1));
   mb.inputs.masked_fill_(hit, 7);
   mb.loss_denominator = double(n);
   return mb;

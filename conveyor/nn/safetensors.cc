@@ -35,9 +35,9 @@ struct Dtype {
   at::ScalarType type;
 };
 
-constexpr Dtype kDtypes[] = {{"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf},
-                             {"BF16", at::kBFloat16}, {"I64", at::kLong}, {"I32", at::kInt},
-                             {"I16", at::kShort},     {"I8", at::kChar},  {"U8", at::kByte},
+constexpr Dtype kDtypes[] = {{"F64", at::kDouble},    {"F32", at::kFloat}, {"F16", at::kHalf},
+                             {"BF16", at::kBFloat16}, {"I64", at::kLong},  {"I32", at::kInt},
+                             {"I16", at::kShort},     {"I8", at::kChar},   {"U8", at::kByte},
                              {"BOOL", at::kBool}};
 
 std::string SupportedDtypes() {
@@ -111,13 +111,13 @@ void CheckLayout(std::vector<Entry>& entries, uint64_t data_bytes, const std::st
         << "] past the end of the data section (" << data_bytes << " bytes): truncated file?";
     CONVEYOR_CHECK(e.begin >= covered) << where << "tensors '" << previous->name << "' and '"
                                        << e.name << "' have overlapping data_offsets";
-    CONVEYOR_CHECK(e.begin == covered) << where << "data bytes [" << covered << ", " << e.begin
-                                       << ") belong to no tensor";
+    CONVEYOR_CHECK(e.begin == covered)
+        << where << "data bytes [" << covered << ", " << e.begin << ") belong to no tensor";
     covered = e.end;
     previous = &e;
   }
-  CONVEYOR_CHECK(covered == data_bytes) << where << data_bytes - covered
-                                        << " trailing bytes after the last tensor's data";
+  CONVEYOR_CHECK(covered == data_bytes)
+      << where << data_bytes - covered << " trailing bytes after the last tensor's data";
 }
 
 // Parses the header, refusing a name that appears twice (JSON parsers keep only one).
@@ -151,8 +151,8 @@ void ReadExactly(std::ifstream& in, uint64_t offset, void* data, uint64_t bytes,
                  const std::string& what) {
   in.seekg(static_cast<std::streamoff>(offset));
   in.read(static_cast<char*>(data), static_cast<std::streamsize>(bytes));
-  CONVEYOR_CHECK(in.good()) << what << "could not read " << bytes << " bytes at offset "
-                            << offset << ": " << std::strerror(errno);
+  CONVEYOR_CHECK(in.good()) << what << "could not read " << bytes << " bytes at offset " << offset
+                            << ": " << std::strerror(errno);
 }
 
 // A file written beside its destination; removed unless Commit() renamed it into place.

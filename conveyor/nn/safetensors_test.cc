@@ -139,11 +139,10 @@ TEST_F(SafetensorsTest, SaveRefusesBadNames) {
 // Bytes written by hand from the spec: data in another order than the names, an I64 vector,
 // metadata, header padded with spaces.
 TEST_F(SafetensorsTest, LoadsAHandWrittenFile) {
-  const std::string header =
-      R"({"__metadata__":{"format":"pt"},)"
-      R"("b":{"dtype":"I64","shape":[2],"data_offsets":[12,28]},)"
-      R"("a":{"dtype":"F32","shape":[3,1],"data_offsets":[0,12]},)"
-      R"("c":{"dtype":"BOOL","shape":[],"data_offsets":[28,29]}}   )";
+  const std::string header = R"({"__metadata__":{"format":"pt"},)"
+                             R"("b":{"dtype":"I64","shape":[2],"data_offsets":[12,28]},)"
+                             R"("a":{"dtype":"F32","shape":[3,1],"data_offsets":[0,12]},)"
+                             R"("c":{"dtype":"BOOL","shape":[],"data_offsets":[28,29]}}   )";
   std::string data = Floats({1.5f, -2.f, 0.25f}) + Le64(5) + Le64(uint64_t(-9)) + "\x01";
   const SafetensorsFile file = LoadSafetensors(WriteBytes(Compose(header, data)));
   EXPECT_EQ(file.metadata.at("format"), "pt");
@@ -165,15 +164,20 @@ TEST_F(SafetensorsTest, RefusesBrokenFraming) {
 }
 
 TEST_F(SafetensorsTest, RefusesBadEntries) {
-  auto one = [](const std::string& entry) { return Compose("{\"w\":" + entry + "}", Floats({1, 2})); };
+  auto one = [](const std::string& entry) {
+    return Compose("{\"w\":" + entry + "}", Floats({1, 2}));
+  };
   ExpectRefused(one("3"), "entry must be a JSON object");
   ExpectRefused(one(R"({"shape":[2],"data_offsets":[0,8]})"), "missing \"dtype\"");
   ExpectRefused(one(R"({"dtype":"F32","data_offsets":[0,8]})"), "missing \"shape\"");
   ExpectRefused(one(R"({"dtype":"F32","shape":[2]})"), "missing \"data_offsets\"");
-  ExpectRefused(one(R"({"dtype":"Q4","shape":[2],"data_offsets":[0,8]})"), "unknown or unsupported dtype \"Q4\"");
+  ExpectRefused(one(R"({"dtype":"Q4","shape":[2],"data_offsets":[0,8]})"),
+                "unknown or unsupported dtype \"Q4\"");
   ExpectRefused(one(R"({"dtype":"U32","shape":[2],"data_offsets":[0,8]})"), "unsupported dtype");
-  ExpectRefused(one(R"({"dtype":"F32","shape":[-2],"data_offsets":[0,8]})"), "non-negative integers");
-  ExpectRefused(one(R"({"dtype":"F32","shape":[2.0],"data_offsets":[0,8]})"), "non-negative integers");
+  ExpectRefused(one(R"({"dtype":"F32","shape":[-2],"data_offsets":[0,8]})"),
+                "non-negative integers");
+  ExpectRefused(one(R"({"dtype":"F32","shape":[2.0],"data_offsets":[0,8]})"),
+                "non-negative integers");
   ExpectRefused(one(R"({"dtype":"F32","shape":[2],"data_offsets":[0]})"), "begin <= end");
   ExpectRefused(one(R"({"dtype":"F32","shape":[2],"data_offsets":[8,0]})"), "begin <= end");
   ExpectRefused(one(R"({"dtype":"F32","shape":[3],"data_offsets":[0,8]})"), "need 12 bytes");
@@ -194,7 +198,8 @@ TEST_F(SafetensorsTest, RefusesBadLayouts) {
                 "names \"a\" twice");
   ExpectRefused(Compose("{" + a + "[0,4]}," + b + "[2,6]}}", eight), "overlapping");
   ExpectRefused(Compose("{" + a + "[0,4]}," + b + "[0,4]}}", eight), "overlapping");
-  ExpectRefused(Compose("{" + a + "[0,4]}," + b + "[8,12]}}", eight + eight), "[4, 8) belong to no tensor");
+  ExpectRefused(Compose("{" + a + "[0,4]}," + b + "[8,12]}}", eight + eight),
+                "[4, 8) belong to no tensor");
   ExpectRefused(Compose("{" + a + "[4,8]}}", eight), "[0, 4) belong to no tensor");
   ExpectRefused(Compose("{" + a + "[0,4]}," + b + "[8,12]}}", eight), "past the end of the data");
   ExpectRefused(Compose("{" + a + "[0,4]}}", eight), "4 trailing bytes");
@@ -205,7 +210,8 @@ TEST_F(SafetensorsTest, RefusesATruncatedFile) {
   SaveSafetensors(path, {{"a", at::ones({4})}, {"b", at::ones({4})}});
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ExpectRefused(bytes.substr(0, bytes.size() - 3), "tensor 'b' has data_offsets [16, 32] past the end");
+  ExpectRefused(bytes.substr(0, bytes.size() - 3),
+                "tensor 'b' has data_offsets [16, 32] past the end");
   ExpectRefused(bytes.substr(0, 20), "runs past the end of the file");
 }
 

@@ -17,8 +17,8 @@ at::Tensor ZerosParam(at::IntArrayRef shape) { return at::zeros(shape).requires_
 
 at::Tensor OnesParam(at::IntArrayRef shape) { return at::ones(shape).requires_grad_(true); }
 
-at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t heads,
-                         bool causal, const at::Tensor& key_mask) {
+at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t heads, bool causal,
+                         const at::Tensor& key_mask) {
   const int64_t n = x.size(0), t = x.size(1), c = x.size(2), d = c / heads;
   at::Tensor qkv = Linear(x, w.qkv_w, w.qkv_b);  // (n, T, 3C)
   auto split = [&](int64_t i) {                  // (n, H, T, d)
@@ -30,8 +30,8 @@ at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t
   if (causal) allowed = at::ones({t, t}, x.options().dtype(at::kBool)).tril().view({1, 1, t, t});
   if (key_mask.defined()) {
     CONVEYOR_CHECK(key_mask.dim() == 2 && key_mask.size(0) == n && key_mask.size(1) == t)
-        << "attention mask of shape " << key_mask.sizes() << " does not match the input's (n, T) = ("
-        << n << ", " << t << ")";
+        << "attention mask of shape " << key_mask.sizes()
+        << " does not match the input's (n, T) = (" << n << ", " << t << ")";
     at::Tensor keys = key_mask.to(at::kBool).view({n, 1, 1, t});
     allowed = allowed.defined() ? allowed.logical_and(keys) : keys;
   }

@@ -28,8 +28,8 @@ struct AttentionWeights {
 // to key j when j is a real token (key_mask undefined: all are) and, if `causal`, j <= i.
 // A query with no allowed key attends uniformly to all keys (its output is finite).
 // Throws UserError when key_mask is defined and not of shape (n, T).
-at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t heads,
-                         bool causal, const at::Tensor& key_mask);
+at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t heads, bool causal,
+                         const at::Tensor& key_mask);
 
 // Two-layer MLP with GELU: x (..., C) -> fc (4C, C) -> gelu -> proj (C, 4C) -> (..., C).
 at::Tensor Mlp(const at::Tensor& x, const at::Tensor& fc_w, const at::Tensor& fc_b,
