@@ -1,13 +1,13 @@
 #include "conveyor/comm/c10d_transport.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/version.h>
 
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <utility>
 
 #include "conveyor/comm/c10d_world.h"
@@ -149,9 +149,8 @@ class C10dTransport : public Transport {
   std::shared_ptr<Work> Send(at::Tensor tensor, int dst, std::uint32_t tag) override {
     ranks_.CheckPeer("send", dst, tag);
     std::vector<at::Tensor> tensors = {tensor.contiguous()};
-    return Post(ranks_.Describe("send", "to", dst, tag), tensors, [&](ProcessGroupBase& pg) {
-      return pg.send(tensors, dst, static_cast<int>(tag));
-    });
+    return Post(ranks_.Describe("send", "to", dst, tag), tensors,
+                [&](ProcessGroupBase& pg) { return pg.send(tensors, dst, static_cast<int>(tag)); });
   }
 
   std::shared_ptr<Work> Recv(at::Tensor buffer, int src, std::uint32_t tag) override {
@@ -160,9 +159,8 @@ class C10dTransport : public Transport {
     CONVEYOR_CHECK(buffer.defined() && buffer.is_contiguous())
         << what << ": the buffer must be a contiguous tensor";
     std::vector<at::Tensor> tensors = {buffer};
-    return Post(what, tensors, [&](ProcessGroupBase& pg) {
-      return pg.recv(tensors, src, static_cast<int>(tag));
-    });
+    return Post(what, tensors,
+                [&](ProcessGroupBase& pg) { return pg.recv(tensors, src, static_cast<int>(tag)); });
   }
 
   void AllReduceSum(std::vector<at::Tensor>& tensors) override;

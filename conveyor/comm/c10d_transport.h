@@ -49,8 +49,7 @@ struct C10dOptions {
 // Connects this process as rank info.rank of info.world_size. Blocks until every rank has
 // connected (bounded by the timeout); throws CommError when that fails. Every process of the
 // world calls it once.
-std::unique_ptr<Transport> ConnectC10d(const RendezvousInfo& info,
-                                       const C10dOptions& options = {});
+std::unique_ptr<Transport> ConnectC10d(const RendezvousInfo& info, const C10dOptions& options = {});
 
 }  // namespace conveyor
 

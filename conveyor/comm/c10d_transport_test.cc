@@ -57,6 +57,7 @@ std::string WaitError(Work& work) {
   try {
     work.Wait();
   } catch (const CommError& e) {
+    std::cout << "Wait threw: " << e.what() << std::endl;
     return e.what();
   }
   return "no error";

@@ -1,8 +1,8 @@
 #include "conveyor/comm/c10d_world.h"
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
+#include <algorithm>
 #include <chrono>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
 
 namespace conveyor {
@@ -13,6 +13,7 @@ using Clock = std::chrono::steady_clock;
 constexpr char kFailedKey[] = "conveyor/failed";
 constexpr char kExitedKey[] = "conveyor/exited";
 constexpr auto kExitPoll = std::chrono::milliseconds(20);
+constexpr auto kGlooBackstop = std::chrono::seconds(10);
 
 // A store client; `count` makes it one of the world's main connections, which the server's
 // constructor waits for.
@@ -82,9 +83,23 @@ void C10dWorld::Raise(const std::string& what, const std::string& failure) {
 
 void C10dWorld::Watch() {
   std::unique_lock<std::mutex> lock(mutex_);
+  auto next_poll = Clock::now() + options_.failure_poll_interval;
   while (!stopping_ && !abort_->triggered()) {
-    cv_.wait_for(lock, options_.failure_poll_interval, [&] { return stopping_; });
+    auto wake = next_poll;
+    for (const auto& [id, timer] : timers_) wake = std::min(wake, timer.first);
+    cv_.wait_until(lock, wake);  // also woken by AddTimer and stopping
     if (stopping_) break;
+    auto now = Clock::now();
+    for (auto it = timers_.begin(); it != timers_.end();) {
+      if (it->second.first > now) {
+        ++it;
+        continue;
+      }
+      it->second.second();
+      it = timers_.erase(it);
+    }
+    if (now < next_poll) continue;
+    next_poll = now + options_.failure_poll_interval;
     lock.unlock();
     try {
       if (watch_store_->check({kFailedKey})) {
@@ -98,6 +113,19 @@ void C10dWorld::Watch() {
     }
     lock.lock();
   }
+}
+
+std::uint64_t C10dWorld::AddTimer(std::chrono::milliseconds delay, std::function<void()> fire) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::uint64_t id = next_timer_++;
+  timers_.emplace(id, std::make_pair(Clock::now() + delay, std::move(fire)));
+  cv_.notify_all();
+  return id;
+}
+
+void C10dWorld::CancelTimer(std::uint64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  timers_.erase(id);
 }
 
 bool C10dWorld::AwaitFuture(const C10dOp& op) {
@@ -125,24 +153,36 @@ bool C10dWorld::AwaitFuture(const C10dOp& op) {
 void C10dWorld::Wait(const C10dOp& op) {
   const std::chrono::milliseconds timeout = options_.transport.timeout;
   bool ok = false;
-  std::string failure;  // stays empty when aborted
+  bool timed_out = false;  // set by the timer under mutex_; read after CancelTimer
+  std::string failure;     // stays empty when aborted or timed out
   {
-    // Gloo point-to-point work has no future; abort() interrupts its wait instead.
+    // Gloo point-to-point work has no future; abort() interrupts its wait, on a failure
+    // elsewhere or at our deadline. Gloo's own timeout is only a backstop: it closes every
+    // connection of the group, and peers would report that before this rank could publish
+    // the timeout itself.
     AbortSignal::Subscription interrupt;
-    if (!op.pollable) interrupt = abort_->Subscribe([&op] { op.work->abort(); });
+    std::uint64_t timer = 0;
+    if (!op.pollable) {
+      interrupt = abort_->Subscribe([&op] { op.work->abort(); });
+      timer = AddTimer(timeout, [&] {
+        timed_out = true;
+        op.work->abort();
+      });
+    }
     bool ready = !op.pollable || AwaitFuture(op);
-    if (!ready && !abort_->triggered()) {
-      failure = op.what + " timed out after " + std::to_string(timeout.count()) + " ms";
-    } else if (ready && !abort_->triggered()) {
+    if (ready && !abort_->triggered()) {
       try {
-        ok = op.work->wait(timeout);
+        ok = op.work->wait(timeout + kGlooBackstop);
       } catch (const std::exception& e) {
         failure = op.what + " failed: " + Brief(e);
       }
     }
+    if (timer != 0) CancelTimer(timer);
+    if (!ready && !abort_->triggered()) timed_out = true;
   }
   if (ok) return;
   Keep(op);
+  if (timed_out) failure = op.what + " timed out after " + std::to_string(timeout.count()) + " ms";
   if (failure.empty()) throw CommError(op.what + " aborted: " + abort_->reason());
   Raise(op.what, failure);
 }
@@ -189,8 +229,8 @@ void C10dWorld::Shutdown() {
     if (info_.rank != 0) return;
     // Rank 0 serves the store: keep it up until every rank stopped watching it, or briefly
     // when a failure means some never will.
-    auto limit = abort_->triggered() ? 5 * options_.failure_poll_interval
-                                     : options_.transport.timeout;
+    auto limit =
+        abort_->triggered() ? 5 * options_.failure_poll_interval : options_.transport.timeout;
     auto deadline = Clock::now() + limit;
     while (store_->add(kExitedKey, 0) < info_.world_size && Clock::now() < deadline) {
       std::this_thread::sleep_for(kExitPoll);

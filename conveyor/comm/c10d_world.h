@@ -8,15 +8,18 @@
 #define CONVEYOR_COMM_C10D_WORLD_H_
 
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "conveyor/comm/abort_signal.h"
 #include "conveyor/comm/c10d_transport.h"
@@ -32,7 +35,7 @@ struct C10dOp {
   c10::intrusive_ptr<c10d::Work> work;
   at::Tensor tensor;
   std::shared_ptr<void> owner;
-  std::string what;   // "rank 0: send to rank 1 (tag 3)"
+  std::string what;       // "rank 0: send to rank 1 (tag 3)"
   bool pollable = false;  // has a future (collectives, NCCL); false for Gloo point-to-point
 };
 
@@ -70,7 +73,12 @@ class C10dWorld {
  private:
   // Waits for a pollable op's future; false on timeout or abort.
   bool AwaitFuture(const C10dOp& op);
+  // The watcher thread: polls the store for failures and fires timers.
   void Watch();
+  // Runs `fire` on the watcher thread after `delay`, unless cancelled first. After
+  // CancelTimer returns, `fire` is not running and never runs.
+  std::uint64_t AddTimer(std::chrono::milliseconds delay, std::function<void()> fire);
+  void CancelTimer(std::uint64_t id);
   void Drain();
   void Keep(const C10dOp& op);
 
@@ -86,6 +94,9 @@ class C10dWorld {
   bool stopping_ = false;
   std::deque<C10dOp> adopted_;
   std::deque<C10dOp> kept_;  // failed or aborted operations
+  std::map<std::uint64_t, std::pair<std::chrono::steady_clock::time_point, std::function<void()>>>
+      timers_;
+  std::uint64_t next_timer_ = 1;
   std::thread watcher_;
   std::thread drainer_;  // started on the first Adopt
 };

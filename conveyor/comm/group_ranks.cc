@@ -42,9 +42,8 @@ GroupRanks GroupRanks::Subgroup(const std::vector<int>& ranks) const {
   int my_position = -1;
   for (size_t i = 0; i < ranks.size(); ++i) {
     int r = ranks[i];
-    CONVEYOR_CHECK(r >= 0 && r < size())
-        << Self() << ": group " << Join(ranks) << " names rank " << r
-        << ", outside a group of size " << size();
+    CONVEYOR_CHECK(r >= 0 && r < size()) << Self() << ": group " << Join(ranks) << " names rank "
+                                         << r << ", outside a group of size " << size();
     CONVEYOR_CHECK(seen.insert(r).second)
         << Self() << ": group " << Join(ranks) << " names rank " << r << " twice";
     world_ranks.push_back(world_ranks_[r]);
@@ -56,15 +55,16 @@ GroupRanks GroupRanks::Subgroup(const std::vector<int>& ranks) const {
 std::string GroupRanks::Self() const {
   std::ostringstream out;
   out << "rank " << my_world_rank_;
-  if (!is_world_ && member()) out << " (rank " << rank_ << " of group " << Join(world_ranks_) << ")";
+  if (!is_world_ && member())
+    out << " (rank " << rank_ << " of group " << Join(world_ranks_) << ")";
   return out.str();
 }
 
 std::string GroupRanks::Describe(const char* op, const char* direction, int peer,
                                  std::uint32_t tag) const {
   std::ostringstream out;
-  out << Self() << ": " << op << " " << direction << " rank " << world_rank(peer) << " (tag "
-      << tag << ")";
+  out << Self() << ": " << op << " " << direction << " rank " << world_rank(peer) << " (tag " << tag
+      << ")";
   return out.str();
 }
 
@@ -72,9 +72,8 @@ void GroupRanks::CheckPeer(const char* op, int peer, std::uint32_t tag) const {
   CONVEYOR_CHECK(peer >= 0 && peer < size() && peer != rank_)
       << Self() << ": " << op << " with peer " << peer << ": the peer must be another rank in [0, "
       << size() << ")";
-  CONVEYOR_CHECK(tag <= kMaxTag)
-      << Self() << ": " << op << " with rank " << world_rank(peer) << ": tag " << tag
-      << " is above the largest tag " << kMaxTag;
+  CONVEYOR_CHECK(tag <= kMaxTag) << Self() << ": " << op << " with rank " << world_rank(peer)
+                                 << ": tag " << tag << " is above the largest tag " << kMaxTag;
 }
 
 }  // namespace conveyor

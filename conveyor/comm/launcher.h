@@ -28,12 +28,12 @@ namespace conveyor {
 struct LaunchOptions {
   enum class Output { kAllPrefixed, kRank0Only };
   Output output = Output::kAllPrefixed;
-  std::ostream* out = nullptr;  // where children's output goes; nullptr: std::cout
-  int tail_lines = 20;          // stderr lines kept per rank for the report
-  std::chrono::milliseconds grace{5000};     // SIGTERM to SIGKILL
-  std::chrono::milliseconds deadline{0};     // whole run; 0 = none
-  bool stop_all_on_failure = true;           // false: let the other ranks run to the end
-  Environment extra_env;                     // set in every child, before the rank variables
+  std::ostream* out = nullptr;            // where children's output goes; nullptr: std::cout
+  int tail_lines = 20;                    // stderr lines kept per rank for the report
+  std::chrono::milliseconds grace{5000};  // SIGTERM to SIGKILL
+  std::chrono::milliseconds deadline{0};  // whole run; 0 = none
+  bool stop_all_on_failure = true;        // false: let the other ranks run to the end
+  Environment extra_env;                  // set in every child, before the rank variables
 };
 
 struct RankOutcome {
@@ -46,7 +46,8 @@ struct RankOutcome {
   std::vector<std::string> last_stderr_lines;
 
   bool ok() const { return exited && exit_code == 0; }
-  std::string Describe() const;  // "rank 1 exited with exit code 3", "rank 2 died of signal 9 (Killed)"
+  std::string Describe()
+      const;  // "rank 1 exited with exit code 3", "rank 2 died of signal 9 (Killed)"
 };
 
 struct LaunchResult {

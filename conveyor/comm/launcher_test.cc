@@ -1,9 +1,8 @@
 #include "conveyor/comm/launcher.h"
 
-#include <signal.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <sstream>
 

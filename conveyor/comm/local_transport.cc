@@ -66,9 +66,8 @@ struct Group {
 std::string Mismatch(const at::Tensor& got, const at::Tensor& expected, const char* what) {
   if (got.sizes() == expected.sizes() && got.scalar_type() == expected.scalar_type()) return "";
   std::ostringstream out;
-  out << "got a tensor of shape " << got.sizes() << " and dtype " << got.scalar_type()
-      << " for " << what << " of shape " << expected.sizes() << " and dtype "
-      << expected.scalar_type();
+  out << "got a tensor of shape " << got.sizes() << " and dtype " << got.scalar_type() << " for "
+      << what << " of shape " << expected.sizes() << " and dtype " << expected.scalar_type();
   return out.str();
 }
 
@@ -103,7 +102,9 @@ class LocalWork : public Work {
  public:
   LocalWork(std::shared_ptr<Group> group, std::shared_ptr<Slot> slot, std::string what,
             std::chrono::milliseconds timeout)
-      : group_(std::move(group)), slot_(std::move(slot)), what_(std::move(what)),
+      : group_(std::move(group)),
+        slot_(std::move(slot)),
+        what_(std::move(what)),
         timeout_(timeout) {}
 
   void Wait() override {

@@ -64,16 +64,16 @@ RendezvousInfo RendezvousFromEnvironment(const Environment& env) {
     if (!Lookup(env, names.rank).has_value()) continue;
     RendezvousInfo info;
     info.launcher = names.launcher;
-    info.world_size = ParseInt(names.world_size, Require(env, names.world_size, names.launcher), 1,
-                               1 << 24);
+    info.world_size =
+        ParseInt(names.world_size, Require(env, names.world_size, names.launcher), 1, 1 << 24);
     std::string rank = Require(env, names.rank, names.launcher);
     info.rank = ParseInt(names.rank, rank, 0, 1 << 24);
     CONVEYOR_CHECK(info.rank < info.world_size)
         << "rendezvous (" << names.launcher << "): " << names.rank << "=" << rank
         << " is not below " << names.world_size << "=" << info.world_size;
     std::optional<std::string> local_rank = Lookup(env, names.local_rank);
-    info.local_rank = local_rank ? ParseInt(names.local_rank, *local_rank, 0, info.world_size - 1)
-                                 : info.rank;
+    info.local_rank =
+        local_rank ? ParseInt(names.local_rank, *local_rank, 0, info.world_size - 1) : info.rank;
     info.master_addr = Require(env, "MASTER_ADDR", names.launcher);
     info.master_port =
         ParseInt("MASTER_PORT", Require(env, "MASTER_PORT", names.launcher), 1, 65535);

@@ -23,7 +23,7 @@ namespace conveyor {
 struct RendezvousInfo {
   int rank = 0;
   int world_size = 1;
-  int local_rank = 0;  // rank among the processes of this node: picks the GPU
+  int local_rank = 0;       // rank among the processes of this node: picks the GPU
   std::string master_addr;  // host of rank 0, which serves the rendezvous store
   int master_port = 0;
   std::string launcher;  // "torchrun", "slurm" or "openmpi": which variables were read

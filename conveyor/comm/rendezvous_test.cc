@@ -65,21 +65,18 @@ TEST(RendezvousTest, ReadsOpenMpiVariables) {
 }
 
 TEST(RendezvousTest, ErrorsNameTheVariableAndValue) {
-  EXPECT_THAT(ErrorOf({{"RANK", "4"},
-                       {"WORLD_SIZE", "4"},
-                       {"MASTER_ADDR", "h"},
-                       {"MASTER_PORT", "1"}}),
-              HasSubstr("RANK=4 is not below WORLD_SIZE=4"));
+  EXPECT_THAT(
+      ErrorOf({{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}),
+      HasSubstr("RANK=4 is not below WORLD_SIZE=4"));
   EXPECT_THAT(ErrorOf({{"RANK", "x1"}, {"WORLD_SIZE", "4"}}),
               HasSubstr("RANK=\"x1\" is not an integer"));
   EXPECT_THAT(ErrorOf({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"MASTER_ADDR", "h"}}),
               HasSubstr("(slurm): MASTER_PORT is not set"));
-  EXPECT_THAT(ErrorOf({{"RANK", "0"},
-                       {"WORLD_SIZE", "1"},
-                       {"MASTER_ADDR", "h"},
-                       {"MASTER_PORT", "70000"}}),
-              HasSubstr("MASTER_PORT=70000 is outside [1, 65535]"));
-  EXPECT_THAT(ErrorOf({{"OMPI_COMM_WORLD_RANK", "0"}}), HasSubstr("OMPI_COMM_WORLD_SIZE is not set"));
+  EXPECT_THAT(
+      ErrorOf({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}),
+      HasSubstr("MASTER_PORT=70000 is outside [1, 65535]"));
+  EXPECT_THAT(ErrorOf({{"OMPI_COMM_WORLD_RANK", "0"}}),
+              HasSubstr("OMPI_COMM_WORLD_SIZE is not set"));
   EXPECT_THAT(ErrorOf({}), HasSubstr("no rank in the environment"));
 }
 

@@ -65,9 +65,12 @@ void Executor::RunForward(int s, const MicroBatch& mb) {
   Stage& stage = StageAt(s);
   const Layout& layout = program_.layout;
   at::Tensor input = stage.is_first() ? mb.inputs : Take(activations_, {s, mb.index}, "input");
-  at::Tensor output = stage.Forward(mb, input);
+  at::Tensor output = inference_ ? stage.Infer(mb, input) : stage.Forward(mb, input);
   const int next = layout.next_stage(s);
-  if (next < 0) return;
+  if (next < 0) {
+    if (inference_) last_outputs_[mb.index] = output;
+    return;
+  }
   if (layout.rank_of(next) == rank_) {
     activations_[{next, mb.index}] = Pending{output, nullptr};
   } else {
@@ -134,7 +137,7 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
   }
 }
 
-double Executor::RunStep(const std::vector<MicroBatch>& microbatches) {
+void Executor::Execute(const std::vector<MicroBatch>& microbatches) {
   CONVEYOR_CHECK(static_cast<int>(microbatches.size()) == program_.layout.num_microbatches())
       << "the program runs " << program_.layout.num_microbatches() << " micro-batches, the step "
       << "was given " << microbatches.size();
@@ -144,6 +147,8 @@ double Executor::RunStep(const std::vector<MicroBatch>& microbatches) {
   try {
     for (const Action& a : program_.ranks[rank_]) {
       current = a;
+      CONVEYOR_CHECK(!inference_ || a.op == Op::kForward || IsComm(a.op))
+          << "an inference program holds only forwards and comms, not " << a;
       const double begin = hook_ ? Seconds(start) : 0;
       Run(a, microbatches);
       if (hook_) hook_(a, begin, Seconds(start));
@@ -167,11 +172,30 @@ double Executor::RunStep(const std::vector<MicroBatch>& microbatches) {
   CONVEYOR_ASSERT(activations_.empty() && gradients_.empty() && outputs_to_send_.empty() &&
                   grads_to_send_.empty())
       << "rank " << rank_ << " ends the step with unconsumed tensors";
+}
+
+double Executor::RunStep(const std::vector<MicroBatch>& microbatches) {
+  inference_ = false;
+  Execute(microbatches);
   double loss = 0;
   for (auto& [index, stage] : stages_) {
     if (stage->is_last()) loss += stage->loss();
   }
   return loss;
+}
+
+Executor::Inference Executor::RunInference(const std::vector<MicroBatch>& microbatches) {
+  inference_ = true;
+  last_outputs_.clear();
+  Execute(microbatches);
+  inference_ = false;
+  Inference result;
+  result.outputs = std::move(last_outputs_);
+  last_outputs_.clear();
+  for (auto& [index, stage] : stages_) {
+    if (stage->is_last()) result.loss += stage->loss();
+  }
+  return result;
 }
 
 }  // namespace conveyor

@@ -55,6 +55,15 @@ class Executor {
   // Runs the step. Returns the sum of the scaled losses of the last stages on this rank.
   double RunStep(const std::vector<MicroBatch>& microbatches);
 
+  // Runs a forward-only program (BuildForwardOnly) without autograd: evaluation and
+  // generation. `outputs` gets, per micro-batch index, the output of this rank's last
+  // stage (logits), if it has one.
+  struct Inference {
+    double loss = 0;
+    std::map<int, at::Tensor> outputs;
+  };
+  Inference RunInference(const std::vector<MicroBatch>& microbatches);
+
   void set_hook(ActionHook hook) { hook_ = std::move(hook); }
 
  private:
@@ -69,6 +78,8 @@ class Executor {
     std::shared_ptr<Work> work;  // null for a same-rank hand-off
   };
 
+  // Runs every action of this rank, then waits for the sends; errors get their context.
+  void Execute(const std::vector<MicroBatch>& mbs);
   void Run(const Action& a, const std::vector<MicroBatch>& mbs);
   void RunForward(int stage, const MicroBatch& mb);
   void RunBackward(Op op, int stage, const MicroBatch& mb);
@@ -89,6 +100,8 @@ class Executor {
   std::map<Key, at::Tensor> outputs_to_send_;  // by producing stage, waiting for SEND_F
   std::map<Key, at::Tensor> grads_to_send_;    // by producing stage, waiting for SEND_B
   std::vector<std::pair<std::shared_ptr<Work>, Action>> sends_;
+  bool inference_ = false;                 // running RunInference
+  std::map<int, at::Tensor> last_outputs_;  // inference: last stages' outputs by micro-batch
 };
 
 }  // namespace conveyor

@@ -36,6 +36,15 @@ at::Tensor Stage::Forward(const MicroBatch& mb, const at::Tensor& input) {
   return out;
 }
 
+at::Tensor Stage::Infer(const MicroBatch& mb, const at::Tensor& input) {
+  at::NoGradGuard no_grad;
+  at::Tensor out = module_->Forward(input, mb);
+  if (is_last_ && mb.targets.defined()) {
+    loss_ += (module_->LossSum(out, mb) / mb.loss_denominator).item<double>();
+  }
+  return out;
+}
+
 at::Tensor Stage::RunBackward(const MicroBatch& mb, const at::Tensor& grad_output, bool defer) {
   auto it = cache_.find(mb.index);
   CONVEYOR_ASSERT(it != cache_.end())

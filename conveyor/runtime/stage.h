@@ -54,6 +54,10 @@ class Stage {
   void BackwardWeight(const MicroBatch& mb);
   at::Tensor Backward(const MicroBatch& mb, const at::Tensor& grad_output);
 
+  // Forward without autograd and without caching (evaluation, generation). Returns the
+  // output; on a last stage also adds the scaled loss to loss() when mb has targets.
+  at::Tensor Infer(const MicroBatch& mb, const at::Tensor& input);
+
   // Sum of this step's scaled micro-batch losses (last stage); reset by ResetStep().
   double loss() const { return loss_; }
   // Micro-batches whose activations are held (forward done, backward-for-inputs not).
