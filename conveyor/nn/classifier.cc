@@ -1,0 +1,172 @@
+#include "conveyor/nn/classifier.h"
+
+#include <string>
+
+#include <ATen/ATen.h>
+
+#include "conveyor/common/error.h"
+#include "conveyor/nn/linear.h"
+#include "conveyor/nn/transformer.h"
+
+namespace conveyor::nn {
+namespace {
+
+constexpr double kInitStd = 0.02;  // BERT's initializer_range
+
+class Embedding : public Layer {
+ public:
+  Embedding(const ClassifierConfig& c, uint64_t seed) : config_(c) {
+    at::Generator gen = LayerGenerator(seed, 0);
+    tok_ = NormalParam(gen, {c.vocab, c.hidden}, kInitStd);
+    pos_ = NormalParam(gen, {c.max_seq_len, c.hidden}, kInitStd);
+    ln_w_ = OnesParam({c.hidden});
+    ln_b_ = ZerosParam({c.hidden});
+  }
+
+  // ids (n, T) -> (n, T, C)
+  at::Tensor Forward(const at::Tensor& ids, const MicroBatch& mb) override {
+    const int64_t t = ids.size(1);
+    CONVEYOR_CHECK(t <= config_.max_seq_len)
+        << "sequence length " << t << " exceeds the model's max_seq_len " << config_.max_seq_len;
+    at::Tensor x = at::embedding(tok_, ids) + pos_.narrow(0, 0, t).unsqueeze(0);
+    return at::layer_norm(x, {config_.hidden}, ln_w_, ln_b_);
+  }
+
+  NamedTensors NamedParameters() override {
+    return {{"embed.tok", tok_},
+            {"embed.pos", pos_},
+            {"embed.ln.weight", ln_w_},
+            {"embed.ln.bias", ln_b_}};
+  }
+
+ private:
+  ClassifierConfig config_;
+  at::Tensor tok_, pos_, ln_w_, ln_b_;
+};
+
+class Block : public Layer {
+ public:
+  Block(const ClassifierConfig& c, uint64_t seed, int block)
+      : config_(c), prefix_("blocks." + std::to_string(block) + ".") {
+    at::Generator gen = LayerGenerator(seed, block + 1);
+    const int64_t h = c.hidden;
+    attn_.qkv_w = NormalParam(gen, {3 * h, h}, kInitStd);
+    attn_.qkv_b = ZerosParam({3 * h});
+    attn_.proj_w = NormalParam(gen, {h, h}, kInitStd);
+    attn_.proj_b = ZerosParam({h});
+    ln1_w_ = OnesParam({h});
+    ln1_b_ = ZerosParam({h});
+    fc_w_ = NormalParam(gen, {4 * h, h}, kInitStd);
+    fc_b_ = ZerosParam({4 * h});
+    fc2_w_ = NormalParam(gen, {h, 4 * h}, kInitStd);
+    fc2_b_ = ZerosParam({h});
+    ln2_w_ = OnesParam({h});
+    ln2_b_ = ZerosParam({h});
+  }
+
+  // x (n, T, C) -> (n, T, C)
+  at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
+    const int64_t c = config_.hidden;
+    at::Tensor a = SelfAttention(x, attn_, config_.heads, /*causal=*/false, mb.attention_mask);
+    a = at::layer_norm(x + a, {c}, ln1_w_, ln1_b_);
+    return at::layer_norm(a + Mlp(a, fc_w_, fc_b_, fc2_w_, fc2_b_), {c}, ln2_w_, ln2_b_);
+  }
+
+  NamedTensors NamedParameters() override {
+    return {{prefix_ + "attn.qkv.weight", attn_.qkv_w},
+            {prefix_ + "attn.qkv.bias", attn_.qkv_b},
+            {prefix_ + "attn.proj.weight", attn_.proj_w},
+            {prefix_ + "attn.proj.bias", attn_.proj_b},
+            {prefix_ + "ln1.weight", ln1_w_},
+            {prefix_ + "ln1.bias", ln1_b_},
+            {prefix_ + "mlp.fc.weight", fc_w_},
+            {prefix_ + "mlp.fc.bias", fc_b_},
+            {prefix_ + "mlp.proj.weight", fc2_w_},
+            {prefix_ + "mlp.proj.bias", fc2_b_},
+            {prefix_ + "ln2.weight", ln2_w_},
+            {prefix_ + "ln2.bias", ln2_b_}};
+  }
+
+ private:
+  ClassifierConfig config_;
+  std::string prefix_;
+  AttentionWeights attn_;
+  at::Tensor ln1_w_, ln1_b_, fc_w_, fc_b_, fc2_w_, fc2_b_, ln2_w_, ln2_b_;
+};
+
+class Head : public Layer {
+ public:
+  Head(const ClassifierConfig& c, uint64_t seed) : config_(c) {
+    at::Generator gen = LayerGenerator(seed, c.layers + 1);
+    pre_w_ = NormalParam(gen, {c.hidden, c.hidden}, kInitStd);
+    pre_b_ = ZerosParam({c.hidden});
+    out_w_ = NormalParam(gen, {c.classes, c.hidden}, kInitStd);
+    out_b_ = ZerosParam({c.classes});
+  }
+
+  // x (n, T, C) -> logits (n, K)
+  at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
+    at::Tensor pooled;  // (n, C)
+    if (mb.attention_mask.defined()) {
+      at::Tensor real = mb.attention_mask.to(x.scalar_type()).unsqueeze(-1);  // (n, T, 1)
+      pooled = (x * real).sum(1) / real.sum(1).clamp_min(1);
+    } else {
+      pooled = x.mean(1);
+    }
+    return Linear(at::relu(Linear(pooled, pre_w_, pre_b_)), out_w_, out_b_);
+  }
+
+  bool has_loss() const override { return true; }
+
+  // logits (n, K), targets (n,) -> summed cross-entropy over targets >= 0
+  at::Tensor LossSum(const at::Tensor& logits, const MicroBatch& mb) override {
+    CONVEYOR_CHECK(mb.targets.dim() == 1 && mb.targets.size(0) == logits.size(0))
+        << "the classifier wants one target per sample, shape (" << logits.size(0) << "), got "
+        << mb.targets.sizes();
+    return at::cross_entropy_loss(logits, mb.targets, /*weight=*/{}, at::Reduction::Sum,
+                                  /*ignore_index=*/-1);
+  }
+
+  NamedTensors NamedParameters() override {
+    return {{"head.pre.weight", pre_w_},
+            {"head.pre.bias", pre_b_},
+            {"head.out.weight", out_w_},
+            {"head.out.bias", out_b_}};
+  }
+
+ private:
+  ClassifierConfig config_;
+  at::Tensor pre_w_, pre_b_, out_w_, out_b_;
+};
+
+}  // namespace
+
+void CheckClassifierConfig(const ClassifierConfig& c) {
+  CONVEYOR_CHECK(c.vocab >= 1) << "vocab must be at least 1, got " << c.vocab;
+  CONVEYOR_CHECK(c.hidden >= 1) << "hidden must be at least 1, got " << c.hidden;
+  CONVEYOR_CHECK(c.heads >= 1 && c.hidden % c.heads == 0)
+      << "hidden (" << c.hidden << ") must be a multiple of heads (" << c.heads << ")";
+  CONVEYOR_CHECK(c.layers >= 1) << "layers must be at least 1, got " << c.layers;
+  CONVEYOR_CHECK(c.max_seq_len >= 1) << "max_seq_len must be at least 1, got " << c.max_seq_len;
+  CONVEYOR_CHECK(c.classes >= 2) << "classes must be at least 2, got " << c.classes;
+}
+
+LayerList BuildClassifier(const ClassifierConfig& config, uint64_t seed) {
+  CheckClassifierConfig(config);
+  LayerList layers;
+  layers.push_back(std::make_shared<Embedding>(config, seed));
+  for (int b = 0; b < config.layers; ++b) {
+    layers.push_back(std::make_shared<Block>(config, seed, b));
+  }
+  layers.push_back(std::make_shared<Head>(config, seed));
+  return layers;
+}
+
+int64_t CountCorrect(const at::Tensor& logits, const at::Tensor& targets) {
+  CONVEYOR_CHECK(logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0))
+      << "CountCorrect wants logits (n, K) and targets (n,), got " << logits.sizes() << " and "
+      << targets.sizes();
+  return logits.argmax(-1).eq(targets).logical_and(targets.ge(0)).sum().item<int64_t>();
+}
+
+}  // namespace conveyor::nn

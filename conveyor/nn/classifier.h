@@ -1,0 +1,46 @@
+// A BERT / DistilBERT-style encoder classifier as a list of layers.
+//
+//   layer 0        embedding: layer_norm(token + position)        ids (n, T) -> (n, T, C)
+//   layers 1..L    post-norm blocks, as in BERT:                   (n, T, C) -> (n, T, C)
+//                    a = layer_norm(x + attention(x)), out = layer_norm(a + mlp(a))
+//                  attention is bidirectional and ignores padded keys (the micro-batch's
+//                  attention_mask, which every stage reads)
+//   layer L + 1    head: masked mean over the real tokens -> pre (C, C) -> ReLU
+//                  -> out (K, C)                                   (n, T, C) -> logits (n, K)
+//
+// The head's loss is the cross-entropy summed over targets of shape (n,), class ids in
+// [0, K), -1 = not counted. Its output is the logits, so predictions are
+// `logits.argmax(-1)` (see CountCorrect). Mean pooling needs no [CLS] token; padded positions
+// never reach a real token's output, so appending padding leaves the logits unchanged.
+// Every linear map defers its weight gradient (nn::Linear).
+#ifndef CONVEYOR_NN_CLASSIFIER_H_
+#define CONVEYOR_NN_CLASSIFIER_H_
+
+#include <cstdint>
+
+#include "conveyor/nn/layer.h"
+
+namespace conveyor::nn {
+
+struct ClassifierConfig {
+  int vocab = 256;        // token ids in [0, vocab)
+  int hidden = 64;        // C
+  int heads = 4;          // C must be a multiple
+  int layers = 4;         // encoder blocks (L)
+  int max_seq_len = 128;  // T at most
+  int classes = 2;        // K
+};
+
+// Checks the config (UserError naming the bad value).
+void CheckClassifierConfig(const ClassifierConfig& config);
+
+// layers + 2 entries: the embedding, the blocks, the head. Global layer index = position.
+LayerList BuildClassifier(const ClassifierConfig& config, uint64_t seed);
+
+// For accuracy: how many counted targets (>= 0) of `targets` (n,) equal the argmax of
+// `logits` (n, K), the head's output.
+int64_t CountCorrect(const at::Tensor& logits, const at::Tensor& targets);
+
+}  // namespace conveyor::nn
+
+#endif  // CONVEYOR_NN_CLASSIFIER_H_

@@ -1,0 +1,44 @@
+// The safetensors file format (Hugging Face), read and written without third-party code.
+//
+//   8 bytes      N, the header's length, an unsigned little-endian 64-bit integer
+//   N bytes      a JSON object: for each tensor name
+//                  {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}
+//                and optionally "__metadata__": {string: string}; may end in spaces
+//   the rest     the data: each tensor's bytes, row-major, little-endian, at
+//                [begin, end) relative to the end of the header
+//
+// Dtypes: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL (ATen has no U16 / U32 / U64 / F8 here).
+//
+// Loading trusts nothing in the file: a file too short for its header, a header that is not
+// a JSON object of well-formed entries, a duplicate name, an unknown dtype, a byte range
+// that does not match its dtype and shape, ranges that overlap, leave holes or run past the
+// data, trailing bytes, BOOL bytes other than 0 / 1: each throws UserError naming the file
+// and the problem, and nothing is returned. Host byte order must be little-endian.
+#ifndef CONVEYOR_NN_SAFETENSORS_H_
+#define CONVEYOR_NN_SAFETENSORS_H_
+
+#include <map>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+namespace conveyor::nn {
+
+struct SafetensorsFile {
+  std::map<std::string, at::Tensor> tensors;  // CPU, contiguous, each its own storage
+  std::map<std::string, std::string> metadata;
+};
+
+// Writes `tensors` (any device, layout or strides; copied to CPU row-major) in name order,
+// the header padded with spaces so the data starts 8-byte aligned. Atomic: writes a
+// temporary file beside `path`, fsyncs it, renames it over `path`, fsyncs the folder.
+// Throws UserError for an empty name or "__metadata__", an unsupported dtype, or an I/O
+// failure (the old file, if any, is then left as it was).
+void SaveSafetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,
+                     const std::map<std::string, std::string>& metadata = {});
+
+SafetensorsFile LoadSafetensors(const std::string& path);
+
+}  // namespace conveyor::nn
+
+#endif  // CONVEYOR_NN_SAFETENSORS_H_

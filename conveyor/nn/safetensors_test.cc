@@ -1,0 +1,228 @@
+#include "conveyor/nn/safetensors.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "conveyor/common/error.h"
+
+namespace conveyor::nn {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SafetensorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("conveyor_safetensors_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::string WriteBytes(const std::string& bytes) const {
+    const std::string path = Path("hand.safetensors");
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+
+  // Expects LoadSafetensors to refuse `bytes` with a message naming the file and `problem`.
+  void ExpectRefused(const std::string& bytes, const std::string& problem) const {
+    const std::string path = WriteBytes(bytes);
+    try {
+      LoadSafetensors(path);
+      ADD_FAILURE() << "loaded a file with: " << problem;
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(path), std::string::npos) << what;
+      EXPECT_NE(what.find(problem), std::string::npos) << what;
+    }
+  }
+
+  fs::path dir_;
+};
+
+std::string Le64(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>(v >> (8 * i));
+  return s;
+}
+
+// A file from its header text and data bytes, by the spec.
+std::string Compose(const std::string& header, const std::string& data) {
+  return Le64(header.size()) + header + data;
+}
+
+std::string Floats(std::initializer_list<float> values) {
+  std::string s;
+  for (float v : values) s.append(reinterpret_cast<const char*>(&v), 4);
+  return s;
+}
+
+TEST_F(SafetensorsTest, RoundTripsEveryDtype) {
+  at::manual_seed(3);
+  std::map<std::string, at::Tensor> tensors = {
+      {"f64", at::randn({2, 3}, at::kDouble)},
+      {"f32", at::randn({4}, at::kFloat)},
+      {"f16", at::randn({3, 1}).to(at::kHalf)},
+      {"bf16", at::randn({5}).to(at::kBFloat16)},
+      {"i64", at::tensor({int64_t{-1} << 40, int64_t{7}}, at::kLong)},
+      {"i32", at::tensor({-3, 2147483647}, at::kInt)},
+      {"i16", at::tensor({-300, 5}, at::kShort)},
+      {"i8", at::tensor({-128, 127}, at::kChar)},
+      {"u8", at::tensor({0, 255}, at::kByte)},
+      {"bool", at::tensor({1, 0, 1}, at::kByte).to(at::kBool)},
+      {"scalar", at::scalar_tensor(2.5, at::kFloat)},
+      {"empty", at::zeros({0, 4}, at::kFloat)},
+      {"strided", at::arange(12, at::kFloat).view({3, 4}).t()},
+  };
+  const std::string path = Path("all.safetensors");
+  SaveSafetensors(path, tensors);
+  const SafetensorsFile file = LoadSafetensors(path);
+  EXPECT_TRUE(file.metadata.empty());
+  ASSERT_EQ(file.tensors.size(), tensors.size());
+  for (const auto& [name, want] : tensors) {
+    const at::Tensor& got = file.tensors.at(name);
+    EXPECT_EQ(got.scalar_type(), want.scalar_type()) << name;
+    EXPECT_EQ(got.sizes(), want.sizes()) << name;
+    EXPECT_TRUE(at::equal(got, want)) << name;
+  }
+}
+
+TEST_F(SafetensorsTest, MetadataRoundTripsAndDataIsAligned) {
+  const std::string path = Path("meta.safetensors");
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}, {"step", "12"}};
+  SaveSafetensors(path, {{"w", at::ones({3}, at::kFloat)}}, metadata);
+  const SafetensorsFile file = LoadSafetensors(path);
+  EXPECT_EQ(file.metadata, metadata);
+  std::ifstream in(path, std::ios::binary);
+  char length[8];
+  in.read(length, 8);
+  uint64_t header = 0;
+  for (int i = 0; i < 8; ++i) header |= uint64_t{uint8_t(length[i])} << (8 * i);
+  EXPECT_EQ((8 + header) % 8, 0u);
+  EXPECT_EQ(fs::file_size(path), 8 + header + 12);
+}
+
+TEST_F(SafetensorsTest, SaveReplacesAtomicallyAndLeavesNoTemporaryFile) {
+  const std::string path = Path("model.safetensors");
+  SaveSafetensors(path, {{"a", at::zeros({2}, at::kLong)}});
+  SaveSafetensors(path, {{"b", at::ones({3}, at::kDouble)}});
+  const SafetensorsFile file = LoadSafetensors(path);
+  ASSERT_EQ(file.tensors.size(), 1u);
+  EXPECT_TRUE(at::equal(file.tensors.at("b"), at::ones({3}, at::kDouble)));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+  // A refused save leaves the old file as it was.
+  EXPECT_THROW(SaveSafetensors(path, {{"c", at::ones({2}, at::kComplexFloat)}}), UserError);
+  EXPECT_TRUE(LoadSafetensors(path).tensors.count("b"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
+TEST_F(SafetensorsTest, SaveRefusesBadNames) {
+  EXPECT_THROW(SaveSafetensors(Path("x"), {{"", at::ones({1})}}), UserError);
+  EXPECT_THROW(SaveSafetensors(Path("x"), {{"__metadata__", at::ones({1})}}), UserError);
+  EXPECT_THROW(SaveSafetensors(Path("x"), {{"w", at::ones({1})}}, {{"k", "\xff"}}), UserError);
+  EXPECT_THROW(SaveSafetensors(Path("no/such/dir/x"), {{"w", at::ones({1})}}), UserError);
+}
+
+// Bytes written by hand from the spec: data in another order than the names, an I64 vector,
+// metadata, header padded with spaces.
+TEST_F(SafetensorsTest, LoadsAHandWrittenFile) {
+  const std::string header = R"({"__metadata__":{"format":"pt"},)"
+                             R"("b":{"dtype":"I64","shape":[2],"data_offsets":[12,28]},)"
+                             R"("a":{"dtype":"F32","shape":[3,1],"data_offsets":[0,12]},)"
+                             R"("c":{"dtype":"BOOL","shape":[],"data_offsets":[28,29]}}   )";
+  std::string data = Floats({1.5f, -2.f, 0.25f}) + Le64(5) + Le64(uint64_t(-9)) + "\x01";
+  const SafetensorsFile file = LoadSafetensors(WriteBytes(Compose(header, data)));
+  EXPECT_EQ(file.metadata.at("format"), "pt");
+  EXPECT_TRUE(at::equal(file.tensors.at("a"), at::tensor({1.5f, -2.f, 0.25f}).view({3, 1})));
+  EXPECT_TRUE(at::equal(file.tensors.at("b"), at::tensor({int64_t{5}, int64_t{-9}})));
+  EXPECT_EQ(file.tensors.at("c").dim(), 0);
+  EXPECT_TRUE(file.tensors.at("c").item<bool>());
+}
+
+TEST_F(SafetensorsTest, RefusesBrokenFraming) {
+  ExpectRefused("", "too short");
+  ExpectRefused(std::string("\x10\0\0", 3), "too short");
+  ExpectRefused(Le64(1000) + "{}", "runs past the end");
+  ExpectRefused(Le64(uint64_t(-1)) + "{}", "runs past the end");
+  ExpectRefused(Compose("{\"a\":", ""), "not valid JSON");
+  ExpectRefused(Compose("", ""), "not valid JSON");
+  ExpectRefused(Compose("[1, 2]", ""), "must be a JSON object");
+  ExpectRefused(Compose("{} trailing", ""), "not valid JSON");
+}
+
+TEST_F(SafetensorsTest, RefusesBadEntries) {
+  auto one = [](const std::string& entry) {
+    return Compose("{\"w\":" + entry + "}", Floats({1, 2}));
+  };
+  ExpectRefused(one("3"), "entry must be a JSON object");
+  ExpectRefused(one(R"({"shape":[2],"data_offsets":[0,8]})"), "missing \"dtype\"");
+  ExpectRefused(one(R"({"dtype":"F32","data_offsets":[0,8]})"), "missing \"shape\"");
+  ExpectRefused(one(R"({"dtype":"F32","shape":[2]})"), "missing \"data_offsets\"");
+  ExpectRefused(one(R"({"dtype":"Q4","shape":[2],"data_offsets":[0,8]})"),
+                "unknown or unsupported dtype \"Q4\"");
+  ExpectRefused(one(R"({"dtype":"U32","shape":[2],"data_offsets":[0,8]})"), "unsupported dtype");
+  ExpectRefused(one(R"({"dtype":"F32","shape":[-2],"data_offsets":[0,8]})"),
+                "non-negative integers");
+  ExpectRefused(one(R"({"dtype":"F32","shape":[2.0],"data_offsets":[0,8]})"),
+                "non-negative integers");
+  ExpectRefused(one(R"({"dtype":"F32","shape":[2],"data_offsets":[0]})"), "begin <= end");
+  ExpectRefused(one(R"({"dtype":"F32","shape":[2],"data_offsets":[8,0]})"), "begin <= end");
+  ExpectRefused(one(R"({"dtype":"F32","shape":[3],"data_offsets":[0,8]})"), "need 12 bytes");
+  ExpectRefused(one(R"({"dtype":"F64","shape":[2],"data_offsets":[0,8]})"), "need 16 bytes");
+  ExpectRefused(one(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]})"),
+                "too large");
+  ExpectRefused(Compose(R"({"__metadata__":{"k":1}})", ""), "must map strings to strings");
+  ExpectRefused(Compose(R"({"__metadata__":"pt"})", ""), "must map strings to strings");
+  ExpectRefused(Compose(R"({"w":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}})", "\x02"),
+                "other than 0 and 1");
+}
+
+TEST_F(SafetensorsTest, RefusesBadLayouts) {
+  const std::string a = R"("a":{"dtype":"F32","shape":[1],"data_offsets":)";
+  const std::string b = R"("b":{"dtype":"F32","shape":[1],"data_offsets":)";
+  const std::string eight = Floats({1, 2});
+  ExpectRefused(Compose("{" + a + "[0,4]}," + b + "[4,8]}," + a + "[4,8]}}", eight),
+                "names \"a\" twice");
+  ExpectRefused(Compose("{" + a + "[0,4]}," + b + "[2,6]}}", eight), "overlapping");
+  ExpectRefused(Compose("{" + a + "[0,4]}," + b + "[0,4]}}", eight), "overlapping");
+  ExpectRefused(Compose("{" + a + "[0,4]}," + b + "[8,12]}}", eight + eight),
+                "[4, 8) belong to no tensor");
+  ExpectRefused(Compose("{" + a + "[4,8]}}", eight), "[0, 4) belong to no tensor");
+  ExpectRefused(Compose("{" + a + "[0,4]}," + b + "[8,12]}}", eight), "past the end of the data");
+  ExpectRefused(Compose("{" + a + "[0,4]}}", eight), "4 trailing bytes");
+}
+
+TEST_F(SafetensorsTest, RefusesATruncatedFile) {
+  const std::string path = Path("cut.safetensors");
+  SaveSafetensors(path, {{"a", at::ones({4})}, {"b", at::ones({4})}});
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ExpectRefused(bytes.substr(0, bytes.size() - 3),
+                "tensor 'b' has data_offsets [16, 32] past the end");
+  ExpectRefused(bytes.substr(0, 20), "runs past the end of the file");
+}
+
+TEST_F(SafetensorsTest, RefusesAMissingFile) {
+  try {
+    LoadSafetensors(Path("absent.safetensors"));
+    ADD_FAILURE();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("absent.safetensors"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace conveyor::nn

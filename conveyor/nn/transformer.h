@@ -1,0 +1,40 @@
+// Building blocks shared by the model zoo's transformers.
+//
+// Parameters are leaf tensors that require grad, drawn only from the generator a layer gets
+// from LayerGenerator. Every linear map goes through nn::Linear, so its weight gradient can
+// be deferred (split backward).
+//
+// Shapes: x (n, T, C); key_mask (n, T) bool, true = a real token; heads divides C.
+#ifndef CONVEYOR_NN_TRANSFORMER_H_
+#define CONVEYOR_NN_TRANSFORMER_H_
+
+#include <cstdint>
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+namespace conveyor::nn {
+
+at::Tensor NormalParam(at::Generator& gen, at::IntArrayRef shape, double std);
+at::Tensor ZerosParam(at::IntArrayRef shape);
+at::Tensor OnesParam(at::IntArrayRef shape);
+
+struct AttentionWeights {
+  at::Tensor qkv_w, qkv_b;    // (3C, C), (3C): queries, keys, values stacked
+  at::Tensor proj_w, proj_b;  // (C, C), (C)
+};
+
+// Multi-head scaled dot-product self-attention, x (n, T, C) -> (n, T, C). Query i attends
+// to key j when j is a real token (key_mask undefined: all are) and, if `causal`, j <= i.
+// A query with no allowed key attends uniformly to all keys (its output is finite).
+// Throws UserError when key_mask is defined and not of shape (n, T).
+at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t heads, bool causal,
+                         const at::Tensor& key_mask);
+
+// Two-layer MLP with GELU: x (..., C) -> fc (4C, C) -> gelu -> proj (C, 4C) -> (..., C).
+at::Tensor Mlp(const at::Tensor& x, const at::Tensor& fc_w, const at::Tensor& fc_b,
+               const at::Tensor& proj_w, const at::Tensor& proj_b);
+
+}  // namespace conveyor::nn
+
+#endif  // CONVEYOR_NN_TRANSFORMER_H_
