@@ -7,25 +7,17 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/nn/linear.h"
+#include "conveyor/nn/transformer.h"
 
 namespace conveyor::nn {
 namespace {
-
-at::Tensor Param(at::Tensor t) { return t.requires_grad_(true); }
-
-at::Tensor Normal(at::Generator& gen, at::IntArrayRef shape, double std) {
-  return Param(at::normal(0.0, std, shape, gen));
-}
-
-at::Tensor Zeros(at::IntArrayRef shape) { return Param(at::zeros(shape)); }
-at::Tensor Ones(at::IntArrayRef shape) { return Param(at::ones(shape)); }
 
 class Embedding : public Layer {
  public:
   Embedding(const GptConfig& c, uint64_t seed) : config_(c) {
     at::Generator gen = LayerGenerator(seed, 0);
-    wte_ = Normal(gen, {c.vocab, c.hidden}, 0.02);
-    wpe_ = Normal(gen, {c.max_seq_len, c.hidden}, 0.01);
+    wte_ = NormalParam(gen, {c.vocab, c.hidden}, 0.02);
+    wpe_ = NormalParam(gen, {c.max_seq_len, c.hidden}, 0.01);
   }
 
   // ids (n, T) -> (n, T, C)
@@ -49,41 +41,28 @@ class Block : public Layer {
     at::Generator gen = LayerGenerator(seed, block + 1);
     const int64_t h = c.hidden;
     const double proj_std = 0.02 / std::sqrt(2.0 * c.layers);
-    ln1_w_ = Ones({h});
-    ln1_b_ = Zeros({h});
-    qkv_w_ = Normal(gen, {3 * h, h}, 0.02);
-    qkv_b_ = Zeros({3 * h});
-    proj_w_ = Normal(gen, {h, h}, proj_std);
-    proj_b_ = Zeros({h});
-    ln2_w_ = Ones({h});
-    ln2_b_ = Zeros({h});
-    fc_w_ = Normal(gen, {4 * h, h}, 0.02);
-    fc_b_ = Zeros({4 * h});
-    fc2_w_ = Normal(gen, {h, 4 * h}, proj_std);
-    fc2_b_ = Zeros({h});
+    ln1_w_ = OnesParam({h});
+    ln1_b_ = ZerosParam({h});
+    qkv_w_ = NormalParam(gen, {3 * h, h}, 0.02);
+    qkv_b_ = ZerosParam({3 * h});
+    proj_w_ = NormalParam(gen, {h, h}, proj_std);
+    proj_b_ = ZerosParam({h});
+    ln2_w_ = OnesParam({h});
+    ln2_b_ = ZerosParam({h});
+    fc_w_ = NormalParam(gen, {4 * h, h}, 0.02);
+    fc_b_ = ZerosParam({4 * h});
+    fc2_w_ = NormalParam(gen, {h, 4 * h}, proj_std);
+    fc2_b_ = ZerosParam({h});
   }
 
-  // x (n, T, C) -> (n, T, C)
+  // x (n, T, C) -> (n, T, C): pre-norm causal self-attention and MLP, both residual.
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
-    const int64_t n = x.size(0), t = x.size(1), c = x.size(2), heads = config_.heads,
-                  d = c / heads;
+    const int64_t c = x.size(2);
     at::Tensor h = at::layer_norm(x, {c}, ln1_w_, ln1_b_);
-    at::Tensor qkv = Linear(h, qkv_w_, qkv_b_);                         // (n, T, 3C)
-    auto split = [&](int64_t i) {                                          // (n, H, T, d)
-      return qkv.narrow(2, i * c, c).reshape({n, t, heads, d}).transpose(1, 2);
-    };
-    at::Tensor q = split(0), k = split(1), v = split(2);
-    at::Tensor scores = q.matmul(k.transpose(-2, -1)) / std::sqrt(double(d));  // (n, H, T, T)
-    at::Tensor allowed = at::ones({t, t}, at::kBool).tril().view({1, 1, t, t});
-    if (mb.attention_mask.defined()) {
-      allowed = allowed.logical_and(mb.attention_mask.view({n, 1, 1, t}));
-    }
-    scores = scores.masked_fill(allowed.logical_not(), -1e9);
-    at::Tensor y = scores.softmax(-1).matmul(v);                       // (n, H, T, d)
-    y = y.transpose(1, 2).reshape({n, t, c});                          // (n, T, C)
-    at::Tensor out = x + Linear(y, proj_w_, proj_b_);
-    at::Tensor h2 = at::layer_norm(out, {c}, ln2_w_, ln2_b_);
-    return out + Linear(at::gelu(Linear(h2, fc_w_, fc_b_)), fc2_w_, fc2_b_);
+    const at::Tensor out =
+        x + SelfAttention(h, {qkv_w_, qkv_b_, proj_w_, proj_b_}, config_.heads,
+                          /*causal=*/true, mb.attention_mask);
+    return out + Mlp(at::layer_norm(out, {c}, ln2_w_, ln2_b_), fc_w_, fc_b_, fc2_w_, fc2_b_);
   }
 
   NamedTensors NamedParameters() override {
@@ -105,15 +84,15 @@ class Block : public Layer {
 class Head : public Layer {
  public:
   Head(const GptConfig& c, uint64_t seed) : config_(c) {
-    lnf_w_ = Ones({c.hidden});
-    lnf_b_ = Zeros({c.hidden});
+    lnf_w_ = OnesParam({c.hidden});
+    lnf_b_ = ZerosParam({c.hidden});
     if (c.tie_embeddings) {
       // The same initial values as the embedding's copy (drawn first from layer 0's stream).
       at::Generator gen = LayerGenerator(seed, 0);
-      lm_head_ = Normal(gen, {c.vocab, c.hidden}, 0.02);
+      lm_head_ = NormalParam(gen, {c.vocab, c.hidden}, 0.02);
     } else {
       at::Generator gen = LayerGenerator(seed, c.layers + 1);
-      lm_head_ = Normal(gen, {c.vocab, c.hidden}, 0.02);
+      lm_head_ = NormalParam(gen, {c.vocab, c.hidden}, 0.02);
     }
   }
 
