@@ -36,7 +36,7 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     std::vector<std::string> argv = {"/proc/self/exe"};
     argv.insert(argv.end(), args.begin(), args.end());
     LaunchOptions launch;
-    launch.output = LaunchOptions::Output::kRank0Only;
+    launch.output = options.output;
     launch.deadline = options.deadline;
     const LaunchResult result = LaunchLocal(options.nproc, argv, launch);
     if (!result.ok()) std::cerr << "conveyor: " << result.Report() << "\n";

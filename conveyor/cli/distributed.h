@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/comm/launcher.h"
 #include "conveyor/comm/transport.h"
 
 namespace conveyor::cli {
@@ -21,6 +22,7 @@ struct RanksOptions {
   int nproc = 1;                       // ranks to launch when not launched
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};  // every wait between ranks
   std::chrono::milliseconds deadline{0};  // whole run when launching; 0 = none
+  LaunchOptions::Output output = LaunchOptions::Output::kRank0Only;
 };
 
 // True when this process is one rank of a launched world.

@@ -6,6 +6,7 @@
 #include "conveyor/cli/bench_command.h"
 #include "conveyor/cli/compare_command.h"
 #include "conveyor/cli/plan_command.h"
+#include "conveyor/cli/train_command.h"
 #include "conveyor/common/error.h"
 #include "conveyor/schedule/registry.h"
 
@@ -17,6 +18,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   int exit_code = 0;
   conveyor::cli::AddBenchCommand(app, args, &exit_code);
+  conveyor::cli::AddTrainCommand(app, args, &exit_code);
+  conveyor::cli::AddGenerateCommand(app, args, &exit_code);
   bool long_list = false;
   CLI::App* list = app.add_subcommand("list", "print the schedule names, one per line");
   list->add_flag("--long,-l", long_list, "with a one-line summary each");

@@ -63,7 +63,9 @@ std::vector<char*> Pointers(std::vector<std::string>& strings) {
 
 // Starts one rank. Everything the child touches is prepared before fork: between fork and
 // exec only async-signal-safe calls run.
-void Spawn(Child& child, std::vector<std::string> argv, std::vector<std::string> env) {
+// With `inherit_stdout` the child writes to the launcher's own stdout (a terminal stays one).
+void Spawn(Child& child, std::vector<std::string> argv, std::vector<std::string> env,
+           bool inherit_stdout) {
   int out[2], err[2];
   CONVEYOR_CHECK(pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0)
       << "launcher: cannot create pipes for rank " << child.outcome.rank << ": "
@@ -76,7 +78,7 @@ void Spawn(Child& child, std::vector<std::string> argv, std::vector<std::string>
                            << std::strerror(errno);
   if (pid == 0) {
     setpgid(0, 0);
-    dup2(out[1], STDOUT_FILENO);
+    if (!inherit_stdout) dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
     execvpe(args[0], args.data(), envp.data());
     (void)!write(STDERR_FILENO, kExecFailed, sizeof(kExecFailed) - 1);
@@ -85,6 +87,10 @@ void Spawn(Child& child, std::vector<std::string> argv, std::vector<std::string>
   setpgid(pid, pid);  // also here, so a signal sent right away reaches the group
   close(out[1]);
   close(err[1]);
+  if (inherit_stdout) {
+    close(out[0]);
+    out[0] = -1;
+  }
   child.outcome.pid = pid;
   child.fds[0] = out[0];
   child.fds[1] = err[0];
@@ -100,7 +106,8 @@ class Supervisor {
     for (size_t r = 0; r < children_.size(); ++r) {
       children_[r].outcome.rank = static_cast<int>(r);
       try {
-        Spawn(children_[r], argv, ChildEnvironment(options_, children_.size(), r, port));
+        Spawn(children_[r], argv, ChildEnvironment(options_, children_.size(), r, port),
+              r == 0 && options_.output == LaunchOptions::Output::kRank0Direct);
       } catch (...) {
         KillStarted();
         throw;
@@ -183,6 +190,8 @@ class Supervisor {
   void Line(Child& child, bool is_stderr, const std::string& line) {
     if (options_.output == LaunchOptions::Output::kAllPrefixed) {
       out_ << "[rank " << child.outcome.rank << "] " << line << "\n" << std::flush;
+    } else if (options_.output == LaunchOptions::Output::kRank0Direct) {
+      if (child.outcome.rank == 0 && is_stderr) std::cerr << line << "\n" << std::flush;
     } else if (child.outcome.rank == 0) {
       out_ << line << "\n" << std::flush;
     }

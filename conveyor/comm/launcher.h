@@ -30,7 +30,9 @@ namespace conveyor {
 inline constexpr int kExitPeerFailed = 75;
 
 struct LaunchOptions {
-  enum class Output { kAllPrefixed, kRank0Only };
+  // kRank0Direct: rank 0 writes straight to the launcher's stdout (a terminal stays a
+  // terminal, for progress bars); the others' stdout is dropped. Stderr is always read.
+  enum class Output { kAllPrefixed, kRank0Only, kRank0Direct };
   Output output = Output::kAllPrefixed;
   std::ostream* out = nullptr;            // where children's output goes; nullptr: std::cout
   int tail_lines = 20;                    // stderr lines kept per rank for the report

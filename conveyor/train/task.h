@@ -34,6 +34,9 @@ class TrainTask {
   virtual bool has_accuracy() const { return false; }
   virtual double CountCorrect(const at::Tensor& logits, const MicroBatch& mb) const { return 0; }
 
+  // The accuracy of always answering the most frequent class (-1 without accuracy).
+  virtual double BaselineAccuracy() const { return -1; }
+
   // One line for the start of a run: model size, corpus, split.
   virtual std::string Describe() const = 0;
 };

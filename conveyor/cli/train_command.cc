@@ -1,0 +1,238 @@
+#include "conveyor/cli/train_command.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "conveyor/cli/distributed.h"
+#include "conveyor/cli/output.h"
+#include "conveyor/cli/progress.h"
+#include "conveyor/common/error.h"
+#include "conveyor/data/byte_tokenizer.h"
+#include "conveyor/train/checkpoint.h"
+#include "conveyor/train/generate.h"
+#include "conveyor/train/tasks.h"
+#include "conveyor/train/trainer.h"
+
+namespace conveyor::cli {
+namespace {
+
+struct TrainFlags {
+  std::string config_file;
+  TrainConfig given;  // values of the flags; only those on the command line are applied
+  std::vector<std::pair<CLI::Option*, std::function<void(TrainConfig&)>>> options;
+};
+
+// Registers `--name` bound to `given.*field`; when given, it overrides the config.
+template <typename T>
+void Flag(CLI::App* cmd, TrainFlags& flags, const std::string& name, T TrainConfig::*field,
+          const std::string& help) {
+  CLI::Option* option = cmd->add_option(name, flags.given.*field, help);
+  flags.options.emplace_back(option, [&flags, field](TrainConfig& c) { c.*field = flags.given.*field; });
+}
+
+void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
+  Flag(cmd, flags, "--model", &TrainConfig::model, "gpt or classifier");
+  Flag(cmd, flags, "--layers", &TrainConfig::layers, "transformer blocks");
+  Flag(cmd, flags, "--hidden", &TrainConfig::hidden, "model width");
+  Flag(cmd, flags, "--heads", &TrainConfig::heads, "attention heads");
+  Flag(cmd, flags, "--seq-len", &TrainConfig::seq_len, "tokens per sample");
+  Flag(cmd, flags, "--classes", &TrainConfig::classes, "classifier: the K largest fortune files");
+  Flag(cmd, flags, "--data", &TrainConfig::data, "fortunes, or a text file or folder");
+  Flag(cmd, flags, "--schedule", &TrainConfig::schedule, "pipeline schedule (conveyor list)");
+  Flag(cmd, flags, "--pp", &TrainConfig::pp, "pipeline ranks (local processes)");
+  Flag(cmd, flags, "--microbatches", &TrainConfig::microbatches, "micro-batches per step");
+  Flag(cmd, flags, "--chunks", &TrainConfig::chunks, "stages per rank (0 = schedule default)");
+  Flag(cmd, flags, "--partition", &TrainConfig::partition, "layer costs: params, flops or uniform");
+  Flag(cmd, flags, "--batch-size", &TrainConfig::batch_size, "samples per step");
+  Flag(cmd, flags, "--steps", &TrainConfig::steps, "optimizer steps");
+  Flag(cmd, flags, "--seed", &TrainConfig::seed, "seed of weights, data and sampling");
+  Flag(cmd, flags, "--lr", &TrainConfig::lr, "peak learning rate (AdamW)");
+  Flag(cmd, flags, "--warmup-steps", &TrainConfig::warmup_steps, "linear warm-up steps");
+  Flag(cmd, flags, "--min-lr-ratio", &TrainConfig::min_lr_ratio, "cosine floor / lr");
+  Flag(cmd, flags, "--weight-decay", &TrainConfig::weight_decay, "AdamW weight decay");
+  Flag(cmd, flags, "--clip", &TrainConfig::clip, "global gradient-norm clip (0 = off)");
+  Flag(cmd, flags, "--eval-every", &TrainConfig::eval_every, "steps between evaluations");
+  Flag(cmd, flags, "--eval-batches", &TrainConfig::eval_batches, "gpt: held-out batches per eval");
+  Flag(cmd, flags, "--metrics", &TrainConfig::metrics, "write metrics JSON here");
+  Flag(cmd, flags, "--checkpoint-dir", &TrainConfig::checkpoint_dir, "save checkpoints here");
+  Flag(cmd, flags, "--checkpoint-every", &TrainConfig::checkpoint_every,
+       "steps between checkpoints (0 = at the end)");
+  Flag(cmd, flags, "--resume", &TrainConfig::resume, "continue from this checkpoint");
+  Flag(cmd, flags, "--sample-tokens", &TrainConfig::sample_tokens, "gpt: bytes sampled at the end");
+  Flag(cmd, flags, "--timeout", &TrainConfig::timeout_s, "seconds any wait between ranks may take");
+  CLI::Option* tie = cmd->add_flag("--tie-embeddings", flags.given.tie_embeddings,
+                                   "gpt: input embedding and LM head share weights");
+  flags.options.emplace_back(tie, [&flags](TrainConfig& c) { c.tie_embeddings = flags.given.tie_embeddings; });
+}
+
+TrainConfig Resolve(const TrainFlags& flags) {
+  TrainConfig config;
+  if (!flags.config_file.empty()) ApplyTomlFile(flags.config_file, config);
+  for (const auto& [option, apply] : flags.options) {
+    if (option->count() > 0) apply(config);
+  }
+  config.Validate();
+  return config;
+}
+
+std::string Percent(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f%%", 100 * x);
+  return text;
+}
+
+void TrainRank(const TrainConfig& config, Transport& transport) {
+  const bool leader = transport.rank() == 0;
+  auto task = MakeTask(config);
+  Trainer trainer(config, task, &transport);
+  if (!config.resume.empty()) LoadCheckpoint(config.resume, trainer, config);
+  Progress progress(config.steps, trainer.step(), leader && isatty(STDOUT_FILENO));
+  if (leader) {
+    std::string parts;
+    for (const LayerRange& r : trainer.partition()) {
+      parts += (parts.empty() ? "" : " | ") + std::to_string(r.size());
+    }
+    progress.Note(task->Describe());
+    progress.Note("pipeline: " + config.schedule + ", " + trainer.program().layout.Describe() +
+                  "; layers per stage " + parts + " (by " + config.partition + ")");
+    if (trainer.step() > 0) progress.Note("resumed at step " + std::to_string(trainer.step()));
+  }
+  nlohmann::json steps = nlohmann::json::array(), evals = nlohmann::json::array();
+  auto evaluate = [&] {
+    const EvalMetrics e = trainer.Evaluate();
+    nlohmann::json row = {{"step", e.step}, {"loss", e.loss}};
+    std::string line = "eval at step " + std::to_string(e.step) + ": loss " + std::to_string(e.loss);
+    if (e.accuracy >= 0) {
+      row["accuracy"] = e.accuracy;
+      line += ", accuracy " + Percent(e.accuracy) + " (majority class " +
+              Percent(task->BaselineAccuracy()) + ")";
+    }
+    evals.push_back(row);
+    if (leader) progress.Note(line);
+    return e;
+  };
+  double last_loss = 0, tokens_per_s = 0;
+  while (trainer.step() < config.steps) {
+    const StepMetrics m = trainer.Step();
+    last_loss = m.loss;
+    tokens_per_s = m.tokens_per_s;
+    steps.push_back({{"step", m.step},
+                     {"loss", m.loss},
+                     {"lr", m.lr},
+                     {"grad_norm", m.grad_norm},
+                     {"seconds", m.seconds},
+                     {"tokens_per_s", m.tokens_per_s}});
+    if (leader) progress.Step(m.step, m.loss, m.lr, m.tokens_per_s);
+    const bool last = m.step == config.steps;
+    if (config.eval_every > 0 && m.step % config.eval_every == 0 && !last) evaluate();
+    if (!config.checkpoint_dir.empty() && !last && config.checkpoint_every > 0 &&
+        m.step % config.checkpoint_every == 0) {
+      const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, &transport);
+      if (leader) progress.Note("checkpoint " + where);
+    }
+  }
+  const EvalMetrics final_eval = evaluate();
+  if (!config.checkpoint_dir.empty()) {
+    const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, &transport);
+    if (leader) progress.Note("checkpoint " + where);
+  }
+  std::string sample;
+  if (config.model == "gpt" && config.sample_tokens > 0) {
+    sample = data::ByteTokenizer::Printable(
+        Generate(trainer, "", config.sample_tokens, 0.8, config.seed, config.seq_len));
+  }
+  progress.Finish();
+  if (!leader) return;
+  nlohmann::json metrics = {{"steps", steps},
+                            {"evals", evals},
+                            {"final_loss", last_loss},
+                            {"final_eval_loss", final_eval.loss},
+                            {"schedule", config.schedule},
+                            {"pp", config.pp},
+                            {"microbatches", config.microbatches},
+                            {"model", config.model}};
+  if (final_eval.accuracy >= 0) {
+    metrics["final_accuracy"] = final_eval.accuracy;
+    metrics["baseline_accuracy"] = task->BaselineAccuracy();
+  }
+  if (!sample.empty()) metrics["sample"] = sample;
+  if (!config.metrics.empty()) WriteOutput(config.metrics, metrics.dump(2) + "\n");
+  std::printf("\ndone: %lld steps, final loss %.4f, held-out loss %.4f, %.0f tokens/s\n",
+              static_cast<long long>(trainer.step()), last_loss, final_eval.loss, tokens_per_s);
+  if (final_eval.accuracy >= 0) {
+    std::printf("held-out accuracy %s (majority class %s)\n", Percent(final_eval.accuracy).c_str(),
+                Percent(task->BaselineAccuracy()).c_str());
+  }
+  if (!sample.empty()) std::printf("\nsample:\n%s\n", sample.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code) {
+  auto flags = std::make_shared<TrainFlags>();
+  CLI::App* cmd = app.add_subcommand("train", "train a model across pipeline ranks");
+  cmd->add_option("config", flags->config_file, "a TOML file of settings (flags override it)")
+      ->check(CLI::ExistingFile);
+  RegisterTrainFlags(cmd, *flags);
+  cmd->callback([flags, args, exit_code] {
+    const TrainConfig config = Resolve(*flags);
+    RanksOptions options;
+    options.nproc = config.pp;
+    options.timeout = std::chrono::seconds(config.timeout_s);
+    options.output = LaunchOptions::Output::kRank0Direct;
+    *exit_code = RunAsRanks(args, options, [&](Transport& transport) { TrainRank(config, transport); });
+  });
+}
+
+void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code) {
+  struct GenerateFlags {
+    std::string checkpoint;
+    std::string prompt;
+    int tokens = 200;
+    double temperature = 0.8;
+    int pp = 1;
+    uint64_t seed = 1;
+  };
+  auto flags = std::make_shared<GenerateFlags>();
+  CLI::App* cmd = app.add_subcommand("generate", "sample text from a trained GPT checkpoint");
+  cmd->add_option("--checkpoint", flags->checkpoint, "a checkpoint folder (or its parent)")
+      ->required();
+  cmd->add_option("--prompt", flags->prompt, "text to continue");
+  cmd->add_option("--tokens", flags->tokens, "bytes to generate")->capture_default_str();
+  cmd->add_option("--temperature", flags->temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--pp", flags->pp, "pipeline ranks")->capture_default_str();
+  cmd->add_option("--seed", flags->seed, "sampling seed")->capture_default_str();
+  cmd->callback([flags, args, exit_code] {
+    TrainConfig config = CheckpointConfig(flags->checkpoint);
+    CONVEYOR_CHECK(config.model == "gpt")
+        << "generate needs a GPT checkpoint, '" << flags->checkpoint << "' holds a "
+        << config.model;
+    config.pp = flags->pp;
+    config.schedule = "gpipe";
+    config.microbatches = 1;
+    config.batch_size = 1;
+    config.Validate();
+    RanksOptions options;
+    options.nproc = config.pp;
+    options.output = LaunchOptions::Output::kRank0Direct;
+    *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
+      Trainer trainer(config, MakeTask(config), &transport);
+      LoadCheckpoint(flags->checkpoint, trainer, config);
+      const std::string text = Generate(trainer, flags->prompt, flags->tokens,
+                                        flags->temperature, flags->seed, config.seq_len);
+      if (transport.rank() == 0) {
+        std::printf("%s%s\n", flags->prompt.c_str(), data::ByteTokenizer::Printable(text).c_str());
+      }
+    });
+  });
+}
+
+}  // namespace conveyor::cli

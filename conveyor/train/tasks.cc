@@ -1,0 +1,147 @@
+#include "conveyor/train/tasks.h"
+
+#include <sstream>
+
+#include <ATen/ATen.h>
+
+#include "conveyor/data/byte_tokenizer.h"
+#include "conveyor/data/classification.h"
+#include "conveyor/data/corpus.h"
+#include "conveyor/data/lm_stream.h"
+#include "conveyor/nn/classifier.h"
+#include "conveyor/nn/gpt.h"
+
+namespace conveyor {
+namespace {
+
+data::Corpus LoadCorpus(const std::string& source) {
+  return source == "fortunes" ? data::LoadFortunes() : data::LoadTextPath(source);
+}
+
+double ParameterCount(const nn::LayerList& layers) {
+  double total = 0;
+  for (const auto& layer : layers) {
+    for (const auto& [name, p] : layer->NamedParameters()) total += static_cast<double>(p.numel());
+  }
+  return total;
+}
+
+// Forward FLOPs per sample of a transformer stack: embedding, blocks, then `head` per token.
+std::vector<double> TransformerFlops(int layers, double t, double c, double head_per_token) {
+  std::vector<double> flops = {t * c};  // embedding: a lookup and an add
+  for (int l = 0; l < layers; ++l) flops.push_back(t * (24 * c * c + 4 * t * c));
+  flops.push_back(head_per_token * t);
+  return flops;
+}
+
+class GptTask : public TrainTask {
+ public:
+  explicit GptTask(const TrainConfig& c)
+      : config_{static_cast<int>(data::ByteTokenizer::kVocabSize), c.hidden, c.heads, c.layers,
+                c.seq_len, c.tie_embeddings},
+        seed_(c.seed),
+        eval_batches_(c.eval_batches),
+        corpus_(LoadCorpus(c.data)),
+        stream_(corpus_, data::LmStreamOptions{c.seq_len, c.batch_size, 0.05, c.seed}) {
+    nn::CheckGptConfig(config_);
+  }
+
+  nn::LayerList BuildLayers() const override { return nn::BuildGpt(config_, seed_); }
+  std::vector<double> LayerFlops() const override {
+    return TransformerFlops(config_.layers, config_.max_seq_len, config_.hidden,
+                            2.0 * config_.hidden * config_.vocab);
+  }
+  std::vector<int64_t> BoundaryShape(const MicroBatch& mb) const override {
+    return {mb.size(), mb.seq_len(), config_.hidden};
+  }
+  Batch TrainBatch(int64_t step) const override { return stream_.Get(step); }
+  std::vector<Batch> EvalBatches() const override {
+    std::vector<Batch> batches;
+    const int64_t n = std::min<int64_t>(eval_batches_, stream_.EvalBatches());
+    for (int64_t i = 0; i < n; ++i) batches.push_back(stream_.GetEval(i));
+    return batches;
+  }
+  double TokensPerBatch() const override {
+    return static_cast<double>(stream_.options().batch_size * stream_.options().seq_len);
+  }
+  std::string Describe() const override {
+    std::ostringstream out;
+    out << "gpt: " << config_.layers << " blocks, hidden " << config_.hidden << ", "
+        << config_.heads << " heads, " << ParameterCount(BuildLayers()) / 1e6
+        << "M parameters; corpus " << corpus_.source << ": " << corpus_.documents.size()
+        << " documents, " << corpus_.TotalBytes() << " bytes (" << stream_.train_text().size()
+        << " train / " << stream_.held_out_text().size() << " held out)";
+    return out.str();
+  }
+
+ private:
+  nn::GptConfig config_;
+  uint64_t seed_;
+  int eval_batches_;
+  data::Corpus corpus_;
+  data::LmStream stream_;
+};
+
+class ClassifierTask : public TrainTask {
+ public:
+  explicit ClassifierTask(const TrainConfig& c)
+      : config_{static_cast<int>(data::ByteTokenizer::kVocabSize), c.hidden, c.heads, c.layers,
+                c.seq_len, c.classes},
+        seed_(c.seed),
+        corpus_(LoadCorpus(c.data)),
+        task_(corpus_, data::ClassificationOptions{c.classes, c.seq_len, c.batch_size, 0.15, c.seed}) {
+    nn::CheckClassifierConfig(config_);
+  }
+
+  nn::LayerList BuildLayers() const override { return nn::BuildClassifier(config_, seed_); }
+  std::vector<double> LayerFlops() const override {
+    return TransformerFlops(config_.layers, config_.max_seq_len, config_.hidden,
+                            2.0 * config_.hidden * (config_.hidden + config_.classes) /
+                                config_.max_seq_len);
+  }
+  std::vector<int64_t> BoundaryShape(const MicroBatch& mb) const override {
+    return {mb.size(), mb.seq_len(), config_.hidden};
+  }
+  Batch TrainBatch(int64_t step) const override { return task_.Get(step); }
+  // The whole held-out split: accuracy is over every held-out document.
+  std::vector<Batch> EvalBatches() const override {
+    std::vector<Batch> batches;
+    for (int64_t i = 0; i < task_.EvalBatches(); ++i) batches.push_back(task_.GetEval(i));
+    return batches;
+  }
+  double TokensPerBatch() const override {
+    return static_cast<double>(task_.options().batch_size * task_.options().seq_len);
+  }
+  bool has_accuracy() const override { return true; }
+  double CountCorrect(const at::Tensor& logits, const MicroBatch& mb) const override {
+    return static_cast<double>(nn::CountCorrect(logits, mb.targets));
+  }
+  std::string Describe() const override {
+    std::ostringstream out;
+    out << "classifier: " << config_.layers << " blocks, hidden " << config_.hidden << ", "
+        << config_.classes << " classes (";
+    for (size_t k = 0; k < task_.class_names().size(); ++k) {
+      out << (k ? ", " : "") << task_.class_names()[k];
+    }
+    out << "); " << task_.train_size() << " train / " << task_.held_out_size()
+        << " held-out documents; majority class " << 100 * task_.MajorityRate()
+        << "% of held-out";
+    return out.str();
+  }
+  double BaselineAccuracy() const override { return task_.MajorityRate(); }
+
+ private:
+  nn::ClassifierConfig config_;
+  uint64_t seed_;
+  data::Corpus corpus_;
+  data::ClassificationTask task_;
+};
+
+}  // namespace
+
+std::shared_ptr<TrainTask> MakeTask(const TrainConfig& config) {
+  if (config.model == "classifier") return std::make_shared<ClassifierTask>(config);
+  return std::make_shared<GptTask>(config);
+}
+
+}  // namespace conveyor
