@@ -1,0 +1,57 @@
+#include "conveyor/train/train_config.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "conveyor/common/error.h"
+
+namespace conveyor {
+namespace {
+
+std::string Write(const std::string& text) {
+  const std::string path = ::testing::TempDir() + "conveyor_train_config.toml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(TrainConfigTest, DefaultsAreValid) { EXPECT_NO_THROW(TrainConfig().Validate()); }
+
+TEST(TrainConfigTest, TomlKeysApply) {
+  TrainConfig c;
+  ApplyTomlFile(Write("schedule = \"zb-v\"\npp = 2\nlr = 0.01\ntie_embeddings = true\n"), c);
+  EXPECT_EQ(c.schedule, "zb-v");
+  EXPECT_EQ(c.pp, 2);
+  EXPECT_DOUBLE_EQ(c.lr, 0.01);
+  EXPECT_TRUE(c.tie_embeddings);
+}
+
+TEST(TrainConfigTest, BadFilesNameTheProblem) {
+  TrainConfig c;
+  auto expect_error = [&](const std::string& text, const std::string& needle) {
+    try {
+      ApplyTomlFile(Write(text), c);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error("shedule = \"1f1b\"\n", "unknown key 'shedule'");
+  expect_error("pp = \"four\"\n", "'pp' must be an integer");
+  expect_error("pp = 4\npp = 5\n", "line");
+}
+
+TEST(TrainConfigTest, ValidateNamesTheBadValue) {
+  TrainConfig c;
+  c.heads = 3;
+  try {
+    c.Validate();
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("hidden (64) must be a multiple of heads (3)"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace conveyor

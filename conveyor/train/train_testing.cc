@@ -1,0 +1,79 @@
+#include "conveyor/train/train_testing.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "conveyor/comm/local_transport.h"
+#include "conveyor/train/checkpoint.h"
+#include "conveyor/train/tasks.h"
+
+namespace conveyor::testing {
+
+std::string TinyCorpus() {
+  const std::string path = ::testing::TempDir() + "conveyor_tiny_corpus.txt";
+  if (!std::filesystem::exists(path)) {
+    std::ofstream out(path);
+    for (int i = 0; i < 200; ++i) {
+      out << "the quick brown fox " << i % 7 << " jumps over the lazy dog.\n"
+          << "pipelines stream micro-batches through stages, number " << i << ".\n";
+    }
+  }
+  return path;
+}
+
+TrainConfig TinyGpt() {
+  TrainConfig c;
+  c.data = TinyCorpus();
+  c.layers = 4;
+  c.hidden = 16;
+  c.heads = 2;
+  c.seq_len = 16;
+  c.batch_size = 6;
+  c.microbatches = 4;
+  c.steps = 3;
+  c.warmup_steps = 1;
+  c.pp = 1;
+  c.schedule = "gpipe";
+  c.eval_batches = 1;
+  c.sample_tokens = 0;
+  c.timeout_s = 60;
+  return c;
+}
+
+std::vector<double> TrainOnThreads(const TrainConfig& config,
+                                   const std::function<void(Trainer&, Transport&)>& after,
+                                   int64_t stop_at) {
+  const int64_t last = stop_at > 0 ? stop_at : config.steps;
+  TransportOptions options;
+  options.timeout = std::chrono::seconds(config.timeout_s);
+  auto world = LocalWorld(config.pp, options);
+  auto task = MakeTask(config);
+  std::vector<double> losses;
+  std::vector<std::string> errors(config.pp);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < config.pp; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        Trainer trainer(config, task, world[r].get());
+        if (!config.resume.empty()) LoadCheckpoint(config.resume, trainer, config);
+        while (trainer.step() < last) {
+          const double loss = trainer.Step().loss;
+          if (r == 0) losses.push_back(loss);
+        }
+        if (after) after(trainer, *world[r]);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+        world[r]->ReportFailure(e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const std::string& e : errors) CONVEYOR_CHECK(e.empty()) << e;
+  return losses;
+}
+
+}  // namespace conveyor::testing

@@ -1,0 +1,29 @@
+// Test support: a tiny corpus on disk, small configs, and training runs whose ranks are
+// threads over the in-process transport.
+#ifndef CONVEYOR_TRAIN_TRAIN_TESTING_H_
+#define CONVEYOR_TRAIN_TRAIN_TESTING_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "conveyor/train/trainer.h"
+
+namespace conveyor::testing {
+
+// A small text corpus written once into the test's temp folder; returns its path.
+std::string TinyCorpus();
+
+// A GPT small enough for tests, on TinyCorpus().
+TrainConfig TinyGpt();
+
+// Trains until step `stop_at` (0: config.steps), from a checkpoint when config.resume is
+// set, on config.pp threads; then calls `after` on every rank's trainer (on its thread).
+// Returns the loss of every step run.
+std::vector<double> TrainOnThreads(const TrainConfig& config,
+                                   const std::function<void(Trainer&, Transport&)>& after = {},
+                                   int64_t stop_at = 0);
+
+}  // namespace conveyor::testing
+
+#endif  // CONVEYOR_TRAIN_TRAIN_TESTING_H_

@@ -1,0 +1,92 @@
+#include "conveyor/train/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "conveyor/train/train_testing.h"
+
+namespace conveyor {
+namespace {
+
+using testing::TinyGpt;
+using testing::TrainOnThreads;
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { at::set_num_threads(1); }
+};
+
+void ExpectSameLosses(const std::vector<double>& want, const std::vector<double>& got,
+                      const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t k = 0; k < want.size(); ++k) {
+    EXPECT_NEAR(got[k], want[k], 2e-5 * std::abs(want[k])) << what << " step " << k + 1;
+  }
+}
+
+TEST_F(TrainerTest, LossesDoNotDependOnScheduleOrPp) {
+  const std::vector<double> reference = TrainOnThreads(TinyGpt());
+  ASSERT_EQ(reference.size(), 3u);
+  EXPECT_LT(reference.back(), reference.front());
+  const std::pair<int, const char*> runs[] = {{2, "1f1b"},       {2, "zb-v"},
+                                              {2, "dualpipe-v"}, {2, "interleaved-1f1b"},
+                                              {3, "zb-h2"},      {2, "dualpipe"},
+                                              {3, "zb-h1"}};
+  for (const auto& [pp, schedule] : runs) {
+    TrainConfig c = TinyGpt();
+    c.pp = pp;
+    c.schedule = schedule;
+    ExpectSameLosses(reference, TrainOnThreads(c), std::string(schedule) + " pp=" + std::to_string(pp));
+  }
+}
+
+TEST_F(TrainerTest, TiedEmbeddingsStayEqualAcrossFirstAndLastStage) {
+  TrainConfig c = TinyGpt();
+  c.tie_embeddings = true;
+  const std::vector<double> reference = TrainOnThreads(c);
+  c.pp = 2;
+  c.schedule = "1f1b";
+  std::vector<at::Tensor> copies(2);
+  const std::vector<double> losses = TrainOnThreads(c, [&](Trainer& t, Transport&) {
+    for (const auto& [name, p] : t.Parameters()) {
+      if (name == "embed.wte") copies[t.rank()] = p.detach().clone();
+    }
+  });
+  ExpectSameLosses(reference, losses, "tied pp=2");
+  ASSERT_TRUE(copies[0].defined() && copies[1].defined()) << "both ends hold the tied weight";
+  EXPECT_TRUE(at::equal(copies[0], copies[1]));
+}
+
+TEST_F(TrainerTest, RejectsRunsThatCannotStart) {
+  TrainConfig c = TinyGpt();
+  c.pp = 2;
+  c.layers = 1;  // 3 layers cannot fill 2 ranks x 2 chunks
+  c.schedule = "zb-v";
+  EXPECT_THROW(TrainOnThreads(c), UserError);
+  c = TinyGpt();
+  c.batch_size = 2;  // fewer samples than micro-batches
+  EXPECT_THROW(c.Validate(), UserError);
+}
+
+TEST_F(TrainerTest, PartitionFollowsTheCostChoice) {
+  TrainConfig c = TinyGpt();
+  c.pp = 2;
+  c.schedule = "1f1b";
+  c.partition = "uniform";
+  std::vector<LayerRange> uniform, flops;
+  TrainOnThreads(c, [&](Trainer& t, Transport&) {
+    if (t.rank() == 0) uniform = t.partition();
+  });
+  EXPECT_EQ(uniform[0].size(), 3);  // 6 layers, equal cost
+  c.partition = "flops";
+  TrainOnThreads(c, [&](Trainer& t, Transport&) {
+    if (t.rank() == 0) flops = t.partition();
+  });
+  // The LM head (2 C V per token with V = 256) outweighs a block at this size.
+  EXPECT_GT(flops[0].size(), flops[1].size());
+}
+
+}  // namespace
+}  // namespace conveyor
