@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <sstream>
-#include <tuple>
 
 #include "conveyor/common/error.h"
 
@@ -11,6 +10,22 @@ namespace conveyor {
 namespace {
 
 // Where each compute of one (stage, micro-batch) sits, and how often it appears.
+// Where the copies of one communication action sit, and whether a transfer needs it.
+struct CommSlot {
+  int count = 0;
+  int rank = -1, first = -1, second = -1;  // rank and list positions of the first two copies
+  bool expected = false;
+};
+
+int CommIndex(Op op) {
+  switch (op) {
+    case Op::kSendF: return 0;
+    case Op::kRecvF: return 1;
+    case Op::kSendB: return 2;
+    default: return 3;  // kRecvB
+  }
+}
+
 struct Slot {
   int f = 0, b = 0, i = 0, w = 0;              // counts
   int f_at = -1, back_at = -1, w_at = -1;       // index in the rank's list (first seen)
@@ -24,6 +39,7 @@ class Verifier {
         options_(options),
         m_(layout_.num_microbatches()),
         slots_(static_cast<size_t>(layout_.num_stages()) * m_),
+        comms_(4 * slots_.size()),
         seen_on_(layout_.num_stages(), -1) {}
 
   std::vector<Finding> Run() {
@@ -44,6 +60,9 @@ class Verifier {
   }
 
   Slot& slot(int stage, int mb) { return slots_[stage * m_ + mb]; }
+  CommSlot& comm(Op op, int stage, int mb) {
+    return comms_[CommIndex(op) * slots_.size() + stage * m_ + mb];
+  }
 
   // Records a simple compute or comm action; false when it is not valid for the layout.
   bool ValidIndex(int r, int k, const Action& a, int stage, int mb) {
@@ -98,7 +117,13 @@ class Verifier {
         RecordCompute(r, k, a);
       } else if (IsComm(a.op)) {
         if (ValidIndex(r, k, a, a.stage, a.microbatch)) {
-          comms_[{a.op, a.stage, a.microbatch}].push_back({r, k});
+          CommSlot& c = comm(a.op, a.stage, a.microbatch);
+          if (c.count++ == 0) {
+            c.rank = r;
+            c.first = k;
+          } else if (c.count == 2) {
+            c.second = k;
+          }
         }
       } else if (!layout_.valid_stage(a.stage)) {
         Add(FindingKind::kBadAction, r, k, "rank ", r, " action #", k, " ", a,
@@ -193,7 +218,6 @@ class Verifier {
   // Every transfer between ranks needs one SEND after its producer and one RECV before its
   // consumer; every comm present must be such a transfer.
   void CheckComms() {
-    std::map<std::tuple<Op, int, int>, bool> expected;
     for (int r = 0; r < layout_.num_ranks(); ++r) {
       const auto& actions = program_.ranks[r];
       for (int k = 0; k < static_cast<int>(actions.size()); ++k) {
@@ -202,41 +226,43 @@ class Verifier {
           const int consumer = t.recv_op == Op::kRecvF ? slot(t.to_stage, t.microbatch).f_at
                                                        : slot(t.to_stage, t.microbatch).back_at;
           ExpectComm(t.recv_op, t.to_stage, t.microbatch, consumer, /*after=*/false);
-          expected[{t.send_op, t.from_stage, t.microbatch}] = true;
-          expected[{t.recv_op, t.to_stage, t.microbatch}] = true;
         }
       }
     }
-    for (const auto& [key, places] : comms_) {
-      if (expected.count(key)) continue;
-      const auto& [op, stage, mb] = key;
-      const auto& [r, k] = places.front();
+    constexpr Op kOps[] = {Op::kSendF, Op::kRecvF, Op::kSendB, Op::kRecvB};
+    for (size_t index = 0; index < comms_.size(); ++index) {
+      const CommSlot& c = comms_[index];
+      if (c.count == 0 || c.expected) continue;
+      const Op op = kOps[index / slots_.size()];
+      const int stage = static_cast<int>(index % slots_.size()) / m_;
+      const int mb = static_cast<int>(index % slots_.size()) % m_;
       const int peer = op == Op::kSendF || op == Op::kRecvB ? layout_.next_stage(stage)
                                                             : layout_.prev_stage(stage);
-      Add(FindingKind::kUnmatchedComm, r, k, "rank ", r, " action #", k, " ",
-          Action{op, stage, mb},
+      Add(FindingKind::kUnmatchedComm, c.rank, c.first, "rank ", c.rank, " action #", c.first,
+          " ", Action{op, stage, mb},
           peer < 0 ? ": no neighbouring stage to exchange with"
-                   : (layout_.rank_of(peer) == r ? ": both stages live on this rank"
-                                                 : ": no such transfer"));
+                   : (layout_.rank_of(peer) == c.rank ? ": both stages live on this rank"
+                                                      : ": no such transfer"));
     }
   }
 
   void ExpectComm(Op op, int stage, int mb, int compute_at, bool after) {
     const Action want{op, stage, mb};
     const int r = layout_.rank_of(stage);
-    auto it = comms_.find({op, stage, mb});
-    if (it == comms_.end()) {
+    CommSlot& c = comm(op, stage, mb);
+    c.expected = true;
+    if (c.count == 0) {
       Add(FindingKind::kUnmatchedComm, r, -1, "rank ", r, " lacks ", want, " (its ",
           after ? "receiver expects it" : "sender sends it", ")");
       return;
     }
-    if (it->second.size() > 1) {
-      Add(FindingKind::kUnmatchedComm, r, it->second[1].second, "rank ", r, " has ",
-          it->second.size(), " copies of ", want);
+    if (c.count > 1) {
+      Add(FindingKind::kUnmatchedComm, r, c.second, "rank ", r, " has ", c.count,
+          " copies of ", want);
     }
-    const int k = it->second.front().second;
-    if (after ? k < compute_at : k > compute_at) {
-      Add(FindingKind::kUnmatchedComm, r, k, "rank ", r, " action #", k, " ", want, " comes ",
+    if (after ? c.first < compute_at : c.first > compute_at) {
+      Add(FindingKind::kUnmatchedComm, r, c.first, "rank ", r, " action #", c.first, " ", want,
+          " comes ",
           after ? "before the compute that produces it (#" : "after the compute that needs it (#",
           compute_at, ")");
     }
@@ -260,7 +286,7 @@ class Verifier {
   std::vector<Slot> slots_;
   std::vector<int> seen_on_;
   std::map<int, bool> reported_two_ranks_;
-  std::map<std::tuple<Op, int, int>, std::vector<std::pair<int, int>>> comms_;
+  std::vector<CommSlot> comms_;  // by (CommIndex(op), stage, micro-batch)
   std::vector<Finding> findings_;
 };
 
