@@ -29,7 +29,8 @@ double Since(std::chrono::steady_clock::time_point start) {
 }
 
 void BM_Plan(benchmark::State& state, std::string name) {
-  const ScheduleOptions options{EnvInt("CONVEYOR_BENCH_PP", 64), EnvInt("CONVEYOR_BENCH_M", 1024), 0};
+  const ScheduleOptions options{EnvInt("CONVEYOR_BENCH_PP", 64), EnvInt("CONVEYOR_BENCH_M", 1024),
+                                0};
   double build = 0, lower = 0, verify = 0, simulate = 0;
   size_t actions = 0;
   for (auto _ : state) {

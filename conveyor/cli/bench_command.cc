@@ -1,13 +1,13 @@
 #include "conveyor/cli/bench_command.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <sstream>
-
-#include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "conveyor/cli/distributed.h"
 #include "conveyor/cli/output.h"
@@ -162,13 +162,12 @@ int RunBench(const BenchFlags& flags, const std::vector<std::string>& args) {
     nlohmann::json rows = nlohmann::json::array();
     for (const std::string& name : names) rows.push_back(MeasureOne(transport, flags, name));
     if (transport.rank() != 0) return;
-    WriteOutput(flags.out, flags.format == "json" ? rows.dump(2) + "\n"
-                                                  : Table(rows, flags.overhead));
+    WriteOutput(flags.out,
+                flags.format == "json" ? rows.dump(2) + "\n" : Table(rows, flags.overhead));
   });
 }
 
-void AddMode(CLI::App& bench, bool overhead, const std::vector<std::string>& args,
-             int* exit_code) {
+void AddMode(CLI::App& bench, bool overhead, const std::vector<std::string>& args, int* exit_code) {
   auto flags = std::make_shared<BenchFlags>();
   flags->overhead = overhead;
   if (overhead) {

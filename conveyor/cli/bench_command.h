@@ -9,10 +9,9 @@
 #ifndef CONVEYOR_CLI_BENCH_COMMAND_H_
 #define CONVEYOR_CLI_BENCH_COMMAND_H_
 
+#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 namespace conveyor::cli {
 

@@ -1,14 +1,13 @@
 // End-to-end tests of the `conveyor` binary: output formats, and bad input giving one clear
 // line and a non-zero exit.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <fstream>
-#include <string>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "conveyor/schedule/registry.h"
 
@@ -29,7 +28,8 @@ Result Conveyor(const std::string& args) {
   FILE* pipe = popen(command.c_str(), "r");
   std::array<char, 4096> buffer;
   size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    result.out.append(buffer.data(), n);
   const int status = pclose(pipe);
   result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   std::ifstream err(err_path);
@@ -81,7 +81,8 @@ TEST(CliTest, LoadsPyTorchDualPipeV) {
 }
 
 TEST(CliTest, SvgAndChromeFormats) {
-  const Result svg = Conveyor("plan --schedule interleaved-1f1b --pp 4 --microbatches 8 --format svg");
+  const Result svg =
+      Conveyor("plan --schedule interleaved-1f1b --pp 4 --microbatches 8 --format svg");
   ASSERT_EQ(svg.code, 0) << svg.err;
   EXPECT_NE(svg.out.find("<svg"), std::string::npos);
   EXPECT_NE(svg.out.find("</svg>"), std::string::npos);
@@ -105,6 +106,33 @@ TEST(CliTest, CompareHasOneRowPerSchedule) {
   }
 }
 
+TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
+  const std::string dir = ::testing::TempDir() + "conveyor_cli_train";
+  const std::string corpus = dir + "/corpus.txt";
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  {
+    std::ofstream out(corpus);
+    for (int i = 0; i < 100; ++i) out << "a small corpus for a small model, line " << i << "\n";
+  }
+  const Result r = Conveyor(
+      "train --pp 2 --schedule zb-v --layers 2 --hidden 16 --heads 2 "
+      "--seq-len 16 --batch-size 4 --microbatches 2 --steps 3 --data " +
+      corpus + " --metrics " + dir + "/m.json --checkpoint-dir " + dir +
+      "/ckpt --sample-tokens 5 --eval-every 2");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("done: 3 steps"), std::string::npos) << r.out;
+  std::ifstream metrics_file(dir + "/m.json");
+  const auto metrics = nlohmann::json::parse(metrics_file);
+  ASSERT_EQ(metrics["steps"].size(), 3u);
+  for (const char* key : {"step", "loss", "lr", "tokens_per_s"}) {
+    EXPECT_TRUE(metrics["steps"][0].contains(key)) << key;
+  }
+  EXPECT_TRUE(metrics["final_loss"].is_number());
+  const Result g = Conveyor("generate --checkpoint " + dir + "/ckpt --prompt abc --tokens 4");
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_EQ(g.out.rfind("abc", 0), 0u) << g.out;
+}
+
 TEST(CliTest, BadInputGivesOneClearLineAndFails) {
   const std::pair<const char*, const char*> cases[] = {
       {"plan --pp 0", "0"},
@@ -118,6 +146,11 @@ TEST(CliTest, BadInputGivesOneClearLineAndFails) {
       {"compare --pp 0", "--pp"},
       {"frobnicate", "frobnicate"},
       {"", "subcommand"},
+      {"train --heads 3", "multiple of heads (3)"},
+      {"train --batch-size 2", "batch-size (2) must be at least microbatches (8)"},
+      {"train --schedule zb-v --layers 1", "cannot split 3 layers into 8 stages"},
+      {"train --data /nonexistent/corpus", "/nonexistent/corpus"},
+      {"generate --checkpoint /nonexistent", "/nonexistent"},
   };
   for (const auto& [args, needle] : cases) {
     const Result r = Conveyor(args);

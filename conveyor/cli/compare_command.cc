@@ -69,8 +69,8 @@ void RunCompare(const CompareFlags& flags) {
       row["params_per_rank"] = program.layout.directions();
       rows.push_back(row);
       std::snprintf(line, sizeof line, "%-17s %6d %9.6g %9.6g %6.1f%% %9.3g %6dx %9lld\n",
-                    std::string(info.name).c_str(), program.layout.stages_per_rank(),
-                    sim.makespan, sim.steady_state_period, 100 * sim.bubble_fraction,
+                    std::string(info.name).c_str(), program.layout.stages_per_rank(), sim.makespan,
+                    sim.steady_state_period, 100 * sim.bubble_fraction,
                     PeakInRankUnits(program, sim), program.layout.directions(),
                     static_cast<long long>(sim.p2p_messages));
       text += line;
@@ -84,14 +84,13 @@ void RunCompare(const CompareFlags& flags) {
     WriteOutput(flags.out, rows.dump(2) + "\n");
     return;
   }
-  std::snprintf(line, sizeof line,
-                "\n%d ranks, %d micro-batches, costs %s for 1/%d of the model (a stage of v "
-                "chunks per rank costs 1/v of that).\n"
-                "period: per step when steps run back to back with no global sync.\n"
-                "peak act: most activations one rank holds, in units of one micro-batch "
-                "through 1/%d of the model.\n",
-                flags.pp, flags.microbatches, flags.costs.Describe().c_str(), flags.pp, flags.pp);
-  WriteOutput(flags.out, text + line);
+  text += "\n" + std::to_string(flags.pp) + " ranks, " + std::to_string(flags.microbatches) +
+          " micro-batches, costs " + flags.costs.Describe() + " for 1/" + std::to_string(flags.pp) +
+          " of the model (a stage of v chunks per rank costs 1/v of that).\n"
+          "period: per step when steps run back to back with no global sync.\n"
+          "peak act: most activations one rank holds, in units of one micro-batch through 1/" +
+          std::to_string(flags.pp) + " of the model.\n";
+  WriteOutput(flags.out, text);
 }
 
 }  // namespace

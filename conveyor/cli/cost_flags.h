@@ -2,9 +2,8 @@
 #ifndef CONVEYOR_CLI_COST_FLAGS_H_
 #define CONVEYOR_CLI_COST_FLAGS_H_
 
-#include <string>
-
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "conveyor/sim/cost_model.h"
 

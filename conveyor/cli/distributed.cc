@@ -1,11 +1,11 @@
 #include "conveyor/cli/distributed.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
-
-#include <ATen/Parallel.h>
 
 #include "conveyor/comm/c10d_transport.h"
 #include "conveyor/comm/launcher.h"
@@ -31,8 +31,8 @@ bool LaunchedAsRank() {
 int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options,
                const std::function<void(Transport&)>& body) {
   if (!LaunchedAsRank()) {
-    CONVEYOR_CHECK(options.nproc >= 1) << "the number of ranks must be at least 1, got "
-                                       << options.nproc;
+    CONVEYOR_CHECK(options.nproc >= 1)
+        << "the number of ranks must be at least 1, got " << options.nproc;
     std::vector<std::string> argv = {"/proc/self/exe"};
     argv.insert(argv.end(), args.begin(), args.end());
     LaunchOptions launch;

@@ -19,9 +19,9 @@
 namespace conveyor::cli {
 
 struct RanksOptions {
-  int nproc = 1;                       // ranks to launch when not launched
+  int nproc = 1;                                               // ranks to launch when not launched
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};  // every wait between ranks
-  std::chrono::milliseconds deadline{0};  // whole run when launching; 0 = none
+  std::chrono::milliseconds deadline{0};                       // whole run when launching; 0 = none
   LaunchOptions::Output output = LaunchOptions::Output::kRank0Only;
 };
 

@@ -1,7 +1,6 @@
 // conveyor: plan and run pipeline-parallel training.
-#include <iostream>
-
 #include <CLI/CLI.hpp>
+#include <iostream>
 
 #include "conveyor/cli/bench_command.h"
 #include "conveyor/cli/compare_command.h"

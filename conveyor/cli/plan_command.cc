@@ -43,8 +43,8 @@ void RunPlan(const PlanFlags& flags) {
     program = std::make_unique<Program>(std::move(loaded.program));
     name = flags.load;
   } else {
-    program = std::make_unique<Program>(BuildSchedule(
-        flags.schedule, ScheduleOptions{flags.pp, flags.microbatches, flags.chunks}));
+    program = std::make_unique<Program>(
+        BuildSchedule(flags.schedule, ScheduleOptions{flags.pp, flags.microbatches, flags.chunks}));
   }
   VerifyOrThrow(*program, VerifyOptions{flags.max_in_flight});
   const Program lowered = Lower(*program);
@@ -75,8 +75,8 @@ void RunPlan(const PlanFlags& flags) {
 
 void AddPlanCommand(CLI::App& app) {
   auto flags = std::make_shared<PlanFlags>();
-  CLI::App* cmd = app.add_subcommand(
-      "plan", "build (or load), verify, lower, simulate and draw one schedule");
+  CLI::App* cmd =
+      app.add_subcommand("plan", "build (or load), verify, lower, simulate and draw one schedule");
   cmd->add_option("--schedule,-s", flags->schedule, "schedule name: " + ScheduleNames())
       ->capture_default_str();
   cmd->add_option("--pp,-p", flags->pp, "pipeline ranks")->capture_default_str();

@@ -2,9 +2,8 @@
 #ifndef CONVEYOR_CLI_PLAN_REPORT_H_
 #define CONVEYOR_CLI_PLAN_REPORT_H_
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "conveyor/schedule/program.h"
 #include "conveyor/sim/simulator.h"

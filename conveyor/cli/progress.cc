@@ -39,8 +39,8 @@ void Progress::Step(int64_t step, double loss, double lr, double tokens_per_s) {
   const int64_t every = std::max<int64_t>(1, total_ / 20);
   if (step % every != 0 && step != total_ && step != first_ + 1) return;
   std::printf("step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  eta %s\n",
-              static_cast<long long>(step), static_cast<long long>(total_), loss, lr,
-              tokens_per_s, FormatDuration(eta).c_str());
+              static_cast<long long>(step), static_cast<long long>(total_), loss, lr, tokens_per_s,
+              FormatDuration(eta).c_str());
   std::fflush(stdout);
 }
 

@@ -7,7 +7,6 @@
 #include <fstream>
 #include <functional>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "conveyor/cli/distributed.h"
@@ -34,7 +33,8 @@ template <typename T>
 void Flag(CLI::App* cmd, TrainFlags& flags, const std::string& name, T TrainConfig::*field,
           const std::string& help) {
   CLI::Option* option = cmd->add_option(name, flags.given.*field, help);
-  flags.options.emplace_back(option, [&flags, field](TrainConfig& c) { c.*field = flags.given.*field; });
+  flags.options.emplace_back(option,
+                             [&flags, field](TrainConfig& c) { c.*field = flags.given.*field; });
 }
 
 void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
@@ -69,7 +69,8 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--timeout", &TrainConfig::timeout_s, "seconds any wait between ranks may take");
   CLI::Option* tie = cmd->add_flag("--tie-embeddings", flags.given.tie_embeddings,
                                    "gpt: input embedding and LM head share weights");
-  flags.options.emplace_back(tie, [&flags](TrainConfig& c) { c.tie_embeddings = flags.given.tie_embeddings; });
+  flags.options.emplace_back(
+      tie, [&flags](TrainConfig& c) { c.tie_embeddings = flags.given.tie_embeddings; });
 }
 
 TrainConfig Resolve(const TrainFlags& flags) {
@@ -108,7 +109,8 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
   auto evaluate = [&] {
     const EvalMetrics e = trainer.Evaluate();
     nlohmann::json row = {{"step", e.step}, {"loss", e.loss}};
-    std::string line = "eval at step " + std::to_string(e.step) + ": loss " + std::to_string(e.loss);
+    std::string line =
+        "eval at step " + std::to_string(e.step) + ": loss " + std::to_string(e.loss);
     if (e.accuracy >= 0) {
       row["accuracy"] = e.accuracy;
       line += ", accuracy " + Percent(e.accuracy) + " (majority class " +
@@ -184,11 +186,13 @@ void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* e
   RegisterTrainFlags(cmd, *flags);
   cmd->callback([flags, args, exit_code] {
     const TrainConfig config = Resolve(*flags);
+    PreflightCheck(config);
     RanksOptions options;
     options.nproc = config.pp;
     options.timeout = std::chrono::seconds(config.timeout_s);
     options.output = LaunchOptions::Output::kRank0Direct;
-    *exit_code = RunAsRanks(args, options, [&](Transport& transport) { TrainRank(config, transport); });
+    *exit_code =
+        RunAsRanks(args, options, [&](Transport& transport) { TrainRank(config, transport); });
   });
 }
 
@@ -212,9 +216,8 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
   cmd->add_option("--seed", flags->seed, "sampling seed")->capture_default_str();
   cmd->callback([flags, args, exit_code] {
     TrainConfig config = CheckpointConfig(flags->checkpoint);
-    CONVEYOR_CHECK(config.model == "gpt")
-        << "generate needs a GPT checkpoint, '" << flags->checkpoint << "' holds a "
-        << config.model;
+    CONVEYOR_CHECK(config.model == "gpt") << "generate needs a GPT checkpoint, '"
+                                          << flags->checkpoint << "' holds a " << config.model;
     config.pp = flags->pp;
     config.schedule = "gpipe";
     config.microbatches = 1;
@@ -226,8 +229,8 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
     *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
       Trainer trainer(config, MakeTask(config), &transport);
       LoadCheckpoint(flags->checkpoint, trainer, config);
-      const std::string text = Generate(trainer, flags->prompt, flags->tokens,
-                                        flags->temperature, flags->seed, config.seq_len);
+      const std::string text = Generate(trainer, flags->prompt, flags->tokens, flags->temperature,
+                                        flags->seed, config.seq_len);
       if (transport.rank() == 0) {
         std::printf("%s%s\n", flags->prompt.c_str(), data::ByteTokenizer::Printable(text).c_str());
       }

@@ -10,10 +10,9 @@
 #ifndef CONVEYOR_CLI_TRAIN_COMMAND_H_
 #define CONVEYOR_CLI_TRAIN_COMMAND_H_
 
+#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 namespace conveyor::cli {
 

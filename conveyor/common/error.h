@@ -70,10 +70,10 @@ std::string AssertPrefix(const char* condition, const char* file, int line);
   } else                          \
     ::conveyor::internal::Thrower<::conveyor::UserError>("")
 
-#define CONVEYOR_ASSERT(condition)                                   \
-  if (condition) {                                                   \
-  } else                                                             \
-    ::conveyor::internal::Thrower<::conveyor::InternalError>(        \
+#define CONVEYOR_ASSERT(condition)                            \
+  if (condition) {                                            \
+  } else                                                      \
+    ::conveyor::internal::Thrower<::conveyor::InternalError>( \
         ::conveyor::internal::AssertPrefix(#condition, __FILE__, __LINE__))
 
 #endif  // CONVEYOR_COMMON_ERROR_H_

@@ -1,8 +1,8 @@
 #include "conveyor/nn/classifier.h"
 
-#include <string>
-
 #include <ATen/ATen.h>
+
+#include <string>
 
 #include "conveyor/common/error.h"
 #include "conveyor/nn/linear.h"

@@ -1,13 +1,13 @@
 #include "conveyor/nn/classifier.h"
 
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+
 #include <chrono>
 #include <memory>
 #include <set>
 #include <string>
-
-#include <ATen/ATen.h>
-#include <gtest/gtest.h>
-#include <torch/csrc/autograd/autograd.h>
 
 #include "conveyor/common/error.h"
 

@@ -1,9 +1,9 @@
 #include "conveyor/nn/gpt.h"
 
+#include <ATen/ATen.h>
+
 #include <cmath>
 #include <string>
-
-#include <ATen/ATen.h>
 
 #include "conveyor/common/error.h"
 #include "conveyor/nn/linear.h"
@@ -37,7 +37,8 @@ class Embedding : public Layer {
 
 class Block : public Layer {
  public:
-  Block(const GptConfig& c, uint64_t seed, int block) : config_(c), prefix_("blocks." + std::to_string(block) + ".") {
+  Block(const GptConfig& c, uint64_t seed, int block)
+      : config_(c), prefix_("blocks." + std::to_string(block) + ".") {
     at::Generator gen = LayerGenerator(seed, block + 1);
     const int64_t h = c.hidden;
     const double proj_std = 0.02 / std::sqrt(2.0 * c.layers);
@@ -59,19 +60,18 @@ class Block : public Layer {
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     const int64_t c = x.size(2);
     at::Tensor h = at::layer_norm(x, {c}, ln1_w_, ln1_b_);
-    const at::Tensor out =
-        x + SelfAttention(h, {qkv_w_, qkv_b_, proj_w_, proj_b_}, config_.heads,
-                          /*causal=*/true, mb.attention_mask);
+    const at::Tensor out = x + SelfAttention(h, {qkv_w_, qkv_b_, proj_w_, proj_b_}, config_.heads,
+                                             /*causal=*/true, mb.attention_mask);
     return out + Mlp(at::layer_norm(out, {c}, ln2_w_, ln2_b_), fc_w_, fc_b_, fc2_w_, fc2_b_);
   }
 
   NamedTensors NamedParameters() override {
-    return {{prefix_ + "ln1.weight", ln1_w_},       {prefix_ + "ln1.bias", ln1_b_},
-            {prefix_ + "attn.qkv.weight", qkv_w_},  {prefix_ + "attn.qkv.bias", qkv_b_},
+    return {{prefix_ + "ln1.weight", ln1_w_},        {prefix_ + "ln1.bias", ln1_b_},
+            {prefix_ + "attn.qkv.weight", qkv_w_},   {prefix_ + "attn.qkv.bias", qkv_b_},
             {prefix_ + "attn.proj.weight", proj_w_}, {prefix_ + "attn.proj.bias", proj_b_},
-            {prefix_ + "ln2.weight", ln2_w_},       {prefix_ + "ln2.bias", ln2_b_},
-            {prefix_ + "mlp.fc.weight", fc_w_},     {prefix_ + "mlp.fc.bias", fc_b_},
-            {prefix_ + "mlp.proj.weight", fc2_w_},  {prefix_ + "mlp.proj.bias", fc2_b_}};
+            {prefix_ + "ln2.weight", ln2_w_},        {prefix_ + "ln2.bias", ln2_b_},
+            {prefix_ + "mlp.fc.weight", fc_w_},      {prefix_ + "mlp.fc.bias", fc_b_},
+            {prefix_ + "mlp.proj.weight", fc2_w_},   {prefix_ + "mlp.proj.bias", fc2_b_}};
   }
 
  private:
@@ -135,7 +135,8 @@ LayerList BuildGpt(const GptConfig& config, uint64_t seed) {
   CheckGptConfig(config);
   LayerList layers;
   layers.push_back(std::make_shared<Embedding>(config, seed));
-  for (int b = 0; b < config.layers; ++b) layers.push_back(std::make_shared<Block>(config, seed, b));
+  for (int b = 0; b < config.layers; ++b)
+    layers.push_back(std::make_shared<Block>(config, seed, b));
   layers.push_back(std::make_shared<Head>(config, seed));
   return layers;
 }

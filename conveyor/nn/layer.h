@@ -9,10 +9,10 @@
 #ifndef CONVEYOR_NN_LAYER_H_
 #define CONVEYOR_NN_LAYER_H_
 
+#include <ATen/core/Tensor.h>
+
 #include <memory>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "conveyor/runtime/stage.h"
 

@@ -1,5 +1,6 @@
 #include "conveyor/nn/safetensors.h"
 
+#include <ATen/ATen.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -9,13 +10,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
-#include <tuple>
-#include <sstream>
-#include <vector>
-
-#include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <tuple>
+#include <vector>
 
 #include "conveyor/common/error.h"
 

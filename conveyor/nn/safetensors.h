@@ -17,10 +17,10 @@
 #ifndef CONVEYOR_NN_SAFETENSORS_H_
 #define CONVEYOR_NN_SAFETENSORS_H_
 
+#include <ATen/core/Tensor.h>
+
 #include <map>
 #include <string>
-
-#include <ATen/core/Tensor.h>
 
 namespace conveyor::nn {
 

@@ -1,5 +1,7 @@
 #include "conveyor/nn/safetensors.h"
 
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -7,9 +9,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <ATen/ATen.h>
-#include <gtest/gtest.h>
 
 #include "conveyor/common/error.h"
 

@@ -1,8 +1,8 @@
 #include "conveyor/nn/transformer.h"
 
-#include <cmath>
-
 #include <ATen/ATen.h>
+
+#include <cmath>
 
 #include "conveyor/common/error.h"
 #include "conveyor/nn/linear.h"

@@ -8,10 +8,10 @@
 #ifndef CONVEYOR_NN_TRANSFORMER_H_
 #define CONVEYOR_NN_TRANSFORMER_H_
 
-#include <cstdint>
-
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
+
+#include <cstdint>
 
 namespace conveyor::nn {
 

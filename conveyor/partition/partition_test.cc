@@ -70,8 +70,7 @@ TEST(PartitionTest, ImpossibleRequestsNameTheValues) {
     PartitionEvenly(6, 8);
     FAIL();
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot split 6 layers into 8 stages"),
-              std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("cannot split 6 layers into 8 stages"), std::string::npos);
   }
   EXPECT_THROW(Partition({1, 2}, 0), UserError);
   EXPECT_THROW(Partition({1, -2}, 1), UserError);

@@ -1,9 +1,9 @@
 #include "conveyor/runtime/executor.h"
 
+#include <ATen/ATen.h>
+
 #include <chrono>
 #include <sstream>
-
-#include <ATen/ATen.h>
 
 namespace conveyor {
 namespace {
@@ -83,8 +83,8 @@ void Executor::RunBackward(Op op, int s, const MicroBatch& mb) {
   const Layout& layout = program_.layout;
   at::Tensor grad_output;
   if (!stage.is_last()) grad_output = Take(gradients_, {s, mb.index}, "output gradient");
-  at::Tensor grad_input = op == Op::kBackward ? stage.Backward(mb, grad_output)
-                                              : stage.BackwardInput(mb, grad_output);
+  at::Tensor grad_input =
+      op == Op::kBackward ? stage.Backward(mb, grad_output) : stage.BackwardInput(mb, grad_output);
   const int prev = layout.prev_stage(s);
   if (prev < 0) return;
   CONVEYOR_ASSERT(grad_input.defined()) << "stage " << s << " produced no input gradient";
@@ -99,10 +99,16 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
   const Layout& layout = program_.layout;
   auto mb = [&](int index) -> const MicroBatch& { return mbs.at(index); };
   switch (a.op) {
-    case Op::kForward: RunForward(a.stage, mb(a.microbatch)); break;
+    case Op::kForward:
+      RunForward(a.stage, mb(a.microbatch));
+      break;
     case Op::kBackward:
-    case Op::kBackwardInput: RunBackward(a.op, a.stage, mb(a.microbatch)); break;
-    case Op::kBackwardWeight: StageAt(a.stage).BackwardWeight(mb(a.microbatch)); break;
+    case Op::kBackwardInput:
+      RunBackward(a.op, a.stage, mb(a.microbatch));
+      break;
+    case Op::kBackwardWeight:
+      StageAt(a.stage).BackwardWeight(mb(a.microbatch));
+      break;
     case Op::kOverlapFB:
       Run(a.ForwardHalf(), mbs);
       Run(a.BackwardHalf(), mbs);
@@ -110,15 +116,16 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
     case Op::kRecvF: {
       const int prev = layout.prev_stage(a.stage);
       at::Tensor buffer = at::empty(boundary_shape_(prev, mb(a.microbatch)), activation_options_);
-      activations_[{a.stage, a.microbatch}] =
-          Pending{buffer, transport_->Recv(buffer, layout.rank_of(prev), Tag(false, prev, a.microbatch))};
+      activations_[{a.stage, a.microbatch}] = Pending{
+          buffer, transport_->Recv(buffer, layout.rank_of(prev), Tag(false, prev, a.microbatch))};
       break;
     }
     case Op::kRecvB: {
       const int next = layout.next_stage(a.stage);
-      at::Tensor buffer = at::empty(boundary_shape_(a.stage, mb(a.microbatch)), activation_options_);
-      gradients_[{a.stage, a.microbatch}] =
-          Pending{buffer, transport_->Recv(buffer, layout.rank_of(next), Tag(true, next, a.microbatch))};
+      at::Tensor buffer =
+          at::empty(boundary_shape_(a.stage, mb(a.microbatch)), activation_options_);
+      gradients_[{a.stage, a.microbatch}] = Pending{
+          buffer, transport_->Recv(buffer, layout.rank_of(next), Tag(true, next, a.microbatch))};
       break;
     }
     case Op::kSendF:
@@ -130,10 +137,12 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
       const int peer = gradient ? layout.prev_stage(a.stage) : layout.next_stage(a.stage);
       at::Tensor data = it->second.contiguous();
       from.erase(it);
-      sends_.emplace_back(transport_->Send(data, layout.rank_of(peer), Tag(gradient, a.stage, a.microbatch)), a);
+      sends_.emplace_back(
+          transport_->Send(data, layout.rank_of(peer), Tag(gradient, a.stage, a.microbatch)), a);
       break;
     }
-    case Op::kReduceGrad: break;
+    case Op::kReduceGrad:
+      break;
   }
 }
 
@@ -165,8 +174,8 @@ void Executor::Execute(const std::vector<MicroBatch>& microbatches) {
     outputs_to_send_.clear();
     grads_to_send_.clear();
     std::ostringstream out;
-    out << "rank " << rank_ << ", stage " << current.stage << ", micro-batch "
-        << current.microbatch << ", action " << current << ": " << e.what();
+    out << "rank " << rank_ << ", stage " << current.stage << ", micro-batch " << current.microbatch
+        << ", action " << current << ": " << e.what();
     if (comm != nullptr) throw CommError(out.str(), comm->caused_by_peer());
     throw RuntimeError(out.str());
   }

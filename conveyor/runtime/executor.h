@@ -17,11 +17,11 @@
 #ifndef CONVEYOR_RUNTIME_EXECUTOR_H_
 #define CONVEYOR_RUNTIME_EXECUTOR_H_
 
+#include <ATen/core/Tensor.h>
+
 #include <functional>
 #include <map>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "conveyor/comm/transport.h"
 #include "conveyor/common/error.h"
@@ -95,12 +95,12 @@ class Executor {
   at::TensorOptions activation_options_;
   ActionHook hook_;
 
-  std::map<Key, Pending> activations_;  // inputs of this rank's stages, by consumer
-  std::map<Key, Pending> gradients_;    // output gradients of this rank's stages
+  std::map<Key, Pending> activations_;         // inputs of this rank's stages, by consumer
+  std::map<Key, Pending> gradients_;           // output gradients of this rank's stages
   std::map<Key, at::Tensor> outputs_to_send_;  // by producing stage, waiting for SEND_F
   std::map<Key, at::Tensor> grads_to_send_;    // by producing stage, waiting for SEND_B
   std::vector<std::pair<std::shared_ptr<Work>, Action>> sends_;
-  bool inference_ = false;                 // running RunInference
+  bool inference_ = false;                  // running RunInference
   std::map<int, at::Tensor> last_outputs_;  // inference: last stages' outputs by micro-batch
 };
 

@@ -80,8 +80,8 @@ TEST(ExecutorTest, ErrorsNameRankStageMicrobatchAndAction) {
 
 TEST(ExecutorTest, SplitBackwardDefersWeightWorkUntilW) {
   // One rank, two stages (loop placement, v = 2): I then W, and a direct hand-off.
-  const Program program = Lower(testing::MakeProgram(
-      Layout::Loop(1, 2, 1), {"0F0 1F0 1I0 0I0 0W0 1W0"}));
+  const Program program =
+      Lower(testing::MakeProgram(Layout::Loop(1, 2, 1), {"0F0 1F0 1I0 0I0 0W0 1W0"}));
   PipelineRank rank(program, 0, nullptr, Synthetic(), Shape(), at::kFloat);
   std::vector<std::string> seen;
   Stage& last = *rank.stages().at(1);

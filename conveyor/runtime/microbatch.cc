@@ -34,7 +34,8 @@ std::vector<MicroBatch> SplitBatch(const Batch& batch, int m) {
     mb.first_sample = start;
     mb.inputs = batch.inputs.narrow(0, start, size);
     mb.targets = batch.targets.narrow(0, start, size);
-    if (batch.attention_mask.defined()) mb.attention_mask = batch.attention_mask.narrow(0, start, size);
+    if (batch.attention_mask.defined())
+      mb.attention_mask = batch.attention_mask.narrow(0, start, size);
     mb.loss_denominator = denominator;
     out.push_back(std::move(mb));
     start += size;

@@ -11,9 +11,9 @@
 #ifndef CONVEYOR_RUNTIME_MICROBATCH_H_
 #define CONVEYOR_RUNTIME_MICROBATCH_H_
 
-#include <vector>
-
 #include <ATen/core/Tensor.h>
+
+#include <vector>
 
 namespace conveyor {
 
@@ -24,12 +24,12 @@ struct Batch {
 };
 
 struct MicroBatch {
-  int index = 0;               // 0 .. m-1
-  int64_t first_sample = 0;    // offset of its first sample in the batch
-  at::Tensor inputs;           // (n, T)
-  at::Tensor targets;          // (n, T) or (n,)
-  at::Tensor attention_mask;   // (n, T) or undefined
-  double loss_denominator = 1; // counted targets in the whole batch
+  int index = 0;                // 0 .. m-1
+  int64_t first_sample = 0;     // offset of its first sample in the batch
+  at::Tensor inputs;            // (n, T)
+  at::Tensor targets;           // (n, T) or (n,)
+  at::Tensor attention_mask;    // (n, T) or undefined
+  double loss_denominator = 1;  // counted targets in the whole batch
 
   int64_t size() const { return inputs.size(0); }
   int64_t seq_len() const { return inputs.dim() > 1 ? inputs.size(1) : 1; }

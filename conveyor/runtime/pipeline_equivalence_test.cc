@@ -64,7 +64,8 @@ TEST_P(PipelineEquivalenceTest, MatchesFullBatchStep) {
     } catch (const UserError&) {
       continue;  // this schedule does not take these sizes (e.g. chunks for 1f1b)
     }
-    const std::string what = schedule + " pp=" + std::to_string(c.pp) + " m=" + std::to_string(c.m) +
+    const std::string what = schedule + " pp=" + std::to_string(c.pp) +
+                             " m=" + std::to_string(c.m) +
                              " v=" + std::to_string(program.layout.stages_per_rank());
     // Two steps, different sequence lengths, uneven micro-batches (2m + 1 samples).
     const std::vector<Batch> batches = {MakeBatch(config, 2 * c.m + 1, 7, kSeed),

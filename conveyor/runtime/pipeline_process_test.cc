@@ -96,9 +96,9 @@ TEST(PipelineProcessTest, Worker) {
     }
     const StepOutcome outcome =
         testing::RunRankStep(program, transport->rank(), *transport, SmallGpt(), kSeed, batch);
-    WriteOutcome(std::string(dir) + "/" + std::string(info.name) + "." +
-                     std::to_string(transport->rank()),
-                 outcome);
+    WriteOutcome(
+        std::string(dir) + "/" + std::string(info.name) + "." + std::to_string(transport->rank()),
+        outcome);
   }
 }
 
@@ -122,13 +122,15 @@ LaunchResult LaunchSelf(int pp, const std::string& filter, Environment env) {
 TEST(PipelineProcessTest, MatchesFullBatchStepOverGloo) {
   for (const auto& [pp, m] : {std::pair{2, 3}, std::pair{4, 6}}) {
     const std::string dir = TempDir("conveyor_pipeline_" + std::to_string(pp));
-    const LaunchResult result = LaunchSelf(
-        pp, "PipelineProcessTest.Worker",
-        {{"CONVEYOR_TEST_DIR", dir}, {"CONVEYOR_TEST_EQUIVALENCE", "1"},
-         {"CONVEYOR_TEST_PP", std::to_string(pp)}, {"CONVEYOR_TEST_M", std::to_string(m)},
-         {"OMP_NUM_THREADS", "1"}});
+    const LaunchResult result = LaunchSelf(pp, "PipelineProcessTest.Worker",
+                                           {{"CONVEYOR_TEST_DIR", dir},
+                                            {"CONVEYOR_TEST_EQUIVALENCE", "1"},
+                                            {"CONVEYOR_TEST_PP", std::to_string(pp)},
+                                            {"CONVEYOR_TEST_M", std::to_string(m)},
+                                            {"OMP_NUM_THREADS", "1"}});
     ASSERT_TRUE(result.ok()) << result.Report();
-    const StepOutcome want = RunReference(SmallGpt(), kSeed, {MakeBatch(SmallGpt(), 2 * m + 1, 6, kSeed)}, 0);
+    const StepOutcome want =
+        RunReference(SmallGpt(), kSeed, {MakeBatch(SmallGpt(), 2 * m + 1, 6, kSeed)}, 0);
     int checked = 0;
     for (const ScheduleInfo& info : AllSchedules()) {
       const std::string base = dir + "/" + std::string(info.name) + ".";
@@ -160,7 +162,9 @@ TEST(PipelineProcessTest, FailingWorker) {
   const int rank = transport->rank();
   PipelineRank pipeline(
       program, rank, transport.get(),
-      [&](int stage) { return MakeSyntheticStage(stage, SyntheticCosts{0.005, 0.005, 0.005}); },
+      [&](int stage) {
+        return MakeSyntheticStage(stage, SyntheticCosts{0.005, 0.005, 0.005});
+      },
       [](int, const MicroBatch& mb) { return SyntheticBoundaryShape(mb); },
       at::TensorOptions().dtype(at::kFloat));
   int step = 0;
@@ -188,10 +192,10 @@ TEST(PipelineProcessTest, FailingWorker) {
 
 TEST(PipelineProcessTest, ThrowingRankStopsEveryRankAndIsNamed) {
   const auto start = std::chrono::steady_clock::now();
-  const LaunchResult result =
-      LaunchSelf(4, "PipelineProcessTest.FailingWorker",
-                 {{"CONVEYOR_TEST_FAIL", "2"}, {"CONVEYOR_TEST_FAIL_MODE", "throw"},
-                  {"OMP_NUM_THREADS", "1"}});
+  const LaunchResult result = LaunchSelf(4, "PipelineProcessTest.FailingWorker",
+                                         {{"CONVEYOR_TEST_FAIL", "2"},
+                                          {"CONVEYOR_TEST_FAIL_MODE", "throw"},
+                                          {"OMP_NUM_THREADS", "1"}});
   EXPECT_FALSE(result.ok());
   EXPECT_EQ(result.failed_rank, 2) << result.Report();
   EXPECT_FALSE(result.deadline_exceeded);
@@ -204,10 +208,9 @@ TEST(PipelineProcessTest, ThrowingRankStopsEveryRankAndIsNamed) {
 }
 
 TEST(PipelineProcessTest, KilledRankStopsEveryRank) {
-  const LaunchResult result =
-      LaunchSelf(4, "PipelineProcessTest.FailingWorker",
-                 {{"CONVEYOR_TEST_FAIL", "1"}, {"CONVEYOR_TEST_FAIL_MODE", "kill"},
-                  {"OMP_NUM_THREADS", "1"}});
+  const LaunchResult result = LaunchSelf(
+      4, "PipelineProcessTest.FailingWorker",
+      {{"CONVEYOR_TEST_FAIL", "1"}, {"CONVEYOR_TEST_FAIL_MODE", "kill"}, {"OMP_NUM_THREADS", "1"}});
   EXPECT_FALSE(result.ok());
   EXPECT_FALSE(result.deadline_exceeded) << result.Report();
   ASSERT_GE(result.failed_rank, 0);

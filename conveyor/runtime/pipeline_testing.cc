@@ -118,8 +118,8 @@ StepOutcome RunReference(const nn::GptConfig& config, uint64_t seed,
   return Finish(collected, loss);
 }
 
-StepOutcome RunPipeline(const Program& compute_program, const nn::GptConfig& config,
-                        uint64_t seed, const std::vector<Batch>& batches, double lr) {
+StepOutcome RunPipeline(const Program& compute_program, const nn::GptConfig& config, uint64_t seed,
+                        const std::vector<Batch>& batches, double lr) {
   const Program program = Lower(compute_program);
   const Layout& layout = program.layout;
   const int p = layout.num_ranks();

@@ -3,11 +3,11 @@
 #ifndef CONVEYOR_RUNTIME_PIPELINE_TESTING_H_
 #define CONVEYOR_RUNTIME_PIPELINE_TESTING_H_
 
+#include <ATen/ATen.h>
+
 #include <map>
 #include <string>
 #include <vector>
-
-#include <ATen/ATen.h>
 
 #include "conveyor/comm/transport.h"
 #include "conveyor/nn/gpt.h"
@@ -40,8 +40,8 @@ StepOutcome RunRankStep(const Program& program, int rank, Transport& transport,
 // `steps` steps of plain SGD (lr) over one batch each; outcome of the last step's grads.
 StepOutcome RunReference(const nn::GptConfig& config, uint64_t seed,
                          const std::vector<Batch>& batches, double lr);
-StepOutcome RunPipeline(const Program& compute_program, const nn::GptConfig& config,
-                        uint64_t seed, const std::vector<Batch>& batches, double lr);
+StepOutcome RunPipeline(const Program& compute_program, const nn::GptConfig& config, uint64_t seed,
+                        const std::vector<Batch>& batches, double lr);
 
 }  // namespace conveyor::testing
 

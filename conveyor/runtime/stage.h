@@ -9,13 +9,13 @@
 #ifndef CONVEYOR_RUNTIME_STAGE_H_
 #define CONVEYOR_RUNTIME_STAGE_H_
 
+#include <ATen/core/Tensor.h>
+
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "conveyor/runtime/microbatch.h"
 #include "conveyor/runtime/weight_grad_store.h"

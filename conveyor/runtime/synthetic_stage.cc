@@ -1,11 +1,11 @@
 #include "conveyor/runtime/synthetic_stage.h"
 
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
 #include <chrono>
 #include <string>
 #include <thread>
-
-#include <ATen/ATen.h>
-#include <torch/csrc/autograd/custom_function.h>
 
 namespace conveyor {
 namespace {

@@ -74,8 +74,7 @@ Action ParseSimple(std::string_view text, std::string_view whole, Naming naming)
   CONVEYOR_CHECK(found) << "unknown operation '" << op_text << "' in action '" << whole
                         << "' (expected F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, "
                            "REDUCE_GRAD or (..;..)OVERLAP_F_B"
-                        << (op_text == "BW" ? "; 'BW' is the legacy naming of a full backward"
-                                            : "")
+                        << (op_text == "BW" ? "; 'BW' is the legacy naming of a full backward" : "")
                         << ")";
   CONVEYOR_CHECK(op != Op::kOverlapFB)
       << "OVERLAP_F_B needs its two halves in parentheses: '" << whole << "'";

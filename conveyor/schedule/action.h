@@ -40,9 +40,9 @@ enum class Op : std::uint8_t {
 // The text of an op as it appears in an action: "F", "SEND_F", "OVERLAP_F_B", ...
 std::string_view OpName(Op op);
 
-bool IsCompute(Op op);        // F, B, I, W, OVERLAP_F_B
-bool IsComm(Op op);           // SEND_*, RECV_*
-bool IsBackwardish(Op op);    // B or I: the action that consumes the output gradient
+bool IsCompute(Op op);      // F, B, I, W, OVERLAP_F_B
+bool IsComm(Op op);         // SEND_*, RECV_*
+bool IsBackwardish(Op op);  // B or I: the action that consumes the output gradient
 
 struct Action {
   Op op = Op::kForward;

@@ -8,9 +8,9 @@ namespace conveyor {
 namespace {
 
 TEST(ActionTest, RoundTripsEveryForm) {
-  for (const char* text : {"0F1", "2I3", "0W1", "3B0", "1SEND_F0", "2RECV_F0", "0SEND_B12",
-                           "1RECV_B4", "0REDUCE_GRAD", "(0F7;7B3)OVERLAP_F_B",
-                           "(6F4;1I0)OVERLAP_F_B", "127F1023"}) {
+  for (const char* text :
+       {"0F1", "2I3", "0W1", "3B0", "1SEND_F0", "2RECV_F0", "0SEND_B12", "1RECV_B4", "0REDUCE_GRAD",
+        "(0F7;7B3)OVERLAP_F_B", "(6F4;1I0)OVERLAP_F_B", "127F1023"}) {
     EXPECT_EQ(ParseAction(text).ToString(), text);
   }
 }

@@ -70,8 +70,7 @@ Layout Layout::Dual(int ranks, int microbatches) {
   return Layout(ranks, VMap(ranks), microbatches, 2, Placement::kDual);
 }
 
-Layout Layout::Custom(int ranks, std::vector<int> stage_to_rank, int microbatches,
-                      int directions) {
+Layout Layout::Custom(int ranks, std::vector<int> stage_to_rank, int microbatches, int directions) {
   CheckBasics(ranks, microbatches);
   return Layout(ranks, std::move(stage_to_rank), microbatches, directions, Placement::kCustom);
 }
@@ -96,8 +95,8 @@ std::string Layout::Describe() const {
   static constexpr const char* kNames[] = {"loop", "V", "dual", "custom"};
   std::ostringstream out;
   out << num_ranks_ << " ranks, " << num_stages() << " stages (" << kNames[int(placement_)]
-      << " placement" << (directions_ == 2 ? ", two directions" : "") << "), "
-      << num_microbatches_ << " micro-batches";
+      << " placement" << (directions_ == 2 ? ", two directions" : "") << "), " << num_microbatches_
+      << " micro-batches";
   return out.str();
 }
 

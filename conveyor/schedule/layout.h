@@ -29,8 +29,7 @@ class Layout {
   static Layout V(int ranks, int microbatches);
   static Layout Dual(int ranks, int microbatches);
   // Any stage -> rank map (a loaded program). Every rank in [0, ranks) must hold a stage.
-  static Layout Custom(int ranks, std::vector<int> stage_to_rank, int microbatches,
-                       int directions);
+  static Layout Custom(int ranks, std::vector<int> stage_to_rank, int microbatches, int directions);
 
   int num_ranks() const { return num_ranks_; }
   int num_stages() const { return static_cast<int>(stage_to_rank_.size()); }

@@ -31,8 +31,8 @@ std::string DescribeDeadlock(const Program& in, const std::vector<size_t>& pos,
     const Action& a = in.ranks[r][pos[r]];
     Action missing;
     progress.Ready(a, &missing);
-    out << "blocked at action #" << pos[r] << " " << a << ", waiting for " << missing
-        << " (rank " << in.layout.rank_of(missing.stage) << ")";
+    out << "blocked at action #" << pos[r] << " " << a << ", waiting for " << missing << " (rank "
+        << in.layout.rank_of(missing.stage) << ")";
   }
   return out.str();
 }
@@ -67,7 +67,8 @@ Program Lower(const Program& program) {
       out.ranks[r].push_back(a);
       for (const Transfer& t : TransfersOf(layout, a)) {
         out.ranks[r].push_back(Action{t.send_op, t.from_stage, t.microbatch});
-        out.ranks[layout.rank_of(t.to_stage)].push_back(Action{t.recv_op, t.to_stage, t.microbatch});
+        out.ranks[layout.rank_of(t.to_stage)].push_back(
+            Action{t.recv_op, t.to_stage, t.microbatch});
       }
       ++pos[r];
       --remaining;

@@ -37,8 +37,8 @@ TEST(LowerTest, LoweringIsIdempotent) {
 }
 
 TEST(LowerTest, OverlapSendsBothHalves) {
-  const Program p = MakeProgram(Layout::Loop(2, 1, 2),
-                                {"0F0 0F1 0B0 0B1", "1F0 (1F1;1B0)OVERLAP_F_B 1B1"});
+  const Program p =
+      MakeProgram(Layout::Loop(2, 1, 2), {"0F0 0F1 0B0 0B1", "1F0 (1F1;1B0)OVERLAP_F_B 1B1"});
   const Program lowered = Lower(p);
   EXPECT_EQ(lowered.ranks[1][3].ToString(), "(1F1;1B0)OVERLAP_F_B");
   EXPECT_EQ(lowered.ranks[1][4].ToString(), "1SEND_B0");

@@ -77,11 +77,20 @@ bool Progress::Ready(const Action& a, Action* missing) const {
 void Progress::MarkSimple(const Action& a) {
   unsigned char& f = flags_[a.stage * m_ + a.microbatch];
   switch (a.op) {
-    case Op::kForward: f |= kF; break;
-    case Op::kBackward: f |= kI | kW; break;
-    case Op::kBackwardInput: f |= kI; break;
-    case Op::kBackwardWeight: f |= kW; break;
-    default: CONVEYOR_ASSERT(false) << "not a simple compute action: " << a;
+    case Op::kForward:
+      f |= kF;
+      break;
+    case Op::kBackward:
+      f |= kI | kW;
+      break;
+    case Op::kBackwardInput:
+      f |= kI;
+      break;
+    case Op::kBackwardWeight:
+      f |= kW;
+      break;
+    default:
+      CONVEYOR_ASSERT(false) << "not a simple compute action: " << a;
   }
 }
 

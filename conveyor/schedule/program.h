@@ -14,8 +14,7 @@
 namespace conveyor {
 
 struct Program {
-  explicit Program(Layout layout_in)
-      : layout(std::move(layout_in)), ranks(layout.num_ranks()) {}
+  explicit Program(Layout layout_in) : layout(std::move(layout_in)), ranks(layout.num_ranks()) {}
 
   Layout layout;
   std::vector<std::vector<Action>> ranks;  // ranks[r]: rank r's actions, in order
@@ -65,9 +64,9 @@ class Progress {
 
 // Where a compute action's results go, when they cross to another rank.
 struct Transfer {
-  Op send_op;        // SEND_F or SEND_B, on the producing stage
+  Op send_op;  // SEND_F or SEND_B, on the producing stage
   int from_stage;
-  Op recv_op;        // RECV_F or RECV_B, on the consuming stage
+  Op recv_op;  // RECV_F or RECV_B, on the consuming stage
   int to_stage;
   int microbatch;
 };

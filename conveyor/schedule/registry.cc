@@ -21,13 +21,12 @@ const std::vector<ScheduleInfo>& AllSchedules() {
       {"gpipe", "all forwards, then all backwards", BuildGpipe, 1, false},
       {"1f1b", "one forward one backward after a warm-up (PipeDream-flush)", BuildOneFOneB, 1,
        false},
-      {"interleaved-1f1b", "1F1B over v chunks per rank, loop placement",
-       BuildInterleaved1F1B, 2, true},
+      {"interleaved-1f1b", "1F1B over v chunks per rank, loop placement", BuildInterleaved1F1B, 2,
+       true},
       {"looped-bfs", "breadth-first over v chunks per rank", BuildLoopedBfs, 2, true},
       {"zb-h1", "zero bubble, 1F1B memory: W deferred into the bubble", BuildZbH1, 1, false},
       {"zb-h2", "zero bubble, up to 2p-1 in flight", BuildZbH2, 1, false},
-      {"interleaved-zb", "zero bubble (ZB1P) over v chunks per rank", BuildInterleavedZb, 2,
-       true},
+      {"interleaved-zb", "zero bubble (ZB1P) over v chunks per rank", BuildInterleavedZb, 2, true},
       {"zb-v", "zero bubble on a V placement, 1F1B memory", BuildZbV, 2, false},
       {"dualpipe", "two directions, overlapped F&B, 2x parameters", BuildDualPipe, 2, false},
       {"dualpipe-v", "DualPipe cut in half onto a V placement", BuildDualPipeV, 2, false},
@@ -48,8 +47,7 @@ const ScheduleInfo& FindSchedule(std::string_view name) {
   for (const ScheduleInfo& info : AllSchedules()) {
     if (info.name == name) return info;
   }
-  CONVEYOR_CHECK(false) << "unknown schedule '" << name << "' (known: " << ScheduleNames()
-                        << ")";
+  CONVEYOR_CHECK(false) << "unknown schedule '" << name << "' (known: " << ScheduleNames() << ")";
   return AllSchedules().front();
 }
 
@@ -58,8 +56,8 @@ Program BuildSchedule(std::string_view name, const ScheduleOptions& options) {
   ScheduleOptions resolved = options;
   if (resolved.chunks == 0) resolved.chunks = info.default_chunks;
   CONVEYOR_CHECK(info.takes_chunks || resolved.chunks == info.default_chunks)
-      << "schedule '" << name << "' uses " << info.default_chunks
-      << " stage(s) per rank; --chunks " << options.chunks << " is not possible";
+      << "schedule '" << name << "' uses " << info.default_chunks << " stage(s) per rank; --chunks "
+      << options.chunks << " is not possible";
   return info.build(resolved);
 }
 

@@ -19,16 +19,20 @@ struct CommSlot {
 
 int CommIndex(Op op) {
   switch (op) {
-    case Op::kSendF: return 0;
-    case Op::kRecvF: return 1;
-    case Op::kSendB: return 2;
-    default: return 3;  // kRecvB
+    case Op::kSendF:
+      return 0;
+    case Op::kRecvF:
+      return 1;
+    case Op::kSendB:
+      return 2;
+    default:
+      return 3;  // kRecvB
   }
 }
 
 struct Slot {
-  int f = 0, b = 0, i = 0, w = 0;              // counts
-  int f_at = -1, back_at = -1, w_at = -1;       // index in the rank's list (first seen)
+  int f = 0, b = 0, i = 0, w = 0;          // counts
+  int f_at = -1, back_at = -1, w_at = -1;  // index in the rank's list (first seen)
 };
 
 class Verifier {
@@ -72,9 +76,9 @@ class Verifier {
       return false;
     }
     if (!layout_.runs(stage, mb)) {
-      Add(FindingKind::kBadAction, r, k, "rank ", r, " action #", k, " ", a, ": micro-batch ",
-          mb, " does not flow through stage ", stage, " (it carries [",
-          layout_.first_microbatch(stage), ", ", layout_.end_microbatch(stage), "))");
+      Add(FindingKind::kBadAction, r, k, "rank ", r, " action #", k, " ", a, ": micro-batch ", mb,
+          " does not flow through stage ", stage, " (it carries [", layout_.first_microbatch(stage),
+          ", ", layout_.end_microbatch(stage), "))");
       return false;
     }
     if (seen_on_[stage] >= 0 && seen_on_[stage] != r) {
@@ -98,11 +102,24 @@ class Verifier {
       if (at < 0) at = k;
     };
     switch (a.op) {
-      case Op::kForward: ++s.f; first(s.f_at); break;
-      case Op::kBackward: ++s.b; first(s.back_at); break;
-      case Op::kBackwardInput: ++s.i; first(s.back_at); break;
-      case Op::kBackwardWeight: ++s.w; first(s.w_at); break;
-      default: CONVEYOR_ASSERT(false) << a;
+      case Op::kForward:
+        ++s.f;
+        first(s.f_at);
+        break;
+      case Op::kBackward:
+        ++s.b;
+        first(s.back_at);
+        break;
+      case Op::kBackwardInput:
+        ++s.i;
+        first(s.back_at);
+        break;
+      case Op::kBackwardWeight:
+        ++s.w;
+        first(s.w_at);
+        break;
+      default:
+        CONVEYOR_ASSERT(false) << a;
     }
   }
 
@@ -126,8 +143,7 @@ class Verifier {
           }
         }
       } else if (!layout_.valid_stage(a.stage)) {
-        Add(FindingKind::kBadAction, r, k, "rank ", r, " action #", k, " ", a,
-            ": unknown stage");
+        Add(FindingKind::kBadAction, r, k, "rank ", r, " action #", k, " ", a, ": unknown stage");
       }
     }
   }
@@ -142,11 +158,10 @@ class Verifier {
         const Slot& s = slot(st, mb);
         auto count = [&](int n, const char* what) {
           if (n == 0) {
-            Add(FindingKind::kMissing, r, -1, "stage ", st, " micro-batch ", mb, " has no ",
-                what);
+            Add(FindingKind::kMissing, r, -1, "stage ", st, " micro-batch ", mb, " has no ", what);
           } else if (n > 1) {
-            Add(FindingKind::kDuplicate, r, -1, "stage ", st, " micro-batch ", mb, " has ", n,
-                " ", what, "s");
+            Add(FindingKind::kDuplicate, r, -1, "stage ", st, " micro-batch ", mb, " has ", n, " ",
+                what, "s");
           }
         };
         count(s.f, "forward (F)");
@@ -164,12 +179,11 @@ class Verifier {
         }
         if (s.back_at >= 0 && s.f_at >= 0 && s.back_at < s.f_at) {
           Add(FindingKind::kWrongOrder, r, s.back_at, "rank ", r, ": backward of stage ", st,
-              " micro-batch ", mb, " (#", s.back_at, ") comes before its forward (#", s.f_at,
-              ")");
+              " micro-batch ", mb, " (#", s.back_at, ") comes before its forward (#", s.f_at, ")");
         }
         if (s.w_at >= 0 && s.back_at >= 0 && s.w_at < s.back_at) {
-          Add(FindingKind::kWrongOrder, r, s.w_at, "rank ", r, ": W of stage ", st,
-              " micro-batch ", mb, " (#", s.w_at, ") comes before its I (#", s.back_at, ")");
+          Add(FindingKind::kWrongOrder, r, s.w_at, "rank ", r, ": W of stage ", st, " micro-batch ",
+              mb, " (#", s.w_at, ") comes before its I (#", s.back_at, ")");
         }
       }
     }
@@ -238,8 +252,8 @@ class Verifier {
       const int mb = static_cast<int>(index % slots_.size()) % m_;
       const int peer = op == Op::kSendF || op == Op::kRecvB ? layout_.next_stage(stage)
                                                             : layout_.prev_stage(stage);
-      Add(FindingKind::kUnmatchedComm, c.rank, c.first, "rank ", c.rank, " action #", c.first,
-          " ", Action{op, stage, mb},
+      Add(FindingKind::kUnmatchedComm, c.rank, c.first, "rank ", c.rank, " action #", c.first, " ",
+          Action{op, stage, mb},
           peer < 0 ? ": no neighbouring stage to exchange with"
                    : (layout_.rank_of(peer) == c.rank ? ": both stages live on this rank"
                                                       : ": no such transfer"));
@@ -257,8 +271,8 @@ class Verifier {
       return;
     }
     if (c.count > 1) {
-      Add(FindingKind::kUnmatchedComm, r, c.second, "rank ", r, " has ", c.count,
-          " copies of ", want);
+      Add(FindingKind::kUnmatchedComm, r, c.second, "rank ", r, " has ", c.count, " copies of ",
+          want);
     }
     if (after ? c.first < compute_at : c.first > compute_at) {
       Add(FindingKind::kUnmatchedComm, r, c.first, "rank ", r, " action #", c.first, " ", want,
@@ -294,16 +308,26 @@ class Verifier {
 
 std::string_view FindingKindName(FindingKind kind) {
   switch (kind) {
-    case FindingKind::kBadAction: return "bad-action";
-    case FindingKind::kWrongRank: return "wrong-rank";
-    case FindingKind::kStageOnTwoRanks: return "stage-on-two-ranks";
-    case FindingKind::kMissing: return "missing";
-    case FindingKind::kDuplicate: return "duplicate";
-    case FindingKind::kMixedBackward: return "mixed-backward";
-    case FindingKind::kWrongOrder: return "wrong-order";
-    case FindingKind::kBrokenDependency: return "broken-dependency";
-    case FindingKind::kUnmatchedComm: return "unmatched-comm";
-    case FindingKind::kMemoryBound: return "memory-bound";
+    case FindingKind::kBadAction:
+      return "bad-action";
+    case FindingKind::kWrongRank:
+      return "wrong-rank";
+    case FindingKind::kStageOnTwoRanks:
+      return "stage-on-two-ranks";
+    case FindingKind::kMissing:
+      return "missing";
+    case FindingKind::kDuplicate:
+      return "duplicate";
+    case FindingKind::kMixedBackward:
+      return "mixed-backward";
+    case FindingKind::kWrongOrder:
+      return "wrong-order";
+    case FindingKind::kBrokenDependency:
+      return "broken-dependency";
+    case FindingKind::kUnmatchedComm:
+      return "unmatched-comm";
+    case FindingKind::kMemoryBound:
+      return "memory-bound";
   }
   return "unknown";
 }
@@ -324,17 +348,32 @@ std::string FormatFindings(const std::vector<Finding>& findings) {
 
 void VerifyOrThrow(const Program& program, const VerifyOptions& options) {
   const std::vector<Finding> findings = Verify(program, options);
-  CONVEYOR_CHECK(findings.empty()) << "the program has " << findings.size()
-                                   << " problem(s):\n" << FormatFindings(findings);
+  CONVEYOR_CHECK(findings.empty()) << "the program has " << findings.size() << " problem(s):\n"
+                                   << FormatFindings(findings);
 }
 
-std::vector<int> PeakInFlight(const Program& program) {
-  std::vector<int> peaks;
+std::vector<double> PeakActivations(const Program& program, double mem_b, double mem_w) {
+  std::vector<double> peaks;
   for (const auto& actions : program.ranks) {
-    int now = 0, peak = 0;
+    double now = 0, peak = 0;
     auto apply = [&](Op op) {
-      if (op == Op::kForward) peak = std::max(peak, ++now);
-      if (op == Op::kBackward || op == Op::kBackwardWeight) --now;
+      switch (op) {
+        case Op::kForward:
+          now += mem_b;
+          break;
+        case Op::kBackward:
+          now -= mem_b;
+          break;
+        case Op::kBackwardInput:
+          now -= mem_b - mem_w;
+          break;
+        case Op::kBackwardWeight:
+          now -= mem_w;
+          break;
+        default:
+          break;
+      }
+      peak = std::max(peak, now);
     };
     for (const Action& a : actions) {
       if (a.op == Op::kOverlapFB) {
@@ -346,6 +385,12 @@ std::vector<int> PeakInFlight(const Program& program) {
     }
     peaks.push_back(peak);
   }
+  return peaks;
+}
+
+std::vector<int> PeakInFlight(const Program& program) {
+  std::vector<int> peaks;
+  for (double peak : PeakActivations(program, 1, 1)) peaks.push_back(static_cast<int>(peak));
   return peaks;
 }
 

@@ -66,6 +66,9 @@ void VerifyOrThrow(const Program& program, const VerifyOptions& options = {});
 // rank's own order (F adds one, B or W frees one).
 std::vector<int> PeakInFlight(const Program& program);
 
+// The same with weights: F adds `mem_b`, I frees mem_b - mem_w, W frees mem_w, B frees mem_b.
+std::vector<double> PeakActivations(const Program& program, double mem_b, double mem_w);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_SCHEDULE_VERIFY_H_

@@ -31,7 +31,8 @@ TEST(VerifyTest, CleanProgramsHaveNoFindings) {
   const Program p = MakeProgram(Layout::Loop(2, 1, 2), kGpipe);
   EXPECT_TRUE(Verify(p).empty());
   EXPECT_TRUE(Verify(Lower(p)).empty());
-  EXPECT_NO_THROW(VerifyOrThrow(MakeProgram(Layout::Loop(2, 1, 1), {"0F0 0I0 0W0", "1F0 1I0 1W0"})));
+  EXPECT_NO_THROW(
+      VerifyOrThrow(MakeProgram(Layout::Loop(2, 1, 1), {"0F0 0I0 0W0", "1F0 1I0 1W0"})));
 }
 
 TEST(VerifyTest, MissingAndDuplicate) {
@@ -46,7 +47,8 @@ TEST(VerifyTest, MissingAndDuplicate) {
 TEST(VerifyTest, MissingSplitHalfAndMixedBackward) {
   const Program p = MakeProgram(Layout::Loop(1, 1, 2), {"0F0 0I0 0F1 0B1 0W1"});
   const auto findings = Verify(p);
-  EXPECT_TRUE(Has(findings, FindingKind::kMissing, "stage 0 micro-batch 0 has no backward for weights"))
+  EXPECT_TRUE(
+      Has(findings, FindingKind::kMissing, "stage 0 micro-batch 0 has no backward for weights"))
       << FormatFindings(findings);
   EXPECT_TRUE(Has(findings, FindingKind::kMixedBackward, "stage 0 micro-batch 1"))
       << FormatFindings(findings);
@@ -75,7 +77,8 @@ TEST(VerifyTest, StageOnTwoRanksAndWrongRank) {
   const auto findings = Verify(p);
   EXPECT_TRUE(Has(findings, FindingKind::kWrongRank, "stage 1 is placed on rank 1"))
       << FormatFindings(findings);
-  EXPECT_TRUE(Has(findings, FindingKind::kStageOnTwoRanks, "stage 1 has actions on rank 0 and rank 1"))
+  EXPECT_TRUE(
+      Has(findings, FindingKind::kStageOnTwoRanks, "stage 1 has actions on rank 0 and rank 1"))
       << FormatFindings(findings);
 }
 
@@ -83,7 +86,8 @@ TEST(VerifyTest, BadActionIndices) {
   const Program p = MakeProgram(Layout::Loop(2, 1, 1), {"0F0 0B0 4F0", "1F0 1B0 1F3"});
   const auto findings = Verify(p);
   EXPECT_TRUE(Has(findings, FindingKind::kBadAction, "stage 4 outside [0, 2)"));
-  EXPECT_TRUE(Has(findings, FindingKind::kBadAction, "micro-batch 3 does not flow through stage 1"));
+  EXPECT_TRUE(
+      Has(findings, FindingKind::kBadAction, "micro-batch 3 does not flow through stage 1"));
 }
 
 TEST(VerifyTest, UnmatchedComms) {
@@ -104,7 +108,8 @@ TEST(VerifyTest, CommsOutOfPlaceAndBetweenStagesOfOneRank) {
   // rank 0: 0F0 0SEND_F0 0RECV_B0 0B0 -> move the send before its producer.
   std::swap(lowered.ranks[0][0], lowered.ranks[0][1]);
   auto findings = Verify(lowered);
-  EXPECT_TRUE(Has(findings, FindingKind::kUnmatchedComm, "comes before the compute that produces it"))
+  EXPECT_TRUE(
+      Has(findings, FindingKind::kUnmatchedComm, "comes before the compute that produces it"))
       << FormatFindings(findings);
 
   Program v = Lower(MakeProgram(Layout::V(1, 1), {"0F0 1F0 1B0 0B0"}));

@@ -37,11 +37,12 @@ char KindLetter(const Action& a, bool odd_chunk) {
   return odd_chunk ? static_cast<char>(std::tolower(letter)) : letter;
 }
 
-std::string Label(const Action& a, bool odd_chunk) {
+// "F3", or "F3+b5" for an overlapped unit: each half in the case of its own chunk.
+std::string Label(const Action& a, int rank, const render::ChunkMap& chunks) {
   if (a.op == Op::kOverlapFB) {
-    return Label(a.ForwardHalf(), odd_chunk) + "+" + Label(a.BackwardHalf(), odd_chunk);
+    return Label(a.ForwardHalf(), rank, chunks) + "+" + Label(a.BackwardHalf(), rank, chunks);
   }
-  return KindLetter(a, odd_chunk) + std::to_string(a.microbatch);
+  return KindLetter(a, chunks.chunk(rank, a.stage) % 2 == 1) + std::to_string(a.microbatch);
 }
 
 // For each of `columns` equal slices of [0, end), the span of `row` (sorted by start)
@@ -65,7 +66,7 @@ std::string RenderRow(const std::vector<const Span*>& sampled, const render::Chu
     if (sampled[c] != nullptr) {
       const Action& action = sampled[c]->action;
       const bool odd_chunk = chunks.chunk(*sampled[c]) % 2 == 1;
-      std::string text = Label(action, odd_chunk);
+      std::string text = Label(action, sampled[c]->rank, chunks);
       if (text.size() > run_end - c) text = std::string(1, KindLetter(action, odd_chunk));
       text.resize(run_end - c, '-');
       line.replace(c, text.size(), text);

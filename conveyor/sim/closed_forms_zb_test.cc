@@ -31,8 +31,7 @@ TEST(ClosedFormsZbTest, ZbH2ReachesTheBoundAndZeroBubbleFrom2p) {
       const SimResult r = Unit(BuildZbH2(ScheduleOptions{p, m, 0}));
       EXPECT_DOUBLE_EQ(r.makespan, Bound(p, m, 1)) << "p=" << p << " m=" << m;
       EXPECT_DOUBLE_EQ(r.steady_state_period, 3.0 * m) << "p=" << p << " m=" << m;
-      EXPECT_LE(*std::max_element(r.peak_activations.begin(), r.peak_activations.end()),
-                2 * p - 1);
+      EXPECT_LE(*std::max_element(r.peak_activations.begin(), r.peak_activations.end()), 2 * p - 1);
     }
   }
 }

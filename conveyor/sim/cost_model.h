@@ -23,12 +23,12 @@ struct StageCost {
 };
 
 struct CostModel {
-  StageCost uniform;               // used for every stage not listed in `stages`
-  std::vector<StageCost> stages;   // optional per-stage costs, indexed by stage
+  StageCost uniform;              // used for every stage not listed in `stages`
+  std::vector<StageCost> stages;  // optional per-stage costs, indexed by stage
 
-  double comm_latency = 0;     // per hop, per message
-  double comm_bandwidth = 0;   // bytes per time unit; 0 = infinite
-  double message_bytes = 0;    // one micro-batch's stage output (its gradient is the same size)
+  double comm_latency = 0;    // per hop, per message
+  double comm_bandwidth = 0;  // bytes per time unit; 0 = infinite
+  double message_bytes = 0;   // one micro-batch's stage output (its gradient is the same size)
 
   // Activation memory of one micro-batch on one stage after its F (M_B), and the part of it
   // that only W frees (M_W); I frees M_B - M_W, B frees all. The default counts a

@@ -53,10 +53,9 @@ ChunkMap::ChunkMap(const Timeline& timeline) : stages_of_rank_(timeline.num_rank
   }
 }
 
-int ChunkMap::chunk(const Span& span) const {
-  const auto& stages = stages_of_rank_[span.rank];
-  return static_cast<int>(std::lower_bound(stages.begin(), stages.end(), span.action.stage) -
-                          stages.begin());
+int ChunkMap::chunk(int rank, int stage) const {
+  const auto& stages = stages_of_rank_[rank];
+  return static_cast<int>(std::lower_bound(stages.begin(), stages.end(), stage) - stages.begin());
 }
 
 double NiceStep(double length, int parts) {

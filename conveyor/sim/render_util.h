@@ -27,7 +27,8 @@ double ShortestComputeSpan(const Timeline& timeline);
 class ChunkMap {
  public:
   explicit ChunkMap(const Timeline& timeline);
-  int chunk(const Span& span) const;
+  int chunk(const Span& span) const { return chunk(span.rank, span.action.stage); }
+  int chunk(int rank, int stage) const;
 
  private:
   std::vector<std::vector<int>> stages_of_rank_;  // sorted, unique

@@ -4,6 +4,7 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/schedule/lower.h"
+#include "conveyor/schedule/verify.h"
 
 namespace conveyor {
 namespace {
@@ -129,14 +130,21 @@ class Engine {
 
   void MarkSimple(int step, const Action& a, double end) {
     switch (a.op) {
-      case Op::kForward: fin(step, a.stage, a.microbatch, kF) = end; break;
+      case Op::kForward:
+        fin(step, a.stage, a.microbatch, kF) = end;
+        break;
       case Op::kBackward:
         fin(step, a.stage, a.microbatch, kI) = end;
         fin(step, a.stage, a.microbatch, kW) = end;
         break;
-      case Op::kBackwardInput: fin(step, a.stage, a.microbatch, kI) = end; break;
-      case Op::kBackwardWeight: fin(step, a.stage, a.microbatch, kW) = end; break;
-      default: CONVEYOR_ASSERT(false) << a;
+      case Op::kBackwardInput:
+        fin(step, a.stage, a.microbatch, kI) = end;
+        break;
+      case Op::kBackwardWeight:
+        fin(step, a.stage, a.microbatch, kW) = end;
+        break;
+      default:
+        CONVEYOR_ASSERT(false) << a;
     }
   }
 
@@ -149,16 +157,21 @@ class Engine {
   double Duration(const Action& a) const {
     const StageCost& c = costs_.cost(a.stage);
     switch (a.op) {
-      case Op::kForward: return c.f;
-      case Op::kBackward: return c.full_backward();
-      case Op::kBackwardInput: return c.i;
-      case Op::kBackwardWeight: return c.w;
+      case Op::kForward:
+        return c.f;
+      case Op::kBackward:
+        return c.full_backward();
+      case Op::kBackwardInput:
+        return c.i;
+      case Op::kBackwardWeight:
+        return c.w;
       case Op::kOverlapFB: {
         const StageCost& back = costs_.cost(a.overlap_stage);
         if (c.overlap >= 0) return c.overlap;
         return c.f + (a.overlap_op == Op::kBackwardInput ? back.i : back.full_backward());
       }
-      default: return 0;
+      default:
+        return 0;
     }
   }
 
@@ -171,41 +184,12 @@ class Engine {
   std::vector<double> step_end_;
 };
 
-// Peak activation memory per rank, in units of mem_b, following each rank's order.
-std::vector<double> PeakMemory(const Program& program, const CostModel& costs) {
-  std::vector<double> peaks;
-  const double freed_by_i = costs.mem_b - costs.mem_w;
-  for (const auto& actions : program.ranks) {
-    double now = 0, peak = 0;
-    auto apply = [&](Op op) {
-      switch (op) {
-        case Op::kForward: now += costs.mem_b; break;
-        case Op::kBackward: now -= costs.mem_b; break;
-        case Op::kBackwardInput: now -= freed_by_i; break;
-        case Op::kBackwardWeight: now -= costs.mem_w; break;
-        default: break;
-      }
-      peak = std::max(peak, now);
-    };
-    for (const Action& a : actions) {
-      if (a.op == Op::kOverlapFB) {
-        apply(Op::kForward);
-        apply(a.overlap_op);
-      } else {
-        apply(a.op);
-      }
-    }
-    peaks.push_back(costs.mem_b > 0 ? peak / costs.mem_b : 0);
-  }
-  return peaks;
-}
-
 }  // namespace
 
 SimResult Simulate(const Program& program, const CostModel& costs, const SimOptions& options) {
   CONVEYOR_CHECK(costs.mem_w >= 0 && costs.mem_w <= costs.mem_b)
-      << "activation memory freed by W (" << costs.mem_w << ") must be within [0, mem_b = "
-      << costs.mem_b << "]";
+      << "activation memory freed by W (" << costs.mem_w
+      << ") must be within [0, mem_b = " << costs.mem_b << "]";
   const int steps = std::max(1, options.steady_state_steps);
   SimResult result;
   Engine engine(program, costs, steps);
@@ -219,7 +203,9 @@ SimResult Simulate(const Program& program, const CostModel& costs, const SimOpti
     total_busy += result.busy[r];
   }
   result.bubble_fraction = result.makespan > 0 ? 1.0 - total_busy / (p * result.makespan) : 0;
-  result.peak_activations = PeakMemory(program, costs);
+  for (double peak : PeakActivations(program, costs.mem_b, costs.mem_w)) {
+    result.peak_activations.push_back(costs.mem_b > 0 ? peak / costs.mem_b : 0);
+  }
   for (int r = 0; r < p; ++r) {
     for (const Action& a : program.ranks[r]) {
       if (IsCompute(a.op)) result.p2p_messages += TransfersOf(program.layout, a).size();

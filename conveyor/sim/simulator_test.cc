@@ -104,8 +104,8 @@ TEST(SimulatorTest, GpipePeriodEqualsMakespan) {
 TEST(SimulatorTest, OverlapWithoutGainRunsHalvesAsTheirInputsArrive) {
   // Rank 1's unit pairs the forward of micro-batch 1 (input there at 2) with the backward of
   // micro-batch 0 (ready at once): the forward half must not wait for anything else.
-  const Program p = MakeProgram(Layout::Loop(2, 1, 2),
-                                {"0F0 0F1 0B0 0B1", "1F0 (1F1;1B0)OVERLAP_F_B 1B1"});
+  const Program p =
+      MakeProgram(Layout::Loop(2, 1, 2), {"0F0 0F1 0B0 0B1", "1F0 (1F1;1B0)OVERLAP_F_B 1B1"});
   CostModel c = Uniform(1, 1, 1);
   c.comm_latency = 1;
   // rank 1: F0 [2,3]; F1 [3,4] (input at 3); B0 [4,6]; B1 [6,8]; rank 0 B0 [7,9], B1 [9,11].

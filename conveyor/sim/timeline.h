@@ -19,7 +19,7 @@ struct Span {
 
 struct Timeline {
   int num_ranks = 0;
-  std::vector<Span> spans;  // any order; renderers sort as they need
+  std::vector<Span> spans;          // any order; renderers sort as they need
   std::string time_unit = "units";  // "units" for cost-model units, "s" for measured
 
   // Latest end over all spans (0 when empty).

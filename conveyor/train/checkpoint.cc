@@ -1,12 +1,12 @@
 #include "conveyor/train/checkpoint.h"
 
+#include <ATen/ATen.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <set>
-
-#include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "conveyor/common/error.h"
 #include "conveyor/nn/safetensors.h"
@@ -17,8 +17,8 @@ namespace {
 
 // The fields a checkpoint must agree on with the run that loads it.
 nlohmann::json ModelJson(const TrainConfig& c) {
-  return {{"model", c.model},   {"layers", c.layers},   {"hidden", c.hidden},
-          {"heads", c.heads},   {"seq_len", c.seq_len}, {"tie_embeddings", c.tie_embeddings},
+  return {{"model", c.model},    {"layers", c.layers},   {"hidden", c.hidden},
+          {"heads", c.heads},    {"seq_len", c.seq_len}, {"tie_embeddings", c.tie_embeddings},
           {"classes", c.classes}};
 }
 
@@ -71,8 +71,9 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
   std::map<std::string, at::Tensor> tensors;
   for (const auto& [name, p] : trainer.Parameters()) tensors.emplace("param/" + name, p.detach());
   for (const auto& [key, t] : trainer.optimizer().State()) tensors.emplace("optim/" + key, t);
-  nn::SaveSafetensors((temp_dir / ("rank-" + std::to_string(trainer.rank()) + ".safetensors")).string(),
-                  tensors, {{"step", std::to_string(trainer.step())}});
+  nn::SaveSafetensors(
+      (temp_dir / ("rank-" + std::to_string(trainer.rank()) + ".safetensors")).string(), tensors,
+      {{"step", std::to_string(trainer.step())}});
   Barrier(world);
   if (trainer.rank() == 0) {
     const nlohmann::json meta = {{"format", "conveyor-checkpoint-1"},
@@ -124,8 +125,8 @@ TrainConfig CheckpointConfig(const std::string& path) {
     c.seed = meta.value("seed", c.seed);
     c.data = meta.value("data", c.data);
   } catch (const nlohmann::json::exception& e) {
-    CONVEYOR_CHECK(false) << "checkpoint " << path << ": incomplete model description: "
-                          << e.what();
+    CONVEYOR_CHECK(false) << "checkpoint " << path
+                          << ": incomplete model description: " << e.what();
   }
   return c;
 }
@@ -152,8 +153,8 @@ void LoadCheckpoint(const std::string& path, Trainer& trainer, const TrainConfig
     auto it = all.find("param/" + name);
     CONVEYOR_CHECK(it != all.end()) << "checkpoint " << folder << " lacks parameter " << name;
     CONVEYOR_CHECK(it->second.sizes() == p.sizes())
-        << "checkpoint " << folder << ": parameter " << name << " has shape "
-        << it->second.sizes() << ", this model " << p.sizes();
+        << "checkpoint " << folder << ": parameter " << name << " has shape " << it->second.sizes()
+        << ", this model " << p.sizes();
     for (const char* suffix : {"/exp_avg", "/exp_avg_sq"}) {
       auto state = all.find("optim/" + name + suffix);
       if (state != all.end()) optim.emplace(name + suffix, state->second);

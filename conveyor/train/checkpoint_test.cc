@@ -1,9 +1,8 @@
 #include "conveyor/train/checkpoint.h"
 
-#include <gtest/gtest.h>
-
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 

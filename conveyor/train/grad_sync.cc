@@ -1,10 +1,10 @@
 #include "conveyor/train/grad_sync.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
-
-#include <ATen/ATen.h>
 
 #include "conveyor/common/error.h"
 

@@ -1,8 +1,7 @@
 // The models learn the real corpus: a GPT's loss falls clearly, and the classifier beats
 // the majority class on the held-out split. Small sizes; skipped without the fortunes.
-#include <gtest/gtest.h>
-
 #include <ATen/Parallel.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 
@@ -36,7 +35,7 @@ TEST_F(LearningTest, GptLossFallsOnFortunes) {
   c.schedule = "1f1b";
   const std::vector<double> losses = testing::TrainOnThreads(c);
   ASSERT_EQ(losses.size(), 30u);
-  EXPECT_GT(losses.front(), 5.0);          // about ln 256 = 5.5 at the start
+  EXPECT_GT(losses.front(), 5.0);  // about ln 256 = 5.5 at the start
   EXPECT_LT(losses.back(), losses.front() - 1.5);
 }
 

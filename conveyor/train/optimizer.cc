@@ -1,8 +1,8 @@
 #include "conveyor/train/optimizer.h"
 
-#include <cmath>
-
 #include <ATen/ATen.h>
+
+#include <cmath>
 
 #include "conveyor/common/error.h"
 
@@ -40,13 +40,13 @@ std::map<std::string, at::Tensor> AdamW::State() const {
   return state;
 }
 
-void AdamW::LoadState(const NamedTensors& params,
-                      const std::map<std::string, at::Tensor>& state) {
+void AdamW::LoadState(const NamedTensors& params, const std::map<std::string, at::Tensor>& state) {
   std::map<const void*, Moments> loaded;
   std::map<const void*, std::string> names;
   for (const auto& [name, p] : params) {
     Moments m;
-    for (auto [suffix, slot] : {std::pair{"/exp_avg", &m.exp_avg}, {"/exp_avg_sq", &m.exp_avg_sq}}) {
+    for (auto [suffix, slot] :
+         {std::pair{"/exp_avg", &m.exp_avg}, {"/exp_avg_sq", &m.exp_avg_sq}}) {
       auto it = state.find(name + suffix);
       CONVEYOR_CHECK(it != state.end()) << "optimizer state lacks '" << name << suffix << "'";
       CONVEYOR_CHECK(it->second.sizes() == p.sizes())

@@ -1,8 +1,7 @@
 #include "conveyor/train/optimizer.h"
 
-#include <gtest/gtest.h>
-
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 
 #include "conveyor/common/error.h"
 

@@ -1,8 +1,8 @@
 #include "conveyor/train/tasks.h"
 
-#include <sstream>
-
 #include <ATen/ATen.h>
+
+#include <sstream>
 
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/data/classification.h"
@@ -37,8 +37,12 @@ std::vector<double> TransformerFlops(int layers, double t, double c, double head
 class GptTask : public TrainTask {
  public:
   explicit GptTask(const TrainConfig& c)
-      : config_{static_cast<int>(data::ByteTokenizer::kVocabSize), c.hidden, c.heads, c.layers,
-                c.seq_len, c.tie_embeddings},
+      : config_{static_cast<int>(data::ByteTokenizer::kVocabSize),
+                c.hidden,
+                c.heads,
+                c.layers,
+                c.seq_len,
+                c.tie_embeddings},
         seed_(c.seed),
         eval_batches_(c.eval_batches),
         corpus_(LoadCorpus(c.data)),
@@ -85,19 +89,24 @@ class GptTask : public TrainTask {
 class ClassifierTask : public TrainTask {
  public:
   explicit ClassifierTask(const TrainConfig& c)
-      : config_{static_cast<int>(data::ByteTokenizer::kVocabSize), c.hidden, c.heads, c.layers,
-                c.seq_len, c.classes},
+      : config_{static_cast<int>(data::ByteTokenizer::kVocabSize),
+                c.hidden,
+                c.heads,
+                c.layers,
+                c.seq_len,
+                c.classes},
         seed_(c.seed),
         corpus_(LoadCorpus(c.data)),
-        task_(corpus_, data::ClassificationOptions{c.classes, c.seq_len, c.batch_size, 0.15, c.seed}) {
+        task_(corpus_,
+              data::ClassificationOptions{c.classes, c.seq_len, c.batch_size, 0.15, c.seed}) {
     nn::CheckClassifierConfig(config_);
   }
 
   nn::LayerList BuildLayers() const override { return nn::BuildClassifier(config_, seed_); }
   std::vector<double> LayerFlops() const override {
-    return TransformerFlops(config_.layers, config_.max_seq_len, config_.hidden,
-                            2.0 * config_.hidden * (config_.hidden + config_.classes) /
-                                config_.max_seq_len);
+    return TransformerFlops(
+        config_.layers, config_.max_seq_len, config_.hidden,
+        2.0 * config_.hidden * (config_.hidden + config_.classes) / config_.max_seq_len);
   }
   std::vector<int64_t> BoundaryShape(const MicroBatch& mb) const override {
     return {mb.size(), mb.seq_len(), config_.hidden};
@@ -124,8 +133,7 @@ class ClassifierTask : public TrainTask {
       out << (k ? ", " : "") << task_.class_names()[k];
     }
     out << "); " << task_.train_size() << " train / " << task_.held_out_size()
-        << " held-out documents; majority class " << 100 * task_.MajorityRate()
-        << "% of held-out";
+        << " held-out documents; majority class " << 100 * task_.MajorityRate() << "% of held-out";
     return out.str();
   }
   double BaselineAccuracy() const override { return task_.MajorityRate(); }

@@ -1,9 +1,9 @@
 #include "conveyor/train/train_config.h"
 
+#include <toml++/toml.h>
+
 #include <functional>
 #include <map>
-
-#include <toml++/toml.h>
 
 #include "conveyor/common/error.h"
 
@@ -21,8 +21,7 @@ void TrainConfig::Validate() const {
   CONVEYOR_CHECK(pp >= 1) << "pp must be at least 1, got " << pp;
   CONVEYOR_CHECK(microbatches >= 1) << "microbatches must be at least 1, got " << microbatches;
   CONVEYOR_CHECK(batch_size >= microbatches)
-      << "batch-size (" << batch_size << ") must be at least microbatches (" << microbatches
-      << ")";
+      << "batch-size (" << batch_size << ") must be at least microbatches (" << microbatches << ")";
   CONVEYOR_CHECK(partition == "params" || partition == "flops" || partition == "uniform")
       << "partition must be params, flops or uniform, got '" << partition << "'";
   CONVEYOR_CHECK(steps >= 1) << "steps must be at least 1, got " << steps;
@@ -45,8 +44,8 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
   try {
     table = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
-    CONVEYOR_CHECK(false) << "cannot read config '" << path << "': " << e.description()
-                          << " (line " << e.source().begin.line << ")";
+    CONVEYOR_CHECK(false) << "cannot read config '" << path << "': " << e.description() << " (line "
+                          << e.source().begin.line << ")";
   }
   using Setter = std::function<void(const toml::node&, const std::string&)>;
   auto text = [&](std::string& field) -> Setter {
@@ -59,7 +58,8 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
   auto integer = [&](auto& field) -> Setter {
     return [&field, &path](const toml::node& n, const std::string& key) {
       auto v = n.value<int64_t>();
-      CONVEYOR_CHECK(v.has_value() && n.is_integer()) << path << ": '" << key << "' must be an integer";
+      CONVEYOR_CHECK(v.has_value() && n.is_integer())
+          << path << ": '" << key << "' must be an integer";
       field = static_cast<std::remove_reference_t<decltype(field)>>(*v);
     };
   };
@@ -73,7 +73,8 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
   auto boolean = [&](bool& field) -> Setter {
     return [&field, &path](const toml::node& n, const std::string& key) {
       auto v = n.value<bool>();
-      CONVEYOR_CHECK(v.has_value() && n.is_boolean()) << path << ": '" << key << "' must be true or false";
+      CONVEYOR_CHECK(v.has_value() && n.is_boolean())
+          << path << ": '" << key << "' must be true or false";
       field = *v;
     };
   };

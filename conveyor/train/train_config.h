@@ -26,7 +26,7 @@ struct TrainConfig {
   std::string schedule = "1f1b";
   int pp = 4;
   int microbatches = 8;
-  int chunks = 0;  // 0 = the schedule's default
+  int chunks = 0;                    // 0 = the schedule's default
   std::string partition = "params";  // params | flops | uniform
   // Optimisation.
   int batch_size = 16;
@@ -40,12 +40,12 @@ struct TrainConfig {
   // Evaluation, output, checkpoints.
   int64_t eval_every = 50;  // 0 = only at the end
   int eval_batches = 4;
-  std::string metrics;          // JSON file; empty = none
-  std::string checkpoint_dir;   // empty = no checkpoints
-  int64_t checkpoint_every = 0; // 0 = only at the end (when checkpoint_dir is set)
-  std::string resume;           // a checkpoint directory to continue from
-  int sample_tokens = 200;      // gpt: text sampled at the end; 0 = none
-  int timeout_s = 300;          // bound on any wait between ranks
+  std::string metrics;           // JSON file; empty = none
+  std::string checkpoint_dir;    // empty = no checkpoints
+  int64_t checkpoint_every = 0;  // 0 = only at the end (when checkpoint_dir is set)
+  std::string resume;            // a checkpoint directory to continue from
+  int sample_tokens = 200;       // gpt: text sampled at the end; 0 = none
+  int timeout_s = 300;           // bound on any wait between ranks
 
   void Validate() const;
 };

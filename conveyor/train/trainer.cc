@@ -1,10 +1,12 @@
 #include "conveyor/train/trainer.h"
 
-#include <chrono>
-#include <set>
-
 #include <ATen/ATen.h>
 
+#include <chrono>
+#include <filesystem>
+#include <set>
+
+#include "conveyor/data/corpus.h"
 #include "conveyor/schedule/builders/forward_only.h"
 #include "conveyor/schedule/lower.h"
 #include "conveyor/schedule/registry.h"
@@ -32,15 +34,31 @@ Layout SameLayoutWith(const Layout& layout, int microbatches) {
   switch (layout.placement()) {
     case Placement::kLoop:
       return Layout::Loop(layout.num_ranks(), layout.stages_per_rank(), microbatches);
-    case Placement::kV: return Layout::V(layout.num_ranks(), microbatches);
-    case Placement::kDual: return Layout::Dual(layout.num_ranks(), microbatches);
-    case Placement::kCustom: break;
+    case Placement::kV:
+      return Layout::V(layout.num_ranks(), microbatches);
+    case Placement::kDual:
+      return Layout::Dual(layout.num_ranks(), microbatches);
+    case Placement::kCustom:
+      break;
   }
   return Layout::Custom(layout.num_ranks(), layout.stage_to_rank(), microbatches,
                         layout.directions());
 }
 
 }  // namespace
+
+void PreflightCheck(const TrainConfig& config) {
+  config.Validate();
+  const Program program = BuildSchedule(
+      config.schedule, ScheduleOptions{config.pp, config.microbatches, config.chunks});
+  VerifyOrThrow(program);
+  // The models are an embedding, `layers` blocks and a head.
+  PartitionEvenly(config.layers + 2, program.layout.pipeline_length());
+  const std::string path = config.data == "fortunes" ? data::kFortunesDir : config.data;
+  CONVEYOR_CHECK(std::filesystem::exists(path))
+      << "corpus '" << path << "' does not exist"
+      << (config.data == "fortunes" ? " (apt-get install fortunes)" : "");
+}
 
 std::vector<double> LayerCosts(const TrainConfig& config, const TrainTask& task,
                                const nn::LayerList& layers) {
@@ -54,8 +72,7 @@ std::vector<double> LayerCosts(const TrainConfig& config, const TrainTask& task,
   return costs;
 }
 
-Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task,
-                 Transport* world)
+Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task, Transport* world)
     : config_(config),
       task_(std::move(task)),
       world_(world),
@@ -126,14 +143,8 @@ EvalMetrics Trainer::Evaluate() {
     const int mbs = std::min<int>(config_.microbatches, batch.inputs.size(0));
     CONVEYOR_CHECK(program_.layout.directions() == 1 || mbs >= 2)
         << "evaluation batches need at least 2 samples for two pipeline directions";
-    const Program program = Lower(BuildForwardOnly(SameLayoutWith(program_.layout, mbs)));
-    std::map<int, Stage*> stages;
-    for (const auto& [index, stage] : pipeline_->stages()) stages[index] = stage.get();
-    Executor executor(program, rank_, world_, stages,
-                      [this](int, const MicroBatch& mb) { return task_->BoundaryShape(mb); },
-                      at::TensorOptions().dtype(at::kFloat));
     const std::vector<MicroBatch> split = SplitBatch(batch, mbs);
-    const Executor::Inference result = executor.RunInference(split);
+    const Executor::Inference result = Infer(split);
     loss += result.loss;
     if (task_->has_accuracy()) {
       for (const auto& [index, logits] : result.outputs) {
@@ -148,21 +159,27 @@ EvalMetrics Trainer::Evaluate() {
   return m;
 }
 
-at::Tensor Trainer::NextTokens(const at::Tensor& inputs, double temperature, uint64_t seed) {
-  // Two directions need two micro-batches: the second carries a copy, its result unused.
-  const int m = program_.layout.directions();
+Executor::Inference Trainer::Infer(const std::vector<MicroBatch>& mbs) {
+  const int m = static_cast<int>(mbs.size());
   const Program program = Lower(BuildForwardOnly(SameLayoutWith(program_.layout, m)));
   std::map<int, Stage*> stages;
   for (const auto& [index, stage] : pipeline_->stages()) stages[index] = stage.get();
-  Executor executor(program, rank_, world_, stages,
-                    [this](int, const MicroBatch& mb) { return task_->BoundaryShape(mb); },
-                    at::TensorOptions().dtype(at::kFloat));
+  Executor executor(
+      program, rank_, world_, stages,
+      [this](int, const MicroBatch& mb) { return task_->BoundaryShape(mb); },
+      at::TensorOptions().dtype(at::kFloat));
+  return executor.RunInference(mbs);
+}
+
+at::Tensor Trainer::NextTokens(const at::Tensor& inputs, double temperature, uint64_t seed) {
+  // Two directions need two micro-batches: the second carries a copy, its result unused.
+  const int m = program_.layout.directions();
   std::vector<MicroBatch> mbs(m);
   for (int i = 0; i < m; ++i) {
     mbs[i].index = i;
     mbs[i].inputs = inputs;
   }
-  const Executor::Inference result = executor.RunInference(mbs);
+  const Executor::Inference result = Infer(mbs);
   at::Tensor tokens = at::zeros({inputs.size(0)}, at::kLong);
   auto it = result.outputs.find(0);
   if (it != result.outputs.end()) {

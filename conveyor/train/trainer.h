@@ -64,6 +64,8 @@ class Trainer {
 
  private:
   double AllReduce(double value);
+  // Runs `mbs` through a forward-only program over this rank's stages (same placement).
+  Executor::Inference Infer(const std::vector<MicroBatch>& mbs);
 
   TrainConfig config_;
   std::shared_ptr<const TrainTask> task_;
@@ -77,6 +79,10 @@ class Trainer {
   LrSchedule schedule_;
   int64_t step_ = 0;
 };
+
+// Checks, cheaply and before any rank starts, what would stop a run: the configuration, the
+// schedule's preconditions, enough layers for its stages, the corpus path. UserError.
+void PreflightCheck(const TrainConfig& config);
 
 // The per-layer costs config.partition asks for.
 std::vector<double> LayerCosts(const TrainConfig& config, const TrainTask& task,

@@ -1,9 +1,8 @@
 #include "conveyor/train/trainer.h"
 
-#include <gtest/gtest.h>
-
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <gtest/gtest.h>
 
 #include "conveyor/train/train_testing.h"
 
@@ -30,15 +29,15 @@ TEST_F(TrainerTest, LossesDoNotDependOnScheduleOrPp) {
   const std::vector<double> reference = TrainOnThreads(TinyGpt());
   ASSERT_EQ(reference.size(), 3u);
   EXPECT_LT(reference.back(), reference.front());
-  const std::pair<int, const char*> runs[] = {{2, "1f1b"},       {2, "zb-v"},
-                                              {2, "dualpipe-v"}, {2, "interleaved-1f1b"},
-                                              {3, "zb-h2"},      {2, "dualpipe"},
-                                              {3, "zb-h1"}};
+  const std::pair<int, const char*> runs[] = {
+      {2, "1f1b"},  {2, "zb-v"},     {2, "dualpipe-v"}, {2, "interleaved-1f1b"},
+      {3, "zb-h2"}, {2, "dualpipe"}, {3, "zb-h1"}};
   for (const auto& [pp, schedule] : runs) {
     TrainConfig c = TinyGpt();
     c.pp = pp;
     c.schedule = schedule;
-    ExpectSameLosses(reference, TrainOnThreads(c), std::string(schedule) + " pp=" + std::to_string(pp));
+    ExpectSameLosses(reference, TrainOnThreads(c),
+                     std::string(schedule) + " pp=" + std::to_string(pp));
   }
 }
 

@@ -12,8 +12,8 @@ namespace conveyor {
 Program BuildDualPipe(const ScheduleOptions& options) {
   CheckPipelineOptions(options, "dualpipe");
   CONVEYOR_CHECK(options.chunks == 0 || options.chunks == 2)
-      << "dualpipe holds two model chunks per rank (one per direction); chunks = "
-      << options.chunks << " is not possible";
+      << "dualpipe holds two model chunks per rank (one per direction); chunks = " << options.chunks
+      << " is not possible";
   const int p = options.pp, m = options.microbatches;
   CONVEYOR_CHECK(m >= 2) << "dualpipe sends micro-batches both ways and needs at least 2, got "
                          << m;

@@ -25,11 +25,11 @@
 namespace conveyor {
 
 struct DualPipeRank {
-  int n;                     // ranks per direction
-  int k;                     // distance of this rank from its end
-  int stage[2];              // the stages of chunk 0 and chunk 1
-  int first_microbatch[2];   // micro-batches of chunk c: [first, first + per_chunk)
-  int per_chunk;             // c
+  int n;                    // ranks per direction
+  int k;                    // distance of this rank from its end
+  int stage[2];             // the stages of chunk 0 and chunk 1
+  int first_microbatch[2];  // micro-batches of chunk c: [first, first + per_chunk)
+  int per_chunk;            // c
   // DualPipeV's last rank runs its first (F chunk 0 ; B chunk 1) pair one after the other.
   bool split_first_pair = false;
 };

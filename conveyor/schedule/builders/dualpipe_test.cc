@@ -1,27 +1,15 @@
-// DualPipe and DualPipeV: the phase programs, their fallbacks, and PyTorch's DualPipeV.
+// DualPipe: the phase programs and the fallback for inputs the phases cannot take.
 #include "conveyor/schedule/builders/dualpipe.h"
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-
 #include "conveyor/common/error.h"
-#include "conveyor/schedule/builders/dualpipe_v.h"
+#include "conveyor/schedule/builders/zb_testing.h"
 #include "conveyor/schedule/lower.h"
-#include "conveyor/schedule/program_csv.h"
 #include "conveyor/schedule/verify.h"
 
 namespace conveyor {
 namespace {
-
-void ExpectSound(const Program& program, const std::string& what) {
-  EXPECT_TRUE(Verify(program).empty()) << what << "\n" << FormatFindings(Verify(program));
-  try {
-    EXPECT_TRUE(Verify(Lower(program)).empty()) << what;
-  } catch (const Error& e) {
-    ADD_FAILURE() << what << ": " << e.what();
-  }
-}
 
 int Overlaps(const Program& program) {
   int n = 0;
@@ -37,7 +25,7 @@ TEST(DualPipeTest, PhasesForEvenPpAndEnoughMicrobatches) {
       const Program program = BuildDualPipe(ScheduleOptions{p, m, 0});
       const std::string what = "dualpipe p=" + std::to_string(p) + " m=" + std::to_string(m);
       EXPECT_EQ(program.layout.directions(), 2) << what;
-      ExpectSound(program, what);
+      testing::ExpectSoundZbProgram(program, 1 << 20, what);
       EXPECT_GT(Overlaps(program), 0) << what;
     }
   }
@@ -49,7 +37,7 @@ TEST(DualPipeTest, OtherInputsFallBackToAVerifiedOrder) {
       if (p % 2 == 0 && m % 2 == 0 && m >= 2 * p) continue;
       const Program program = BuildDualPipe(ScheduleOptions{p, m, 0});
       const std::string what = "dualpipe p=" + std::to_string(p) + " m=" + std::to_string(m);
-      ExpectSound(program, what);
+      testing::ExpectSoundZbProgram(program, 1 << 20, what);
       EXPECT_EQ(Overlaps(program), 0) << what;
     }
   }
@@ -67,24 +55,6 @@ TEST(DualPipeTest, FirstRankRunsTheForwardDirectionFirst) {
   EXPECT_EQ(r0[3].ToString(), "7F4");
   // Rank 3 mirrors it on the reverse direction (stage 4 = chunk 0 of micro-batches 4..7).
   EXPECT_EQ(program.ranks[3][0].ToString(), "4F4");
-}
-
-TEST(DualPipeVTest, SoundForEveryMicrobatchCount) {
-  for (int p = 1; p <= 6; ++p) {
-    for (int m = 1; m <= 4 * p; ++m) {
-      ExpectSound(BuildDualPipeV(ScheduleOptions{p, m, 0}),
-                  "dualpipe-v p=" + std::to_string(p) + " m=" + std::to_string(m));
-    }
-  }
-  EXPECT_THROW(BuildDualPipeV(ScheduleOptions{2, 4, 4}), UserError);
-}
-
-TEST(DualPipeVTest, EqualsPyTorchsProgram) {
-  const std::string path = std::string(CONVEYOR_SHARED_DIR) +
-                           "/reference/pytorch-schedules/dualpipev_4rank_10mb.csv";
-  if (!std::ifstream(path).good()) GTEST_SKIP() << "no " << path;
-  const Program theirs = LoadProgramCsv(path).program;
-  EXPECT_EQ(BuildDualPipeV(ScheduleOptions{4, 10, 0}).ToText(), theirs.ToText());
 }
 
 }  // namespace

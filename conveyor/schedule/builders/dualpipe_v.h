@@ -1,4 +1,5 @@
-// DualPipeV: DualPipe folded onto p ranks with V placement (DeepSeek-AI, 2025; 'cut-in-half' DualPipe).
+// DualPipeV: DualPipe folded onto p ranks with V placement (DeepSeek-AI, 2025; 'cut-in-half'
+// DualPipe).
 #ifndef CONVEYOR_SCHEDULE_BUILDERS_DUALPIPE_V_H_
 #define CONVEYOR_SCHEDULE_BUILDERS_DUALPIPE_V_H_
 

@@ -8,8 +8,7 @@ namespace conveyor {
 Program BuildZbH2(const ScheduleOptions& options) {
   CheckPipelineOptions(options, "zb-h2");
   CheckSingleChunk(options, "zb-h2");
-  return GreedyZeroBubble(Layout::Loop(options.pp, 1, options.microbatches),
-                          2 * options.pp - 1);
+  return GreedyZeroBubble(Layout::Loop(options.pp, 1, options.microbatches), 2 * options.pp - 1);
 }
 
 }  // namespace conveyor

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "conveyor/schedule/builders/builder_util.h"
 #include "conveyor/common/error.h"
+#include "conveyor/schedule/builders/builder_util.h"
 
 namespace conveyor {
 namespace {
