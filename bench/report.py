@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Turns Google Benchmark JSON files written by conveyor's benchmarks into Markdown tables.
+"""Turns the JSON that conveyor's benchmarks write into Markdown tables.
 
-    bench/report.py build/bench/schedule.json > table.md
+    bench/report.py build/bench/schedule.json                 # Google Benchmark (planner)
+    bench/report.py fidelity.json overhead.json               # conveyor bench --format json
 
-Only medians are reported (the JSON must come from runs with repetitions); every table
-names the machine it was measured on.
+Planner tables report medians (the JSON must come from runs with repetitions); `conveyor
+bench` rows already hold medians over their timed steps.
 """
 import json
 import sys
@@ -25,12 +26,44 @@ def plan_table(data):
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for b in rows:
-        name = b["run_name"].split("/", 1)[1]
+        name = b["run_name"].split("/")[1]
         phases = [b["build_s"], b["lower_s"], b["verify_s"], b["simulate_s"]]
         out.append(
             f"| {name} | {int(b['actions'])} | "
             + " | ".join(f"{x:.3f}" for x in phases)
             + f" | {sum(phases):.3f} |"
+        )
+    return "\n".join(out)
+
+
+def fidelity_table(rows):
+    out = [
+        "| schedule | predicted s | measured s | error |",
+        "|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        if "skipped" in r:
+            out.append(f"| {r['schedule']} | skipped: {r['skipped']} | | |")
+            continue
+        out.append(
+            f"| {r['schedule']} | {r['predicted_s']:.4f} | {r['measured_s']:.4f} | "
+            f"{100 * r['error']:+.1f}% |"
+        )
+    return "\n".join(out)
+
+
+def overhead_table(rows):
+    out = [
+        "| schedule | actions (busiest rank) | step ms | us per action |",
+        "|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        if "skipped" in r:
+            out.append(f"| {r['schedule']} | skipped: {r['skipped']} | | |")
+            continue
+        out.append(
+            f"| {r['schedule']} | {r['actions_per_rank']} | {1e3 * r['measured_s']:.2f} | "
+            f"{r['us_per_action']:.1f} |"
         )
     return "\n".join(out)
 
@@ -41,6 +74,16 @@ def main(paths):
     for path in paths:
         with open(path) as f:
             data = json.load(f)
+        if isinstance(data, list):
+            measured = [r for r in data if "skipped" not in r]
+            if measured and "predicted_s" in measured[0]:
+                print(fidelity_table(data))
+            elif measured and "us_per_action" in measured[0]:
+                print(overhead_table(data))
+            else:
+                sys.exit(f"{path}: unknown rows")
+            print()
+            continue
         names = [b["run_name"] for b in data["benchmarks"]]
         if all(n.startswith("plan/") for n in names):
             print(plan_table(data))

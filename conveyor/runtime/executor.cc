@@ -109,10 +109,19 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
     case Op::kBackwardWeight:
       StageAt(a.stage).BackwardWeight(mb(a.microbatch));
       break;
-    case Op::kOverlapFB:
+    case Op::kOverlapFB: {
+      // The halves run one after the other here (one device stream); the forward half's
+      // output leaves at once instead of waiting for the backward half, and its SEND_F in
+      // the program then finds it already posted.
       Run(a.ForwardHalf(), mbs);
+      const Action send{Op::kSendF, a.stage, a.microbatch};
+      if (outputs_to_send_.count({a.stage, a.microbatch})) {
+        Run(send, mbs);
+        early_sends_.insert({a.stage, a.microbatch});
+      }
       Run(a.BackwardHalf(), mbs);
       break;
+    }
     case Op::kRecvF: {
       const int prev = layout.prev_stage(a.stage);
       at::Tensor buffer = at::empty(boundary_shape_(prev, mb(a.microbatch)), activation_options_);
@@ -131,6 +140,7 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
     case Op::kSendF:
     case Op::kSendB: {
       const bool gradient = a.op == Op::kSendB;
+      if (!gradient && early_sends_.erase({a.stage, a.microbatch})) break;
       std::map<Key, at::Tensor>& from = gradient ? grads_to_send_ : outputs_to_send_;
       auto it = from.find({a.stage, a.microbatch});
       CONVEYOR_ASSERT(it != from.end()) << "nothing computed to send";
@@ -173,6 +183,7 @@ void Executor::Execute(const std::vector<MicroBatch>& microbatches) {
     gradients_.clear();
     outputs_to_send_.clear();
     grads_to_send_.clear();
+    early_sends_.clear();
     std::ostringstream out;
     out << "rank " << rank_ << ", stage " << current.stage << ", micro-batch " << current.microbatch
         << ", action " << current << ": " << e.what();
@@ -181,7 +192,7 @@ void Executor::Execute(const std::vector<MicroBatch>& microbatches) {
   }
   sends_.clear();
   CONVEYOR_ASSERT(activations_.empty() && gradients_.empty() && outputs_to_send_.empty() &&
-                  grads_to_send_.empty())
+                  grads_to_send_.empty() && early_sends_.empty())
       << "rank " << rank_ << " ends the step with unconsumed tensors";
 }
 

@@ -8,7 +8,7 @@
 //   W                runs the stage's deferred weight work for that micro-batch
 //   SEND_F / SEND_B  post an asynchronous send; its handle (and buffer) is kept until the
 //                    end of the step, when every send is waited for
-//   OVERLAP_F_B      its forward half, then its backward half
+//   OVERLAP_F_B      its forward half (whose output is sent at once), then its backward half
 //   REDUCE_GRAD      nothing yet (where data-parallel reduction will start)
 // Buffers are dropped as soon as their consumer ran. Any error is rethrown as RuntimeError
 // naming rank, stage, micro-batch and action (a CommError stays a CommError, with context).
@@ -21,6 +21,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "conveyor/comm/transport.h"
@@ -99,6 +100,7 @@ class Executor {
   std::map<Key, Pending> gradients_;           // output gradients of this rank's stages
   std::map<Key, at::Tensor> outputs_to_send_;  // by producing stage, waiting for SEND_F
   std::map<Key, at::Tensor> grads_to_send_;    // by producing stage, waiting for SEND_B
+  std::set<Key> early_sends_;  // forward halves of OVERLAP_F_B sent before their SEND_F
   std::vector<std::pair<std::shared_ptr<Work>, Action>> sends_;
   bool inference_ = false;                  // running RunInference
   std::map<int, at::Tensor> last_outputs_;  // inference: last stages' outputs by micro-batch
