@@ -2,6 +2,7 @@
 // line and a non-zero exit.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -21,7 +22,10 @@ struct Result {
 };
 
 Result Conveyor(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "conveyor_cli_stderr.txt";
+  // One file per process and call: ctest runs the cases of this binary in parallel.
+  static int calls = 0;
+  const std::string err_path = ::testing::TempDir() + "conveyor_cli_stderr." +
+                               std::to_string(::getpid()) + "." + std::to_string(calls++);
   const std::string command =
       std::string("timeout 60 ") + CONVEYOR_BINARY + " " + args + " 2>" + err_path;
   Result result{-1, "", ""};
@@ -61,7 +65,8 @@ TEST(CliTest, PlanTextShowsSummaryAndTimeline) {
 }
 
 TEST(CliTest, CsvRoundTripsThroughLoad) {
-  const std::string path = ::testing::TempDir() + "conveyor_cli_zbv.csv";
+  const std::string path =
+      ::testing::TempDir() + "conveyor_cli_zbv." + std::to_string(::getpid()) + ".csv";
   Result r = Conveyor("plan --schedule zb-v --pp 4 --microbatches 8 --format csv --out " + path);
   ASSERT_EQ(r.code, 0) << r.err;
   const Result built = Conveyor("plan --schedule zb-v --pp 4 --microbatches 8 --format json");
@@ -107,7 +112,7 @@ TEST(CliTest, CompareHasOneRowPerSchedule) {
 }
 
 TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
-  const std::string dir = ::testing::TempDir() + "conveyor_cli_train";
+  const std::string dir = ::testing::TempDir() + "conveyor_cli_train." + std::to_string(::getpid());
   const std::string corpus = dir + "/corpus.txt";
   std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
   {

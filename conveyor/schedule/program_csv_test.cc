@@ -1,6 +1,7 @@
 #include "conveyor/schedule/program_csv.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -74,7 +75,8 @@ TEST(ProgramCsvTest, RoundTripLowered) {
 }
 
 TEST(ProgramCsvTest, RoundTripThroughFile) {
-  const std::string path = ::testing::TempDir() + "/conveyor_program_csv_test.csv";
+  const std::string path =
+      ::testing::TempDir() + "/conveyor_program_csv_test." + std::to_string(::getpid()) + ".csv";
   WriteProgramCsv(Lower(VProgram()), path);
   ExpectSameProgram(LoadProgramCsv(path).program, Lower(VProgram()));
   std::filesystem::remove(path);
@@ -185,7 +187,8 @@ TEST(ProgramCsvTest, ErrorsNameTheProblem) {
 }
 
 TEST(ProgramCsvTest, FileErrorsNameThePath) {
-  const std::string path = ::testing::TempDir() + "/conveyor_program_csv_bad.csv";
+  const std::string path =
+      ::testing::TempDir() + "/conveyor_program_csv_bad." + std::to_string(::getpid()) + ".csv";
   std::ofstream(path) << "0F0,0Q0\n";
   const std::string error = ErrorOf([&] { LoadProgramCsv(path); });
   EXPECT_EQ(error.rfind(path + ": schedule CSV rank 0, column 2: cannot parse '0Q0'", 0), 0u)

@@ -1,6 +1,7 @@
 #include "conveyor/train/train_config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -10,7 +11,8 @@ namespace conveyor {
 namespace {
 
 std::string Write(const std::string& text) {
-  const std::string path = ::testing::TempDir() + "conveyor_train_config.toml";
+  const std::string path =
+      ::testing::TempDir() + "conveyor_train_config." + std::to_string(::getpid()) + ".toml";
   std::ofstream(path) << text;
   return path;
 }

@@ -1,6 +1,7 @@
 #include "conveyor/train/train_testing.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -14,7 +15,8 @@
 namespace conveyor::testing {
 
 std::string TinyCorpus() {
-  const std::string path = ::testing::TempDir() + "conveyor_tiny_corpus.txt";
+  const std::string path =
+      ::testing::TempDir() + "conveyor_tiny_corpus." + std::to_string(::getpid()) + ".txt";
   if (!std::filesystem::exists(path)) {
     std::ofstream out(path);
     for (int i = 0; i < 200; ++i) {
