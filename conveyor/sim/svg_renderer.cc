@@ -249,8 +249,8 @@ std::string RenderSvg(const Timeline& timeline, const SvgOptions& options) {
     const double shortest = render::ShortestComputeSpan(timeline);
     const double wanted = shortest > 0 ? 24 * makespan / shortest : 400;
     f.width = static_cast<int>(std::clamp(std::ceil(wanted), 400.0, 1600.0));
-    // Room for the title (bold 15 px: about 9 px a character).
-    f.width = std::max(f.width, static_cast<int>(9 * options.title.size()) - kLeftMargin);
+    // Room for the title (bold 15 px: up to about 10 px a character).
+    f.width = std::max(f.width, static_cast<int>(10 * options.title.size()) - kLeftMargin);
   }
   f.scale = makespan > 0 ? f.width / makespan : 0;
   f.row_height = options.row_height > 0 ? options.row_height
