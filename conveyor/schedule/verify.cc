@@ -43,8 +43,8 @@ class Verifier {
         options_(options),
         m_(layout_.num_microbatches()),
         slots_(static_cast<size_t>(layout_.num_stages()) * m_),
-        comms_(4 * slots_.size()),
-        seen_on_(layout_.num_stages(), -1) {}
+        seen_on_(layout_.num_stages(), -1),
+        comms_(4 * slots_.size()) {}
 
   std::vector<Finding> Run() {
     for (int r = 0; r < layout_.num_ranks(); ++r) ScanRank(r);

@@ -15,7 +15,9 @@ TEST(ForwardOnlyTest, EveryLayoutLowersWithoutDeadlock) {
         EXPECT_EQ(static_cast<int>(program.size()), layout.num_stages() * m);
         EXPECT_NO_THROW(Lower(program)) << layout.Describe();
       }
-      if (m >= 2) EXPECT_NO_THROW(Lower(BuildForwardOnly(Layout::Dual(p, m))));
+      if (m >= 2) {
+        EXPECT_NO_THROW(Lower(BuildForwardOnly(Layout::Dual(p, m))));
+      }
     }
   }
 }
