@@ -49,7 +49,7 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--pp", &TrainConfig::pp, "pipeline ranks (local processes)");
   Flag(cmd, flags, "--microbatches", &TrainConfig::microbatches, "micro-batches per step");
   Flag(cmd, flags, "--chunks", &TrainConfig::chunks, "stages per rank (0 = schedule default)");
-  Flag(cmd, flags, "--partition", &TrainConfig::partition, "layer costs: params, flops or uniform");
+  Flag(cmd, flags, "--partition", &TrainConfig::partition, "layer costs: params, flops, uniform or profile (measured)");
   Flag(cmd, flags, "--batch-size", &TrainConfig::batch_size, "samples per step");
   Flag(cmd, flags, "--steps", &TrainConfig::steps, "optimizer steps");
   Flag(cmd, flags, "--seed", &TrainConfig::seed, "seed of weights, data and sampling");

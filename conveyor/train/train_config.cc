@@ -22,8 +22,9 @@ void TrainConfig::Validate() const {
   CONVEYOR_CHECK(microbatches >= 1) << "microbatches must be at least 1, got " << microbatches;
   CONVEYOR_CHECK(batch_size >= microbatches)
       << "batch-size (" << batch_size << ") must be at least microbatches (" << microbatches << ")";
-  CONVEYOR_CHECK(partition == "params" || partition == "flops" || partition == "uniform")
-      << "partition must be params, flops or uniform, got '" << partition << "'";
+  CONVEYOR_CHECK(partition == "params" || partition == "flops" || partition == "uniform" ||
+                 partition == "profile")
+      << "partition must be params, flops, uniform or profile, got '" << partition << "'";
   CONVEYOR_CHECK(steps >= 1) << "steps must be at least 1, got " << steps;
   CONVEYOR_CHECK(lr > 0) << "lr must be positive, got " << lr;
   CONVEYOR_CHECK(warmup_steps >= 0) << "warmup-steps must be >= 0, got " << warmup_steps;

@@ -27,7 +27,7 @@ struct TrainConfig {
   int pp = 4;
   int microbatches = 8;
   int chunks = 0;                    // 0 = the schedule's default
-  std::string partition = "params";  // params | flops | uniform
+  std::string partition = "params";  // params | flops | uniform | profile
   // Optimisation.
   int batch_size = 16;
   int64_t steps = 200;

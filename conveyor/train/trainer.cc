@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <limits>
 #include <set>
 
 #include "conveyor/data/corpus.h"
@@ -60,9 +61,34 @@ void PreflightCheck(const TrainConfig& config) {
       << (config.data == "fortunes" ? " (apt-get install fortunes)" : "");
 }
 
+std::vector<double> ProfileLayers(const TrainTask& task, const nn::LayerList& layers,
+                                  int microbatches) {
+  const MicroBatch mb = SplitBatch(task.TrainBatch(0), microbatches)[0];
+  std::vector<double> seconds(layers.size(), std::numeric_limits<double>::infinity());
+  for (int round = 0; round < 3; ++round) {  // the fastest of three: less noise
+    at::Tensor x = mb.inputs;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const at::Tensor in = l == 0 ? x : x.detach().requires_grad_(true);
+      const auto start = std::chrono::steady_clock::now();
+      at::Tensor out = layers[l]->Forward(in, mb);
+      at::Tensor loss = layers[l]->has_loss() ? layers[l]->LossSum(out, mb) : out.sum();
+      loss.backward();
+      seconds[l] =
+          std::min(seconds[l],
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      x = out.detach();
+    }
+  }
+  for (const auto& layer : layers) {
+    for (const auto& [name, p] : layer->NamedParameters()) p.mutable_grad() = at::Tensor();
+  }
+  return seconds;
+}
+
 std::vector<double> LayerCosts(const TrainConfig& config, const TrainTask& task,
                                const nn::LayerList& layers) {
   if (config.partition == "flops") return task.LayerFlops();
+  if (config.partition == "profile") return ProfileLayers(task, layers, config.microbatches);
   std::vector<double> costs;
   for (const auto& layer : layers) {
     double params = 0;
@@ -90,7 +116,16 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   program_ = Lower(program_);
   const Layout& layout = program_.layout;
   const nn::LayerList layers = task_->BuildLayers();
-  partition_ = Partition(LayerCosts(config_, *task_, layers), layout.pipeline_length());
+  std::vector<double> costs = LayerCosts(config_, *task_, layers);
+  if (config_.partition == "profile" && world != nullptr && world->world_size() > 1) {
+    // Timings differ between ranks: every rank must cut at the same places.
+    std::vector<at::Tensor> mean = {at::tensor(costs, at::kDouble)};
+    world->AllReduceSum(mean);
+    for (size_t l = 0; l < costs.size(); ++l) {
+      costs[l] = mean[0][l].item<double>() / world->world_size();
+    }
+  }
+  partition_ = Partition(costs, layout.pipeline_length());
   auto task_ref = task_;
   auto ranges = partition_;
   pipeline_ = std::make_unique<PipelineRank>(

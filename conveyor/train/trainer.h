@@ -84,7 +84,9 @@ class Trainer {
 // schedule's preconditions, enough layers for its stages, the corpus path. UserError.
 void PreflightCheck(const TrainConfig& config);
 
-// The per-layer costs config.partition asks for.
+// The per-layer costs config.partition asks for: parameter counts, forward FLOPs from the
+// model configuration, 1 each, or ("profile") the measured forward + backward seconds of
+// each layer on the first training micro-batch (fastest of three rounds).
 std::vector<double> LayerCosts(const TrainConfig& config, const TrainTask& task,
                                const nn::LayerList& layers);
 

@@ -85,6 +85,13 @@ TEST_F(TrainerTest, PartitionFollowsTheCostChoice) {
   });
   // The LM head (2 C V per token with V = 256) outweighs a block at this size.
   EXPECT_GT(flops[0].size(), flops[1].size());
+  // Measured times differ per rank; the ranks still agree on one partition.
+  c.partition = "profile";
+  std::vector<std::vector<LayerRange>> profiled(2);
+  TrainOnThreads(c, [&](Trainer& t, Transport&) { profiled[t.rank()] = t.partition(); });
+  ASSERT_EQ(profiled[0].size(), 2u);
+  EXPECT_EQ(profiled[0][0].end, profiled[1][0].end);
+  EXPECT_EQ(profiled[0][1].end, 6);
 }
 
 }  // namespace
