@@ -52,7 +52,9 @@ TEST(LinearTest, DeferredWeightGradientEqualsImmediate) {
     const Grads deferred = Backprop(&store, with_bias);
     EXPECT_TRUE(at::allclose(immediate.x, deferred.x));
     EXPECT_TRUE(at::allclose(immediate.w, deferred.w));
-    if (with_bias) EXPECT_TRUE(at::allclose(immediate.b, deferred.b));
+    if (with_bias) {
+      EXPECT_TRUE(at::allclose(immediate.b, deferred.b));
+    }
     EXPECT_EQ(store.pending(), 0u);
   }
 }

@@ -58,7 +58,9 @@ TEST(PartitionTest, OptimalOnRandomCosts) {
       EXPECT_EQ(ranges.back().end, n);
       for (int s = 0; s < k; ++s) {
         EXPECT_GE(ranges[s].size(), 1);
-        if (s > 0) EXPECT_EQ(ranges[s].begin, ranges[s - 1].end);
+        if (s > 0) {
+          EXPECT_EQ(ranges[s].begin, ranges[s - 1].end);
+        }
       }
       EXPECT_NEAR(MaxLoad(costs, ranges), BruteForce(costs, k), 1e-9);
     }

@@ -90,7 +90,9 @@ TEST(ExecutorTest, SplitBackwardDefersWeightWorkUntilW) {
       EXPECT_EQ(last.pending_weight_work(), 1u);
       EXPECT_EQ(last.held(), 0u);
     }
-    if (a.op == Op::kBackwardWeight && a.stage == 1) EXPECT_EQ(last.pending_weight_work(), 0u);
+    if (a.op == Op::kBackwardWeight && a.stage == 1) {
+      EXPECT_EQ(last.pending_weight_work(), 0u);
+    }
     seen.push_back(a.ToString());
   });
   rank.Step(Microbatches(1, 1));
