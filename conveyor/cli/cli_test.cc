@@ -123,7 +123,7 @@ TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
       "train --pp 2 --schedule zb-v --layers 2 --hidden 16 --heads 2 "
       "--seq-len 16 --batch-size 4 --microbatches 2 --steps 3 --data " +
       corpus + " --metrics " + dir + "/m.json --checkpoint-dir " + dir +
-      "/ckpt --sample-tokens 5 --eval-every 2");
+      "/ckpt --sample-tokens 5 --eval-every 2 --trace " + dir + "/trace");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("done: 3 steps"), std::string::npos) << r.out;
   std::ifstream metrics_file(dir + "/m.json");
@@ -133,6 +133,16 @@ TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
     EXPECT_TRUE(metrics["steps"][0].contains(key)) << key;
   }
   EXPECT_TRUE(metrics["final_loss"].is_number());
+  ASSERT_EQ(metrics["ranks"].size(), 2u);
+  for (const char* key : {"rank", "compute_s", "comm_wait_s", "idle_s", "bubble_fraction"}) {
+    EXPECT_TRUE(metrics["ranks"][1].contains(key)) << key;
+  }
+  EXPECT_TRUE(metrics["measured_bubble_fraction"].is_number());
+  EXPECT_TRUE(metrics["predicted_bubble_fraction"].is_number());
+  std::ifstream trace_file(dir + "/trace/trace.json");
+  const auto trace = nlohmann::json::parse(trace_file);
+  EXPECT_GT(trace["traceEvents"].size(), 0u);
+  EXPECT_TRUE(std::ifstream(dir + "/trace/measured.svg").good());
   const Result g = Conveyor("generate --checkpoint " + dir + "/ckpt --prompt abc --tokens 4");
   ASSERT_EQ(g.code, 0) << g.err;
   EXPECT_EQ(g.out.rfind("abc", 0), 0u) << g.out;

@@ -14,6 +14,8 @@
 #include "conveyor/cli/progress.h"
 #include "conveyor/common/error.h"
 #include "conveyor/data/byte_tokenizer.h"
+#include "conveyor/sim/chrome_trace.h"
+#include "conveyor/sim/svg_renderer.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/generate.h"
 #include "conveyor/train/tasks.h"
@@ -49,7 +51,8 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--pp", &TrainConfig::pp, "pipeline ranks (local processes)");
   Flag(cmd, flags, "--microbatches", &TrainConfig::microbatches, "micro-batches per step");
   Flag(cmd, flags, "--chunks", &TrainConfig::chunks, "stages per rank (0 = schedule default)");
-  Flag(cmd, flags, "--partition", &TrainConfig::partition, "layer costs: params, flops, uniform or profile (measured)");
+  Flag(cmd, flags, "--partition", &TrainConfig::partition,
+       "layer costs: params, flops, uniform or profile (measured)");
   Flag(cmd, flags, "--batch-size", &TrainConfig::batch_size, "samples per step");
   Flag(cmd, flags, "--steps", &TrainConfig::steps, "optimizer steps");
   Flag(cmd, flags, "--seed", &TrainConfig::seed, "seed of weights, data and sampling");
@@ -61,6 +64,8 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--eval-every", &TrainConfig::eval_every, "steps between evaluations");
   Flag(cmd, flags, "--eval-batches", &TrainConfig::eval_batches, "gpt: held-out batches per eval");
   Flag(cmd, flags, "--metrics", &TrainConfig::metrics, "write metrics JSON here");
+  Flag(cmd, flags, "--trace", &TrainConfig::trace,
+       "write the last step's measured and predicted timelines here");
   Flag(cmd, flags, "--checkpoint-dir", &TrainConfig::checkpoint_dir, "save checkpoints here");
   Flag(cmd, flags, "--checkpoint-every", &TrainConfig::checkpoint_every,
        "steps between checkpoints (0 = at the end)");
@@ -87,6 +92,44 @@ std::string Percent(double x) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f%%", 100 * x);
   return text;
+}
+
+// Every rank writes its last step's spans; rank 0 merges them with the simulator's timeline
+// of the same program under the measured costs: DIR/trace.json (Chrome / Perfetto, groups
+// "measured" and "predicted"), DIR/measured.svg, DIR/predicted.svg and DIR/rank-R.json.
+// Ranks' clocks are aligned at the start of the step (they all leave the previous step's
+// loss all-reduce together). Collective.
+void WriteTraces(const std::string& dir, Trainer& trainer, Transport& transport) {
+  const Timeline predicted = trainer.PredictedTimeline();
+  const Timeline& mine = trainer.LastTimeline();
+  std::filesystem::create_directories(dir);
+  const std::string rank = std::to_string(trainer.rank());
+  WriteOutput(dir + "/rank-" + rank + ".json", RenderChromeTrace(mine, "rank " + rank));
+  {
+    std::ofstream spans(dir + "/rank-" + rank + ".spans");
+    spans.precision(17);
+    for (const Span& s : mine.spans) spans << s.start << " " << s.end << " " << s.action << "\n";
+  }
+  transport.Barrier();
+  if (trainer.rank() != 0) return;
+  Timeline measured{mine.num_ranks, {}, "s"};
+  for (int r = 0; r < mine.num_ranks; ++r) {
+    std::ifstream in(dir + "/rank-" + std::to_string(r) + ".spans");
+    Span s;
+    std::string action;
+    while (in >> s.start >> s.end >> action) {
+      s.rank = r;
+      s.action = ParseAction(action);
+      measured.spans.push_back(s);
+    }
+    std::filesystem::remove(dir + "/rank-" + std::to_string(r) + ".spans");
+  }
+  WriteOutput(dir + "/trace.json",
+              RenderChromeTrace({{"measured", &measured}, {"predicted", &predicted}}));
+  WriteOutput(dir + "/measured.svg",
+              RenderSvg(measured, SvgOptions{.title = "measured, last step"}));
+  WriteOutput(dir + "/predicted.svg",
+              RenderSvg(predicted, SvgOptions{.title = "predicted from measured costs"}));
 }
 
 void TrainRank(const TrainConfig& config, Transport& transport) {
@@ -141,6 +184,9 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
     }
   }
   const EvalMetrics final_eval = evaluate();
+  const std::vector<RankMetrics> ranks = trainer.GatherRankMetrics();
+  const double predicted_bubble = trainer.PredictedBubble();
+  if (!config.trace.empty()) WriteTraces(config.trace, trainer, transport);
   if (!config.checkpoint_dir.empty()) {
     const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, &transport);
     if (leader) progress.Note("checkpoint " + where);
@@ -160,6 +206,22 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
                             {"pp", config.pp},
                             {"microbatches", config.microbatches},
                             {"model", config.model}};
+  double compute = 0, step_time = 0;
+  nlohmann::json rank_rows = nlohmann::json::array();
+  for (const RankMetrics& r : ranks) {
+    rank_rows.push_back({{"rank", r.rank},
+                         {"step_s", r.step_s},
+                         {"compute_s", r.compute_s},
+                         {"comm_wait_s", r.comm_wait_s},
+                         {"idle_s", r.idle_s},
+                         {"bubble_fraction", r.bubble_fraction}});
+    compute += r.compute_s;
+    step_time += r.step_s;
+  }
+  const double measured_bubble = step_time > 0 ? 1 - compute / step_time : 0;
+  metrics["ranks"] = rank_rows;
+  metrics["measured_bubble_fraction"] = measured_bubble;
+  metrics["predicted_bubble_fraction"] = predicted_bubble;
   if (final_eval.accuracy >= 0) {
     metrics["final_accuracy"] = final_eval.accuracy;
     metrics["baseline_accuracy"] = task->BaselineAccuracy();
@@ -172,6 +234,16 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
     std::printf("held-out accuracy %s (majority class %s)\n", Percent(final_eval.accuracy).c_str(),
                 Percent(task->BaselineAccuracy()).c_str());
   }
+  std::printf("\nper rank, seconds per pipeline step (steps after the first):\n");
+  std::printf("rank     step  compute  comm-wait   idle  bubble\n");
+  for (const RankMetrics& r : ranks) {
+    std::printf("%4d %8.4f %8.4f %10.4f %6.4f %6.1f%%\n", r.rank, r.step_s, r.compute_s,
+                r.comm_wait_s, r.idle_s, 100 * r.bubble_fraction);
+  }
+  std::printf("bubble: measured %s, predicted by the simulator from measured costs %s\n",
+              Percent(measured_bubble).c_str(), Percent(predicted_bubble).c_str());
+  if (!config.trace.empty())
+    std::printf("traces: %s/trace.json, measured.svg\n", config.trace.c_str());
   if (!sample.empty()) std::printf("\nsample:\n%s\n", sample.c_str());
   std::fflush(stdout);
 }

@@ -57,7 +57,11 @@ at::Tensor Executor::Take(std::map<Key, Pending>& from, Key key, const char* wha
   CONVEYOR_ASSERT(it != from.end()) << "no " << what << " was received or handed over";
   Pending pending = std::move(it->second);
   from.erase(it);
-  if (pending.work) pending.work->Wait();
+  if (pending.work) {
+    const auto start = std::chrono::steady_clock::now();
+    pending.work->Wait();
+    waited_ += Seconds(start);
+  }
   return pending.buffer;
 }
 
@@ -162,20 +166,30 @@ void Executor::Execute(const std::vector<MicroBatch>& microbatches) {
       << "was given " << microbatches.size();
   for (auto& [index, stage] : stages_) stage->ResetStep();
   const auto start = std::chrono::steady_clock::now();
+  stats_ = StepStats{};
   Action current;
   try {
     for (const Action& a : program_.ranks[rank_]) {
       current = a;
       CONVEYOR_CHECK(!inference_ || a.op == Op::kForward || IsComm(a.op))
           << "an inference program holds only forwards and comms, not " << a;
-      const double begin = hook_ ? Seconds(start) : 0;
+      const double begin = Seconds(start);
+      waited_ = 0;
       Run(a, microbatches);
-      if (hook_) hook_(a, begin, Seconds(start));
+      const double end = Seconds(start);
+      if (IsCompute(a.op)) stats_.compute_s += end - begin - waited_;
+      stats_.comm_wait_s += waited_;
+      if (hook_) hook_(a, begin, end, waited_);
     }
-    for (auto& [work, action] : sends_) {
-      current = action;
-      work->Wait();
+    if (!sends_.empty()) {
+      const double sends_start = Seconds(start);
+      for (auto& [work, action] : sends_) {
+        current = action;
+        work->Wait();
+      }
+      stats_.comm_wait_s += Seconds(start) - sends_start;
     }
+    stats_.seconds = Seconds(start);
   } catch (const std::exception& e) {
     const auto* comm = dynamic_cast<const CommError*>(&e);
     sends_.clear();

@@ -42,8 +42,16 @@ class RuntimeError : public Error {
 // stage (activations) and of `stage` itself (gradients).
 using BoundaryShapeFn = std::function<std::vector<int64_t>(int stage, const MicroBatch& mb)>;
 
-// Observes every action (for tracing); start/end in seconds since the step started.
-using ActionHook = std::function<void(const Action&, double start, double end)>;
+// Observes every action (for tracing): start and end in seconds since the step started, and
+// how much of that the action spent blocked waiting for a message.
+using ActionHook = std::function<void(const Action&, double start, double end, double waited)>;
+
+// Where one rank's time went in its last step (seconds).
+struct StepStats {
+  double seconds = 0;      // the whole step, the final wait for sends included
+  double compute_s = 0;    // inside F, B, I, W (OVERLAP_F_B too), waits excluded
+  double comm_wait_s = 0;  // blocked on a receive before a compute, or on sends at the end
+};
 
 class Executor {
  public:
@@ -66,6 +74,7 @@ class Executor {
   Inference RunInference(const std::vector<MicroBatch>& microbatches);
 
   void set_hook(ActionHook hook) { hook_ = std::move(hook); }
+  const StepStats& last_stats() const { return stats_; }
 
  private:
   struct Key {
@@ -102,6 +111,8 @@ class Executor {
   std::map<Key, at::Tensor> grads_to_send_;    // by producing stage, waiting for SEND_B
   std::set<Key> early_sends_;  // forward halves of OVERLAP_F_B sent before their SEND_F
   std::vector<std::pair<std::shared_ptr<Work>, Action>> sends_;
+  StepStats stats_;
+  double waited_ = 0;                       // blocked time of the action running now
   bool inference_ = false;                  // running RunInference
   std::map<int, at::Tensor> last_outputs_;  // inference: last stages' outputs by micro-batch
 };

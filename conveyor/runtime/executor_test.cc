@@ -85,7 +85,7 @@ TEST(ExecutorTest, SplitBackwardDefersWeightWorkUntilW) {
   PipelineRank rank(program, 0, nullptr, Synthetic(), Shape(), at::kFloat);
   std::vector<std::string> seen;
   Stage& last = *rank.stages().at(1);
-  rank.executor().set_hook([&](const Action& a, double, double) {
+  rank.executor().set_hook([&](const Action& a, double, double, double) {
     if (a.op == Op::kBackwardInput && a.stage == 1) {
       EXPECT_EQ(last.pending_weight_work(), 1u);
       EXPECT_EQ(last.held(), 0u);
@@ -97,6 +97,10 @@ TEST(ExecutorTest, SplitBackwardDefersWeightWorkUntilW) {
   });
   rank.Step(Microbatches(1, 1));
   EXPECT_EQ(seen, (std::vector<std::string>{"0F0", "1F0", "1I0", "0I0", "0W0", "1W0"}));
+  const StepStats& stats = rank.executor().last_stats();
+  EXPECT_GT(stats.compute_s, 0);
+  EXPECT_EQ(stats.comm_wait_s, 0);  // one rank: nothing to wait for
+  EXPECT_LE(stats.compute_s, stats.seconds);
   for (const auto& [name, p] : rank.NamedParameters()) {
     EXPECT_TRUE(p.grad().defined()) << name;
   }

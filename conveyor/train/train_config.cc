@@ -104,6 +104,7 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
       {"eval_every", integer(c.eval_every)},
       {"eval_batches", integer(c.eval_batches)},
       {"metrics", text(c.metrics)},
+      {"trace", text(c.trace)},
       {"checkpoint_dir", text(c.checkpoint_dir)},
       {"checkpoint_every", integer(c.checkpoint_every)},
       {"resume", text(c.resume)},

@@ -41,6 +41,7 @@ struct TrainConfig {
   int64_t eval_every = 50;  // 0 = only at the end
   int eval_batches = 4;
   std::string metrics;           // JSON file; empty = none
+  std::string trace;             // folder for the last step's traces; empty = none
   std::string checkpoint_dir;    // empty = no checkpoints
   int64_t checkpoint_every = 0;  // 0 = only at the end (when checkpoint_dir is set)
   std::string resume;            // a checkpoint directory to continue from

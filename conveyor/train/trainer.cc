@@ -12,6 +12,7 @@
 #include "conveyor/schedule/lower.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
+#include "conveyor/sim/simulator.h"
 
 namespace conveyor {
 namespace {
@@ -139,6 +140,15 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       [task_ref](int, const MicroBatch& mb) { return task_ref->BoundaryShape(mb); },
       at::TensorOptions().dtype(at::kFloat));
   grad_sync_ = std::make_unique<GradSync>(world, Holders(layout, layers, partition_));
+  pipeline_->executor().set_hook([this](const Action& a, double start, double end, double waited) {
+    if (IsCompute(a.op)) {
+      auto& [seconds, count] = op_time_[{a.stage, a.op}];
+      seconds += end - start - waited;
+      ++count;
+      // The wait for inputs comes first (Executor::Take); the span shows the compute.
+      last_timeline_.spans.push_back(Span{rank_, a, start + waited, end});
+    }
+  });
 }
 
 double Trainer::AllReduce(double value) {
@@ -153,7 +163,20 @@ StepMetrics Trainer::Step() {
   const NamedTensors params = Parameters();
   for (const auto& [name, p] : params) p.mutable_grad() = at::Tensor();
   const Batch batch = task_->TrainBatch(step_);
+  last_timeline_ = Timeline{program_.layout.num_ranks(), {}, "s"};
+  // This process's first step warms up allocators and connections: its measurements are
+  // replaced by the later steps' as soon as there are any.
+  if (steps_run_ == 1) op_time_.clear();
   const double local_loss = pipeline_->Step(SplitBatch(batch, config_.microbatches));
+  const StepStats& stats = pipeline_->executor().last_stats();
+  if (steps_run_++ == 0) {
+    totals_ = stats;
+  } else {
+    if (measured_steps_++ == 0) totals_ = StepStats{};
+    totals_.seconds += stats.seconds;
+    totals_.compute_s += stats.compute_s;
+    totals_.comm_wait_s += stats.comm_wait_s;
+  }
   grad_sync_->SumShared(params);
   StepMetrics m;
   m.grad_norm = grad_sync_->GlobalNorm(params);
@@ -192,6 +215,75 @@ EvalMetrics Trainer::Evaluate() {
   const double all_correct = AllReduce(correct);
   if (task_->has_accuracy()) m.accuracy = all_correct / counted;
   return m;
+}
+
+std::vector<RankMetrics> Trainer::GatherRankMetrics() {
+  const int p = program_.layout.num_ranks();
+  const double n = static_cast<double>(std::max<int64_t>(measured_steps_, 1));
+  at::Tensor table = at::zeros({p, 3}, at::kDouble);
+  table[rank_][0] = totals_.seconds / n;
+  table[rank_][1] = totals_.compute_s / n;
+  table[rank_][2] = totals_.comm_wait_s / n;
+  if (world_ != nullptr && world_->world_size() > 1) {
+    std::vector<at::Tensor> shared = {table};
+    world_->AllReduceSum(shared);
+    table = shared[0];
+  }
+  std::vector<RankMetrics> ranks;
+  for (int r = 0; r < p; ++r) {
+    RankMetrics m;
+    m.rank = r;
+    m.step_s = table[r][0].item<double>();
+    m.compute_s = table[r][1].item<double>();
+    m.comm_wait_s = table[r][2].item<double>();
+    m.idle_s = std::max(0.0, m.step_s - m.compute_s);
+    m.bubble_fraction = m.step_s > 0 ? m.idle_s / m.step_s : 0;
+    ranks.push_back(m);
+  }
+  return ranks;
+}
+
+CostModel Trainer::MeasuredCosts() {
+  // Mean seconds of F, B, I, W per stage; stages live on different ranks, so sum the table.
+  constexpr Op kOps[] = {Op::kForward, Op::kBackward, Op::kBackwardInput, Op::kBackwardWeight};
+  const int stages = program_.layout.num_stages();
+  at::Tensor table = at::zeros({stages, 4, 2}, at::kDouble);
+  for (const auto& [key, value] : op_time_) {
+    for (int k = 0; k < 4; ++k) {
+      if (key.second != kOps[k]) continue;
+      table[key.first][k][0] = value.first;
+      table[key.first][k][1] = static_cast<double>(value.second);
+    }
+  }
+  if (world_ != nullptr && world_->world_size() > 1) {
+    std::vector<at::Tensor> shared = {table};
+    world_->AllReduceSum(shared);
+    table = shared[0];
+  }
+  CostModel costs;
+  for (int s = 0; s < stages; ++s) {
+    auto mean = [&](int k) {
+      const double count = table[s][k][1].item<double>();
+      return count > 0 ? table[s][k][0].item<double>() / count : -1.0;
+    };
+    StageCost c;
+    c.f = std::max(0.0, mean(0));
+    c.b = mean(1);
+    c.i = std::max(0.0, mean(2));
+    c.w = std::max(0.0, mean(3));
+    costs.stages.push_back(c);
+  }
+  return costs;
+}
+
+double Trainer::PredictedBubble() {
+  return Simulate(program_, MeasuredCosts(), SimOptions{1}).bubble_fraction;
+}
+
+Timeline Trainer::PredictedTimeline() {
+  Timeline timeline = Simulate(program_, MeasuredCosts(), SimOptions{1}).timeline;
+  timeline.time_unit = "s";
+  return timeline;
 }
 
 Executor::Inference Trainer::Infer(const std::vector<MicroBatch>& mbs) {

@@ -15,6 +15,8 @@
 #include "conveyor/comm/transport.h"
 #include "conveyor/partition/partition.h"
 #include "conveyor/runtime/pipeline_rank.h"
+#include "conveyor/sim/cost_model.h"
+#include "conveyor/sim/timeline.h"
 #include "conveyor/train/grad_sync.h"
 #include "conveyor/train/optimizer.h"
 #include "conveyor/train/task.h"
@@ -29,6 +31,18 @@ struct StepMetrics {
   double grad_norm = 0;  // before clipping
   double seconds = 0;
   double tokens_per_s = 0;
+};
+
+// Where one rank's pipeline time went, averaged over the steps after the first (seconds per
+// step; the whole step when only one ran). bubble_fraction = idle / pipeline step time,
+// where idle = step - compute: waiting for messages, posting them, bookkeeping.
+struct RankMetrics {
+  int rank = 0;
+  double step_s = 0;
+  double compute_s = 0;
+  double comm_wait_s = 0;
+  double idle_s = 0;
+  double bubble_fraction = 0;
 };
 
 struct EvalMetrics {
@@ -57,6 +71,16 @@ class Trainer {
   // Continue as if `step` updates had been made (after loading a checkpoint).
   void set_step(int64_t step) { step_ = step; }
 
+  // Every rank's metrics, on every rank. Collective.
+  std::vector<RankMetrics> GatherRankMetrics();
+  // The simulator's bubble fraction for this run's program under the per-stage F, B, I, W
+  // times measured so far (communication free). Collective.
+  double PredictedBubble();
+  // The simulator's timeline of one step under those measured costs. Collective.
+  Timeline PredictedTimeline();
+  // This rank's measured timeline of its last step (seconds since that step began).
+  const Timeline& LastTimeline() const { return last_timeline_; }
+
   // The next token after each sample of `inputs` (n, T): a forward-only pipeline, then the
   // last position's logits sampled at `temperature` (0 = greedy) with a generator drawn from
   // (seed, T). Returns the same (n) tokens on every rank. Collective.
@@ -78,6 +102,15 @@ class Trainer {
   AdamW optimizer_;
   LrSchedule schedule_;
   int64_t step_ = 0;
+
+  // Measured: per (stage, op) total compute seconds and counts; running step stats.
+  std::map<std::pair<int, Op>, std::pair<double, int64_t>> op_time_;
+  StepStats totals_;
+  int64_t steps_run_ = 0;       // by this process
+  int64_t measured_steps_ = 0;  // of those, counted in totals_ (all but the first)
+  Timeline last_timeline_;
+  // The simulator's cost model from op_time_ (gathered over all ranks).
+  CostModel MeasuredCosts();
 };
 
 // Checks, cheaply and before any rank starts, what would stop a run: the configuration, the

@@ -58,6 +58,35 @@ TEST_F(TrainerTest, TiedEmbeddingsStayEqualAcrossFirstAndLastStage) {
   EXPECT_TRUE(at::equal(copies[0], copies[1]));
 }
 
+TEST_F(TrainerTest, MeasuresWhereEachRanksTimeGoes) {
+  TrainConfig c = TinyGpt();
+  c.pp = 2;
+  c.schedule = "1f1b";
+  std::vector<RankMetrics> ranks;
+  double predicted = -1;
+  size_t spans = 0;
+  TrainOnThreads(c, [&](Trainer& t, Transport&) {
+    const std::vector<RankMetrics> gathered = t.GatherRankMetrics();
+    const double p = t.PredictedBubble();
+    if (t.rank() == 0) {
+      ranks = gathered;
+      predicted = p;
+      spans = t.LastTimeline().spans.size();
+    }
+  });
+  ASSERT_EQ(ranks.size(), 2u);
+  for (const RankMetrics& r : ranks) {
+    EXPECT_GT(r.compute_s, 0) << r.rank;
+    EXPECT_LE(r.compute_s + r.comm_wait_s, r.step_s * 1.0001) << r.rank;
+    EXPECT_GE(r.bubble_fraction, 0);
+    EXPECT_LT(r.bubble_fraction, 1);
+  }
+  EXPECT_GT(ranks[1].comm_wait_s, 0);  // the last stage waits for its first input
+  EXPECT_GT(predicted, 0);
+  EXPECT_LT(predicted, 1);
+  EXPECT_EQ(spans, 2u * 4u);  // rank 0: F and B of each of the 4 micro-batches
+}
+
 TEST_F(TrainerTest, RejectsRunsThatCannotStart) {
   TrainConfig c = TinyGpt();
   c.pp = 2;
