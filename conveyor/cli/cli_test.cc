@@ -134,7 +134,8 @@ TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
   }
   EXPECT_TRUE(metrics["final_loss"].is_number());
   ASSERT_EQ(metrics["ranks"].size(), 2u);
-  for (const char* key : {"rank", "compute_s", "comm_wait_s", "idle_s", "bubble_fraction"}) {
+  for (const char* key :
+       {"rank", "compute_s", "comm_wait_s", "idle_s", "bubble_fraction", "peak_activation_bytes"}) {
     EXPECT_TRUE(metrics["ranks"][1].contains(key)) << key;
   }
   EXPECT_TRUE(metrics["measured_bubble_fraction"].is_number());

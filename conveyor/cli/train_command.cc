@@ -214,7 +214,8 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
                          {"compute_s", r.compute_s},
                          {"comm_wait_s", r.comm_wait_s},
                          {"idle_s", r.idle_s},
-                         {"bubble_fraction", r.bubble_fraction}});
+                         {"bubble_fraction", r.bubble_fraction},
+                         {"peak_activation_bytes", r.peak_activation_bytes}});
     compute += r.compute_s;
     step_time += r.step_s;
   }
@@ -235,10 +236,11 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
                 Percent(task->BaselineAccuracy()).c_str());
   }
   std::printf("\nper rank, seconds per pipeline step (steps after the first):\n");
-  std::printf("rank     step  compute  comm-wait   idle  bubble\n");
+  std::printf("rank     step  compute  comm-wait   idle  bubble  peak MiB\n");
   for (const RankMetrics& r : ranks) {
-    std::printf("%4d %8.4f %8.4f %10.4f %6.4f %6.1f%%\n", r.rank, r.step_s, r.compute_s,
-                r.comm_wait_s, r.idle_s, 100 * r.bubble_fraction);
+    std::printf("%4d %8.4f %8.4f %10.4f %6.4f %6.1f%% %9.2f\n", r.rank, r.step_s, r.compute_s,
+                r.comm_wait_s, r.idle_s, 100 * r.bubble_fraction,
+                r.peak_activation_bytes / (1 << 20));
   }
   std::printf("bubble: measured %s, predicted by the simulator from measured costs %s\n",
               Percent(measured_bubble).c_str(), Percent(predicted_bubble).c_str());

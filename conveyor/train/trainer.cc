@@ -8,6 +8,7 @@
 #include <set>
 
 #include "conveyor/data/corpus.h"
+#include "conveyor/profile/memory_tracker.h"
 #include "conveyor/schedule/builders/forward_only.h"
 #include "conveyor/schedule/lower.h"
 #include "conveyor/schedule/registry.h"
@@ -109,6 +110,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       optimizer_(AdamWOptions{.weight_decay = config.weight_decay}),
       schedule_{config.lr, config.min_lr_ratio, config.warmup_steps, config.steps} {
   config_.Validate();
+  MemoryTracker::Install();
   CONVEYOR_CHECK((world == nullptr && config.pp == 1) ||
                  (world != nullptr && world->world_size() == config.pp))
       << "pp " << config.pp << " needs " << config.pp << " ranks, the run has "
@@ -167,7 +169,10 @@ StepMetrics Trainer::Step() {
   // This process's first step warms up allocators and connections: its measurements are
   // replaced by the later steps' as soon as there are any.
   if (steps_run_ == 1) op_time_.clear();
+  const int64_t held_before = MemoryTracker::current_bytes();
+  MemoryTracker::ResetPeak();
   const double local_loss = pipeline_->Step(SplitBatch(batch, config_.microbatches));
+  peak_step_bytes_ = std::max(peak_step_bytes_, MemoryTracker::peak_bytes() - held_before);
   const StepStats& stats = pipeline_->executor().last_stats();
   if (steps_run_++ == 0) {
     totals_ = stats;
@@ -220,10 +225,11 @@ EvalMetrics Trainer::Evaluate() {
 std::vector<RankMetrics> Trainer::GatherRankMetrics() {
   const int p = program_.layout.num_ranks();
   const double n = static_cast<double>(std::max<int64_t>(measured_steps_, 1));
-  at::Tensor table = at::zeros({p, 3}, at::kDouble);
+  at::Tensor table = at::zeros({p, 4}, at::kDouble);
   table[rank_][0] = totals_.seconds / n;
   table[rank_][1] = totals_.compute_s / n;
   table[rank_][2] = totals_.comm_wait_s / n;
+  table[rank_][3] = static_cast<double>(peak_step_bytes_);
   if (world_ != nullptr && world_->world_size() > 1) {
     std::vector<at::Tensor> shared = {table};
     world_->AllReduceSum(shared);
@@ -238,6 +244,7 @@ std::vector<RankMetrics> Trainer::GatherRankMetrics() {
     m.comm_wait_s = table[r][2].item<double>();
     m.idle_s = std::max(0.0, m.step_s - m.compute_s);
     m.bubble_fraction = m.step_s > 0 ? m.idle_s / m.step_s : 0;
+    m.peak_activation_bytes = table[r][3].item<double>();
     ranks.push_back(m);
   }
   return ranks;

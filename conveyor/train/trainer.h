@@ -43,6 +43,10 @@ struct RankMetrics {
   double comm_wait_s = 0;
   double idle_s = 0;
   double bubble_fraction = 0;
+  // Most CPU memory allocated during a step beyond what was held when it began (the
+  // activations and gradients in flight), over all steps; the process's count, so with
+  // ranks as threads it covers all of them.
+  double peak_activation_bytes = 0;
 };
 
 struct EvalMetrics {
@@ -108,6 +112,7 @@ class Trainer {
   StepStats totals_;
   int64_t steps_run_ = 0;       // by this process
   int64_t measured_steps_ = 0;  // of those, counted in totals_ (all but the first)
+  int64_t peak_step_bytes_ = 0;
   Timeline last_timeline_;
   // The simulator's cost model from op_time_ (gathered over all ranks).
   CostModel MeasuredCosts();

@@ -1,0 +1,97 @@
+#include "conveyor/profile/memory_tracker.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
+
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
+namespace conveyor {
+namespace {
+
+std::atomic<int64_t> current{0};
+std::atomic<int64_t> peak{0};
+
+// Keeps the data pointer as the context (so raw_allocate / raw_deallocate keep working) and
+// remembers each allocation's size until it is freed.
+class CountingAllocator : public c10::Allocator {
+ public:
+  explicit CountingAllocator(c10::Allocator* base)
+      : base_(base), base_deleter_(base->raw_deleter()) {}
+
+  bool usable() const { return base_deleter_ != nullptr; }
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  c10::DataPtr allocate(size_t n) override { return Allocate(n); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#else
+  c10::DataPtr allocate(size_t n) const override { return Allocate(n); }
+#endif
+
+  c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
+
+  static CountingAllocator* instance;
+
+ private:
+  c10::DataPtr Allocate(size_t n) const {
+    c10::DataPtr inner = base_->allocate(n);
+    void* data = inner.get();
+    const c10::Device device = inner.device();
+    inner.release_context();  // freed through base_deleter_ by Delete
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      sizes_[data] = n;
+    }
+    const int64_t now = current += static_cast<int64_t>(n);
+    int64_t seen = peak.load();
+    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+    }
+    return c10::DataPtr(data, data, &Delete, device);
+  }
+
+  static void Delete(void* data) {
+    CountingAllocator* self = instance;
+    size_t n = 0;
+    {
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      auto it = self->sizes_.find(data);
+      if (it != self->sizes_.end()) {
+        n = it->second;
+        self->sizes_.erase(it);
+      }
+    }
+    current -= static_cast<int64_t>(n);
+    self->base_deleter_(data);
+  }
+
+  c10::Allocator* base_;
+  c10::DeleterFnPtr base_deleter_;
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<void*, size_t> sizes_;
+};
+
+CountingAllocator* CountingAllocator::instance = nullptr;
+std::once_flag install_once;
+
+}  // namespace
+
+bool MemoryTracker::Install() {
+  std::call_once(install_once, [] {
+    auto* counting = new CountingAllocator(c10::GetCPUAllocator());  // lives for the process
+    if (!counting->usable()) return;
+    CountingAllocator::instance = counting;
+    c10::SetCPUAllocator(counting, /*priority=*/100);
+  });
+  return installed();
+}
+
+bool MemoryTracker::installed() { return CountingAllocator::instance != nullptr; }
+int64_t MemoryTracker::current_bytes() { return current.load(); }
+int64_t MemoryTracker::peak_bytes() { return peak.load(); }
+void MemoryTracker::ResetPeak() { peak.store(current.load()); }
+
+}  // namespace conveyor
