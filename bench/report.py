@@ -36,36 +36,30 @@ def plan_table(data):
     return "\n".join(out)
 
 
-def fidelity_table(rows):
-    out = [
-        "| schedule | predicted s | measured s | error |",
-        "|---|---:|---:|---:|",
-    ]
+def rows_table(header, rows, cells):
+    """A table of `conveyor bench` rows: `cells(row)` gives the columns after the name."""
+    out = ["| schedule | " + " | ".join(header) + " |",
+           "|---|" + "---:|" * len(header)]
     for r in rows:
         if "skipped" in r:
-            out.append(f"| {r['schedule']} | skipped: {r['skipped']} | | |")
-            continue
-        out.append(
-            f"| {r['schedule']} | {r['predicted_s']:.4f} | {r['measured_s']:.4f} | "
-            f"{100 * r['error']:+.1f}% |"
-        )
+            out.append(f"| {r['schedule']} | skipped: {r['skipped']} |" + " |" * (len(header) - 1))
+        else:
+            out.append(f"| {r['schedule']} | " + " | ".join(cells(r)) + " |")
     return "\n".join(out)
+
+
+def fidelity_table(rows):
+    return rows_table(
+        ["predicted s", "measured s", "error"], rows,
+        lambda r: [f"{r['predicted_s']:.4f}", f"{r['measured_s']:.4f}",
+                   f"{100 * r['error']:+.1f}%"])
 
 
 def overhead_table(rows):
-    out = [
-        "| schedule | actions (busiest rank) | step ms | us per action |",
-        "|---|---:|---:|---:|",
-    ]
-    for r in rows:
-        if "skipped" in r:
-            out.append(f"| {r['schedule']} | skipped: {r['skipped']} | | |")
-            continue
-        out.append(
-            f"| {r['schedule']} | {r['actions_per_rank']} | {1e3 * r['measured_s']:.2f} | "
-            f"{r['us_per_action']:.1f} |"
-        )
-    return "\n".join(out)
+    return rows_table(
+        ["actions (busiest rank)", "step ms", "us per action"], rows,
+        lambda r: [str(r["actions_per_rank"]), f"{1e3 * r['measured_s']:.2f}",
+                   f"{r['us_per_action']:.1f}"])
 
 
 def main(paths):
