@@ -3,6 +3,7 @@
 
     bench/report.py build/bench/schedule.json                 # Google Benchmark (planner)
     bench/report.py fidelity.json overhead.json               # conveyor bench --format json
+    bench/report.py build/bench/train/*.json                  # bench/train_suite (train metrics)
 
 Planner tables report medians (the JSON must come from runs with repetitions); `conveyor
 bench` rows already hold medians over their timed steps.
@@ -62,9 +63,39 @@ def overhead_table(rows):
                    f"{r['us_per_action']:.1f}"])
 
 
+def train_table(runs):
+    """Rows of `conveyor train --metrics` files: one per run."""
+    out = [
+        "| run | step s | tokens/s | measured bubble | predicted bubble | comm wait / step | peak MiB per rank |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, m in runs:
+        steps = m["steps"][1:] or m["steps"]  # the first step warms up
+        step_s = sorted(s["seconds"] for s in steps)[len(steps) // 2]
+        tokens = sorted(s["tokens_per_s"] for s in steps)[len(steps) // 2]
+        ranks = m["ranks"]
+        wait = sum(r["comm_wait_s"] for r in ranks) / max(sum(r["step_s"] for r in ranks), 1e-12)
+        peaks = " ".join(f"{r['peak_activation_bytes'] / 2**20:.1f}" for r in ranks)
+        out.append(
+            f"| {name} | {step_s:.3f} | {tokens:.0f} | {100 * m['measured_bubble_fraction']:.1f}% | "
+            f"{100 * m['predicted_bubble_fraction']:.1f}% | {100 * wait:.1f}% | {peaks} |"
+        )
+    return "\n".join(out)
+
+
 def main(paths):
     if not paths:
         sys.exit(__doc__)
+    runs = []
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        if isinstance(data, dict) and "ranks" in data:
+            runs.append((path.rsplit("/", 1)[-1].removesuffix(".json"), data))
+    if runs:
+        print(train_table(runs))
+        print()
+        paths = [p for p in paths if p.rsplit("/", 1)[-1].removesuffix(".json") not in dict(runs)]
     for path in paths:
         with open(path) as f:
             data = json.load(f)
