@@ -147,7 +147,12 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       auto& [seconds, count] = op_time_[{a.stage, a.op}];
       seconds += end - start - waited;
       ++count;
-      // The wait for inputs comes first (Executor::Take); the span shows the compute.
+      // The wait for inputs comes first (Executor::Take): a receive span, then the compute.
+      if (waited > 0) {
+        const Op recv = a.op == Op::kForward || a.op == Op::kOverlapFB ? Op::kRecvF : Op::kRecvB;
+        last_timeline_.spans.push_back(
+            Span{rank_, Action{recv, a.stage, a.microbatch}, start, start + waited});
+      }
       last_timeline_.spans.push_back(Span{rank_, a, start + waited, end});
     }
   });

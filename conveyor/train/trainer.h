@@ -82,7 +82,8 @@ class Trainer {
   double PredictedBubble();
   // The simulator's timeline of one step under those measured costs. Collective.
   Timeline PredictedTimeline();
-  // This rank's measured timeline of its last step (seconds since that step began).
+  // This rank's measured timeline of its last step (seconds since that step began): its
+  // computes, each preceded by a RECV_F / RECV_B span for the time it waited for its input.
   const Timeline& LastTimeline() const { return last_timeline_; }
 
   // The next token after each sample of `inputs` (n, T): a forward-only pipeline, then the
