@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/text.h"
 
 namespace conveyor {
 namespace {
@@ -33,16 +34,6 @@ int ReadNumber(std::string_view text, size_t& pos) {
     ++pos;
   }
   return pos == start ? -1 : static_cast<int>(value);
-}
-
-std::string_view Trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
-    text.remove_suffix(1);
-  }
-  return text;
 }
 
 Action ParseSimple(std::string_view text, std::string_view whole, Naming naming) {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/text.h"
 
 namespace conveyor {
 namespace {
@@ -25,16 +26,6 @@ struct Cell {
 std::string Where(const Cell& cell) {
   return "rank " + std::to_string(cell.rank) + ", column " + std::to_string(cell.column) + ": '" +
          std::string(cell.text) + "'";
-}
-
-std::string_view Trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
-    text.remove_suffix(1);
-  }
-  return text;
 }
 
 std::vector<std::string_view> SplitLines(std::string_view text) {

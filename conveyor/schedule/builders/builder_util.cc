@@ -19,6 +19,12 @@ void CheckSingleChunk(const ScheduleOptions& options, std::string_view schedule)
       << options.chunks;
 }
 
+void CheckTwoChunks(const ScheduleOptions& options, std::string_view schedule) {
+  CONVEYOR_CHECK(options.chunks == 0 || options.chunks == 2)
+      << schedule << " places two stages on each rank: chunks must be 0 (default) or 2, got "
+      << "chunks = " << options.chunks;
+}
+
 int ResolveChunks(const ScheduleOptions& options, std::string_view schedule, int default_chunks,
                   int min_chunks) {
   if (options.chunks == 0) return default_chunks;

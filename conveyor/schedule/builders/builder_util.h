@@ -23,6 +23,10 @@ void CheckPipelineOptions(const ScheduleOptions& options, std::string_view sched
 // For schedules with one stage per rank: chunks must be 0 (default) or 1.
 void CheckSingleChunk(const ScheduleOptions& options, std::string_view schedule);
 
+// For schedules with two stages per rank (a V, or DualPipe's two directions): chunks must be
+// 0 (default) or 2.
+void CheckTwoChunks(const ScheduleOptions& options, std::string_view schedule);
+
 // The number of stages per rank: `default_chunks` when options.chunks == 0, else
 // options.chunks, which must be at least `min_chunks` (UserError naming the value).
 int ResolveChunks(const ScheduleOptions& options, std::string_view schedule, int default_chunks,

@@ -11,9 +11,7 @@ namespace conveyor {
 
 Program BuildDualPipe(const ScheduleOptions& options) {
   CheckPipelineOptions(options, "dualpipe");
-  CONVEYOR_CHECK(options.chunks == 0 || options.chunks == 2)
-      << "dualpipe holds two model chunks per rank (one per direction); chunks = " << options.chunks
-      << " is not possible";
+  CheckTwoChunks(options, "dualpipe");
   const int p = options.pp, m = options.microbatches;
   CONVEYOR_CHECK(m >= 2) << "dualpipe sends micro-batches both ways and needs at least 2, got "
                          << m;

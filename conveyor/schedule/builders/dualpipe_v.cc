@@ -1,6 +1,5 @@
 #include "conveyor/schedule/builders/dualpipe_v.h"
 
-#include "conveyor/common/error.h"
 #include "conveyor/schedule/builders/builder_util.h"
 #include "conveyor/schedule/builders/dualpipe_phases.h"
 #include "conveyor/schedule/builders/zb_v.h"
@@ -9,9 +8,7 @@ namespace conveyor {
 
 Program BuildDualPipeV(const ScheduleOptions& options) {
   CheckPipelineOptions(options, "dualpipe-v");
-  CONVEYOR_CHECK(options.chunks == 0 || options.chunks == 2)
-      << "dualpipe-v places exactly 2 stages on each rank (a V); chunks = " << options.chunks
-      << " is not possible";
+  CheckTwoChunks(options, "dualpipe-v");
   const int p = options.pp, m = options.microbatches;
   // The phases need m >= 2p; below that there is nothing to overlap and ZB-V's order on the
   // same V placement schedules the step.

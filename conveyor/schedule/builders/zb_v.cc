@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "conveyor/common/error.h"
 #include "conveyor/schedule/builders/builder_util.h"
 
 namespace conveyor {
@@ -60,9 +59,7 @@ std::vector<Action> RankOrder(int p, int r, int n) {
 
 Program BuildZbV(const ScheduleOptions& options) {
   CheckPipelineOptions(options, "zb-v");
-  CONVEYOR_CHECK(options.chunks == 0 || options.chunks == 2)
-      << "zb-v places exactly 2 stages on each rank (a V); chunks = " << options.chunks
-      << " is not possible";
+  CheckTwoChunks(options, "zb-v");
   const int p = options.pp, m = options.microbatches;
   Program program(Layout::V(p, m));
   // The order is built for at least 2p - 1 micro-batches, the fewest that fill the V; with
