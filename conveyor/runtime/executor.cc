@@ -6,13 +6,27 @@
 #include <sstream>
 
 namespace conveyor {
-namespace {
 
-double Seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+double Executor::Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
-}  // namespace
+void Executor::Emit(const Action& a, SpanKind kind, double start, double end) {
+  const double seconds = end - start;
+  switch (kind) {
+    case SpanKind::kRun:
+      stats_.compute_s += seconds;
+      break;
+    case SpanKind::kPost:
+      stats_.post_s += seconds;
+      break;
+    case SpanKind::kWait:
+      stats_.comm_wait_s += seconds;
+      break;
+  }
+  if (hook_) hook_(Span{rank_, a, start, end, kind});
+}
 
 Executor::Executor(const Program& program, int rank, Transport* transport,
                    std::map<int, Stage*> stages, BoundaryShapeFn boundary_shape,
@@ -52,24 +66,29 @@ uint32_t Executor::Tag(bool gradient, int stage, int microbatch) const {
   return static_cast<uint32_t>(tag);
 }
 
-at::Tensor Executor::Take(std::map<Key, Pending>& from, Key key, const char* what) {
+at::Tensor Executor::Take(std::map<Key, Pending>& from, Key key, const Action& recv) {
   auto it = from.find(key);
-  CONVEYOR_ASSERT(it != from.end()) << "no " << what << " was received or handed over";
+  CONVEYOR_ASSERT(it != from.end()) << "no input for " << recv << " was received or handed over";
   Pending pending = std::move(it->second);
   from.erase(it);
   if (pending.work) {
-    const auto start = std::chrono::steady_clock::now();
+    const double start = Now();
     pending.work->Wait();
-    waited_ += Seconds(start);
+    Emit(recv, SpanKind::kWait, start, Now());
   }
   return pending.buffer;
 }
 
-void Executor::RunForward(int s, const MicroBatch& mb) {
+void Executor::RunForward(const Action& a, const MicroBatch& mb) {
+  const int s = a.stage;
   Stage& stage = StageAt(s);
   const Layout& layout = program_.layout;
-  at::Tensor input = stage.is_first() ? mb.inputs : Take(activations_, {s, mb.index}, "input");
+  at::Tensor input = stage.is_first()
+                         ? mb.inputs
+                         : Take(activations_, {s, mb.index}, Action{Op::kRecvF, s, mb.index});
+  const double start = Now();
   at::Tensor output = inference_ ? stage.Infer(mb, input) : stage.Forward(mb, input);
+  Emit(a, SpanKind::kRun, start, Now());
   const int next = layout.next_stage(s);
   if (next < 0) {
     if (inference_) last_outputs_[mb.index] = output;
@@ -82,13 +101,18 @@ void Executor::RunForward(int s, const MicroBatch& mb) {
   }
 }
 
-void Executor::RunBackward(Op op, int s, const MicroBatch& mb) {
+void Executor::RunBackward(const Action& a, const MicroBatch& mb) {
+  const int s = a.stage;
   Stage& stage = StageAt(s);
   const Layout& layout = program_.layout;
   at::Tensor grad_output;
-  if (!stage.is_last()) grad_output = Take(gradients_, {s, mb.index}, "output gradient");
-  at::Tensor grad_input =
-      op == Op::kBackward ? stage.Backward(mb, grad_output) : stage.BackwardInput(mb, grad_output);
+  if (!stage.is_last()) {
+    grad_output = Take(gradients_, {s, mb.index}, Action{Op::kRecvB, s, mb.index});
+  }
+  const double start = Now();
+  at::Tensor grad_input = a.op == Op::kBackward ? stage.Backward(mb, grad_output)
+                                                : stage.BackwardInput(mb, grad_output);
+  Emit(a, SpanKind::kRun, start, Now());
   const int prev = layout.prev_stage(s);
   if (prev < 0) return;
   CONVEYOR_ASSERT(grad_input.defined()) << "stage " << s << " produced no input gradient";
@@ -104,15 +128,18 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
   auto mb = [&](int index) -> const MicroBatch& { return mbs.at(index); };
   switch (a.op) {
     case Op::kForward:
-      RunForward(a.stage, mb(a.microbatch));
+      RunForward(a, mb(a.microbatch));
       break;
     case Op::kBackward:
     case Op::kBackwardInput:
-      RunBackward(a.op, a.stage, mb(a.microbatch));
+      RunBackward(a, mb(a.microbatch));
       break;
-    case Op::kBackwardWeight:
+    case Op::kBackwardWeight: {
+      const double start = Now();
       StageAt(a.stage).BackwardWeight(mb(a.microbatch));
+      Emit(a, SpanKind::kRun, start, Now());
       break;
+    }
     case Op::kOverlapFB: {
       // The halves run one after the other here (one device stream); the forward half's
       // output leaves at once instead of waiting for the backward half, and its SEND_F in
@@ -127,24 +154,29 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
       break;
     }
     case Op::kRecvF: {
+      const double start = Now();
       const int prev = layout.prev_stage(a.stage);
       at::Tensor buffer = at::empty(boundary_shape_(prev, mb(a.microbatch)), activation_options_);
       activations_[{a.stage, a.microbatch}] = Pending{
           buffer, transport_->Recv(buffer, layout.rank_of(prev), Tag(false, prev, a.microbatch))};
+      Emit(a, SpanKind::kPost, start, Now());
       break;
     }
     case Op::kRecvB: {
+      const double start = Now();
       const int next = layout.next_stage(a.stage);
       at::Tensor buffer =
           at::empty(boundary_shape_(a.stage, mb(a.microbatch)), activation_options_);
       gradients_[{a.stage, a.microbatch}] = Pending{
           buffer, transport_->Recv(buffer, layout.rank_of(next), Tag(true, next, a.microbatch))};
+      Emit(a, SpanKind::kPost, start, Now());
       break;
     }
     case Op::kSendF:
     case Op::kSendB: {
       const bool gradient = a.op == Op::kSendB;
       if (!gradient && early_sends_.erase({a.stage, a.microbatch})) break;
+      const double start = Now();
       std::map<Key, at::Tensor>& from = gradient ? grads_to_send_ : outputs_to_send_;
       auto it = from.find({a.stage, a.microbatch});
       CONVEYOR_ASSERT(it != from.end()) << "nothing computed to send";
@@ -153,6 +185,8 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
       from.erase(it);
       sends_.emplace_back(
           transport_->Send(data, layout.rank_of(peer), Tag(gradient, a.stage, a.microbatch)), a);
+      stats_.sent_bytes += static_cast<int64_t>(data.nbytes());
+      Emit(a, SpanKind::kPost, start, Now());
       break;
     }
     case Op::kReduceGrad:
@@ -165,7 +199,7 @@ void Executor::Execute(const std::vector<MicroBatch>& microbatches) {
       << "the program runs " << program_.layout.num_microbatches() << " micro-batches, the step "
       << "was given " << microbatches.size();
   for (auto& [index, stage] : stages_) stage->ResetStep();
-  const auto start = std::chrono::steady_clock::now();
+  const double start = Now();
   stats_ = StepStats{};
   Action current;
   try {
@@ -173,23 +207,15 @@ void Executor::Execute(const std::vector<MicroBatch>& microbatches) {
       current = a;
       CONVEYOR_CHECK(!inference_ || a.op == Op::kForward || IsComm(a.op))
           << "an inference program holds only forwards and comms, not " << a;
-      const double begin = Seconds(start);
-      waited_ = 0;
       Run(a, microbatches);
-      const double end = Seconds(start);
-      if (IsCompute(a.op)) stats_.compute_s += end - begin - waited_;
-      stats_.comm_wait_s += waited_;
-      if (hook_) hook_(a, begin, end, waited_);
     }
-    if (!sends_.empty()) {
-      const double sends_start = Seconds(start);
-      for (auto& [work, action] : sends_) {
-        current = action;
-        work->Wait();
-      }
-      stats_.comm_wait_s += Seconds(start) - sends_start;
+    for (auto& [work, action] : sends_) {
+      current = action;
+      const double wait_start = Now();
+      work->Wait();
+      Emit(action, SpanKind::kWait, wait_start, Now());
     }
-    stats_.seconds = Seconds(start);
+    stats_.seconds = Now() - start;
   } catch (const std::exception& e) {
     const auto* comm = dynamic_cast<const CommError*>(&e);
     sends_.clear();

@@ -10,7 +10,8 @@
 //                    end of the step, when every send is waited for
 //   OVERLAP_F_B      its forward half (whose output is sent at once), then its backward half
 //   REDUCE_GRAD      nothing yet (where data-parallel reduction will start)
-// Buffers are dropped as soon as their consumer ran. Any error is rethrown as RuntimeError
+// Buffers are dropped as soon as their consumer ran. Every span of time is measured (two clock
+// reads per compute, post and wait) and summed into StepStats; a hook, when set, sees each. Any error is rethrown as RuntimeError
 // naming rank, stage, micro-batch and action (a CommError stays a CommError, with context).
 //
 // Not thread-safe; one executor per rank (thread or process).
@@ -29,6 +30,7 @@
 #include "conveyor/runtime/microbatch.h"
 #include "conveyor/runtime/stage.h"
 #include "conveyor/schedule/program.h"
+#include "conveyor/sim/timeline.h"
 
 namespace conveyor {
 
@@ -42,15 +44,23 @@ class RuntimeError : public Error {
 // stage (activations) and of `stage` itself (gradients).
 using BoundaryShapeFn = std::function<std::vector<int64_t>(int stage, const MicroBatch& mb)>;
 
-// Observes every action (for tracing): start and end in seconds since the step started, and
-// how much of that the action spent blocked waiting for a message.
-using ActionHook = std::function<void(const Action&, double start, double end, double waited)>;
+// Sees every span of a step as it ends (for tracing), times in seconds of the steady clock
+// (Executor::Now()):
+//   kRun   a compute: F, B, I, W, or a half of OVERLAP_F_B (its own action), waits excluded
+//   kPost  a SEND_* / RECV_* action handed to the transport
+//   kWait  blocked on a message: RECV_F / RECV_B of the consuming stage and micro-batch
+//          before a compute, or SEND_F / SEND_B at the end of the step
+// Runs on the executor's thread; must not call back into the executor.
+using SpanHook = std::function<void(const Span&)>;
 
-// Where one rank's time went in its last step (seconds).
+// Where one rank's time went in its step (seconds), and what it sent; kept up to date while
+// the step runs (a hook may read it).
 struct StepStats {
   double seconds = 0;      // the whole step, the final wait for sends included
-  double compute_s = 0;    // inside F, B, I, W (OVERLAP_F_B too), waits excluded
-  double comm_wait_s = 0;  // blocked on a receive before a compute, or on sends at the end
+  double compute_s = 0;    // the kRun spans
+  double comm_wait_s = 0;  // the kWait spans
+  double post_s = 0;       // the kPost spans
+  int64_t sent_bytes = 0;  // payload of the messages sent so far
 };
 
 class Executor {
@@ -73,8 +83,12 @@ class Executor {
   };
   Inference RunInference(const std::vector<MicroBatch>& microbatches);
 
-  void set_hook(ActionHook hook) { hook_ = std::move(hook); }
+  // Null (the default) turns the hook off.
+  void set_hook(SpanHook hook) { hook_ = std::move(hook); }
   const StepStats& last_stats() const { return stats_; }
+
+  // Seconds on the steady clock: the time base of hook spans.
+  static double Now();
 
  private:
   struct Key {
@@ -91,9 +105,12 @@ class Executor {
   // Runs every action of this rank, then waits for the sends; errors get their context.
   void Execute(const std::vector<MicroBatch>& mbs);
   void Run(const Action& a, const std::vector<MicroBatch>& mbs);
-  void RunForward(int stage, const MicroBatch& mb);
-  void RunBackward(Op op, int stage, const MicroBatch& mb);
-  at::Tensor Take(std::map<Key, Pending>& from, Key key, const char* what);
+  void RunForward(const Action& a, const MicroBatch& mb);
+  void RunBackward(const Action& a, const MicroBatch& mb);
+  // Removes and returns a pending input, waiting (a kWait span of `recv`) if it is a message.
+  at::Tensor Take(std::map<Key, Pending>& from, Key key, const Action& recv);
+  // Counts a span into stats_ and shows it to the hook.
+  void Emit(const Action& a, SpanKind kind, double start, double end);
   uint32_t Tag(bool gradient, int stage, int microbatch) const;
   Stage& StageAt(int stage);
 
@@ -103,7 +120,7 @@ class Executor {
   std::map<int, Stage*> stages_;
   BoundaryShapeFn boundary_shape_;
   at::TensorOptions activation_options_;
-  ActionHook hook_;
+  SpanHook hook_;
 
   std::map<Key, Pending> activations_;         // inputs of this rank's stages, by consumer
   std::map<Key, Pending> gradients_;           // output gradients of this rank's stages
@@ -112,7 +129,6 @@ class Executor {
   std::set<Key> early_sends_;  // forward halves of OVERLAP_F_B sent before their SEND_F
   std::vector<std::pair<std::shared_ptr<Work>, Action>> sends_;
   StepStats stats_;
-  double waited_ = 0;                       // blocked time of the action running now
   bool inference_ = false;                  // running RunInference
   std::map<int, at::Tensor> last_outputs_;  // inference: last stages' outputs by micro-batch
 };

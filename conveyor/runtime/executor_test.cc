@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/runtime/pipeline_rank.h"
 #include "conveyor/runtime/synthetic_stage.h"
@@ -85,7 +87,9 @@ TEST(ExecutorTest, SplitBackwardDefersWeightWorkUntilW) {
   PipelineRank rank(program, 0, nullptr, Synthetic(), Shape(), at::kFloat);
   std::vector<std::string> seen;
   Stage& last = *rank.stages().at(1);
-  rank.executor().set_hook([&](const Action& a, double, double, double) {
+  rank.executor().set_hook([&](const Span& span) {
+    const Action& a = span.action;
+    EXPECT_EQ(span.kind, SpanKind::kRun);
     if (a.op == Op::kBackwardInput && a.stage == 1) {
       EXPECT_EQ(last.pending_weight_work(), 1u);
       EXPECT_EQ(last.held(), 0u);
@@ -103,6 +107,48 @@ TEST(ExecutorTest, SplitBackwardDefersWeightWorkUntilW) {
   EXPECT_LE(stats.compute_s, stats.seconds);
   for (const auto& [name, p] : rank.NamedParameters()) {
     EXPECT_TRUE(p.grad().defined()) << name;
+  }
+}
+
+TEST(ExecutorTest, HookSeesComputesPostsAndWaitsThatAddUpToTheStats) {
+  // Two ranks as threads, DualPipeV: forward and backward messages both ways, OVERLAP_F_B.
+  const Program program = Lower(BuildSchedule("dualpipe-v", ScheduleOptions{2, 4, 0}));
+  auto world = LocalWorld(2);
+  std::vector<std::vector<Span>> spans(2);
+  std::vector<StepStats> stats(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      PipelineRank rank(program, r, world[r].get(), Synthetic(), Shape(), at::kFloat);
+      rank.executor().set_hook([&, r](const Span& s) { spans[r].push_back(s); });
+      rank.Step(Microbatches(8, 4));
+      stats[r] = rank.executor().last_stats();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    double by_kind[3] = {0, 0, 0};
+    int posts = 0, computes = 0, sends = 0, comms = 0, units = 0;
+    for (const Action& a : program.ranks[r]) {
+      comms += IsComm(a.op);
+      sends += a.op == Op::kSendF || a.op == Op::kSendB;
+      units += a.op == Op::kOverlapFB ? 2 : IsCompute(a.op);
+    }
+    for (const Span& s : spans[r]) {
+      EXPECT_EQ(s.rank, r);
+      EXPECT_LE(s.start, s.end) << SpanName(s);
+      by_kind[static_cast<int>(s.kind)] += s.end - s.start;
+      posts += s.kind == SpanKind::kPost;
+      computes += s.kind == SpanKind::kRun;
+      EXPECT_EQ(s.kind == SpanKind::kRun, IsCompute(s.action.op)) << SpanName(s);
+    }
+    EXPECT_EQ(posts, comms) << "rank " << r;
+    EXPECT_EQ(computes, units) << "rank " << r;  // an OVERLAP_F_B shows as its two halves
+    EXPECT_NEAR(by_kind[0], stats[r].compute_s, 1e-9);
+    EXPECT_NEAR(by_kind[1], stats[r].post_s, 1e-9);
+    EXPECT_NEAR(by_kind[2], stats[r].comm_wait_s, 1e-9);
+    // Synthetic stages exchange (samples, T, 1) floats: 2 samples of 2 tokens per micro-batch.
+    EXPECT_EQ(stats[r].sent_bytes, sends * 2 * 2 * 4) << "rank " << r;
   }
 }
 

@@ -168,7 +168,8 @@ TEST(PipelineProcessTest, FailingWorker) {
       [](int, const MicroBatch& mb) { return SyntheticBoundaryShape(mb); },
       at::TensorOptions().dtype(at::kFloat));
   int step = 0;
-  pipeline.executor().set_hook([&](const Action& a, double, double, double) {
+  pipeline.executor().set_hook([&](const Span& span) {
+    const Action& a = span.action;
     if (rank == fail_rank && step == 2 && a.op == Op::kForward && a.microbatch == 3) {
       if (mode == "kill") std::raise(SIGKILL);
       throw std::runtime_error("injected failure");

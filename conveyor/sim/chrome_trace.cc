@@ -48,8 +48,9 @@ std::string JsonString(const std::string& text) {
   return out + "\"";
 }
 
-// Microseconds with up to nanosecond precision, never in exponent form.
-std::string Micros(double value) {
+// A number with up to three decimals (nanoseconds for microsecond times), never in exponent
+// form.
+std::string Decimal(double value) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), "%.3f", value);
   std::string text = buffer;
@@ -63,17 +64,26 @@ std::string Metadata(const char* name, int pid, int tid, const std::string& args
          ",\"tid\":" + std::to_string(tid) + ",\"args\":{" + args + "}}";
 }
 
+std::string Complete(const std::string& name, const std::string& category, int pid, int tid,
+                     double start_us, double end_us, const std::string& args) {
+  return "{\"name\":" + JsonString(name) + ",\"cat\":" + JsonString(category) +
+         ",\"ph\":\"X\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
+         ",\"ts\":" + Decimal(start_us) + ",\"dur\":" + Decimal(end_us - start_us) + ",\"args\":{" +
+         args + "}}";
+}
+
 std::string Event(const Span& s, int pid, double us_per_unit) {
   const Action& a = s.action;
   std::string args = "\"stage\":" + std::to_string(a.stage);
   if (a.microbatch >= 0) args += ",\"microbatch\":" + std::to_string(a.microbatch);
   args += ",\"op\":" + JsonString(std::string(OpName(a.op)));
   if (a.op == Op::kOverlapFB) args += ",\"backward\":" + JsonString(a.BackwardHalf().ToString());
-  return "{\"name\":" + JsonString(a.ToString()) +
-         ",\"cat\":" + JsonString(std::string(OpName(a.op))) +
-         ",\"ph\":\"X\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + (IsComm(a.op) ? "1" : "0") +
-         ",\"ts\":" + Micros(s.start * us_per_unit) +
-         ",\"dur\":" + Micros((s.end - s.start) * us_per_unit) + ",\"args\":{" + args + "}}";
+  const std::string category = s.kind == SpanKind::kPost   ? "post"
+                               : s.kind == SpanKind::kWait ? "wait"
+                                                           : std::string(OpName(a.op));
+  const bool comm = IsComm(a.op) || s.kind != SpanKind::kRun;
+  return Complete(SpanName(s), category, pid, comm ? 1 : 0, s.start * us_per_unit,
+                  s.end * us_per_unit, args);
 }
 
 }  // namespace
@@ -97,10 +107,21 @@ std::string RenderChromeTrace(const std::vector<TraceGroup>& groups) {
           Metadata("process_sort_index", pid, 0, "\"sort_index\":" + std::to_string(pid)));
       events.push_back(Metadata("thread_name", pid, 0, "\"name\":\"compute\""));
       events.push_back(Metadata("thread_name", pid, 1, "\"name\":\"comm\""));
+      events.push_back(Metadata("thread_name", pid, 2, "\"name\":\"step\""));
     }
     const double us_per_unit = MicrosecondsPer(timeline.time_unit);
     for (const Span& s : timeline.spans) {
       events.push_back(Event(s, first_pid + s.rank, us_per_unit));
+    }
+    for (const Phase& p : timeline.phases) {
+      events.push_back(Complete(p.name, "phase", first_pid + p.rank, 2, p.start * us_per_unit,
+                                p.end * us_per_unit, ""));
+    }
+    for (const CounterSample& c : timeline.counters) {
+      events.push_back("{\"name\":" + JsonString(c.name) + ",\"ph\":\"C\",\"pid\":" +
+                       std::to_string(first_pid + c.rank) + ",\"ts\":" +
+                       Decimal(c.time * us_per_unit) + ",\"args\":{\"value\":" +
+                       Decimal(c.value) + "}}");
     }
   }
   std::string out = "{\"traceEvents\":[\n";

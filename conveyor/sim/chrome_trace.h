@@ -4,7 +4,10 @@
 // named by the action's text ("0F3", "1SEND_F0", "(0F7;7B3)OVERLAP_F_B"), with args stage,
 // microbatch (absent for REDUCE_GRAD), op and, for OVERLAP_F_B, backward (the backward half's
 // text). Each rank of each timeline is a process (pid), named "<group>: rank r" and sorted in
-// order; compute runs on thread 0 ("compute"), SEND/RECV on thread 1 ("comm").
+// order; compute runs on thread 0 ("compute"), SEND/RECV on thread 1 ("comm"), where measured
+// posts and waits are named "post 1SEND_F3" / "wait 1RECV_F3" (category "post" / "wait").
+// Phases are complete events on thread 2 ("step"); counter samples are counter events
+// ("ph": "C") of the rank's process, args {"value": v}.
 //
 // Several timelines (e.g. "predicted" and "measured") go into one trace as separate process
 // groups, numbered one after the other. Times are in microseconds: a time_unit of "s", "ms"

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cmath>
 
 #include "conveyor/common/error.h"
 #include "conveyor/sim/timeline_testing.h"
@@ -164,11 +165,42 @@ TEST(ChromeTraceTest, SeveralTimelinesAsProcessGroups) {
   EXPECT_EQ(Count(json, "\"pid\":5"), 0u);
 }
 
+TEST(ChromeTraceTest, MeasuredPostsWaitsPhasesAndCounters) {
+  Timeline t = MakeTimeline(2, {{1, "1RECV_F0", 0, 0.001}, {1, "1RECV_F0", 0.002, 0.004}});
+  t.time_unit = "s";
+  t.spans[0].kind = SpanKind::kPost;
+  t.spans[1].kind = SpanKind::kWait;
+  t.phases.push_back(Phase{1, "optimizer", 0.01, 0.0125});
+  t.counters.push_back(CounterSample{0, "activation bytes", 0.003, 4096});
+  const std::string json = RenderChromeTrace(t, "measured");
+  EXPECT_TRUE(JsonChecker(json).Valid()) << json;
+  EXPECT_NE(json.find("{\"name\":\"post 1RECV_F0\",\"cat\":\"post\",\"ph\":\"X\",\"pid\":2,"
+                      "\"tid\":1,\"ts\":0,\"dur\":1000"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"name\":\"wait 1RECV_F0\",\"cat\":\"wait\",\"ph\":\"X\",\"pid\":2,"
+                      "\"tid\":1,\"ts\":2000,\"dur\":2000"),
+            std::string::npos);
+  EXPECT_NE(json.find("{\"name\":\"optimizer\",\"cat\":\"phase\",\"ph\":\"X\",\"pid\":2,"
+                      "\"tid\":2,\"ts\":10000,\"dur\":2500"),
+            std::string::npos);
+  EXPECT_NE(json.find("{\"name\":\"activation bytes\",\"ph\":\"C\",\"pid\":1,\"ts\":3000,"
+                      "\"args\":{\"value\":4096}}"),
+            std::string::npos);
+  EXPECT_DOUBLE_EQ(t.makespan(), 0.0125);
+}
+
 TEST(ChromeTraceTest, RejectsBadInput) {
   EXPECT_THROW(RenderChromeTrace({{"x", nullptr}}), UserError);
   Timeline t = GpipeTimeline(2, 2);
   t.spans[0].end = -1;
   EXPECT_THROW(RenderChromeTrace(t), UserError);
+  Timeline bad_phase = GpipeTimeline(2, 2);
+  bad_phase.phases.push_back(Phase{2, "optimizer", 0, 1});
+  EXPECT_THROW(RenderChromeTrace(bad_phase), UserError);
+  Timeline bad_counter = GpipeTimeline(2, 2);
+  bad_counter.counters.push_back(CounterSample{0, "bytes", 0, std::nan("")});
+  EXPECT_THROW(RenderChromeTrace(bad_counter), UserError);
   Timeline empty;
   EXPECT_TRUE(JsonChecker(RenderChromeTrace(empty)).Valid());
 }

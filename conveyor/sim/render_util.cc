@@ -19,6 +19,18 @@ void CheckTimeline(const Timeline& timeline) {
         << "span " << s.action << " on rank " << s.rank << " has bad times [" << s.start << ", "
         << s.end << ")";
   }
+  for (const Phase& p : timeline.phases) {
+    CONVEYOR_CHECK(p.rank >= 0 && p.rank < timeline.num_ranks && std::isfinite(p.start) &&
+                   std::isfinite(p.end) && p.start <= p.end)
+        << "phase '" << p.name << "' on rank " << p.rank << " has bad times [" << p.start << ", "
+        << p.end << ") or a rank outside [0, " << timeline.num_ranks << ")";
+  }
+  for (const CounterSample& c : timeline.counters) {
+    CONVEYOR_CHECK(c.rank >= 0 && c.rank < timeline.num_ranks && std::isfinite(c.time) &&
+                   std::isfinite(c.value))
+        << "counter '" << c.name << "' on rank " << c.rank << " has a bad sample (" << c.time
+        << ", " << c.value << ")";
+  }
 }
 
 std::vector<std::vector<const Span*>> ComputeSpansByRank(const Timeline& timeline) {

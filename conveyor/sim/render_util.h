@@ -11,7 +11,8 @@
 namespace conveyor::render {
 
 // Checks what every renderer relies on: num_ranks >= 0, every span on a rank in
-// [0, num_ranks) with finite times and start <= end. Throws UserError naming the bad span.
+// [0, num_ranks) with finite times and start <= end, likewise every phase, and finite counter
+// samples. Throws UserError naming the bad span, phase or sample.
 void CheckTimeline(const Timeline& timeline);
 
 // CheckTimeline(), then the compute spans (IsCompute) of each rank sorted by start time, as

@@ -112,7 +112,7 @@ std::string ExactRows(const Timeline& timeline, const Frame& f, const SvgOptions
     const double x = f.x(s.start), w = (s.end - s.start) * f.scale;
     const double y = f.y(s.rank);
     const std::string tip = "<title>" +
-                            XmlEscape(s.action.ToString() + " on rank " + std::to_string(s.rank) +
+                            XmlEscape(SpanName(s) + " on rank " + std::to_string(s.rank) +
                                       ": " + Num(s.start) + " to " + Num(s.end)) +
                             "</title></rect>\n";
     if (IsComm(s.action.op) && s.end > s.start) {

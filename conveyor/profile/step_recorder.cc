@@ -1,0 +1,81 @@
+#include "conveyor/profile/step_recorder.h"
+
+#include <ATen/ATen.h>
+#include <unistd.h>
+
+#include <functional>
+
+#include "conveyor/profile/memory_tracker.h"
+
+namespace conveyor {
+
+double SharedClockOrigin(Transport* world) {
+  if (world == nullptr || world->world_size() == 1) return Executor::Now();
+  const int p = world->world_size();
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  // Host names as 31-bit hashes (exact in a double) and each rank's reading, one row each.
+  at::Tensor table = at::zeros({2, p}, at::kDouble);
+  table[0][world->rank()] = static_cast<double>(std::hash<std::string>()(host) & 0x7fffffff);
+  world->Barrier();
+  const double now = Executor::Now();
+  table[1][world->rank()] = now;
+  std::vector<at::Tensor> shared = {table};
+  world->AllReduceSum(shared);
+  const bool one_host = (shared[0][0] == shared[0][0][0]).all().item<bool>();
+  return one_host ? shared[0][1][0].item<double>() : now;
+}
+
+StepRecorder::StepRecorder(int rank, int num_ranks, double origin)
+    : rank_(rank), origin_(origin) {
+  step_.num_ranks = num_ranks;
+  step_.time_unit = "s";
+}
+
+void StepRecorder::Attach(Executor& executor) {
+  executor_ = &executor;
+  executor.set_hook([this](const Span& span) { OnSpan(span); });
+}
+
+void StepRecorder::BeginStep() {
+  step_.spans.clear();
+  step_.phases.clear();
+  step_.counters.clear();
+  step_base_bytes_ = MemoryTracker::current_bytes();
+  held_bytes_ = 0;
+  Sample(Executor::Now() - origin_, 0);
+}
+
+void StepRecorder::Phase(const std::string& name, double start) {
+  step_.phases.push_back(conveyor::Phase{rank_, name, start - origin_, Executor::Now() - origin_});
+}
+
+void StepRecorder::Sample(double time, double sent) {
+  held_bytes_ = MemoryTracker::current_bytes() - step_base_bytes_;
+  step_.counters.push_back(CounterSample{rank_, "activation bytes", time, static_cast<double>(held_bytes_)});
+  step_.counters.push_back(CounterSample{rank_, "bytes sent", time, sent});
+}
+
+void StepRecorder::OnSpan(const Span& span) {
+  Span s = span;
+  s.start -= origin_;
+  s.end -= origin_;
+  step_.spans.push_back(s);
+  const int64_t before = held_bytes_;
+  Sample(s.end, executor_ != nullptr ? executor_->last_stats().sent_bytes : 0);
+  if (s.kind == SpanKind::kRun && s.action.op == Op::kForward) {
+    auto& [sum, count] = forward_bytes_[s.action.stage];
+    sum += static_cast<double>(held_bytes_ - before);
+    ++count;
+  }
+}
+
+std::map<int, double> StepRecorder::ForwardBytes() const {
+  std::map<int, double> mean;
+  for (const auto& [stage, sum_count] : forward_bytes_) {
+    mean[stage] = sum_count.first / static_cast<double>(sum_count.second);
+  }
+  return mean;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,64 @@
+// Records what one rank does in each training step, for metrics and traces: every span the
+// executor reports (computes, posts, waits), the phases around the pipeline that the trainer
+// names (shared-gradient sums, the norm all-reduce, the optimizer, ...), and after each span
+// two counters: "activation bytes" (CPU bytes allocated since the step began, counted by
+// MemoryTracker when installed, else 0) and "bytes sent" (the step's message payload so far).
+//
+// Times are seconds since `origin`, a time of Executor::Now(); ranks that share an origin
+// (SharedClockOrigin) have comparable times. The recorder keeps the current step only.
+//
+// Cost per span: a vector append and two counter samples (measured by `conveyor bench
+// overhead`). Not thread-safe: one recorder per rank, used on the executor's thread.
+#ifndef CONVEYOR_PROFILE_STEP_RECORDER_H_
+#define CONVEYOR_PROFILE_STEP_RECORDER_H_
+
+#include <map>
+#include <string>
+
+#include "conveyor/comm/transport.h"
+#include "conveyor/runtime/executor.h"
+#include "conveyor/sim/timeline.h"
+
+namespace conveyor {
+
+// A clock origin every rank agrees on (collective). When all ranks run on one host (same host
+// name) they share the steady clock and get rank 0's reading: their times compare exactly.
+// Across hosts each rank takes its own reading as it leaves a barrier, so times agree to
+// within the barrier's exit skew. `world` may be null (one rank).
+double SharedClockOrigin(Transport* world);
+
+class StepRecorder {
+ public:
+  StepRecorder(int rank, int num_ranks, double origin);
+
+  // Becomes `executor`'s hook (replacing any other); `executor` must outlive its use.
+  void Attach(Executor& executor);
+
+  // Starts a new step: drops the last one, takes the memory count as the step's zero.
+  void BeginStep();
+  // Records phase `name` of this rank from `start` (an Executor::Now() time) to now.
+  void Phase(const std::string& name, double start);
+
+  // The current (or last) step: spans, phases and counters of this rank, seconds since origin.
+  const Timeline& step() const { return step_; }
+
+  // Mean bytes a forward leaves allocated (its output and what autograd saves for the
+  // backward), per stage of this rank, over every forward recorded so far.
+  std::map<int, double> ForwardBytes() const;
+
+ private:
+  void OnSpan(const Span& span);
+  void Sample(double time, double sent_bytes);
+
+  const int rank_;
+  const double origin_;
+  Executor* executor_ = nullptr;
+  Timeline step_;
+  int64_t step_base_bytes_ = 0;  // allocated when the step began
+  int64_t held_bytes_ = 0;       // at the last sample, relative to the base
+  std::map<int, std::pair<double, int64_t>> forward_bytes_;  // stage -> (sum, count)
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_PROFILE_STEP_RECORDER_H_

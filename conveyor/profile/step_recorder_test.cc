@@ -1,0 +1,80 @@
+#include "conveyor/profile/step_recorder.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "conveyor/comm/local_transport.h"
+#include "conveyor/profile/memory_tracker.h"
+#include "conveyor/runtime/pipeline_rank.h"
+#include "conveyor/runtime/synthetic_stage.h"
+#include "conveyor/schedule/lower.h"
+#include "conveyor/schedule/registry.h"
+
+namespace conveyor {
+namespace {
+
+std::vector<MicroBatch> Microbatches(int n, int m) {
+  Batch batch;
+  batch.inputs = at::ones({n, 64}, at::kLong);
+  batch.targets = at::zeros({n, 64}, at::kLong);
+  return SplitBatch(batch, m);
+}
+
+TEST(StepRecorderTest, RecordsSpansPhasesAndCounters) {
+  ASSERT_TRUE(MemoryTracker::Install());
+  // One rank running two stages, two micro-batches.
+  const Program program = Lower(BuildSchedule("interleaved-1f1b", ScheduleOptions{1, 2, 2}));
+  PipelineRank rank(
+      program, 0, nullptr,
+      [](int stage) { return MakeSyntheticStage(stage, SyntheticCosts{}); },
+      [](int, const MicroBatch& mb) { return SyntheticBoundaryShape(mb); }, at::kFloat);
+  const double origin = Executor::Now();
+  StepRecorder recorder(0, 1, origin);
+  recorder.Attach(rank.executor());
+  for (int step = 0; step < 2; ++step) {
+    recorder.BeginStep();
+    rank.Step(Microbatches(4, 2));
+    const double start = Executor::Now();
+    recorder.Phase("optimizer", start);
+  }
+  const Timeline& t = recorder.step();
+  EXPECT_EQ(t.spans.size(), program.ranks[0].size());  // one compute span per action
+  for (const Span& s : t.spans) {
+    EXPECT_EQ(s.kind, SpanKind::kRun);
+    EXPECT_GE(s.start, 0);
+  }
+  ASSERT_EQ(t.phases.size(), 1u);
+  EXPECT_EQ(t.phases[0].name, "optimizer");
+  EXPECT_GE(t.phases[0].start, t.spans.back().end);
+  // Two counters at the step's start and after every span.
+  EXPECT_EQ(t.counters.size(), 2 * (t.spans.size() + 1));
+  double most_held = 0;
+  for (const CounterSample& c : t.counters) {
+    if (c.name == "activation bytes") most_held = std::max(most_held, c.value);
+    if (c.name == "bytes sent") {
+      EXPECT_EQ(c.value, 0);  // one rank sends nothing
+    }
+  }
+  EXPECT_GT(most_held, 0);
+  const std::map<int, double> forward = recorder.ForwardBytes();
+  ASSERT_EQ(forward.size(), 2u);
+  EXPECT_GT(forward.at(0), 0);
+}
+
+TEST(StepRecorderTest, RanksOnOneHostShareTheOrigin) {
+  auto world = LocalWorld(3);
+  std::vector<double> origins(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] { origins[r] = SharedClockOrigin(world[r].get()); });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(origins[0], origins[1]);
+  EXPECT_EQ(origins[0], origins[2]);
+  EXPECT_LE(origins[0], Executor::Now());
+}
+
+}  // namespace
+}  // namespace conveyor
