@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
+#include <sstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -94,11 +96,11 @@ std::string Percent(double x) {
   return text;
 }
 
-// Every rank writes its last step's spans; rank 0 merges them with the simulator's timeline
-// of the same program under the measured costs: DIR/trace.json (Chrome / Perfetto, groups
-// "measured" and "predicted"), DIR/measured.svg, DIR/predicted.svg and DIR/rank-R.json.
-// Ranks' clocks are aligned at the start of the step (they all leave the previous step's
-// loss all-reduce together). Collective.
+// Every rank writes its last step's timeline; rank 0 merges them with the simulator's
+// timeline of the same program under the measured costs: DIR/trace.json (Chrome / Perfetto,
+// groups "measured" and "predicted", both starting at 0), DIR/measured.svg,
+// DIR/predicted.svg and DIR/rank-R.json. The ranks' times share a clock origin
+// (SharedClockOrigin). Needs DIR on a filesystem all ranks see. Collective.
 void WriteTraces(const std::string& dir, Trainer& trainer, Transport& transport) {
   const Timeline predicted = trainer.PredictedTimeline();
   const Timeline& mine = trainer.LastTimeline();
@@ -106,24 +108,56 @@ void WriteTraces(const std::string& dir, Trainer& trainer, Transport& transport)
   const std::string rank = std::to_string(trainer.rank());
   WriteOutput(dir + "/rank-" + rank + ".json", RenderChromeTrace(mine, "rank " + rank));
   {
-    std::ofstream spans(dir + "/rank-" + rank + ".spans");
-    spans.precision(17);
-    for (const Span& s : mine.spans) spans << s.start << " " << s.end << " " << s.action << "\n";
+    // One line per span, phase and counter sample, for rank 0 to read back.
+    std::ofstream out(dir + "/rank-" + rank + ".timeline");
+    out.precision(17);
+    for (const Span& s : mine.spans) {
+      out << "S " << static_cast<int>(s.kind) << " " << s.start << " " << s.end << " " << s.action
+          << "\n";
+    }
+    for (const Phase& p : mine.phases) out << "P " << p.start << " " << p.end << " " << p.name << "\n";
+    for (const CounterSample& c : mine.counters) {
+      out << "C " << c.time << " " << c.value << " " << c.name << "\n";
+    }
   }
   transport.Barrier();
   if (trainer.rank() != 0) return;
-  Timeline measured{mine.num_ranks, {}, "s"};
+  Timeline measured;
+  measured.num_ranks = mine.num_ranks;
+  measured.time_unit = "s";
   for (int r = 0; r < mine.num_ranks; ++r) {
-    std::ifstream in(dir + "/rank-" + std::to_string(r) + ".spans");
-    Span s;
-    std::string action;
-    while (in >> s.start >> s.end >> action) {
-      s.rank = r;
-      s.action = ParseAction(action);
-      measured.spans.push_back(s);
+    const std::string path = dir + "/rank-" + std::to_string(r) + ".timeline";
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream fields(line.substr(2));
+      if (line[0] == 'S') {
+        Span s;
+        int kind = 0;
+        std::string action;
+        fields >> kind >> s.start >> s.end >> action;
+        s.rank = r;
+        s.kind = static_cast<SpanKind>(kind);
+        s.action = ParseAction(action);
+        measured.spans.push_back(s);
+      } else {
+        double a = 0, b = 0;
+        std::string name;
+        fields >> a >> b >> std::ws;
+        std::getline(fields, name);
+        if (line[0] == 'P') measured.phases.push_back(Phase{r, name, a, b});
+        if (line[0] == 'C') measured.counters.push_back(CounterSample{r, name, a, b});
+      }
     }
-    std::filesystem::remove(dir + "/rank-" + std::to_string(r) + ".spans");
+    std::filesystem::remove(path);
   }
+  // Both groups start at 0: the measured one at the earliest event of any rank.
+  double zero = std::numeric_limits<double>::infinity();
+  for (const Span& s : measured.spans) zero = std::min(zero, s.start);
+  for (const CounterSample& c : measured.counters) zero = std::min(zero, c.time);
+  for (Span& s : measured.spans) s.start -= zero, s.end -= zero;
+  for (Phase& p : measured.phases) p.start -= zero, p.end -= zero;
+  for (CounterSample& c : measured.counters) c.time -= zero;
   WriteOutput(dir + "/trace.json",
               RenderChromeTrace({{"measured", &measured}, {"predicted", &predicted}}));
   WriteOutput(dir + "/measured.svg",
@@ -206,23 +240,32 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
                             {"pp", config.pp},
                             {"microbatches", config.microbatches},
                             {"model", config.model}};
-  double compute = 0, step_time = 0;
+  double compute = 0, step_time = 0, transfer_wait = 0;
   nlohmann::json rank_rows = nlohmann::json::array();
   for (const RankMetrics& r : ranks) {
     rank_rows.push_back({{"rank", r.rank},
                          {"step_s", r.step_s},
                          {"compute_s", r.compute_s},
                          {"comm_wait_s", r.comm_wait_s},
+                         {"transfer_wait_s", r.transfer_wait_s},
+                         {"dependency_wait_s", r.dependency_wait_s},
+                         {"post_s", r.post_s},
                          {"idle_s", r.idle_s},
                          {"bubble_fraction", r.bubble_fraction},
-                         {"peak_activation_bytes", r.peak_activation_bytes}});
+                         {"comm_overlap", r.comm_overlap},
+                         {"sent_bytes", r.sent_bytes},
+                         {"peak_activation_bytes", r.peak_activation_bytes},
+                         {"predicted_peak_microbatches", r.predicted_peak_microbatches},
+                         {"predicted_peak_activation_bytes", r.predicted_peak_activation_bytes}});
     compute += r.compute_s;
     step_time += r.step_s;
+    transfer_wait += r.transfer_wait_s;
   }
   const double measured_bubble = step_time > 0 ? 1 - compute / step_time : 0;
   metrics["ranks"] = rank_rows;
   metrics["measured_bubble_fraction"] = measured_bubble;
   metrics["predicted_bubble_fraction"] = predicted_bubble;
+  metrics["transfer_wait_fraction"] = step_time > 0 ? transfer_wait / step_time : 0;
   if (final_eval.accuracy >= 0) {
     metrics["final_accuracy"] = final_eval.accuracy;
     metrics["baseline_accuracy"] = task->BaselineAccuracy();
@@ -235,15 +278,23 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
     std::printf("held-out accuracy %s (majority class %s)\n", Percent(final_eval.accuracy).c_str(),
                 Percent(task->BaselineAccuracy()).c_str());
   }
-  std::printf("\nper rank, seconds per pipeline step (steps after the first):\n");
-  std::printf("rank     step  compute  comm-wait   idle  bubble  peak MiB\n");
+  std::printf(
+      "\nper rank, ms per pipeline step (steps after the first); waits split into the peer's\n"
+      "compute (dependency) and messages in transit (transfer); overlap: share of transit time\n"
+      "hidden behind other work; peak memory measured, and predicted by the simulator:\n");
+  std::printf("rank     step  compute  dependency  transfer  bubble  overlap  peak MiB  predicted\n");
   for (const RankMetrics& r : ranks) {
-    std::printf("%4d %8.4f %8.4f %10.4f %6.4f %6.1f%% %9.2f\n", r.rank, r.step_s, r.compute_s,
-                r.comm_wait_s, r.idle_s, 100 * r.bubble_fraction,
-                r.peak_activation_bytes / (1 << 20));
+    std::printf("%4d %8.2f %8.2f %11.2f %9.2f %6.1f%% %7.1f%% %9.2f %6.2f (%.1f mb)\n", r.rank,
+                1e3 * r.step_s, 1e3 * r.compute_s, 1e3 * r.dependency_wait_s,
+                1e3 * r.transfer_wait_s, 100 * r.bubble_fraction, 100 * r.comm_overlap,
+                r.peak_activation_bytes / (1 << 20),
+                r.predicted_peak_activation_bytes / (1 << 20), r.predicted_peak_microbatches);
   }
-  std::printf("bubble: measured %s, predicted by the simulator from measured costs %s\n",
-              Percent(measured_bubble).c_str(), Percent(predicted_bubble).c_str());
+  std::printf(
+      "bubble: measured %s, predicted by the simulator from measured costs %s; exposed "
+      "communication %s of the step\n",
+      Percent(measured_bubble).c_str(), Percent(predicted_bubble).c_str(),
+      Percent(step_time > 0 ? transfer_wait / step_time : 0).c_str());
   if (!config.trace.empty())
     std::printf("traces: %s/trace.json, measured.svg\n", config.trace.c_str());
   if (!sample.empty()) std::printf("\nsample:\n%s\n", sample.c_str());

@@ -142,20 +142,8 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       [task_ref](int, const MicroBatch& mb) { return task_ref->BoundaryShape(mb); },
       at::TensorOptions().dtype(at::kFloat));
   grad_sync_ = std::make_unique<GradSync>(world, Holders(layout, layers, partition_));
-  pipeline_->executor().set_hook([this](const Action& a, double start, double end, double waited) {
-    if (IsCompute(a.op)) {
-      auto& [seconds, count] = op_time_[{a.stage, a.op}];
-      seconds += end - start - waited;
-      ++count;
-      // The wait for inputs comes first (Executor::Take): a receive span, then the compute.
-      if (waited > 0) {
-        const Op recv = a.op == Op::kForward || a.op == Op::kOverlapFB ? Op::kRecvF : Op::kRecvB;
-        last_timeline_.spans.push_back(
-            Span{rank_, Action{recv, a.stage, a.microbatch}, start, start + waited});
-      }
-      last_timeline_.spans.push_back(Span{rank_, a, start + waited, end});
-    }
-  });
+  recorder_ = std::make_unique<StepRecorder>(rank_, layout.num_ranks(), SharedClockOrigin(world));
+  recorder_->Attach(pipeline_->executor());
 }
 
 double Trainer::AllReduce(double value) {
@@ -170,36 +158,68 @@ StepMetrics Trainer::Step() {
   const NamedTensors params = Parameters();
   for (const auto& [name, p] : params) p.mutable_grad() = at::Tensor();
   const Batch batch = task_->TrainBatch(step_);
-  last_timeline_ = Timeline{program_.layout.num_ranks(), {}, "s"};
   // This process's first step warms up allocators and connections: its measurements are
   // replaced by the later steps' as soon as there are any.
   if (steps_run_ == 1) op_time_.clear();
+  recorder_->BeginStep();
   const int64_t held_before = MemoryTracker::current_bytes();
   MemoryTracker::ResetPeak();
   const double local_loss = pipeline_->Step(SplitBatch(batch, config_.microbatches));
   peak_step_bytes_ = std::max(peak_step_bytes_, MemoryTracker::peak_bytes() - held_before);
-  const StepStats& stats = pipeline_->executor().last_stats();
-  if (steps_run_++ == 0) {
-    totals_ = stats;
-  } else {
-    if (measured_steps_++ == 0) totals_ = StepStats{};
-    totals_.seconds += stats.seconds;
-    totals_.compute_s += stats.compute_s;
-    totals_.comm_wait_s += stats.comm_wait_s;
-  }
+
+  double phase = Executor::Now();
   grad_sync_->SumShared(params);
+  recorder_->Phase("sum shared grads", phase);
   StepMetrics m;
+  phase = Executor::Now();
   m.grad_norm = grad_sync_->GlobalNorm(params);
+  recorder_->Phase("grad norm", phase);
+  phase = Executor::Now();
   if (config_.clip > 0 && m.grad_norm > config_.clip) {
     GradSync::Scale(params, config_.clip / (m.grad_norm + 1e-6));
   }
   m.step = ++step_;
   m.lr = schedule_.At(step_);
   optimizer_.Step(params, m.lr, step_);
-  m.loss = AllReduce(local_loss);
+  recorder_->Phase("optimizer", phase);
+  // The loss travels with every send's posting time, which the comm breakdown needs.
+  phase = Executor::Now();
+  const Layout& layout = program_.layout;
+  std::vector<double> shared = SendPostTimes(layout, recorder_->step());
+  shared.push_back(local_loss);
+  if (world_ != nullptr && world_->world_size() > 1) {
+    std::vector<at::Tensor> t = {at::tensor(shared, at::kDouble)};
+    world_->AllReduceSum(t);
+    shared.assign(t[0].data_ptr<double>(), t[0].data_ptr<double>() + t[0].numel());
+  }
+  m.loss = shared.back();
+  shared.pop_back();
+  recorder_->Phase("all-reduce loss", phase);
+  Account(BreakDownComm(layout, recorder_->step(), rank_, shared));
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.tokens_per_s = task_->TokensPerBatch() / m.seconds;
   return m;
+}
+
+void Trainer::Account(const CommBreakdown& comm) {
+  for (const Span& s : recorder_->step().spans) {
+    if (s.kind != SpanKind::kRun) continue;
+    auto& [seconds, count] = op_time_[{s.action.stage, s.action.op}];
+    seconds += s.end - s.start;
+    ++count;
+  }
+  const StepStats& stats = pipeline_->executor().last_stats();
+  if (++steps_run_ == 2) {  // the first step's sums give way to the later steps'
+    totals_ = StepStats{};
+    comm_totals_ = CommBreakdown{};
+  }
+  if (steps_run_ >= 2) ++measured_steps_;
+  totals_.seconds += stats.seconds;
+  totals_.compute_s += stats.compute_s;
+  totals_.comm_wait_s += stats.comm_wait_s;
+  totals_.post_s += stats.post_s;
+  totals_.sent_bytes += stats.sent_bytes;
+  comm_totals_ += comm;
 }
 
 EvalMetrics Trainer::Evaluate() {
@@ -228,28 +248,49 @@ EvalMetrics Trainer::Evaluate() {
 }
 
 std::vector<RankMetrics> Trainer::GatherRankMetrics() {
-  const int p = program_.layout.num_ranks();
+  const Layout& layout = program_.layout;
+  const int p = layout.num_ranks();
   const double n = static_cast<double>(std::max<int64_t>(measured_steps_, 1));
-  at::Tensor table = at::zeros({p, 4}, at::kDouble);
-  table[rank_][0] = totals_.seconds / n;
-  table[rank_][1] = totals_.compute_s / n;
-  table[rank_][2] = totals_.comm_wait_s / n;
-  table[rank_][3] = static_cast<double>(peak_step_bytes_);
+  double forward_bytes = 0;  // mean over this rank's stages
+  const std::map<int, double> forward = recorder_->ForwardBytes();
+  for (const auto& [stage, bytes] : forward) forward_bytes += bytes / forward.size();
+  const std::vector<double> mine = {totals_.seconds / n,
+                                    totals_.compute_s / n,
+                                    totals_.comm_wait_s / n,
+                                    comm_totals_.transfer_wait_s / n,
+                                    comm_totals_.dependency_wait_s / n,
+                                    totals_.post_s / n,
+                                    comm_totals_.overlap_fraction(),
+                                    static_cast<double>(totals_.sent_bytes) / n,
+                                    static_cast<double>(peak_step_bytes_),
+                                    forward_bytes};
+  const int64_t columns = static_cast<int64_t>(mine.size());
+  at::Tensor table = at::zeros({p, columns}, at::kDouble);
+  table[rank_] = at::tensor(mine, at::kDouble);
   if (world_ != nullptr && world_->world_size() > 1) {
     std::vector<at::Tensor> shared = {table};
     world_->AllReduceSum(shared);
     table = shared[0];
   }
+  const std::vector<double> peaks = Simulate(program_, MeasuredCosts(), SimOptions{1}).peak_activations;
   std::vector<RankMetrics> ranks;
   for (int r = 0; r < p; ++r) {
+    auto cell = [&](int column) { return table[r][column].item<double>(); };
     RankMetrics m;
     m.rank = r;
-    m.step_s = table[r][0].item<double>();
-    m.compute_s = table[r][1].item<double>();
-    m.comm_wait_s = table[r][2].item<double>();
+    m.step_s = cell(0);
+    m.compute_s = cell(1);
+    m.comm_wait_s = cell(2);
+    m.transfer_wait_s = cell(3);
+    m.dependency_wait_s = cell(4);
+    m.post_s = cell(5);
+    m.comm_overlap = cell(6);
+    m.sent_bytes = cell(7);
+    m.peak_activation_bytes = cell(8);
     m.idle_s = std::max(0.0, m.step_s - m.compute_s);
     m.bubble_fraction = m.step_s > 0 ? m.idle_s / m.step_s : 0;
-    m.peak_activation_bytes = table[r][3].item<double>();
+    m.predicted_peak_microbatches = peaks[r];
+    m.predicted_peak_activation_bytes = peaks[r] * cell(9);
     ranks.push_back(m);
   }
   return ranks;

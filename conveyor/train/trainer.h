@@ -14,6 +14,8 @@
 
 #include "conveyor/comm/transport.h"
 #include "conveyor/partition/partition.h"
+#include "conveyor/profile/comm_breakdown.h"
+#include "conveyor/profile/step_recorder.h"
 #include "conveyor/runtime/pipeline_rank.h"
 #include "conveyor/sim/cost_model.h"
 #include "conveyor/sim/timeline.h"
@@ -35,18 +37,29 @@ struct StepMetrics {
 
 // Where one rank's pipeline time went, averaged over the steps after the first (seconds per
 // step; the whole step when only one ran). bubble_fraction = idle / pipeline step time,
-// where idle = step - compute: waiting for messages, posting them, bookkeeping.
+// where idle = step - compute: waiting for messages, posting them, bookkeeping. The waits
+// are split as CommBreakdown (conveyor/profile/comm_breakdown.h) describes.
 struct RankMetrics {
   int rank = 0;
-  double step_s = 0;
-  double compute_s = 0;
+  double step_s = 0;     // the pipeline part of a step (the executor's)
+  double compute_s = 0;  // F, B, I, W
   double comm_wait_s = 0;
+  double transfer_wait_s = 0;    // of comm_wait_s: exposed communication
+  double dependency_wait_s = 0;  // of comm_wait_s: waiting for a peer's compute
+  double post_s = 0;             // handing messages to the transport
   double idle_s = 0;
   double bubble_fraction = 0;
+  double comm_overlap = 1;  // CommBreakdown::overlap_fraction
+  double sent_bytes = 0;
   // Most CPU memory allocated during a step beyond what was held when it began (the
   // activations and gradients in flight), over all steps; the process's count, so with
   // ranks as threads it covers all of them.
   double peak_activation_bytes = 0;
+  // The simulator's activation model for the same program: the most micro-batches this
+  // rank holds at once (counted from F until B or W), times the bytes one forward was
+  // measured to leave allocated on this rank.
+  double predicted_peak_microbatches = 0;
+  double predicted_peak_activation_bytes = 0;
 };
 
 struct EvalMetrics {
@@ -82,9 +95,10 @@ class Trainer {
   double PredictedBubble();
   // The simulator's timeline of one step under those measured costs. Collective.
   Timeline PredictedTimeline();
-  // This rank's measured timeline of its last step (seconds since that step began): its
-  // computes, each preceded by a RECV_F / RECV_B span for the time it waited for its input.
-  const Timeline& LastTimeline() const { return last_timeline_; }
+  // This rank's measured timeline of its last step, seconds since a clock origin all ranks
+  // share: computes, posts and waits, the phases after the pipeline ("sum shared grads",
+  // "grad norm", "optimizer", "all-reduce loss"), and the counters of StepRecorder.
+  const Timeline& LastTimeline() const { return recorder_->step(); }
 
   // The next token after each sample of `inputs` (n, T): a forward-only pipeline, then the
   // last position's logits sampled at `temperature` (0 = greedy) with a generator drawn from
@@ -93,6 +107,8 @@ class Trainer {
 
  private:
   double AllReduce(double value);
+  // Adds the step just recorded to the sums: per-op compute times, step stats, `comm`.
+  void Account(const CommBreakdown& comm);
   // Runs `mbs` through a forward-only program over this rank's stages (same placement).
   Executor::Inference Infer(const std::vector<MicroBatch>& mbs);
 
@@ -108,13 +124,14 @@ class Trainer {
   LrSchedule schedule_;
   int64_t step_ = 0;
 
-  // Measured: per (stage, op) total compute seconds and counts; running step stats.
+  // Measured: per (stage, op) total compute seconds and counts; sums over the steps.
+  std::unique_ptr<StepRecorder> recorder_;
   std::map<std::pair<int, Op>, std::pair<double, int64_t>> op_time_;
   StepStats totals_;
+  CommBreakdown comm_totals_;
   int64_t steps_run_ = 0;       // by this process
-  int64_t measured_steps_ = 0;  // of those, counted in totals_ (all but the first)
+  int64_t measured_steps_ = 0;  // of those, counted in the totals (all but the first)
   int64_t peak_step_bytes_ = 0;
-  Timeline last_timeline_;
   // The simulator's cost model from op_time_ (gathered over all ranks).
   CostModel MeasuredCosts();
 };

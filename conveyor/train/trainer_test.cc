@@ -4,6 +4,8 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -65,13 +67,15 @@ TEST_F(TrainerTest, MeasuresWhereEachRanksTimeGoes) {
   std::vector<RankMetrics> ranks;
   double predicted = -1;
   size_t spans = 0;
+  std::set<std::string> phases;
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
     const std::vector<RankMetrics> gathered = t.GatherRankMetrics();
     const double p = t.PredictedBubble();
     if (t.rank() == 0) {
       ranks = gathered;
       predicted = p;
-      for (const Span& s : t.LastTimeline().spans) spans += IsCompute(s.action.op);
+      for (const Span& s : t.LastTimeline().spans) spans += s.kind == SpanKind::kRun;
+      for (const Phase& p : t.LastTimeline().phases) phases.insert(p.name);
     }
   });
   ASSERT_EQ(ranks.size(), 2u);
@@ -80,11 +84,24 @@ TEST_F(TrainerTest, MeasuresWhereEachRanksTimeGoes) {
     EXPECT_LE(r.compute_s + r.comm_wait_s, r.step_s * 1.0001) << r.rank;
     EXPECT_GE(r.bubble_fraction, 0);
     EXPECT_LT(r.bubble_fraction, 1);
+    // Every wait splits into the peer's compute and the transfer.
+    EXPECT_NEAR(r.dependency_wait_s + r.transfer_wait_s, r.comm_wait_s, 1e-9) << r.rank;
+    EXPECT_GE(r.comm_overlap, 0);
+    EXPECT_LE(r.comm_overlap, 1);
+    // Each rank sends one (B, T, C) float tensor per step in pieces: activations or gradients.
+    EXPECT_EQ(r.sent_bytes, 4.0 * c.batch_size * c.seq_len * c.hidden) << r.rank;
+    EXPECT_GT(r.peak_activation_bytes, 0);
+    EXPECT_GT(r.predicted_peak_activation_bytes, 0);
   }
+  // 1F1B holds min(p - rank, m) micro-batches.
+  EXPECT_EQ(ranks[0].predicted_peak_microbatches, 2);
+  EXPECT_EQ(ranks[1].predicted_peak_microbatches, 1);
   EXPECT_GT(ranks[1].comm_wait_s, 0);  // the last stage waits for its first input
   EXPECT_GT(predicted, 0);
   EXPECT_LT(predicted, 1);
   EXPECT_EQ(spans, 2u * 4u);  // rank 0: F and B of each of the 4 micro-batches
+  EXPECT_EQ(phases, (std::set<std::string>{"sum shared grads", "grad norm", "optimizer",
+                                           "all-reduce loss"}));
 }
 
 TEST_F(TrainerTest, RejectsRunsThatCannotStart) {
