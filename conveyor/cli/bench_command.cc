@@ -1,6 +1,7 @@
 #include "conveyor/cli/bench_command.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,13 +11,19 @@
 #include <sstream>
 
 #include "conveyor/cli/distributed.h"
+#include "conveyor/cli/metrics_json.h"
+#include "conveyor/cli/train_flags.h"
 #include "conveyor/cli/output.h"
 #include "conveyor/common/error.h"
+#include "conveyor/profile/memory_tracker.h"
+#include "conveyor/profile/step_recorder.h"
 #include "conveyor/runtime/pipeline_rank.h"
 #include "conveyor/runtime/synthetic_stage.h"
 #include "conveyor/schedule/lower.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/sim/simulator.h"
+#include "conveyor/train/tasks.h"
+#include "conveyor/train/trainer.h"
 
 namespace conveyor::cli {
 namespace {
@@ -54,13 +61,15 @@ double Median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-// The slowest rank's time for each of `steps` steps.
+// The slowest rank's time for each of `steps` steps, recording each when `recorder` is set.
 std::vector<double> TimeSteps(Transport& transport, PipelineRank& rank,
-                              const std::vector<MicroBatch>& mbs, int steps) {
+                              const std::vector<MicroBatch>& mbs, int steps,
+                              StepRecorder* recorder) {
   std::vector<double> slowest;
   for (int k = 0; k < steps; ++k) {
     transport.Barrier();
     const auto start = std::chrono::steady_clock::now();
+    if (recorder != nullptr) recorder->BeginStep();
     rank.Step(mbs);
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -72,7 +81,9 @@ std::vector<double> TimeSteps(Transport& transport, PipelineRank& rank,
   return slowest;
 }
 
-nlohmann::json MeasureOne(Transport& transport, const BenchFlags& flags, const std::string& name) {
+// With `traced`, each step also runs under a StepRecorder (and its counting allocator).
+nlohmann::json MeasureOne(Transport& transport, const BenchFlags& flags, const std::string& name,
+                          bool traced) {
   Program program(Layout::Loop(1, 1, 1));
   try {
     program = BuildSchedule(name, ScheduleOptions{flags.pp, flags.microbatches, 0});
@@ -90,8 +101,13 @@ nlohmann::json MeasureOne(Transport& transport, const BenchFlags& flags, const s
   batch.inputs = at::zeros({flags.microbatches, 1}, at::kLong);
   batch.targets = at::zeros({flags.microbatches, 1}, at::kLong);
   const std::vector<MicroBatch> mbs = SplitBatch(batch, flags.microbatches);
+  std::unique_ptr<StepRecorder> recorder;
+  if (traced) {
+    recorder = std::make_unique<StepRecorder>(transport.rank(), flags.pp, Executor::Now());
+    recorder->Attach(rank.executor());
+  }
   rank.Step(mbs);  // warm-up: connections, allocator
-  const double measured = Median(TimeSteps(transport, rank, mbs, flags.steps));
+  const double measured = Median(TimeSteps(transport, rank, mbs, flags.steps, recorder.get()));
 
   size_t most_actions = 0;
   for (const auto& actions : lowered.ranks) most_actions = std::max(most_actions, actions.size());
@@ -116,8 +132,8 @@ std::string Table(const nlohmann::json& rows, bool overhead) {
   std::string text;
   char line[256];
   if (overhead) {
-    std::snprintf(line, sizeof line, "%-17s %9s %12s %12s\n", "schedule", "actions", "step ms",
-                  "us/action");
+    std::snprintf(line, sizeof line, "%-17s %9s %12s %12s %12s\n", "schedule", "actions",
+                  "step ms", "us/action", "traced");
   } else {
     std::snprintf(line, sizeof line, "%-17s %12s %12s %8s\n", "schedule", "predicted s",
                   "measured s", "error");
@@ -131,9 +147,10 @@ std::string Table(const nlohmann::json& rows, bool overhead) {
       continue;
     }
     if (overhead) {
-      std::snprintf(line, sizeof line, "%-17s %9d %12.3f %12.1f\n", name.c_str(),
+      std::snprintf(line, sizeof line, "%-17s %9d %12.3f %12.1f %12.1f\n", name.c_str(),
                     row["actions_per_rank"].get<int>(), 1e3 * row["measured_s"].get<double>(),
-                    row["us_per_action"].get<double>());
+                    row["us_per_action"].get<double>(),
+                    row["traced_us_per_action"].get<double>());
     } else {
       std::snprintf(line, sizeof line, "%-17s %12.4f %12.4f %+7.1f%%\n", name.c_str(),
                     row["predicted_s"].get<double>(), row["measured_s"].get<double>(),
@@ -160,7 +177,17 @@ int RunBench(const BenchFlags& flags, const std::vector<std::string>& args) {
         << "--pp " << flags.pp << " needs " << flags.pp << " ranks, the launcher started "
         << transport.world_size();
     nlohmann::json rows = nlohmann::json::array();
-    for (const std::string& name : names) rows.push_back(MeasureOne(transport, flags, name));
+    for (const std::string& name : names) rows.push_back(MeasureOne(transport, flags, name, false));
+    if (flags.overhead) {
+      // The same again with tracing on: spans, counters and the counting allocator.
+      MemoryTracker::Install();
+      for (auto& row : rows) {
+        if (row.contains("skipped")) continue;
+        const nlohmann::json traced = MeasureOne(transport, flags, row["schedule"], true);
+        row["traced_s"] = traced["measured_s"];
+        row["traced_us_per_action"] = traced["us_per_action"];
+      }
+    }
     if (transport.rank() != 0) return;
     WriteOutput(flags.out,
                 flags.format == "json" ? rows.dump(2) + "\n" : Table(rows, flags.overhead));
@@ -177,7 +204,7 @@ void AddMode(CLI::App& bench, bool overhead, const std::vector<std::string>& arg
   }
   CLI::App* cmd = bench.add_subcommand(
       overhead ? "overhead" : "fidelity",
-      overhead ? "executor cost per action, with stages that take no time"
+      overhead ? "executor cost per action with stages that take no time, tracing off and on"
                : "measured step time vs the simulator's, with stages that sleep F, I, W");
   cmd->add_option("--pp,-p", flags->pp, "pipeline ranks (processes)")->capture_default_str();
   cmd->add_option("--microbatches,-m", flags->microbatches, "micro-batches per step")
@@ -199,6 +226,163 @@ void AddMode(CLI::App& bench, bool overhead, const std::vector<std::string>& arg
   cmd->callback([flags, args, exit_code] { *exit_code = RunBench(*flags, args); });
 }
 
+
+// `conveyor bench train`: the training configuration of the command line (a TOML file and
+// train flags) run for a few steps under each schedule, then in one process.
+struct BenchTrainFlags {
+  TrainFlags train;
+  std::string schedules;  // comma-separated; empty = all
+  bool single = true;
+  std::string format = "text";
+  std::string out;
+};
+
+// Median seconds of the steps after the first, and the per-rank metrics.
+nlohmann::json TrainRow(Trainer& trainer, const TrainTask& task, int steps) {
+  std::vector<double> seconds;
+  for (int k = 0; k < steps; ++k) {
+    const double s = trainer.Step().seconds;
+    if (k > 0 || steps == 1) seconds.push_back(s);
+  }
+  const double step_s = Median(seconds);
+  return {{"step_s", step_s}, {"tokens_per_s", task.TokensPerBatch() / step_s}};
+}
+
+nlohmann::json BenchSchedule(Transport& transport, TrainConfig config, const std::string& name) {
+  config.schedule = name;
+  config.chunks = 0;
+  try {
+    PreflightCheck(config);
+  } catch (const UserError& e) {
+    return {{"schedule", name}, {"skipped", e.what()}};
+  }
+  const auto task = MakeTask(config);
+  Trainer trainer(config, task, &transport);
+  nlohmann::json row = TrainRow(trainer, *task, static_cast<int>(config.steps));
+  const std::vector<RankMetrics> ranks = trainer.GatherRankMetrics();
+  row["schedule"] = name;
+  row["pp"] = config.pp;
+  row["microbatches"] = config.microbatches;
+  row["measured_bubble_fraction"] = MeasuredBubble(ranks);
+  row["predicted_bubble_fraction"] = trainer.PredictedBubble();
+  row["transfer_wait_fraction"] = ExposedCommFraction(ranks);
+  double peak = 0, predicted_peak = 0;
+  for (const RankMetrics& r : ranks) {
+    peak = std::max(peak, r.peak_activation_bytes);
+    predicted_peak = std::max(predicted_peak, r.predicted_peak_activation_bytes);
+  }
+  row["peak_activation_bytes"] = peak;
+  row["predicted_peak_activation_bytes"] = predicted_peak;
+  row["ranks"] = RankRowsJson(ranks);
+  return row;
+}
+
+// The same model in this process alone (pp = 1), with as many intra-op threads as the
+// pipeline's ranks have together.
+nlohmann::json BenchSingleProcess(TrainConfig config, int threads) {
+  config.pp = 1;
+  config.schedule = "gpipe";
+  config.chunks = 0;
+  const int before = at::get_num_threads();
+  at::set_num_threads(threads);
+  const auto task = MakeTask(config);
+  Trainer trainer(config, task, nullptr);
+  nlohmann::json row = TrainRow(trainer, *task, static_cast<int>(config.steps));
+  at::set_num_threads(before);
+  row["schedule"] = "single process";
+  row["pp"] = 1;
+  row["threads"] = threads;
+  return row;
+}
+
+std::string TrainTable(const nlohmann::json& rows) {
+  double single = 0;
+  for (const auto& row : rows) {
+    if (row["schedule"] == "single process") single = row["tokens_per_s"].get<double>();
+  }
+  std::string text;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-17s %9s %9s %9s %9s %9s %8s %9s %9s\n", "schedule",
+                "step ms", "tokens/s", "vs 1 proc", "bubble", "predicted", "exposed",
+                "peak MiB", "predicted");
+  text += line;
+  for (const auto& row : rows) {
+    const std::string name = row["schedule"];
+    if (row.contains("skipped")) {
+      text += name + std::string(18 - std::min<size_t>(name.size(), 17), ' ') +
+              "skipped: " + row["skipped"].get<std::string>() + "\n";
+      continue;
+    }
+    const double tokens = row["tokens_per_s"].get<double>();
+    std::string ratio = single > 0 ? std::to_string(tokens / single).substr(0, 4) + "x" : "-";
+    if (name == "single process") {
+      std::snprintf(line, sizeof line, "%-17s %9.1f %9.0f %9s   (%d threads)\n", name.c_str(),
+                    1e3 * row["step_s"].get<double>(), tokens, ratio.c_str(),
+                    row["threads"].get<int>());
+    } else {
+      std::snprintf(line, sizeof line, "%-17s %9.1f %9.0f %9s %8.1f%% %8.1f%% %7.1f%% %9.2f %9.2f\n",
+                    name.c_str(), 1e3 * row["step_s"].get<double>(), tokens, ratio.c_str(),
+                    100 * row["measured_bubble_fraction"].get<double>(),
+                    100 * row["predicted_bubble_fraction"].get<double>(),
+                    100 * row["transfer_wait_fraction"].get<double>(),
+                    row["peak_activation_bytes"].get<double>() / (1 << 20),
+                    row["predicted_peak_activation_bytes"].get<double>() / (1 << 20));
+    }
+    text += line;
+  }
+  return text;
+}
+
+void AddTrainMode(CLI::App& bench, const std::vector<std::string>& args, int* exit_code) {
+  auto flags = std::make_shared<BenchTrainFlags>();
+  CLI::App* cmd = bench.add_subcommand(
+      "train",
+      "a quick run of your training configuration under each schedule and in one process");
+  RegisterTrainFlags(cmd, flags->train);
+  cmd->add_option("--schedules", flags->schedules, "comma-separated names (default: all)");
+  cmd->add_flag("!--no-single", flags->single, "skip the single-process run");
+  cmd->add_option("--format,-f", flags->format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--out,-o", flags->out, "write to this file instead of stdout");
+  cmd->footer(
+      "Steps per schedule: --steps if given, else 5 (the first is not timed). Evaluation,\n"
+      "checkpoints, sampling and --schedule are not used.");
+  cmd->callback([flags, args, exit_code, cmd] {
+    TrainConfig config = ResolveTrainConfig(flags->train);
+    if (cmd->get_option("--steps")->count() == 0) config.steps = 5;
+    config.eval_every = 0;
+    config.sample_tokens = 0;
+    config.checkpoint_dir.clear();
+    config.resume.clear();
+    config.metrics.clear();
+    config.trace.clear();
+    const std::vector<std::string> names = Selected(flags->schedules);
+    RanksOptions options;
+    options.nproc = config.pp;
+    options.timeout = std::chrono::seconds(config.timeout_s);
+    options.output = LaunchOptions::Output::kRank0Direct;  // progress on stderr, table on stdout
+    *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
+      const bool leader = transport.rank() == 0;
+      nlohmann::json rows = nlohmann::json::array();
+      for (const std::string& name : names) {
+        if (leader) std::fprintf(stderr, "bench train: %s\n", name.c_str());
+        rows.push_back(BenchSchedule(transport, config, name));
+      }
+      if (flags->single) {
+        // Rank 0 alone; the others wait for it.
+        if (leader) {
+          std::fprintf(stderr, "bench train: single process\n");
+          rows.push_back(BenchSingleProcess(config, at::get_num_threads() * config.pp));
+        }
+        transport.Barrier();
+      }
+      if (!leader) return;
+      WriteOutput(flags->out, flags->format == "json" ? rows.dump(2) + "\n" : TrainTable(rows));
+    });
+  });
+}
+
 }  // namespace
 
 void AddBenchCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code) {
@@ -206,6 +390,7 @@ void AddBenchCommand(CLI::App& app, const std::vector<std::string>& args, int* e
   bench->require_subcommand(1);
   AddMode(*bench, /*overhead=*/false, args, exit_code);
   AddMode(*bench, /*overhead=*/true, args, exit_code);
+  AddTrainMode(*bench, args, exit_code);
 }
 
 }  // namespace conveyor::cli

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -135,18 +136,68 @@ TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
   EXPECT_TRUE(metrics["final_loss"].is_number());
   ASSERT_EQ(metrics["ranks"].size(), 2u);
   for (const char* key :
-       {"rank", "compute_s", "comm_wait_s", "idle_s", "bubble_fraction", "peak_activation_bytes"}) {
+       {"rank", "compute_s", "comm_wait_s", "transfer_wait_s", "dependency_wait_s", "idle_s",
+        "bubble_fraction", "comm_overlap", "sent_bytes", "peak_activation_bytes",
+        "predicted_peak_activation_bytes"}) {
     EXPECT_TRUE(metrics["ranks"][1].contains(key)) << key;
   }
   EXPECT_TRUE(metrics["measured_bubble_fraction"].is_number());
   EXPECT_TRUE(metrics["predicted_bubble_fraction"].is_number());
+  EXPECT_TRUE(metrics["transfer_wait_fraction"].is_number());
   std::ifstream trace_file(dir + "/trace/trace.json");
   const auto trace = nlohmann::json::parse(trace_file);
-  EXPECT_GT(trace["traceEvents"].size(), 0u);
+  // Both ranks' waits, phases and counters made it into the merged trace.
+  std::set<std::string> categories, counters;
+  for (const auto& event : trace["traceEvents"]) {
+    if (event.contains("cat")) categories.insert(event["cat"].get<std::string>());
+    if (event["ph"] == "C") counters.insert(event["name"].get<std::string>());
+  }
+  for (const char* cat : {"F", "I", "W", "post", "wait", "phase"}) {
+    EXPECT_TRUE(categories.count(cat)) << cat;
+  }
+  EXPECT_EQ(counters, (std::set<std::string>{"activation bytes", "bytes sent"}));
   EXPECT_TRUE(std::ifstream(dir + "/trace/measured.svg").good());
   const Result g = Conveyor("generate --checkpoint " + dir + "/ckpt --prompt abc --tokens 4");
   ASSERT_EQ(g.code, 0) << g.err;
   EXPECT_EQ(g.out.rfind("abc", 0), 0u) << g.out;
+}
+
+TEST(CliTest, BenchTrainRunsEachScheduleAndOneProcess) {
+  const std::string dir = ::testing::TempDir() + "conveyor_cli_bench." + std::to_string(::getpid());
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  {
+    std::ofstream out(dir + "/run.toml");
+    out << "layers = 2\nhidden = 16\nheads = 2\nseq_len = 16\nbatch_size = 4\n"
+           "microbatches = 2\npp = 2\nsteps = 500\n";
+    std::ofstream corpus(dir + "/corpus.txt");
+    for (int i = 0; i < 100; ++i) corpus << "a small corpus for a small model, line " << i << "\n";
+  }
+  const Result r = Conveyor("bench train " + dir + "/run.toml --data " + dir +
+                            "/corpus.txt --steps 2 --schedules 1f1b,dualpipe -f json");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  EXPECT_EQ(rows[0]["schedule"], "1f1b");
+  for (const char* key : {"step_s", "tokens_per_s", "measured_bubble_fraction",
+                          "predicted_bubble_fraction", "transfer_wait_fraction",
+                          "peak_activation_bytes", "predicted_peak_activation_bytes"}) {
+    EXPECT_TRUE(rows[0][key].is_number()) << key;
+  }
+  EXPECT_EQ(rows[0]["ranks"].size(), 2u);
+  // DualPipe needs an even number of micro-batches >= 2: 2 is fine, so it ran too.
+  EXPECT_FALSE(rows[1].contains("skipped")) << rows[1];
+  EXPECT_EQ(rows[2]["schedule"], "single process");
+  EXPECT_EQ(rows[2]["pp"], 1);
+  EXPECT_GT(rows[2]["tokens_per_s"].get<double>(), 0);
+}
+
+TEST(CliTest, BenchOverheadMeasuresTracingToo) {
+  const Result r = Conveyor("bench overhead --pp 1 --schedules 1f1b --steps 3 -f json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_GT(rows[0]["us_per_action"].get<double>(), 0);
+  EXPECT_GT(rows[0]["traced_us_per_action"].get<double>(), 0);
 }
 
 TEST(CliTest, BadInputGivesOneClearLineAndFails) {
@@ -167,6 +218,8 @@ TEST(CliTest, BadInputGivesOneClearLineAndFails) {
       {"train --schedule zb-v --layers 1", "cannot split 3 layers into 8 stages"},
       {"train --data /nonexistent/corpus", "/nonexistent/corpus"},
       {"generate --checkpoint /nonexistent", "/nonexistent"},
+      {"bench train --schedules nope", "unknown schedule 'nope'"},
+      {"bench train --heads 3", "multiple of heads (3)"},
   };
   for (const auto& [args, needle] : cases) {
     const Result r = Conveyor(args);

@@ -12,8 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "conveyor/cli/distributed.h"
+#include "conveyor/cli/metrics_json.h"
 #include "conveyor/cli/output.h"
 #include "conveyor/cli/progress.h"
+#include "conveyor/cli/train_flags.h"
 #include "conveyor/common/error.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/sim/chrome_trace.h"
@@ -25,70 +27,6 @@
 
 namespace conveyor::cli {
 namespace {
-
-struct TrainFlags {
-  std::string config_file;
-  TrainConfig given;  // values of the flags; only those on the command line are applied
-  std::vector<std::pair<CLI::Option*, std::function<void(TrainConfig&)>>> options;
-};
-
-// Registers `--name` bound to `given.*field`; when given, it overrides the config.
-template <typename T>
-void Flag(CLI::App* cmd, TrainFlags& flags, const std::string& name, T TrainConfig::*field,
-          const std::string& help) {
-  CLI::Option* option = cmd->add_option(name, flags.given.*field, help);
-  flags.options.emplace_back(option,
-                             [&flags, field](TrainConfig& c) { c.*field = flags.given.*field; });
-}
-
-void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
-  Flag(cmd, flags, "--model", &TrainConfig::model, "gpt or classifier");
-  Flag(cmd, flags, "--layers", &TrainConfig::layers, "transformer blocks");
-  Flag(cmd, flags, "--hidden", &TrainConfig::hidden, "model width");
-  Flag(cmd, flags, "--heads", &TrainConfig::heads, "attention heads");
-  Flag(cmd, flags, "--seq-len", &TrainConfig::seq_len, "tokens per sample");
-  Flag(cmd, flags, "--classes", &TrainConfig::classes, "classifier: the K largest fortune files");
-  Flag(cmd, flags, "--data", &TrainConfig::data, "fortunes, or a text file or folder");
-  Flag(cmd, flags, "--schedule", &TrainConfig::schedule, "pipeline schedule (conveyor list)");
-  Flag(cmd, flags, "--pp", &TrainConfig::pp, "pipeline ranks (local processes)");
-  Flag(cmd, flags, "--microbatches", &TrainConfig::microbatches, "micro-batches per step");
-  Flag(cmd, flags, "--chunks", &TrainConfig::chunks, "stages per rank (0 = schedule default)");
-  Flag(cmd, flags, "--partition", &TrainConfig::partition,
-       "layer costs: params, flops, uniform or profile (measured)");
-  Flag(cmd, flags, "--batch-size", &TrainConfig::batch_size, "samples per step");
-  Flag(cmd, flags, "--steps", &TrainConfig::steps, "optimizer steps");
-  Flag(cmd, flags, "--seed", &TrainConfig::seed, "seed of weights, data and sampling");
-  Flag(cmd, flags, "--lr", &TrainConfig::lr, "peak learning rate (AdamW)");
-  Flag(cmd, flags, "--warmup-steps", &TrainConfig::warmup_steps, "linear warm-up steps");
-  Flag(cmd, flags, "--min-lr-ratio", &TrainConfig::min_lr_ratio, "cosine floor / lr");
-  Flag(cmd, flags, "--weight-decay", &TrainConfig::weight_decay, "AdamW weight decay");
-  Flag(cmd, flags, "--clip", &TrainConfig::clip, "global gradient-norm clip (0 = off)");
-  Flag(cmd, flags, "--eval-every", &TrainConfig::eval_every, "steps between evaluations");
-  Flag(cmd, flags, "--eval-batches", &TrainConfig::eval_batches, "gpt: held-out batches per eval");
-  Flag(cmd, flags, "--metrics", &TrainConfig::metrics, "write metrics JSON here");
-  Flag(cmd, flags, "--trace", &TrainConfig::trace,
-       "write the last step's measured and predicted timelines here");
-  Flag(cmd, flags, "--checkpoint-dir", &TrainConfig::checkpoint_dir, "save checkpoints here");
-  Flag(cmd, flags, "--checkpoint-every", &TrainConfig::checkpoint_every,
-       "steps between checkpoints (0 = at the end)");
-  Flag(cmd, flags, "--resume", &TrainConfig::resume, "continue from this checkpoint");
-  Flag(cmd, flags, "--sample-tokens", &TrainConfig::sample_tokens, "gpt: bytes sampled at the end");
-  Flag(cmd, flags, "--timeout", &TrainConfig::timeout_s, "seconds any wait between ranks may take");
-  CLI::Option* tie = cmd->add_flag("--tie-embeddings", flags.given.tie_embeddings,
-                                   "gpt: input embedding and LM head share weights");
-  flags.options.emplace_back(
-      tie, [&flags](TrainConfig& c) { c.tie_embeddings = flags.given.tie_embeddings; });
-}
-
-TrainConfig Resolve(const TrainFlags& flags) {
-  TrainConfig config;
-  if (!flags.config_file.empty()) ApplyTomlFile(flags.config_file, config);
-  for (const auto& [option, apply] : flags.options) {
-    if (option->count() > 0) apply(config);
-  }
-  config.Validate();
-  return config;
-}
 
 std::string Percent(double x) {
   char text[32];
@@ -240,32 +178,12 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
                             {"pp", config.pp},
                             {"microbatches", config.microbatches},
                             {"model", config.model}};
-  double compute = 0, step_time = 0, transfer_wait = 0;
-  nlohmann::json rank_rows = nlohmann::json::array();
-  for (const RankMetrics& r : ranks) {
-    rank_rows.push_back({{"rank", r.rank},
-                         {"step_s", r.step_s},
-                         {"compute_s", r.compute_s},
-                         {"comm_wait_s", r.comm_wait_s},
-                         {"transfer_wait_s", r.transfer_wait_s},
-                         {"dependency_wait_s", r.dependency_wait_s},
-                         {"post_s", r.post_s},
-                         {"idle_s", r.idle_s},
-                         {"bubble_fraction", r.bubble_fraction},
-                         {"comm_overlap", r.comm_overlap},
-                         {"sent_bytes", r.sent_bytes},
-                         {"peak_activation_bytes", r.peak_activation_bytes},
-                         {"predicted_peak_microbatches", r.predicted_peak_microbatches},
-                         {"predicted_peak_activation_bytes", r.predicted_peak_activation_bytes}});
-    compute += r.compute_s;
-    step_time += r.step_s;
-    transfer_wait += r.transfer_wait_s;
-  }
-  const double measured_bubble = step_time > 0 ? 1 - compute / step_time : 0;
-  metrics["ranks"] = rank_rows;
+  const double measured_bubble = MeasuredBubble(ranks);
+  const double exposed_comm = ExposedCommFraction(ranks);
+  metrics["ranks"] = RankRowsJson(ranks);
   metrics["measured_bubble_fraction"] = measured_bubble;
   metrics["predicted_bubble_fraction"] = predicted_bubble;
-  metrics["transfer_wait_fraction"] = step_time > 0 ? transfer_wait / step_time : 0;
+  metrics["transfer_wait_fraction"] = exposed_comm;
   if (final_eval.accuracy >= 0) {
     metrics["final_accuracy"] = final_eval.accuracy;
     metrics["baseline_accuracy"] = task->BaselineAccuracy();
@@ -294,7 +212,7 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
       "bubble: measured %s, predicted by the simulator from measured costs %s; exposed "
       "communication %s of the step\n",
       Percent(measured_bubble).c_str(), Percent(predicted_bubble).c_str(),
-      Percent(step_time > 0 ? transfer_wait / step_time : 0).c_str());
+      Percent(exposed_comm).c_str());
   if (!config.trace.empty())
     std::printf("traces: %s/trace.json, measured.svg\n", config.trace.c_str());
   if (!sample.empty()) std::printf("\nsample:\n%s\n", sample.c_str());
@@ -306,11 +224,9 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
 void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code) {
   auto flags = std::make_shared<TrainFlags>();
   CLI::App* cmd = app.add_subcommand("train", "train a model across pipeline ranks");
-  cmd->add_option("config", flags->config_file, "a TOML file of settings (flags override it)")
-      ->check(CLI::ExistingFile);
   RegisterTrainFlags(cmd, *flags);
   cmd->callback([flags, args, exit_code] {
-    const TrainConfig config = Resolve(*flags);
+    const TrainConfig config = ResolveTrainConfig(*flags);
     PreflightCheck(config);
     RanksOptions options;
     options.nproc = config.pp;

@@ -296,6 +296,18 @@ std::vector<RankMetrics> Trainer::GatherRankMetrics() {
   return ranks;
 }
 
+double MeasuredBubble(const std::vector<RankMetrics>& ranks) {
+  double compute = 0, step = 0;
+  for (const RankMetrics& r : ranks) compute += r.compute_s, step += r.step_s;
+  return step > 0 ? 1 - compute / step : 0;
+}
+
+double ExposedCommFraction(const std::vector<RankMetrics>& ranks) {
+  double transfer = 0, step = 0;
+  for (const RankMetrics& r : ranks) transfer += r.transfer_wait_s, step += r.step_s;
+  return step > 0 ? transfer / step : 0;
+}
+
 CostModel Trainer::MeasuredCosts() {
   // Mean seconds of F, B, I, W per stage; stages live on different ranks, so sum the table.
   constexpr Op kOps[] = {Op::kForward, Op::kBackward, Op::kBackwardInput, Op::kBackwardWeight};

@@ -62,6 +62,12 @@ struct RankMetrics {
   double predicted_peak_activation_bytes = 0;
 };
 
+// The whole pipeline's bubble: 1 - (sum of compute) / (sum of step time) over ranks.
+double MeasuredBubble(const std::vector<RankMetrics>& ranks);
+// The share of the ranks' step time blocked on messages in transit: sum of transfer_wait_s
+// over sum of step_s.
+double ExposedCommFraction(const std::vector<RankMetrics>& ranks);
+
 struct EvalMetrics {
   int64_t step = 0;
   double loss = 0;

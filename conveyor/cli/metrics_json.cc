@@ -1,0 +1,26 @@
+#include "conveyor/cli/metrics_json.h"
+
+namespace conveyor::cli {
+
+nlohmann::json RankRowsJson(const std::vector<RankMetrics>& ranks) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const RankMetrics& r : ranks) {
+    rows.push_back({{"rank", r.rank},
+                    {"step_s", r.step_s},
+                    {"compute_s", r.compute_s},
+                    {"comm_wait_s", r.comm_wait_s},
+                    {"transfer_wait_s", r.transfer_wait_s},
+                    {"dependency_wait_s", r.dependency_wait_s},
+                    {"post_s", r.post_s},
+                    {"idle_s", r.idle_s},
+                    {"bubble_fraction", r.bubble_fraction},
+                    {"comm_overlap", r.comm_overlap},
+                    {"sent_bytes", r.sent_bytes},
+                    {"peak_activation_bytes", r.peak_activation_bytes},
+                    {"predicted_peak_microbatches", r.predicted_peak_microbatches},
+                    {"predicted_peak_activation_bytes", r.predicted_peak_activation_bytes}});
+  }
+  return rows;
+}
+
+}  // namespace conveyor::cli

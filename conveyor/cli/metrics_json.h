@@ -1,0 +1,18 @@
+// Per-rank training metrics as the JSON rows of `conveyor train --metrics` (the "ranks"
+// array) and `conveyor bench train`.
+#ifndef CONVEYOR_CLI_METRICS_JSON_H_
+#define CONVEYOR_CLI_METRICS_JSON_H_
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "conveyor/train/trainer.h"
+
+namespace conveyor::cli {
+
+// One object per rank with every field of RankMetrics under its own name.
+nlohmann::json RankRowsJson(const std::vector<RankMetrics>& ranks);
+
+}  // namespace conveyor::cli
+
+#endif  // CONVEYOR_CLI_METRICS_JSON_H_

@@ -1,0 +1,68 @@
+#include "conveyor/cli/train_flags.h"
+
+namespace conveyor::cli {
+namespace {
+
+// Registers `--name` bound to `given.*field`; when given, it overrides the config.
+template <typename T>
+void Flag(CLI::App* cmd, TrainFlags& flags, const std::string& name, T TrainConfig::*field,
+          const std::string& help) {
+  CLI::Option* option = cmd->add_option(name, flags.given.*field, help);
+  flags.options.emplace_back(option,
+                             [&flags, field](TrainConfig& c) { c.*field = flags.given.*field; });
+}
+
+}  // namespace
+
+void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
+  cmd->add_option("config", flags.config_file, "a TOML file of settings (flags override it)")
+      ->check(CLI::ExistingFile);
+  Flag(cmd, flags, "--model", &TrainConfig::model, "gpt or classifier");
+  Flag(cmd, flags, "--layers", &TrainConfig::layers, "transformer blocks");
+  Flag(cmd, flags, "--hidden", &TrainConfig::hidden, "model width");
+  Flag(cmd, flags, "--heads", &TrainConfig::heads, "attention heads");
+  Flag(cmd, flags, "--seq-len", &TrainConfig::seq_len, "tokens per sample");
+  Flag(cmd, flags, "--classes", &TrainConfig::classes, "classifier: the K largest fortune files");
+  Flag(cmd, flags, "--data", &TrainConfig::data, "fortunes, or a text file or folder");
+  Flag(cmd, flags, "--schedule", &TrainConfig::schedule, "pipeline schedule (conveyor list)");
+  Flag(cmd, flags, "--pp", &TrainConfig::pp, "pipeline ranks (local processes)");
+  Flag(cmd, flags, "--microbatches", &TrainConfig::microbatches, "micro-batches per step");
+  Flag(cmd, flags, "--chunks", &TrainConfig::chunks, "stages per rank (0 = schedule default)");
+  Flag(cmd, flags, "--partition", &TrainConfig::partition,
+       "layer costs: params, flops, uniform or profile (measured)");
+  Flag(cmd, flags, "--batch-size", &TrainConfig::batch_size, "samples per step");
+  Flag(cmd, flags, "--steps", &TrainConfig::steps, "optimizer steps");
+  Flag(cmd, flags, "--seed", &TrainConfig::seed, "seed of weights, data and sampling");
+  Flag(cmd, flags, "--lr", &TrainConfig::lr, "peak learning rate (AdamW)");
+  Flag(cmd, flags, "--warmup-steps", &TrainConfig::warmup_steps, "linear warm-up steps");
+  Flag(cmd, flags, "--min-lr-ratio", &TrainConfig::min_lr_ratio, "cosine floor / lr");
+  Flag(cmd, flags, "--weight-decay", &TrainConfig::weight_decay, "AdamW weight decay");
+  Flag(cmd, flags, "--clip", &TrainConfig::clip, "global gradient-norm clip (0 = off)");
+  Flag(cmd, flags, "--eval-every", &TrainConfig::eval_every, "steps between evaluations");
+  Flag(cmd, flags, "--eval-batches", &TrainConfig::eval_batches, "gpt: held-out batches per eval");
+  Flag(cmd, flags, "--metrics", &TrainConfig::metrics, "write metrics JSON here");
+  Flag(cmd, flags, "--trace", &TrainConfig::trace,
+       "write the last step's measured and predicted timelines here");
+  Flag(cmd, flags, "--checkpoint-dir", &TrainConfig::checkpoint_dir, "save checkpoints here");
+  Flag(cmd, flags, "--checkpoint-every", &TrainConfig::checkpoint_every,
+       "steps between checkpoints (0 = at the end)");
+  Flag(cmd, flags, "--resume", &TrainConfig::resume, "continue from this checkpoint");
+  Flag(cmd, flags, "--sample-tokens", &TrainConfig::sample_tokens, "gpt: bytes sampled at the end");
+  Flag(cmd, flags, "--timeout", &TrainConfig::timeout_s, "seconds any wait between ranks may take");
+  CLI::Option* tie = cmd->add_flag("--tie-embeddings", flags.given.tie_embeddings,
+                                   "gpt: input embedding and LM head share weights");
+  flags.options.emplace_back(
+      tie, [&flags](TrainConfig& c) { c.tie_embeddings = flags.given.tie_embeddings; });
+}
+
+TrainConfig ResolveTrainConfig(const TrainFlags& flags) {
+  TrainConfig config;
+  if (!flags.config_file.empty()) ApplyTomlFile(flags.config_file, config);
+  for (const auto& [option, apply] : flags.options) {
+    if (option->count() > 0) apply(config);
+  }
+  config.Validate();
+  return config;
+}
+
+}  // namespace conveyor::cli
