@@ -58,16 +58,36 @@ def fidelity_table(rows):
 
 def overhead_table(rows):
     return rows_table(
-        ["actions (busiest rank)", "step ms", "us per action"], rows,
+        ["actions (busiest rank)", "step ms", "us per action", "traced: us per action"], rows,
         lambda r: [str(r["actions_per_rank"]), f"{1e3 * r['measured_s']:.2f}",
-                   f"{r['us_per_action']:.1f}"])
+                   f"{r['us_per_action']:.1f}", f"{r.get('traced_us_per_action', float('nan')):.1f}"])
+
+
+def bench_train_table(rows):
+    """Rows of `conveyor bench train -f json`."""
+    single = next((r["tokens_per_s"] for r in rows if r["schedule"] == "single process"), None)
+    def cells(r):
+        ratio = f"{r['tokens_per_s'] / single:.2f}x" if single else "-"
+        if r["schedule"] == "single process":
+            return [f"{1e3 * r['step_s']:.0f}", f"{r['tokens_per_s']:.0f}", ratio,
+                    f"({r['threads']} threads)", "", "", "", ""]
+        return [f"{1e3 * r['step_s']:.0f}", f"{r['tokens_per_s']:.0f}", ratio,
+                f"{100 * r['measured_bubble_fraction']:.1f}%",
+                f"{100 * r['predicted_bubble_fraction']:.1f}%",
+                f"{100 * r['transfer_wait_fraction']:.1f}%",
+                f"{r['peak_activation_bytes'] / 2**20:.2f}",
+                f"{r['predicted_peak_activation_bytes'] / 2**20:.2f}"]
+    return rows_table(
+        ["step ms", "tokens/s", "vs 1 process", "measured bubble", "predicted bubble",
+         "exposed comm / step", "peak MiB (max rank)", "predicted MiB"], rows, cells)
 
 
 def train_table(runs):
     """Rows of `conveyor train --metrics` files: one per run."""
     out = [
-        "| run | step s | tokens/s | measured bubble | predicted bubble | comm wait / step | peak MiB per rank |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| run | step s | tokens/s | measured bubble | predicted bubble | comm wait / step "
+        "| exposed comm / step | overlap | peak MiB per rank | predicted MiB per rank |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for name, m in runs:
         steps = m["steps"][1:] or m["steps"]  # the first step warms up
@@ -75,10 +95,15 @@ def train_table(runs):
         tokens = sorted(s["tokens_per_s"] for s in steps)[len(steps) // 2]
         ranks = m["ranks"]
         wait = sum(r["comm_wait_s"] for r in ranks) / max(sum(r["step_s"] for r in ranks), 1e-12)
+        exposed = m.get("transfer_wait_fraction", float("nan"))
+        overlap = sum(r.get("comm_overlap", float("nan")) for r in ranks) / len(ranks)
         peaks = " ".join(f"{r['peak_activation_bytes'] / 2**20:.1f}" for r in ranks)
+        predicted = " ".join(
+            f"{r.get('predicted_peak_activation_bytes', float('nan')) / 2**20:.1f}" for r in ranks)
         out.append(
             f"| {name} | {step_s:.3f} | {tokens:.0f} | {100 * m['measured_bubble_fraction']:.1f}% | "
-            f"{100 * m['predicted_bubble_fraction']:.1f}% | {100 * wait:.1f}% | {peaks} |"
+            f"{100 * m['predicted_bubble_fraction']:.1f}% | {100 * wait:.1f}% | "
+            f"{100 * exposed:.1f}% | {100 * overlap:.0f}% | {peaks} | {predicted} |"
         )
     return "\n".join(out)
 
@@ -105,6 +130,8 @@ def main(paths):
                 print(fidelity_table(data))
             elif measured and "us_per_action" in measured[0]:
                 print(overhead_table(data))
+            elif measured and "tokens_per_s" in measured[0]:
+                print(bench_train_table(data))
             else:
                 sys.exit(f"{path}: unknown rows")
             print()

@@ -128,6 +128,13 @@ nlohmann::json MeasureOne(Transport& transport, const BenchFlags& flags, const s
   return row;
 }
 
+// A table line for a schedule that could not run: its name, then why.
+std::string SkippedLine(const nlohmann::json& row) {
+  const std::string name = row["schedule"];
+  return name + std::string(18 - std::min<size_t>(name.size(), 17), ' ') +
+         "skipped: " + row["skipped"].get<std::string>() + "\n";
+}
+
 std::string Table(const nlohmann::json& rows, bool overhead) {
   std::string text;
   char line[256];
@@ -142,8 +149,7 @@ std::string Table(const nlohmann::json& rows, bool overhead) {
   for (const auto& row : rows) {
     const std::string name = row["schedule"];
     if (row.contains("skipped")) {
-      text += name + std::string(18 - std::min<size_t>(name.size(), 17), ' ') +
-              "skipped: " + row["skipped"].get<std::string>() + "\n";
+      text += SkippedLine(row);
       continue;
     }
     if (overhead) {
@@ -309,8 +315,7 @@ std::string TrainTable(const nlohmann::json& rows) {
   for (const auto& row : rows) {
     const std::string name = row["schedule"];
     if (row.contains("skipped")) {
-      text += name + std::string(18 - std::min<size_t>(name.size(), 17), ' ') +
-              "skipped: " + row["skipped"].get<std::string>() + "\n";
+      text += SkippedLine(row);
       continue;
     }
     const double tokens = row["tokens_per_s"].get<double>();
