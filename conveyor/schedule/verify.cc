@@ -353,22 +353,32 @@ void VerifyOrThrow(const Program& program, const VerifyOptions& options) {
 }
 
 std::vector<double> PeakActivations(const Program& program, double mem_b, double mem_w) {
+  return PeakActivations(program, std::vector<double>(program.layout.num_stages(), mem_b),
+                         mem_b > 0 ? mem_w / mem_b : 0);
+}
+
+std::vector<double> PeakActivations(const Program& program, const std::vector<double>& mem_b,
+                                    double w_share) {
+  CONVEYOR_CHECK(static_cast<int>(mem_b.size()) == program.layout.num_stages())
+      << "activation sizes for " << mem_b.size() << " stages, the program has "
+      << program.layout.num_stages();
   std::vector<double> peaks;
   for (const auto& actions : program.ranks) {
     double now = 0, peak = 0;
-    auto apply = [&](Op op) {
+    auto apply = [&](Op op, int stage) {
+      const double b = mem_b[stage], w = w_share * b;
       switch (op) {
         case Op::kForward:
-          now += mem_b;
+          now += b;
           break;
         case Op::kBackward:
-          now -= mem_b;
+          now -= b;
           break;
         case Op::kBackwardInput:
-          now -= mem_b - mem_w;
+          now -= b - w;
           break;
         case Op::kBackwardWeight:
-          now -= mem_w;
+          now -= w;
           break;
         default:
           break;
@@ -377,10 +387,10 @@ std::vector<double> PeakActivations(const Program& program, double mem_b, double
     };
     for (const Action& a : actions) {
       if (a.op == Op::kOverlapFB) {
-        apply(Op::kForward);
-        apply(a.overlap_op);
+        apply(Op::kForward, a.stage);
+        apply(a.overlap_op, a.BackwardHalf().stage);
       } else {
-        apply(a.op);
+        apply(a.op, a.stage);
       }
     }
     peaks.push_back(peak);

@@ -251,19 +251,21 @@ std::vector<RankMetrics> Trainer::GatherRankMetrics() {
   const Layout& layout = program_.layout;
   const int p = layout.num_ranks();
   const double n = static_cast<double>(std::max<int64_t>(measured_steps_, 1));
-  double forward_bytes = 0;  // mean over this rank's stages
-  const std::map<int, double> forward = recorder_->ForwardBytes();
-  for (const auto& [stage, bytes] : forward) forward_bytes += bytes / forward.size();
-  const std::vector<double> mine = {totals_.seconds / n,
-                                    totals_.compute_s / n,
-                                    totals_.comm_wait_s / n,
-                                    comm_totals_.transfer_wait_s / n,
-                                    comm_totals_.dependency_wait_s / n,
-                                    totals_.post_s / n,
-                                    comm_totals_.overlap_fraction(),
-                                    static_cast<double>(totals_.sent_bytes) / n,
-                                    static_cast<double>(peak_step_bytes_),
-                                    forward_bytes};
+  std::vector<double> mine = {totals_.seconds / n,
+                              totals_.compute_s / n,
+                              totals_.comm_wait_s / n,
+                              comm_totals_.transfer_wait_s / n,
+                              comm_totals_.dependency_wait_s / n,
+                              totals_.post_s / n,
+                              comm_totals_.overlap_fraction(),
+                              static_cast<double>(totals_.sent_bytes) / n,
+                              static_cast<double>(peak_step_bytes_)};
+  // Then the bytes a forward leaves allocated, per stage (zero for other ranks' stages).
+  const int first_stage_column = static_cast<int>(mine.size());
+  mine.resize(mine.size() + layout.num_stages(), 0.0);
+  for (const auto& [stage, bytes] : recorder_->ForwardBytes()) {
+    mine[first_stage_column + stage] = bytes;
+  }
   const int64_t columns = static_cast<int64_t>(mine.size());
   at::Tensor table = at::zeros({p, columns}, at::kDouble);
   table[rank_] = at::tensor(mine, at::kDouble);
@@ -272,7 +274,12 @@ std::vector<RankMetrics> Trainer::GatherRankMetrics() {
     world_->AllReduceSum(shared);
     table = shared[0];
   }
-  const std::vector<double> peaks = Simulate(program_, MeasuredCosts(), SimOptions{1}).peak_activations;
+  at::Tensor stage_bytes = table.sum(0).slice(0, first_stage_column);
+  const std::vector<double> forward_bytes(stage_bytes.data_ptr<double>(),
+                                          stage_bytes.data_ptr<double>() + stage_bytes.numel());
+  // Counted from F until B or W, like the simulator's default.
+  const std::vector<double> peaks = PeakActivations(program_, 1, 1);
+  const std::vector<double> peak_bytes = PeakActivations(program_, forward_bytes, 1);
   std::vector<RankMetrics> ranks;
   for (int r = 0; r < p; ++r) {
     auto cell = [&](int column) { return table[r][column].item<double>(); };
@@ -290,7 +297,7 @@ std::vector<RankMetrics> Trainer::GatherRankMetrics() {
     m.idle_s = std::max(0.0, m.step_s - m.compute_s);
     m.bubble_fraction = m.step_s > 0 ? m.idle_s / m.step_s : 0;
     m.predicted_peak_microbatches = peaks[r];
-    m.predicted_peak_activation_bytes = peaks[r] * cell(9);
+    m.predicted_peak_activation_bytes = peak_bytes[r];
     ranks.push_back(m);
   }
   return ranks;

@@ -56,8 +56,8 @@ struct RankMetrics {
   // ranks as threads it covers all of them.
   double peak_activation_bytes = 0;
   // The simulator's activation model for the same program: the most micro-batches this
-  // rank holds at once (counted from F until B or W), times the bytes one forward was
-  // measured to leave allocated on this rank.
+  // rank holds at once (counted from F until B or W), and the most bytes, each forward
+  // counted with the bytes a forward of its stage was measured to leave allocated.
   double predicted_peak_microbatches = 0;
   double predicted_peak_activation_bytes = 0;
 };
