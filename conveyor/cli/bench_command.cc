@@ -12,8 +12,8 @@
 
 #include "conveyor/cli/distributed.h"
 #include "conveyor/cli/metrics_json.h"
-#include "conveyor/cli/train_flags.h"
 #include "conveyor/cli/output.h"
+#include "conveyor/cli/train_flags.h"
 #include "conveyor/common/error.h"
 #include "conveyor/profile/memory_tracker.h"
 #include "conveyor/profile/step_recorder.h"
@@ -139,8 +139,8 @@ std::string Table(const nlohmann::json& rows, bool overhead) {
   std::string text;
   char line[256];
   if (overhead) {
-    std::snprintf(line, sizeof line, "%-17s %9s %12s %12s %12s\n", "schedule", "actions",
-                  "step ms", "us/action", "traced");
+    std::snprintf(line, sizeof line, "%-17s %9s %12s %12s %12s\n", "schedule", "actions", "step ms",
+                  "us/action", "traced");
   } else {
     std::snprintf(line, sizeof line, "%-17s %12s %12s %8s\n", "schedule", "predicted s",
                   "measured s", "error");
@@ -155,8 +155,7 @@ std::string Table(const nlohmann::json& rows, bool overhead) {
     if (overhead) {
       std::snprintf(line, sizeof line, "%-17s %9d %12.3f %12.1f %12.1f\n", name.c_str(),
                     row["actions_per_rank"].get<int>(), 1e3 * row["measured_s"].get<double>(),
-                    row["us_per_action"].get<double>(),
-                    row["traced_us_per_action"].get<double>());
+                    row["us_per_action"].get<double>(), row["traced_us_per_action"].get<double>());
     } else {
       std::snprintf(line, sizeof line, "%-17s %12.4f %12.4f %+7.1f%%\n", name.c_str(),
                     row["predicted_s"].get<double>(), row["measured_s"].get<double>(),
@@ -231,7 +230,6 @@ void AddMode(CLI::App& bench, bool overhead, const std::vector<std::string>& arg
       ->capture_default_str();
   cmd->callback([flags, args, exit_code] { *exit_code = RunBench(*flags, args); });
 }
-
 
 // `conveyor bench train`: the training configuration of the command line (a TOML file and
 // train flags) run for a few steps under each schedule, then in one process.
@@ -308,9 +306,8 @@ std::string TrainTable(const nlohmann::json& rows) {
   }
   std::string text;
   char line[256];
-  std::snprintf(line, sizeof line, "%-17s %9s %9s %9s %9s %9s %8s %9s %9s\n", "schedule",
-                "step ms", "tokens/s", "vs 1 proc", "bubble", "predicted", "exposed",
-                "peak MiB", "predicted");
+  std::snprintf(line, sizeof line, "%-17s %9s %9s %9s %9s %9s %8s %9s %9s\n", "schedule", "step ms",
+                "tokens/s", "vs 1 proc", "bubble", "predicted", "exposed", "peak MiB", "predicted");
   text += line;
   for (const auto& row : rows) {
     const std::string name = row["schedule"];
@@ -325,8 +322,9 @@ std::string TrainTable(const nlohmann::json& rows) {
                     1e3 * row["step_s"].get<double>(), tokens, ratio.c_str(),
                     row["threads"].get<int>());
     } else {
-      std::snprintf(line, sizeof line, "%-17s %9.1f %9.0f %9s %8.1f%% %8.1f%% %7.1f%% %9.2f %9.2f\n",
-                    name.c_str(), 1e3 * row["step_s"].get<double>(), tokens, ratio.c_str(),
+      std::snprintf(line, sizeof line,
+                    "%-17s %9.1f %9.0f %9s %8.1f%% %8.1f%% %7.1f%% %9.2f %9.2f\n", name.c_str(),
+                    1e3 * row["step_s"].get<double>(), tokens, ratio.c_str(),
                     100 * row["measured_bubble_fraction"].get<double>(),
                     100 * row["predicted_bubble_fraction"].get<double>(),
                     100 * row["transfer_wait_fraction"].get<double>(),
@@ -341,8 +339,7 @@ std::string TrainTable(const nlohmann::json& rows) {
 void AddTrainMode(CLI::App& bench, const std::vector<std::string>& args, int* exit_code) {
   auto flags = std::make_shared<BenchTrainFlags>();
   CLI::App* cmd = bench.add_subcommand(
-      "train",
-      "a quick run of your training configuration under each schedule and in one process");
+      "train", "a quick run of your training configuration under each schedule and in one process");
   RegisterTrainFlags(cmd, flags->train);
   cmd->add_option("--schedules", flags->schedules, "comma-separated names (default: all)");
   cmd->add_flag("!--no-single", flags->single, "skip the single-process run");

@@ -7,8 +7,8 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "conveyor/schedule/registry.h"
@@ -178,9 +178,9 @@ TEST(CliTest, BenchTrainRunsEachScheduleAndOneProcess) {
   const auto rows = nlohmann::json::parse(r.out);
   ASSERT_EQ(rows.size(), 3u) << r.out;
   EXPECT_EQ(rows[0]["schedule"], "1f1b");
-  for (const char* key : {"step_s", "tokens_per_s", "measured_bubble_fraction",
-                          "predicted_bubble_fraction", "transfer_wait_fraction",
-                          "peak_activation_bytes", "predicted_peak_activation_bytes"}) {
+  for (const char* key :
+       {"step_s", "tokens_per_s", "measured_bubble_fraction", "predicted_bubble_fraction",
+        "transfer_wait_fraction", "peak_activation_bytes", "predicted_peak_activation_bytes"}) {
     EXPECT_TRUE(rows[0][key].is_number()) << key;
   }
   EXPECT_EQ(rows[0]["ranks"].size(), 2u);

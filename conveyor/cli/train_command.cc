@@ -7,9 +7,9 @@
 #include <fstream>
 #include <functional>
 #include <limits>
-#include <sstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "conveyor/cli/distributed.h"
 #include "conveyor/cli/metrics_json.h"
@@ -53,7 +53,8 @@ void WriteTraces(const std::string& dir, Trainer& trainer, Transport& transport)
       out << "S " << static_cast<int>(s.kind) << " " << s.start << " " << s.end << " " << s.action
           << "\n";
     }
-    for (const Phase& p : mine.phases) out << "P " << p.start << " " << p.end << " " << p.name << "\n";
+    for (const Phase& p : mine.phases)
+      out << "P " << p.start << " " << p.end << " " << p.name << "\n";
     for (const CounterSample& c : mine.counters) {
       out << "C " << c.time << " " << c.value << " " << c.name << "\n";
     }
@@ -200,13 +201,14 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
       "\nper rank, ms per pipeline step (steps after the first); waits split into the peer's\n"
       "compute (dependency) and messages in transit (transfer); overlap: share of transit time\n"
       "hidden behind other work; peak memory measured, and predicted by the simulator:\n");
-  std::printf("rank     step  compute  dependency  transfer  bubble  overlap  peak MiB  predicted\n");
+  std::printf(
+      "rank     step  compute  dependency  transfer  bubble  overlap  peak MiB  predicted\n");
   for (const RankMetrics& r : ranks) {
     std::printf("%4d %8.2f %8.2f %11.2f %9.2f %6.1f%% %7.1f%% %9.2f %6.2f (%.1f mb)\n", r.rank,
                 1e3 * r.step_s, 1e3 * r.compute_s, 1e3 * r.dependency_wait_s,
                 1e3 * r.transfer_wait_s, 100 * r.bubble_fraction, 100 * r.comm_overlap,
-                r.peak_activation_bytes / (1 << 20),
-                r.predicted_peak_activation_bytes / (1 << 20), r.predicted_peak_microbatches);
+                r.peak_activation_bytes / (1 << 20), r.predicted_peak_activation_bytes / (1 << 20),
+                r.predicted_peak_microbatches);
   }
   std::printf(
       "bubble: measured %s, predicted by the simulator from measured costs %s; exposed "

@@ -26,8 +26,7 @@ double SharedClockOrigin(Transport* world) {
   return one_host ? shared[0][1][0].item<double>() : now;
 }
 
-StepRecorder::StepRecorder(int rank, int num_ranks, double origin)
-    : rank_(rank), origin_(origin) {
+StepRecorder::StepRecorder(int rank, int num_ranks, double origin) : rank_(rank), origin_(origin) {
   step_.num_ranks = num_ranks;
   step_.time_unit = "s";
 }
@@ -52,7 +51,8 @@ void StepRecorder::Phase(const std::string& name, double start) {
 
 void StepRecorder::Sample(double time, double sent) {
   held_bytes_ = MemoryTracker::current_bytes() - step_base_bytes_;
-  step_.counters.push_back(CounterSample{rank_, "activation bytes", time, static_cast<double>(held_bytes_)});
+  step_.counters.push_back(
+      CounterSample{rank_, "activation bytes", time, static_cast<double>(held_bytes_)});
   step_.counters.push_back(CounterSample{rank_, "bytes sent", time, sent});
 }
 

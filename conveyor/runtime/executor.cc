@@ -8,8 +8,7 @@
 namespace conveyor {
 
 double Executor::Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void Executor::Emit(const Action& a, SpanKind kind, double start, double end) {

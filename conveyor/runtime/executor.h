@@ -11,8 +11,9 @@
 //   OVERLAP_F_B      its forward half (whose output is sent at once), then its backward half
 //   REDUCE_GRAD      nothing yet (where data-parallel reduction will start)
 // Buffers are dropped as soon as their consumer ran. Every span of time is measured (two clock
-// reads per compute, post and wait) and summed into StepStats; a hook, when set, sees each. Any error is rethrown as RuntimeError
-// naming rank, stage, micro-batch and action (a CommError stays a CommError, with context).
+// reads per compute, post and wait) and summed into StepStats; a hook, when set, sees each. Any
+// error is rethrown as RuntimeError naming rank, stage, micro-batch and action (a CommError stays a
+// CommError, with context).
 //
 // Not thread-safe; one executor per rank (thread or process).
 #ifndef CONVEYOR_RUNTIME_EXECUTOR_H_

@@ -118,10 +118,10 @@ std::string RenderChromeTrace(const std::vector<TraceGroup>& groups) {
                                 p.end * us_per_unit, ""));
     }
     for (const CounterSample& c : timeline.counters) {
-      events.push_back("{\"name\":" + JsonString(c.name) + ",\"ph\":\"C\",\"pid\":" +
-                       std::to_string(first_pid + c.rank) + ",\"ts\":" +
-                       Decimal(c.time * us_per_unit) + ",\"args\":{\"value\":" +
-                       Decimal(c.value) + "}}");
+      events.push_back("{\"name\":" + JsonString(c.name) +
+                       ",\"ph\":\"C\",\"pid\":" + std::to_string(first_pid + c.rank) +
+                       ",\"ts\":" + Decimal(c.time * us_per_unit) +
+                       ",\"args\":{\"value\":" + Decimal(c.value) + "}}");
     }
   }
   std::string out = "{\"traceEvents\":[\n";
