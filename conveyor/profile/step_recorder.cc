@@ -41,6 +41,7 @@ void StepRecorder::BeginStep() {
   step_.phases.clear();
   step_.counters.clear();
   step_base_bytes_ = MemoryTracker::current_bytes();
+  MemoryTracker::ResetPeak();
   held_bytes_ = 0;
   Sample(Executor::Now() - origin_, 0);
 }
@@ -69,6 +70,8 @@ void StepRecorder::OnSpan(const Span& span) {
     ++count;
   }
 }
+
+int64_t StepRecorder::PeakBytes() const { return MemoryTracker::peak_bytes() - step_base_bytes_; }
 
 std::map<int, double> StepRecorder::ForwardBytes() const {
   std::map<int, double> mean;

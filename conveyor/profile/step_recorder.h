@@ -34,13 +34,18 @@ class StepRecorder {
   // Becomes `executor`'s hook (replacing any other); `executor` must outlive its use.
   void Attach(Executor& executor);
 
-  // Starts a new step: drops the last one, takes the memory count as the step's zero.
+  // Starts a new step: drops the last one, takes the memory count as the step's zero and
+  // restarts MemoryTracker's peak from it.
   void BeginStep();
   // Records phase `name` of this rank from `start` (an Executor::Now() time) to now.
   void Phase(const std::string& name, double start);
 
   // The current (or last) step: spans, phases and counters of this rank, seconds since origin.
   const Timeline& step() const { return step_; }
+
+  // The most bytes allocated since BeginStep beyond the step's zero (MemoryTracker's peak:
+  // the whole process's, so with ranks as threads it covers all of them).
+  int64_t PeakBytes() const;
 
   // Mean bytes a forward leaves allocated (its output and what autograd saves for the
   // backward), per stage of this rank, over every forward recorded so far.

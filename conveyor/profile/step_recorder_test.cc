@@ -57,6 +57,7 @@ TEST(StepRecorderTest, RecordsSpansPhasesAndCounters) {
     }
   }
   EXPECT_GT(most_held, 0);
+  EXPECT_GE(recorder.PeakBytes(), most_held);  // the peak between samples is no lower
   const std::map<int, double> forward = recorder.ForwardBytes();
   ASSERT_EQ(forward.size(), 2u);
   EXPECT_GT(forward.at(0), 0);

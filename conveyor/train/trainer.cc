@@ -122,10 +122,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   std::vector<double> costs = LayerCosts(config_, *task_, layers);
   if (config_.partition == "profile" && world != nullptr && world->world_size() > 1) {
     // Timings differ between ranks: every rank must cut at the same places.
-    std::vector<at::Tensor> mean = {at::tensor(costs, at::kDouble)};
-    world->AllReduceSum(mean);
+    const at::Tensor sum = SumOverRanks(at::tensor(costs, at::kDouble));
     for (size_t l = 0; l < costs.size(); ++l) {
-      costs[l] = mean[0][l].item<double>() / world->world_size();
+      costs[l] = sum[l].item<double>() / world->world_size();
     }
   }
   partition_ = Partition(costs, layout.pipeline_length());
@@ -146,11 +145,11 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   recorder_->Attach(pipeline_->executor());
 }
 
-double Trainer::AllReduce(double value) {
-  if (world_ == nullptr || world_->world_size() == 1) return value;
-  std::vector<at::Tensor> t = {at::full({1}, value, at::kDouble)};
-  world_->AllReduceSum(t);
-  return t[0].item<double>();
+at::Tensor Trainer::SumOverRanks(at::Tensor t) {
+  if (world_ == nullptr || world_->world_size() == 1) return t;
+  std::vector<at::Tensor> shared = {t};
+  world_->AllReduceSum(shared);
+  return shared[0];
 }
 
 StepMetrics Trainer::Step() {
@@ -158,14 +157,9 @@ StepMetrics Trainer::Step() {
   const NamedTensors params = Parameters();
   for (const auto& [name, p] : params) p.mutable_grad() = at::Tensor();
   const Batch batch = task_->TrainBatch(step_);
-  // This process's first step warms up allocators and connections: its measurements are
-  // replaced by the later steps' as soon as there are any.
-  if (steps_run_ == 1) op_time_.clear();
   recorder_->BeginStep();
-  const int64_t held_before = MemoryTracker::current_bytes();
-  MemoryTracker::ResetPeak();
   const double local_loss = pipeline_->Step(SplitBatch(batch, config_.microbatches));
-  peak_step_bytes_ = std::max(peak_step_bytes_, MemoryTracker::peak_bytes() - held_before);
+  peak_step_bytes_ = std::max(peak_step_bytes_, recorder_->PeakBytes());
 
   double phase = Executor::Now();
   grad_sync_->SumShared(params);
@@ -187,11 +181,8 @@ StepMetrics Trainer::Step() {
   const Layout& layout = program_.layout;
   std::vector<double> shared = SendPostTimes(layout, recorder_->step());
   shared.push_back(local_loss);
-  if (world_ != nullptr && world_->world_size() > 1) {
-    std::vector<at::Tensor> t = {at::tensor(shared, at::kDouble)};
-    world_->AllReduceSum(t);
-    shared.assign(t[0].data_ptr<double>(), t[0].data_ptr<double>() + t[0].numel());
-  }
+  const at::Tensor sums = SumOverRanks(at::tensor(shared, at::kDouble));
+  shared.assign(sums.data_ptr<double>(), sums.data_ptr<double>() + sums.numel());
   m.loss = shared.back();
   shared.pop_back();
   recorder_->Phase("all-reduce loss", phase);
@@ -202,6 +193,14 @@ StepMetrics Trainer::Step() {
 }
 
 void Trainer::Account(const CommBreakdown& comm) {
+  // This process's first step warms up allocators and connections: its sums are replaced
+  // by the later steps' as soon as there are any.
+  if (++steps_run_ == 2) {
+    op_time_.clear();
+    totals_ = StepStats{};
+    comm_totals_ = CommBreakdown{};
+  }
+  if (steps_run_ >= 2) ++measured_steps_;
   for (const Span& s : recorder_->step().spans) {
     if (s.kind != SpanKind::kRun) continue;
     auto& [seconds, count] = op_time_[{s.action.stage, s.action.op}];
@@ -209,11 +208,6 @@ void Trainer::Account(const CommBreakdown& comm) {
     ++count;
   }
   const StepStats& stats = pipeline_->executor().last_stats();
-  if (++steps_run_ == 2) {  // the first step's sums give way to the later steps'
-    totals_ = StepStats{};
-    comm_totals_ = CommBreakdown{};
-  }
-  if (steps_run_ >= 2) ++measured_steps_;
   totals_.seconds += stats.seconds;
   totals_.compute_s += stats.compute_s;
   totals_.comm_wait_s += stats.comm_wait_s;
@@ -241,9 +235,9 @@ EvalMetrics Trainer::Evaluate() {
     }
     counted += static_cast<double>(batch.inputs.size(0));
   }
-  m.loss = AllReduce(loss) / static_cast<double>(batches.size());
-  const double all_correct = AllReduce(correct);
-  if (task_->has_accuracy()) m.accuracy = all_correct / counted;
+  const at::Tensor sums = SumOverRanks(at::tensor(std::vector<double>{loss, correct}, at::kDouble));
+  m.loss = sums[0].item<double>() / static_cast<double>(batches.size());
+  if (task_->has_accuracy()) m.accuracy = sums[1].item<double>() / counted;
   return m;
 }
 
@@ -269,11 +263,7 @@ std::vector<RankMetrics> Trainer::GatherRankMetrics() {
   const int64_t columns = static_cast<int64_t>(mine.size());
   at::Tensor table = at::zeros({p, columns}, at::kDouble);
   table[rank_] = at::tensor(mine, at::kDouble);
-  if (world_ != nullptr && world_->world_size() > 1) {
-    std::vector<at::Tensor> shared = {table};
-    world_->AllReduceSum(shared);
-    table = shared[0];
-  }
+  table = SumOverRanks(table);
   at::Tensor stage_bytes = table.sum(0).slice(0, first_stage_column);
   const std::vector<double> forward_bytes(stage_bytes.data_ptr<double>(),
                                           stage_bytes.data_ptr<double>() + stage_bytes.numel());
@@ -327,11 +317,7 @@ CostModel Trainer::MeasuredCosts() {
       table[key.first][k][1] = static_cast<double>(value.second);
     }
   }
-  if (world_ != nullptr && world_->world_size() > 1) {
-    std::vector<at::Tensor> shared = {table};
-    world_->AllReduceSum(shared);
-    table = shared[0];
-  }
+  table = SumOverRanks(table);
   CostModel costs;
   for (int s = 0; s < stages; ++s) {
     auto mean = [&](int k) {
@@ -390,10 +376,7 @@ at::Tensor Trainer::NextTokens(const at::Tensor& inputs, double temperature, uin
       tokens = at::multinomial((logits / temperature).softmax(-1), 1, false, gen).squeeze(-1);
     }
   }
-  if (world_ == nullptr || world_->world_size() == 1) return tokens;
-  std::vector<at::Tensor> shared = {tokens};
-  world_->AllReduceSum(shared);  // only the rank with the last stage contributes
-  return shared[0];
+  return SumOverRanks(tokens);  // only the rank with the last stage contributes
 }
 
 }  // namespace conveyor

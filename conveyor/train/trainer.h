@@ -112,7 +112,8 @@ class Trainer {
   at::Tensor NextTokens(const at::Tensor& inputs, double temperature, uint64_t seed);
 
  private:
-  double AllReduce(double value);
+  // The element-wise sum of `t` over the ranks (`t` itself with one rank). Collective.
+  at::Tensor SumOverRanks(at::Tensor t);
   // Adds the step just recorded to the sums: per-op compute times, step stats, `comm`.
   void Account(const CommBreakdown& comm);
   // Runs `mbs` through a forward-only program over this rank's stages (same placement).
