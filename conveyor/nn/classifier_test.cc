@@ -213,10 +213,8 @@ MicroBatch TokenSevenTask(const ClassifierConfig& c, int64_t n, at::Generator& g
 
 TEST(ClassifierTest, LearnsWhetherTokenSevenAppears) {
   const auto start = std::chrono::steady_clock::now();
-  ClassifierConfig c;
+  ClassifierConfig c = Small();
   c.vocab = 12;
-  c.hidden = 16;
-  c.heads = 2;
   c.layers = 2;
   c.max_seq_len = 8;
   c.classes = 2;
