@@ -363,6 +363,7 @@ void AddTrainMode(CLI::App& bench, const std::vector<std::string>& args, int* ex
     RanksOptions options;
     options.nproc = config.pp;
     options.timeout = std::chrono::seconds(config.timeout_s);
+    options.threads = config.threads;
     options.output = LaunchOptions::Output::kRank0Direct;  // progress on stderr, table on stdout
     *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
       const bool leader = transport.rank() == 0;

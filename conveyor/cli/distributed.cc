@@ -7,6 +7,7 @@
 #include <iostream>
 #include <thread>
 
+#include "conveyor/cli/blas_check.h"
 #include "conveyor/comm/c10d_transport.h"
 #include "conveyor/comm/launcher.h"
 #include "conveyor/comm/rendezvous.h"
@@ -43,9 +44,12 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     return result.ExitCode();
   }
   const RendezvousInfo info = RendezvousFromEnvironment();
+  if (info.rank == 0) WarnOnReferenceBlas();
   // Ranks on one machine share its cores: without OMP_NUM_THREADS, give each its share
   // (oversubscribed intra-op threads slow every hand-off between ranks several fold).
-  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+  if (options.threads > 0) {
+    at::set_num_threads(options.threads);
+  } else if (std::getenv("OMP_NUM_THREADS") == nullptr) {
     const char* local = std::getenv("LOCAL_WORLD_SIZE");
     const int local_ranks = local != nullptr ? std::max(1, std::atoi(local)) : 1;
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -23,13 +23,17 @@ struct RanksOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};  // every wait between ranks
   std::chrono::milliseconds deadline{0};                       // whole run when launching; 0 = none
   LaunchOptions::Output output = LaunchOptions::Output::kRank0Only;
+  // Intra-op threads of each rank: > 0 sets them; 0 leaves OMP_NUM_THREADS in charge, or
+  // without it gives each of the LOCAL_WORLD_SIZE ranks its share of the machine's cores.
+  int threads = 0;
 };
 
 // True when this process is one rank of a launched world.
 bool LaunchedAsRank();
 
 // Returns the process exit code: 0 when every rank succeeded. `args` is this process's
-// command line without argv[0]. In a rank, an exception from `body` is reported to every
+// command line without argv[0]. Rank 0 warns once when libtorch runs on the reference BLAS.
+// In a rank, an exception from `body` is reported to every
 // rank, printed as "conveyor: rank R: ..." and turned into exit code 1.
 int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options,
                const std::function<void(Transport&)>& body);

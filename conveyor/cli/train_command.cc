@@ -233,6 +233,7 @@ void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* e
     RanksOptions options;
     options.nproc = config.pp;
     options.timeout = std::chrono::seconds(config.timeout_s);
+    options.threads = config.threads;
     options.output = LaunchOptions::Output::kRank0Direct;
     *exit_code =
         RunAsRanks(args, options, [&](Transport& transport) { TrainRank(config, transport); });

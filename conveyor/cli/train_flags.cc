@@ -30,6 +30,8 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--chunks", &TrainConfig::chunks, "stages per rank (0 = schedule default)");
   Flag(cmd, flags, "--partition", &TrainConfig::partition,
        "layer costs: params, flops, uniform or profile (measured)");
+  Flag(cmd, flags, "--recompute", &TrainConfig::recompute,
+       "activation recomputation: none, full or selective (attention scores)");
   Flag(cmd, flags, "--batch-size", &TrainConfig::batch_size, "samples per step");
   Flag(cmd, flags, "--steps", &TrainConfig::steps, "optimizer steps");
   Flag(cmd, flags, "--seed", &TrainConfig::seed, "seed of weights, data and sampling");
@@ -49,6 +51,8 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--resume", &TrainConfig::resume, "continue from this checkpoint");
   Flag(cmd, flags, "--sample-tokens", &TrainConfig::sample_tokens, "gpt: bytes sampled at the end");
   Flag(cmd, flags, "--timeout", &TrainConfig::timeout_s, "seconds any wait between ranks may take");
+  Flag(cmd, flags, "--threads", &TrainConfig::threads,
+       "intra-op threads per rank (overrides OMP_NUM_THREADS; 0 = cores / local ranks)");
   CLI::Option* tie = cmd->add_flag("--tie-embeddings", flags.given.tie_embeddings,
                                    "gpt: input embedding and LM head share weights");
   flags.options.emplace_back(

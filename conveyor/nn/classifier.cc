@@ -67,7 +67,8 @@ class Block : public Layer {
   // x (n, T, C) -> (n, T, C)
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     const int64_t c = config_.hidden;
-    at::Tensor a = SelfAttention(x, attn_, config_.heads, /*causal=*/false, mb.attention_mask);
+    at::Tensor a = SelfAttention(x, attn_, config_.heads, /*causal=*/false, mb.attention_mask,
+                                 config_.recompute_attention);
     a = at::layer_norm(x + a, {c}, ln1_w_, ln1_b_);
     return at::layer_norm(a + Mlp(a, fc_w_, fc_b_, fc2_w_, fc2_b_), {c}, ln2_w_, ln2_b_);
   }

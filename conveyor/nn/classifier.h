@@ -23,12 +23,13 @@
 namespace conveyor::nn {
 
 struct ClassifierConfig {
-  int vocab = 256;        // token ids in [0, vocab)
-  int hidden = 64;        // C
-  int heads = 4;          // C must be a multiple
-  int layers = 4;         // encoder blocks (L)
-  int max_seq_len = 128;  // T at most
-  int classes = 2;        // K
+  int vocab = 256;                   // token ids in [0, vocab)
+  int hidden = 64;                   // C
+  int heads = 4;                     // C must be a multiple
+  int layers = 4;                    // encoder blocks (L)
+  int max_seq_len = 128;             // T at most
+  int classes = 2;                   // K
+  bool recompute_attention = false;  // selective recomputation of the attention scores
 };
 
 // Checks the config (UserError naming the bad value).

@@ -60,8 +60,9 @@ class Block : public Layer {
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     const int64_t c = x.size(2);
     at::Tensor h = at::layer_norm(x, {c}, ln1_w_, ln1_b_);
-    const at::Tensor out = x + SelfAttention(h, {qkv_w_, qkv_b_, proj_w_, proj_b_}, config_.heads,
-                                             /*causal=*/true, mb.attention_mask);
+    const at::Tensor out =
+        x + SelfAttention(h, {qkv_w_, qkv_b_, proj_w_, proj_b_}, config_.heads,
+                          /*causal=*/true, mb.attention_mask, config_.recompute_attention);
     return out + Mlp(at::layer_norm(out, {c}, ln2_w_, ln2_b_), fc_w_, fc_b_, fc2_w_, fc2_b_);
   }
 

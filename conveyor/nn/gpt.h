@@ -20,6 +20,7 @@ struct GptConfig {
   int layers = 4;         // transformer blocks
   int max_seq_len = 128;  // T at most
   bool tie_embeddings = false;
+  bool recompute_attention = false;  // selective recomputation of the attention scores
 };
 
 // Checks the config (UserError naming the bad value).

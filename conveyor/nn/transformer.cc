@@ -1,6 +1,8 @@
 #include "conveyor/nn/transformer.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
 
@@ -17,15 +19,54 @@ at::Tensor ZerosParam(at::IntArrayRef shape) { return at::zeros(shape).requires_
 
 at::Tensor OnesParam(at::IntArrayRef shape) { return at::ones(shape).requires_grad_(true); }
 
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// q, k, v (n, H, T, d) -> softmax(q k^T / sqrt(d), masked) v (n, H, T, d). `allowed` is
+// broadcastable to (n, H, T, T), undefined = every key allowed.
+at::Tensor AttentionCore(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         const at::Tensor& allowed) {
+  at::Tensor scores = q.matmul(k.transpose(-2, -1)) / std::sqrt(double(q.size(-1)));
+  if (allowed.defined()) scores = scores.masked_fill(allowed.logical_not(), -1e9);
+  return scores.softmax(-1).matmul(v);
+}
+
+// AttentionCore that keeps only q, k, v for backward and recomputes the rest there.
+struct RecomputedAttention : public torch::autograd::Function<RecomputedAttention> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, const at::Tensor& allowed_or_q, bool masked) {
+    const at::Tensor allowed = masked ? allowed_or_q : at::Tensor();
+    ctx->save_for_backward({q, k, v});
+    ctx->saved_data["allowed"] = allowed;
+    at::NoGradGuard no_grad;
+    return AttentionCore(q, k, v, allowed);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    variable_list leaves;
+    for (const at::Tensor& t : saved) leaves.push_back(t.detach().requires_grad_(true));
+    at::Tensor allowed;
+    if (ctx->saved_data["allowed"].isTensor()) allowed = ctx->saved_data["allowed"].toTensor();
+    at::AutoGradMode enable(true);
+    const at::Tensor y = AttentionCore(leaves[0], leaves[1], leaves[2], allowed);
+    variable_list g = torch::autograd::grad({y}, leaves, {grads[0]});
+    return {g[0], g[1], g[2], at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
 at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t heads, bool causal,
-                         const at::Tensor& key_mask) {
+                         const at::Tensor& key_mask, bool recompute_scores) {
   const int64_t n = x.size(0), t = x.size(1), c = x.size(2), d = c / heads;
   at::Tensor qkv = Linear(x, w.qkv_w, w.qkv_b);  // (n, T, 3C)
   auto split = [&](int64_t i) {                  // (n, H, T, d)
     return qkv.narrow(2, i * c, c).reshape({n, t, heads, d}).transpose(1, 2);
   };
   at::Tensor q = split(0), k = split(1), v = split(2);
-  at::Tensor scores = q.matmul(k.transpose(-2, -1)) / std::sqrt(double(d));  // (n, H, T, T)
   at::Tensor allowed;  // broadcastable to (n, H, T, T); undefined = everything allowed
   if (causal) allowed = at::ones({t, t}, x.options().dtype(at::kBool)).tril().view({1, 1, t, t});
   if (key_mask.defined()) {
@@ -35,9 +76,13 @@ at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t
     at::Tensor keys = key_mask.to(at::kBool).view({n, 1, 1, t});
     allowed = allowed.defined() ? allowed.logical_and(keys) : keys;
   }
-  if (allowed.defined()) scores = scores.masked_fill(allowed.logical_not(), -1e9);
-  at::Tensor y = scores.softmax(-1).matmul(v);  // (n, H, T, d)
-  y = y.transpose(1, 2).reshape({n, t, c});     // (n, T, C)
+  at::Tensor y;  // (n, H, T, d)
+  if (recompute_scores && at::GradMode::is_enabled()) {
+    y = RecomputedAttention::apply(q, k, v, allowed.defined() ? allowed : q, allowed.defined());
+  } else {
+    y = AttentionCore(q, k, v, allowed);
+  }
+  y = y.transpose(1, 2).reshape({n, t, c});  // (n, T, C)
   return Linear(y, w.proj_w, w.proj_b);
 }
 

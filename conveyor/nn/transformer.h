@@ -27,9 +27,11 @@ struct AttentionWeights {
 // Multi-head scaled dot-product self-attention, x (n, T, C) -> (n, T, C). Query i attends
 // to key j when j is a real token (key_mask undefined: all are) and, if `causal`, j <= i.
 // A query with no allowed key attends uniformly to all keys (its output is finite).
-// Throws UserError when key_mask is defined and not of shape (n, T).
+// With `recompute_scores` the (n, H, T, T) scores and probabilities are not kept for
+// backward: it computes them again from q, k, v (selective activation recomputation; the
+// same gradients). Throws UserError when key_mask is defined and not of shape (n, T).
 at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t heads, bool causal,
-                         const at::Tensor& key_mask);
+                         const at::Tensor& key_mask, bool recompute_scores = false);
 
 // Two-layer MLP with GELU: x (..., C) -> fc (4C, C) -> gelu -> proj (C, 4C) -> (..., C).
 at::Tensor Mlp(const at::Tensor& x, const at::Tensor& fc_w, const at::Tensor& fc_b,

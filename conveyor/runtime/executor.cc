@@ -185,6 +185,9 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
       sends_.emplace_back(
           transport_->Send(data, layout.rank_of(peer), Tag(gradient, a.stage, a.microbatch)), a);
       stats_.sent_bytes += static_cast<int64_t>(data.nbytes());
+      if (!gradient) StageAt(a.stage).ReleaseOutput(a.microbatch);
+      // A send the transport already finished (shared memory) frees its tensor now.
+      std::erase_if(sends_, [](const auto& send) { return send.first->IsCompleted(); });
       Emit(a, SpanKind::kPost, start, Now());
       break;
     }

@@ -7,7 +7,9 @@
 //   I / B            likewise for the output gradient; then runs the stage's backward
 //   W                runs the stage's deferred weight work for that micro-batch
 //   SEND_F / SEND_B  post an asynchronous send; its handle (and buffer) is kept until the
-//                    end of the step, when every send is waited for
+//                    transport reports it complete or, at the latest, the end of the step,
+//                    when every send is waited for. After a SEND_F the stage drops its own
+//                    copy of the output's data (Stage::ReleaseOutput).
 //   OVERLAP_F_B      its forward half (whose output is sent at once), then its backward half
 //   REDUCE_GRAD      nothing yet (where data-parallel reduction will start)
 // Buffers are dropped as soon as their consumer ran. Every span of time is measured (two clock

@@ -78,6 +78,26 @@ TEST_P(PipelineEquivalenceTest, MatchesFullBatchStep) {
   EXPECT_GE(ran, 4) << schedule << " ran too few cases";
 }
 
+// Recomputation changes when activations exist, not what is computed: full (every stage
+// runs its forward again before backward) and selective (attention scores only) give the
+// reference's loss, gradients and parameters, with split backward (zb-h1, zb-v) too.
+TEST(RecomputeEquivalenceTest, FullAndSelectiveMatchTheFullBatchStep) {
+  auto config = SmallGpt();
+  config.layers = 4;
+  const std::vector<Batch> batches = {MakeBatch(config, 9, 7, kSeed),
+                                      MakeBatch(config, 9, 5, kSeed + 1)};
+  const StepOutcome want = RunReference(config, kSeed, batches, 0.1);
+  for (const std::string schedule : {"1f1b", "zb-h1", "zb-v", "interleaved-1f1b"}) {
+    const Program program = BuildSchedule(schedule, ScheduleOptions{2, 4, 0});
+    ExpectSame(want, RunPipeline(program, config, kSeed, batches, 0.1, /*recompute=*/true),
+               schedule + " full recompute");
+    auto selective = config;
+    selective.recompute_attention = true;
+    ExpectSame(want, RunPipeline(program, selective, kSeed, batches, 0.1),
+               schedule + " selective recompute");
+  }
+}
+
 std::vector<std::string> Names() {
   std::vector<std::string> names;
   for (const ScheduleInfo& info : AllSchedules()) names.emplace_back(info.name);

@@ -119,7 +119,7 @@ StepOutcome RunReference(const nn::GptConfig& config, uint64_t seed,
 }
 
 StepOutcome RunPipeline(const Program& compute_program, const nn::GptConfig& config, uint64_t seed,
-                        const std::vector<Batch>& batches, double lr) {
+                        const std::vector<Batch>& batches, double lr, bool recompute) {
   const Program program = Lower(compute_program);
   const Layout& layout = program.layout;
   const int p = layout.num_ranks();
@@ -132,6 +132,7 @@ StepOutcome RunPipeline(const Program& compute_program, const nn::GptConfig& con
   for (int r = 0; r < p; ++r) {
     ranks.push_back(std::make_unique<PipelineRank>(program, r, transports[r].get(), make, shape,
                                                    at::TensorOptions().dtype(at::kFloat)));
+    for (const auto& [index, stage] : ranks.back()->stages()) stage->set_recompute(recompute);
   }
   Collected collected;
   double loss = 0;

@@ -40,8 +40,9 @@ StepOutcome RunRankStep(const Program& program, int rank, Transport& transport,
 // `steps` steps of plain SGD (lr) over one batch each; outcome of the last step's grads.
 StepOutcome RunReference(const nn::GptConfig& config, uint64_t seed,
                          const std::vector<Batch>& batches, double lr);
+// With `recompute`, every stage recomputes its forward at backward time (Stage::set_recompute).
 StepOutcome RunPipeline(const Program& compute_program, const nn::GptConfig& config, uint64_t seed,
-                        const std::vector<Batch>& batches, double lr);
+                        const std::vector<Batch>& batches, double lr, bool recompute = false);
 
 }  // namespace conveyor::testing
 

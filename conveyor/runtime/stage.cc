@@ -12,28 +12,45 @@ Stage::Stage(int index, bool is_first, bool is_last, std::unique_ptr<StageModule
   CONVEYOR_ASSERT(module_ != nullptr);
 }
 
+at::Tensor Stage::RunForward(const MicroBatch& mb, const at::Tensor& input) {
+  WeightGradStore::Recording recording(&store_, mb.index);
+  at::Tensor out = module_->Forward(input, mb);
+  return is_last_ ? module_->LossSum(out, mb) / mb.loss_denominator : out;
+}
+
 at::Tensor Stage::Forward(const MicroBatch& mb, const at::Tensor& input) {
   CONVEYOR_ASSERT(cache_.count(mb.index) == 0)
       << "stage " << index_ << " ran forward twice for micro-batch " << mb.index;
   CONVEYOR_ASSERT(input.defined()) << "stage " << index_ << " got no input";
   Cached cached;
-  at::Tensor in = input;
-  if (!is_first_) {
-    cached.input = input.detach().requires_grad_(true);
-    in = cached.input;
-  }
-  WeightGradStore::Recording recording(&store_, mb.index);
-  at::Tensor out = module_->Forward(in, mb);
-  if (is_last_) {
-    cached.output = module_->LossSum(out, mb) / mb.loss_denominator;
-    loss_ += cached.output.item<double>();
-    out = at::Tensor();
+  at::Tensor out;
+  if (recompute_) {
+    at::NoGradGuard no_grad;
+    if (!is_first_) cached.input = input;
+    out = RunForward(mb, input);
   } else {
+    at::Tensor in = input;
+    if (!is_first_) {
+      cached.input = input.detach().requires_grad_(true);
+      in = cached.input;
+    }
+    out = RunForward(mb, in);
     cached.output = out;
-    out = out.detach();
   }
   cache_.emplace(mb.index, std::move(cached));
-  return out;
+  if (is_last_) {
+    loss_ += out.item<double>();
+    return at::Tensor();
+  }
+  return out.detach();
+}
+
+void Stage::ReleaseOutput(int microbatch) {
+  auto it = cache_.find(microbatch);
+  if (is_last_ || it == cache_.end() || !it->second.output.defined()) return;
+  // The autograd graph stays; its root's input metadata still holds the real shape, against
+  // which the engine checks the gradient given at backward.
+  it->second.output.set_data(at::empty({0}, it->second.output.options()));
 }
 
 at::Tensor Stage::Infer(const MicroBatch& mb, const at::Tensor& input) {
@@ -51,19 +68,25 @@ at::Tensor Stage::RunBackward(const MicroBatch& mb, const at::Tensor& grad_outpu
       << "stage " << index_ << " has no forward state for micro-batch " << mb.index;
   CONVEYOR_ASSERT(is_last_ || grad_output.defined())
       << "stage " << index_ << " got no output gradient for micro-batch " << mb.index;
+  Cached& cached = it->second;
   store_.SetDeferring(mb.index, defer);
   try {
+    if (recompute_) {  // the forward again, this time with autograd
+      at::Tensor input = mb.inputs;
+      if (!is_first_) input = cached.input = cached.input.detach().requires_grad_(true);
+      cached.output = RunForward(mb, input);
+    }
     if (is_last_) {
-      torch::autograd::backward({it->second.output});
+      torch::autograd::backward({cached.output});
     } else {
-      torch::autograd::backward({it->second.output}, {grad_output});
+      torch::autograd::backward({cached.output}, {grad_output});
     }
   } catch (...) {
     store_.SetDeferring(mb.index, false);
     throw;
   }
   store_.SetDeferring(mb.index, false);
-  at::Tensor grad_input = is_first_ ? at::Tensor() : it->second.input.grad();
+  at::Tensor grad_input = is_first_ ? at::Tensor() : cached.input.grad();
   cache_.erase(it);
   return grad_input;
 }

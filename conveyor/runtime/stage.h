@@ -5,6 +5,13 @@
 // WeightGradStore deferring, returns the gradient of the input and drops the cache; the
 // deferred weight work waits for BackwardWeight. Backward does both at once.
 //
+// Memory: once the runtime has handed the output to the transport, ReleaseOutput drops the
+// cached output's data and keeps only its autograd history (Megatron's deallocation of
+// pipeline outputs): the next stage has its own copy and backward does not need it. With
+// recompute on, Forward runs without autograd and keeps only the stage input; the backward
+// runs the forward again with autograd first (full activation recomputation), which gives the
+// same gradients at the price of one more forward.
+//
 // A stage is used by one thread at a time (its rank's executor).
 #ifndef CONVEYOR_RUNTIME_STAGE_H_
 #define CONVEYOR_RUNTIME_STAGE_H_
@@ -54,6 +61,15 @@ class Stage {
   void BackwardWeight(const MicroBatch& mb);
   at::Tensor Backward(const MicroBatch& mb, const at::Tensor& grad_output);
 
+  // Drops the data of micro-batch mb's cached output (not on a last stage, nor for a
+  // micro-batch without forward state: then it does nothing).
+  void ReleaseOutput(int microbatch);
+
+  // Recompute the forward at backward time instead of keeping its activations. Change it
+  // only between steps.
+  void set_recompute(bool recompute) { recompute_ = recompute; }
+  bool recompute() const { return recompute_; }
+
   // Forward without autograd and without caching (evaluation, generation). Returns the
   // output; on a last stage also adds the scaled loss to loss() when mb has targets.
   at::Tensor Infer(const MicroBatch& mb, const at::Tensor& input);
@@ -68,9 +84,13 @@ class Stage {
 
  private:
   struct Cached {
-    at::Tensor input;   // autograd leaf (undefined on a first stage)
-    at::Tensor output;  // output, or the scaled loss on a last stage
+    at::Tensor input;   // autograd leaf (undefined on a first stage); the plain input when
+                        // recomputing
+    at::Tensor output;  // output, or the scaled loss on a last stage; undefined when recomputing
   };
+  // The module's forward from `input` under a WeightGradStore recording of mb: the output, or
+  // the scaled loss on a last stage.
+  at::Tensor RunForward(const MicroBatch& mb, const at::Tensor& input);
   at::Tensor RunBackward(const MicroBatch& mb, const at::Tensor& grad_output, bool defer);
 
   int index_;
@@ -80,6 +100,7 @@ class Stage {
   WeightGradStore store_;
   std::map<int, Cached> cache_;
   double loss_ = 0;
+  bool recompute_ = false;
 };
 
 }  // namespace conveyor

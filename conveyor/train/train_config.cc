@@ -37,7 +37,11 @@ void TrainConfig::Validate() const {
   CONVEYOR_CHECK(checkpoint_every >= 0)
       << "checkpoint-every must be >= 0, got " << checkpoint_every;
   CONVEYOR_CHECK(sample_tokens >= 0) << "sample-tokens must be >= 0, got " << sample_tokens;
+  CONVEYOR_CHECK(recompute == "none" || recompute == "full" || recompute == "selective")
+      << "recompute must be none, full or selective, got '" << recompute << "'";
   CONVEYOR_CHECK(timeout_s >= 1) << "timeout must be at least 1 s, got " << timeout_s;
+  CONVEYOR_CHECK(threads >= 0 && threads <= 1024)
+      << "threads must be within [0, 1024] (0 = automatic), got " << threads;
 }
 
 void ApplyTomlFile(const std::string& path, TrainConfig& c) {
@@ -86,6 +90,7 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
       {"heads", integer(c.heads)},
       {"seq_len", integer(c.seq_len)},
       {"tie_embeddings", boolean(c.tie_embeddings)},
+      {"recompute", text(c.recompute)},
       {"classes", integer(c.classes)},
       {"data", text(c.data)},
       {"schedule", text(c.schedule)},
@@ -110,6 +115,7 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
       {"resume", text(c.resume)},
       {"sample_tokens", integer(c.sample_tokens)},
       {"timeout", integer(c.timeout_s)},
+      {"threads", integer(c.threads)},
   };
   for (const auto& [key, node] : table) {
     const std::string name(key.str());

@@ -28,6 +28,9 @@ struct TrainConfig {
   int microbatches = 8;
   int chunks = 0;                    // 0 = the schedule's default
   std::string partition = "params";  // params | flops | uniform | profile
+  // Activation recomputation: none; full (each stage keeps only its input and runs its forward
+  // again before backward); selective (only the attention scores are recomputed).
+  std::string recompute = "none";
   // Optimisation.
   int batch_size = 16;
   int64_t steps = 200;
@@ -47,6 +50,8 @@ struct TrainConfig {
   std::string resume;            // a checkpoint directory to continue from
   int sample_tokens = 200;       // gpt: text sampled at the end; 0 = none
   int timeout_s = 300;           // bound on any wait between ranks
+  int threads = 0;               // intra-op threads per rank; 0 = OMP_NUM_THREADS, else the
+                                 // machine's cores shared by the local ranks
 
   void Validate() const;
 };

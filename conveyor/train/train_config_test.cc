@@ -21,8 +21,12 @@ TEST(TrainConfigTest, DefaultsAreValid) { EXPECT_NO_THROW(TrainConfig().Validate
 
 TEST(TrainConfigTest, TomlKeysApply) {
   TrainConfig c;
-  ApplyTomlFile(Write("schedule = \"zb-v\"\npp = 2\nlr = 0.01\ntie_embeddings = true\n"), c);
+  ApplyTomlFile(Write("schedule = \"zb-v\"\npp = 2\nlr = 0.01\ntie_embeddings = true\n"
+                      "recompute = \"selective\"\nthreads = 3\n"),
+                c);
   EXPECT_EQ(c.schedule, "zb-v");
+  EXPECT_EQ(c.recompute, "selective");
+  EXPECT_EQ(c.threads, 3);
   EXPECT_EQ(c.pp, 2);
   EXPECT_DOUBLE_EQ(c.lr, 0.01);
   EXPECT_TRUE(c.tie_embeddings);
@@ -53,6 +57,23 @@ TEST(TrainConfigTest, ValidateNamesTheBadValue) {
     EXPECT_NE(std::string(e.what()).find("hidden (64) must be a multiple of heads (3)"),
               std::string::npos);
   }
+}
+
+TEST(TrainConfigTest, RecomputeAndThreadsAreChecked) {
+  auto expect_error = [](TrainConfig c, const std::string& needle) {
+    try {
+      c.Validate();
+      ADD_FAILURE() << "accepted";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  TrainConfig c;
+  c.recompute = "some";
+  expect_error(c, "recompute must be none, full or selective, got 'some'");
+  c = TrainConfig();
+  c.threads = -1;
+  expect_error(c, "threads must be within [0, 1024] (0 = automatic), got -1");
 }
 
 }  // namespace

@@ -140,6 +140,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       },
       [task_ref](int, const MicroBatch& mb) { return task_ref->BoundaryShape(mb); },
       at::TensorOptions().dtype(at::kFloat));
+  for (const auto& [index, stage] : pipeline_->stages()) {
+    stage->set_recompute(config_.recompute == "full");
+  }
   grad_sync_ = std::make_unique<GradSync>(world, Holders(layout, layers, partition_));
   recorder_ = std::make_unique<StepRecorder>(rank_, layout.num_ranks(), SharedClockOrigin(world));
   recorder_->Attach(pipeline_->executor());

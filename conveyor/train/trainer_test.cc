@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "conveyor/train/train_testing.h"
@@ -102,6 +103,29 @@ TEST_F(TrainerTest, MeasuresWhereEachRanksTimeGoes) {
   EXPECT_EQ(spans, 2u * 4u);  // rank 0: F and B of each of the 4 micro-batches
   EXPECT_EQ(phases, (std::set<std::string>{"sum shared grads", "grad norm", "optimizer",
                                            "all-reduce loss"}));
+}
+
+// GPipe on one rank holds every micro-batch's activations at its peak: selective
+// recomputation drops the attention scores from them, full keeps only each stage's input.
+// The losses stay those of the run that keeps everything.
+TEST_F(TrainerTest, RecomputationLowersPeakMemoryAndKeepsTheLosses) {
+  std::map<std::string, int64_t> peak;
+  std::map<std::string, std::vector<double>> losses;
+  for (const std::string mode : {"none", "selective", "full"}) {
+    TrainConfig c = TinyGpt();
+    c.recompute = mode;
+    losses[mode] = TrainOnThreads(c, [&](Trainer& t, Transport&) {
+      peak[mode] = t.GatherRankMetrics()[0].peak_activation_bytes;
+    });
+  }
+  EXPECT_LT(peak["full"], peak["selective"]);
+  EXPECT_LT(peak["selective"], peak["none"]);
+  for (const std::string mode : {"selective", "full"}) {
+    ASSERT_EQ(losses[mode].size(), losses["none"].size());
+    for (size_t k = 0; k < losses[mode].size(); ++k) {
+      EXPECT_NEAR(losses[mode][k], losses["none"][k], 1e-5) << mode << " step " << k;
+    }
+  }
 }
 
 TEST_F(TrainerTest, RejectsRunsThatCannotStart) {
