@@ -14,6 +14,7 @@
 #include "conveyor/cli/metrics_json.h"
 #include "conveyor/cli/output.h"
 #include "conveyor/cli/train_flags.h"
+#include "conveyor/comm/hop_latency.h"
 #include "conveyor/common/error.h"
 #include "conveyor/profile/memory_tracker.h"
 #include "conveyor/profile/step_recorder.h"
@@ -82,8 +83,10 @@ std::vector<double> TimeSteps(Transport& transport, PipelineRank& rank,
 }
 
 // With `traced`, each step also runs under a StepRecorder (and its counting allocator).
+// `hop_s`: the measured one-way time of a message between neighbours, which the prediction
+// charges on every message that crosses ranks.
 nlohmann::json MeasureOne(Transport& transport, const BenchFlags& flags, const std::string& name,
-                          bool traced) {
+                          bool traced, double hop_s) {
   Program program(Layout::Loop(1, 1, 1));
   try {
     program = BuildSchedule(name, ScheduleOptions{flags.pp, flags.microbatches, 0});
@@ -121,9 +124,14 @@ nlohmann::json MeasureOne(Transport& transport, const BenchFlags& flags, const s
   } else {
     CostModel model;
     model.uniform = StageCost{flags.f, flags.i, flags.w};
+    const double compute_only = Simulate(program, model, SimOptions{1}).makespan;
+    model.comm_latency = hop_s;
     const double predicted = Simulate(program, model, SimOptions{1}).makespan;
+    row["hop_s"] = hop_s;
+    row["predicted_no_comm_s"] = compute_only;
     row["predicted_s"] = predicted;
     row["error"] = measured / predicted - 1;
+    row["error_no_comm"] = measured / compute_only - 1;
   }
   return row;
 }
@@ -142,8 +150,8 @@ std::string Table(const nlohmann::json& rows, bool overhead) {
     std::snprintf(line, sizeof line, "%-17s %9s %12s %12s %12s\n", "schedule", "actions", "step ms",
                   "us/action", "traced");
   } else {
-    std::snprintf(line, sizeof line, "%-17s %12s %12s %8s\n", "schedule", "predicted s",
-                  "measured s", "error");
+    std::snprintf(line, sizeof line, "%-17s %12s %12s %8s %14s %8s\n", "schedule", "predicted s",
+                  "measured s", "error", "no-comm pred.", "error");
   }
   text += line;
   for (const auto& row : rows) {
@@ -157,9 +165,10 @@ std::string Table(const nlohmann::json& rows, bool overhead) {
                     row["actions_per_rank"].get<int>(), 1e3 * row["measured_s"].get<double>(),
                     row["us_per_action"].get<double>(), row["traced_us_per_action"].get<double>());
     } else {
-      std::snprintf(line, sizeof line, "%-17s %12.4f %12.4f %+7.1f%%\n", name.c_str(),
-                    row["predicted_s"].get<double>(), row["measured_s"].get<double>(),
-                    100 * row["error"].get<double>());
+      std::snprintf(line, sizeof line, "%-17s %12.4f %12.4f %+7.1f%% %14.4f %+7.1f%%\n",
+                    name.c_str(), row["predicted_s"].get<double>(), row["measured_s"].get<double>(),
+                    100 * row["error"].get<double>(), row["predicted_no_comm_s"].get<double>(),
+                    100 * row["error_no_comm"].get<double>());
     }
     text += line;
   }
@@ -181,14 +190,22 @@ int RunBench(const BenchFlags& flags, const std::vector<std::string>& args) {
     CONVEYOR_CHECK(transport.world_size() == flags.pp)
         << "--pp " << flags.pp << " needs " << flags.pp << " ranks, the launcher started "
         << transport.world_size();
+    // A micro-batch here is one sample of one token: the stages send one float.
+    const double hop_s = flags.overhead ? 0 : MeasureHopLatency(transport, 4, 50);
+    if (transport.rank() == 0 && !flags.overhead) {
+      std::fprintf(stderr, "bench fidelity: one hop takes %.1f us here (median of 50)\n",
+                   1e6 * hop_s);
+    }
     nlohmann::json rows = nlohmann::json::array();
-    for (const std::string& name : names) rows.push_back(MeasureOne(transport, flags, name, false));
+    for (const std::string& name : names) {
+      rows.push_back(MeasureOne(transport, flags, name, false, hop_s));
+    }
     if (flags.overhead) {
       // The same again with tracing on: spans, counters and the counting allocator.
       MemoryTracker::Install();
       for (auto& row : rows) {
         if (row.contains("skipped")) continue;
-        const nlohmann::json traced = MeasureOne(transport, flags, row["schedule"], true);
+        const nlohmann::json traced = MeasureOne(transport, flags, row["schedule"], true, 0);
         row["traced_s"] = traced["measured_s"];
         row["traced_us_per_action"] = traced["us_per_action"];
       }

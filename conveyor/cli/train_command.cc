@@ -184,6 +184,7 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
   metrics["ranks"] = RankRowsJson(ranks);
   metrics["measured_bubble_fraction"] = measured_bubble;
   metrics["predicted_bubble_fraction"] = predicted_bubble;
+  metrics["hop_s"] = trainer.hop_s();
   metrics["transfer_wait_fraction"] = exposed_comm;
   if (final_eval.accuracy >= 0) {
     metrics["final_accuracy"] = final_eval.accuracy;
@@ -211,9 +212,9 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
                 r.predicted_peak_microbatches);
   }
   std::printf(
-      "bubble: measured %s, predicted by the simulator from measured costs %s; exposed "
-      "communication %s of the step\n",
-      Percent(measured_bubble).c_str(), Percent(predicted_bubble).c_str(),
+      "bubble: measured %s, predicted by the simulator from measured costs %s (one hop "
+      "%.0f us); exposed communication %s of the step\n",
+      Percent(measured_bubble).c_str(), Percent(predicted_bubble).c_str(), 1e6 * trainer.hop_s(),
       Percent(exposed_comm).c_str());
   if (!config.trace.empty())
     std::printf("traces: %s/trace.json, measured.svg\n", config.trace.c_str());

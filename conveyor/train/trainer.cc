@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 
+#include "conveyor/comm/hop_latency.h"
 #include "conveyor/data/corpus.h"
 #include "conveyor/profile/memory_tracker.h"
 #include "conveyor/schedule/builders/forward_only.h"
@@ -146,6 +147,10 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   grad_sync_ = std::make_unique<GradSync>(world, Holders(layout, layers, partition_));
   recorder_ = std::make_unique<StepRecorder>(rank_, layout.num_ranks(), SharedClockOrigin(world));
   recorder_->Attach(pipeline_->executor());
+  if (world != nullptr && world->world_size() > 1) {
+    const int64_t samples = (config_.batch_size + config_.microbatches - 1) / config_.microbatches;
+    hop_s_ = MeasureHopLatency(*world, 4 * samples * config_.seq_len * config_.hidden, 20);
+  }
 }
 
 at::Tensor Trainer::SumOverRanks(at::Tensor t) {
@@ -322,6 +327,7 @@ CostModel Trainer::MeasuredCosts() {
   }
   table = SumOverRanks(table);
   CostModel costs;
+  costs.comm_latency = hop_s_;
   for (int s = 0; s < stages; ++s) {
     auto mean = [&](int k) {
       const double count = table[s][k][1].item<double>();

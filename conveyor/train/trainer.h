@@ -97,8 +97,11 @@ class Trainer {
   // Every rank's metrics, on every rank. Collective.
   std::vector<RankMetrics> GatherRankMetrics();
   // The simulator's bubble fraction for this run's program under the per-stage F, B, I, W
-  // times measured so far (communication free). Collective.
+  // times measured so far and the hop time measured at start (hop_s). Collective.
   double PredictedBubble();
+  // One-way seconds of one micro-batch's activation between neighbouring ranks, measured
+  // when the trainer was built (MeasureHopLatency); 0 on one rank.
+  double hop_s() const { return hop_s_; }
   // The simulator's timeline of one step under those measured costs. Collective.
   Timeline PredictedTimeline();
   // This rank's measured timeline of its last step, seconds since a clock origin all ranks
@@ -133,6 +136,7 @@ class Trainer {
 
   // Measured: per (stage, op) total compute seconds and counts; sums over the steps.
   std::unique_ptr<StepRecorder> recorder_;
+  double hop_s_ = 0;
   std::map<std::pair<int, Op>, std::pair<double, int64_t>> op_time_;
   StepStats totals_;
   CommBreakdown comm_totals_;
