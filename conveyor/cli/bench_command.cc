@@ -62,11 +62,17 @@ double Median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-// The slowest rank's time for each of `steps` steps, recording each when `recorder` is set.
-std::vector<double> TimeSteps(Transport& transport, PipelineRank& rank,
-                              const std::vector<MicroBatch>& mbs, int steps,
-                              StepRecorder* recorder) {
+// Per step, over the ranks: the slowest rank's time, and the most time a rank spent in the
+// executor itself (the step less its stages' compute and its waits for messages).
+struct StepTimes {
   std::vector<double> slowest;
+  std::vector<double> executor;
+};
+
+// Times `steps` steps, recording each when `recorder` is set.
+StepTimes TimeSteps(Transport& transport, PipelineRank& rank, const std::vector<MicroBatch>& mbs,
+                    int steps, StepRecorder* recorder) {
+  StepTimes times;
   for (int k = 0; k < steps; ++k) {
     transport.Barrier();
     const auto start = std::chrono::steady_clock::now();
@@ -74,12 +80,15 @@ std::vector<double> TimeSteps(Transport& transport, PipelineRank& rank,
     rank.Step(mbs);
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::vector<at::Tensor> all = {at::zeros({transport.world_size()}, at::kDouble)};
-    all[0][transport.rank()] = elapsed;
+    const StepStats& stats = rank.executor().last_stats();
+    std::vector<at::Tensor> all = {at::zeros({2, transport.world_size()}, at::kDouble)};
+    all[0][0][transport.rank()] = elapsed;
+    all[0][1][transport.rank()] = stats.seconds - stats.compute_s - stats.comm_wait_s;
     transport.AllReduceSum(all);
-    slowest.push_back(all[0].max().item<double>());
+    times.slowest.push_back(all[0][0].max().item<double>());
+    times.executor.push_back(all[0][1].max().item<double>());
   }
-  return slowest;
+  return times;
 }
 
 // With `traced`, each step also runs under a StepRecorder (and its counting allocator).
@@ -110,7 +119,8 @@ nlohmann::json MeasureOne(Transport& transport, const BenchFlags& flags, const s
     recorder->Attach(rank.executor());
   }
   rank.Step(mbs);  // warm-up: connections, allocator
-  const double measured = Median(TimeSteps(transport, rank, mbs, flags.steps, recorder.get()));
+  const StepTimes times = TimeSteps(transport, rank, mbs, flags.steps, recorder.get());
+  const double measured = Median(times.slowest);
 
   size_t most_actions = 0;
   for (const auto& actions : lowered.ranks) most_actions = std::max(most_actions, actions.size());
@@ -121,6 +131,8 @@ nlohmann::json MeasureOne(Transport& transport, const BenchFlags& flags, const s
                         {"actions_per_rank", most_actions}};
   if (flags.overhead) {
     row["us_per_action"] = 1e6 * measured / static_cast<double>(most_actions);
+    row["executor_us_per_action"] =
+        1e6 * Median(times.executor) / static_cast<double>(most_actions);
   } else {
     CostModel model;
     model.uniform = StageCost{flags.f, flags.i, flags.w};
@@ -147,8 +159,8 @@ std::string Table(const nlohmann::json& rows, bool overhead) {
   std::string text;
   char line[256];
   if (overhead) {
-    std::snprintf(line, sizeof line, "%-17s %9s %12s %12s %12s\n", "schedule", "actions", "step ms",
-                  "us/action", "traced");
+    std::snprintf(line, sizeof line, "%-17s %9s %12s %12s %12s %12s\n", "schedule", "actions",
+                  "step ms", "us/action", "executor", "traced");
   } else {
     std::snprintf(line, sizeof line, "%-17s %12s %12s %8s %14s %8s\n", "schedule", "predicted s",
                   "measured s", "error", "no-comm pred.", "error");
@@ -161,9 +173,10 @@ std::string Table(const nlohmann::json& rows, bool overhead) {
       continue;
     }
     if (overhead) {
-      std::snprintf(line, sizeof line, "%-17s %9d %12.3f %12.1f %12.1f\n", name.c_str(),
+      std::snprintf(line, sizeof line, "%-17s %9d %12.3f %12.1f %12.1f %12.1f\n", name.c_str(),
                     row["actions_per_rank"].get<int>(), 1e3 * row["measured_s"].get<double>(),
-                    row["us_per_action"].get<double>(), row["traced_us_per_action"].get<double>());
+                    row["us_per_action"].get<double>(), row["executor_us_per_action"].get<double>(),
+                    row["traced_us_per_action"].get<double>());
     } else {
       std::snprintf(line, sizeof line, "%-17s %12.4f %12.4f %+7.1f%% %14.4f %+7.1f%%\n",
                     name.c_str(), row["predicted_s"].get<double>(), row["measured_s"].get<double>(),
