@@ -50,17 +50,26 @@ def rows_table(header, rows, cells):
 
 
 def fidelity_table(rows):
-    return rows_table(
-        ["predicted s", "measured s", "error"], rows,
-        lambda r: [f"{r['predicted_s']:.4f}", f"{r['measured_s']:.4f}",
-                   f"{100 * r['error']:+.1f}%"])
+    def cells(r):
+        out = [f"{r['predicted_s']:.4f}", f"{r['measured_s']:.4f}", f"{100 * r['error']:+.1f}%"]
+        if "predicted_no_comm_s" in r:
+            out += [f"{1e6 * r['hop_s']:.0f}", f"{r['predicted_no_comm_s']:.4f}",
+                    f"{100 * r['error_no_comm']:+.1f}%"]
+        return out
+    header = ["predicted s", "measured s", "error"]
+    if rows and "predicted_no_comm_s" in next((r for r in rows if "skipped" not in r), {}):
+        header += ["hop us", "predicted without hops", "error"]
+    return rows_table(header, rows, cells)
 
 
 def overhead_table(rows):
+    nan = float("nan")
     return rows_table(
-        ["actions (busiest rank)", "step ms", "us per action", "traced: us per action"], rows,
+        ["actions (busiest rank)", "step ms", "us per action", "executor us per action",
+         "traced: us per action"], rows,
         lambda r: [str(r["actions_per_rank"]), f"{1e3 * r['measured_s']:.2f}",
-                   f"{r['us_per_action']:.1f}", f"{r.get('traced_us_per_action', float('nan')):.1f}"])
+                   f"{r['us_per_action']:.1f}", f"{r.get('executor_us_per_action', nan):.2f}",
+                   f"{r.get('traced_us_per_action', nan):.1f}"])
 
 
 def bench_train_table(rows):
