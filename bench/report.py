@@ -78,16 +78,18 @@ def bench_train_table(rows):
     def cells(r):
         ratio = f"{r['tokens_per_s'] / single:.2f}x" if single else "-"
         if r["schedule"] == "single process":
-            return [f"{1e3 * r['step_s']:.0f}", f"{r['tokens_per_s']:.0f}", ratio,
+            return [f"{1e3 * r['step_s']:.0f}", f"{r['tokens_per_s']:.0f}", "", ratio,
                     f"({r['threads']} threads)", "", "", "", ""]
-        return [f"{1e3 * r['step_s']:.0f}", f"{r['tokens_per_s']:.0f}", ratio,
+        limit = r.get("predicted_tokens_per_s")
+        return [f"{1e3 * r['step_s']:.0f}", f"{r['tokens_per_s']:.0f}",
+                f"{limit:.0f}" if limit else "-", ratio,
                 f"{100 * r['measured_bubble_fraction']:.1f}%",
                 f"{100 * r['predicted_bubble_fraction']:.1f}%",
                 f"{100 * r['transfer_wait_fraction']:.1f}%",
                 f"{r['peak_activation_bytes'] / 2**20:.2f}",
                 f"{r['predicted_peak_activation_bytes'] / 2**20:.2f}"]
     return rows_table(
-        ["step ms", "tokens/s", "vs 1 process", "measured bubble", "predicted bubble",
+        ["step ms", "tokens/s", "simulator's limit, tokens/s", "vs 1 process", "measured bubble", "predicted bubble",
          "exposed comm / step", "peak MiB (max rank)", "predicted MiB"], rows, cells)
 
 

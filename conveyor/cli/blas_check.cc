@@ -16,19 +16,28 @@ std::string LoadedBlas() {
   return error ? std::string(info.dli_fname) : real.string();
 }
 
-bool IsReferenceBlas(const std::string& path) {
+std::string BlasWarning(const std::string& path) {
   const std::filesystem::path file(path);
-  return file.filename().string().starts_with("libblas.so") &&
-         file.parent_path().filename() == "blas";
+  const std::string dir = file.parent_path().filename().string();
+  const std::string fix =
+      "apt-get install libopenblas0-openmp, and if another BLAS stays selected: "
+      "update-alternatives --config libblas.so.3-" +
+      (dir.empty() ? std::string("<arch>") : file.parent_path().parent_path().filename().string());
+  if (file.filename().string().starts_with("libblas.so") && dir == "blas") {
+    return "libtorch runs on the reference BLAS (" + path + "), about 12x slower than OpenBLAS; " +
+           fix;
+  }
+  if (dir == "openblas-pthread") {
+    return "libtorch runs on OpenBLAS's pthread build (" + path +
+           "), whose threads compete with libtorch's: about 1.6x slower than the OpenMP build; " +
+           fix;
+  }
+  return "";
 }
 
-void WarnOnReferenceBlas() {
-  const std::string blas = LoadedBlas();
-  if (IsReferenceBlas(blas)) {
-    std::cerr << "conveyor: warning: libtorch runs on the reference BLAS (" << blas
-              << "), about 12x slower; install an optimised one: apt-get install "
-                 "libopenblas0-openmp (scripts/install-deps does)\n";
-  }
+void WarnAboutBlas() {
+  const std::string warning = BlasWarning(LoadedBlas());
+  if (!warning.empty()) std::cerr << "conveyor: warning: " << warning << "\n";
 }
 
 }  // namespace conveyor::cli

@@ -1,6 +1,8 @@
 // Which BLAS libtorch runs on. Debian's libtorch calls whatever libblas.so.3 the system's
 // alternatives point at; with only Debian's reference BLAS (libblas3) installed, training is
-// about 12x slower than on OpenBLAS. conveyor warns once at start-up in that case.
+// about 12x slower than on OpenBLAS, and OpenBLAS's pthread build (whose own threads compete
+// with libtorch's OpenMP threads) about 1.6x slower than its OpenMP build
+// (docs/BENCHMARKS.md). conveyor warns once at start-up in those cases.
 #ifndef CONVEYOR_CLI_BLAS_CHECK_H_
 #define CONVEYOR_CLI_BLAS_CHECK_H_
 
@@ -12,13 +14,14 @@ namespace conveyor::cli {
 // process calls, or "" when none is loaded.
 std::string LoadedBlas();
 
-// True when `path` is Debian's reference BLAS: a libblas.so* in a directory named "blas"
-// (/usr/lib/<arch>/blas/libblas.so.3.11.0).
-bool IsReferenceBlas(const std::string& path);
+// The warning for the BLAS at `path` (from LoadedBlas), or "" when it is a good choice.
+// Debian's reference BLAS is a libblas.so* in a directory named "blas"
+// (/usr/lib/<arch>/blas/libblas.so.3.11.0); OpenBLAS's pthread build lives in
+// "openblas-pthread".
+std::string BlasWarning(const std::string& path);
 
-// When this process runs on the reference BLAS, prints one line to stderr naming the
-// library and the package to install. Never throws.
-void WarnOnReferenceBlas();
+// Prints BlasWarning(LoadedBlas()) to stderr, if any, as one line. Never throws.
+void WarnAboutBlas();
 
 }  // namespace conveyor::cli
 

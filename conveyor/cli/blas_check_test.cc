@@ -5,13 +5,19 @@
 namespace conveyor::cli {
 namespace {
 
-TEST(BlasCheckTest, TellsTheReferenceBlasFromOptimisedOnes) {
-  EXPECT_TRUE(IsReferenceBlas("/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0"));
-  EXPECT_TRUE(IsReferenceBlas("/usr/lib/aarch64-linux-gnu/blas/libblas.so.3"));
-  EXPECT_FALSE(IsReferenceBlas("/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3"));
-  EXPECT_FALSE(IsReferenceBlas("/usr/lib/x86_64-linux-gnu/openblas-serial/libopenblas.so.0"));
-  EXPECT_FALSE(IsReferenceBlas("/opt/blas/libmkl_rt.so"));
-  EXPECT_FALSE(IsReferenceBlas(""));
+TEST(BlasCheckTest, WarnsAboutTheReferenceAndThePthreadBuild) {
+  const std::string reference = BlasWarning("/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0");
+  EXPECT_NE(reference.find("reference BLAS"), std::string::npos) << reference;
+  EXPECT_NE(reference.find("update-alternatives --config libblas.so.3-x86_64-linux-gnu"),
+            std::string::npos)
+      << reference;
+  const std::string pthread =
+      BlasWarning("/usr/lib/aarch64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so");
+  EXPECT_NE(pthread.find("pthread build"), std::string::npos) << pthread;
+  EXPECT_EQ(BlasWarning("/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3"), "");
+  EXPECT_EQ(BlasWarning("/usr/lib/x86_64-linux-gnu/openblas-serial/libopenblas.so.0"), "");
+  EXPECT_EQ(BlasWarning("/opt/intel/lib/libmkl_rt.so"), "");
+  EXPECT_EQ(BlasWarning(""), "");
 }
 
 // This test binary links libtorch, which needs a BLAS: the one found is a real file.

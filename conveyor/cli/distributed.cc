@@ -44,7 +44,7 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     return result.ExitCode();
   }
   const RendezvousInfo info = RendezvousFromEnvironment();
-  if (info.rank == 0) WarnOnReferenceBlas();
+  if (info.rank == 0) WarnAboutBlas();
   // Ranks on one machine share its cores: without OMP_NUM_THREADS, give each its share
   // (oversubscribed intra-op threads slow every hand-off between ranks several fold).
   if (options.threads > 0) {

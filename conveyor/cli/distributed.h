@@ -32,7 +32,7 @@ struct RanksOptions {
 bool LaunchedAsRank();
 
 // Returns the process exit code: 0 when every rank succeeded. `args` is this process's
-// command line without argv[0]. Rank 0 warns once when libtorch runs on the reference BLAS.
+// command line without argv[0]. Rank 0 warns once when libtorch runs on a slow BLAS (blas_check.h).
 // In a rank, an exception from `body` is reported to every
 // rank, printed as "conveyor: rank R: ..." and turned into exit code 1.
 int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options,

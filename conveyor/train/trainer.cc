@@ -347,6 +347,10 @@ double Trainer::PredictedBubble() {
   return Simulate(program_, MeasuredCosts(), SimOptions{1}).bubble_fraction;
 }
 
+double Trainer::PredictedPipelineSeconds() {
+  return Simulate(program_, MeasuredCosts(), SimOptions{1}).makespan;
+}
+
 Timeline Trainer::PredictedTimeline() {
   Timeline timeline = Simulate(program_, MeasuredCosts(), SimOptions{1}).timeline;
   timeline.time_unit = "s";

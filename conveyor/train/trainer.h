@@ -99,6 +99,9 @@ class Trainer {
   // The simulator's bubble fraction for this run's program under the per-stage F, B, I, W
   // times measured so far and the hop time measured at start (hop_s). Collective.
   double PredictedBubble();
+  // The simulator's seconds for the pipeline part of one step under the same costs (the
+  // limit the schedule allows on this machine). Collective.
+  double PredictedPipelineSeconds();
   // One-way seconds of one micro-batch's activation between neighbouring ranks, measured
   // when the trainer was built (MeasureHopLatency); 0 on one rank.
   double hop_s() const { return hop_s_; }
