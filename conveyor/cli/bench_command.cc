@@ -297,7 +297,7 @@ nlohmann::json BenchSchedule(Transport& transport, TrainConfig config, const std
   row["schedule"] = name;
   row["pp"] = config.pp;
   row["microbatches"] = config.microbatches;
-  row["measured_bubble_fraction"] = MeasuredBubble(ranks);
+  row["measured_bubble_fraction"] = MeasuredBubble(ranks, trainer.pipeline_s());
   row["predicted_bubble_fraction"] = trainer.PredictedBubble();
   // The step with its pipeline part as fast as the simulator says the schedule allows.
   double pipeline_s = 0;

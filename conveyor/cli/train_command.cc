@@ -179,12 +179,13 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
                             {"pp", config.pp},
                             {"microbatches", config.microbatches},
                             {"model", config.model}};
-  const double measured_bubble = MeasuredBubble(ranks);
+  const double measured_bubble = MeasuredBubble(ranks, trainer.pipeline_s());
   const double exposed_comm = ExposedCommFraction(ranks);
   metrics["ranks"] = RankRowsJson(ranks);
   metrics["measured_bubble_fraction"] = measured_bubble;
   metrics["predicted_bubble_fraction"] = predicted_bubble;
   metrics["hop_s"] = trainer.hop_s();
+  metrics["pipeline_s"] = trainer.pipeline_s();
   metrics["transfer_wait_fraction"] = exposed_comm;
   if (final_eval.accuracy >= 0) {
     metrics["final_accuracy"] = final_eval.accuracy;

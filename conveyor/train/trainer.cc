@@ -145,7 +145,8 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
     stage->set_recompute(config_.recompute == "full");
   }
   grad_sync_ = std::make_unique<GradSync>(world, Holders(layout, layers, partition_));
-  recorder_ = std::make_unique<StepRecorder>(rank_, layout.num_ranks(), SharedClockOrigin(world));
+  clock_origin_ = SharedClockOrigin(world);
+  recorder_ = std::make_unique<StepRecorder>(rank_, layout.num_ranks(), clock_origin_);
   recorder_->Attach(pipeline_->executor());
   if (world != nullptr && world->world_size() > 1) {
     const int64_t samples = (config_.batch_size + config_.microbatches - 1) / config_.microbatches;
@@ -166,7 +167,9 @@ StepMetrics Trainer::Step() {
   for (const auto& [name, p] : params) p.mutable_grad() = at::Tensor();
   const Batch batch = task_->TrainBatch(step_);
   recorder_->BeginStep();
+  const double pipeline_start = Executor::Now() - clock_origin_;
   const double local_loss = pipeline_->Step(SplitBatch(batch, config_.microbatches));
+  const double pipeline_end = Executor::Now() - clock_origin_;
   peak_step_bytes_ = std::max(peak_step_bytes_, recorder_->PeakBytes());
 
   double phase = Executor::Now();
@@ -184,30 +187,43 @@ StepMetrics Trainer::Step() {
   m.lr = schedule_.At(step_);
   optimizer_.Step(params, m.lr, step_);
   recorder_->Phase("optimizer", phase);
-  // The loss travels with every send's posting time, which the comm breakdown needs.
+  // The loss travels with every send's posting time, which the comm breakdown needs, and
+  // with every rank's start and end of the pipeline.
   phase = Executor::Now();
   const Layout& layout = program_.layout;
   std::vector<double> shared = SendPostTimes(layout, recorder_->step());
+  const size_t posts = shared.size();
+  const int p = layout.num_ranks();
+  shared.resize(posts + 2 * p, 0.0);
+  shared[posts + 2 * rank_] = pipeline_start;
+  shared[posts + 2 * rank_ + 1] = pipeline_end;
   shared.push_back(local_loss);
   const at::Tensor sums = SumOverRanks(at::tensor(shared, at::kDouble));
   shared.assign(sums.data_ptr<double>(), sums.data_ptr<double>() + sums.numel());
   m.loss = shared.back();
-  shared.pop_back();
+  double first = shared[posts], last = shared[posts + 1];
+  for (int r = 1; r < p; ++r) {
+    first = std::min(first, shared[posts + 2 * r]);
+    last = std::max(last, shared[posts + 2 * r + 1]);
+  }
+  shared.resize(posts);
   recorder_->Phase("all-reduce loss", phase);
-  Account(BreakDownComm(layout, recorder_->step(), rank_, shared));
+  Account(BreakDownComm(layout, recorder_->step(), rank_, shared), last - first);
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.tokens_per_s = task_->TokensPerBatch() / m.seconds;
   return m;
 }
 
-void Trainer::Account(const CommBreakdown& comm) {
+void Trainer::Account(const CommBreakdown& comm, double pipeline_s) {
   // This process's first step warms up allocators and connections: its sums are replaced
   // by the later steps' as soon as there are any.
   if (++steps_run_ == 2) {
     op_time_.clear();
     totals_ = StepStats{};
     comm_totals_ = CommBreakdown{};
+    pipeline_total_s_ = 0;
   }
+  pipeline_total_s_ += pipeline_s;
   if (steps_run_ >= 2) ++measured_steps_;
   for (const Span& s : recorder_->step().spans) {
     if (s.kind != SpanKind::kRun) continue;
@@ -301,10 +317,11 @@ std::vector<RankMetrics> Trainer::GatherRankMetrics() {
   return ranks;
 }
 
-double MeasuredBubble(const std::vector<RankMetrics>& ranks) {
-  double compute = 0, step = 0;
-  for (const RankMetrics& r : ranks) compute += r.compute_s, step += r.step_s;
-  return step > 0 ? 1 - compute / step : 0;
+double MeasuredBubble(const std::vector<RankMetrics>& ranks, double pipeline_s) {
+  double compute = 0;
+  for (const RankMetrics& r : ranks) compute += r.compute_s;
+  const double capacity = static_cast<double>(ranks.size()) * pipeline_s;
+  return capacity > 0 ? std::max(0.0, 1 - compute / capacity) : 0;
 }
 
 double ExposedCommFraction(const std::vector<RankMetrics>& ranks) {

@@ -62,8 +62,10 @@ struct RankMetrics {
   double predicted_peak_activation_bytes = 0;
 };
 
-// The whole pipeline's bubble: 1 - (sum of compute) / (sum of step time) over ranks.
-double MeasuredBubble(const std::vector<RankMetrics>& ranks);
+// The whole pipeline's bubble as the simulator counts it: 1 - (sum of the ranks' compute) /
+// (ranks x pipeline_s), pipeline_s being the time from the first rank's start of the
+// pipeline to the last rank's end (Trainer::pipeline_s()).
+double MeasuredBubble(const std::vector<RankMetrics>& ranks, double pipeline_s);
 // The share of the ranks' step time blocked on messages in transit: sum of transfer_wait_s
 // over sum of step_s.
 double ExposedCommFraction(const std::vector<RankMetrics>& ranks);
@@ -105,6 +107,11 @@ class Trainer {
   // One-way seconds of one micro-batch's activation between neighbouring ranks, measured
   // when the trainer was built (MeasureHopLatency); 0 on one rank.
   double hop_s() const { return hop_s_; }
+  // Mean seconds from the first rank's start to the last rank's end of a step's pipeline
+  // (its makespan, comparable with the simulator's), over the steps after the first.
+  double pipeline_s() const {
+    return pipeline_total_s_ / static_cast<double>(std::max<int64_t>(measured_steps_, 1));
+  }
   // The simulator's timeline of one step under those measured costs. Collective.
   Timeline PredictedTimeline();
   // This rank's measured timeline of its last step, seconds since a clock origin all ranks
@@ -121,7 +128,8 @@ class Trainer {
   // The element-wise sum of `t` over the ranks (`t` itself with one rank). Collective.
   at::Tensor SumOverRanks(at::Tensor t);
   // Adds the step just recorded to the sums: per-op compute times, step stats, `comm`.
-  void Account(const CommBreakdown& comm);
+  // `pipeline_s`: this step's first start to last end of the pipeline over all ranks.
+  void Account(const CommBreakdown& comm, double pipeline_s);
   // Runs `mbs` through a forward-only program over this rank's stages (same placement).
   Executor::Inference Infer(const std::vector<MicroBatch>& mbs);
 
@@ -142,6 +150,8 @@ class Trainer {
   double hop_s_ = 0;
   std::map<std::pair<int, Op>, std::pair<double, int64_t>> op_time_;
   StepStats totals_;
+  double pipeline_total_s_ = 0;  // sum of the measured steps' pipeline_s
+  double clock_origin_ = 0;      // SharedClockOrigin
   CommBreakdown comm_totals_;
   int64_t steps_run_ = 0;       // by this process
   int64_t measured_steps_ = 0;  // of those, counted in the totals (all but the first)

@@ -66,7 +66,7 @@ TEST_F(TrainerTest, MeasuresWhereEachRanksTimeGoes) {
   c.pp = 2;
   c.schedule = "1f1b";
   std::vector<RankMetrics> ranks;
-  double predicted = -1;
+  double predicted = -1, pipeline_s = -1, hop_s = -1;
   size_t spans = 0;
   std::set<std::string> phases;
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
@@ -75,11 +75,19 @@ TEST_F(TrainerTest, MeasuresWhereEachRanksTimeGoes) {
     if (t.rank() == 0) {
       ranks = gathered;
       predicted = p;
+      pipeline_s = t.pipeline_s();
+      hop_s = t.hop_s();
       for (const Span& s : t.LastTimeline().spans) spans += s.kind == SpanKind::kRun;
       for (const Phase& p : t.LastTimeline().phases) phases.insert(p.name);
     }
   });
   ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_GT(hop_s, 0);
+  // The pipeline's makespan spans every rank's own step.
+  for (const RankMetrics& r : ranks) EXPECT_GE(pipeline_s, r.step_s) << r.rank;
+  const double bubble = MeasuredBubble(ranks, pipeline_s);
+  EXPECT_GT(bubble, 0);
+  EXPECT_LT(bubble, 1);
   for (const RankMetrics& r : ranks) {
     EXPECT_GT(r.compute_s, 0) << r.rank;
     EXPECT_LE(r.compute_s + r.comm_wait_s, r.step_s * 1.0001) << r.rank;
