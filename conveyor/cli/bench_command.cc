@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -426,12 +427,63 @@ void AddTrainMode(CLI::App& bench, const std::vector<std::string>& args, int* ex
 
 }  // namespace
 
+// `conveyor bench hop`: the one-way time of a message between neighbouring ranks, at the
+// sizes of a tiny activation, of the default GPT's (32 KiB) and of a larger one's (256 KiB).
+void AddHopMode(CLI::App& bench, const std::vector<std::string>& args, int* exit_code) {
+  struct HopFlags {
+    int pp = 2;
+    int round_trips = 200;
+    std::string format = "text";
+    std::string out;
+  };
+  auto flags = std::make_shared<HopFlags>();
+  CLI::App* cmd = bench.add_subcommand(
+      "hop", "one-way time of a message between neighbouring ranks (4 B, 32 KiB, 256 KiB)");
+  cmd->add_option("--pp,-p", flags->pp, "ranks (processes)")->capture_default_str();
+  cmd->add_option("--round-trips", flags->round_trips, "ping-pongs per pair and size (median)")
+      ->capture_default_str();
+  cmd->add_option("--format,-f", flags->format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--out,-o", flags->out, "write to this file instead of stdout");
+  cmd->callback([flags, args, exit_code] {
+    CONVEYOR_CHECK(flags->pp >= 2 && flags->pp <= 64)
+        << "--pp must be within [2, 64], got " << flags->pp;
+    CONVEYOR_CHECK(flags->round_trips >= 1 && flags->round_trips <= 100000)
+        << "--round-trips must be within [1, 100000], got " << flags->round_trips;
+    RanksOptions options;
+    options.nproc = flags->pp;
+    *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
+      const char* shm = std::getenv("CONVEYOR_SHM");
+      const std::string p2p = shm != nullptr && std::string(shm) == "0" ? "gloo" : "default";
+      nlohmann::json rows = nlohmann::json::array();
+      std::string text = "bytes        one hop us   (" + std::to_string(transport.world_size()) +
+                         " ranks, point-to-point: " + p2p + ")\n";
+      for (int64_t bytes : {int64_t{4}, int64_t{32} << 10, int64_t{256} << 10}) {
+        const double hop_s = MeasureHopLatency(transport, bytes, flags->round_trips);
+        rows.push_back({{"bytes", bytes},
+                        {"ranks", transport.world_size()},
+                        {"p2p", p2p},
+                        {"hop_us", 1e6 * hop_s}});
+        char line[64];
+        std::snprintf(line, sizeof line, "%-12lld %10.1f\n", static_cast<long long>(bytes),
+                      1e6 * hop_s);
+        text += line;
+      }
+      if (transport.rank() == 0) {
+        WriteOutput(flags->out, flags->format == "json" ? rows.dump(2) + "\n" : text);
+      }
+    });
+  });
+}
+
 void AddBenchCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code) {
   CLI::App* bench = app.add_subcommand("bench", "measure the runtime (processes over Gloo)");
   bench->require_subcommand(1);
   AddMode(*bench, /*overhead=*/false, args, exit_code);
   AddMode(*bench, /*overhead=*/true, args, exit_code);
   AddTrainMode(*bench, args, exit_code);
+  AddHopMode(*bench, args, exit_code);
 }
 
 }  // namespace conveyor::cli

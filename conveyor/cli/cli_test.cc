@@ -200,6 +200,18 @@ TEST(CliTest, BenchOverheadMeasuresTracingToo) {
   EXPECT_GT(rows[0]["traced_us_per_action"].get<double>(), 0);
 }
 
+TEST(CliTest, BenchHopMeasuresEachSize) {
+  const Result r = Conveyor("bench hop --pp 2 --round-trips 3 -f json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[2]["bytes"].get<int64_t>(), 256 << 10);
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["ranks"].get<int>(), 2);
+    EXPECT_GT(row["hop_us"].get<double>(), 0);
+  }
+}
+
 TEST(CliTest, BadInputGivesOneClearLineAndFails) {
   const std::pair<const char*, const char*> cases[] = {
       {"plan --pp 0", "0"},
@@ -220,6 +232,9 @@ TEST(CliTest, BadInputGivesOneClearLineAndFails) {
       {"generate --checkpoint /nonexistent", "/nonexistent"},
       {"bench train --schedules nope", "unknown schedule 'nope'"},
       {"bench train --heads 3", "multiple of heads (3)"},
+      {"bench hop --pp 1", "--pp must be within [2, 64], got 1"},
+      {"train --recompute some", "recompute must be none, full or selective"},
+      {"train --threads -2", "threads must be within [0, 1024]"},
   };
   for (const auto& [args, needle] : cases) {
     const Result r = Conveyor(args);

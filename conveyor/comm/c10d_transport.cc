@@ -70,6 +70,7 @@ void ConnectNcclPairs(c10d::ProcessGroupNCCL& nccl, int rank, int size) {
 std::shared_ptr<Backends> Connect(C10dWorld& world, const std::string& prefix,
                                   const GroupRanks& ranks) {
   auto backends = std::make_shared<Backends>();
+  ShmChannel::Background keep_moving = world.KeepShmMoving();
   try {
     auto options = c10d::ProcessGroupGloo::Options::create(world.options().transport.timeout);
     options->devices.push_back(GlooDevice(world.info().master_addr));
@@ -129,6 +130,52 @@ class C10dWork : public Work {
   std::string error_;
 };
 
+// A point-to-point operation through the shared-memory channel.
+class ShmWork : public Work {
+ public:
+  ShmWork(std::shared_ptr<C10dWorld> world, std::shared_ptr<ShmChannel::Op> op, std::string what)
+      : world_(std::move(world)), op_(std::move(op)), what_(std::move(what)) {}
+
+  void Wait() override {
+    if (state_ == State::kDone) return;
+    if (state_ == State::kFailed) throw CommError(error_);
+    ShmChannel::Outcome outcome = world_->shm()->Wait(*op_, world_->options().transport.timeout);
+    if (outcome.status == ShmChannel::Status::kDone) {
+      state_ = State::kDone;
+      return;
+    }
+    state_ = State::kFailed;
+    try {
+      switch (outcome.status) {
+        case ShmChannel::Status::kAborted:
+          throw CommError(what_ + " aborted: " + world_->abort().reason(), true);
+        case ShmChannel::Status::kTimedOut:
+          world_->Raise(what_, what_ + " timed out after " +
+                                   std::to_string(world_->options().transport.timeout.count()) +
+                                   " ms");
+        default:
+          world_->Raise(what_, what_ + " failed: " + outcome.detail);
+      }
+    } catch (const CommError& e) {
+      error_ = e.what();
+      throw;
+    }
+  }
+
+  bool IsCompleted() override {
+    if (state_ == State::kPending && world_->shm()->Test(*op_)) state_ = State::kDone;
+    return state_ == State::kDone;
+  }
+
+ private:
+  enum class State { kPending, kDone, kFailed };
+  std::shared_ptr<C10dWorld> world_;
+  std::shared_ptr<ShmChannel::Op> op_;  // stays posted in the channel when dropped
+  std::string what_;
+  State state_ = State::kPending;
+  std::string error_;
+};
+
 class C10dTransport : public Transport {
  public:
   C10dTransport(std::shared_ptr<C10dWorld> world, GroupRanks ranks, std::string prefix,
@@ -137,10 +184,16 @@ class C10dTransport : public Transport {
         ranks_(std::move(ranks)),
         prefix_(std::move(prefix)),
         is_world_(is_world),
-        backends_(Connect(*world_, prefix_, ranks_)) {}
+        backends_(Connect(*world_, prefix_, ranks_)) {
+    if (is_world_) world_->ConnectShm();
+  }
 
   ~C10dTransport() override {
-    if (is_world_) world_->Shutdown();
+    if (!is_world_) return;
+    if (world_->shm() && !world_->abort().triggered()) {
+      world_->shm()->Flush(world_->options().transport.timeout);  // dropped sends
+    }
+    world_->Shutdown();
   }
 
   int rank() const override { return ranks_.rank(); }
@@ -148,6 +201,15 @@ class C10dTransport : public Transport {
 
   std::shared_ptr<Work> Send(at::Tensor tensor, int dst, std::uint32_t tag) override {
     ranks_.CheckPeer("send", dst, tag);
+    if (UsesShm(tensor, dst)) {
+      std::string what = ranks_.Describe("send", "to", dst, tag);
+      ThrowIfAborted(what);
+      auto data = std::make_shared<at::Tensor>(tensor.contiguous());
+      const void* bytes = data->data_ptr();
+      const std::size_t nbytes = data->nbytes();
+      auto op = world_->shm()->Send(bytes, nbytes, dst, tag, std::move(data));
+      return std::make_shared<ShmWork>(world_, std::move(op), std::move(what));
+    }
     std::vector<at::Tensor> tensors = {tensor.contiguous()};
     return Post(ranks_.Describe("send", "to", dst, tag), tensors,
                 [&](ProcessGroupBase& pg) { return pg.send(tensors, dst, static_cast<int>(tag)); });
@@ -158,6 +220,13 @@ class C10dTransport : public Transport {
     std::string what = ranks_.Describe("recv", "from", src, tag);
     CONVEYOR_CHECK(buffer.defined() && buffer.is_contiguous())
         << what << ": the buffer must be a contiguous tensor";
+    if (UsesShm(buffer, src)) {
+      ThrowIfAborted(what);
+      void* bytes = buffer.data_ptr();
+      auto op = world_->shm()->Recv(bytes, buffer.nbytes(), src, tag,
+                                    std::make_shared<at::Tensor>(buffer));
+      return std::make_shared<ShmWork>(world_, std::move(op), std::move(what));
+    }
     std::vector<at::Tensor> tensors = {buffer};
     return Post(what, tensors,
                 [&](ProcessGroupBase& pg) { return pg.recv(tensors, src, static_cast<int>(tag)); });
@@ -184,6 +253,19 @@ class C10dTransport : public Transport {
  private:
   using Launch = std::function<c10::intrusive_ptr<c10d::Work>(ProcessGroupBase&)>;
 
+  // Whether a message of `tensor` to or from `peer` goes through shared memory: CPU tensors,
+  // the world transport only (its ranks are world ranks), a peer on this host.
+  bool UsesShm(const at::Tensor& tensor, int peer) const {
+    return is_world_ && world_->shm() && tensor.defined() && tensor.is_cpu() &&
+           world_->shm()->Reaches(peer);
+  }
+
+  void ThrowIfAborted(const std::string& what) {
+    if (world_->abort().triggered()) {
+      throw CommError(what + " aborted: " + world_->abort().reason(), true);
+    }
+  }
+
   // The process group for tensors on `tensor`'s device.
   ProcessGroupBase& Backend(const at::Tensor& tensor, const std::string& what) {
 #if CONVEYOR_HAS_NCCL
@@ -203,9 +285,7 @@ class C10dTransport : public Transport {
     ProcessGroupBase& pg = Backend(tensor, what);
     C10dOp op{{}, tensor, backends_, std::move(what), false};
     op.pollable = &pg != backends_->gloo.get();  // Gloo's point-to-point work has no future
-    if (world_->abort().triggered()) {
-      throw CommError(op.what + " aborted: " + world_->abort().reason(), true);
-    }
+    ThrowIfAborted(op.what);
     try {
       op.work = launch(pg);
     } catch (const std::exception& e) {

@@ -18,11 +18,23 @@
 // of operations that failed or were aborted are kept until the world is destroyed, since the
 // backend may still hold their addresses.
 //
+// Shared memory: between two ranks on the same host (same host name, boot id, PID namespace
+// and /dev/shm), Send and Recv of CPU tensors in the world transport go through a
+// ShmChannel (shm_channel.h) instead of Gloo: no thread hand-offs, and a send is complete
+// (IsCompleted() true, its tensor released) as soon as its bytes are in the ring. The hosts
+// are compared at connect time; a rank whose peer on the channel exits fails its waits on
+// that peer like a lost Gloo connection. Collectives, sub-groups (their point-to-point too)
+// and failure propagation stay on c10d. C10dOptions::shared_memory_p2p = false, or
+// CONVEYOR_SHM=0 in a rank's environment, keeps that rank on Gloo (CONVEYOR_SHM_SPIN_US
+// overrides C10dOptions::shm.spin). If setting up shared memory fails on any rank (e.g.
+// /dev/shm full), every rank stays on Gloo and rank 0 says why on stderr.
+//
 // Limits: Gloo point-to-point Work reports IsCompleted() only once Wait() returned. NCCL
 // ignores tags: between two ranks, CUDA messages must be posted in the same order on both
 // sides. Group creation waits for the members within the timeout but cannot be aborted early.
 //
-// Shutdown: destroying the world transport drains dropped sends and stops the watcher; rank 0
+// Shutdown: destroying the world transport drains dropped sends (shared-memory ones too:
+// until their bytes are in the ring, bounded by the timeout) and stops the watcher; rank 0
 // (which serves the store) then waits, up to the timeout, until every rank has done the same,
 // so no rank mistakes a normal exit of rank 0 for a failure.
 #ifndef CONVEYOR_COMM_C10D_TRANSPORT_H_
@@ -32,6 +44,7 @@
 #include <memory>
 
 #include "conveyor/comm/rendezvous.h"
+#include "conveyor/comm/shm_channel.h"
 #include "conveyor/comm/transport.h"
 
 namespace conveyor {
@@ -44,6 +57,9 @@ struct C10dOptions {
   // Also create an NCCL process group for CUDA tensors. Requires a libtorch built with
   // NCCL and the current CUDA device set to this rank's GPU before connecting.
   bool use_nccl = false;
+  // Point-to-point through shared memory between ranks on the same host (see above).
+  bool shared_memory_p2p = true;
+  ShmChannelOptions shm;
 };
 
 // Connects this process as rank info.rank of info.world_size. Blocks until every rank has

@@ -1,18 +1,25 @@
 // Real processes over Gloo on 127.0.0.1: each C10dTransportTest case launches this test
 // binary as N ranks (LaunchLocal, a free port) running one C10dWorker case, which skips
 // unless launched that way. A worker that fails an expectation exits non-zero, and the
-// launcher reports it.
+// launcher reports it. The ranks share this host, so their point-to-point traffic goes
+// through shared memory unless a test turns it off (CONVEYOR_SHM=0 in the environment also
+// does, for every test).
 #include "conveyor/comm/c10d_transport.h"
 
 #include <ATen/ATen.h>
+#include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <iostream>
+#include <set>
+#include <string_view>
 
 #include "conveyor/comm/launcher.h"
 
@@ -27,11 +34,16 @@ constexpr char kWorkerVariable[] = "CONVEYOR_C10D_TEST_WORKER";
 // Generous: failure propagation, not this timeout, is what must stop the ranks below.
 constexpr std::chrono::seconds kOpTimeout(60);
 
-LaunchResult LaunchWorkers(int nproc, const std::string& worker, bool stop_all_on_failure) {
+// Ranks whose world rank is listed in this variable ("0,2") connect with CONVEYOR_SHM=0.
+constexpr char kGlooRanksVariable[] = "CONVEYOR_C10D_TEST_GLOO_RANKS";
+
+LaunchResult LaunchWorkers(int nproc, const std::string& worker, bool stop_all_on_failure,
+                           const Environment& env = {}) {
   char self[PATH_MAX] = {};
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   EXPECT_GT(n, 0);
   LaunchOptions options;
+  options.extra_env = env;
   options.extra_env[kWorkerVariable] = "1";
   options.deadline = std::chrono::seconds(150);
   options.grace = std::chrono::seconds(2);
@@ -41,10 +53,17 @@ LaunchResult LaunchWorkers(int nproc, const std::string& worker, bool stop_all_o
 }
 
 std::unique_ptr<Transport> ConnectWorker() {
+  RendezvousInfo info = RendezvousFromEnvironment();
+  if (const char* gloo = std::getenv(kGlooRanksVariable)) {
+    std::string ranks = std::string(",") + gloo + ",";
+    if (ranks.find("," + std::to_string(info.rank) + ",") != std::string::npos) {
+      setenv("CONVEYOR_SHM", "0", 1);
+    }
+  }
   C10dOptions options;
   options.transport.timeout = kOpTimeout;
   options.failure_poll_interval = std::chrono::milliseconds(50);
-  return ConnectC10d(RendezvousFromEnvironment(), options);
+  return ConnectC10d(info, options);
 }
 
 #define SKIP_UNLESS_LAUNCHED()                       \
@@ -63,9 +82,84 @@ std::string WaitError(Work& work) {
   return "no error";
 }
 
+// The /dev/shm entries of conveyor's shared-memory segments.
+std::set<std::string> ShmEntries() {
+  std::set<std::string> names;
+  if (DIR* dir = opendir("/dev/shm")) {
+    while (dirent* entry = readdir(dir)) {
+      if (std::string_view(entry->d_name).starts_with("conveyor-")) names.insert(entry->d_name);
+    }
+    closedir(dir);
+  }
+  return names;
+}
+
+// Entries that exist now and did not exist in `before`, space-separated.
+std::string NewShmEntries(const std::set<std::string>& before) {
+  std::string added;
+  for (const std::string& name : ShmEntries()) {
+    if (!before.count(name)) added += name + " ";
+  }
+  return added;
+}
+
 TEST(C10dTransportTest, PointToPointCollectivesAndSubgroups) {
-  LaunchResult result = LaunchWorkers(4, "Exchange", true);
+  // Shared memory between all four, between none, and between 0 and 1 only.
+  for (const char* gloo_ranks : {"", "0,1,2,3", "2,3"}) {
+    LaunchResult result = LaunchWorkers(4, "Exchange", true, {{kGlooRanksVariable, gloo_ranks}});
+    EXPECT_TRUE(result.ok()) << "Gloo for ranks [" << gloo_ranks << "]: " << result.Report();
+  }
+}
+
+TEST(C10dTransportTest, SharedMemoryPointToPoint) {
+  std::set<std::string> before = ShmEntries();
+  LaunchResult result = LaunchWorkers(3, "SharedMemory", true);
   EXPECT_TRUE(result.ok()) << result.Report();
+  EXPECT_EQ(NewShmEntries(before), "");
+}
+
+TEST(C10dWorker, SharedMemory) {
+  SKIP_UNLESS_LAUNCHED();
+  std::unique_ptr<Transport> t = ConnectWorker();
+  const int me = t->rank();
+  const char* shm = std::getenv("CONVEYOR_SHM");
+  const bool gloo = shm != nullptr && std::string_view(shm) == "0";  // the large part still runs
+  // A send that fits in its ring is complete at once, before the peer posts anything.
+  if (me == 0) {
+    auto send = t->Send(at::full({8192}, 3.0), 1, 1);  // 32 KiB
+    if (!gloo) {
+      EXPECT_TRUE(send->IsCompleted());
+    }
+  }
+  t->Barrier();
+  if (me == 1) {
+    at::Tensor got = at::zeros({8192});
+    t->Recv(got, 0, 1)->Wait();
+    EXPECT_EQ(got[8191].item<float>(), 3.0f);
+  }
+  // Messages several times larger than a ring (4 MiB), both ways at once between 0 and 1,
+  // and one from 2 whose handle is dropped and whose receive is posted after a barrier.
+  const int64_t big = 5 << 20;  // floats: 20 MiB
+  if (me < 2) {
+    at::Tensor mine = at::arange(big, at::kFloat) + me;
+    at::Tensor got = at::empty({big});
+    auto recv = t->Recv(got, 1 - me, 2);
+    auto send = t->Send(mine, 1 - me, 2);
+    recv->Wait();
+    send->Wait();
+    EXPECT_TRUE(got.equal(at::arange(big, at::kFloat) + (1 - me)));
+  } else {
+    t->Send(at::full({big}, 2.5), 0, 3);  // dropped: still delivered
+  }
+  t->Barrier();
+  if (me == 0) {
+    at::Tensor got = at::zeros({big});
+    t->Recv(got, 2, 3)->Wait();
+    EXPECT_EQ(got.sum().item<double>(), 2.5 * big);
+  }
+  std::vector<at::Tensor> one = {at::ones({1})};
+  t->AllReduceSum(one);
+  EXPECT_EQ(one[0].item<float>(), 3.0f);
 }
 
 TEST(C10dWorker, Exchange) {
@@ -122,7 +216,9 @@ TEST(C10dWorker, Exchange) {
 }
 
 TEST(C10dTransportTest, KilledRankAbortsEveryPendingWait) {
+  std::set<std::string> before = ShmEntries();
   LaunchResult result = LaunchWorkers(4, "KilledRank", /*stop_all_on_failure=*/false);
+  EXPECT_EQ(NewShmEntries(before), "") << "a killed rank leaves nothing in /dev/shm";
   EXPECT_EQ(result.failed_rank, 1) << result.Report();
   ASSERT_EQ(result.ranks.size(), 4u);
   EXPECT_EQ(result.ranks[1].signal, SIGKILL);

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <string_view>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
 
@@ -27,6 +30,25 @@ c10::intrusive_ptr<c10d::Store> ConnectStore(const RendezvousInfo& info, bool co
   if (count) options.numWorkers = info.world_size;
   return c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
 }
+
+// ShmChannel's view of the world's store.
+class ShmStore : public ShmChannel::Store {
+ public:
+  explicit ShmStore(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
+  void Set(const std::string& key, const std::string& value) override {
+    store_->set(key, std::vector<std::uint8_t>(value.begin(), value.end()));
+  }
+  std::string Get(const std::string& key) override {
+    std::vector<std::uint8_t> value = store_->get(key);
+    return std::string(value.begin(), value.end());
+  }
+  std::int64_t Add(const std::string& key, std::int64_t delta) override {
+    return store_->add(key, delta);
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+};
 
 }  // namespace
 
@@ -59,6 +81,38 @@ C10dWorld::~C10dWorld() {
   cv_.notify_all();
   if (drainer_.joinable()) drainer_.join();
   if (watcher_.joinable()) watcher_.join();
+}
+
+void C10dWorld::ConnectShm() {
+  const char* env = std::getenv("CONVEYOR_SHM");
+  const bool off =
+      env != nullptr && (std::string_view(env) == "0" || std::string_view(env) == "off" ||
+                         std::string_view(env) == "false");
+  // Every rank takes part, an opted-out one with an empty host, so that all agree.
+  const std::string host =
+      options_.shared_memory_p2p && !off ? ShmChannel::HostIdentity() : std::string();
+  ShmChannelOptions shm_options = options_.shm;
+  if (const char* spin = std::getenv("CONVEYOR_SHM_SPIN_US")) {
+    shm_options.spin = std::chrono::microseconds(std::atoll(spin));  // for measurements
+  }
+  ShmStore store(store_);
+  std::string why;
+  try {
+    shm_ =
+        ShmChannel::Connect(info_.rank, info_.world_size, host, store, abort_, shm_options, &why);
+  } catch (const Error&) {
+    throw;  // conveyor's own: already a CommError, or a bad option
+  } catch (const std::exception& e) {
+    std::string what = self_ + ": setting up shared memory";
+    Raise(what, what + " failed: " + Brief(e));
+  }
+  if (!why.empty() && info_.rank == 0) {
+    std::cerr << "conveyor: shared-memory point-to-point is off, using Gloo: " << why << std::endl;
+  }
+}
+
+ShmChannel::Background C10dWorld::KeepShmMoving() {
+  return shm_ ? shm_->KeepMoving() : ShmChannel::Background();
 }
 
 void C10dWorld::Fail(const std::string& reason) noexcept {
@@ -151,6 +205,7 @@ bool C10dWorld::AwaitFuture(const C10dOp& op) {
 }
 
 void C10dWorld::Wait(const C10dOp& op) {
+  ShmChannel::Background keep_moving = KeepShmMoving();
   const std::chrono::milliseconds timeout = options_.transport.timeout;
   bool ok = false;
   bool timed_out = false;  // set by the timer under mutex_; read after CancelTimer

@@ -1,9 +1,11 @@
 // C10dWorld: the per-process state shared by a c10d world transport and its sub-groups: the
 // rendezvous store, failure detection (AbortSignal + store watcher), the drain thread for
-// dropped operations, and the one function that waits on a c10d operation. Private to
-// c10d_transport.cc; the only header of conveyor that includes c10d.
+// dropped operations, the shared-memory channel to the ranks on this host (if any), and the
+// one function that waits on a c10d operation. Private to c10d_transport.cc; the only header
+// of conveyor that includes c10d.
 //
-// Thread-safety: every member may be called from any thread.
+// Thread-safety: every member may be called from any thread, except ConnectShm (once, by the
+// world transport's constructor, before any operation).
 #ifndef CONVEYOR_COMM_C10D_WORLD_H_
 #define CONVEYOR_COMM_C10D_WORLD_H_
 
@@ -23,6 +25,7 @@
 
 #include "conveyor/comm/abort_signal.h"
 #include "conveyor/comm/c10d_transport.h"
+#include "conveyor/comm/shm_channel.h"
 
 namespace conveyor {
 
@@ -49,6 +52,18 @@ class C10dWorld {
   const C10dOptions& options() const { return options_; }
   const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
   AbortSignal& abort() { return *abort_; }
+
+  // Sets up the shared-memory channel (collective over the world's store; see
+  // ShmChannel::Connect), unless options().shared_memory_p2p is false or the environment has
+  // CONVEYOR_SHM=0 (CONVEYOR_SHM_SPIN_US overrides options().shm.spin, for measurements).
+  // Throws CommError when a rank does not take part in time.
+  void ConnectShm();
+  // The channel to the ranks on this host; nullptr when there is none.
+  const std::shared_ptr<ShmChannel>& shm() const { return shm_; }
+  // While the returned guard lives, the shared-memory channel progresses on its helper
+  // thread: for every blocking call outside it (a c10d operation, creating a process group),
+  // so that a large shared-memory message cannot deadlock against it.
+  ShmChannel::Background KeepShmMoving();
 
   // Publishes `reason` to every rank unless another failure was published first, and aborts
   // this process's waits with whichever came first. Never throws.
@@ -88,6 +103,7 @@ class C10dWorld {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Store> watch_store_;  // the watcher's own connection
   std::shared_ptr<AbortSignal> abort_;
+  std::shared_ptr<ShmChannel> shm_;
 
   std::mutex mutex_;
   std::condition_variable cv_;
