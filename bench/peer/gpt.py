@@ -33,7 +33,7 @@ per rank); interleaved-1f1b = ScheduleInterleaved1F1B, looped-bfs = ScheduleLoop
 interleaved-zb = ScheduleInterleavedZeroBubble (two stages per rank, rank r holding r and
 r + pp); zb-v = ScheduleZBVZeroBubble (two stages per rank in V placement: r and
 2 pp - 1 - r). Every PipelineStage gets input_args / output_args (meta tensors of one
-micro-batch), so no shape inference runs.
+micro-batch), so no shape inference runs (--shape-inference runtime: none given).
 
 --p2p-fix: PyTorch 2.6's schedules._batch_p2p returns `dist.batch_isend_irecv(ops).pop()`,
 the last of the Works. NCCL coalesces a batch into one Work, but Gloo returns one Work per
@@ -123,6 +123,10 @@ def parse_args(argv):
     p.add_argument("--comm-timeout", type=float, default=1800,
                    help="Gloo's own timeout for any wait, seconds")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")
+    p.add_argument("--shape-inference", default="static", choices=["static", "runtime"],
+                   help="static: give every PipelineStage input_args / output_args (meta "
+                   "tensors of one micro-batch); runtime: give none, PyTorch infers the shapes "
+                   "in the first step")
     a = p.parse_args(argv)
     problems = []
     if a.pp < 1:
@@ -134,7 +138,7 @@ def parse_args(argv):
     if a.microbatches < 1 or a.batch_size < a.microbatches:
         problems.append(f"--batch-size ({a.batch_size}) must be at least --microbatches "
                         f"({a.microbatches}) >= 1")
-    elif a.batch_size % a.microbatches:
+    elif a.batch_size % a.microbatches and a.shape_inference == "static":
         problems.append(f"--batch-size ({a.batch_size}) must be a multiple of --microbatches "
                         f"({a.microbatches}): stages get one fixed micro-batch shape")
     if a.steps < 1:
@@ -527,9 +531,12 @@ def run_rank(a, rank, world, result_path, progress_path):
     for s in mine:
         module = StageModule(a, *ranges[s])
         modules.append(module)
-        stages.append(pipelining.PipelineStage(
-            module, s, num_stages, torch.device("cpu"),
-            input_args=(boundary(s),), output_args=(output(s),)))
+        if a.shape_inference == "static":
+            stages.append(pipelining.PipelineStage(
+                module, s, num_stages, torch.device("cpu"),
+                input_args=(boundary(s),), output_args=(output(s),)))
+        else:
+            stages.append(pipelining.PipelineStage(module, s, num_stages, torch.device("cpu")))
 
     tokens = a.batch_size * a.seq_len  # every target counts (no padding in train batches)
 
