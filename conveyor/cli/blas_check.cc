@@ -7,10 +7,10 @@
 
 namespace conveyor::cli {
 
-std::string LoadedBlas() {
-  void* gemm = dlsym(RTLD_DEFAULT, "dgemm_");
+std::string LoadedBlas(const char* symbol) {
+  void* address = dlsym(RTLD_DEFAULT, symbol);
   Dl_info info;
-  if (gemm == nullptr || dladdr(gemm, &info) == 0 || info.dli_fname == nullptr) return "";
+  if (address == nullptr || dladdr(address, &info) == 0 || info.dli_fname == nullptr) return "";
   std::error_code error;
   const std::filesystem::path real = std::filesystem::canonical(info.dli_fname, error);
   return error ? std::string(info.dli_fname) : real.string();
@@ -36,7 +36,11 @@ std::string BlasWarning(const std::string& path) {
 }
 
 void WarnAboutBlas() {
-  const std::string warning = BlasWarning(LoadedBlas());
+  // The product libtorch calls (the reference BLAS wins when it is loaded first), then the
+  // OpenBLAS core that Debian's OpenBLAS libblas.so.3 may take its kernels from (whichever
+  // libopenblas.so.0 the alternatives select).
+  std::string warning = BlasWarning(LoadedBlas("dgemm_"));
+  if (warning.empty()) warning = BlasWarning(LoadedBlas("openblas_get_config"));
   if (!warning.empty()) std::cerr << "conveyor: warning: " << warning << "\n";
 }
 

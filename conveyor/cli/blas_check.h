@@ -10,9 +10,9 @@
 
 namespace conveyor::cli {
 
-// The file (symbolic links resolved) that defines the BLAS matrix product `dgemm_` this
-// process calls, or "" when none is loaded.
-std::string LoadedBlas();
+// The file (symbolic links resolved) that defines `symbol` in this process ("dgemm_": the
+// matrix product libtorch calls; "openblas_get_config": OpenBLAS's core), "" when none does.
+std::string LoadedBlas(const char* symbol);
 
 // The warning for the BLAS at `path` (from LoadedBlas), or "" when it is a good choice.
 // Debian's reference BLAS is a libblas.so* in a directory named "blas"
@@ -20,7 +20,8 @@ std::string LoadedBlas();
 // "openblas-pthread".
 std::string BlasWarning(const std::string& path);
 
-// Prints BlasWarning(LoadedBlas()) to stderr, if any, as one line. Never throws.
+// Prints the warning for the loaded BLAS (dgemm_'s library, then OpenBLAS's core) to
+// stderr, if any, as one line. Never throws.
 void WarnAboutBlas();
 
 }  // namespace conveyor::cli
