@@ -1,6 +1,5 @@
 #include "conveyor/comm/shm_channel.h"
 
-#include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
@@ -20,6 +19,7 @@
 #include <sstream>
 #include <utility>
 
+#include "conveyor/comm/shm_segment.h"
 #include "conveyor/common/error.h"
 
 namespace conveyor {
@@ -27,34 +27,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::uint64_t kSegmentMagic = 0x636f6e7665796f72;  // "conveyor"
 constexpr std::uint32_t kMessageMagic = 0x6d736721;
-constexpr std::size_t kSegmentHeaderBytes = 4096;
-constexpr std::size_t kControlBytes = 256;
 constexpr std::uint64_t kChunk = 64 << 10;  // bytes copied between publications
 constexpr auto kSleepSlice = std::chrono::milliseconds(10);
 constexpr char kPrefix[] = "conveyor/shm/";
-
-// The first page of a segment. Written once by its creator, except the two atomics.
-struct SegmentHeader {
-  std::uint64_t magic;
-  std::uint64_t ring_bytes;
-  std::uint64_t rings;
-  alignas(64) std::uint32_t doorbell;  // futex word: bumped to wake the segment's owner
-  alignas(64) std::uint32_t waiters;   // threads of the owner sleeping (or about to)
-};
-
-// The control block before each ring's bytes. head: bytes ever written (producer), tail:
-// bytes ever read (consumer), want_space: the producer is blocked on a full ring.
-struct RingControl {
-  alignas(64) std::uint64_t head;
-  alignas(64) std::uint64_t tail;
-  alignas(64) std::uint32_t want_space;
-};
-static_assert(sizeof(SegmentHeader) <= kSegmentHeaderBytes);
-static_assert(sizeof(RingControl) <= kControlBytes);
-static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free);
-static_assert(std::atomic_ref<std::uint32_t>::is_always_lock_free);
 
 struct MessageHeader {
   std::uint32_t magic;
@@ -87,79 +63,7 @@ void FutexWakeAll(std::uint32_t* word) {
   syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-std::string SystemError(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-std::size_t SegmentBytes(std::size_t rings, std::size_t ring_bytes) {
-  return kSegmentHeaderBytes + rings * (kControlBytes + ring_bytes);
-}
-
-std::string SegmentName(const std::string& run, int rank) {
-  return "/conveyor-" + run + "-" + std::to_string(rank);
-}
-
 }  // namespace
-
-// One mapped shared-memory segment; the creator unlinks it at the latest when destroyed.
-struct ShmChannel::Segment {
-  std::string name;
-  std::byte* base = nullptr;
-  std::size_t bytes = 0;
-  bool linked = false;
-
-  Segment() = default;
-  Segment(const Segment&) = delete;
-  Segment& operator=(const Segment&) = delete;
-  ~Segment() {
-    if (base != nullptr) munmap(base, bytes);
-    Unlink();
-  }
-  void Unlink() {
-    if (linked) shm_unlink(name.c_str());
-    linked = false;
-  }
-
-  // Creates (O_EXCL) and sizes, or opens, a segment of `bytes` and maps it; throws
-  // std::runtime_error with the reason.
-  static std::unique_ptr<Segment> Map(const std::string& name, std::size_t bytes, bool create) {
-    auto segment = std::make_unique<Segment>();
-    segment->name = name;
-    int fd = shm_open(name.c_str(), create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
-    if (fd < 0) throw std::runtime_error(SystemError("shm_open " + name));
-    segment->linked = create;
-    int rc = 0;
-    if (create) {
-      // posix_fallocate reserves the pages now: tmpfs running out later would be a SIGBUS.
-      rc = ftruncate(fd, static_cast<off_t>(bytes)) == 0
-               ? posix_fallocate(fd, 0, static_cast<off_t>(bytes))
-               : errno;
-    } else {
-      struct stat st {};
-      if (fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != bytes) rc = EINVAL;
-    }
-    // MAP_POPULATE: page faults on the rings would cost a first pass through them ~10x.
-    void* base =
-        rc == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0)
-                : MAP_FAILED;
-    if (base == MAP_FAILED && rc == 0) rc = errno;
-    close(fd);
-    if (rc != 0) {
-      throw std::runtime_error((create ? "reserving " : "mapping ") + std::to_string(bytes) +
-                               " bytes of " + name + " in /dev/shm: " + std::strerror(rc));
-    }
-    segment->base = static_cast<std::byte*>(base);
-    segment->bytes = bytes;
-    return segment;
-  }
-
-  SegmentHeader& header() { return *reinterpret_cast<SegmentHeader*>(base); }
-  RingControl& control(std::size_t slot, std::size_t ring_bytes) {
-    return *reinterpret_cast<RingControl*>(base + kSegmentHeaderBytes +
-                                           slot * (kControlBytes + ring_bytes));
-  }
-  std::byte* data(std::size_t slot, std::size_t ring_bytes) {
-    return reinterpret_cast<std::byte*>(&control(slot, ring_bytes)) + kControlBytes;
-  }
-};
 
 struct ShmChannel::Op {
   Op(bool is_send, int peer_rank, std::uint32_t message_tag, std::byte* bytes, std::uint64_t n,
@@ -193,28 +97,6 @@ struct Stashed {
   bool complete = false;
 };
 
-// A view of one ring in a mapped segment.
-struct RingView {
-  RingControl* control = nullptr;
-  std::byte* data = nullptr;
-  std::uint64_t capacity = 0;
-
-  void CopyIn(std::uint64_t position, const std::byte* from, std::uint64_t n) {
-    if (n == 0) return;
-    std::uint64_t offset = position % capacity;
-    std::uint64_t first = std::min(n, capacity - offset);
-    std::memcpy(data + offset, from, first);
-    std::memcpy(data, from + first, n - first);
-  }
-  void CopyOut(std::uint64_t position, std::byte* to, std::uint64_t n) const {
-    if (n == 0) return;
-    std::uint64_t offset = position % capacity;
-    std::uint64_t first = std::min(n, capacity - offset);
-    std::memcpy(to, data + offset, first);
-    std::memcpy(to + first, data, n - first);
-  }
-};
-
 }  // namespace
 
 // The message being read from a peer's ring: into a receive, a stash entry, or nowhere
@@ -232,12 +114,12 @@ struct ShmChannel::Peer {
   pid_t pid = 0;
   int pidfd = -1;
   bool exited = false;
-  std::unique_ptr<Segment> segment;  // the peer's: its doorbell, our ring to it
-  RingView out;                      // in the peer's segment
-  RingView in;                       // in ours
-  std::uint64_t out_head = 0;        // our copy of out.head (we are its only writer)
-  std::uint64_t out_tail = 0;        // last tail seen
-  std::uint64_t in_tail = 0;         // our copy of in.tail (we are its only reader)
+  std::unique_ptr<ShmSegment> segment;  // the peer's: its doorbell, our ring to it
+  ShmRing out;                          // in the peer's segment
+  ShmRing in;                           // in ours
+  std::uint64_t out_head = 0;           // our copy of out.head (we are its only writer)
+  std::uint64_t out_tail = 0;           // last tail seen
+  std::uint64_t in_tail = 0;            // our copy of in.tail (we are its only reader)
   std::deque<std::shared_ptr<Op>> sends;
   std::map<std::uint32_t, std::deque<std::shared_ptr<Op>>> posted;
   std::map<std::uint32_t, std::deque<std::shared_ptr<Stashed>>> stash;
@@ -348,7 +230,7 @@ std::shared_ptr<ShmChannel> ShmChannel::Connect(int rank, int world_size, const 
     store.Get(k + "agreed");
   } catch (...) {
     // Giving up (a rank did not arrive): unlink every segment here, a dead rank's included.
-    for (int r : local) shm_unlink(SegmentName(run, r).c_str());
+    for (int r : local) shm_unlink(ShmSegment::Name(run, r).c_str());
     throw;
   }
   if (channel->own_) channel->own_->Unlink();
@@ -368,16 +250,16 @@ std::string ShmChannel::MapSegments(int rank, const std::vector<int>& local,
   const std::string k = kPrefix;
   std::string error;
   const std::size_t rings = local.size() - 1;
-  const std::size_t bytes = SegmentBytes(rings, options.ring_bytes);
+  const std::size_t bytes = ShmSegment::Bytes(rings, options.ring_bytes);
   // The slot of `sender` in the segment of `receiver`: senders in rank order.
   auto slot = [&](int receiver, int sender) {
     auto at = std::find(local.begin(), local.end(), sender) - local.begin();
     return static_cast<std::size_t>(at - (sender > receiver ? 1 : 0));
   };
   try {
-    own_ = Segment::Map(SegmentName(run, rank), bytes, /*create=*/true);
-    SegmentHeader& h = own_->header();
-    h.magic = kSegmentMagic;
+    own_ = ShmSegment::Map(ShmSegment::Name(run, rank), bytes, /*create=*/true);
+    ShmSegmentHeader& h = own_->header();
+    h.magic = ShmSegmentHeader::kMagic;
     h.ring_bytes = options.ring_bytes;
     h.rings = rings;
   } catch (const std::exception& e) {
@@ -398,9 +280,10 @@ std::string ShmChannel::MapSegments(int rank, const std::vector<int>& local,
 #ifdef SYS_pidfd_open
       peer->pidfd = static_cast<int>(syscall(SYS_pidfd_open, peer->pid, 0));
 #endif
-      peer->segment = Segment::Map(SegmentName(run, r), bytes, /*create=*/false);
-      const SegmentHeader& h = peer->segment->header();
-      if (h.magic != kSegmentMagic || h.ring_bytes != options.ring_bytes || h.rings != rings) {
+      peer->segment = ShmSegment::Map(ShmSegment::Name(run, r), bytes, /*create=*/false);
+      const ShmSegmentHeader& h = peer->segment->header();
+      if (h.magic != ShmSegmentHeader::kMagic || h.ring_bytes != options.ring_bytes ||
+          h.rings != rings) {
         throw std::runtime_error("the segment of rank " + std::to_string(r) +
                                  " has another layout");
       }
@@ -478,8 +361,8 @@ bool ShmChannel::Progress(bool stash) {
 }
 
 bool ShmChannel::Push(Peer& peer) {
-  RingView& ring = peer.out;
-  RingControl& control = *ring.control;
+  ShmRing& ring = peer.out;
+  ShmRingControl& control = *ring.control;
   bool moved = false;
   bool rung = false;
   while (!peer.sends.empty()) {
@@ -530,8 +413,8 @@ bool ShmChannel::Push(Peer& peer) {
 }
 
 bool ShmChannel::Drain(Peer& peer, bool stash) {
-  RingView& ring = peer.in;
-  RingControl& control = *ring.control;
+  ShmRing& ring = peer.in;
+  ShmRingControl& control = *ring.control;
   std::uint64_t head = Atomic(control.head).load(std::memory_order_acquire);
   bool moved = false;
   auto release = [&](bool final) {
@@ -612,7 +495,7 @@ bool ShmChannel::Alive(Peer& peer) {
 }
 
 void ShmChannel::Ring(Peer& peer) {
-  SegmentHeader& h = peer.segment->header();
+  ShmSegmentHeader& h = peer.segment->header();
   // Pairs with the fence in Sleep: either the peer sees our bytes, or we see it waiting.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (Atomic(h.waiters).load(std::memory_order_relaxed) == 0) return;
@@ -622,13 +505,13 @@ void ShmChannel::Ring(Peer& peer) {
 
 void ShmChannel::WakeSelf() {
   if (!own_) return;
-  SegmentHeader& h = own_->header();
+  ShmSegmentHeader& h = own_->header();
   Atomic(h.doorbell).fetch_add(1, std::memory_order_seq_cst);
   FutexWakeAll(&h.doorbell);
 }
 
 void ShmChannel::Sleep(std::unique_lock<std::mutex>& lock, Clock::time_point deadline) {
-  SegmentHeader& h = own_->header();
+  ShmSegmentHeader& h = own_->header();
   Atomic(h.waiters).fetch_add(1, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const std::uint32_t seen = Atomic(h.doorbell).load(std::memory_order_acquire);

@@ -54,6 +54,8 @@
 
 namespace conveyor {
 
+class ShmSegment;
+
 struct ShmChannelOptions {
   // Bytes of each ring (one per ordered pair of ranks on the host); a multiple of 64, at
   // least 4096. A rank reserves (local ranks - 1) rings in /dev/shm.
@@ -158,7 +160,6 @@ class ShmChannel : public std::enable_shared_from_this<ShmChannel> {
   [[nodiscard]] Background KeepMoving();
 
  private:
-  struct Segment;
   struct Peer;
   struct Incoming;
 
@@ -185,7 +186,7 @@ class ShmChannel : public std::enable_shared_from_this<ShmChannel> {
   std::chrono::microseconds spin_{0};
   std::shared_ptr<AbortSignal> abort_;
   AbortSignal::Subscription wake_on_abort_;
-  std::unique_ptr<Segment> own_;
+  std::unique_ptr<ShmSegment> own_;
   std::map<int, std::unique_ptr<Peer>> peers_;  // by world rank
 
   std::mutex mutex_;  // guards everything below and the state of peers_
