@@ -7,7 +7,10 @@ The main table has one row per size, pp and schedule: conveyor against PyTorch 2
 P2P fix (or as packaged where only that ran), median step time, tokens/s, the largest
 per-rank peak RSS / peak private / peak anonymous memory, the ratios conveyor / PyTorch
 (time: median step; memory: sums over the ranks), whether each loss falls, the largest
-difference between the two loss curves, and what the packaged PyTorch did. --runs adds one row per run (every repeat and variant).
+difference between the two loss curves, and what the packaged PyTorch did. "floor c/p" is
+the fastest step the schedule allows with conveyor's measured stage costs (the simulator's
+makespan plus the optimizer) over PyTorch's step: a time ratio cannot go below it without
+faster kernels. --runs adds one row per run (every repeat and variant).
 """
 
 import argparse
@@ -52,11 +55,11 @@ def falls(row):
 def main_table(data):
     """The table, and the distinct errors under it."""
     lines = [
-        "| size | pp | schedule | conveyor ms/step | PyTorch ms/step | time c/p "
+        "| size | pp | schedule | conveyor ms/step | PyTorch ms/step | time c/p | floor c/p "
         "| conveyor tok/s | PyTorch tok/s | peak RSS MiB/rank c / p | peak private MiB/rank c / p "
         "| peak anon MiB/rank c / p | RSS c/p | private c/p | anon c/p | loss falls c / p "
         "| max loss diff | PyTorch 2.6 as packaged |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|",
     ]
     notes = []  # distinct error texts, numbered
 
@@ -88,7 +91,7 @@ def main_table(data):
     for row in data["comparisons"]:
         if row.get("status") == "n/a":
             lines.append(f"| {row['size']} | {row['pp']} | {row['schedule']} | n/a | n/a | "
-                         f"| | | | | | | | | | | not possible: {row['reason']} |")
+                         f"| | | | | | | | | | | | not possible: {row['reason']} |")
             continue
         c, fixed, packaged = (detail(row, k, row[k]) for k in (
             "conveyor", "pytorch_p2p_fix", "pytorch_packaged"))
@@ -104,6 +107,7 @@ def main_table(data):
             cell(c, lambda r: fmt_ms(r["median_step_s"])),
             cell(ref, lambda r: fmt_ms(r["median_step_s"]) + ref_mark),
             f"{row['time_ratio']:.2f}" if "time_ratio" in row else "",
+            f"{row['floor_ratio']:.2f}" if "floor_ratio" in row else "",
             cell(c, lambda r: f"{r['tokens_per_s']:.0f}"),
             cell(ref, lambda r: f"{r['tokens_per_s']:.0f}"),
             f"{fmt_mib(c.get('peak_rss_mib'))} / {fmt_mib(ref.get('peak_rss_mib'))}"

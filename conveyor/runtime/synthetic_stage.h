@@ -1,6 +1,7 @@
 // A stage whose forward, backward-for-inputs and backward-for-weights each take a fixed
-// time without using the CPU (they sleep), to check the executor against the simulator with
-// many ranks on few cores, and to measure the executor's own overhead (zero times).
+// time almost without using the CPU (they sleep, and yield for the last 0.3 ms so as not to
+// overshoot), to check the executor against the simulator with many ranks on few cores, and
+// to measure the executor's own overhead (zero times).
 //
 // Activations are (n, T, 1) floats: the first stage turns token ids into them. The last
 // stage's loss is the sum of its output. A weight of one element gets a real gradient, so
