@@ -180,11 +180,15 @@ std::string ShmChannel::HostIdentity() {
   gethostname(host, sizeof(host) - 1);
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  char pid_ns[128] = {};
-  ssize_t n = readlink("/proc/self/ns/pid", pid_ns, sizeof(pid_ns) - 1);
-  if (n < 0) pid_ns[0] = '\0';
+  auto name_space = [](const char* path) {
+    char target[128] = {};
+    return readlink(path, target, sizeof(target) - 1) < 0 ? std::string() : std::string(target);
+  };
+  // The network namespace too: ranks in different ones (containers, or the simulated nodes
+  // of the fault tests) talk over the network even when they could share memory.
   std::ostringstream id;
-  id << host << '|' << boot << '|' << pid_ns << "|shm dev " << st.st_dev;
+  id << host << '|' << boot << '|' << name_space("/proc/self/ns/pid") << '|'
+     << name_space("/proc/self/ns/net") << "|shm dev " << st.st_dev;
   return id.str();
 }
 

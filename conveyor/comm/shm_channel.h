@@ -121,8 +121,8 @@ class ShmChannel : public std::enable_shared_from_this<ShmChannel> {
                                              Store& store, std::shared_ptr<AbortSignal> abort,
                                              const ShmChannelOptions& options, std::string* why);
 
-  // This host and shared-memory namespace: host name, boot id, PID namespace and the device
-  // of /dev/shm ("" when /dev/shm is unusable).
+  // This host and shared-memory namespace: host name, boot id, PID and network namespaces
+  // and the device of /dev/shm ("" when /dev/shm is unusable).
   static std::string HostIdentity();
 
   ~ShmChannel();

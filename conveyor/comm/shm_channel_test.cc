@@ -119,6 +119,8 @@ void ExpectDone(ShmChannel& channel, ShmChannel::Op& op) {
 TEST(ShmChannelTest, HostIdentityIsStable) {
   EXPECT_FALSE(ShmChannel::HostIdentity().empty());
   EXPECT_EQ(ShmChannel::HostIdentity(), ShmChannel::HostIdentity());
+  // Ranks in other network namespaces count as other hosts.
+  EXPECT_NE(ShmChannel::HostIdentity().find("net:["), std::string::npos);
 }
 
 TEST(ShmChannelTest, ReachesOnlyRanksOnTheSameHost) {
