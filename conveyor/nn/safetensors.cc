@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -80,8 +81,13 @@ Entry ParseEntry(const std::string& name, const Json& j, const std::string& wher
                                    << " (supported: " << SupportedDtypes() << ")";
   e.type = found->type;
   uint64_t bytes = at::elementSize(e.type);
+  // The dimensions' product with zeros counted as ones: a tensor's strides, which must fit
+  // in int64_t even when the tensor is empty (so must each dimension).
+  uint64_t extent = 1;
   for (uint64_t dim : Sizes(j["shape"], "shape", at)) {
-    CONVEYOR_CHECK(!__builtin_mul_overflow(bytes, dim, &bytes))
+    CONVEYOR_CHECK(!__builtin_mul_overflow(bytes, dim, &bytes) &&
+                   !__builtin_mul_overflow(extent, std::max<uint64_t>(dim, 1), &extent) &&
+                   extent <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
         << at << "shape " << j["shape"].dump() << " is too large";
     e.shape.push_back(static_cast<int64_t>(dim));
   }

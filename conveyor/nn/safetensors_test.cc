@@ -189,6 +189,22 @@ TEST_F(SafetensorsTest, RefusesBadEntries) {
                 "other than 0 and 1");
 }
 
+// Found while writing fuzz/safetensors_fuzzer (which then crashed on it): an empty tensor (a
+// zero dimension, so no bytes) whose other dimensions do not fit in int64_t reached at::empty
+// as a negative size, or as strides that overflow, and libtorch threw its own error.
+TEST_F(SafetensorsTest, RefusesEmptyTensorsWithHugeDimensions) {
+  for (const std::string shape :
+       {"[0,18446744073709551615]", "[9223372036854775808,0]", "[0,4294967296,4294967296]"}) {
+    const std::string header =
+        R"({"e":{"dtype":"F32","shape":)" + shape + R"(,"data_offsets":[0,0]}})";
+    ExpectRefused(Compose(header, ""), "shape " + shape + " is too large");
+  }
+  // The largest shape that still fits, empty: accepted.
+  const SafetensorsFile file = LoadSafetensors(WriteBytes(Compose(
+      R"({"e":{"dtype":"F32","shape":[0,9223372036854775807],"data_offsets":[0,0]}})", "")));
+  EXPECT_EQ(file.tensors.at("e").numel(), 0);
+}
+
 TEST_F(SafetensorsTest, RefusesBadLayouts) {
   const std::string a = R"("a":{"dtype":"F32","shape":[1],"data_offsets":)";
   const std::string b = R"("b":{"dtype":"F32","shape":[1],"data_offsets":)";

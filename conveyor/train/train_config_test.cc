@@ -47,6 +47,27 @@ TEST(TrainConfigTest, BadFilesNameTheProblem) {
   expect_error("pp = 4\npp = 5\n", "line");
 }
 
+// Found by fuzz/train_config_fuzzer: where toml++ 3.3.0 looks for whitespace, some non-ASCII
+// characters (U+00A1 to U+0499 but a few) reach a __builtin_unreachable() in its Unicode
+// tables (upstream issues #190 and #295). Debian's build of the library still reports a
+// parse error there; conveyor must keep refusing such files with the file and the line.
+TEST(TrainConfigTest, NonAsciiWhereWhitespaceMayBeIsAParseError) {
+  for (const std::string text :
+       {"layers = 4\xc8\x92\n",
+        "lches = 8recom...........\xc8\x92icrobatches........eval_every................pute"}) {
+    TrainConfig c;
+    const std::string path = Write(text);
+    try {
+      ApplyTomlFile(path, c);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("cannot read config '" + path + "'"), std::string::npos) << what;
+      EXPECT_NE(what.find("(line 1)"), std::string::npos) << what;
+    }
+  }
+}
+
 TEST(TrainConfigTest, ValidateNamesTheBadValue) {
   TrainConfig c;
   c.heads = 3;
