@@ -47,7 +47,7 @@ void WriteTraces(const std::string& dir, Trainer& trainer, Transport& transport)
   WriteOutput(dir + "/rank-" + rank + ".json", RenderChromeTrace(mine, "rank " + rank));
   {
     // One line per span, phase and counter sample, for rank 0 to read back.
-    std::ofstream out(dir + "/rank-" + rank + ".timeline");
+    std::ostringstream out;
     out.precision(17);
     for (const Span& s : mine.spans) {
       out << "S " << static_cast<int>(s.kind) << " " << s.start << " " << s.end << " " << s.action
@@ -58,6 +58,7 @@ void WriteTraces(const std::string& dir, Trainer& trainer, Transport& transport)
     for (const CounterSample& c : mine.counters) {
       out << "C " << c.time << " " << c.value << " " << c.name << "\n";
     }
+    WriteOutput(dir + "/rank-" + rank + ".timeline", out.str());
   }
   transport.Barrier();
   if (trainer.rank() != 0) return;

@@ -1,8 +1,6 @@
 #include "conveyor/nn/safetensors.h"
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -17,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "conveyor/common/atomic_file.h"
 #include "conveyor/common/error.h"
 
 namespace conveyor::nn {
@@ -51,7 +50,7 @@ std::string Where(const std::string& path) { return "safetensors file '" + path 
 // One tensor of a header, checked against its own fields only.
 struct Entry {
   std::string name;
-  at::ScalarType type;
+  const Dtype* dtype;
   std::vector<int64_t> shape;
   uint64_t begin, end;  // within the data section
 };
@@ -79,8 +78,8 @@ Entry ParseEntry(const std::string& name, const Json& j, const std::string& wher
   }
   CONVEYOR_CHECK(found != nullptr) << at << "unknown or unsupported dtype " << dtype.dump()
                                    << " (supported: " << SupportedDtypes() << ")";
-  e.type = found->type;
-  uint64_t bytes = at::elementSize(e.type);
+  e.dtype = found;
+  uint64_t bytes = at::elementSize(found->type);
   // The dimensions' product with zeros counted as ones: a tensor's strides, which must fit
   // in int64_t even when the tensor is empty (so must each dimension).
   uint64_t extent = 1;
@@ -160,55 +159,48 @@ void ReadExactly(std::ifstream& in, uint64_t offset, void* data, uint64_t bytes,
                             << ": " << std::strerror(errno);
 }
 
-// A file written beside its destination; removed unless Commit() renamed it into place.
-class TempFile {
- public:
-  explicit TempFile(std::string path)
-      : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    CONVEYOR_CHECK(fd_ >= 0) << Where(path_) << "cannot create " << tmp_ << ": "
-                             << std::strerror(errno);
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-
-  void Write(const void* data, size_t bytes) {
-    const char* p = static_cast<const char*>(data);
-    while (bytes > 0) {
-      const ssize_t n = ::write(fd_, p, bytes);
-      if (n < 0 && errno == EINTR) continue;
-      CONVEYOR_CHECK(n > 0) << Where(path_) << "cannot write " << tmp_ << ": "
-                            << std::strerror(errno);
-      p += n;
-      bytes -= static_cast<size_t>(n);
-    }
-  }
-
-  void Commit() {
-    CONVEYOR_CHECK(::fsync(fd_) == 0) << Where(path_) << "fsync failed: " << std::strerror(errno);
-    const int closed = ::close(fd_);
-    fd_ = -1;
-    CONVEYOR_CHECK(closed == 0) << Where(path_) << "close failed: " << std::strerror(errno);
-    CONVEYOR_CHECK(::rename(tmp_.c_str(), path_.c_str()) == 0)
-        << Where(path_) << "cannot rename " << tmp_ << " into place: " << std::strerror(errno);
-    committed_ = true;
-    std::string folder = std::filesystem::path(path_).parent_path().string();
-    const int dir = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY);
-    if (dir >= 0) {  // best effort: the rename is done; this makes it durable
-      ::fsync(dir);
-      ::close(dir);
-    }
-  }
-
- private:
-  std::string path_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
+// An open file whose header was read and checked.
+struct ParsedFile {
+  std::ifstream in;
+  std::vector<Entry> entries;  // in data order
+  std::map<std::string, std::string> metadata;
+  uint64_t data_start = 0;
 };
+
+ParsedFile Parse(const std::string& path) {
+  const std::string where = Where(path);
+  std::error_code error;
+  const uint64_t file_bytes = std::filesystem::file_size(path, error);
+  CONVEYOR_CHECK(!error) << where << "cannot read: " << error.message();
+  ParsedFile file;
+  file.in.open(path, std::ios::binary);
+  CONVEYOR_CHECK(file.in) << where << "cannot open: " << std::strerror(errno);
+  CONVEYOR_CHECK(file_bytes >= 8) << where << "truncated: " << file_bytes
+                                  << " bytes, too short for the 8-byte header length";
+  uint8_t length[8];
+  ReadExactly(file.in, 0, length, 8, where);
+  uint64_t header_bytes = 0;
+  for (int i = 0; i < 8; ++i) header_bytes |= uint64_t{length[i]} << (8 * i);
+  CONVEYOR_CHECK(header_bytes <= file_bytes - 8)
+      << where << "header length " << header_bytes << " runs past the end of the file ("
+      << file_bytes << " bytes)";
+  CONVEYOR_CHECK(header_bytes <= kMaxHeaderBytes)
+      << where << "header length " << header_bytes << " exceeds the limit of " << kMaxHeaderBytes;
+  std::string text(header_bytes, '\0');
+  ReadExactly(file.in, 8, text.data(), header_bytes, where);
+
+  const Json header = ParseHeader(text, where);
+  for (const auto& [name, value] : header.items()) {
+    if (name == kMetadataKey) {
+      file.metadata = ParseMetadata(value, where);
+    } else {
+      file.entries.push_back(ParseEntry(name, value, where));
+    }
+  }
+  file.data_start = 8 + header_bytes;
+  CheckLayout(file.entries, file_bytes - file.data_start, where);
+  return file;
+}
 
 }  // namespace
 
@@ -246,7 +238,7 @@ void SaveSafetensors(const std::string& path, const std::map<std::string, at::Te
   uint8_t length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
 
-  TempFile file(path);
+  AtomicFile file(path);
   file.Write(length, sizeof(length));
   file.Write(text.data(), text.size());
   for (const at::Tensor& t : data) file.Write(t.data_ptr(), t.nbytes());
@@ -255,44 +247,26 @@ void SaveSafetensors(const std::string& path, const std::map<std::string, at::Te
 
 SafetensorsFile LoadSafetensors(const std::string& path) {
   const std::string where = Where(path);
-  std::error_code error;
-  const uint64_t file_bytes = std::filesystem::file_size(path, error);
-  CONVEYOR_CHECK(!error) << where << "cannot read: " << error.message();
-  std::ifstream in(path, std::ios::binary);
-  CONVEYOR_CHECK(in) << where << "cannot open: " << std::strerror(errno);
-  CONVEYOR_CHECK(file_bytes >= 8) << where << "truncated: " << file_bytes
-                                  << " bytes, too short for the 8-byte header length";
-  uint8_t length[8];
-  ReadExactly(in, 0, length, 8, where);
-  uint64_t header_bytes = 0;
-  for (int i = 0; i < 8; ++i) header_bytes |= uint64_t{length[i]} << (8 * i);
-  CONVEYOR_CHECK(header_bytes <= file_bytes - 8)
-      << where << "header length " << header_bytes << " runs past the end of the file ("
-      << file_bytes << " bytes)";
-  CONVEYOR_CHECK(header_bytes <= kMaxHeaderBytes)
-      << where << "header length " << header_bytes << " exceeds the limit of " << kMaxHeaderBytes;
-  std::string text(header_bytes, '\0');
-  ReadExactly(in, 8, text.data(), header_bytes, where);
-
+  ParsedFile file = Parse(path);
   SafetensorsFile result;
-  std::vector<Entry> entries;
-  const Json header = ParseHeader(text, where);
-  for (const auto& [name, value] : header.items()) {
-    if (name == kMetadataKey) {
-      result.metadata = ParseMetadata(value, where);
-    } else {
-      entries.push_back(ParseEntry(name, value, where));
-    }
-  }
-  const uint64_t data_start = 8 + header_bytes;
-  CheckLayout(entries, file_bytes - data_start, where);
-  for (const Entry& e : entries) {
-    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.type));
-    ReadExactly(in, data_start + e.begin, t.data_ptr(), e.end - e.begin,
+  result.metadata = std::move(file.metadata);
+  for (const Entry& e : file.entries) {
+    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype->type));
+    ReadExactly(file.in, file.data_start + e.begin, t.data_ptr(), e.end - e.begin,
                 where + "tensor '" + e.name + "': ");
-    CONVEYOR_CHECK(e.type != at::kBool || !t.view(at::kByte).gt(1).any().item<bool>())
+    CONVEYOR_CHECK(e.dtype->type != at::kBool || !t.view(at::kByte).gt(1).any().item<bool>())
         << where << "tensor '" << e.name << "' of dtype BOOL holds bytes other than 0 and 1";
     result.tensors.emplace(e.name, std::move(t));
+  }
+  return result;
+}
+
+SafetensorsHeader LoadSafetensorsHeader(const std::string& path) {
+  ParsedFile file = Parse(path);
+  SafetensorsHeader result;
+  result.metadata = std::move(file.metadata);
+  for (const Entry& e : file.entries) {
+    result.tensors.emplace(e.name, SafetensorsEntry{e.dtype->name, e.shape});
   }
   return result;
 }

@@ -21,6 +21,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace conveyor::nn {
 
@@ -29,15 +30,32 @@ struct SafetensorsFile {
   std::map<std::string, std::string> metadata;
 };
 
+// What a header says about one tensor.
+struct SafetensorsEntry {
+  std::string dtype;  // as in the file: "F32", "I64", ...
+  std::vector<int64_t> shape;
+};
+
+// A file's header alone: its tensors' dtypes and shapes, and the metadata.
+struct SafetensorsHeader {
+  std::map<std::string, SafetensorsEntry> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
 // Writes `tensors` (any device, layout or strides; copied to CPU row-major) in name order,
-// the header padded with spaces so the data starts 8-byte aligned. Atomic: writes a
-// temporary file beside `path`, fsyncs it, renames it over `path`, fsyncs the folder.
-// Throws UserError for an empty name or "__metadata__", an unsupported dtype, or an I/O
-// failure (the old file, if any, is then left as it was).
+// the header padded with spaces so the data starts 8-byte aligned. Atomic and durable
+// (AtomicFile, conveyor/common/atomic_file.h): a temporary file beside `path`, fsynced,
+// renamed over `path`, the folder fsynced. Throws UserError for an empty name or
+// "__metadata__", an unsupported dtype, or an I/O failure (a full disk included: the old
+// file, if any, is then left as it was and no temporary file remains).
 void SaveSafetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,
                      const std::map<std::string, std::string>& metadata = {});
 
 SafetensorsFile LoadSafetensors(const std::string& path);
+
+// Reads and checks the header as LoadSafetensors does (the layout against the file's size
+// included) without reading any tensor's data.
+SafetensorsHeader LoadSafetensorsHeader(const std::string& path);
 
 }  // namespace conveyor::nn
 

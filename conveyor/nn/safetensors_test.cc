@@ -2,8 +2,10 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -126,6 +128,46 @@ TEST_F(SafetensorsTest, SaveReplacesAtomicallyAndLeavesNoTemporaryFile) {
   EXPECT_THROW(SaveSafetensors(path, {{"c", at::ones({2}, at::kComplexFloat)}}), UserError);
   EXPECT_TRUE(LoadSafetensors(path).tensors.count("b"));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
+// A write that fails midway (past RLIMIT_FSIZE, as on a full disk) names the file and
+// leaves the old file and no temporary file.
+TEST_F(SafetensorsTest, AFailedSaveKeepsTheOldFileAndLeavesNoTemporaryFile) {
+  const std::string path = Path("model.safetensors");
+  SaveSafetensors(path, {{"a", at::zeros({2}, at::kLong)}});
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  struct rlimit small = saved;
+  small.rlim_cur = 4096;
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string error;
+  try {
+    SaveSafetensors(path, {{"big", at::ones({4096}, at::kFloat)}});
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(error.find(path), std::string::npos) << error;
+  EXPECT_NE(error.find(std::strerror(EFBIG)), std::string::npos) << error;
+  EXPECT_TRUE(LoadSafetensors(path).tensors.count("a"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
+TEST_F(SafetensorsTest, HeaderAloneGivesDtypesShapesAndMetadata) {
+  const std::string path = Path("h.safetensors");
+  SaveSafetensors(path, {{"w", at::ones({2, 3}, at::kFloat)}, {"n", at::zeros({4}, at::kLong)}},
+                  {{"step", "7"}});
+  const SafetensorsHeader header = LoadSafetensorsHeader(path);
+  ASSERT_EQ(header.tensors.size(), 2u);
+  EXPECT_EQ(header.tensors.at("w").dtype, "F32");
+  EXPECT_EQ(header.tensors.at("w").shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(header.tensors.at("n").dtype, "I64");
+  EXPECT_EQ(header.metadata.at("step"), "7");
+  // The layout is checked against the file's size, as a full load does.
+  fs::resize_file(path, fs::file_size(path) - 4);
+  EXPECT_THROW(LoadSafetensorsHeader(path), UserError);
 }
 
 TEST_F(SafetensorsTest, SaveRefusesBadNames) {
