@@ -5,18 +5,27 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
-#include <set>
 
+#include "conveyor/comm/comm_error.h"
+#include "conveyor/common/atomic_file.h"
+#include "conveyor/common/checksum.h"
 #include "conveyor/common/error.h"
 #include "conveyor/nn/safetensors.h"
 
 namespace conveyor {
 namespace fs = std::filesystem;
+using Json = nlohmann::json;
 namespace {
 
+constexpr char kFormat[] = "conveyor-checkpoint-2";
+constexpr char kFormatWithoutChecksums[] = "conveyor-checkpoint-1";
+// A rank file's metadata holds "fnv1a64/<tensor>" -> the tensor's checksum, in hex.
+constexpr char kChecksumPrefix[] = "fnv1a64/";
+
 // The fields a checkpoint must agree on with the run that loads it.
-nlohmann::json ModelJson(const TrainConfig& c) {
+Json ModelJson(const TrainConfig& c) {
   return {{"model", c.model},    {"layers", c.layers},   {"hidden", c.hidden},
           {"heads", c.heads},    {"seq_len", c.seq_len}, {"tie_embeddings", c.tie_embeddings},
           {"classes", c.classes}};
@@ -28,22 +37,76 @@ std::string StepName(int64_t step) {
   return name;
 }
 
-void WriteFileAtomically(const fs::path& path, const std::string& text) {
-  const fs::path temp = path.string() + ".tmp";
-  {
-    std::ofstream out(temp);
-    out << text;
-    CONVEYOR_CHECK(out.good()) << "cannot write " << temp;
-  }
-  fs::rename(temp, path);
+std::string RankFile(int rank) { return "rank-" + std::to_string(rank) + ".safetensors"; }
+
+// The checksum of a tensor's bytes as safetensors stores them (CPU, row-major).
+std::string TensorChecksum(const at::Tensor& t) {
+  const at::Tensor bytes = t.detach().to(at::kCPU).contiguous();
+  return Hex64(Fnv1a64(bytes.data_ptr(), bytes.nbytes()));
 }
 
-void Barrier(Transport* world) {
-  if (world != nullptr) world->Barrier();
+void RemoveQuietly(const fs::path& path) {
+  std::error_code ignored;
+  fs::remove_all(path, ignored);
+}
+
+// The ranks that pass `failed`, the same list on every rank. Collective.
+std::vector<int> FailedRanks(Transport* world, bool failed) {
+  const int ranks = world == nullptr ? 1 : world->world_size();
+  std::vector<at::Tensor> flags = {at::zeros({ranks})};
+  if (failed) flags[0][world == nullptr ? 0 : world->rank()] = 1;
+  if (world != nullptr) world->AllReduceSum(flags);
+  std::vector<int> failed_ranks;
+  for (int r = 0; r < ranks; ++r) {
+    if (flags[0][r].item<float>() > 0) failed_ranks.push_back(r);
+  }
+  return failed_ranks;
+}
+
+// meta.json, the manifest: the step, the model, and every rank's file with each tensor's
+// dtype, shape and checksum as that file's header records them.
+Json Manifest(const fs::path& folder, int64_t step, const TrainConfig& config, int ranks) {
+  Json files = Json::object();
+  for (int r = 0; r < ranks; ++r) {
+    const std::string name = RankFile(r);
+    const nn::SafetensorsHeader header = nn::LoadSafetensorsHeader((folder / name).string());
+    Json tensors = Json::object();
+    for (const auto& [tensor, entry] : header.tensors) {
+      const auto checksum = header.metadata.find(kChecksumPrefix + tensor);
+      CONVEYOR_ASSERT(checksum != header.metadata.end())
+          << name << " lacks a checksum of " << tensor;
+      tensors[tensor] = {
+          {"dtype", entry.dtype}, {"shape", entry.shape}, {"fnv1a64", checksum->second}};
+    }
+    files[name] = {{"tensors", tensors}};
+  }
+  return {{"format", kFormat},   {"step", step},        {"model", ModelJson(config)},
+          {"seed", config.seed}, {"data", config.data}, {"schedule", config.schedule},
+          {"pp", config.pp},     {"files", files}};
+}
+
+// Moves the finished `temp` folder to `final_dir` and points DIR/latest at it, each step
+// durable. A checkpoint of the same step saved before is replaced.
+void Publish(const fs::path& dir, const fs::path& temp, const fs::path& final_dir) {
+  const fs::path old = final_dir.string() + ".old";
+  fs::remove_all(old);
+  const bool replacing = fs::exists(final_dir);
+  if (replacing) fs::rename(final_dir, old);
+  try {
+    fs::rename(temp, final_dir);
+  } catch (const fs::filesystem_error&) {
+    std::error_code ignored;
+    if (replacing) fs::rename(old, final_dir, ignored);
+    throw;
+  }
+  SyncFolder(dir.string());
+  WriteFileAtomically((dir / "latest").string(), final_dir.filename().string() + "\n");
+  fs::remove_all(old);
 }
 
 fs::path ResolveStepFolder(const std::string& path) {
-  const fs::path given(path);
+  fs::path given(path);
+  if (!given.has_filename()) given = given.parent_path();  // "DIR/step-000004/"
   if (fs::exists(given / "meta.json")) return given;
   const fs::path latest = given / "latest";
   CONVEYOR_CHECK(fs::exists(latest))
@@ -56,65 +119,190 @@ fs::path ResolveStepFolder(const std::string& path) {
   return given / name;
 }
 
+// meta.json of `folder`, checked for what every use needs: the format, the step (agreeing
+// with a folder named after a step), the model and the list of files.
+Json ReadMeta(const fs::path& folder) {
+  const std::string where = "checkpoint " + folder.string() + ": ";
+  Json meta;
+  try {
+    std::ifstream in(folder / "meta.json");
+    meta = Json::parse(in);
+    CONVEYOR_CHECK(meta.is_object()) << where << "meta.json is not a JSON object";
+    const std::string format = meta.value("format", "");
+    CONVEYOR_CHECK(format != kFormatWithoutChecksums)
+        << where << "written by an older conveyor (format " << kFormatWithoutChecksums
+        << "), before checkpoints had checksums; it cannot be verified and is refused";
+    CONVEYOR_CHECK(format == kFormat)
+        << where << "not a conveyor checkpoint (meta.json has format '" << format << "', expected '"
+        << kFormat << "')";
+    CONVEYOR_CHECK(meta.contains("step") && meta["step"].is_number_integer() &&
+                   meta["step"].get<int64_t>() >= 0)
+        << where << "meta.json has no valid step";
+    CONVEYOR_CHECK(meta.contains("model") && meta["model"].is_object())
+        << where << "meta.json has no model description";
+    CONVEYOR_CHECK(meta.contains("files") && meta["files"].is_object() && !meta["files"].empty())
+        << where << "meta.json lists no files";
+  } catch (const Json::exception& e) {
+    CONVEYOR_CHECK(false) << where << "meta.json is corrupt: " << e.what();
+  }
+  const int64_t step = meta["step"].get<int64_t>();
+  const std::string name = folder.filename().string();
+  CONVEYOR_CHECK(name.rfind("step-", 0) != 0 || name == StepName(step))
+      << where << "meta.json says step " << step << ", but the folder is " << name;
+  return meta;
+}
+
+// A rank file's own record of its step and model against the manifest's.
+void CheckFileOrigin(const std::map<std::string, std::string>& metadata, const Json& meta,
+                     const std::string& where) {
+  const int64_t step = meta["step"].get<int64_t>();
+  const auto written = metadata.find("step");
+  CONVEYOR_CHECK(written != metadata.end() && written->second == std::to_string(step))
+      << where << "written at step " << (written == metadata.end() ? "?" : written->second)
+      << ", meta.json says step " << step << " (a file from another checkpoint?)";
+  const auto model_text = metadata.find("model");
+  const Json model = Json::parse(model_text == metadata.end() ? "" : model_text->second, nullptr,
+                                 /*allow_exceptions=*/false);
+  CONVEYOR_CHECK(model.is_object()) << where << "does not say which model it was written for";
+  for (const auto& [key, value] : meta["model"].items()) {
+    CONVEYOR_CHECK(model.contains(key) && model[key] == value)
+        << where << "written for a model with " << key << " = "
+        << (model.contains(key) ? model[key].dump() : "nothing") << ", but meta.json says "
+        << value.dump();
+  }
+  CONVEYOR_CHECK(model == meta["model"]) << where << "written for the model " << model.dump()
+                                         << ", but meta.json says " << meta["model"].dump();
+}
+
+// Every tensor of the checkpoint in `folder`. Each file is checked against the manifest
+// before its data is read (listed, its step, its model, its tensors' names, dtypes and
+// shapes), then each tensor's data (finite, checksum). Throws UserError naming the file and
+// the tensor.
+std::map<std::string, at::Tensor> ReadVerifiedTensors(const fs::path& folder, const Json& meta) {
+  const std::string where = "checkpoint " + folder.string() + ": ";
+  const Json& files = meta["files"];
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    CONVEYOR_CHECK(entry.path().extension() != ".safetensors" || files.contains(name))
+        << where << name << " is not listed in meta.json (a file from another checkpoint?)";
+  }
+  std::map<std::string, at::Tensor> all;
+  try {
+    for (const auto& [name, listed] : files.items()) {
+      const std::string file = where + name + ": ";
+      CONVEYOR_CHECK(fs::path(name).filename() == name &&
+                     fs::path(name).extension() == ".safetensors")
+          << where << "meta.json lists '" << name << "', which is not a rank file's name";
+      const std::string path = (folder / name).string();
+      CONVEYOR_CHECK(fs::exists(path)) << file << "missing (meta.json lists it)";
+      const nn::SafetensorsHeader header = nn::LoadSafetensorsHeader(path);
+      CheckFileOrigin(header.metadata, meta, file);
+      const Json& tensors = listed.at("tensors");
+      for (const auto& [tensor, entry] : header.tensors) {
+        CONVEYOR_CHECK(tensors.contains(tensor))
+            << file << "tensor '" << tensor << "' is not listed in meta.json";
+      }
+      for (const auto& [tensor, want] : tensors.items()) {
+        const auto found = header.tensors.find(tensor);
+        CONVEYOR_CHECK(found != header.tensors.end())
+            << file << "lacks tensor '" << tensor << "' (meta.json lists it)";
+        const std::string dtype = want.at("dtype");
+        CONVEYOR_CHECK(found->second.dtype == dtype)
+            << file << "tensor '" << tensor << "' has dtype " << found->second.dtype
+            << ", meta.json says " << dtype;
+        CONVEYOR_CHECK(Json(found->second.shape) == want.at("shape"))
+            << file << "tensor '" << tensor << "' has shape " << Json(found->second.shape).dump()
+            << ", meta.json says " << want.at("shape").dump();
+      }
+      nn::SafetensorsFile data = nn::LoadSafetensors(path);
+      for (auto& [tensor, t] : data.tensors) {
+        CONVEYOR_CHECK(!at::isFloatingType(t.scalar_type()) || at::isfinite(t).all().item<bool>())
+            << file << "tensor '" << tensor << "' holds NaN or infinite values";
+        const std::string checksum = TensorChecksum(t);
+        const std::string want = tensors.at(tensor).at("fnv1a64");
+        CONVEYOR_CHECK(checksum == want)
+            << file << "tensor '" << tensor << "' fails its checksum (its bytes give " << checksum
+            << ", meta.json says " << want << "): the file is corrupt";
+        all.emplace(tensor, std::move(t));
+      }
+    }
+  } catch (const Json::exception& e) {
+    CONVEYOR_CHECK(false) << where << "meta.json is corrupt: " << e.what();
+  }
+  return all;
+}
+
 }  // namespace
 
 std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const TrainConfig& config,
                            Transport* world) {
-  const fs::path final_dir = fs::path(dir) / StepName(trainer.step());
-  const fs::path temp_dir = final_dir.string() + ".tmp";
-  if (trainer.rank() == 0) {
+  const int64_t step = trainer.step();
+  const fs::path final_dir = fs::path(dir) / StepName(step);
+  const fs::path temp = final_dir.string() + ".tmp";
+  const bool leader = trainer.rank() == 0;
+  std::string error;  // this rank's failure
+  // Runs `work`, then every rank learns whether any rank failed; if one did, rank 0 removes
+  // the temporary folder and every rank throws.
+  auto phase = [&](const std::function<void()>& work) {
+    try {
+      work();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    std::vector<int> failed;
+    try {
+      failed = FailedRanks(world, !error.empty());
+    } catch (...) {
+      if (leader) RemoveQuietly(temp);
+      throw;
+    }
+    if (failed.empty()) return;
+    if (leader) RemoveQuietly(temp);
+    const std::string kept = "; the previous checkpoint, if any, is still the latest";
+    CONVEYOR_CHECK(error.empty()) << "checkpoint " << final_dir.string() << " was not written ("
+                                  << error << ")" << kept;
+    // Not this rank's failure: the launcher blames the rank that failed.
+    std::string ranks;
+    for (int r : failed) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    throw CommError("rank " + std::to_string(trainer.rank()) + ": checkpoint " +
+                        final_dir.string() + " was not written (rank " + ranks +
+                        " failed to write its part)" + kept,
+                    /*caused_by_peer=*/true);
+  };
+
+  phase([&] {
+    if (!leader) return;
     fs::create_directories(dir);
-    fs::remove_all(temp_dir);
-    fs::create_directories(temp_dir);
-  }
-  Barrier(world);
-  std::map<std::string, at::Tensor> tensors;
-  for (const auto& [name, p] : trainer.Parameters()) tensors.emplace("param/" + name, p.detach());
-  for (const auto& [key, t] : trainer.optimizer().State()) tensors.emplace("optim/" + key, t);
-  nn::SaveSafetensors(
-      (temp_dir / ("rank-" + std::to_string(trainer.rank()) + ".safetensors")).string(), tensors,
-      {{"step", std::to_string(trainer.step())}});
-  Barrier(world);
-  if (trainer.rank() == 0) {
-    const nlohmann::json meta = {{"format", "conveyor-checkpoint-1"},
-                                 {"step", trainer.step()},
-                                 {"model", ModelJson(config)},
-                                 {"seed", config.seed},
-                                 {"data", config.data},
-                                 {"schedule", config.schedule},
-                                 {"pp", config.pp}};
-    WriteFileAtomically(temp_dir / "meta.json", meta.dump(2) + "\n");
-    fs::remove_all(final_dir);
-    fs::rename(temp_dir, final_dir);
-    WriteFileAtomically(fs::path(dir) / "latest", final_dir.filename().string() + "\n");
-  }
-  Barrier(world);
+    fs::remove_all(temp);
+    fs::create_directory(temp);
+  });
+  phase([&] {
+    std::map<std::string, at::Tensor> tensors;
+    for (const auto& [name, p] : trainer.Parameters()) tensors.emplace("param/" + name, p.detach());
+    for (const auto& [key, t] : trainer.optimizer().State()) tensors.emplace("optim/" + key, t);
+    std::map<std::string, std::string> metadata = {{"step", std::to_string(step)},
+                                                   {"rank", std::to_string(trainer.rank())},
+                                                   {"model", ModelJson(config).dump()}};
+    for (const auto& [name, t] : tensors) metadata[kChecksumPrefix + name] = TensorChecksum(t);
+    nn::SaveSafetensors((temp / RankFile(trainer.rank())).string(), tensors, metadata);
+  });
+  // Every rank's file is durable (each was fsynced with its folder): the manifest, then
+  // the final name, then latest.
+  phase([&] {
+    if (!leader) return;
+    const int ranks = world == nullptr ? 1 : world->world_size();
+    WriteFileAtomically((temp / "meta.json").string(),
+                        Manifest(temp, step, config, ranks).dump(2) + "\n");
+    Publish(dir, temp, final_dir);
+  });
   return final_dir.string();
 }
 
-namespace {
-
-nlohmann::json ReadMeta(const fs::path& folder) {
-  nlohmann::json meta;
-  try {
-    std::ifstream in(folder / "meta.json");
-    meta = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    CONVEYOR_CHECK(false) << "checkpoint " << folder << ": meta.json is corrupt: " << e.what();
-  }
-  CONVEYOR_CHECK(meta.value("format", "") == "conveyor-checkpoint-1" && meta.contains("step") &&
-                 meta.contains("model") && meta["model"].is_object())
-      << "checkpoint " << folder << ": not a conveyor checkpoint";
-  return meta;
-}
-
-}  // namespace
-
 TrainConfig CheckpointConfig(const std::string& path) {
-  const nlohmann::json meta = ReadMeta(ResolveStepFolder(path));
+  const Json meta = ReadMeta(ResolveStepFolder(path));
   TrainConfig c;
   try {
-    const nlohmann::json& m = meta["model"];
+    const Json& m = meta["model"];
     c.model = m.at("model");
     c.layers = m.at("layers");
     c.hidden = m.at("hidden");
@@ -124,7 +312,7 @@ TrainConfig CheckpointConfig(const std::string& path) {
     c.classes = m.at("classes");
     c.seed = meta.value("seed", c.seed);
     c.data = meta.value("data", c.data);
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const Json::exception& e) {
     CONVEYOR_CHECK(false) << "checkpoint " << path
                           << ": incomplete model description: " << e.what();
   }
@@ -133,19 +321,15 @@ TrainConfig CheckpointConfig(const std::string& path) {
 
 void LoadCheckpoint(const std::string& path, Trainer& trainer, const TrainConfig& config) {
   const fs::path folder = ResolveStepFolder(path);
-  const nlohmann::json meta = ReadMeta(folder);
-  const nlohmann::json want = ModelJson(config);
+  const Json meta = ReadMeta(folder);
+  // Every rank file, whatever the partition that wrote them, verified.
+  const std::map<std::string, at::Tensor> all = ReadVerifiedTensors(folder, meta);
+  const Json want = ModelJson(config);
   for (const auto& [key, value] : want.items()) {
     CONVEYOR_CHECK(meta["model"].contains(key) && meta["model"][key] == value)
         << "checkpoint " << folder << " was saved with " << key << " = "
         << (meta["model"].contains(key) ? meta["model"][key].dump() : "nothing")
         << ", this run has " << value.dump();
-  }
-  // Every rank file, whatever the partition that wrote them.
-  std::map<std::string, at::Tensor> all;
-  for (const auto& entry : fs::directory_iterator(folder)) {
-    if (entry.path().extension() != ".safetensors") continue;
-    for (auto& [name, t] : nn::LoadSafetensors(entry.path().string()).tensors) all.emplace(name, t);
   }
   const NamedTensors params = trainer.Parameters();
   std::map<std::string, at::Tensor> optim;

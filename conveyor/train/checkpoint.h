@@ -1,16 +1,32 @@
 // Checkpoints: weights, optimizer state and the step, saved by every rank under global
 // parameter names, so a run saved with one partition (pp = 4) resumes with another (2, 1).
 //
-// Layout: DIR/step-000120/meta.json (step, model config, the run that wrote it) and
-// DIR/step-000120/rank-R.safetensors (that rank's parameters "param/<name>" and AdamW state
-// "optim/<name>/exp_avg|exp_avg_sq"), and DIR/latest naming the newest step folder. A
-// checkpoint is written into a temporary folder and renamed into place when every rank is
-// done: a crash never leaves a half-written checkpoint under a final name.
+// Layout: DIR/step-000120/rank-R.safetensors (that rank's parameters "param/<name>" and
+// AdamW state "optim/<name>/exp_avg|exp_avg_sq"; its metadata: the step, the rank, the model
+// and a 64-bit FNV-1a checksum of each tensor's bytes), DIR/step-000120/meta.json (the
+// manifest: step, model, seed, data, schedule, pp, and every rank file with each tensor's
+// dtype, shape and checksum) and DIR/latest naming the newest step folder.
+//
+// Saving: every rank writes its file durably (AtomicFile) into DIR/step-000120.tmp; the ranks
+// agree that all succeeded (an all-reduce of per-rank failure flags); rank 0 then writes the
+// manifest atomically, renames the folder to its final name and only then points latest at it. A
+// failure on any rank removes the temporary folder on rank 0 and throws on every rank: the
+// previous checkpoint stays intact and latest. A process killed while saving can leave a
+// step-N.tmp folder, which nothing loads and the next save of step N replaces.
+//
+// Loading verifies before it changes anything and refuses, naming the file and tensor: a
+// folder whose name disagrees with meta.json's step, a rank file not listed or missing, a
+// file written at another step or for another model (every model field compared), a tensor
+// missing, unlisted, or of another dtype or shape than the manifest says, NaN or infinity in
+// any floating tensor, a checksum mismatch. Checkpoints of the format before checksums
+// ("conveyor-checkpoint-1") cannot be verified and are refused.
 //
 // Data position and randomness need no state of their own: batches and sampling are
 // functions of (seed, step), so the step is the position.
 //
-// Both functions are collective over the trainer's ranks.
+// SaveCheckpoint is collective over the trainer's ranks; DIR must be on a filesystem they
+// all see. LoadCheckpoint and CheckpointConfig are not collective (each rank reads every
+// file).
 #ifndef CONVEYOR_TRAIN_CHECKPOINT_H_
 #define CONVEYOR_TRAIN_CHECKPOINT_H_
 
@@ -20,13 +36,16 @@
 
 namespace conveyor {
 
-// Saves at trainer.step(); returns the folder written.
+// Saves at trainer.step(); returns the folder written. When any rank fails (a full disk, a
+// folder that cannot be written, ...) every rank throws: UserError with the reason on the
+// ranks that failed, CommError caused_by_peer() naming them on the others.
 std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const TrainConfig& config,
                            Transport* world);
 
-// `path` is a step folder or a DIR holding `latest`. Checks everything first (model config,
-// every parameter and its state present with the right shape, files intact) and throws
-// UserError naming the problem without changing the trainer; then loads and sets the step.
+// `path` is a step folder or a DIR holding `latest`. Verifies everything first (as above,
+// then the model config against `config`, every parameter and its state present with the
+// right shape) and throws UserError naming the problem without changing the trainer; then
+// loads and sets the step.
 void LoadCheckpoint(const std::string& path, Trainer& trainer, const TrainConfig& config);
 
 // The configuration a checkpoint's model was trained with (model sizes, data, seed); the

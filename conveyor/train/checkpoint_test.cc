@@ -3,9 +3,18 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <csignal>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 
+#include "conveyor/nn/safetensors.h"
 #include "conveyor/train/tasks.h"
 #include "conveyor/train/train_testing.h"
 
@@ -96,6 +105,245 @@ TEST_F(CheckpointTest, GivesTheModelConfigurationBack) {
   EXPECT_EQ(c.layers, 4);
   EXPECT_EQ(c.data, config_.data);
   EXPECT_THROW(CheckpointConfig(dir_ + "/nothing"), UserError);
+}
+
+// A pp = 2 run saved at steps 2 and 4, made once; each test corrupts its own copy the way
+// one finding of issue 10 says and expects the load to be refused, naming file and tensor.
+class CheckpointVerifyTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    at::set_num_threads(1);
+    pristine_ = new std::string(::testing::TempDir() + "conveyor_ckpt_pristine_" +
+                                std::to_string(::getpid()));
+    fs::remove_all(*pristine_);
+    TrainConfig config = Config();
+    auto save = [](Trainer& t, Transport& w) { SaveCheckpoint(*pristine_, t, Config(), &w); };
+    TrainOnThreads(config, save, 2);
+    config.resume = *pristine_;
+    TrainOnThreads(config, save, 4);
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*pristine_);
+    delete pristine_;
+  }
+  static TrainConfig Config() {
+    TrainConfig c = TinyGpt();
+    c.pp = 2;
+    c.schedule = "1f1b";
+    c.steps = 4;
+    return c;
+  }
+
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "conveyor_ckpt_verify_" + std::to_string(::getpid());
+    fs::remove_all(dir_);
+    fs::copy(*pristine_, dir_, fs::copy_options::recursive);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path Step(int step) const {
+    char name[32];
+    std::snprintf(name, sizeof name, "step-%06d", step);
+    return fs::path(dir_) / name;
+  }
+
+  // The first parameter stored in `file`.
+  static std::string FirstParam(const fs::path& file) {
+    for (const auto& [name, entry] : nn::LoadSafetensorsHeader(file.string()).tensors) {
+      if (name.rfind("param/", 0) == 0) return name;
+    }
+    ADD_FAILURE() << file << " holds no parameter";
+    return "";
+  }
+
+  // Expects loading `path` into a fresh one-rank trainer to throw UserError naming every one
+  // of `parts`, and the trainer to be left as it was.
+  void ExpectRefused(const std::string& path, std::initializer_list<std::string> parts) const {
+    TrainConfig single = Config();
+    single.pp = 1;
+    single.schedule = "gpipe";
+    Trainer trainer(single, MakeTask(single), nullptr);
+    std::vector<at::Tensor> before;
+    for (const auto& [name, p] : trainer.Parameters()) before.push_back(p.detach().clone());
+    try {
+      LoadCheckpoint(path, trainer, single);
+      ADD_FAILURE() << "loaded; expected a refusal naming " << *parts.begin();
+    } catch (const UserError& e) {
+      for (const std::string& part : parts) {
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+            << "no '" << part << "' in: " << e.what();
+      }
+    }
+    size_t k = 0;
+    for (const auto& [name, p] : trainer.Parameters()) EXPECT_TRUE(at::equal(p, before[k++]));
+    EXPECT_EQ(trainer.step(), 0);
+  }
+
+  static std::string* pristine_;
+  std::string dir_;
+};
+
+std::string* CheckpointVerifyTest::pristine_ = nullptr;
+
+nlohmann::json ReadJson(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+void WriteJson(const fs::path& path, const nlohmann::json& j) { std::ofstream(path) << j.dump(2); }
+
+std::string ReadBytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+void WriteBytes(const fs::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// Where `tensor`'s data starts in the safetensors `bytes`.
+size_t DataStart(const std::string& bytes, const std::string& tensor) {
+  uint64_t header = 0;
+  for (int i = 0; i < 8; ++i) header |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
+  const auto json = nlohmann::json::parse(bytes.substr(8, header));
+  return 8 + header + json.at(tensor).at("data_offsets").at(0).get<size_t>();
+}
+
+TEST_F(CheckpointVerifyTest, SavingLeavesTheCheckpointsAManifestAndNoTemporaryFiles) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_)) names.insert(e.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"latest", "step-000002", "step-000004"}));
+  names.clear();
+  for (const auto& e : fs::directory_iterator(Step(4))) names.insert(e.path().filename().string());
+  EXPECT_EQ(names,
+            (std::set<std::string>{"meta.json", "rank-0.safetensors", "rank-1.safetensors"}));
+  EXPECT_EQ(ReadBytes(fs::path(dir_) / "latest"), "step-000004\n");
+  const nlohmann::json meta = ReadJson(Step(4) / "meta.json");
+  EXPECT_EQ(meta["step"], 4);
+  for (const char* file : {"rank-0.safetensors", "rank-1.safetensors"}) {
+    const nlohmann::json& tensors = meta["files"][file]["tensors"];
+    EXPECT_EQ(tensors.size(), nn::LoadSafetensorsHeader((Step(4) / file).string()).tensors.size());
+    for (const auto& [name, t] : tensors.items()) {
+      EXPECT_EQ(t["fnv1a64"].get<std::string>().size(), 16u) << name;
+    }
+  }
+}
+
+TEST_F(CheckpointVerifyTest, RefusesARankFileFromAnotherStep) {
+  fs::copy_file(Step(2) / "rank-1.safetensors", Step(4) / "rank-1.safetensors",
+                fs::copy_options::overwrite_existing);
+  ExpectRefused(dir_, {"rank-1.safetensors", "written at step 2", "meta.json says step 4"});
+}
+
+TEST_F(CheckpointVerifyTest, RefusesAMetaJsonOfAnotherStep) {
+  nlohmann::json meta = ReadJson(Step(4) / "meta.json");
+  meta["step"] = 2;
+  WriteJson(Step(4) / "meta.json", meta);
+  ExpectRefused(dir_, {"meta.json says step 2", "step-000004"});
+  // The same folder under a name without a step: the files' own step still disagrees.
+  fs::rename(Step(4), fs::path(dir_) / "best");
+  ExpectRefused(dir_ + "/best", {"rank-0.safetensors", "written at step 4", "says step 2"});
+}
+
+TEST_F(CheckpointVerifyTest, RefusesADtypeChangedInAHeader) {
+  const fs::path file = Step(4) / "rank-0.safetensors";
+  const std::string tensor = FirstParam(file);
+  std::string bytes = ReadBytes(file);
+  const size_t entry = bytes.find("\"" + tensor + "\":");
+  ASSERT_NE(entry, std::string::npos);
+  const size_t dtype = bytes.find("\"F32\"", entry);
+  ASSERT_NE(dtype, std::string::npos);
+  bytes.replace(dtype, 5, "\"I32\"");
+  WriteBytes(file, bytes);
+  ExpectRefused(dir_, {"rank-0.safetensors", tensor, "dtype I32", "F32"});
+}
+
+TEST_F(CheckpointVerifyTest, RefusesNaNOrInfinityWrittenOverAWeight) {
+  const fs::path file = Step(4) / "rank-1.safetensors";
+  const std::string tensor = FirstParam(file);
+  const std::string clean = ReadBytes(file);
+  for (float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    std::string bytes = clean;
+    std::memcpy(bytes.data() + DataStart(bytes, tensor), &bad, sizeof bad);
+    WriteBytes(file, bytes);
+    ExpectRefused(dir_, {"rank-1.safetensors", tensor, "NaN or infinite"});
+  }
+}
+
+TEST_F(CheckpointVerifyTest, RefusesAFlippedByteInAWeight) {
+  const fs::path file = Step(4) / "rank-0.safetensors";
+  const std::string tensor = FirstParam(file);
+  std::string bytes = ReadBytes(file);
+  bytes[DataStart(bytes, tensor)] ^= 0x01;  // the lowest mantissa bit: still a finite float
+  WriteBytes(file, bytes);
+  ExpectRefused(dir_, {"rank-0.safetensors", tensor, "fails its checksum"});
+}
+
+TEST_F(CheckpointVerifyTest, RefusesAModelFieldChangedInMetaJson) {
+  const nlohmann::json clean = ReadJson(Step(4) / "meta.json");
+  const std::vector<std::pair<std::string, nlohmann::json>> changes = {{"tie_embeddings", true},
+                                                                       {"heads", 4}};
+  for (const auto& [field, value] : changes) {
+    nlohmann::json meta = clean;
+    meta["model"][field] = value;
+    WriteJson(Step(4) / "meta.json", meta);
+    ExpectRefused(dir_, {"rank-0.safetensors", field + " = ", "meta.json says " + value.dump()});
+  }
+}
+
+TEST_F(CheckpointVerifyTest, RefusesRankFilesNotInTheManifestOrMissing) {
+  fs::copy_file(Step(4) / "rank-0.safetensors", Step(4) / "rank-2.safetensors");
+  ExpectRefused(dir_, {"rank-2.safetensors", "not listed in meta.json"});
+  fs::remove(Step(4) / "rank-2.safetensors");
+  fs::remove(Step(4) / "rank-1.safetensors");
+  ExpectRefused(dir_, {"rank-1.safetensors", "missing"});
+}
+
+TEST_F(CheckpointVerifyTest, RefusesACheckpointFromBeforeChecksums) {
+  nlohmann::json meta = ReadJson(Step(4) / "meta.json");
+  meta["format"] = "conveyor-checkpoint-1";
+  meta.erase("files");
+  WriteJson(Step(4) / "meta.json", meta);
+  ExpectRefused(dir_, {"step-000004", "before checkpoints had checksums"});
+  EXPECT_THROW(CheckpointConfig(dir_), UserError);
+}
+
+// A save that fails on every rank (each rank's file write hits RLIMIT_FSIZE, as on a full
+// disk) throws, leaves no step-N.tmp folder, and step 2 stays intact and latest.
+TEST_F(CheckpointVerifyTest, AFailedSaveKeepsThePreviousCheckpointLatest) {
+  fs::remove_all(Step(4));
+  WriteBytes(fs::path(dir_) / "latest", "step-000002\n");
+  TrainConfig config = Config();
+  config.resume = dir_;
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  struct rlimit small = saved;
+  small.rlim_cur = 1024;
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string error;
+  try {
+    TrainOnThreads(
+        config, [&](Trainer& t, Transport& w) { SaveCheckpoint(dir_, t, config, &w); }, 4);
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(error.find("step-000004 was not written"), std::string::npos) << error;
+  EXPECT_NE(error.find("still the latest"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(Step(4).string() + ".tmp"));
+  EXPECT_FALSE(fs::exists(Step(4)));
+  EXPECT_EQ(ReadBytes(fs::path(dir_) / "latest"), "step-000002\n");
+  TrainConfig single = Config();
+  single.pp = 1;
+  single.schedule = "gpipe";
+  Trainer trainer(single, MakeTask(single), nullptr);
+  LoadCheckpoint(dir_, trainer, single);
+  EXPECT_EQ(trainer.step(), 2);
 }
 
 }  // namespace
