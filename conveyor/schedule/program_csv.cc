@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -10,6 +12,7 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/text.h"
+#include "conveyor/schedule/pipeline_limits.h"
 
 namespace conveyor {
 namespace {
@@ -167,22 +170,51 @@ bool IsRange(const std::set<int>& microbatches, int first, int end) {
          *microbatches.rbegin() == end - 1 && static_cast<int>(microbatches.size()) == end - first;
 }
 
+// The smallest micro-batch in exactly one of `a` and `b`; nullopt when they are equal.
+std::optional<int> FirstDifference(const std::set<int>& a, const std::set<int>& b) {
+  std::vector<int> differences;
+  std::set_symmetric_difference(a.begin(), a.end(), b.begin(), b.end(),
+                                std::back_inserter(differences));
+  if (differences.empty()) return std::nullopt;
+  return differences.front();
+}
+
 Layout InferLayout(const std::vector<Cell>& cells, int ranks) {
   int stages = 0, microbatches = 0;
+  const Cell* largest_stage = nullptr;
+  const Cell* largest_microbatch = nullptr;
   for (const Cell& cell : cells) {
     ForEachHalf(cell.action, [&](const Action& a) {
-      stages = std::max(stages, a.stage + 1);
-      microbatches = std::max(microbatches, a.microbatch + 1);
+      if (a.stage + 1 > stages) {
+        stages = a.stage + 1;
+        largest_stage = &cell;
+      }
+      if (a.microbatch + 1 > microbatches) {
+        microbatches = a.microbatch + 1;
+        largest_microbatch = &cell;
+      }
     });
   }
   CONVEYOR_CHECK(microbatches > 0) << "schedule CSV names no micro-batch";
+  // Before anything is sized by these numbers: one typo can make them huge.
+  try {
+    CheckProgramSize(ranks, stages, microbatches);
+  } catch (const UserError& e) {
+    throw UserError("schedule CSV: " + std::string(e.what()) + " (largest stage at " +
+                    Where(*largest_stage) + ", largest micro-batch at " +
+                    Where(*largest_microbatch) + ")");
+  }
 
   std::vector<int> stage_to_rank(stages, -1);
   std::vector<const Cell*> first_seen(stages, nullptr);
   std::vector<std::set<int>> microbatches_of(stages);
+  std::map<StageMb, const Cell*> first_of;  // per (stage, micro-batch)
   for (const Cell& cell : cells) {
     ForEachHalf(cell.action, [&](const Action& a) {
-      if (a.microbatch >= 0) microbatches_of[a.stage].insert(a.microbatch);
+      if (a.microbatch >= 0) {
+        microbatches_of[a.stage].insert(a.microbatch);
+        first_of.emplace(StageMb{a.stage, a.microbatch}, &cell);
+      }
       if (first_seen[a.stage] == nullptr) {
         first_seen[a.stage] = &cell;
         stage_to_rank[a.stage] = cell.rank;
@@ -202,6 +234,26 @@ Layout InferLayout(const std::vector<Cell>& cells, int ranks) {
   const int half = (microbatches + 1) / 2;
   const bool dual = stages % 2 == 0 && IsRange(microbatches_of[0], 0, half) &&
                     IsRange(microbatches_of[stages / 2], half, microbatches);
+  // Every stage of a direction runs the same micro-batches, and together they are
+  // [0, microbatches): a micro-batch on only some stages is a typo (and would make the
+  // verifier report every stage x micro-batch it lacks).
+  for (int s = 0; s < stages; ++s) {
+    const int like = dual && s >= stages / 2 ? stages / 2 : 0;
+    const std::optional<int> mb = FirstDifference(microbatches_of[s], microbatches_of[like]);
+    if (!mb.has_value()) continue;
+    const bool on_s = microbatches_of[s].count(*mb) > 0;
+    const int runs = on_s ? s : like, lacks = on_s ? like : s;
+    CONVEYOR_CHECK(false) << "schedule CSV runs micro-batch " << *mb << " on stage " << runs << " ("
+                          << Where(*first_of.at({runs, *mb})) << ") but never on stage " << lacks;
+  }
+  if (!dual) {
+    for (int mb = 0; mb < microbatches; ++mb) {
+      CONVEYOR_CHECK(microbatches_of[0].count(mb) > 0)
+          << "schedule CSV never mentions micro-batch " << mb << " although its largest is "
+          << microbatches - 1 << " (" << Where(*largest_microbatch)
+          << "; micro-batches must be numbered 0.." << microbatches - 1 << ")";
+    }
+  }
   if (!dual && IsLoopMap(stage_to_rank, ranks)) {
     return Layout::Loop(ranks, stages / ranks, microbatches);
   }

@@ -58,7 +58,10 @@ void WriteProgramCsv(const Program& program, const std::string& path);
 
 // Parses CSV text. Throws UserError for empty text, an unparsable cell (naming the rank,
 // the 1-based column and the cell), a rank without actions, a stage on two ranks (naming
-// both), or a stage number that never appears.
+// both), a stage number that never appears, a program above the limits of
+// pipeline_limits.h (checked before anything is sized by it), a micro-batch that some
+// stages of its direction run and others never do (naming a cell that runs it), or a
+// micro-batch number that never appears.
 LoadedProgram ReadProgramCsv(std::string_view text, const CsvReadOptions& options = {});
 
 // Reads and parses the file at `path`; errors as ReadProgramCsv, prefixed with the path, and

@@ -124,13 +124,15 @@ TEST(ProgramCsvTest, DetectsLegacyNamingFromBW) {
 }
 
 TEST(ProgramCsvTest, DetectsLegacyNamingFromBAndW) {
-  const LoadedProgram loaded = ReadProgramCsv("0F0,0B0,0W0\n1F0,(1F1;1B0)OVERLAP_F_B,1W0,1B1\n");
+  // Every stage runs both micro-batches (a reader requirement since issue 10).
+  const LoadedProgram loaded =
+      ReadProgramCsv("0F0,0B0,0W0,0F1,0B1\n1F0,(1F1;1B0)OVERLAP_F_B,1W0,1B1\n");
   EXPECT_EQ(loaded.naming, Naming::kLegacy);
   EXPECT_EQ(loaded.program.ToText(),
-            "rank 0: 0F0 0I0 0W0\nrank 1: 1F0 (1F1;1I0)OVERLAP_F_B 1W0 1B1\n");
+            "rank 0: 0F0 0I0 0W0 0F1 0B1\nrank 1: 1F0 (1F1;1I0)OVERLAP_F_B 1W0 1B1\n");
   ASSERT_EQ(loaded.notes.size(), 2u);
   EXPECT_NE(loaded.notes[0].find("B and W both appear"), std::string::npos) << loaded.notes[0];
-  EXPECT_NE(loaded.notes[1].find("1 legacy B action(s) without a W"), std::string::npos)
+  EXPECT_NE(loaded.notes[1].find("2 legacy B action(s) without a W"), std::string::npos)
       << loaded.notes[1];
 }
 
@@ -184,6 +186,38 @@ TEST(ProgramCsvTest, ErrorsNameTheProblem) {
   EXPECT_NE(missing_file.find("cannot read the schedule CSV '/nonexistent/x.csv'"),
             std::string::npos)
       << missing_file;
+}
+
+// A one-cell typo ("1F1" -> "1F1000001") once made the reader infer a million
+// micro-batches and the planner simulate them for minutes.
+TEST(ProgramCsvTest, RefusesAMicroBatchOnlySomeStagesRun) {
+  const std::string csv = ProgramToCsv(OneFOneB());  // 0F0 ... on rank 0, 1F0 1B0 1F1 ...
+  std::string typo = csv;
+  typo.replace(typo.find("1F1"), 3, "1F1000001");
+  const std::string huge = ErrorOf([&] { ReadProgramCsv(typo); });
+  EXPECT_NE(huge.find("must be within [1, 65536], got 1000002"), std::string::npos) << huge;
+  EXPECT_NE(huge.find("rank 1, column 3: '1F1000001'"), std::string::npos) << huge;
+
+  typo = csv;
+  typo.replace(typo.find("1F1"), 3, "1F7");
+  const std::string partial = ErrorOf([&] { ReadProgramCsv(typo); });
+  EXPECT_NE(partial.find("runs micro-batch 7 on stage 1 (rank 1, column 3: '1F7') but never on "
+                         "stage 0"),
+            std::string::npos)
+      << partial;
+
+  // Every stage runs 0, 1 and 3, none runs 2.
+  const std::string gap = ErrorOf([] { ReadProgramCsv("0F0,0F1,0F3,0B0,0B1,0B3\n"); });
+  EXPECT_NE(gap.find("never mentions micro-batch 2 although its largest is 3"), std::string::npos)
+      << gap;
+}
+
+TEST(ProgramCsvTest, RefusesHugeStageNumbersBeforeSizingAnything) {
+  const std::string error = ErrorOf([] { ReadProgramCsv("0F0,0B0\n999999999F0,999999999B0\n"); });
+  EXPECT_NE(error.find("stages (largest stage number + 1) must be within [1, 262144], got "
+                       "1000000000"),
+            std::string::npos)
+      << error;
 }
 
 TEST(ProgramCsvTest, FileErrorsNameThePath) {
