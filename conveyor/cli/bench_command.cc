@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -12,16 +13,19 @@
 #include <sstream>
 
 #include "conveyor/cli/distributed.h"
+#include "conveyor/cli/launch_flags.h"
 #include "conveyor/cli/metrics_json.h"
 #include "conveyor/cli/output.h"
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/comm/hop_latency.h"
 #include "conveyor/common/error.h"
+#include "conveyor/common/range_check.h"
 #include "conveyor/profile/memory_tracker.h"
 #include "conveyor/profile/step_recorder.h"
 #include "conveyor/runtime/pipeline_rank.h"
 #include "conveyor/runtime/synthetic_stage.h"
 #include "conveyor/schedule/lower.h"
+#include "conveyor/schedule/pipeline_limits.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/sim/simulator.h"
 #include "conveyor/train/tasks.h"
@@ -30,16 +34,18 @@
 namespace conveyor::cli {
 namespace {
 
+// Numbers as 64 bits: a value too large for an int is refused by name, not wrapped.
 struct BenchFlags {
   bool overhead = false;
-  int pp = 4;
-  int microbatches = 8;
+  int64_t pp = 4;
+  int64_t microbatches = 8;
   double f = 0.02, i = 0.02, w = 0.02;
-  int steps = 3;
+  int64_t steps = 3;
   std::string schedules;  // comma-separated; empty = all
   std::string format = "text";
   std::string out;
-  int timeout_s = 120;
+  int64_t timeout_s = 120;
+  LaunchFlags launch;
 };
 
 std::vector<std::string> Selected(const std::string& list) {
@@ -99,7 +105,10 @@ nlohmann::json MeasureOne(Transport& transport, const BenchFlags& flags, const s
                           bool traced, double hop_s) {
   Program program(Layout::Loop(1, 1, 1));
   try {
-    program = BuildSchedule(name, ScheduleOptions{flags.pp, flags.microbatches, 0});
+    const ScheduleOptions options =
+        CheckScheduleOptions(flags.pp, flags.microbatches, /*chunks=*/0);
+    CheckPipelineSize(name, options);
+    program = BuildSchedule(name, options);
   } catch (const UserError& e) {
     return {{"schedule", name}, {"skipped", e.what()}};
   }
@@ -190,12 +199,14 @@ std::string Table(const nlohmann::json& rows, bool overhead) {
 }
 
 int RunBench(const BenchFlags& flags, const std::vector<std::string>& args) {
-  CONVEYOR_CHECK(flags.pp >= 1) << "--pp must be at least 1, got " << flags.pp;
-  CONVEYOR_CHECK(flags.microbatches >= 1)
-      << "--microbatches must be at least 1, got " << flags.microbatches;
-  CONVEYOR_CHECK(flags.steps >= 1) << "--steps must be at least 1, got " << flags.steps;
-  CONVEYOR_CHECK(flags.f >= 0 && flags.i >= 0 && flags.w >= 0)
-      << "--f, --i and --w must be >= 0 seconds";
+  CheckScheduleOptions(flags.pp, flags.microbatches, /*chunks=*/0);
+  CheckInRange("--steps", flags.steps, 1, 10000);
+  CheckInRange("--timeout", flags.timeout_s, 1, 7 * 24 * 3600);
+  // Seconds a synthetic stage sleeps: a minute is already a very slow benchmark.
+  CheckInRange("--f", flags.f, 0, 60);
+  CheckInRange("--i", flags.i, 0, 60);
+  CheckInRange("--w", flags.w, 0, 60);
+  flags.launch.CheckLocalRanks(flags.pp, "--pp");
   const std::vector<std::string> names = Selected(flags.schedules);
   RanksOptions options;
   options.nproc = flags.pp;
@@ -259,6 +270,7 @@ void AddMode(CLI::App& bench, bool overhead, const std::vector<std::string>& arg
   cmd->add_option("--out,-o", flags->out, "write to this file instead of stdout");
   cmd->add_option("--timeout", flags->timeout_s, "seconds any wait between ranks may take")
       ->capture_default_str();
+  flags->launch.Register(cmd);
   cmd->callback([flags, args, exit_code] { *exit_code = RunBench(*flags, args); });
 }
 
@@ -399,6 +411,8 @@ void AddTrainMode(CLI::App& bench, const std::vector<std::string>& args, int* ex
     config.metrics.clear();
     config.trace.clear();
     const std::vector<std::string> names = Selected(flags->schedules);
+    flags->train.launch.CheckLocalRanks(config.pp, "--pp");
+    PreflightFiles(config);
     RanksOptions options;
     options.nproc = config.pp;
     options.timeout = std::chrono::seconds(config.timeout_s);
@@ -430,9 +444,9 @@ void AddTrainMode(CLI::App& bench, const std::vector<std::string>& args, int* ex
 // `conveyor bench hop`: the one-way time of a message between neighbouring ranks, at the
 // sizes of a tiny activation, of the default GPT's (32 KiB) and of a larger one's (256 KiB).
 void AddHopMode(CLI::App& bench, const std::vector<std::string>& args, int* exit_code) {
-  struct HopFlags {
-    int pp = 2;
-    int round_trips = 200;
+  struct HopFlags {  // 64 bits: a value too large for an int is refused by name
+    int64_t pp = 2;
+    int64_t round_trips = 200;
     std::string format = "text";
     std::string out;
   };
@@ -447,12 +461,10 @@ void AddHopMode(CLI::App& bench, const std::vector<std::string>& args, int* exit
       ->capture_default_str();
   cmd->add_option("--out,-o", flags->out, "write to this file instead of stdout");
   cmd->callback([flags, args, exit_code] {
-    CONVEYOR_CHECK(flags->pp >= 2 && flags->pp <= 64)
-        << "--pp must be within [2, 64], got " << flags->pp;
-    CONVEYOR_CHECK(flags->round_trips >= 1 && flags->round_trips <= 100000)
-        << "--round-trips must be within [1, 100000], got " << flags->round_trips;
+    CheckInRange("--pp", flags->pp, 2, 64);
+    CheckInRange("--round-trips", flags->round_trips, 1, 100000);
     RanksOptions options;
-    options.nproc = flags->pp;
+    options.nproc = static_cast<int>(flags->pp);
     *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
       const char* shm = std::getenv("CONVEYOR_SHM");
       const std::string p2p = shm != nullptr && std::string(shm) == "0" ? "gloo" : "default";
@@ -460,7 +472,8 @@ void AddHopMode(CLI::App& bench, const std::vector<std::string>& args, int* exit
       std::string text = "bytes        one hop us   (" + std::to_string(transport.world_size()) +
                          " ranks, point-to-point: " + p2p + ")\n";
       for (int64_t bytes : {int64_t{4}, int64_t{32} << 10, int64_t{256} << 10}) {
-        const double hop_s = MeasureHopLatency(transport, bytes, flags->round_trips);
+        const double hop_s =
+            MeasureHopLatency(transport, bytes, static_cast<int>(flags->round_trips));
         rows.push_back({{"bytes", bytes},
                         {"ranks", transport.world_size()},
                         {"p2p", p2p},

@@ -160,6 +160,65 @@ TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
   const Result g = Conveyor("generate --checkpoint " + dir + "/ckpt --prompt abc --tokens 4");
   ASSERT_EQ(g.code, 0) << g.err;
   EXPECT_EQ(g.out.rfind("abc", 0), 0u) << g.out;
+  // 2 blocks, an embedding and a head: 4 layers cannot fill 8 stages; refused before any
+  // of the 8 processes starts.
+  const Result wide = Conveyor("generate --checkpoint " + dir + "/ckpt --pp 8");
+  EXPECT_EQ(wide.code, 1);
+  EXPECT_NE(wide.err.find("cannot split 4 layers into 8 stages"), std::string::npos) << wide.err;
+  EXPECT_EQ(wide.err.find("rank "), std::string::npos) << wide.err;
+}
+
+// Issue 10: outputs that cannot be written were found after the whole run, bad corpora
+// inside the ranks. Both are found by the launcher now, before any rank starts.
+TEST(CliTest, BadFilesAreFoundBeforeAnyRankStarts) {
+  const std::string dir = ::testing::TempDir() + "conveyor_cli_files." + std::to_string(::getpid());
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/two").c_str());
+  for (const std::string name : {"/corpus.txt", "/two/a.txt", "/two/b.txt"}) {
+    std::ofstream out(dir + name);
+    for (int i = 0; i < 100; ++i) out << "a small corpus for a small model, line " << i << "\n";
+  }
+  std::ofstream(dir + "/short.txt") << "too short\n";
+  std::ofstream(dir + "/empty.txt") << "";
+  const std::string small =
+      "train --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 "
+      "--batch-size 4 --microbatches 2 --steps 2 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {small + "--data " + dir + "/corpus.txt --metrics /nonexistent/dir/m.json",
+       "--metrics '/nonexistent/dir/m.json': the folder '/nonexistent/dir' does not exist"},
+      {small + "--data " + dir + "/corpus.txt --metrics " + dir, "is a folder"},
+      {small + "--data " + dir + "/corpus.txt --checkpoint-dir /proc/nope",
+       "--checkpoint-dir '/proc/nope': cannot create files in '/proc'"},
+      {small + "--data " + dir + "/empty.txt", dir + "/empty.txt"},
+      {small + "--data " + dir + "/short.txt", "fewer than seq_len + 1 = 17"},
+      {small + "--data " + dir + "/two --model classifier --classes 3",
+       "num_classes 3 exceeds the 2 categories"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const Result r = Conveyor(args);
+    EXPECT_EQ(r.code, 1) << args;
+    EXPECT_EQ(Lines(r.err), 1) << args << ":\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ":\n" << r.err;
+    EXPECT_EQ(r.err.find("rank "), std::string::npos) << "found inside a rank: " << r.err;
+  }
+}
+
+// Issue 10: a one-cell typo made `plan --load` infer a million micro-batches and simulate
+// them for minutes.
+TEST(CliTest, LoadRefusesATypoedMicroBatch) {
+  const std::string path =
+      ::testing::TempDir() + "conveyor_cli_typo." + std::to_string(::getpid()) + ".csv";
+  Result r = Conveyor("plan --schedule 1f1b --pp 2 --microbatches 4 --format csv --out " + path);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string csv;
+  {
+    std::ifstream in(path);
+    csv.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  csv.replace(csv.find("1F1"), 3, "1F1000001");
+  std::ofstream(path) << csv;
+  r = Conveyor("plan --load " + path);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("1F1000001"), std::string::npos) << r.err;
 }
 
 TEST(CliTest, BenchTrainRunsEachScheduleAndOneProcess) {
@@ -221,7 +280,7 @@ TEST(CliTest, BadInputGivesOneClearLineAndFails) {
       {"plan --format pdf", "pdf"},
       {"plan --schedule 1f1b --chunks 3", "--chunks 3"},
       {"plan --load /nonexistent/x.csv", "/nonexistent/x.csv"},
-      {"plan --f -1", "--f must be >= 0"},
+      {"plan --f -1", "--f must be within [0, 1e+15], got -1"},
       {"compare --pp 0", "--pp"},
       {"frobnicate", "frobnicate"},
       {"", "subcommand"},
@@ -235,6 +294,58 @@ TEST(CliTest, BadInputGivesOneClearLineAndFails) {
       {"bench hop --pp 1", "--pp must be within [2, 64], got 1"},
       {"train --recompute some", "recompute must be none, full or selective"},
       {"train --threads -2", "threads must be within [0, 1024]"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const Result r = Conveyor(args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_EQ(Lines(r.err), 1) << args << ":\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ":\n" << r.err;
+  }
+}
+
+// Issue 10: sizes nobody means ran for minutes, values that wrap or are not finite were
+// accepted or failed deep inside; each is now one line naming the flag, value and range.
+TEST(CliTest, NumbersOutOfRangeNameFlagValueAndRange) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"plan -m 2147483647", "--microbatches must be within [1, 65536], got 2147483647"},
+      {"plan -p 100000", "--pp must be within [1, 4096], got 100000"},
+      {"plan -p 1024 -m 1024", "above the limit of 262144"},
+      {"plan -p 4294967298", "--pp must be within [1, 4096], got 4294967298"},
+      {"plan --chunks 65", "--chunks must be within [0, 64], got 65"},
+      {"compare -m 1000000", "--microbatches must be within [1, 65536], got 1000000"},
+      {"plan --b -2", "--b must be within [0, 1e+15], got -2"},
+      {"plan --overlap -1", "--overlap must be within [0, 1e+15], got -1"},
+      {"plan --f inf", "--f must be within [0, 1e+15], got inf"},
+      {"plan --max-in-flight -1", "--max-in-flight must be within [0, 4194304], got -1"},
+      {"plan --width -3", "--width must be within [0, 10000], got -3"},
+      {"bench fidelity --timeout 0", "--timeout must be within [1, 604800], got 0"},
+      {"bench fidelity --timeout -1", "--timeout must be within [1, 604800], got -1"},
+      {"bench fidelity --f nan", "--f must be within [0, 60], got nan"},
+      {"bench fidelity --steps 0", "--steps must be within [1, 10000], got 0"},
+      {"bench fidelity -p 4096", "--pp 4096 would start 4096 local processes"},
+      {"bench overhead -m 1000000", "--microbatches must be within [1, 65536], got 1000000"},
+      {"bench hop --pp 4294967298", "--pp must be within [2, 64], got 4294967298"},
+      {"train --microbatches 1000000 --batch-size 1000000",
+       "--microbatches must be within [1, 65536], got 1000000"},
+      {"train --layers 4294967298", "--layers must be within [1, 4096], got 4294967298"},
+      {"train --pp 4294967298", "--pp must be within [1, 4096], got 4294967298"},
+      {"train --seed -1", "--seed must be within [0, 9223372036854775807], got -1"},
+      {"train --lr inf", "--lr must be within (0, 10], got inf"},
+      {"train --lr 0", "--lr must be within (0, 10], got 0"},
+      {"train --weight-decay nan", "--weight-decay must be within [0, 10], got nan"},
+      {"train --clip -1", "--clip must be within [0, 1e+09], got -1"},
+      {"train --min-lr-ratio 2", "--min-lr-ratio must be within [0, 1], got 2"},
+      {"train --timeout -1", "--timeout must be within [1, 604800], got -1"},
+      {"train --seq-len 1", "--seq-len must be within [2, 65536], got 1"},
+      {"train --steps 0", "--steps must be within [1, 1000000000000], got 0"},
+      {"train --pp 4096", "--pp 4096 would start 4096 local processes"},
+      {"bench train --layers 0", "--layers must be within [1, 4096], got 0"},
+      {"generate --checkpoint /nonexistent --temperature nan",
+       "--temperature must be 0 (greedy) or within [0.001, 100], got nan"},
+      {"generate --checkpoint /nonexistent --temperature -1",
+       "--temperature must be 0 (greedy) or within [0.001, 100], got -1"},
+      {"generate --checkpoint /nonexistent --tokens -1",
+       "--tokens must be within [0, 1048576], got -1"},
   };
   for (const auto& [args, needle] : cases) {
     const Result r = Conveyor(args);

@@ -1,5 +1,6 @@
 #include "conveyor/cli/compare_command.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 
@@ -7,6 +8,7 @@
 #include "conveyor/cli/output.h"
 #include "conveyor/cli/plan_report.h"
 #include "conveyor/common/error.h"
+#include "conveyor/schedule/pipeline_limits.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
 #include "conveyor/sim/simulator.h"
@@ -15,9 +17,9 @@ namespace conveyor::cli {
 namespace {
 
 struct CompareFlags {
-  int pp = 4;
-  int microbatches = 8;
-  int chunks = 0;
+  int64_t pp = 4;  // 64 bits: a value too large for an int is refused by name, not wrapped
+  int64_t microbatches = 8;
+  int64_t chunks = 0;
   std::string format = "text";
   std::string out;
   CostFlags costs;
@@ -46,9 +48,7 @@ CostModel PerStage(const CostModel& costs, const Program& program) {
 }
 
 void RunCompare(const CompareFlags& flags) {
-  CONVEYOR_CHECK(flags.pp >= 1) << "--pp must be at least 1, got " << flags.pp;
-  CONVEYOR_CHECK(flags.microbatches >= 1)
-      << "--microbatches must be at least 1, got " << flags.microbatches;
+  const ScheduleOptions options = CheckScheduleOptions(flags.pp, flags.microbatches, flags.chunks);
   const CostModel costs = flags.costs.ToCostModel();
   nlohmann::json rows = nlohmann::json::array();
   std::string text;
@@ -57,10 +57,11 @@ void RunCompare(const CompareFlags& flags) {
                 "makespan", "period", "bubble", "peak act", "params", "p2p msgs");
   text += line;
   for (const ScheduleInfo& info : AllSchedules()) {
-    const int chunks = info.takes_chunks ? flags.chunks : 0;
+    const ScheduleOptions mine{options.pp, options.microbatches,
+                               info.takes_chunks ? options.chunks : 0};
     try {
-      const Program program =
-          BuildSchedule(info.name, ScheduleOptions{flags.pp, flags.microbatches, chunks});
+      CheckPipelineSize(info.name, mine);
+      const Program program = BuildSchedule(info.name, mine);
       VerifyOrThrow(program);
       const SimResult sim = Simulate(program, PerStage(costs, program));
       const PlanReport report{std::string(info.name), &program, &sim, flags.costs.Describe()};

@@ -1,8 +1,9 @@
 #include "conveyor/cli/cost_flags.h"
 
 #include <sstream>
+#include <utility>
 
-#include "conveyor/common/error.h"
+#include "conveyor/common/range_check.h"
 
 namespace conveyor::cli {
 
@@ -20,18 +21,18 @@ void CostFlags::Register(CLI::App& app) {
 }
 
 CostModel CostFlags::ToCostModel() const {
-  auto non_negative = [](double value, const char* name) {
-    CONVEYOR_CHECK(value >= 0) << "--" << name << " must be >= 0, got " << value;
-  };
-  non_negative(f, "f");
-  non_negative(i, "i");
-  non_negative(w, "w");
-  non_negative(comm_latency, "comm-latency");
-  non_negative(comm_bandwidth, "comm-bandwidth");
-  non_negative(message_bytes, "message-bytes");
-  CONVEYOR_CHECK(mem_w >= 0 && mem_w <= 1) << "--mem-w must be within [0, 1], got " << mem_w;
+  const std::pair<const char*, double> values[] = {{"--f", f},
+                                                   {"--i", i},
+                                                   {"--w", w},
+                                                   {"--b", b.value_or(0)},
+                                                   {"--overlap", overlap.value_or(0)},
+                                                   {"--comm-latency", comm_latency},
+                                                   {"--comm-bandwidth", comm_bandwidth},
+                                                   {"--message-bytes", message_bytes}};
+  for (const auto& [name, value] : values) CheckInRange(name, value, 0, kMaxCostFlag);
+  CheckInRange("--mem-w", mem_w, 0, 1);
   CostModel costs;
-  costs.uniform = StageCost{f, i, w, b, overlap};
+  costs.uniform = StageCost{f, i, w, b.value_or(-1), overlap.value_or(-1)};
   costs.comm_latency = comm_latency;
   costs.comm_bandwidth = comm_bandwidth;
   costs.message_bytes = message_bytes;
@@ -41,10 +42,10 @@ CostModel CostFlags::ToCostModel() const {
 }
 
 std::string CostFlags::Describe() const {
-  const StageCost c{f, i, w, b, overlap};
+  const StageCost c{f, i, w, b.value_or(-1), overlap.value_or(-1)};
   std::ostringstream out;
   out << "F=" << f << " I=" << i << " W=" << w << " B=" << c.full_backward();
-  if (overlap >= 0) out << " F&B=" << overlap;
+  if (overlap.has_value()) out << " F&B=" << *overlap;
   out << " comm=" << comm_latency;
   if (comm_bandwidth > 0) out << "+" << message_bytes << "B/" << comm_bandwidth << "B/unit";
   return out.str();

@@ -1,5 +1,6 @@
 #include "conveyor/cli/plan_command.h"
 
+#include <cstdint>
 #include <iostream>
 #include <memory>
 
@@ -7,7 +8,9 @@
 #include "conveyor/cli/output.h"
 #include "conveyor/cli/plan_report.h"
 #include "conveyor/common/error.h"
+#include "conveyor/common/range_check.h"
 #include "conveyor/schedule/lower.h"
+#include "conveyor/schedule/pipeline_limits.h"
 #include "conveyor/schedule/program_csv.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
@@ -19,22 +22,27 @@
 namespace conveyor::cli {
 namespace {
 
+// Numbers as 64 bits: a value too large for an int is refused by name, not wrapped.
 struct PlanFlags {
   std::string schedule = "1f1b";
-  int pp = 4;
-  int microbatches = 8;
-  int chunks = 0;
+  int64_t pp = 4;
+  int64_t microbatches = 8;
+  int64_t chunks = 0;
   std::string load;
   std::string naming = "auto";
   std::string format = "text";
   bool with_comms = false;
   std::string out;
-  int width = 0;
-  int max_in_flight = 0;
+  int64_t width = 0;
+  int64_t max_in_flight = 0;
   CostFlags costs;
 };
 
 void RunPlan(const PlanFlags& flags) {
+  CheckInRange("--width", flags.width, 0, 10000);
+  // A rank holds at most every micro-batch of each of its stages.
+  CheckInRange("--max-in-flight", flags.max_in_flight, 0, int64_t{kMaxChunks} * kMaxMicrobatches);
+  const CostModel costs = flags.costs.ToCostModel();
   std::string name = flags.schedule;
   std::unique_ptr<Program> program;
   if (!flags.load.empty()) {
@@ -43,12 +51,13 @@ void RunPlan(const PlanFlags& flags) {
     program = std::make_unique<Program>(std::move(loaded.program));
     name = flags.load;
   } else {
-    program = std::make_unique<Program>(
-        BuildSchedule(flags.schedule, ScheduleOptions{flags.pp, flags.microbatches, flags.chunks}));
+    const ScheduleOptions options =
+        CheckScheduleOptions(flags.pp, flags.microbatches, flags.chunks);
+    CheckPipelineSize(flags.schedule, options);
+    program = std::make_unique<Program>(BuildSchedule(flags.schedule, options));
   }
-  VerifyOrThrow(*program, VerifyOptions{flags.max_in_flight});
+  VerifyOrThrow(*program, VerifyOptions{static_cast<int>(flags.max_in_flight)});
   const Program lowered = Lower(*program);
-  const CostModel costs = flags.costs.ToCostModel();
   const SimResult sim = Simulate(*program, costs);
   const PlanReport report{name, program.get(), &sim, flags.costs.Describe()};
   const Program& shown = flags.with_comms ? lowered : *program;
@@ -93,7 +102,7 @@ void AddPlanCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--with-comms", flags->with_comms, "show the program with SEND/RECV inserted");
   cmd->add_option("--out,-o", flags->out, "write to this file instead of stdout");
-  cmd->add_option("--width", flags->width, "columns of the text timeline (0 = auto)");
+  cmd->add_option("--width", flags->width, "columns of the text timeline, up to 10000 (0 = auto)");
   cmd->add_option("--max-in-flight", flags->max_in_flight,
                   "fail when a rank holds more micro-batch activations (0 = no bound)");
   flags->costs.Register(*cmd);

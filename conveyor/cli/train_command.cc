@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,11 +13,13 @@
 #include <sstream>
 
 #include "conveyor/cli/distributed.h"
+#include "conveyor/cli/launch_flags.h"
 #include "conveyor/cli/metrics_json.h"
 #include "conveyor/cli/output.h"
 #include "conveyor/cli/progress.h"
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/common/error.h"
+#include "conveyor/common/range_check.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/sim/chrome_trace.h"
 #include "conveyor/sim/svg_renderer.h"
@@ -138,17 +141,26 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
     return e;
   };
   double last_loss = 0, tokens_per_s = 0;
+  int64_t skipped = 0;
   while (trainer.step() < config.steps) {
     const StepMetrics m = trainer.Step();
-    last_loss = m.loss;
     tokens_per_s = m.tokens_per_s;
-    steps.push_back({{"step", m.step},
-                     {"loss", m.loss},
-                     {"lr", m.lr},
-                     {"grad_norm", m.grad_norm},
-                     {"seconds", m.seconds},
-                     {"tokens_per_s", m.tokens_per_s}});
-    if (leader) progress.Step(m.step, m.loss, m.lr, m.tokens_per_s);
+    nlohmann::json row = {{"step", m.step},       {"loss", m.loss},
+                          {"lr", m.lr},           {"grad_norm", m.grad_norm},
+                          {"seconds", m.seconds}, {"tokens_per_s", m.tokens_per_s}};
+    if (m.skipped) {
+      // JSON has no NaN: the row says which step was skipped, without its numbers.
+      row = {{"step", m.step}, {"skipped", true}};
+      ++skipped;
+      if (leader) {
+        progress.Note("step " + std::to_string(m.step) + " skipped: loss " +
+                      std::to_string(m.loss) + ", gradient norm " + std::to_string(m.grad_norm));
+      }
+    } else {
+      last_loss = m.loss;
+      if (leader) progress.Step(m.step, m.loss, m.lr, m.tokens_per_s);
+    }
+    steps.push_back(row);
     const bool last = m.step == config.steps;
     if (config.eval_every > 0 && m.step % config.eval_every == 0 && !last) evaluate();
     if (!config.checkpoint_dir.empty() && !last && config.checkpoint_every > 0 &&
@@ -179,7 +191,8 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
                             {"schedule", config.schedule},
                             {"pp", config.pp},
                             {"microbatches", config.microbatches},
-                            {"model", config.model}};
+                            {"model", config.model},
+                            {"skipped_steps", skipped}};
   const double measured_bubble = MeasuredBubble(ranks, trainer.pipeline_s());
   const double exposed_comm = ExposedCommFraction(ranks);
   metrics["ranks"] = RankRowsJson(ranks);
@@ -196,6 +209,10 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
   if (!config.metrics.empty()) WriteOutput(config.metrics, metrics.dump(2) + "\n");
   std::printf("\ndone: %lld steps, final loss %.4f, held-out loss %.4f, %.0f tokens/s\n",
               static_cast<long long>(trainer.step()), last_loss, final_eval.loss, tokens_per_s);
+  if (skipped > 0) {
+    std::printf("%lld step(s) skipped: non-finite loss or gradient norm\n",
+                static_cast<long long>(skipped));
+  }
   if (final_eval.accuracy >= 0) {
     std::printf("held-out accuracy %s (majority class %s)\n", Percent(final_eval.accuracy).c_str(),
                 Percent(task->BaselineAccuracy()).c_str());
@@ -232,7 +249,9 @@ void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* e
   RegisterTrainFlags(cmd, *flags);
   cmd->callback([flags, args, exit_code] {
     const TrainConfig config = ResolveTrainConfig(*flags);
+    flags->launch.CheckLocalRanks(config.pp, "--pp");
     PreflightCheck(config);
+    PreflightFiles(config);
     RanksOptions options;
     options.nproc = config.pp;
     options.timeout = std::chrono::seconds(config.timeout_s);
@@ -244,40 +263,61 @@ void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* e
 }
 
 void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code) {
+  // Numbers as 64 bits: a value too large for an int is refused by name, not wrapped.
   struct GenerateFlags {
     std::string checkpoint;
     std::string prompt;
-    int tokens = 200;
+    int64_t tokens = 200;
     double temperature = 0.8;
-    int pp = 1;
-    uint64_t seed = 1;
+    int64_t pp = 1;
+    int64_t seed = 1;
+    LaunchFlags launch;
   };
   auto flags = std::make_shared<GenerateFlags>();
   CLI::App* cmd = app.add_subcommand("generate", "sample text from a trained GPT checkpoint");
   cmd->add_option("--checkpoint", flags->checkpoint, "a checkpoint folder (or its parent)")
       ->required();
   cmd->add_option("--prompt", flags->prompt, "text to continue");
-  cmd->add_option("--tokens", flags->tokens, "bytes to generate")->capture_default_str();
-  cmd->add_option("--temperature", flags->temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--pp", flags->pp, "pipeline ranks")->capture_default_str();
+  cmd->add_option("--tokens", flags->tokens, "bytes to generate, up to 1048576")
+      ->capture_default_str();
+  cmd->add_option("--temperature", flags->temperature, "0 = greedy, else within [0.001, 100]")
+      ->capture_default_str();
+  cmd->add_option("--pp", flags->pp, "pipeline ranks, at most the model's layers + 2")
+      ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "sampling seed")->capture_default_str();
+  flags->launch.Register(cmd);
   cmd->callback([flags, args, exit_code] {
+    CheckInRange("--tokens", flags->tokens, 0, 1 << 20);
+    // Below 0.001 the scaled logits overflow a float; NaN fails every comparison.
+    const double t = flags->temperature;
+    CONVEYOR_CHECK(t == 0 || (t >= 1e-3 && t <= 100))
+        << "--temperature must be 0 (greedy) or within [0.001, 100], got " << t;
+    CheckInRange("--seed", flags->seed, 0, std::numeric_limits<int64_t>::max());
     TrainConfig config = CheckpointConfig(flags->checkpoint);
     CONVEYOR_CHECK(config.model == "gpt") << "generate needs a GPT checkpoint, '"
                                           << flags->checkpoint << "' holds a " << config.model;
-    config.pp = flags->pp;
+    SetIntegerSetting(config, "pp", flags->pp, "--pp");
     config.schedule = "gpipe";
+    config.chunks = 0;
     config.microbatches = 1;
     config.batch_size = 1;
-    config.Validate();
+    // Generation writes nothing of the run that trained the checkpoint.
+    config.metrics.clear();
+    config.trace.clear();
+    config.checkpoint_dir.clear();
+    config.resume.clear();
+    flags->launch.CheckLocalRanks(config.pp, "--pp");
+    PreflightCheck(config);  // among others: no more stages than the model has layers
+    PreflightFiles(config);
     RanksOptions options;
     options.nproc = config.pp;
     options.output = LaunchOptions::Output::kRank0Direct;
     *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
       Trainer trainer(config, MakeTask(config), &transport);
       LoadCheckpoint(flags->checkpoint, trainer, config);
-      const std::string text = Generate(trainer, flags->prompt, flags->tokens, flags->temperature,
-                                        flags->seed, config.seq_len);
+      const std::string text =
+          Generate(trainer, flags->prompt, static_cast<int>(flags->tokens), flags->temperature,
+                   static_cast<uint64_t>(flags->seed), config.seq_len);
       if (transport.rank() == 0) {
         std::printf("%s%s\n", flags->prompt.c_str(), data::ByteTokenizer::Printable(text).c_str());
       }

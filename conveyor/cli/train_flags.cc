@@ -1,13 +1,43 @@
 #include "conveyor/cli/train_flags.h"
 
+#include <algorithm>
+#include <type_traits>
+
+#include "conveyor/common/error.h"
+
 namespace conveyor::cli {
 namespace {
 
-// Registers `--name` bound to `given.*field`; when given, it overrides the config.
+// Registers `--name` bound to `given.*field` (numbers: to flags.integers or flags.reals,
+// checked by the config's setters); when given, it overrides the config.
 template <typename T>
 void Flag(CLI::App* cmd, TrainFlags& flags, const std::string& name, T TrainConfig::*field,
           const std::string& help) {
-  CLI::Option* option = cmd->add_option(name, flags.given.*field, help);
+  std::string key = name.substr(2);  // "--seq-len" -> "seq_len"
+  std::replace(key.begin(), key.end(), '-', '_');
+  if constexpr (std::is_integral_v<T>) {
+    CONVEYOR_ASSERT(IsIntegerSetting(key)) << name;
+    int64_t& value = flags.integers[key];
+    flags.options.emplace_back(
+        cmd->add_option(name, value, help),
+        [&value, key, name](TrainConfig& c) { SetIntegerSetting(c, key, value, name); });
+  } else if constexpr (std::is_floating_point_v<T>) {
+    CONVEYOR_ASSERT(IsRealSetting(key)) << name;
+    double& value = flags.reals[key];
+    flags.options.emplace_back(
+        cmd->add_option(name, value, help),
+        [&value, key, name](TrainConfig& c) { SetRealSetting(c, key, value, name); });
+  } else {
+    CLI::Option* option = cmd->add_option(name, flags.given.*field, help);
+    flags.options.emplace_back(option,
+                               [&flags, field](TrainConfig& c) { c.*field = flags.given.*field; });
+  }
+}
+
+// Registers a boolean `--name` bound to `given.*field`.
+void Switch(CLI::App* cmd, TrainFlags& flags, const std::string& name, bool TrainConfig::*field,
+            const std::string& help) {
+  CLI::Option* option = cmd->add_flag(name, flags.given.*field, help);
   flags.options.emplace_back(option,
                              [&flags, field](TrainConfig& c) { c.*field = flags.given.*field; });
 }
@@ -53,10 +83,11 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--timeout", &TrainConfig::timeout_s, "seconds any wait between ranks may take");
   Flag(cmd, flags, "--threads", &TrainConfig::threads,
        "intra-op threads per rank (overrides OMP_NUM_THREADS; 0 = cores / local ranks)");
-  CLI::Option* tie = cmd->add_flag("--tie-embeddings", flags.given.tie_embeddings,
-                                   "gpt: input embedding and LM head share weights");
-  flags.options.emplace_back(
-      tie, [&flags](TrainConfig& c) { c.tie_embeddings = flags.given.tie_embeddings; });
+  Switch(cmd, flags, "--tie-embeddings", &TrainConfig::tie_embeddings,
+         "gpt: input embedding and LM head share weights");
+  Switch(cmd, flags, "--skip-nonfinite-steps", &TrainConfig::skip_nonfinite_steps,
+         "skip a step whose loss or gradient norm is NaN or infinite (default: stop the run)");
+  flags.launch.Register(cmd);
 }
 
 TrainConfig ResolveTrainConfig(const TrainFlags& flags) {

@@ -4,27 +4,36 @@
 #define CONVEYOR_CLI_TRAIN_FLAGS_H_
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "conveyor/cli/launch_flags.h"
 #include "conveyor/train/train_config.h"
 
 namespace conveyor::cli {
 
 struct TrainFlags {
   std::string config_file;
-  TrainConfig given;  // values of the flags; only those on the command line are applied
+  TrainConfig given;  // text and boolean flags; only those on the command line are applied
+  // Numeric flags by TOML key, read as int64 / double and range-checked when applied (an
+  // int flag would make CLI11 refuse 4294967298 with a confusing message, or wrap).
+  std::map<std::string, int64_t> integers;
+  std::map<std::string, double> reals;
   std::vector<std::pair<CLI::Option*, std::function<void(TrainConfig&)>>> options;
+  LaunchFlags launch;
 };
 
-// Adds the positional TOML file and every TrainConfig setting as a flag of `cmd` ("--layers",
-// "--pp", ...), bound to
-// `flags`, which must outlive `cmd`.
+// Adds the positional TOML file, every TrainConfig setting as a flag of `cmd` ("--layers",
+// "--pp", ...) and --oversubscribe, bound to `flags`, which must outlive `cmd`.
 void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags);
 
-// The TOML file (if any) with the flags given on the command line over it; validated.
+// The TOML file (if any) with the flags given on the command line over it; validated. A
+// value out of range names its flag ("--layers must be within [1, 4096], got 0") or its
+// file and key.
 TrainConfig ResolveTrainConfig(const TrainFlags& flags);
 
 }  // namespace conveyor::cli

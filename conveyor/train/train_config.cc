@@ -2,46 +2,132 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
+#include <optional>
+#include <type_traits>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/range_check.h"
+#include "conveyor/schedule/pipeline_limits.h"
 
 namespace conveyor {
+namespace {
+
+constexpr int64_t kMaxSteps = 1'000'000'000'000;  // 10^12 steps: no run gets near
+
+// Calls visit(key, field, lo, hi) for every integer setting of `c` (a TrainConfig, const or
+// not): its TOML key, the field and its allowed range [lo, hi]. The one table of ranges.
+template <typename Config, typename Visit>
+void ForEachInteger(Config& c, Visit&& visit) {
+  visit("layers", c.layers, 1, 4096);
+  visit("hidden", c.hidden, 1, 65536);
+  visit("heads", c.heads, 1, 4096);
+  visit("seq_len", c.seq_len, 2, 65536);
+  visit("classes", c.classes, 2, 4096);
+  visit("pp", c.pp, 1, kMaxRanks);
+  visit("microbatches", c.microbatches, 1, kMaxMicrobatches);
+  visit("chunks", c.chunks, 0, kMaxChunks);
+  visit("batch_size", c.batch_size, 1, 1 << 20);
+  visit("steps", c.steps, 1, kMaxSteps);
+  visit("seed", c.seed, 0, std::numeric_limits<int64_t>::max());
+  visit("warmup_steps", c.warmup_steps, 0, kMaxSteps);
+  visit("eval_every", c.eval_every, 0, kMaxSteps);
+  visit("eval_batches", c.eval_batches, 1, 1'000'000);
+  visit("checkpoint_every", c.checkpoint_every, 0, kMaxSteps);
+  visit("sample_tokens", c.sample_tokens, 0, 1 << 20);
+  visit("timeout", c.timeout_s, 1, 7 * 24 * 3600);
+  visit("threads", c.threads, 0, 1024);
+}
+
+// The same for the real settings; lo = nullopt means (0, hi]: zero itself is refused.
+template <typename Config, typename Visit>
+void ForEachReal(Config& c, Visit&& visit) {
+  visit("lr", c.lr, std::nullopt, 10.0);
+  visit("min_lr_ratio", c.min_lr_ratio, 0.0, 1.0);
+  visit("weight_decay", c.weight_decay, 0.0, 10.0);
+  visit("clip", c.clip, 0.0, 1e9);
+}
+
+void CheckReal(std::string_view name, double value, std::optional<double> lo, double hi) {
+  if (lo.has_value()) {
+    CheckInRange(name, value, *lo, hi);
+  } else {
+    CheckPositiveUpTo(name, value, hi);
+  }
+}
+
+// "seq_len" -> "--seq-len".
+std::string FlagName(std::string_view key) {
+  std::string flag = "--" + std::string(key);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+}  // namespace
 
 void TrainConfig::Validate() const {
   CONVEYOR_CHECK(model == "gpt" || model == "classifier")
-      << "model must be gpt or classifier, got '" << model << "'";
-  CONVEYOR_CHECK(layers >= 1) << "layers must be at least 1, got " << layers;
-  CONVEYOR_CHECK(hidden >= 1) << "hidden must be at least 1, got " << hidden;
-  CONVEYOR_CHECK(heads >= 1 && hidden % heads == 0)
+      << "--model must be gpt or classifier, got '" << model << "'";
+  ForEachInteger(*this, [](std::string_view key, auto value, int64_t lo, int64_t hi) {
+    CheckInRange(FlagName(key), value, lo, hi);
+  });
+  ForEachReal(*this, [](std::string_view key, double value, std::optional<double> lo, double hi) {
+    CheckReal(FlagName(key), value, lo, hi);
+  });
+  CONVEYOR_CHECK(hidden % heads == 0)
       << "hidden (" << hidden << ") must be a multiple of heads (" << heads << ")";
-  CONVEYOR_CHECK(seq_len >= 2) << "seq-len must be at least 2, got " << seq_len;
-  CONVEYOR_CHECK(classes >= 2) << "classes must be at least 2, got " << classes;
-  CONVEYOR_CHECK(pp >= 1) << "pp must be at least 1, got " << pp;
-  CONVEYOR_CHECK(microbatches >= 1) << "microbatches must be at least 1, got " << microbatches;
   CONVEYOR_CHECK(batch_size >= microbatches)
       << "batch-size (" << batch_size << ") must be at least microbatches (" << microbatches << ")";
   CONVEYOR_CHECK(partition == "params" || partition == "flops" || partition == "uniform" ||
                  partition == "profile")
-      << "partition must be params, flops, uniform or profile, got '" << partition << "'";
-  CONVEYOR_CHECK(steps >= 1) << "steps must be at least 1, got " << steps;
-  CONVEYOR_CHECK(lr > 0) << "lr must be positive, got " << lr;
-  CONVEYOR_CHECK(warmup_steps >= 0) << "warmup-steps must be >= 0, got " << warmup_steps;
-  CONVEYOR_CHECK(min_lr_ratio >= 0 && min_lr_ratio <= 1)
-      << "min-lr-ratio must be within [0, 1], got " << min_lr_ratio;
-  CONVEYOR_CHECK(weight_decay >= 0) << "weight-decay must be >= 0, got " << weight_decay;
-  CONVEYOR_CHECK(clip >= 0) << "clip must be >= 0, got " << clip;
-  CONVEYOR_CHECK(eval_every >= 0) << "eval-every must be >= 0, got " << eval_every;
-  CONVEYOR_CHECK(eval_batches >= 1) << "eval-batches must be at least 1, got " << eval_batches;
-  CONVEYOR_CHECK(checkpoint_every >= 0)
-      << "checkpoint-every must be >= 0, got " << checkpoint_every;
-  CONVEYOR_CHECK(sample_tokens >= 0) << "sample-tokens must be >= 0, got " << sample_tokens;
+      << "--partition must be params, flops, uniform or profile, got '" << partition << "'";
   CONVEYOR_CHECK(recompute == "none" || recompute == "full" || recompute == "selective")
-      << "recompute must be none, full or selective, got '" << recompute << "'";
-  CONVEYOR_CHECK(timeout_s >= 1) << "timeout must be at least 1 s, got " << timeout_s;
-  CONVEYOR_CHECK(threads >= 0 && threads <= 1024)
-      << "threads must be within [0, 1024] (0 = automatic), got " << threads;
+      << "--recompute must be none, full or selective, got '" << recompute << "'";
+  CheckPipelineSize(schedule, ScheduleOptions{pp, microbatches, chunks});
+}
+
+void SetIntegerSetting(TrainConfig& config, std::string_view key, int64_t value,
+                       std::string_view name) {
+  bool found = false;
+  ForEachInteger(config, [&](std::string_view k, auto& field, int64_t lo, int64_t hi) {
+    if (k != key) return;
+    CheckInRange(name, value, lo, hi);
+    field = static_cast<std::remove_reference_t<decltype(field)>>(value);
+    found = true;
+  });
+  CONVEYOR_ASSERT(found) << "no integer setting '" << key << "'";
+}
+
+void SetRealSetting(TrainConfig& config, std::string_view key, double value,
+                    std::string_view name) {
+  bool found = false;
+  ForEachReal(config, [&](std::string_view k, double& field, std::optional<double> lo, double hi) {
+    if (k != key) return;
+    CheckReal(name, value, lo, hi);
+    field = value;
+    found = true;
+  });
+  CONVEYOR_ASSERT(found) << "no real setting '" << key << "'";
+}
+
+bool IsIntegerSetting(std::string_view key) {
+  const TrainConfig defaults;
+  bool found = false;
+  ForEachInteger(defaults,
+                 [&](std::string_view k, auto, int64_t, int64_t) { found = found || k == key; });
+  return found;
+}
+
+bool IsRealSetting(std::string_view key) {
+  const TrainConfig defaults;
+  bool found = false;
+  ForEachReal(defaults, [&](std::string_view k, double, std::optional<double>, double) {
+    found = found || k == key;
+  });
+  return found;
 }
 
 void ApplyTomlFile(const std::string& path, TrainConfig& c) {
@@ -60,21 +146,6 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
       field = *v;
     };
   };
-  auto integer = [&](auto& field) -> Setter {
-    return [&field, &path](const toml::node& n, const std::string& key) {
-      auto v = n.value<int64_t>();
-      CONVEYOR_CHECK(v.has_value() && n.is_integer())
-          << path << ": '" << key << "' must be an integer";
-      field = static_cast<std::remove_reference_t<decltype(field)>>(*v);
-    };
-  };
-  auto real = [&](double& field) -> Setter {
-    return [&field, &path](const toml::node& n, const std::string& key) {
-      auto v = n.value<double>();
-      CONVEYOR_CHECK(v.has_value()) << path << ": '" << key << "' must be a number";
-      field = *v;
-    };
-  };
   auto boolean = [&](bool& field) -> Setter {
     return [&field, &path](const toml::node& n, const std::string& key) {
       auto v = n.value<bool>();
@@ -85,40 +156,33 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
   };
   const std::map<std::string, Setter> setters = {
       {"model", text(c.model)},
-      {"layers", integer(c.layers)},
-      {"hidden", integer(c.hidden)},
-      {"heads", integer(c.heads)},
-      {"seq_len", integer(c.seq_len)},
       {"tie_embeddings", boolean(c.tie_embeddings)},
       {"recompute", text(c.recompute)},
-      {"classes", integer(c.classes)},
       {"data", text(c.data)},
       {"schedule", text(c.schedule)},
-      {"pp", integer(c.pp)},
-      {"microbatches", integer(c.microbatches)},
-      {"chunks", integer(c.chunks)},
       {"partition", text(c.partition)},
-      {"batch_size", integer(c.batch_size)},
-      {"steps", integer(c.steps)},
-      {"seed", integer(c.seed)},
-      {"lr", real(c.lr)},
-      {"warmup_steps", integer(c.warmup_steps)},
-      {"min_lr_ratio", real(c.min_lr_ratio)},
-      {"weight_decay", real(c.weight_decay)},
-      {"clip", real(c.clip)},
-      {"eval_every", integer(c.eval_every)},
-      {"eval_batches", integer(c.eval_batches)},
       {"metrics", text(c.metrics)},
       {"trace", text(c.trace)},
       {"checkpoint_dir", text(c.checkpoint_dir)},
-      {"checkpoint_every", integer(c.checkpoint_every)},
       {"resume", text(c.resume)},
-      {"sample_tokens", integer(c.sample_tokens)},
-      {"timeout", integer(c.timeout_s)},
-      {"threads", integer(c.threads)},
+      {"skip_nonfinite_steps", boolean(c.skip_nonfinite_steps)},
   };
   for (const auto& [key, node] : table) {
     const std::string name(key.str());
+    if (IsIntegerSetting(name)) {
+      // As 64 bits and range-checked: `layers = 4294967298` must not become 2.
+      auto v = node.value<int64_t>();
+      CONVEYOR_CHECK(v.has_value() && node.is_integer())
+          << path << ": '" << name << "' must be an integer";
+      SetIntegerSetting(c, name, *v, path + ": " + name);
+      continue;
+    }
+    if (IsRealSetting(name)) {
+      auto v = node.value<double>();
+      CONVEYOR_CHECK(v.has_value()) << path << ": '" << name << "' must be a number";
+      SetRealSetting(c, name, *v, path + ": " + name);
+      continue;
+    }
     auto it = setters.find(name);
     CONVEYOR_CHECK(it != setters.end()) << path << ": unknown key '" << name << "'";
     it->second(node, name);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace conveyor {
 
@@ -52,12 +53,29 @@ struct TrainConfig {
   int timeout_s = 300;           // bound on any wait between ranks
   int threads = 0;               // intra-op threads per rank; 0 = OMP_NUM_THREADS, else the
                                  // machine's cores shared by the local ranks
+  // A step whose loss or gradient norm is NaN or infinite stops the run (UserError naming
+  // the step); with this set, the step is skipped instead: no update, the next batch.
+  bool skip_nonfinite_steps = false;
 
+  // Checks every numeric setting against its range (docs/TRAINING.md, "Limits"), named as
+  // its flag ("--layers must be within [1, 4096], got 0"), the pipeline's size
+  // (pipeline_limits.h) and the relations between settings. UserError for the first bad one.
   void Validate() const;
 };
 
+// Sets the integer setting with TOML key `key` ("layers", "seq_len", ...) to `value` after
+// checking it against the setting's range; the message calls the setting `name` (the flag,
+// or the file and key). Throws UserError when out of range. Precondition: IsIntegerSetting.
+void SetIntegerSetting(TrainConfig& config, std::string_view key, int64_t value,
+                       std::string_view name);
+// The same for the real-valued settings ("lr", "clip", ...): also refuses NaN and infinities.
+void SetRealSetting(TrainConfig& config, std::string_view key, double value, std::string_view name);
+bool IsIntegerSetting(std::string_view key);
+bool IsRealSetting(std::string_view key);
+
 // Applies the keys of a TOML file onto `config`. Throws UserError naming the file, the key
-// and the problem (unknown key, wrong type, parse error with line).
+// and the problem (unknown key, wrong type, a number out of its range, parse error with
+// line). Integers are read as 64-bit and range-checked, never wrapped.
 void ApplyTomlFile(const std::string& path, TrainConfig& config);
 
 }  // namespace conveyor

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <limits>
 
 #include "conveyor/common/error.h"
 
@@ -94,7 +95,91 @@ TEST(TrainConfigTest, RecomputeAndThreadsAreChecked) {
   expect_error(c, "recompute must be none, full or selective, got 'some'");
   c = TrainConfig();
   c.threads = -1;
-  expect_error(c, "threads must be within [0, 1024] (0 = automatic), got -1");
+  expect_error(c, "--threads must be within [0, 1024], got -1");
+}
+
+// Integers once wrapped: 4294967298 became 2 layers, pp 2 and seed -1 a huge seed.
+TEST(TrainConfigTest, TomlIntegersAreRangeCheckedNotWrapped) {
+  auto error_of = [](const std::string& text) -> std::string {
+    TrainConfig c;
+    try {
+      ApplyTomlFile(Write(text), c);
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "accepted, layers " + std::to_string(c.layers) + ", pp " + std::to_string(c.pp);
+  };
+  const std::string layers = error_of("layers = 4294967298\n");
+  EXPECT_NE(layers.find(": layers must be within [1, 4096], got 4294967298"), std::string::npos)
+      << layers;
+  EXPECT_NE(layers.find(".toml"), std::string::npos) << layers;
+  EXPECT_NE(error_of("pp = 4294967298\n").find("pp must be within [1, 4096], got 4294967298"),
+            std::string::npos);
+  EXPECT_NE(error_of("seed = -1\n").find("seed must be within [0, 9223372036854775807], got -1"),
+            std::string::npos);
+  EXPECT_NE(error_of("timeout = 0\n").find("timeout must be within [1, 604800], got 0"),
+            std::string::npos);
+}
+
+TEST(TrainConfigTest, NonFiniteRealsAreRefused) {
+  auto error_of = [](const std::string& text) -> std::string {
+    TrainConfig c;
+    try {
+      ApplyTomlFile(Write(text), c);
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_NE(error_of("lr = inf\n").find("lr must be within (0, 10], got inf"), std::string::npos);
+  EXPECT_NE(error_of("weight_decay = nan\n").find("weight_decay must be within [0, 10]"),
+            std::string::npos);
+  EXPECT_NE(error_of("clip = -1.0\n").find("clip must be within [0, 1e+09], got -1"),
+            std::string::npos);
+  TrainConfig c;
+  c.lr = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(c.Validate(), UserError);
+}
+
+TEST(TrainConfigTest, SettersNameTheSettingAsTold) {
+  TrainConfig c;
+  SetIntegerSetting(c, "seq_len", 32, "--seq-len");
+  EXPECT_EQ(c.seq_len, 32);
+  SetRealSetting(c, "min_lr_ratio", 0.5, "--min-lr-ratio");
+  EXPECT_DOUBLE_EQ(c.min_lr_ratio, 0.5);
+  try {
+    SetIntegerSetting(c, "layers", 4294967298, "--layers");
+    FAIL() << "accepted";
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(), "--layers must be within [1, 4096], got 4294967298");
+  }
+  EXPECT_EQ(c.layers, 4);  // unchanged
+  EXPECT_TRUE(IsIntegerSetting("eval_every"));
+  EXPECT_FALSE(IsIntegerSetting("lr"));
+  EXPECT_TRUE(IsRealSetting("lr"));
+}
+
+TEST(TrainConfigTest, ValidateBoundsThePipeline) {
+  TrainConfig c;
+  c.microbatches = 1000000;
+  c.batch_size = 1000000;
+  try {
+    c.Validate();
+    FAIL() << "accepted";
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(), "--microbatches must be within [1, 65536], got 1000000");
+  }
+  c = TrainConfig();
+  c.pp = 1024;
+  c.microbatches = 1024;
+  c.batch_size = 1024;
+  EXPECT_THROW(c.Validate(), UserError);  // 2^20 stage micro-batches
+}
+
+TEST(TrainConfigTest, SkipNonFiniteStepsIsAKey) {
+  TrainConfig c;
+  ApplyTomlFile(Write("skip_nonfinite_steps = true\n"), c);
+  EXPECT_TRUE(c.skip_nonfinite_steps);
 }
 
 }  // namespace

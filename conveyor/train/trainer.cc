@@ -1,11 +1,16 @@
 #include "conveyor/train/trainer.h"
 
 #include <ATen/ATen.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <set>
+#include <string_view>
 
 #include "conveyor/comm/hop_latency.h"
 #include "conveyor/data/corpus.h"
@@ -15,9 +20,12 @@
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
 #include "conveyor/sim/simulator.h"
+#include "conveyor/train/tasks.h"
 
 namespace conveyor {
 namespace {
+
+namespace fs = std::filesystem;
 
 // Which ranks hold each parameter name, from the layers and the partition alone.
 std::map<std::string, std::vector<int>> Holders(const Layout& layout, const nn::LayerList& layers,
@@ -49,7 +57,56 @@ Layout SameLayoutWith(const Layout& layout, int microbatches) {
                         layout.directions());
 }
 
+// Throws UserError unless `dir` is a folder in which this process can create a file (a
+// probe file, removed at once): permissions, read-only mounts and /proc all say no.
+void CheckFolderTakesFiles(const fs::path& dir, std::string_view flag, const std::string& path) {
+  std::error_code error;
+  CONVEYOR_CHECK(fs::is_directory(dir, error))
+      << flag << " '" << path << "': '" << dir.string() << "' is not a folder";
+  std::string probe = (dir / ".conveyor-write-check.XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  CONVEYOR_CHECK(fd >= 0) << flag << " '" << path << "': cannot create files in '" << dir.string()
+                          << "': " << std::strerror(errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+// The folder `path` (created by the run when missing) or its nearest existing parent
+// takes new files.
+void CheckFolderCanBeWritten(const std::string& path, std::string_view flag) {
+  fs::path dir = fs::absolute(path).lexically_normal();
+  std::error_code error;
+  while (!fs::exists(dir, error) && dir.has_relative_path()) dir = dir.parent_path();
+  CheckFolderTakesFiles(dir, flag, path);
+}
+
+// The file `path` can be written: a device or FIFO that is writable, or a regular or new
+// file in an existing folder that takes new files (the file is replaced atomically).
+void CheckFileCanBeWritten(const std::string& path, std::string_view flag) {
+  std::error_code error;
+  const fs::file_status status = fs::status(path, error);
+  CONVEYOR_CHECK(!fs::is_directory(status)) << flag << " '" << path << "' is a folder";
+  if (fs::exists(status) && !fs::is_regular_file(status)) {
+    CONVEYOR_CHECK(::access(path.c_str(), W_OK) == 0)
+        << flag << " '" << path << "' cannot be written: " << std::strerror(errno);
+    return;
+  }
+  const fs::path dir = fs::absolute(path).parent_path();
+  CONVEYOR_CHECK(fs::is_directory(dir, error))
+      << flag << " '" << path << "': the folder '" << dir.string() << "' does not exist";
+  CheckFolderTakesFiles(dir, flag, path);
+}
+
 }  // namespace
+
+void PreflightFiles(const TrainConfig& config) {
+  MakeTask(config);
+  if (!config.metrics.empty()) CheckFileCanBeWritten(config.metrics, "--metrics");
+  if (!config.trace.empty()) CheckFolderCanBeWritten(config.trace, "--trace");
+  if (!config.checkpoint_dir.empty()) {
+    CheckFolderCanBeWritten(config.checkpoint_dir, "--checkpoint-dir");
+  }
+}
 
 void PreflightCheck(const TrainConfig& config) {
   config.Validate();
@@ -179,16 +236,9 @@ StepMetrics Trainer::Step() {
   phase = Executor::Now();
   m.grad_norm = grad_sync_->GlobalNorm(params);
   recorder_->Phase("grad norm", phase);
-  phase = Executor::Now();
-  if (config_.clip > 0 && m.grad_norm > config_.clip) {
-    GradSync::Scale(params, config_.clip / (m.grad_norm + 1e-6));
-  }
-  m.step = ++step_;
-  m.lr = schedule_.At(step_);
-  optimizer_.Step(params, m.lr, step_);
-  recorder_->Phase("optimizer", phase);
   // The loss travels with every send's posting time, which the comm breakdown needs, and
-  // with every rank's start and end of the pipeline.
+  // with every rank's start and end of the pipeline. It is summed before the update, so
+  // that every rank knows whether the step is finite.
   phase = Executor::Now();
   const Layout& layout = program_.layout;
   std::vector<double> shared = SendPostTimes(layout, recorder_->step());
@@ -208,6 +258,22 @@ StepMetrics Trainer::Step() {
   }
   shared.resize(posts);
   recorder_->Phase("all-reduce loss", phase);
+  m.step = step_ + 1;
+  m.lr = schedule_.At(m.step);
+  m.skipped = !std::isfinite(m.loss) || !std::isfinite(m.grad_norm);
+  CONVEYOR_CHECK(!m.skipped || config_.skip_nonfinite_steps)
+      << "step " << m.step << ": the loss is " << m.loss << " and the gradient norm " << m.grad_norm
+      << "; stopping before the update (a learning rate too high, or weights "
+      << "that hold NaN or inf; --skip-nonfinite-steps skips such steps instead)";
+  phase = Executor::Now();
+  if (!m.skipped) {
+    if (config_.clip > 0 && m.grad_norm > config_.clip) {
+      GradSync::Scale(params, config_.clip / (m.grad_norm + 1e-6));
+    }
+    optimizer_.Step(params, m.lr, m.step);
+  }
+  step_ = m.step;
+  recorder_->Phase("optimizer", phase);
   Account(BreakDownComm(layout, recorder_->step(), rank_, shared), last - first);
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.tokens_per_s = task_->TokensPerBatch() / m.seconds;

@@ -33,6 +33,9 @@ struct StepMetrics {
   double grad_norm = 0;  // before clipping
   double seconds = 0;
   double tokens_per_s = 0;
+  // The loss or the gradient norm was NaN or infinite and config.skip_nonfinite_steps is
+  // set: no update was made (without it, Step() throws instead).
+  bool skipped = false;
 };
 
 // Where one rank's pipeline time went, averaged over the steps after the first (seconds per
@@ -82,6 +85,10 @@ class Trainer {
   // that cannot run (schedule preconditions, fewer layers than stages, ...) before any step.
   Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task, Transport* world);
 
+  // One optimizer step. Throws UserError naming the step when its loss or gradient norm is
+  // NaN or infinite (the update is not made), unless config.skip_nonfinite_steps: then the
+  // step is skipped and counted. Every rank sees the same loss and norm, so every rank
+  // throws or skips alike. Collective.
   StepMetrics Step();
   EvalMetrics Evaluate();
 
@@ -163,6 +170,14 @@ class Trainer {
 // Checks, cheaply and before any rank starts, what would stop a run: the configuration, the
 // schedule's preconditions, enough layers for its stages, the corpus path. UserError.
 void PreflightCheck(const TrainConfig& config);
+
+// Checks, before any rank starts, the files a run reads and writes, so that no run fails
+// after its work is done: builds the task (MakeTask: the corpus loads, is not empty, is
+// longer than a sequence, has the classes asked for), then checks that the metrics file
+// can be written (its folder exists and takes new files; an existing folder is refused)
+// and that the trace and checkpoint folders take new files, or that their nearest existing
+// parent does. UserError naming the flag and the path.
+void PreflightFiles(const TrainConfig& config);
 
 // The per-layer costs config.partition asks for: parameter counts, forward FLOPs from the
 // model configuration, 1 each, or ("profile") the measured forward + backward seconds of

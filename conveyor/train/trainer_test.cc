@@ -4,9 +4,12 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <set>
+#include <string>
 
+#include "conveyor/train/tasks.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -145,6 +148,78 @@ TEST_F(TrainerTest, RejectsRunsThatCannotStart) {
   c = TinyGpt();
   c.batch_size = 2;  // fewer samples than micro-batches
   EXPECT_THROW(c.Validate(), UserError);
+}
+
+// A weight holding NaN (a diverged run, a bad checkpoint) once trained on with loss -nan
+// to the end and exit 0.
+TEST_F(TrainerTest, NonFiniteStepStopsTheRunBeforeTheUpdate) {
+  const TrainConfig c = TinyGpt();
+  Trainer trainer(c, MakeTask(c), nullptr);
+  const auto params = trainer.Parameters();
+  const at::Tensor other = params.back().second.detach().clone();
+  {
+    at::NoGradGuard no_grad;
+    params.front().second.fill_(std::numeric_limits<float>::quiet_NaN());
+  }
+  try {
+    trainer.Step();
+    FAIL() << "a NaN step was accepted";
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("step 1: the loss is ", 0), 0u) << what;
+    EXPECT_NE(what.find("--skip-nonfinite-steps"), std::string::npos) << what;
+  }
+  EXPECT_EQ(trainer.step(), 0);
+  EXPECT_TRUE(at::equal(params.back().second.detach(), other)) << "no update was made";
+}
+
+TEST_F(TrainerTest, NonFiniteStepIsSkippedWhenAsked) {
+  TrainConfig c = TinyGpt();
+  c.skip_nonfinite_steps = true;
+  Trainer trainer(c, MakeTask(c), nullptr);
+  const auto params = trainer.Parameters();
+  const at::Tensor other = params.back().second.detach().clone();
+  {
+    at::NoGradGuard no_grad;
+    params.front().second.fill_(std::numeric_limits<float>::infinity());
+  }
+  const StepMetrics m = trainer.Step();
+  EXPECT_TRUE(m.skipped);
+  EXPECT_EQ(m.step, 1);
+  EXPECT_EQ(trainer.step(), 1);
+  EXPECT_TRUE(at::equal(params.back().second.detach(), other)) << "no update was made";
+}
+
+TEST_F(TrainerTest, PreflightFindsBadFilesBeforeAnyRank) {
+  TrainConfig c = TinyGpt();
+  EXPECT_NO_THROW(PreflightFiles(c));
+  auto error_of = [](const TrainConfig& config) -> std::string {
+    try {
+      PreflightFiles(config);
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  c.metrics = "/nonexistent/dir/m.json";
+  EXPECT_NE(error_of(c).find("--metrics '/nonexistent/dir/m.json': the folder '/nonexistent/dir' "
+                             "does not exist"),
+            std::string::npos)
+      << error_of(c);
+  c.metrics = ::testing::TempDir();
+  EXPECT_NE(error_of(c).find("is a folder"), std::string::npos) << error_of(c);
+  c = TinyGpt();
+  c.checkpoint_dir = "/proc/nope/ckpt";
+  EXPECT_NE(error_of(c).find("--checkpoint-dir '/proc/nope/ckpt': cannot create files in '/proc'"),
+            std::string::npos)
+      << error_of(c);
+  c = TinyGpt();
+  c.seq_len = 60000;  // longer than the tiny corpus
+  EXPECT_NE(error_of(c), "accepted");
+  c = TinyGpt();
+  c.model = "classifier";
+  c.classes = 50;  // the tiny corpus is one file: one category
+  EXPECT_NE(error_of(c), "accepted");
 }
 
 TEST_F(TrainerTest, PartitionFollowsTheCostChoice) {

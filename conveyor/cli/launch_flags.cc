@@ -1,0 +1,28 @@
+#include "conveyor/cli/launch_flags.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "conveyor/cli/distributed.h"
+#include "conveyor/common/error.h"
+
+namespace conveyor::cli {
+
+int MaxLocalRanks() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(64, 8 * cores);
+}
+
+void LaunchFlags::Register(CLI::App* cmd) {
+  cmd->add_flag("--oversubscribe", oversubscribe, "allow more local ranks than max(64, 8 x cores)");
+}
+
+void LaunchFlags::CheckLocalRanks(int64_t nproc, std::string_view flag) const {
+  if (oversubscribe || LaunchedAsRank()) return;
+  CONVEYOR_CHECK(nproc <= MaxLocalRanks())
+      << flag << " " << nproc << " would start " << nproc
+      << " local processes; at most max(64, 8 x " << std::thread::hardware_concurrency()
+      << " cores) = " << MaxLocalRanks() << " without --oversubscribe";
+}
+
+}  // namespace conveyor::cli
