@@ -2,9 +2,15 @@
 //
 // When the environment names a rank (torchrun / conveyor's launcher: RANK; Slurm:
 // SLURM_PROCID with SLURM_NTASKS > 1; Open MPI: OMPI_COMM_WORLD_RANK with a size > 1), this
-// process connects over c10d as that rank and runs `body`. Otherwise it launches `nproc`
-// copies of its own command line on 127.0.0.1 and waits for them; a rank that fails stops
-// the others and the launcher reports which and why.
+// process checks that the world has `nproc` ranks, connects over c10d as that rank (the
+// rendezvous bounded by `timeout`) and runs `body`. Otherwise it launches `nproc` copies of
+// its own command line on 127.0.0.1 and waits for them; a rank that fails or stalls stops
+// the others and the launcher prints the error once, then a one-line summary.
+//
+// Stopping: the first SIGINT or SIGTERM a rank receives (the launcher forwards its own) is
+// published as that rank's failure, so every rank abandons its step at its next wait
+// between ranks; whatever it is writing at that moment is finished first. The rank then
+// exits with 128 + the signal. A second signal exits at once.
 #ifndef CONVEYOR_CLI_DISTRIBUTED_H_
 #define CONVEYOR_CLI_DISTRIBUTED_H_
 
@@ -34,7 +40,8 @@ bool LaunchedAsRank();
 // Returns the process exit code: 0 when every rank succeeded. `args` is this process's
 // command line without argv[0]. Rank 0 warns once when libtorch runs on a slow BLAS (blas_check.h).
 // In a rank, an exception from `body` is reported to every
-// rank, printed as "conveyor: rank R: ..." and turned into exit code 1.
+// rank and to the launcher (under another launcher: printed as "conveyor: rank R: ..."),
+// and turned into exit code 1, or kExitPeerFailed when another rank failed first.
 int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options,
                const std::function<void(Transport&)>& body);
 

@@ -46,7 +46,7 @@ std::shared_ptr<::gloo::transport::Device> GlooDevice(const std::string& master_
   if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME")) {
     return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
   }
-  if (master_addr == "localhost" || master_addr.starts_with("127.")) {
+  if (IsLoopback(master_addr)) {
     return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
   }
   return c10d::ProcessGroupGloo::createDefaultDevice();

@@ -6,12 +6,24 @@
 // (Communicators created lazily, in the order traffic happens to arrive, can deadlock.)
 // Sub-groups get their own process groups over a prefix of the same store.
 //
+// Rendezvous: rank 0 serves the store; every rank checks first that what answers at
+// master_addr:master_port is a store (another program on the port fails within seconds),
+// then announces itself and waits for all the others, up to connect_timeout; on timeout the
+// CommError names the ranks that did not arrive.
+//
 // Failure propagation: every process runs a watcher thread with its own store client that
 // polls the key "conveyor/failed". A rank that fails (ReportFailure, a timeout, a lost Gloo
 // connection) writes its reason there once; every rank then aborts its pending and later
 // waits with CommError "... aborted: <reason>" within about failure_poll_interval. A rank
 // killed outright is caught by its peers' Gloo connection errors (which they publish the same
-// way) or by the timeout. Losing the store itself (rank 0 died) aborts every other rank too.
+// way) or by the timeout. Losing the store itself (rank 0 died), or the store not answering
+// within stall_timeout (rank 0 stalled), aborts every other rank too.
+//
+// Stalls: every process also runs a heartbeat thread that publishes a counter every
+// heartbeat_interval; rank 0 watches them all (HeartbeatMonitor), and a rank whose counter
+// has not moved for stall_timeout is published as the failure "rank R stalled: ...". The
+// heartbeat thread keeps beating while its rank computes, so long steps raise no alarm; a
+// stopped (SIGSTOP), frozen or CPU-starved process stops beating.
 //
 // Buffers: a Work handle dropped before completion is handed to a drain thread that waits
 // for it, so the send is still delivered and its tensor stays alive until then. The buffers
@@ -54,6 +66,10 @@ struct C10dOptions {
   // Bound on meeting the other ranks at the store, which may start much later than this one.
   std::chrono::milliseconds connect_timeout{std::chrono::minutes(5)};
   std::chrono::milliseconds failure_poll_interval{100};
+  // Heartbeats: how often each rank beats, and how long a silent rank has before it is
+  // declared stalled (also the bound on any store request of the watcher and heartbeat).
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds stall_timeout{20000};
   // Also create an NCCL process group for CUDA tensors. Requires a libtorch built with
   // NCCL and the current CUDA device set to this rank's GPU before connecting.
   bool use_nccl = false;

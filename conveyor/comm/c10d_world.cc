@@ -1,12 +1,22 @@
 #include "conveyor/comm/c10d_world.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <iomanip>
 #include <iostream>
+#include <optional>
+#include <sstream>
 #include <string_view>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
+
+#include "conveyor/comm/heartbeat_monitor.h"
 
 namespace conveyor {
 namespace {
@@ -16,19 +26,73 @@ using Clock = std::chrono::steady_clock;
 constexpr char kFailedKey[] = "conveyor/failed";
 constexpr char kExitedKey[] = "conveyor/exited";
 constexpr auto kExitPoll = std::chrono::milliseconds(20);
+constexpr auto kArrivalPoll = std::chrono::milliseconds(50);
 constexpr auto kGlooBackstop = std::chrono::seconds(10);
+// How long a store gets to answer its first request: a real one answers at once.
+constexpr auto kProbeTimeout = std::chrono::seconds(5);
 
-// A store client; `count` makes it one of the world's main connections, which the server's
-// constructor waits for.
-c10::intrusive_ptr<c10d::Store> ConnectStore(const RendezvousInfo& info, bool count,
+// Every rank's heartbeat; its first one also says that the rank has arrived.
+std::string HeartbeatKey(int rank) { return "conveyor/heartbeat/" + std::to_string(rank); }
+
+std::vector<std::uint8_t> Bytes(const std::string& text) { return {text.begin(), text.end()}; }
+
+std::string Seconds(std::chrono::milliseconds duration) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(duration.count() % 1000 == 0 ? 0 : 1)
+      << duration.count() / 1000.0 << " s";
+  return out.str();
+}
+
+// libtorch's TCPStore server listens on every interface. For a world on this host alone,
+// ties its listening socket to the loopback device, so that nothing from the network reaches
+// it. Returns false when the socket was not found or the option was refused.
+bool KeepListenerOnLoopback(int port) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return false;
+  bool done = false;
+  while (dirent* entry = readdir(dir)) {
+    const int fd = std::atoi(entry->d_name);
+    int listening = 0;
+    socklen_t length = sizeof(listening);
+    if (fd <= 2 || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) != 0 ||
+        listening == 0) {
+      continue;
+    }
+    sockaddr_storage address{};
+    length = sizeof(address);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) continue;
+    int bound = -1;
+    if (address.ss_family == AF_INET) {
+      bound = ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+    } else if (address.ss_family == AF_INET6) {
+      bound = ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
+    }
+    static const char kLoopback[] = "lo";
+    if (bound == port &&
+        setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, kLoopback, sizeof(kLoopback) - 1) == 0) {
+      done = true;
+    }
+  }
+  closedir(dir);
+  return done;
+}
+
+// A store client (and, with `serve`, the server). The client's requests wait up to `timeout`
+// for an answer once a wait() has set that bound on its socket.
+c10::intrusive_ptr<c10d::Store> ConnectStore(const RendezvousInfo& info, bool serve,
                                              std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(info.master_port);
-  options.isServer = count && info.rank == 0;
+  options.isServer = serve;
   options.timeout = timeout;
-  options.waitWorkers = count;
-  if (count) options.numWorkers = info.world_size;
-  return c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
+  options.waitWorkers = false;  // AwaitArrivals does it, naming who is missing
+  auto store = c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
+  if (serve && IsLoopback(info.master_addr) && !KeepListenerOnLoopback(info.master_port)) {
+    std::cerr << "conveyor: warning: the rendezvous store on port " << info.master_port
+              << " could not be limited to the loopback interface; it listens on all of them"
+              << std::endl;
+  }
+  return store;
 }
 
 // ShmChannel's view of the world's store.
@@ -52,6 +116,10 @@ class ShmStore : public ShmChannel::Store {
 
 }  // namespace
 
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
 std::string Brief(const std::exception& e) {
   std::string text = e.what();
   return text.substr(0, text.find('\n'));
@@ -61,26 +129,80 @@ C10dWorld::C10dWorld(const RendezvousInfo& info, const C10dOptions& options)
     : info_(info),
       options_(options),
       self_("rank " + std::to_string(info.rank)),
-      abort_(AbortSignal::Create()) {
-  std::string where = info.master_addr + ":" + std::to_string(info.master_port);
+      abort_(AbortSignal::Create()),
+      where_(info.master_addr + ":" + std::to_string(info.master_port)) {
+  const auto deadline = Clock::now() + options.connect_timeout;
+  const std::string who = self_ + " of " + std::to_string(info.world_size);
   try {
-    store_ = ConnectStore(info, /*count=*/true, options.connect_timeout);
-    watch_store_ = ConnectStore(info, /*count=*/false, options.connect_timeout);
+    store_ = ConnectStore(info, info.rank == 0, options.connect_timeout);
   } catch (const std::exception& e) {
-    throw CommError(self_ + " of " + std::to_string(info.world_size) +
-                    ": rendezvous at the store " + where + " failed: " + Brief(e));
+    throw CommError(who + ": rendezvous at the store " + where_ + " failed" +
+                    (info.rank == 0 ? " (is the port free?)"
+                                    : " within " + Seconds(options.connect_timeout) +
+                                          " (rank 0 serves it: did it start, at that address?)") +
+                    ": " + Brief(e));
+  }
+  try {
+    // The first heartbeat announces this rank; reading it back proves that a store answers.
+    store_->set(HeartbeatKey(info.rank), Bytes("0"));
+    store_->wait({HeartbeatKey(info.rank)}, kProbeTimeout);
+  } catch (const std::exception& e) {
+    throw CommError(who + ": what listens at " + where_ +
+                    " did not answer as a rendezvous store within " + Seconds(kProbeTimeout) +
+                    " (another program on MASTER_PORT?): " + Brief(e));
+  }
+  AwaitArrivals(deadline);
+  try {
+    watch_store_ = ConnectStore(info, false, options.stall_timeout);
+    heartbeat_store_ = ConnectStore(info, false, options.stall_timeout);
+    // Bound every later request of these two clients, not only their waits.
+    watch_store_->wait({HeartbeatKey(info.rank)}, options.stall_timeout);
+    heartbeat_store_->wait({HeartbeatKey(info.rank)}, options.stall_timeout);
+  } catch (const std::exception& e) {
+    throw CommError(who + ": connecting to the store " + where_ + " failed: " + Brief(e));
   }
   watcher_ = std::thread([this] { Watch(); });
+  beater_ = std::thread([this] { Beat(); });
 }
 
 C10dWorld::~C10dWorld() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    beating_stopped_ = true;
   }
   cv_.notify_all();
   if (drainer_.joinable()) drainer_.join();
   if (watcher_.joinable()) watcher_.join();
+  if (beater_.joinable()) beater_.join();
+}
+
+void C10dWorld::AwaitArrivals(Clock::time_point deadline) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < info_.world_size; ++r) keys.push_back(HeartbeatKey(r));
+  try {
+    while (!store_->check(keys)) {
+      if (Clock::now() >= deadline) {
+        std::string missing;
+        int count = 0;
+        for (int r = 0; r < info_.world_size; ++r) {
+          if (store_->check({keys[r]})) continue;
+          missing += (count++ == 0 ? "" : ", ") + std::to_string(r);
+        }
+        throw CommError(
+            self_ + " of " + std::to_string(info_.world_size) + ": rendezvous at " + where_ +
+            " timed out after " + Seconds(options_.connect_timeout) + ": " +
+            (count == 1 ? "rank " : "ranks ") + missing + " did not arrive (" +
+            std::to_string(count) + " of " + std::to_string(info_.world_size) +
+            " missing; did every rank start, with the same MASTER_ADDR and MASTER_PORT?)");
+      }
+      std::this_thread::sleep_for(kArrivalPoll);
+    }
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CommError(self_ + ": waiting for the other ranks at " + where_ + " failed: " + Brief(e));
+  }
 }
 
 void C10dWorld::ConnectShm() {
@@ -120,8 +242,8 @@ void C10dWorld::Fail(const std::string& reason) noexcept {
   std::string first = reason;
   try {
     // The first failure published wins, so every rank reports the same root cause.
-    std::vector<std::uint8_t> winner = watch_store_->compareSet(
-        kFailedKey, {}, std::vector<std::uint8_t>(reason.begin(), reason.end()));
+    std::lock_guard<std::mutex> lock(watch_store_mutex_);
+    std::vector<std::uint8_t> winner = watch_store_->compareSet(kFailedKey, {}, Bytes(reason));
     first.assign(winner.begin(), winner.end());
   } catch (const std::exception&) {
     // The store is gone (rank 0 died): every rank's watcher sees that on its own.
@@ -156,16 +278,50 @@ void C10dWorld::Watch() {
     next_poll = now + options_.failure_poll_interval;
     lock.unlock();
     try {
+      std::lock_guard<std::mutex> store_lock(watch_store_mutex_);
       if (watch_store_->check({kFailedKey})) {
         std::vector<std::uint8_t> reason = watch_store_->get(kFailedKey);
         abort_->Trigger(std::string(reason.begin(), reason.end()));
       }
     } catch (const std::exception& e) {
-      abort_->Trigger(self_ + " lost the rendezvous store at " + info_.master_addr + ":" +
-                      std::to_string(info_.master_port) +
-                      " (served by rank 0, which may have died): " + Brief(e));
+      abort_->Trigger(self_ + " lost the rendezvous store at " + where_ +
+                      ": rank 0, which serves it, died or stalled (" + Brief(e) + ")");
     }
     lock.lock();
+  }
+}
+
+void C10dWorld::Beat() {
+  std::optional<HeartbeatMonitor> monitor;
+  if (info_.rank == 0) monitor.emplace(info_.world_size, options_.stall_timeout, Clock::now());
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (std::uint64_t beat = 1; !beating_stopped_; ++beat) {
+    lock.unlock();
+    try {
+      heartbeat_store_->set(HeartbeatKey(info_.rank), Bytes(std::to_string(beat)));
+      if (monitor && !abort_->triggered()) {
+        for (int r = 0; r < info_.world_size; ++r) {
+          std::vector<std::uint8_t> heartbeat = heartbeat_store_->get(HeartbeatKey(r));
+          monitor->Observe(r, std::string(heartbeat.begin(), heartbeat.end()), Clock::now());
+        }
+        if (std::optional<HeartbeatMonitor::Stall> stall = monitor->FindStall(Clock::now())) {
+          Fail("rank " + std::to_string(stall->rank) + " stalled: no heartbeat for " +
+               Seconds(stall->silent) +
+               " (stopped by a signal such as SIGSTOP, frozen, or starved of CPU)");
+        }
+      }
+    } catch (const std::exception&) {
+      // The store is gone or does not answer: the watcher reports that.
+    }
+    lock.lock();
+    cv_.wait_for(lock, options_.heartbeat_interval, [&] { return beating_stopped_; });
+  }
+  lock.unlock();
+  if (abort_->triggered()) return;
+  try {
+    heartbeat_store_->set(HeartbeatKey(info_.rank), Bytes(HeartbeatMonitor::kExited));
+  } catch (const std::exception&) {
+    // As above.
   }
 }
 
@@ -279,15 +435,23 @@ void C10dWorld::Shutdown() {
   cv_.notify_all();
   if (drainer_.joinable()) drainer_.join();
   if (watcher_.joinable()) watcher_.join();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    beating_stopped_ = true;
+  }
+  cv_.notify_all();
+  if (beater_.joinable()) beater_.join();
+  // After a failure the store may be frozen with a stalled rank 0: the others leave at once.
+  if (abort_->triggered() && info_.rank != 0) return;
   try {
     store_->add(kExitedKey, 1);
     if (info_.rank != 0) return;
     // Rank 0 serves the store: keep it up until every rank stopped watching it, or briefly
     // when a failure means some never will.
-    auto limit =
-        abort_->triggered() ? 5 * options_.failure_poll_interval : options_.transport.timeout;
-    auto deadline = Clock::now() + limit;
+    const auto linger = 5 * options_.failure_poll_interval;
+    auto deadline = Clock::now() + (abort_->triggered() ? linger : options_.transport.timeout);
     while (store_->add(kExitedKey, 0) < info_.world_size && Clock::now() < deadline) {
+      if (store_->check({kFailedKey})) deadline = std::min(deadline, Clock::now() + linger);
       std::this_thread::sleep_for(kExitPoll);
     }
   } catch (const std::exception&) {

@@ -1,8 +1,8 @@
 // C10dWorld: the per-process state shared by a c10d world transport and its sub-groups: the
-// rendezvous store, failure detection (AbortSignal + store watcher), the drain thread for
-// dropped operations, the shared-memory channel to the ranks on this host (if any), and the
-// one function that waits on a c10d operation. Private to c10d_transport.cc; the only header
-// of conveyor that includes c10d.
+// rendezvous store, failure detection (AbortSignal + store watcher + heartbeat), the drain thread
+// for dropped operations, the shared-memory channel to the ranks on this host (if any), and the one
+// function that waits on a c10d operation. Private to c10d_transport.cc; the only header of
+// conveyor that includes c10d.
 //
 // Thread-safety: every member may be called from any thread, except ConnectShm (once, by the
 // world transport's constructor, before any operation).
@@ -29,6 +29,9 @@
 
 namespace conveyor {
 
+// Whether `host` names this machine's loopback interface ("localhost", 127.x.y.z, "::1").
+bool IsLoopback(const std::string& host);
+
 // The first line of an exception's message (c10 errors append a backtrace).
 std::string Brief(const std::exception& e);
 
@@ -44,7 +47,9 @@ struct C10dOp {
 
 class C10dWorld {
  public:
-  // Connects to the store (rank 0 serves it) and starts the watcher.
+  // Connects to the store (rank 0 serves it), checks that it is one, waits until every rank
+  // has arrived (all bounded by options.connect_timeout; CommError names the ranks missing),
+  // then starts the watcher and the heartbeat.
   C10dWorld(const RendezvousInfo& info, const C10dOptions& options);
   ~C10dWorld();  // drains dropped operations, stops the threads
 
@@ -88,8 +93,12 @@ class C10dWorld {
  private:
   // Waits for a pollable op's future; false on timeout or abort.
   bool AwaitFuture(const C10dOp& op);
+  // Waits until every rank has published its first heartbeat, up to `deadline`.
+  void AwaitArrivals(std::chrono::steady_clock::time_point deadline);
   // The watcher thread: polls the store for failures and fires timers.
   void Watch();
+  // The heartbeat thread: publishes this rank's heartbeat; on rank 0 also watches everyone's.
+  void Beat();
   // Runs `fire` on the watcher thread after `delay`, unless cancelled first. After
   // CancelTimer returns, `fire` is not running and never runs.
   std::uint64_t AddTimer(std::chrono::milliseconds delay, std::function<void()> fire);
@@ -101,13 +110,17 @@ class C10dWorld {
   C10dOptions options_;
   std::string self_;  // "rank 3"
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::Store> watch_store_;  // the watcher's own connection
+  std::string where_;                                // "127.0.0.1:29500"
+  c10::intrusive_ptr<c10d::Store> watch_store_;      // the watcher's own connection (and Fail's)
+  std::mutex watch_store_mutex_;                     // one request at a time on watch_store_
+  c10::intrusive_ptr<c10d::Store> heartbeat_store_;  // the heartbeat thread's own connection
   std::shared_ptr<AbortSignal> abort_;
   std::shared_ptr<ShmChannel> shm_;
 
   std::mutex mutex_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  bool beating_stopped_ = false;
   std::deque<C10dOp> adopted_;
   std::deque<C10dOp> kept_;  // failed or aborted operations
   std::map<std::uint64_t, std::pair<std::chrono::steady_clock::time_point, std::function<void()>>>
@@ -115,6 +128,7 @@ class C10dWorld {
   std::uint64_t next_timer_ = 1;
   std::thread watcher_;
   std::thread drainer_;  // started on the first Adopt
+  std::thread beater_;
 };
 
 }  // namespace conveyor

@@ -3,16 +3,22 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <iomanip>
 #include <iostream>
 #include <optional>
 #include <sstream>
 
+#include "conveyor/comm/interrupt_watcher.h"
 #include "conveyor/common/error.h"
 
 extern char** environ;
@@ -25,17 +31,20 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kPollSlice = std::chrono::milliseconds(50);
 constexpr auto kDrainAfterExit = std::chrono::milliseconds(500);
 
+// A child's streams, in the order of Child::fds.
+enum Stream { kStdout = 0, kStderr = 1, kReport = 2, kStreams = 3 };
+
 // One child: its pipes, the partial lines read so far and its stderr tail.
 struct Child {
   RankOutcome outcome;
   bool running = true;
-  int fds[2] = {-1, -1};  // stdout, stderr read ends; -1 once closed
-  std::string partial[2];
+  int fds[kStreams] = {-1, -1, -1};  // read ends; -1 once closed
+  std::string partial[kStreams];
   std::deque<std::string> tail;
 };
 
 std::vector<std::string> ChildEnvironment(const LaunchOptions& options, int nproc, int rank,
-                                          int port) {
+                                          int port, int report_fd) {
   Environment env;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     std::string text = *entry;
@@ -49,6 +58,7 @@ std::vector<std::string> ChildEnvironment(const LaunchOptions& options, int npro
   env["LOCAL_WORLD_SIZE"] = std::to_string(nproc);
   env["MASTER_ADDR"] = "127.0.0.1";
   env["MASTER_PORT"] = std::to_string(port);
+  env[kReportFdVariable] = std::to_string(report_fd);
   std::vector<std::string> entries;
   for (const auto& [key, value] : env) entries.push_back(key + "=" + value);
   return entries;
@@ -64,36 +74,55 @@ std::vector<char*> Pointers(std::vector<std::string>& strings) {
 // Starts one rank. Everything the child touches is prepared before fork: between fork and
 // exec only async-signal-safe calls run.
 // With `inherit_stdout` the child writes to the launcher's own stdout (a terminal stays one).
-void Spawn(Child& child, std::vector<std::string> argv, std::vector<std::string> env,
-           bool inherit_stdout) {
-  int out[2], err[2];
-  CONVEYOR_CHECK(pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0)
-      << "launcher: cannot create pipes for rank " << child.outcome.rank << ": "
-      << std::strerror(errno);
-  std::vector<char*> args = Pointers(argv);
-  std::vector<char*> envp = Pointers(env);
+void Spawn(Child& child, const std::vector<std::string>& argv, const LaunchOptions& options,
+           int nproc, int port, bool inherit_stdout) {
+  int pipes[kStreams][2];
+  for (auto& p : pipes) {
+    CONVEYOR_CHECK(pipe2(p, O_CLOEXEC) == 0) << "launcher: cannot create pipes for rank "
+                                             << child.outcome.rank << ": " << std::strerror(errno);
+  }
+  std::vector<std::string> args_storage = argv;
+  std::vector<std::string> env_storage =
+      ChildEnvironment(options, nproc, child.outcome.rank, port, pipes[kReport][1]);
+  std::vector<char*> args = Pointers(args_storage);
+  std::vector<char*> envp = Pointers(env_storage);
   static const char kExecFailed[] = "launcher: cannot execute the command\n";
+  const pid_t launcher = getpid();
   pid_t pid = fork();
   CONVEYOR_CHECK(pid >= 0) << "launcher: cannot fork rank " << child.outcome.rank << ": "
                            << std::strerror(errno);
   if (pid == 0) {
+    signal(SIGINT, SIG_DFL);  // the launcher's handlers are not the rank's
+    signal(SIGTERM, SIG_DFL);
     setpgid(0, 0);
-    if (!inherit_stdout) dup2(out[1], STDOUT_FILENO);
-    dup2(err[1], STDERR_FILENO);
+    // Die with the launcher; if it already died, its signal was missed: leave now.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher) _exit(128 + SIGKILL);
+    if (!inherit_stdout) dup2(pipes[kStdout][1], STDOUT_FILENO);
+    dup2(pipes[kStderr][1], STDERR_FILENO);
+    fcntl(pipes[kReport][1], F_SETFD, 0);  // kept across exec
     execvpe(args[0], args.data(), envp.data());
-    (void)!write(STDERR_FILENO, kExecFailed, sizeof(kExecFailed) - 1);
+    (void)!write(pipes[kReport][1], kExecFailed, sizeof(kExecFailed) - 1);
     _exit(127);
   }
   setpgid(pid, pid);  // also here, so a signal sent right away reaches the group
-  close(out[1]);
-  close(err[1]);
+  for (auto& p : pipes) close(p[1]);
   if (inherit_stdout) {
-    close(out[0]);
-    out[0] = -1;
+    close(pipes[kStdout][0]);
+    pipes[kStdout][0] = -1;
   }
   child.outcome.pid = pid;
-  child.fds[0] = out[0];
-  child.fds[1] = err[0];
+  for (int s = 0; s < kStreams; ++s) child.fds[s] = pipes[s][0];
+}
+
+// "1, 2 and 5"
+std::string ListRanks(const std::vector<int>& ranks) {
+  std::ostringstream out;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) out << (i + 1 == ranks.size() ? " and " : ", ");
+    out << ranks[i];
+  }
+  return out.str();
 }
 
 class Supervisor {
@@ -102,11 +131,17 @@ class Supervisor {
       : children_(nproc), options_(options), out_(options.out ? *options.out : std::cout) {}
 
   LaunchResult Run(const std::vector<std::string>& argv) {
+    InterruptWatcher watcher([this](int signal, int count) {
+      int none = 0;
+      first_signal_.compare_exchange_strong(none, signal);
+      signals_.store(count);
+    });
     int port = PickFreePort();
     for (size_t r = 0; r < children_.size(); ++r) {
-      children_[r].outcome.rank = static_cast<int>(r);
+      Child& child = children_[r];
+      child.outcome.rank = static_cast<int>(r);
       try {
-        Spawn(children_[r], argv, ChildEnvironment(options_, children_.size(), r, port),
+        Spawn(child, argv, options_, static_cast<int>(children_.size()), port,
               r == 0 && options_.output == LaunchOptions::Output::kRank0Direct);
       } catch (...) {
         KillStarted();
@@ -118,6 +153,7 @@ class Supervisor {
     while (AnyOpen() && !(all_exited && Clock::now() - *all_exited > kDrainAfterExit)) {
       PollOutput();
       Reap();
+      HandleSignals();
       Enforce();
       if (!AnyRunning() && !all_exited) all_exited = Clock::now();
     }
@@ -126,21 +162,31 @@ class Supervisor {
       for (int fd : child.fds) {
         if (fd >= 0) close(fd);
       }
-      for (std::string& partial : child.partial) {
-        if (!partial.empty()) Line(child, &partial == &child.partial[1], partial);
+      for (int s = 0; s < kStreams; ++s) {
+        if (!child.partial[s].empty()) Line(child, static_cast<Stream>(s), child.partial[s]);
       }
       child.outcome.last_stderr_lines.assign(child.tail.begin(), child.tail.end());
       result.ranks.push_back(child.outcome);
     }
-    result.failed_rank = failed_rank_;
     result.deadline_exceeded = deadline_exceeded_;
+    result.interrupt_signal = interrupt_signal_;
+    if (interrupt_signal_ != 0) {
+      result.stop_time =
+          std::chrono::duration_cast<std::chrono::milliseconds>(last_exit_ - interrupted_at_);
+    } else if (failed_rank_ < 0 && !deadline_exceeded_) {
+      failed_rank_ = Cause();
+    }
+    result.failed_rank = failed_rank_;
     return result;
   }
 
  private:
   bool AnyOpen() const {
     for (const Child& c : children_) {
-      if (c.running || c.fds[0] >= 0 || c.fds[1] >= 0) return true;
+      if (c.running) return true;
+      for (int fd : c.fds) {
+        if (fd >= 0) return true;
+      }
     }
     return false;
   }
@@ -156,7 +202,7 @@ class Supervisor {
     std::vector<pollfd> fds;
     std::vector<std::pair<Child*, int>> owners;
     for (Child& child : children_) {
-      for (int s = 0; s < 2; ++s) {
+      for (int s = 0; s < kStreams; ++s) {
         if (child.fds[s] < 0) continue;
         fds.push_back({child.fds[s], POLLIN, 0});
         owners.push_back({&child, s});
@@ -181,21 +227,26 @@ class Supervisor {
       std::string& partial = child->partial[s];
       partial.append(buffer, n);
       for (size_t eol; (eol = partial.find('\n')) != std::string::npos;) {
-        Line(*child, s == 1, partial.substr(0, eol));
+        Line(*child, static_cast<Stream>(s), partial.substr(0, eol));
         partial.erase(0, eol + 1);
       }
     }
   }
 
-  void Line(Child& child, bool is_stderr, const std::string& line) {
+  void Line(Child& child, Stream stream, const std::string& line) {
+    RankOutcome& outcome = child.outcome;
+    if (stream == kReport) {
+      outcome.report += (outcome.report.empty() ? "" : "\n") + line;
+      return;
+    }
     if (options_.output == LaunchOptions::Output::kAllPrefixed) {
-      out_ << "[rank " << child.outcome.rank << "] " << line << "\n" << std::flush;
+      out_ << "[rank " << outcome.rank << "] " << line << "\n" << std::flush;
     } else if (options_.output == LaunchOptions::Output::kRank0Direct) {
-      if (child.outcome.rank == 0 && is_stderr) std::cerr << line << "\n" << std::flush;
-    } else if (child.outcome.rank == 0) {
+      if (outcome.rank == 0 && stream == kStderr) std::cerr << line << "\n" << std::flush;
+    } else if (outcome.rank == 0) {
       out_ << line << "\n" << std::flush;
     }
-    if (!is_stderr) return;
+    if (stream != kStderr) return;
     child.tail.push_back(line);
     while (static_cast<int>(child.tail.size()) > options_.tail_lines) child.tail.pop_front();
   }
@@ -203,29 +254,68 @@ class Supervisor {
   void Reap() {
     for (Child& child : children_) {
       int status = 0;
-      if (!child.running || waitpid(child.outcome.pid, &status, WNOHANG) != child.outcome.pid) {
+      if (!child.running || waitpid(child.outcome.pid, &status, WNOHANG | WUNTRACED | WCONTINUED) !=
+                                child.outcome.pid) {
+        continue;
+      }
+      RankOutcome& outcome = child.outcome;
+      if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+        outcome.stop_signal = WIFSTOPPED(status) ? WSTOPSIG(status) : 0;
         continue;
       }
       child.running = false;
-      child.outcome.exited = WIFEXITED(status);
-      child.outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
-      child.outcome.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-      if (child.outcome.ok() || child.outcome.stopped_by_launcher || failed_rank_ >= 0) continue;
-      if (child.outcome.exited && child.outcome.exit_code == kExitPeerFailed) continue;
-      failed_rank_ = child.outcome.rank;
+      last_exit_ = Clock::now();
+      outcome.exited = WIFEXITED(status);
+      outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+      outcome.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      if (outcome.ok() || outcome.stopped_by_launcher || failed_rank_ >= 0) continue;
+      if (outcome.exited && outcome.exit_code == kExitPeerFailed) {
+        // A failure somewhere: the others get the grace period to stop as this one did.
+        if (options_.stop_all_on_failure && !peers_deadline_) {
+          peers_deadline_ = last_exit_ + options_.grace;
+        }
+        continue;
+      }
+      failed_rank_ = outcome.rank;
       if (options_.stop_all_on_failure) StopAll();
     }
-    // Only ranks that stopped for a peer's failure: the first of them stands for it.
-    if (failed_rank_ >= 0) return;
+  }
+
+  // The rank to blame when none failed on its own: one that had to be killed while its
+  // peers stopped for a failure (one seen stopped first), else the first that stopped for a
+  // peer's failure, else any that failed.
+  int Cause() const {
+    int hung = -1, stopped = -1, peer = -1, other = -1;
     for (const Child& child : children_) {
-      if (child.running) return;
+      const RankOutcome& o = child.outcome;
+      if (o.ok()) continue;
+      if (o.hung && o.stop_signal != 0 && stopped < 0) stopped = o.rank;
+      if (o.hung && hung < 0) hung = o.rank;
+      if (o.exited && o.exit_code == kExitPeerFailed && peer < 0) peer = o.rank;
+      if (!o.stopped_by_launcher && other < 0) other = o.rank;
     }
-    for (const Child& child : children_) {
-      if (!child.outcome.ok() && !child.outcome.stopped_by_launcher) {
-        failed_rank_ = child.outcome.rank;
-        return;
+    for (int rank : {stopped, hung, peer, other}) {
+      if (rank >= 0) return rank;
+    }
+    return -1;
+  }
+
+  void HandleSignals() {
+    const int count = signals_.load();
+    if (count == signals_handled_) return;
+    signals_handled_ = count;
+    if (interrupt_signal_ == 0) {
+      interrupt_signal_ = first_signal_.load();
+      interrupted_at_ = Clock::now();
+      last_exit_ = interrupted_at_;
+      for (Child& child : children_) {
+        if (!child.running) continue;
+        child.outcome.stopped_by_launcher = true;
+        kill(-child.outcome.pid, interrupt_signal_);
       }
+      kill_at_ = interrupted_at_ + options_.grace;
     }
+    if (count >= 2) kill_at_ = Clock::now();
   }
 
   void Enforce() {
@@ -234,7 +324,18 @@ class Supervisor {
       deadline_exceeded_ = true;
       StopAll();
     }
-    if (kill_at_ && now > *kill_at_) {
+    if (peers_deadline_ && now > *peers_deadline_) {
+      peers_deadline_.reset();
+      if (failed_rank_ < 0 && interrupt_signal_ == 0) {
+        for (Child& child : children_) {
+          if (!child.running) continue;
+          child.outcome.hung = true;
+          child.outcome.stopped_by_launcher = true;
+          kill(-child.outcome.pid, SIGKILL);
+        }
+      }
+    }
+    if (kill_at_ && now >= *kill_at_) {
       for (Child& child : children_) {
         if (child.running) kill(-child.outcome.pid, SIGKILL);
       }
@@ -248,7 +349,9 @@ class Supervisor {
       if (child.outcome.pid <= 0) continue;
       kill(-child.outcome.pid, SIGKILL);
       waitpid(child.outcome.pid, nullptr, 0);
-      for (int fd : child.fds) close(fd);
+      for (int fd : child.fds) {
+        if (fd >= 0) close(fd);
+      }
     }
   }
 
@@ -265,16 +368,49 @@ class Supervisor {
   const LaunchOptions& options_;
   std::ostream& out_;
   Clock::time_point start_;
+  Clock::time_point last_exit_;
   std::optional<Clock::time_point> kill_at_;
+  std::optional<Clock::time_point> peers_deadline_;
   int failed_rank_ = -1;
   bool deadline_exceeded_ = false;
+  // Written by the InterruptWatcher's thread, read by the loop.
+  std::atomic<int> first_signal_{0};
+  std::atomic<int> signals_{0};
+  int signals_handled_ = 0;
+  int interrupt_signal_ = 0;
+  Clock::time_point interrupted_at_;
 };
 
 }  // namespace
 
+bool ReportToLauncher(const std::string& message) {
+  const char* variable = std::getenv(kReportFdVariable);
+  if (variable == nullptr) return false;
+  int fd = -1;
+  const char* end = variable + std::strlen(variable);
+  if (std::from_chars(variable, end, fd).ptr != end || fd < 0) return false;
+  const std::string text = message + "\n";
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += n;
+  }
+  return true;
+}
+
 std::string RankOutcome::Describe() const {
   std::ostringstream out;
   out << "rank " << rank;
+  if (hung) {
+    out << " did not stop when the others did";
+    if (stop_signal != 0) {
+      out << " (it was stopped by signal " << stop_signal << ", " << strsignal(stop_signal) << ")";
+    }
+    out << " and was killed";
+    return out.str();
+  }
   if (exited) {
     out << " exited with exit code " << exit_code;
   } else {
@@ -285,7 +421,7 @@ std::string RankOutcome::Describe() const {
 }
 
 bool LaunchResult::ok() const {
-  if (failed_rank >= 0 || deadline_exceeded) return false;
+  if (failed_rank >= 0 || deadline_exceeded || interrupt_signal != 0) return false;
   for (const RankOutcome& r : ranks) {
     if (!r.ok()) return false;
   }
@@ -298,28 +434,50 @@ std::string LaunchResult::Report() const {
     out << "all " << ranks.size() << " ranks exited with exit code 0";
     return out.str();
   }
-  if (failed_rank >= 0) {
-    const RankOutcome& failed = ranks[failed_rank];
-    out << "rank " << failed_rank << " failed: " << failed.Describe();
-    if (!failed.last_stderr_lines.empty()) {
-      out << "; its last stderr lines:";
-      for (const std::string& line : failed.last_stderr_lines) out << "\n  " << line;
-    }
+  if (interrupt_signal != 0) {
+    int killed = 0;
+    for (const RankOutcome& r : ranks) killed += !r.exited && r.signal == SIGKILL;
+    out << "interrupted by SIG" << sigabbrev_np(interrupt_signal) << ": " << ranks.size()
+        << " ranks stopped in " << std::fixed << std::setprecision(1) << stop_time.count() / 1000.0
+        << " s";
+    if (killed > 0) out << " (" << killed << " killed)";
+    return out.str();
+  }
+  // The error, once: the cause's own report, else the one its peers stopped for.
+  const RankOutcome* failed = failed_rank >= 0 ? &ranks[failed_rank] : nullptr;
+  std::string error = failed != nullptr ? failed->report : "";
+  for (const RankOutcome& r : ranks) {
+    if (error.empty() && r.exited && r.exit_code == kExitPeerFailed) error = r.report;
+  }
+  if (error.empty() && failed != nullptr && !failed->last_stderr_lines.empty()) {
+    error = "rank " + std::to_string(failed_rank) + "'s last stderr lines:";
+    for (const std::string& line : failed->last_stderr_lines) error += "\n  " + line;
+  }
+  if (!error.empty()) out << error << "\n";
+  // The summary.
+  if (failed != nullptr) {
+    out << failed->Describe();
   } else if (deadline_exceeded) {
     out << "the run exceeded its deadline";
   } else {
     out << "the run failed";
   }
+  std::vector<int> stopped;
   for (const RankOutcome& r : ranks) {
-    if (r.rank != failed_rank && !r.ok()) out << "\n" << r.Describe();
+    if (r.rank != failed_rank && !r.ok()) stopped.push_back(r.rank);
+  }
+  if (!stopped.empty()) {
+    out << "; rank" << (stopped.size() > 1 ? "s " : " ") << ListRanks(stopped) << " stopped";
   }
   return out.str();
 }
 
 int LaunchResult::ExitCode() const {
   if (ok()) return 0;
+  if (interrupt_signal != 0) return 128 + interrupt_signal;
   if (failed_rank >= 0) {
     const RankOutcome& failed = ranks[failed_rank];
+    if (failed.hung) return 1;
     return failed.exited ? failed.exit_code : 128 + failed.signal;
   }
   return deadline_exceeded ? 124 : 1;

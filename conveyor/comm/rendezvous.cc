@@ -95,6 +95,17 @@ RendezvousInfo RendezvousFromEnvironment() {
   return RendezvousFromEnvironment(env);
 }
 
+void CheckWorldSize(const RendezvousInfo& info, int ranks, const std::string& asked_by) {
+  const char* variable = "WORLD_SIZE";
+  for (const VariableNames& names : kLaunchers) {
+    if (info.launcher == names.launcher) variable = names.world_size;
+  }
+  CONVEYOR_CHECK(info.world_size == ranks)
+      << "rendezvous (" << info.launcher << "): " << variable << "=" << info.world_size << " but "
+      << asked_by << " needs " << ranks << " rank" << (ranks == 1 ? "" : "s")
+      << ": launch exactly that many";
+}
+
 int PickFreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   CONVEYOR_CHECK(fd >= 0) << "cannot open a socket to pick a free port: " << std::strerror(errno);

@@ -35,6 +35,11 @@ using Environment = std::map<std::string, std::string>;
 RendezvousInfo RendezvousFromEnvironment(const Environment& env);
 RendezvousInfo RendezvousFromEnvironment();
 
+// Checks that the launcher started the world a command asks for: the world size it set
+// (WORLD_SIZE, SLURM_NTASKS or OMPI_COMM_WORLD_SIZE) must equal `ranks`, which `asked_by`
+// names for the message (e.g. "--pp 4"). Throws UserError naming both otherwise.
+void CheckWorldSize(const RendezvousInfo& info, int ranks, const std::string& asked_by);
+
 // A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick for port 0). Another
 // process may take it before the caller binds it; callers retry or accept that small risk.
 int PickFreePort();
