@@ -170,11 +170,10 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
   for (const auto& [key, node] : table) {
     const std::string name(key.str());
     if (IsIntegerSetting(name)) {
-      // As 64 bits and range-checked: `layers = 4294967298` must not become 2.
-      auto v = node.value<int64_t>();
-      CONVEYOR_CHECK(v.has_value() && node.is_integer())
-          << path << ": '" << name << "' must be an integer";
-      SetIntegerSetting(c, name, *v, path + ": " + name);
+      // As 64 bits and range-checked: `layers = 4294967298` must not become 2. The type is
+      // checked first: toml++'s value<int64_t>() converts any float, 1e62 too (undefined).
+      CONVEYOR_CHECK(node.is_integer()) << path << ": '" << name << "' must be an integer";
+      SetIntegerSetting(c, name, node.as_integer()->get(), path + ": " + name);
       continue;
     }
     if (IsRealSetting(name)) {

@@ -69,6 +69,24 @@ TEST(TrainConfigTest, NonAsciiWhereWhitespaceMayBeIsAParseError) {
   }
 }
 
+// Found by fuzz/train_config_fuzzer: a float where an integer belongs was converted to one
+// before its type was checked, and toml++ converts 1e62 to int64_t (undefined behaviour).
+TEST(TrainConfigTest, AFloatForAnIntegerIsRefusedByType) {
+  for (const std::string value : {"1e62", "-1e300", "4.0", "nan", "inf"}) {
+    TrainConfig c;
+    const std::string path = Write("layers = " + value + "\n");
+    try {
+      ApplyTomlFile(path, c);
+      ADD_FAILURE() << "accepted layers = " << value;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(path + ": 'layers' must be an integer"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(c.layers, TrainConfig().layers);
+  }
+}
+
 TEST(TrainConfigTest, ValidateNamesTheBadValue) {
   TrainConfig c;
   c.heads = 3;
