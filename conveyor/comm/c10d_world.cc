@@ -129,8 +129,8 @@ C10dWorld::C10dWorld(const RendezvousInfo& info, const C10dOptions& options)
     : info_(info),
       options_(options),
       self_("rank " + std::to_string(info.rank)),
-      abort_(AbortSignal::Create()),
-      where_(info.master_addr + ":" + std::to_string(info.master_port)) {
+      where_(info.master_addr + ":" + std::to_string(info.master_port)),
+      abort_(AbortSignal::Create()) {
   const auto deadline = Clock::now() + options.connect_timeout;
   const std::string who = self_ + " of " + std::to_string(info.world_size);
   try {
@@ -307,7 +307,8 @@ void C10dWorld::Beat() {
         if (std::optional<HeartbeatMonitor::Stall> stall = monitor->FindStall(Clock::now())) {
           Fail("rank " + std::to_string(stall->rank) + " stalled: no heartbeat for " +
                Seconds(stall->silent) +
-               " (stopped by a signal such as SIGSTOP, frozen, or starved of CPU)");
+               " (stopped by a signal such as SIGSTOP, frozen, starved of CPU, or cut off by the "
+               "network)");
         }
       }
     } catch (const std::exception&) {
