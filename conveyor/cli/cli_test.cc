@@ -79,8 +79,7 @@ TEST(CliTest, CsvRoundTripsThroughLoad) {
 
 TEST(CliTest, LoadsPyTorchDualPipeV) {
   const std::string path =
-      std::string(CONVEYOR_SHARED_DIR) + "/reference/pytorch-schedules/dualpipev_4rank_10mb.csv";
-  if (!std::ifstream(path).good()) GTEST_SKIP() << "no " << path;
+      std::string(CONVEYOR_TESTDATA_DIR) + "/pytorch-schedules/dualpipev_4rank_10mb.csv";
   const Result r = Conveyor("plan --load " + path + " --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.out)["makespan"].get<double>(), 63);

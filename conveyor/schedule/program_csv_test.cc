@@ -234,16 +234,10 @@ TEST(ProgramCsvTest, FileErrorsNameThePath) {
             std::string::npos);
 }
 
-// The schedules PyTorch wrote, in ../shared beside the repository.
+// The schedules PyTorch wrote (testdata/pytorch-schedules).
 class PytorchSchedulesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::string(CONVEYOR_SHARED_DIR) + "/reference/pytorch-schedules";
-    if (!std::filesystem::is_directory(dir_)) {
-      GTEST_SKIP() << "PyTorch reference schedules not found at " << dir_
-                   << " (expected ../shared beside the repository)";
-    }
-  }
+  void SetUp() override { dir_ = std::string(CONVEYOR_TESTDATA_DIR) + "/pytorch-schedules"; }
   LoadedProgram Load(const std::string& name) { return LoadProgramCsv(dir_ + "/" + name); }
 
   std::string dir_;
