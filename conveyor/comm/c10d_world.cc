@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "conveyor/comm/heartbeat_monitor.h"
+#include "conveyor/comm/shm_segment.h"
 
 namespace conveyor {
 namespace {
@@ -212,7 +213,7 @@ void C10dWorld::ConnectShm() {
                          std::string_view(env) == "false");
   // Every rank takes part, an opted-out one with an empty host, so that all agree.
   const std::string host =
-      options_.shared_memory_p2p && !off ? ShmChannel::HostIdentity() : std::string();
+      options_.shared_memory_p2p && !off ? ShmSegment::HostIdentity() : std::string();
   ShmChannelOptions shm_options = options_.shm;
   if (const char* spin = std::getenv("CONVEYOR_SHM_SPIN_US")) {
     shm_options.spin = std::chrono::microseconds(std::atoll(spin));  // for measurements

@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -14,7 +13,6 @@
 #include <climits>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <random>
 #include <sstream>
 #include <utility>
@@ -171,25 +169,6 @@ ShmChannel::~ShmChannel() {
     WakeSelf();
     helper_.join();
   }
-}
-
-std::string ShmChannel::HostIdentity() {
-  struct stat st {};
-  if (stat("/dev/shm", &st) != 0) return "";
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  auto name_space = [](const char* path) {
-    char target[128] = {};
-    return readlink(path, target, sizeof(target) - 1) < 0 ? std::string() : std::string(target);
-  };
-  // The network namespace too: ranks in different ones (containers, or the simulated nodes
-  // of the fault tests) talk over the network even when they could share memory.
-  std::ostringstream id;
-  id << host << '|' << boot << '|' << name_space("/proc/self/ns/pid") << '|'
-     << name_space("/proc/self/ns/net") << "|shm dev " << st.st_dev;
-  return id.str();
 }
 
 std::shared_ptr<ShmChannel> ShmChannel::Connect(int rank, int world_size, const std::string& host,

@@ -112,7 +112,8 @@ class ShmChannel : public std::enable_shared_from_this<ShmChannel> {
   };
 
   // Collective over the store: every rank of the world calls it once, with the same
-  // options. `host` identifies this rank's host and shared-memory namespace (HostIdentity()),
+  // options. `host` identifies this rank's host and shared-memory namespace
+  // (ShmSegment::HostIdentity()),
   // or is empty to take no part. Ranks with the same non-empty host use shared memory with
   // each other. Returns nullptr when this rank has no such peer, or when setting up failed on
   // any rank (then every rank returns nullptr, and *why says what failed). Throws what the
@@ -120,10 +121,6 @@ class ShmChannel : public std::enable_shared_from_this<ShmChannel> {
   static std::shared_ptr<ShmChannel> Connect(int rank, int world_size, const std::string& host,
                                              Store& store, std::shared_ptr<AbortSignal> abort,
                                              const ShmChannelOptions& options, std::string* why);
-
-  // This host and shared-memory namespace: host name, boot id, PID and network namespaces
-  // and the device of /dev/shm ("" when /dev/shm is unusable).
-  static std::string HostIdentity();
 
   ~ShmChannel();
   ShmChannel(const ShmChannel&) = delete;

@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "conveyor/comm/shm_segment.h"
+
 namespace conveyor {
 namespace {
 
@@ -89,7 +91,7 @@ std::unique_ptr<World> Connect(const std::vector<std::string>& hosts,
 }
 
 std::unique_ptr<World> ConnectPair(const ShmChannelOptions& options = {}) {
-  std::string host = ShmChannel::HostIdentity();
+  std::string host = ShmSegment::HostIdentity();
   return Connect({host, host}, options);
 }
 
@@ -116,15 +118,8 @@ void ExpectDone(ShmChannel& channel, ShmChannel::Op& op) {
   EXPECT_EQ(outcome.status, Status::kDone) << outcome.detail;
 }
 
-TEST(ShmChannelTest, HostIdentityIsStable) {
-  EXPECT_FALSE(ShmChannel::HostIdentity().empty());
-  EXPECT_EQ(ShmChannel::HostIdentity(), ShmChannel::HostIdentity());
-  // Ranks in other network namespaces count as other hosts.
-  EXPECT_NE(ShmChannel::HostIdentity().find("net:["), std::string::npos);
-}
-
 TEST(ShmChannelTest, ReachesOnlyRanksOnTheSameHost) {
-  std::string host = ShmChannel::HostIdentity();
+  std::string host = ShmSegment::HostIdentity();
   auto world = Connect({host, host, host + "-elsewhere", ""});
   ASSERT_NE(world->channels[0], nullptr);
   ASSERT_NE(world->channels[1], nullptr);
@@ -147,7 +142,7 @@ TEST(ShmChannelTest, ASetupFailureOnOneRankTurnsItOffOnEvery) {
     ASSERT_GE(fd, 0);
     close(fd);
   };
-  std::string host = ShmChannel::HostIdentity();
+  std::string host = ShmSegment::HostIdentity();
   world = Connect({host, host, host}, {}, std::move(world));
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(world->channels[r], nullptr) << "rank " << r;

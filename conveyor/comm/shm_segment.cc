@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 namespace conveyor {
@@ -53,6 +55,25 @@ std::unique_ptr<ShmSegment> ShmSegment::Map(const std::string& name, std::size_t
   segment->base_ = static_cast<std::byte*>(base);
   segment->bytes_ = bytes;
   return segment;
+}
+
+std::string ShmSegment::HostIdentity() {
+  struct stat st {};
+  if (stat("/dev/shm", &st) != 0) return "";
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  auto name_space = [](const char* path) {
+    char target[128] = {};
+    return readlink(path, target, sizeof(target) - 1) < 0 ? std::string() : std::string(target);
+  };
+  // The network namespace too: ranks in different ones (containers, or the simulated nodes
+  // of the fault tests) talk over the network even when they could share memory.
+  std::ostringstream id;
+  id << host << '|' << boot << '|' << name_space("/proc/self/ns/pid") << '|'
+     << name_space("/proc/self/ns/net") << "|shm dev " << st.st_dev;
+  return id.str();
 }
 
 std::size_t ShmSegment::Bytes(std::size_t rings, std::size_t ring_bytes) {

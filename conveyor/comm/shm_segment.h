@@ -44,6 +44,12 @@ class ShmSegment {
   // reason.
   static std::unique_ptr<ShmSegment> Map(const std::string& name, std::size_t bytes, bool create);
 
+  // This host and shared-memory namespace, for telling which ranks can map each other's
+  // segments: host name, boot id, PID and network namespaces (ranks in other network
+  // namespaces count as other hosts, so the network between them is used) and the device
+  // of /dev/shm ("" when /dev/shm is unusable).
+  static std::string HostIdentity();
+
   // Bytes of a segment holding `rings` rings of `ring_bytes`.
   static std::size_t Bytes(std::size_t rings, std::size_t ring_bytes);
   // The shm_open name of `rank`'s segment in run `run`.

@@ -48,5 +48,12 @@ TEST(ShmSegmentTest, RingCopiesWrapAroundTheEnd) {
   EXPECT_EQ(out, in);
 }
 
+TEST(ShmSegmentTest, HostIdentityIsStableAndNamesTheNetworkNamespace) {
+  EXPECT_FALSE(ShmSegment::HostIdentity().empty());
+  EXPECT_EQ(ShmSegment::HostIdentity(), ShmSegment::HostIdentity());
+  // Ranks in other network namespaces count as other hosts.
+  EXPECT_NE(ShmSegment::HostIdentity().find("net:["), std::string::npos);
+}
+
 }  // namespace
 }  // namespace conveyor
