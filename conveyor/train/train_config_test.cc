@@ -116,43 +116,36 @@ TEST(TrainConfigTest, RecomputeAndThreadsAreChecked) {
   expect_error(c, "--threads must be within [0, 1024], got -1");
 }
 
+// The error a TOML text gives over the defaults, or what it set when it was accepted.
+std::string TomlError(const std::string& text) {
+  TrainConfig c;
+  try {
+    ApplyTomlFile(Write(text), c);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "accepted, layers " + std::to_string(c.layers) + ", pp " + std::to_string(c.pp);
+}
+
 // Integers once wrapped: 4294967298 became 2 layers, pp 2 and seed -1 a huge seed.
 TEST(TrainConfigTest, TomlIntegersAreRangeCheckedNotWrapped) {
-  auto error_of = [](const std::string& text) -> std::string {
-    TrainConfig c;
-    try {
-      ApplyTomlFile(Write(text), c);
-    } catch (const UserError& e) {
-      return e.what();
-    }
-    return "accepted, layers " + std::to_string(c.layers) + ", pp " + std::to_string(c.pp);
-  };
-  const std::string layers = error_of("layers = 4294967298\n");
+  const std::string layers = TomlError("layers = 4294967298\n");
   EXPECT_NE(layers.find(": layers must be within [1, 4096], got 4294967298"), std::string::npos)
       << layers;
   EXPECT_NE(layers.find(".toml"), std::string::npos) << layers;
-  EXPECT_NE(error_of("pp = 4294967298\n").find("pp must be within [1, 4096], got 4294967298"),
+  EXPECT_NE(TomlError("pp = 4294967298\n").find("pp must be within [1, 4096], got 4294967298"),
             std::string::npos);
-  EXPECT_NE(error_of("seed = -1\n").find("seed must be within [0, 9223372036854775807], got -1"),
+  EXPECT_NE(TomlError("seed = -1\n").find("seed must be within [0, 9223372036854775807], got -1"),
             std::string::npos);
-  EXPECT_NE(error_of("timeout = 0\n").find("timeout must be within [1, 604800], got 0"),
+  EXPECT_NE(TomlError("timeout = 0\n").find("timeout must be within [1, 604800], got 0"),
             std::string::npos);
 }
 
 TEST(TrainConfigTest, NonFiniteRealsAreRefused) {
-  auto error_of = [](const std::string& text) -> std::string {
-    TrainConfig c;
-    try {
-      ApplyTomlFile(Write(text), c);
-    } catch (const UserError& e) {
-      return e.what();
-    }
-    return "accepted";
-  };
-  EXPECT_NE(error_of("lr = inf\n").find("lr must be within (0, 10], got inf"), std::string::npos);
-  EXPECT_NE(error_of("weight_decay = nan\n").find("weight_decay must be within [0, 10]"),
+  EXPECT_NE(TomlError("lr = inf\n").find("lr must be within (0, 10], got inf"), std::string::npos);
+  EXPECT_NE(TomlError("weight_decay = nan\n").find("weight_decay must be within [0, 10]"),
             std::string::npos);
-  EXPECT_NE(error_of("clip = -1.0\n").find("clip must be within [0, 1e+09], got -1"),
+  EXPECT_NE(TomlError("clip = -1.0\n").find("clip must be within [0, 1e+09], got -1"),
             std::string::npos);
   TrainConfig c;
   c.lr = std::numeric_limits<double>::quiet_NaN();
