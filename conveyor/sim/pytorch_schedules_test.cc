@@ -1,4 +1,4 @@
-// PyTorch's reference schedules (../shared/reference/pytorch-schedules) simulate to the
+// PyTorch's reference schedules (testdata/pytorch-schedules) simulate to the
 // makespans ANCHORS.md states for uniform costs: F = I = W = 1, B = 2, OVERLAP_F_B = F + B.
 #include <gtest/gtest.h>
 
