@@ -117,7 +117,6 @@ nlohmann::json MeasureOne(Transport& transport, const BenchFlags& flags, const s
   PipelineRank rank(
       lowered, transport.rank(), &transport,
       [&](int stage) { return MakeSyntheticStage(stage, costs); },
-      [](int, const MicroBatch& mb) { return SyntheticBoundaryShape(mb); },
       at::TensorOptions().dtype(at::kFloat));
   Batch batch;
   batch.inputs = at::zeros({flags.microbatches, 1}, at::kLong);

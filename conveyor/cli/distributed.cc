@@ -13,9 +13,9 @@
 
 #include "conveyor/cli/blas_check.h"
 #include "conveyor/comm/c10d_transport.h"
-#include "conveyor/comm/interrupt_watcher.h"
-#include "conveyor/comm/launcher.h"
-#include "conveyor/comm/rendezvous.h"
+#include "conveyor/launch/interrupt_watcher.h"
+#include "conveyor/launch/launcher.h"
+#include "conveyor/launch/rendezvous.h"
 #include "conveyor/common/error.h"
 
 namespace conveyor::cli {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "conveyor/comm/launcher.h"
+#include "conveyor/launch/launcher.h"
 #include "conveyor/comm/transport.h"
 
 namespace conveyor::cli {

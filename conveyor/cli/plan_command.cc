@@ -14,10 +14,10 @@
 #include "conveyor/schedule/program_csv.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
-#include "conveyor/sim/ascii_renderer.h"
-#include "conveyor/sim/chrome_trace.h"
+#include "conveyor/timeline/ascii_renderer.h"
+#include "conveyor/timeline/chrome_trace.h"
 #include "conveyor/sim/simulator.h"
-#include "conveyor/sim/svg_renderer.h"
+#include "conveyor/timeline/svg_renderer.h"
 
 namespace conveyor::cli {
 namespace {

@@ -55,7 +55,7 @@
 #include <chrono>
 #include <memory>
 
-#include "conveyor/comm/rendezvous.h"
+#include "conveyor/launch/rendezvous.h"
 #include "conveyor/comm/shm_channel.h"
 #include "conveyor/comm/transport.h"
 

@@ -21,7 +21,7 @@
 #include <set>
 #include <string_view>
 
-#include "conveyor/comm/launcher.h"
+#include "conveyor/launch/launcher.h"
 
 namespace conveyor {
 namespace {

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "conveyor/comm/c10d_transport.h"
-#include "conveyor/comm/launcher.h"
+#include "conveyor/launch/launcher.h"
 
 namespace conveyor {
 namespace {

@@ -1,4 +1,4 @@
-// Fills a Batch (conveyor/runtime/microbatch.h) row by row from bytes, byte-level tokens
+// Fills a Batch (conveyor/module/microbatch.h) row by row from bytes, byte-level tokens
 // (ByteTokenizer). Every row starts as padding: inputs 0, targets -1 (not counted) and only
 // position 0 marked real, so that a model pooling over the mask never divides by zero; a
 // padding row counts for nothing. Rows left unset stay padding (the tail of a last, partial
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "conveyor/runtime/microbatch.h"
+#include "conveyor/module/microbatch.h"
 
 namespace conveyor::data {
 

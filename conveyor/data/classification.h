@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "conveyor/data/corpus.h"
-#include "conveyor/runtime/microbatch.h"
+#include "conveyor/module/microbatch.h"
 
 namespace conveyor::data {
 

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "conveyor/data/corpus.h"
-#include "conveyor/runtime/microbatch.h"
+#include "conveyor/module/microbatch.h"
 
 namespace conveyor::data {
 

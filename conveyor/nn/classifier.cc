@@ -38,6 +38,10 @@ class Embedding : public Layer {
             {"embed.ln.weight", ln_w_},
             {"embed.ln.bias", ln_b_}};
   }
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override { return TokenShape(mb); }
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, config_.hidden);
+  }
 
  private:
   ClassifierConfig config_;
@@ -87,6 +91,12 @@ class Block : public Layer {
             {prefix_ + "ln2.weight", ln2_w_},
             {prefix_ + "ln2.bias", ln2_b_}};
   }
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, config_.hidden);
+  }
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, config_.hidden);
+  }
 
  private:
   ClassifierConfig config_;
@@ -133,6 +143,12 @@ class Head : public Layer {
             {"head.pre.bias", pre_b_},
             {"head.out.weight", out_w_},
             {"head.out.bias", out_b_}};
+  }
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, config_.hidden);
+  }
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
+    return {mb.size(), config_.classes};
   }
 
  private:

@@ -29,6 +29,10 @@ class Embedding : public Layer {
   }
 
   NamedTensors NamedParameters() override { return {{"embed.wte", wte_}, {"embed.wpe", wpe_}}; }
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override { return TokenShape(mb); }
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, config_.hidden);
+  }
 
  private:
   GptConfig config_;
@@ -74,6 +78,12 @@ class Block : public Layer {
             {prefix_ + "mlp.fc.weight", fc_w_},      {prefix_ + "mlp.fc.bias", fc_b_},
             {prefix_ + "mlp.proj.weight", fc2_w_},   {prefix_ + "mlp.proj.bias", fc2_b_}};
   }
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, config_.hidden);
+  }
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, config_.hidden);
+  }
 
  private:
   GptConfig config_;
@@ -114,6 +124,12 @@ class Head : public Layer {
     return {{"head.ln.weight", lnf_w_},
             {"head.ln.bias", lnf_b_},
             {config_.tie_embeddings ? "embed.wte" : "head.lm.weight", lm_head_}};
+  }
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, config_.hidden);
+  }
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
+    return {mb.size(), mb.seq_len(), config_.vocab};
   }
 
  private:

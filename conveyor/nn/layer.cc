@@ -35,6 +35,20 @@ NamedTensors LayerStack::NamedParameters() {
   return all;
 }
 
+std::vector<int64_t> LayerStack::InputShape(const MicroBatch& mb) const {
+  return layers_.front()->InputShape(mb);
+}
+
+std::vector<int64_t> LayerStack::OutputShape(const MicroBatch& mb) const {
+  return layers_.back()->OutputShape(mb);
+}
+
+std::vector<int64_t> TokenShape(const MicroBatch& mb) { return {mb.size(), mb.seq_len()}; }
+
+std::vector<int64_t> HiddenShape(const MicroBatch& mb, int64_t hidden) {
+  return {mb.size(), mb.seq_len(), hidden};
+}
+
 at::Generator LayerGenerator(uint64_t seed, int layer_index) {
   // SplitMix64 of (seed, index): independent streams per layer.
   uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(layer_index) + 1;

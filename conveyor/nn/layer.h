@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "conveyor/runtime/stage.h"
+#include "conveyor/module/stage_module.h"
 
 namespace conveyor::nn {
 
@@ -23,6 +23,9 @@ class Layer {
   virtual ~Layer() = default;
   virtual at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) = 0;
   virtual NamedTensors NamedParameters() = 0;
+  // The shapes Forward takes and returns for micro-batch mb.
+  virtual std::vector<int64_t> InputShape(const MicroBatch& mb) const = 0;
+  virtual std::vector<int64_t> OutputShape(const MicroBatch& mb) const = 0;
   // Only a model's last layer has a loss: summed over mb's counted targets.
   virtual bool has_loss() const { return false; }
   virtual at::Tensor LossSum(const at::Tensor& output, const MicroBatch& mb);
@@ -38,10 +41,16 @@ class LayerStack : public StageModule {
   at::Tensor Forward(const at::Tensor& input, const MicroBatch& mb) override;
   at::Tensor LossSum(const at::Tensor& output, const MicroBatch& mb) override;
   NamedTensors NamedParameters() override;
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override;
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override;
 
  private:
   LayerList layers_;
 };
+
+// The shapes between layers: token ids (n, T) and hidden states (n, T, C) of micro-batch mb.
+std::vector<int64_t> TokenShape(const MicroBatch& mb);
+std::vector<int64_t> HiddenShape(const MicroBatch& mb, int64_t hidden);
 
 // A CPU generator seeded from (seed, global layer index): the only source of randomness a
 // layer's initialisation may use.

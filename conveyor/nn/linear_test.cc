@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "conveyor/runtime/weight_grad_store.h"
+#include "conveyor/module/weight_grad_store.h"
 
 namespace conveyor::nn {
 namespace {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "conveyor/schedule/layout.h"
-#include "conveyor/sim/timeline.h"
+#include "conveyor/timeline/timeline.h"
 
 namespace conveyor {
 

@@ -17,7 +17,7 @@
 
 #include "conveyor/comm/transport.h"
 #include "conveyor/runtime/executor.h"
-#include "conveyor/sim/timeline.h"
+#include "conveyor/timeline/timeline.h"
 
 namespace conveyor {
 

@@ -27,8 +27,7 @@ TEST(StepRecorderTest, RecordsSpansPhasesAndCounters) {
   // One rank running two stages, two micro-batches.
   const Program program = Lower(BuildSchedule("interleaved-1f1b", ScheduleOptions{1, 2, 2}));
   PipelineRank rank(
-      program, 0, nullptr, [](int stage) { return MakeSyntheticStage(stage, SyntheticCosts{}); },
-      [](int, const MicroBatch& mb) { return SyntheticBoundaryShape(mb); }, at::kFloat);
+      program, 0, nullptr, [](int stage) { return MakeSyntheticStage(stage, SyntheticCosts{}); }, at::kFloat);
   const double origin = Executor::Now();
   StepRecorder recorder(0, 1, origin);
   recorder.Attach(rank.executor());

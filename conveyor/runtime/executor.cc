@@ -28,13 +28,11 @@ void Executor::Emit(const Action& a, SpanKind kind, double start, double end) {
 }
 
 Executor::Executor(const Program& program, int rank, Transport* transport,
-                   std::map<int, Stage*> stages, BoundaryShapeFn boundary_shape,
-                   at::TensorOptions activation_options)
+                   std::map<int, Stage*> stages, at::TensorOptions activation_options)
     : program_(program),
       rank_(rank),
       transport_(transport),
       stages_(std::move(stages)),
-      boundary_shape_(std::move(boundary_shape)),
       activation_options_(activation_options) {
   const Layout& layout = program.layout;
   CONVEYOR_CHECK(rank >= 0 && rank < layout.num_ranks())
@@ -155,7 +153,8 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
     case Op::kRecvF: {
       const double start = Now();
       const int prev = layout.prev_stage(a.stage);
-      at::Tensor buffer = at::empty(boundary_shape_(prev, mb(a.microbatch)), activation_options_);
+      at::Tensor buffer =
+          at::empty(StageAt(a.stage).module().InputShape(mb(a.microbatch)), activation_options_);
       activations_[{a.stage, a.microbatch}] = Pending{
           buffer, transport_->Recv(buffer, layout.rank_of(prev), Tag(false, prev, a.microbatch))};
       Emit(a, SpanKind::kPost, start, Now());
@@ -165,7 +164,7 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
       const double start = Now();
       const int next = layout.next_stage(a.stage);
       at::Tensor buffer =
-          at::empty(boundary_shape_(a.stage, mb(a.microbatch)), activation_options_);
+          at::empty(StageAt(a.stage).module().OutputShape(mb(a.microbatch)), activation_options_);
       gradients_[{a.stage, a.microbatch}] = Pending{
           buffer, transport_->Recv(buffer, layout.rank_of(next), Tag(true, next, a.microbatch))};
       Emit(a, SpanKind::kPost, start, Now());

@@ -30,10 +30,10 @@
 
 #include "conveyor/comm/transport.h"
 #include "conveyor/common/error.h"
-#include "conveyor/runtime/microbatch.h"
+#include "conveyor/module/microbatch.h"
 #include "conveyor/runtime/stage.h"
 #include "conveyor/schedule/program.h"
-#include "conveyor/sim/timeline.h"
+#include "conveyor/timeline/timeline.h"
 
 namespace conveyor {
 
@@ -42,10 +42,6 @@ class RuntimeError : public Error {
  public:
   explicit RuntimeError(const std::string& what) : Error(what) {}
 };
-
-// The shape of `stage`'s output for a micro-batch: sizes the receive buffers of the next
-// stage (activations) and of `stage` itself (gradients).
-using BoundaryShapeFn = std::function<std::vector<int64_t>(int stage, const MicroBatch& mb)>;
 
 // Sees every span of a step as it ends (for tracing), times in seconds of the steady clock
 // (Executor::Now()):
@@ -72,7 +68,7 @@ class Executor {
   // puts on `rank`. `transport` may be null when the program needs no communication.
   // Throws UserError when the stages do not match the layout.
   Executor(const Program& program, int rank, Transport* transport, std::map<int, Stage*> stages,
-           BoundaryShapeFn boundary_shape, at::TensorOptions activation_options);
+           at::TensorOptions activation_options);
 
   // Runs the step. Returns the sum of the scaled losses of the last stages on this rank.
   double RunStep(const std::vector<MicroBatch>& microbatches);
@@ -121,7 +117,6 @@ class Executor {
   const int rank_;
   Transport* transport_;
   std::map<int, Stage*> stages_;
-  BoundaryShapeFn boundary_shape_;
   at::TensorOptions activation_options_;
   SpanHook hook_;
 

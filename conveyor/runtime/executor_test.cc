@@ -19,10 +19,6 @@ MakeStageModule Synthetic() {
   return [](int stage) { return MakeSyntheticStage(stage, SyntheticCosts{}); };
 }
 
-BoundaryShapeFn Shape() {
-  return [](int, const MicroBatch& mb) { return SyntheticBoundaryShape(mb); };
-}
-
 std::vector<MicroBatch> Microbatches(int n, int m) {
   Batch batch;
   batch.inputs = at::ones({n, 2}, at::kLong);
@@ -34,20 +30,20 @@ TEST(ExecutorTest, ProgramMustFitTheWorld) {
   const Program program = Lower(BuildSchedule("1f1b", ScheduleOptions{4, 4, 0}));
   auto world = LocalWorld(2);
   try {
-    PipelineRank rank(program, 1, world[1].get(), Synthetic(), Shape(), at::kFloat);
+    PipelineRank rank(program, 1, world[1].get(), Synthetic(), at::kFloat);
     FAIL();
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("the program needs 4 ranks"), std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(PipelineRank(program, 4, nullptr, Synthetic(), Shape(), at::kFloat), UserError);
+  EXPECT_THROW(PipelineRank(program, 4, nullptr, Synthetic(), at::kFloat), UserError);
   // Communication without a transport.
-  EXPECT_THROW(PipelineRank(program, 0, nullptr, Synthetic(), Shape(), at::kFloat), UserError);
+  EXPECT_THROW(PipelineRank(program, 0, nullptr, Synthetic(), at::kFloat), UserError);
 }
 
 TEST(ExecutorTest, StepNeedsTheProgramsMicrobatches) {
   const Program program = Lower(BuildSchedule("gpipe", ScheduleOptions{1, 3, 0}));
-  PipelineRank rank(program, 0, nullptr, Synthetic(), Shape(), at::kFloat);
+  PipelineRank rank(program, 0, nullptr, Synthetic(), at::kFloat);
   EXPECT_THROW(rank.Step(Microbatches(4, 2)), UserError);
   EXPECT_NO_THROW(rank.Step(Microbatches(4, 3)));
 }
@@ -61,6 +57,10 @@ class Failing : public StageModule {
   }
   at::Tensor LossSum(const at::Tensor& output, const MicroBatch&) override { return output.sum(); }
   NamedTensors NamedParameters() override { return {{"w", weight_}}; }
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
+    return {mb.size(), mb.seq_len(), 1};
+  }
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override { return InputShape(mb); }
 
  private:
   at::Tensor weight_ = at::ones({1}).requires_grad_(true);
@@ -69,7 +69,7 @@ class Failing : public StageModule {
 TEST(ExecutorTest, ErrorsNameRankStageMicrobatchAndAction) {
   const Program program = Lower(BuildSchedule("gpipe", ScheduleOptions{1, 2, 0}));
   PipelineRank rank(
-      program, 0, nullptr, [](int) { return std::make_unique<Failing>(); }, Shape(), at::kFloat);
+      program, 0, nullptr, [](int) { return std::make_unique<Failing>(); }, at::kFloat);
   try {
     rank.Step(Microbatches(2, 2));
     FAIL();
@@ -84,7 +84,7 @@ TEST(ExecutorTest, SplitBackwardDefersWeightWorkUntilW) {
   // One rank, two stages (loop placement, v = 2): I then W, and a direct hand-off.
   const Program program =
       Lower(testing::MakeProgram(Layout::Loop(1, 2, 1), {"0F0 1F0 1I0 0I0 0W0 1W0"}));
-  PipelineRank rank(program, 0, nullptr, Synthetic(), Shape(), at::kFloat);
+  PipelineRank rank(program, 0, nullptr, Synthetic(), at::kFloat);
   std::vector<std::string> seen;
   Stage& last = *rank.stages().at(1);
   rank.executor().set_hook([&](const Span& span) {
@@ -119,7 +119,7 @@ TEST(ExecutorTest, HookSeesComputesPostsAndWaitsThatAddUpToTheStats) {
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
-      PipelineRank rank(program, r, world[r].get(), Synthetic(), Shape(), at::kFloat);
+      PipelineRank rank(program, r, world[r].get(), Synthetic(), at::kFloat);
       rank.executor().set_hook([&, r](const Span& s) { spans[r].push_back(s); });
       rank.Step(Microbatches(8, 4));
       stats[r] = rank.executor().last_stats();

@@ -3,7 +3,7 @@
 namespace conveyor {
 
 PipelineRank::PipelineRank(const Program& program, int rank, Transport* transport,
-                           const MakeStageModule& make_module, BoundaryShapeFn boundary_shape,
+                           const MakeStageModule& make_module,
                            at::TensorOptions activation_options)
     : program_(program), rank_(rank) {
   const Layout& layout = program_.layout;
@@ -16,7 +16,7 @@ PipelineRank::PipelineRank(const Program& program, int rank, Transport* transpor
     raw[s] = stages_[s].get();
   }
   executor_ = std::make_unique<Executor>(program_, rank, transport, std::move(raw),
-                                         std::move(boundary_shape), activation_options);
+                                         activation_options);
 }
 
 double PipelineRank::Step(const std::vector<MicroBatch>& microbatches) {

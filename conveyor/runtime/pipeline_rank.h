@@ -19,7 +19,7 @@ class PipelineRank {
  public:
   // `program` must be lowered; it is copied. `transport` may be null for one rank.
   PipelineRank(const Program& program, int rank, Transport* transport,
-               const MakeStageModule& make_module, BoundaryShapeFn boundary_shape,
+               const MakeStageModule& make_module,
                at::TensorOptions activation_options);
 
   // Runs one step (forward and backward of every micro-batch); gradients accumulate into

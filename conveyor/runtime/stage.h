@@ -24,24 +24,11 @@
 #include <utility>
 #include <vector>
 
-#include "conveyor/runtime/microbatch.h"
-#include "conveyor/runtime/weight_grad_store.h"
+#include "conveyor/module/microbatch.h"
+#include "conveyor/module/stage_module.h"
+#include "conveyor/module/weight_grad_store.h"
 
 namespace conveyor {
-
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
-
-// What the runtime needs from a model chunk; the model zoo (nn) implements it.
-class StageModule {
- public:
-  virtual ~StageModule() = default;
-  // input: (n, T) int64 token ids on a first stage, the previous stage's output otherwise.
-  virtual at::Tensor Forward(const at::Tensor& input, const MicroBatch& mb) = 0;
-  // Last stage only: the loss summed over mb's counted targets (a scalar).
-  virtual at::Tensor LossSum(const at::Tensor& output, const MicroBatch& mb) = 0;
-  // Parameters under their global names (independent of the partition).
-  virtual NamedTensors NamedParameters() = 0;
-};
 
 class Stage {
  public:

@@ -90,6 +90,12 @@ class SyntheticModule : public StageModule {
     return {{"stage" + std::to_string(stage_) + ".weight", weight_}};
   }
 
+  // The activations between synthetic stages: (n, T, 1).
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
+    return {mb.size(), mb.seq_len(), 1};
+  }
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override { return InputShape(mb); }
+
  private:
   int stage_;
   SyntheticCosts costs_;
@@ -100,10 +106,6 @@ class SyntheticModule : public StageModule {
 
 std::unique_ptr<StageModule> MakeSyntheticStage(int stage, const SyntheticCosts& costs) {
   return std::make_unique<SyntheticModule>(stage, costs);
-}
-
-std::vector<int64_t> SyntheticBoundaryShape(const MicroBatch& mb) {
-  return {mb.size(), mb.seq_len(), 1};
 }
 
 }  // namespace conveyor

@@ -22,9 +22,6 @@ struct SyntheticCosts {
 
 std::unique_ptr<StageModule> MakeSyntheticStage(int stage, const SyntheticCosts& costs);
 
-// The activation shape between synthetic stages: (n, T, 1).
-std::vector<int64_t> SyntheticBoundaryShape(const MicroBatch& mb);
-
 }  // namespace conveyor
 
 #endif  // CONVEYOR_RUNTIME_SYNTHETIC_STAGE_H_

@@ -22,7 +22,7 @@
 
 #include "conveyor/schedule/program.h"
 #include "conveyor/sim/cost_model.h"
-#include "conveyor/sim/timeline.h"
+#include "conveyor/timeline/timeline.h"
 
 namespace conveyor {
 

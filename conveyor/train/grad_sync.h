@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "conveyor/comm/transport.h"
-#include "conveyor/runtime/stage.h"
+#include "conveyor/module/stage_module.h"
 
 namespace conveyor {
 

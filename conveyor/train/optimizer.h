@@ -13,7 +13,7 @@
 #include <map>
 #include <string>
 
-#include "conveyor/runtime/stage.h"
+#include "conveyor/module/stage_module.h"
 
 namespace conveyor {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "conveyor/nn/layer.h"
-#include "conveyor/runtime/microbatch.h"
+#include "conveyor/module/microbatch.h"
 
 namespace conveyor {
 
@@ -21,8 +21,6 @@ class TrainTask {
   virtual nn::LayerList BuildLayers() const = 0;
   // Relative compute of each layer for the partitioner (FLOPs of one sample's forward).
   virtual std::vector<double> LayerFlops() const = 0;
-  // Shape of the activations between stages for a micro-batch: (n, T, C).
-  virtual std::vector<int64_t> BoundaryShape(const MicroBatch& mb) const = 0;
 
   virtual Batch TrainBatch(int64_t step) const = 0;
   virtual std::vector<Batch> EvalBatches() const = 0;

@@ -56,9 +56,6 @@ class GptTask : public TrainTask {
     return TransformerFlops(config_.layers, config_.max_seq_len, config_.hidden,
                             2.0 * config_.hidden * config_.vocab);
   }
-  std::vector<int64_t> BoundaryShape(const MicroBatch& mb) const override {
-    return {mb.size(), mb.seq_len(), config_.hidden};
-  }
   Batch TrainBatch(int64_t step) const override { return stream_.Get(step); }
   std::vector<Batch> EvalBatches() const override {
     std::vector<Batch> batches;
@@ -109,9 +106,6 @@ class ClassifierTask : public TrainTask {
     return TransformerFlops(
         config_.layers, config_.max_seq_len, config_.hidden,
         2.0 * config_.hidden * (config_.hidden + config_.classes) / config_.max_seq_len);
-  }
-  std::vector<int64_t> BoundaryShape(const MicroBatch& mb) const override {
-    return {mb.size(), mb.seq_len(), config_.hidden};
   }
   Batch TrainBatch(int64_t step) const override { return task_.Get(step); }
   // The whole held-out split: accuracy is over every held-out document.

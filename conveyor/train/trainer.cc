@@ -196,7 +196,6 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
         return std::make_unique<nn::LayerStack>(
             nn::LayerList(all.begin() + r.begin, all.begin() + r.end));
       },
-      [task_ref](int, const MicroBatch& mb) { return task_ref->BoundaryShape(mb); },
       at::TensorOptions().dtype(at::kFloat));
   for (const auto& [index, stage] : pipeline_->stages()) {
     stage->set_recompute(config_.recompute == "full");
@@ -445,10 +444,7 @@ Executor::Inference Trainer::Infer(const std::vector<MicroBatch>& mbs) {
   const Program program = Lower(BuildForwardOnly(SameLayoutWith(program_.layout, m)));
   std::map<int, Stage*> stages;
   for (const auto& [index, stage] : pipeline_->stages()) stages[index] = stage.get();
-  Executor executor(
-      program, rank_, world_, stages,
-      [this](int, const MicroBatch& mb) { return task_->BoundaryShape(mb); },
-      at::TensorOptions().dtype(at::kFloat));
+  Executor executor(program, rank_, world_, stages, at::TensorOptions().dtype(at::kFloat));
   return executor.RunInference(mbs);
 }
 

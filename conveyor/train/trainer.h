@@ -18,7 +18,7 @@
 #include "conveyor/profile/step_recorder.h"
 #include "conveyor/runtime/pipeline_rank.h"
 #include "conveyor/sim/cost_model.h"
-#include "conveyor/sim/timeline.h"
+#include "conveyor/timeline/timeline.h"
 #include "conveyor/train/grad_sync.h"
 #include "conveyor/train/optimizer.h"
 #include "conveyor/train/task.h"

@@ -1,0 +1,110 @@
+// The rendezvous through rank 0's TCPStore (C10dWorld, reached through ConnectC10d): bounded
+// by the connect timeout, naming the rank that is missing, refusing a port held by another
+// program, and listening on loopback only for a local run.
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conveyor/comm/c10d_transport.h"
+#include "conveyor/comm/comm_error.h"
+#include "conveyor/launch/rendezvous.h"
+
+namespace conveyor {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The store's rendezvous as rank `rank` of 2 at 127.0.0.1:`port`, bounded by 1 s; returns the
+// error ("no error" if it connected).
+std::string ConnectError(int rank, int port) {
+  RendezvousInfo info;
+  info.rank = rank;
+  info.world_size = 2;
+  info.master_addr = "127.0.0.1";
+  info.master_port = port;
+  C10dOptions options;
+  options.connect_timeout = std::chrono::seconds(1);
+  try {
+    ConnectC10d(info, options);
+  } catch (const CommError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(C10dWorldTest, RankThatNeverArrivesIsNamedWithinTheTimeout) {
+  std::string error = ConnectError(0, PickFreePort());
+  EXPECT_THAT(error, HasSubstr("rank 0 of 2: rendezvous at 127.0.0.1:"));
+  EXPECT_THAT(error, HasSubstr("timed out after 1 s: rank 1 did not arrive"));
+}
+
+TEST(C10dWorldTest, MissingStoreNamesRank0WithinTheTimeout) {
+  std::string error = ConnectError(1, PickFreePort());
+  EXPECT_THAT(error, HasSubstr("rank 1 of 2: rendezvous at the store 127.0.0.1:"));
+  EXPECT_THAT(error, HasSubstr("rank 0 serves it"));
+}
+
+TEST(C10dWorldTest, AnotherProgramOnThePortIsNotTakenForTheStore) {
+  // A listener that never answers: the kernel completes connections without accept().
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(fd, 16), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  std::string error = ConnectError(1, ntohs(address.sin_port));
+  close(fd);
+  EXPECT_THAT(error, HasSubstr("did not answer as a rendezvous store"));
+  EXPECT_THAT(error, HasSubstr("another program on MASTER_PORT?"));
+}
+
+// The devices that this process's listening sockets on `port` are bound to ("" for none).
+std::vector<std::string> ListenerDevices(int port) {
+  std::vector<std::string> devices;
+  DIR* dir = opendir("/proc/self/fd");
+  while (dirent* entry = dir != nullptr ? readdir(dir) : nullptr) {
+    const int fd = std::atoi(entry->d_name);
+    int listening = 0;
+    socklen_t length = sizeof(listening);
+    sockaddr_in6 address{};
+    socklen_t address_length = sizeof(address);
+    if (fd <= 2 || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) != 0 ||
+        !listening ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&address), &address_length) != 0 ||
+        ntohs(address.sin6_port) != port) {  // sin_port sits at the same offset
+      continue;
+    }
+    char device[64] = {};
+    length = sizeof(device);
+    getsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, device, &length);
+    devices.emplace_back(device);
+  }
+  if (dir != nullptr) closedir(dir);
+  return devices;
+}
+
+TEST(C10dWorldTest, LocalStoreIsReachableThroughLoopbackOnly) {
+  RendezvousInfo info;
+  info.master_addr = "127.0.0.1";
+  info.master_port = PickFreePort();
+  C10dOptions options;
+  options.connect_timeout = std::chrono::seconds(30);
+  std::unique_ptr<Transport> transport = ConnectC10d(info, options);
+  EXPECT_THAT(ListenerDevices(info.master_port), ::testing::ElementsAre("lo"));
+}
+
+}  // namespace
+}  // namespace conveyor

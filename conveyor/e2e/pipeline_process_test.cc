@@ -1,0 +1,224 @@
+// The central runtime test across real processes over Gloo on 127.0.0.1: each rank is this
+// test binary relaunched (PipelineProcessTest.Worker) by conveyor's launcher; every rank
+// writes its loss and gradients, and the parent checks their sums against one full-batch
+// step in a single process. Also: a rank that throws or dies mid-step stops the run quickly
+// with an error naming it.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "conveyor/comm/c10d_transport.h"
+#include "conveyor/launch/launcher.h"
+#include "conveyor/launch/rendezvous.h"
+#include "conveyor/e2e/pipeline_testing.h"
+#include "conveyor/runtime/synthetic_stage.h"
+#include "conveyor/schedule/lower.h"
+#include "conveyor/schedule/registry.h"
+
+namespace conveyor {
+namespace {
+
+using testing::MakeBatch;
+using testing::RunReference;
+using testing::SmallGpt;
+using testing::StepOutcome;
+
+constexpr uint64_t kSeed = 11;
+
+int EnvInt(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? -1 : std::atoi(v);
+}
+
+// Loss, then (name, numel, floats) per gradient.
+void WriteOutcome(const std::string& path, const StepOutcome& outcome) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&outcome.loss), sizeof(double));
+  for (const auto& [name, grad] : outcome.grads) {
+    const at::Tensor g = grad.contiguous().to(at::kFloat);
+    const int64_t size = static_cast<int64_t>(name.size()), numel = g.numel();
+    out.write(reinterpret_cast<const char*>(&size), sizeof size);
+    out.write(name.data(), size);
+    out.write(reinterpret_cast<const char*>(&numel), sizeof numel);
+    out.write(reinterpret_cast<const char*>(g.data_ptr<float>()), numel * sizeof(float));
+  }
+}
+
+// Adds a rank's file into `sum`.
+void AddOutcome(const std::string& path, StepOutcome& sum) {
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in.good()) << "missing " << path;
+  double loss = 0;
+  in.read(reinterpret_cast<char*>(&loss), sizeof loss);
+  sum.loss += loss;
+  int64_t size = 0;
+  while (in.read(reinterpret_cast<char*>(&size), sizeof size)) {
+    std::string name(size, '\0');
+    int64_t numel = 0;
+    in.read(name.data(), size);
+    in.read(reinterpret_cast<char*>(&numel), sizeof numel);
+    at::Tensor g = at::empty({numel}, at::kFloat);
+    in.read(reinterpret_cast<char*>(g.data_ptr<float>()), numel * sizeof(float));
+    auto it = sum.grads.find(name);
+    if (it == sum.grads.end()) {
+      sum.grads[name] = g;
+    } else {
+      it->second += g;
+    }
+  }
+}
+
+std::unique_ptr<Transport> ConnectFromEnvironment() {
+  C10dOptions options;
+  options.transport.timeout = std::chrono::seconds(30);
+  return ConnectC10d(RendezvousFromEnvironment(), options);
+}
+
+// Launched rank: one step of every schedule that takes (pp, m), results into the folder.
+TEST(PipelineProcessTest, Worker) {
+  const char* dir = std::getenv("CONVEYOR_TEST_DIR");
+  if (dir == nullptr || std::getenv("CONVEYOR_TEST_EQUIVALENCE") == nullptr) {
+    GTEST_SKIP() << "runs only as a rank launched by MatchesFullBatchStepOverGloo";
+  }
+  const int pp = EnvInt("CONVEYOR_TEST_PP"), m = EnvInt("CONVEYOR_TEST_M");
+  auto transport = ConnectFromEnvironment();
+  const Batch batch = MakeBatch(SmallGpt(), 2 * m + 1, 6, kSeed);
+  for (const ScheduleInfo& info : AllSchedules()) {
+    Program program(Layout::Loop(1, 1, 1));
+    try {
+      program = Lower(BuildSchedule(info.name, ScheduleOptions{pp, m, 0}));
+    } catch (const UserError&) {
+      continue;
+    }
+    const StepOutcome outcome =
+        testing::RunRankStep(program, transport->rank(), *transport, SmallGpt(), kSeed, batch);
+    WriteOutcome(
+        std::string(dir) + "/" + std::string(info.name) + "." + std::to_string(transport->rank()),
+        outcome);
+  }
+}
+
+std::string TempDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + name + "." + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+LaunchResult LaunchSelf(int pp, const std::string& filter, Environment env) {
+  LaunchOptions options;
+  options.extra_env = std::move(env);
+  options.deadline = std::chrono::seconds(240);
+  options.grace = std::chrono::seconds(2);
+  std::ostringstream sink;
+  options.out = &sink;
+  return LaunchLocal(pp, {"/proc/self/exe", "--gtest_filter=" + filter}, options);
+}
+
+TEST(PipelineProcessTest, MatchesFullBatchStepOverGloo) {
+  for (const auto& [pp, m] : {std::pair{2, 3}, std::pair{4, 6}}) {
+    const std::string dir = TempDir("conveyor_pipeline_" + std::to_string(pp));
+    const LaunchResult result = LaunchSelf(pp, "PipelineProcessTest.Worker",
+                                           {{"CONVEYOR_TEST_DIR", dir},
+                                            {"CONVEYOR_TEST_EQUIVALENCE", "1"},
+                                            {"CONVEYOR_TEST_PP", std::to_string(pp)},
+                                            {"CONVEYOR_TEST_M", std::to_string(m)},
+                                            {"OMP_NUM_THREADS", "1"}});
+    ASSERT_TRUE(result.ok()) << result.Report();
+    const StepOutcome want =
+        RunReference(SmallGpt(), kSeed, {MakeBatch(SmallGpt(), 2 * m + 1, 6, kSeed)}, 0);
+    int checked = 0;
+    for (const ScheduleInfo& info : AllSchedules()) {
+      const std::string base = dir + "/" + std::string(info.name) + ".";
+      if (!std::filesystem::exists(base + "0")) continue;
+      StepOutcome got;
+      for (int r = 0; r < pp; ++r) AddOutcome(base + std::to_string(r), got);
+      const std::string what = std::string(info.name) + " pp=" + std::to_string(pp);
+      EXPECT_NEAR(got.loss, want.loss, 1e-5 * std::abs(want.loss)) << what;
+      ASSERT_EQ(got.grads.size(), want.grads.size()) << what;
+      for (const auto& [name, grad] : want.grads) {
+        const double scale = grad.abs().max().item<double>() + 1e-12;
+        const double diff = (got.grads.at(name) - grad.flatten()).abs().max().item<double>();
+        EXPECT_LE(diff, 1e-4 * scale) << what << ": " << name;
+      }
+      ++checked;
+    }
+    EXPECT_GE(checked, 6) << "pp=" << pp << ": too few schedules ran";
+  }
+}
+
+// Launched rank: synthetic slow stages, many steps; the rank named by CONVEYOR_TEST_FAIL
+// throws (mode "throw") or kills itself (mode "kill") in its third step.
+TEST(PipelineProcessTest, FailingWorker) {
+  const int fail_rank = EnvInt("CONVEYOR_TEST_FAIL");
+  if (fail_rank < 0) GTEST_SKIP() << "runs only as a rank launched by a failure test";
+  const std::string mode = std::getenv("CONVEYOR_TEST_FAIL_MODE");
+  auto transport = ConnectFromEnvironment();
+  const Program program = Lower(BuildSchedule("1f1b", ScheduleOptions{4, 8, 0}));
+  const int rank = transport->rank();
+  PipelineRank pipeline(
+      program, rank, transport.get(),
+      [&](int stage) {
+        return MakeSyntheticStage(stage, SyntheticCosts{0.005, 0.005, 0.005});
+      },
+      at::TensorOptions().dtype(at::kFloat));
+  int step = 0;
+  pipeline.executor().set_hook([&](const Span& span) {
+    const Action& a = span.action;
+    if (rank == fail_rank && step == 2 && a.op == Op::kForward && a.microbatch == 3) {
+      if (mode == "kill") std::raise(SIGKILL);
+      throw std::runtime_error("injected failure");
+    }
+  });
+  Batch batch;
+  batch.inputs = at::zeros({8, 1}, at::kLong);
+  batch.targets = at::zeros({8, 1}, at::kLong);
+  try {
+    for (step = 0; step < 1000; ++step) pipeline.Step(SplitBatch(batch, 8));
+  } catch (const CommError& e) {
+    transport->ReportFailure(e.what());
+    std::cerr << e.what() << "\n";
+    std::exit(e.caused_by_peer() ? kExitPeerFailed : 3);
+  } catch (const std::exception& e) {
+    transport->ReportFailure(e.what());
+    std::cerr << e.what() << "\n";
+    std::exit(3);
+  }
+}
+
+TEST(PipelineProcessTest, ThrowingRankStopsEveryRankAndIsNamed) {
+  const auto start = std::chrono::steady_clock::now();
+  const LaunchResult result = LaunchSelf(4, "PipelineProcessTest.FailingWorker",
+                                         {{"CONVEYOR_TEST_FAIL", "2"},
+                                          {"CONVEYOR_TEST_FAIL_MODE", "throw"},
+                                          {"OMP_NUM_THREADS", "1"}});
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.failed_rank, 2) << result.Report();
+  EXPECT_FALSE(result.deadline_exceeded);
+  const std::string report = result.Report();
+  EXPECT_NE(report.find("rank 2, stage 2, micro-batch 3, action 2F3: injected failure"),
+            std::string::npos)
+      << report;
+  // The others stopped on their own, not by the deadline (bounded by their failure poll).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(120));
+}
+
+TEST(PipelineProcessTest, KilledRankStopsEveryRank) {
+  const LaunchResult result = LaunchSelf(
+      4, "PipelineProcessTest.FailingWorker",
+      {{"CONVEYOR_TEST_FAIL", "1"}, {"CONVEYOR_TEST_FAIL_MODE", "kill"}, {"OMP_NUM_THREADS", "1"}});
+  EXPECT_FALSE(result.ok());
+  EXPECT_FALSE(result.deadline_exceeded) << result.Report();
+  ASSERT_GE(result.failed_rank, 0);
+  const RankOutcome& killed = result.ranks[1];
+  EXPECT_FALSE(killed.exited);
+  EXPECT_EQ(killed.signal, SIGKILL);
+  EXPECT_NE(result.Report().find("rank 1"), std::string::npos) << result.Report();
+}
+
+}  // namespace
+}  // namespace conveyor

@@ -1,0 +1,158 @@
+#include "conveyor/e2e/pipeline_testing.h"
+
+#include <mutex>
+#include <thread>
+
+#include "conveyor/comm/local_transport.h"
+#include "conveyor/nn/layer.h"
+#include "conveyor/partition/partition.h"
+#include "conveyor/runtime/pipeline_rank.h"
+#include "conveyor/runtime/stage.h"
+#include "conveyor/schedule/lower.h"
+
+namespace conveyor::testing {
+namespace {
+
+// Sums gradients by name; keeps every copy of each parameter.
+struct Collected {
+  std::map<std::string, at::Tensor> grads;
+  std::map<std::string, std::vector<at::Tensor>> copies;
+  void Add(const NamedTensors& params) {
+    for (const auto& [name, p] : params) {
+      copies[name].push_back(p);
+      if (!p.grad().defined()) continue;
+      auto it = grads.find(name);
+      if (it == grads.end()) {
+        grads[name] = p.grad().clone();
+      } else {
+        it->second += p.grad();
+      }
+    }
+  }
+  // Applies SGD with the summed gradient to every copy; clears gradients.
+  void Sgd(double lr) {
+    at::NoGradGuard no_grad;
+    for (auto& [name, list] : copies) {
+      for (at::Tensor& p : list) {
+        if (grads.count(name)) p.sub_(grads[name] * lr);
+        p.mutable_grad() = at::Tensor();
+      }
+    }
+  }
+};
+
+StepOutcome Finish(Collected& collected, double loss) {
+  StepOutcome out;
+  out.loss = loss;
+  out.grads = collected.grads;
+  for (const auto& [name, list] : collected.copies) out.params[name] = list.front();
+  return out;
+}
+
+}  // namespace
+
+nn::GptConfig SmallGpt() {
+  nn::GptConfig config;
+  config.vocab = 32;
+  config.hidden = 8;
+  config.heads = 2;
+  config.layers = 6;
+  config.max_seq_len = 16;
+  return config;
+}
+
+Batch MakeBatch(const nn::GptConfig& config, int n, int t, uint64_t seed) {
+  at::Generator gen = nn::LayerGenerator(seed, 1000);
+  Batch batch;
+  batch.inputs = at::randint(config.vocab, {n, t}, gen, at::kLong);
+  batch.targets = at::randint(config.vocab, {n, t}, gen, at::kLong);
+  batch.attention_mask = at::ones({n, t}, at::kBool);
+  for (int i = 0; i < n; ++i) {
+    const int64_t length = 1 + at::randint(t, {1}, gen, at::kLong).item<int64_t>();
+    batch.attention_mask[i].narrow(0, length, t - length).fill_(false);
+    batch.targets[i].narrow(0, length, t - length).fill_(-1);
+  }
+  return batch;
+}
+
+MakeStageModule GptStages(const Layout& layout, const nn::GptConfig& config, uint64_t seed) {
+  const auto slices = PartitionEvenly(config.layers + 2, layout.pipeline_length());
+  return [=](int stage) {
+    const nn::LayerList all = nn::BuildGpt(config, seed);
+    const auto [begin, end] = slices[layout.chunk_of(stage)];
+    return std::make_unique<nn::LayerStack>(nn::LayerList(all.begin() + begin, all.begin() + end));
+  };
+}
+
+StepOutcome RunRankStep(const Program& program, int rank, Transport& transport,
+                        const nn::GptConfig& config, uint64_t seed, const Batch& batch) {
+  PipelineRank pipeline(program, rank, &transport, GptStages(program.layout, config, seed),
+                        at::TensorOptions().dtype(at::kFloat));
+  const double loss = pipeline.Step(SplitBatch(batch, program.layout.num_microbatches()));
+  Collected collected;
+  collected.Add(pipeline.NamedParameters());
+  return Finish(collected, loss);
+}
+
+StepOutcome RunReference(const nn::GptConfig& config, uint64_t seed,
+                         const std::vector<Batch>& batches, double lr) {
+  Stage stage(0, true, true, std::make_unique<nn::LayerStack>(nn::BuildGpt(config, seed)));
+  Collected collected;
+  double loss = 0;
+  for (size_t k = 0; k < batches.size(); ++k) {
+    const MicroBatch mb = SplitBatch(batches[k], 1)[0];
+    stage.ResetStep();
+    stage.Forward(mb, mb.inputs);
+    stage.Backward(mb, at::Tensor());
+    loss = stage.loss();
+    collected = Collected();
+    collected.Add(stage.module().NamedParameters());
+    if (k + 1 < batches.size()) collected.Sgd(lr);
+  }
+  return Finish(collected, loss);
+}
+
+StepOutcome RunPipeline(const Program& compute_program, const nn::GptConfig& config, uint64_t seed,
+                        const std::vector<Batch>& batches, double lr, bool recompute) {
+  const Program program = Lower(compute_program);
+  const Layout& layout = program.layout;
+  const int p = layout.num_ranks();
+  const MakeStageModule make = GptStages(layout, config, seed);
+  TransportOptions options;
+  options.timeout = std::chrono::seconds(60);
+  auto transports = LocalWorld(p, options);
+  std::vector<std::unique_ptr<PipelineRank>> ranks;
+  for (int r = 0; r < p; ++r) {
+    ranks.push_back(std::make_unique<PipelineRank>(program, r, transports[r].get(), make,
+                                                   at::TensorOptions().dtype(at::kFloat)));
+    for (const auto& [index, stage] : ranks.back()->stages()) stage->set_recompute(recompute);
+  }
+  Collected collected;
+  double loss = 0;
+  for (size_t k = 0; k < batches.size(); ++k) {
+    const std::vector<MicroBatch> mbs = SplitBatch(batches[k], layout.num_microbatches());
+    std::vector<double> losses(p, 0);
+    std::vector<std::string> errors(p);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < p; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          losses[r] = ranks[r]->Step(mbs);
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+          transports[r]->ReportFailure(e.what());
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const std::string& e : errors) CONVEYOR_CHECK(e.empty()) << e;
+    loss = 0;
+    for (double l : losses) loss += l;
+    collected = Collected();
+    for (auto& rank : ranks) collected.Add(rank->NamedParameters());
+    if (k + 1 < batches.size()) collected.Sgd(lr);
+  }
+  return Finish(collected, loss);
+}
+
+}  // namespace conveyor::testing

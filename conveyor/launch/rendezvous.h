@@ -1,0 +1,49 @@
+// Where this process sits in a distributed run, read from the environment a launcher set.
+//
+// Three launchers are understood, tried in this order:
+//   torchrun (and conveyor's own launcher): RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+//     MASTER_PORT; LOCAL_RANK defaults to RANK (one node) when absent;
+//   Slurm (srun): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, and MASTER_ADDR / MASTER_PORT,
+//     which the job script must export (Slurm does not pick an address);
+//   Open MPI (mpirun): OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
+//     OMPI_COMM_WORLD_LOCAL_RANK, and MASTER_ADDR / MASTER_PORT likewise.
+// Anything missing or inconsistent (rank >= world size, a non-numeric value, a port outside
+// 1..65535) is a UserError that names the variable and its value.
+//
+// Thread-safety: the functions are pure, except that RendezvousFromEnvironment() reads the
+// process environment, which must not change concurrently.
+#ifndef CONVEYOR_LAUNCH_RENDEZVOUS_H_
+#define CONVEYOR_LAUNCH_RENDEZVOUS_H_
+
+#include <map>
+#include <string>
+
+namespace conveyor {
+
+struct RendezvousInfo {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;       // rank among the processes of this node: picks the GPU
+  std::string master_addr;  // host of rank 0, which serves the rendezvous store
+  int master_port = 0;
+  std::string launcher;  // "torchrun", "slurm" or "openmpi": which variables were read
+};
+
+using Environment = std::map<std::string, std::string>;
+
+// Reads the info from `env` (tests), or from the process environment.
+RendezvousInfo RendezvousFromEnvironment(const Environment& env);
+RendezvousInfo RendezvousFromEnvironment();
+
+// Checks that the launcher started the world a command asks for: the world size it set
+// (WORLD_SIZE, SLURM_NTASKS or OMPI_COMM_WORLD_SIZE) must equal `ranks`, which `asked_by`
+// names for the message (e.g. "--pp 4"). Throws UserError naming both otherwise.
+void CheckWorldSize(const RendezvousInfo& info, int ranks, const std::string& asked_by);
+
+// A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick for port 0). Another
+// process may take it before the caller binds it; callers retry or accept that small risk.
+int PickFreePort();
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_LAUNCH_RENDEZVOUS_H_

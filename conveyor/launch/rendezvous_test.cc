@@ -1,0 +1,105 @@
+#include "conveyor/launch/rendezvous.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "conveyor/common/error.h"
+
+namespace conveyor {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ErrorOf(const Environment& env) {
+  try {
+    RendezvousFromEnvironment(env);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(RendezvousTest, ReadsTorchrunVariables) {
+  RendezvousInfo info = RendezvousFromEnvironment({{"RANK", "5"},
+                                                   {"WORLD_SIZE", "8"},
+                                                   {"LOCAL_RANK", "1"},
+                                                   {"MASTER_ADDR", "node0"},
+                                                   {"MASTER_PORT", "29511"},
+                                                   {"SLURM_PROCID", "0"}});
+  EXPECT_EQ(info.launcher, "torchrun");
+  EXPECT_EQ(info.rank, 5);
+  EXPECT_EQ(info.world_size, 8);
+  EXPECT_EQ(info.local_rank, 1);
+  EXPECT_EQ(info.master_addr, "node0");
+  EXPECT_EQ(info.master_port, 29511);
+}
+
+TEST(RendezvousTest, LocalRankDefaultsToRank) {
+  RendezvousInfo info = RendezvousFromEnvironment(
+      {{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+  EXPECT_EQ(info.local_rank, 2);
+}
+
+TEST(RendezvousTest, ReadsSlurmVariables) {
+  RendezvousInfo info = RendezvousFromEnvironment({{"SLURM_PROCID", "3"},
+                                                   {"SLURM_NTASKS", "4"},
+                                                   {"SLURM_LOCALID", "1"},
+                                                   {"MASTER_ADDR", "gpu-17"},
+                                                   {"MASTER_PORT", "6000"}});
+  EXPECT_EQ(info.launcher, "slurm");
+  EXPECT_EQ(info.rank, 3);
+  EXPECT_EQ(info.world_size, 4);
+  EXPECT_EQ(info.local_rank, 1);
+  EXPECT_EQ(info.master_addr, "gpu-17");
+}
+
+TEST(RendezvousTest, ReadsOpenMpiVariables) {
+  RendezvousInfo info = RendezvousFromEnvironment({{"OMPI_COMM_WORLD_RANK", "0"},
+                                                   {"OMPI_COMM_WORLD_SIZE", "2"},
+                                                   {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                                   {"MASTER_ADDR", "10.0.0.1"},
+                                                   {"MASTER_PORT", "7000"}});
+  EXPECT_EQ(info.launcher, "openmpi");
+  EXPECT_EQ(info.world_size, 2);
+  EXPECT_EQ(info.master_port, 7000);
+}
+
+TEST(RendezvousTest, ErrorsNameTheVariableAndValue) {
+  EXPECT_THAT(
+      ErrorOf({{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}),
+      HasSubstr("RANK=4 is not below WORLD_SIZE=4"));
+  EXPECT_THAT(ErrorOf({{"RANK", "x1"}, {"WORLD_SIZE", "4"}}),
+              HasSubstr("RANK=\"x1\" is not an integer"));
+  EXPECT_THAT(ErrorOf({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"MASTER_ADDR", "h"}}),
+              HasSubstr("(slurm): MASTER_PORT is not set"));
+  EXPECT_THAT(
+      ErrorOf({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}),
+      HasSubstr("MASTER_PORT=70000 is outside [1, 65535]"));
+  EXPECT_THAT(ErrorOf({{"OMPI_COMM_WORLD_RANK", "0"}}),
+              HasSubstr("OMPI_COMM_WORLD_SIZE is not set"));
+  EXPECT_THAT(ErrorOf({}), HasSubstr("no rank in the environment"));
+}
+
+TEST(RendezvousTest, PicksABindablePort) {
+  int port = PickFreePort();
+  EXPECT_GT(port, 0);
+  EXPECT_LE(port, 65535);
+}
+
+TEST(RendezvousTest, WorldSizeMustMatchTheCommand) {
+  RendezvousInfo info = RendezvousFromEnvironment(
+      {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "3"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+  EXPECT_NO_THROW(CheckWorldSize(info, 3, "--pp 3"));
+  try {
+    CheckWorldSize(info, 2, "--pp 2");
+    ADD_FAILURE() << "a world of 3 accepted for --pp 2";
+  } catch (const UserError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("SLURM_NTASKS=3 but --pp 2 needs 2 ranks"));
+  }
+}
+
+}  // namespace
+}  // namespace conveyor

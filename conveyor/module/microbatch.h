@@ -1,0 +1,48 @@
+// A training batch and its split into micro-batches.
+//
+// Every rank builds the same batch (deterministic data), so every rank knows each
+// micro-batch's shape without exchanging shapes: stage 0 reads `inputs`, the last stage
+// reads `targets`, every stage may read `attention_mask`.
+//
+// Loss scaling: the model's loss is a sum over the targets of a micro-batch; dividing it by
+// `loss_denominator` (the count of counted targets in the whole batch) before backward
+// makes the gradients equal those of one full-batch step with a mean loss, whatever the
+// split, uneven or not.
+#ifndef CONVEYOR_MODULE_MICROBATCH_H_
+#define CONVEYOR_MODULE_MICROBATCH_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace conveyor {
+
+struct Batch {
+  at::Tensor inputs;          // (N, T) int64 token ids
+  at::Tensor targets;         // (N, T) or (N,) int64; -1 = not counted
+  at::Tensor attention_mask;  // (N, T) bool, true = a real token; undefined = all real
+};
+
+struct MicroBatch {
+  int index = 0;                // 0 .. m-1
+  int64_t first_sample = 0;     // offset of its first sample in the batch
+  at::Tensor inputs;            // (n, T)
+  at::Tensor targets;           // (n, T) or (n,)
+  at::Tensor attention_mask;    // (n, T) or undefined
+  double loss_denominator = 1;  // counted targets in the whole batch
+
+  int64_t size() const { return inputs.size(0); }
+  int64_t seq_len() const { return inputs.dim() > 1 ? inputs.size(1) : 1; }
+};
+
+// Splits along dim 0 into m micro-batches of sizes differing by at most one, larger first
+// (10 into 4 gives 3, 3, 2, 2). Throws UserError when the batch has fewer than m samples
+// or the fields disagree in size.
+std::vector<MicroBatch> SplitBatch(const Batch& batch, int m);
+
+// Counted targets (those >= 0) in `targets`, at least 1.
+double CountTargets(const at::Tensor& targets);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_MODULE_MICROBATCH_H_

@@ -1,0 +1,50 @@
+#include "conveyor/module/microbatch.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "conveyor/common/error.h"
+
+namespace conveyor {
+namespace {
+
+Batch Sample(int n, int t) {
+  Batch b;
+  b.inputs = at::arange(n * t, at::kLong).view({n, t});
+  b.targets = b.inputs.clone();
+  b.targets[0][0] = -1;  // one uncounted target
+  b.attention_mask = at::ones({n, t}, at::kBool);
+  return b;
+}
+
+TEST(MicroBatchTest, UnevenSplitLargerFirst) {
+  const auto mbs = SplitBatch(Sample(10, 3), 4);
+  ASSERT_EQ(mbs.size(), 4u);
+  std::vector<int64_t> sizes, firsts;
+  for (const MicroBatch& mb : mbs) {
+    sizes.push_back(mb.size());
+    firsts.push_back(mb.first_sample);
+    EXPECT_DOUBLE_EQ(mb.loss_denominator, 29);  // 30 targets, one not counted
+    EXPECT_EQ(mb.attention_mask.size(0), mb.size());
+  }
+  EXPECT_EQ(sizes, (std::vector<int64_t>{3, 3, 2, 2}));
+  EXPECT_EQ(firsts, (std::vector<int64_t>{0, 3, 6, 8}));
+  EXPECT_EQ(mbs[2].inputs[0][0].item<int64_t>(), 6 * 3);
+}
+
+TEST(MicroBatchTest, RejectsBatchSmallerThanMicrobatches) {
+  try {
+    SplitBatch(Sample(3, 2), 4);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("batch of 3 samples cannot be split into 4"),
+              std::string::npos)
+        << e.what();
+  }
+  Batch bad = Sample(4, 2);
+  bad.targets = bad.targets.narrow(0, 0, 3);
+  EXPECT_THROW(SplitBatch(bad, 2), UserError);
+}
+
+}  // namespace
+}  // namespace conveyor

@@ -1,0 +1,26 @@
+#include "conveyor/timeline/timeline.h"
+
+#include <algorithm>
+
+namespace conveyor {
+
+double Timeline::makespan() const {
+  double end = 0;
+  for (const Span& s : spans) end = std::max(end, s.end);
+  for (const Phase& p : phases) end = std::max(end, p.end);
+  return end;
+}
+
+std::string SpanName(const Span& span) {
+  switch (span.kind) {
+    case SpanKind::kPost:
+      return "post " + span.action.ToString();
+    case SpanKind::kWait:
+      return "wait " + span.action.ToString();
+    case SpanKind::kRun:
+      break;
+  }
+  return span.action.ToString();
+}
+
+}  // namespace conveyor

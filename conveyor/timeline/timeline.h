@@ -1,0 +1,64 @@
+// What ran where and when: the common currency of the simulator, the renderers and measured
+// runs, so predicted and measured timelines are drawn and compared alike.
+//
+// A simulation fills only `spans` (kind kRun). A measured step (conveyor/profile) adds the
+// posting of and the waits for messages, named phases outside the program (the optimizer,
+// all-reduces) and counters sampled over time (activation bytes held, bytes sent).
+#ifndef CONVEYOR_TIMELINE_TIMELINE_H_
+#define CONVEYOR_TIMELINE_TIMELINE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "conveyor/schedule/action.h"
+
+namespace conveyor {
+
+enum class SpanKind : uint8_t {
+  kRun,   // the action ran: a compute, or (simulated) a SEND/RECV
+  kPost,  // a SEND/RECV was handed to the transport
+  kWait,  // blocked until a SEND/RECV completed
+};
+
+struct Span {
+  int rank = 0;
+  Action action;
+  double start = 0;  // seconds, or cost units in a simulation
+  double end = 0;
+  SpanKind kind = SpanKind::kRun;
+};
+
+// A stretch of a rank's step that is not an action of the program: "optimizer", ...
+struct Phase {
+  int rank = 0;
+  std::string name;
+  double start = 0;
+  double end = 0;
+};
+
+// The value of a rank's counter `name` from `time` on.
+struct CounterSample {
+  int rank = 0;
+  std::string name;
+  double time = 0;
+  double value = 0;
+};
+
+struct Timeline {
+  int num_ranks = 0;
+  std::vector<Span> spans;          // any order; renderers sort as they need
+  std::string time_unit = "units";  // "units" for cost-model units, "s" for measured
+  std::vector<Phase> phases;
+  std::vector<CounterSample> counters;
+
+  // Latest end over all spans and phases (0 when empty).
+  double makespan() const;
+};
+
+// "wait 1RECV_F3" / "post 1SEND_F3" / "1F3": how a span is named in traces and tips.
+std::string SpanName(const Span& span);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TIMELINE_TIMELINE_H_
