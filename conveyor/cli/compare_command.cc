@@ -8,6 +8,7 @@
 #include "conveyor/cli/output.h"
 #include "conveyor/cli/plan_report.h"
 #include "conveyor/common/error.h"
+#include "conveyor/common/text.h"
 #include "conveyor/schedule/pipeline_limits.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
@@ -77,8 +78,7 @@ void RunCompare(const CompareFlags& flags) {
       text += line;
     } catch (const UserError& e) {
       rows.push_back({{"schedule", info.name}, {"error", e.what()}});
-      text += std::string(info.name) + std::string(18 - info.name.size(), ' ') +
-              "n/a: " + e.what() + "\n";
+      text += PadColumn(info.name, 17) + "n/a: " + e.what() + "\n";
     }
   }
   if (flags.format == "json") {

@@ -9,6 +9,9 @@
 // conveyor exception derives from conveyor::Error (itself a std::runtime_error), so a caller
 // that only wants "did conveyor refuse this" catches conveyor::Error.
 //
+// The macros throw: do not use them in destructors or noexcept functions (the exception would
+// terminate the process).
+//
 // Thread-safety: the macros are safe to use from any thread.
 #ifndef CONVEYOR_COMMON_ERROR_H_
 #define CONVEYOR_COMMON_ERROR_H_
@@ -39,24 +42,30 @@ class InternalError : public Error {
 
 namespace internal {
 
-// Collects a message through operator<< and throws `E` when destroyed. Used only by the
-// macros below; the throw from a destructor is deliberate (noexcept(false)).
-template <typename E>
-class Thrower {
+// Collects the message the macros below stream. Throwing is left to Raise, so no exception
+// ever leaves a destructor.
+class Message {
  public:
-  explicit Thrower(std::string prefix) { stream_ << prefix; }
-  Thrower(const Thrower&) = delete;
-  Thrower& operator=(const Thrower&) = delete;
-  ~Thrower() noexcept(false) { throw E(stream_.str()); }
+  explicit Message(std::string prefix) { stream_ << prefix; }
+  Message(const Message&) = delete;
+  Message& operator=(const Message&) = delete;
 
   template <typename T>
-  Thrower& operator<<(const T& value) {
+  Message& operator<<(const T& value) {
     stream_ << value;
     return *this;
   }
+  std::string str() const { return stream_.str(); }
 
  private:
   std::ostringstream stream_;
+};
+
+// `Raise<E>() & message` throws E with the message. operator& binds looser than <<, so the
+// whole streamed message is built first.
+template <typename E>
+struct Raise {
+  [[noreturn]] void operator&(const Message& message) const { throw E(message.str()); }
 };
 
 std::string AssertPrefix(const char* condition, const char* file, int line);
@@ -68,12 +77,13 @@ std::string AssertPrefix(const char* condition, const char* file, int line);
 #define CONVEYOR_CHECK(condition) \
   if (condition) {                \
   } else                          \
-    ::conveyor::internal::Thrower<::conveyor::UserError>("")
+    ::conveyor::internal::Raise<::conveyor::UserError>() & ::conveyor::internal::Message("")
 
-#define CONVEYOR_ASSERT(condition)                            \
-  if (condition) {                                            \
-  } else                                                      \
-    ::conveyor::internal::Thrower<::conveyor::InternalError>( \
-        ::conveyor::internal::AssertPrefix(#condition, __FILE__, __LINE__))
+#define CONVEYOR_ASSERT(condition)                          \
+  if (condition) {                                          \
+  } else                                                    \
+    ::conveyor::internal::Raise<::conveyor::InternalError>() & \
+        ::conveyor::internal::Message(                      \
+            ::conveyor::internal::AssertPrefix(#condition, __FILE__, __LINE__))
 
 #endif  // CONVEYOR_COMMON_ERROR_H_

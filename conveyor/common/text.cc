@@ -14,4 +14,10 @@ std::string_view Trim(std::string_view text) {
   return text;
 }
 
+std::string PadColumn(std::string_view text, size_t width) {
+  std::string padded(text);
+  if (padded.size() < width) padded.resize(width, ' ');
+  return padded + ' ';
+}
+
 }  // namespace conveyor

@@ -1,9 +1,9 @@
 #include "conveyor/e2e/pipeline_testing.h"
 
 #include <mutex>
-#include <thread>
 
 #include "conveyor/comm/local_transport.h"
+#include "conveyor/comm/rank_threads_testing.h"
 #include "conveyor/nn/layer.h"
 #include "conveyor/partition/partition.h"
 #include "conveyor/runtime/pipeline_rank.h"
@@ -132,20 +132,7 @@ StepOutcome RunPipeline(const Program& compute_program, const nn::GptConfig& con
   for (size_t k = 0; k < batches.size(); ++k) {
     const std::vector<MicroBatch> mbs = SplitBatch(batches[k], layout.num_microbatches());
     std::vector<double> losses(p, 0);
-    std::vector<std::string> errors(p);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < p; ++r) {
-      threads.emplace_back([&, r] {
-        try {
-          losses[r] = ranks[r]->Step(mbs);
-        } catch (const std::exception& e) {
-          errors[r] = e.what();
-          transports[r]->ReportFailure(e.what());
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
-    for (const std::string& e : errors) CONVEYOR_CHECK(e.empty()) << e;
+    RunRankThreads(transports, [&](int r) { losses[r] = ranks[r]->Step(mbs); });
     loss = 0;
     for (double l : losses) loss += l;
     collected = Collected();

@@ -12,6 +12,12 @@
 //
 // Thread-safety: Add/Run/Defer may be called from any thread (one mutex); tasks of one key
 // run in FIFO order on the caller of Run.
+//
+// Lifetimes: a layer keeps a raw pointer to the store it recorded at forward time until its
+// backward ran, and queued tasks hold the tensors they need. REQUIRES: the store outlives
+// every backward of the forwards recorded into it, and a key's tasks are Run (or the store
+// destroyed) before the tensors' owners expect them freed. Stage owns its store, and the
+// executor runs W for every micro-batch before the step ends.
 #ifndef CONVEYOR_MODULE_WEIGHT_GRAD_STORE_H_
 #define CONVEYOR_MODULE_WEIGHT_GRAD_STORE_H_
 
@@ -28,6 +34,7 @@ class WeightGradStore {
   using Task = std::function<void()>;
 
   // While alive, forwards on this thread record (store, key) for their backward.
+  // REQUIRES: `store` outlives the Recording; Recordings nest (LIFO) on one thread.
   class Recording {
    public:
     Recording(WeightGradStore* store, int key);

@@ -45,7 +45,9 @@ class Embedding : public Layer {
 
  private:
   ClassifierConfig config_;
-  at::Tensor tok_, pos_, ln_w_, ln_b_;
+  at::Tensor tok_;          // (V, C) token embeddings
+  at::Tensor pos_;          // (max_seq_len, C) position embeddings
+  at::Tensor ln_w_, ln_b_;  // (C), (C): embedding layer norm
 };
 
 class Block : public Layer {
@@ -102,7 +104,10 @@ class Block : public Layer {
   ClassifierConfig config_;
   std::string prefix_;
   AttentionWeights attn_;
-  at::Tensor ln1_w_, ln1_b_, fc_w_, fc_b_, fc2_w_, fc2_b_, ln2_w_, ln2_b_;
+  at::Tensor ln1_w_, ln1_b_;  // (C), (C): layer norm after attention
+  at::Tensor fc_w_, fc_b_;    // (4C, C), (4C): MLP up-projection
+  at::Tensor fc2_w_, fc2_b_;  // (C, 4C), (C): MLP down-projection
+  at::Tensor ln2_w_, ln2_b_;  // (C), (C): layer norm after the MLP
 };
 
 class Head : public Layer {
@@ -153,7 +158,8 @@ class Head : public Layer {
 
  private:
   ClassifierConfig config_;
-  at::Tensor pre_w_, pre_b_, out_w_, out_b_;
+  at::Tensor pre_w_, pre_b_;  // (C, C), (C): pooled pre-classifier
+  at::Tensor out_w_, out_b_;  // (K, C), (K): class logits
 };
 
 }  // namespace

@@ -36,7 +36,8 @@ class Embedding : public Layer {
 
  private:
   GptConfig config_;
-  at::Tensor wte_, wpe_;
+  at::Tensor wte_;  // (V, C) token embeddings
+  at::Tensor wpe_;  // (max_seq_len, C) position embeddings
 };
 
 class Block : public Layer {
@@ -88,8 +89,12 @@ class Block : public Layer {
  private:
   GptConfig config_;
   std::string prefix_;
-  at::Tensor ln1_w_, ln1_b_, qkv_w_, qkv_b_, proj_w_, proj_b_;
-  at::Tensor ln2_w_, ln2_b_, fc_w_, fc_b_, fc2_w_, fc2_b_;
+  at::Tensor ln1_w_, ln1_b_;    // (C), (C): layer norm before attention
+  at::Tensor qkv_w_, qkv_b_;    // (3C, C), (3C): queries, keys, values stacked
+  at::Tensor proj_w_, proj_b_;  // (C, C), (C): attention output projection
+  at::Tensor ln2_w_, ln2_b_;    // (C), (C): layer norm before the MLP
+  at::Tensor fc_w_, fc_b_;      // (4C, C), (4C): MLP up-projection
+  at::Tensor fc2_w_, fc2_b_;    // (C, 4C), (C): MLP down-projection
 };
 
 class Head : public Layer {
@@ -134,7 +139,8 @@ class Head : public Layer {
 
  private:
   GptConfig config_;
-  at::Tensor lnf_w_, lnf_b_, lm_head_;
+  at::Tensor lnf_w_, lnf_b_;  // (C), (C): final layer norm
+  at::Tensor lm_head_;        // (V, C): logits; the embedding's wte when tied
 };
 
 }  // namespace

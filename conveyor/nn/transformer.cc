@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
+#include <limits>
 
 #include "conveyor/common/error.h"
 #include "conveyor/nn/linear.h"
@@ -24,12 +25,27 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// The most negative finite value of a floating dtype: what a masked score becomes, so that
+// softmax gives it no weight in fp32, fp16 and bf16 alike (a fixed -1e9 is out of fp16's range).
+at::Scalar LowestOf(at::ScalarType type) {
+  switch (type) {
+    case at::kDouble:
+      return std::numeric_limits<double>::lowest();
+    case at::kHalf:
+      return std::numeric_limits<c10::Half>::lowest();
+    case at::kBFloat16:
+      return std::numeric_limits<c10::BFloat16>::lowest();
+    default:
+      return std::numeric_limits<float>::lowest();
+  }
+}
+
 // q, k, v (n, H, T, d) -> softmax(q k^T / sqrt(d), masked) v (n, H, T, d). `allowed` is
 // broadcastable to (n, H, T, T), undefined = every key allowed.
 at::Tensor AttentionCore(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          const at::Tensor& allowed) {
   at::Tensor scores = q.matmul(k.transpose(-2, -1)) / std::sqrt(double(q.size(-1)));
-  if (allowed.defined()) scores = scores.masked_fill(allowed.logical_not(), -1e9);
+  if (allowed.defined()) scores = scores.masked_fill(allowed.logical_not(), LowestOf(scores.scalar_type()));
   return scores.softmax(-1).matmul(v);
 }
 

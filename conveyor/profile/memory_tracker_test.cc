@@ -22,12 +22,18 @@ TEST(MemoryTrackerTest, CountsTensorsUntilFreedAndKeepsThePeak) {
   EXPECT_LT(MemoryTracker::peak_bytes() - before, 4 << 20);
 }
 
-TEST(MemoryTrackerTest, RawAllocationsStillWork) {
+// raw_allocate / raw_deallocate (used by libtorch outside tensors) go through the same
+// counting: the bytes appear while held and are gone once freed.
+TEST(MemoryTrackerTest, RawAllocationsAreCountedAndFreed) {
   ASSERT_TRUE(MemoryTracker::Install());
   c10::Allocator* allocator = c10::GetCPUAllocator();
-  void* p = allocator->raw_allocate(1024);
+  const int64_t before = MemoryTracker::current_bytes();
+  void* p = allocator->raw_allocate(1 << 20);
   ASSERT_NE(p, nullptr);
+  EXPECT_EQ(MemoryTracker::current_bytes() - before, 1 << 20);
+  static_cast<char*>(p)[(1 << 20) - 1] = 1;  // the whole block is usable
   allocator->raw_deallocate(p);
+  EXPECT_EQ(MemoryTracker::current_bytes(), before);
 }
 
 }  // namespace

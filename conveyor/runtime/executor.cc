@@ -229,7 +229,7 @@ void Executor::Execute(const std::vector<MicroBatch>& microbatches) {
     out << "rank " << rank_ << ", stage " << current.stage << ", micro-batch " << current.microbatch
         << ", action " << current << ": " << e.what();
     if (comm != nullptr) throw CommError(out.str(), comm->caused_by_peer());
-    throw RuntimeError(out.str());
+    throw StepError(out.str());
   }
   sends_.clear();
   CONVEYOR_ASSERT(activations_.empty() && gradients_.empty() && outputs_to_send_.empty() &&

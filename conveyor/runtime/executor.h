@@ -1,7 +1,8 @@
 // Runs one rank's share of a lowered program for one training step.
 //
 // A dumb interpreter: it walks its rank's actions in order.
-//   RECV_F / RECV_B  post a receive into a fresh buffer (shapes known from the batch)
+//   RECV_F / RECV_B  post a receive into a fresh buffer, shaped by the receiving stage's
+//                    module (StageModule::InputShape / OutputShape of the micro-batch)
 //   F                takes its input from the batch (first stage), from the stage before
 //                    it on this rank (direct hand-off), or waits for its posted receive
 //   I / B            likewise for the output gradient; then runs the stage's backward
@@ -14,8 +15,12 @@
 //   REDUCE_GRAD      nothing yet (where data-parallel reduction will start)
 // Buffers are dropped as soon as their consumer ran. Every span of time is measured (two clock
 // reads per compute, post and wait) and summed into StepStats; a hook, when set, sees each. Any
-// error is rethrown as RuntimeError naming rank, stage, micro-batch and action (a CommError stays a
+// error is rethrown as StepError naming rank, stage, micro-batch and action (a CommError stays a
 // CommError, with context).
+//
+// Lifetimes: the executor keeps references to the program, the transport and the stages it is
+// given; all three must outlive it (PipelineRank owns a copy of the program and the stages,
+// and is the usual owner of an executor). It owns nothing else but its buffers.
 //
 // Not thread-safe; one executor per rank (thread or process).
 #ifndef CONVEYOR_RUNTIME_EXECUTOR_H_
@@ -37,10 +42,11 @@
 
 namespace conveyor {
 
-// An error while running a step; the message names rank, stage, micro-batch and action.
-class RuntimeError : public Error {
+// A step failed on this rank: a stage's computation (or a shape or input it was given) threw.
+// The message names rank, stage, micro-batch and action, then the original error.
+class StepError : public Error {
  public:
-  explicit RuntimeError(const std::string& what) : Error(what) {}
+  explicit StepError(const std::string& what) : Error(what) {}
 };
 
 // Sees every span of a step as it ends (for tracing), times in seconds of the steady clock
@@ -64,8 +70,9 @@ struct StepStats {
 
 class Executor {
  public:
-  // `program` must be lowered (Lower()) and verified. `stages` holds every stage the layout
-  // puts on `rank`. `transport` may be null when the program needs no communication.
+  // REQUIRES: `program` is lowered (Lower()) and verified; `stages` holds every stage the
+  // layout puts on `rank`; `transport` is null only when the program needs no communication.
+  // REQUIRES: program, transport and stages outlive the executor (it keeps references).
   // Throws UserError when the stages do not match the layout.
   Executor(const Program& program, int rank, Transport* transport, std::map<int, Stage*> stages,
            at::TensorOptions activation_options);

@@ -3,9 +3,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <thread>
 
 #include "conveyor/comm/local_transport.h"
+#include "conveyor/comm/rank_threads_testing.h"
 #include "conveyor/runtime/pipeline_rank.h"
 #include "conveyor/runtime/synthetic_stage.h"
 #include "conveyor/schedule/lower.h"
@@ -73,7 +73,7 @@ TEST(ExecutorTest, ErrorsNameRankStageMicrobatchAndAction) {
   try {
     rank.Step(Microbatches(2, 2));
     FAIL();
-  } catch (const RuntimeError& e) {
+  } catch (const StepError& e) {
     EXPECT_NE(std::string(e.what()).find("rank 0, stage 0, micro-batch 1, action 0F1: boom"),
               std::string::npos)
         << e.what();
@@ -116,16 +116,12 @@ TEST(ExecutorTest, HookSeesComputesPostsAndWaitsThatAddUpToTheStats) {
   auto world = LocalWorld(2);
   std::vector<std::vector<Span>> spans(2);
   std::vector<StepStats> stats(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      PipelineRank rank(program, r, world[r].get(), Synthetic(), at::kFloat);
-      rank.executor().set_hook([&, r](const Span& s) { spans[r].push_back(s); });
-      rank.Step(Microbatches(8, 4));
-      stats[r] = rank.executor().last_stats();
-    });
-  }
-  for (auto& t : threads) t.join();
+  RunRankThreads(world, [&](int r) {
+    PipelineRank rank(program, r, world[r].get(), Synthetic(), at::kFloat);
+    rank.executor().set_hook([&, r](const Span& s) { spans[r].push_back(s); });
+    rank.Step(Microbatches(8, 4));
+    stats[r] = rank.executor().last_stats();
+  });
   for (int r = 0; r < 2; ++r) {
     double by_kind[3] = {0, 0, 0};
     int posts = 0, computes = 0, sends = 0, comms = 0, units = 0;

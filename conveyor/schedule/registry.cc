@@ -8,7 +8,7 @@
 #include "conveyor/schedule/builders/interleaved_zb.h"
 #include "conveyor/schedule/builders/looped_bfs.h"
 #include "conveyor/schedule/builders/naive.h"
-#include "conveyor/schedule/builders/one_f_one_b.h"
+#include "conveyor/schedule/builders/1f1b.h"
 #include "conveyor/schedule/builders/zb_h1.h"
 #include "conveyor/schedule/builders/zb_h2.h"
 #include "conveyor/schedule/builders/zb_v.h"
@@ -19,7 +19,7 @@ const std::vector<ScheduleInfo>& AllSchedules() {
   static const std::vector<ScheduleInfo> kSchedules = {
       {"naive", "one micro-batch at a time through all stages", BuildNaive, 1, false},
       {"gpipe", "all forwards, then all backwards", BuildGpipe, 1, false},
-      {"1f1b", "one forward one backward after a warm-up (PipeDream-flush)", BuildOneFOneB, 1,
+      {"1f1b", "one forward one backward after a warm-up (PipeDream-flush)", Build1F1B, 1,
        false},
       {"interleaved-1f1b", "1F1B over v chunks per rank, loop placement", BuildInterleaved1F1B, 2,
        true},

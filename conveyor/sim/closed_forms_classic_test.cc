@@ -11,7 +11,7 @@
 #include "conveyor/schedule/builders/interleaved_1f1b.h"
 #include "conveyor/schedule/builders/looped_bfs.h"
 #include "conveyor/schedule/builders/naive.h"
-#include "conveyor/schedule/builders/one_f_one_b.h"
+#include "conveyor/schedule/builders/1f1b.h"
 #include "conveyor/schedule/builders/zb_h1.h"
 #include "conveyor/sim/simulator.h"
 
@@ -37,7 +37,7 @@ const std::vector<ClosedForm>& Table() {
        [](int, int, int) { return 1.0; }},
       {"gpipe", BuildGpipe, false, [](int p, int m, int) { return 3.0 * (m + p - 1); },
        [](int, int m, int) { return 1.0 * m; }},
-      {"1f1b", BuildOneFOneB, false, [](int p, int m, int) { return 3.0 * (m + p - 1); },
+      {"1f1b", Build1F1B, false, [](int p, int m, int) { return 3.0 * (m + p - 1); },
        [](int p, int m, int) { return 1.0 * std::min(p, m); }},
       // m >= p: m(F + I + W) + (p - 1)(F + I - W). m < p: the last micro-batch's F and I
       // chains, (m + p - 1)(F + I), then rank 0's last W.
@@ -82,7 +82,7 @@ TEST(ClosedFormsClassicTest, ZbH1CutsOneFOneBBubbleToAThird) {
   costs.uniform = StageCost{.f = 1, .i = 1, .w = 1};
   const SimOptions options{.steady_state_steps = 0};
   const ScheduleOptions schedule{.pp = 4, .microbatches = 8};
-  const SimResult one_f_one_b = Simulate(BuildOneFOneB(schedule), costs, options);
+  const SimResult one_f_one_b = Simulate(Build1F1B(schedule), costs, options);
   const SimResult zb_h1 = Simulate(BuildZbH1(schedule), costs, options);
   const double work = 3.0 * 8;
   EXPECT_DOUBLE_EQ(one_f_one_b.makespan - work, 9);  // (p - 1)(F + B)

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <thread>
 
 #include "conveyor/comm/local_transport.h"
+#include "conveyor/comm/rank_threads_testing.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/tasks.h"
 
@@ -55,26 +55,15 @@ std::vector<double> TrainOnThreads(const TrainConfig& config,
   auto world = LocalWorld(config.pp, options);
   auto task = MakeTask(config);
   std::vector<double> losses;
-  std::vector<std::string> errors(config.pp);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < config.pp; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        Trainer trainer(config, task, world[r].get());
-        if (!config.resume.empty()) LoadCheckpoint(config.resume, trainer, config);
-        while (trainer.step() < last) {
-          const double loss = trainer.Step().loss;
-          if (r == 0) losses.push_back(loss);
-        }
-        if (after) after(trainer, *world[r]);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-        world[r]->ReportFailure(e.what());
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const std::string& e : errors) CONVEYOR_CHECK(e.empty()) << e;
+  RunRankThreads(world, [&](int r) {
+    Trainer trainer(config, task, world[r].get());
+    if (!config.resume.empty()) LoadCheckpoint(config.resume, trainer, config);
+    while (trainer.step() < last) {
+      const double loss = trainer.Step().loss;
+      if (r == 0) losses.push_back(loss);
+    }
+    if (after) after(trainer, *world[r]);
+  });
   return losses;
 }
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "conveyor/schedule/builders/builder_testing.h"
-#include "conveyor/schedule/builders/one_f_one_b.h"
+#include "conveyor/schedule/builders/1f1b.h"
 #include "conveyor/schedule/verify.h"
 
 namespace conveyor {
@@ -30,7 +30,7 @@ TEST(ZbH1Test, ForwardsAndInputPassesFollowOneFOneB) {
   for (int p = 1; p <= 8; ++p) {
     for (int m = 1; m <= 3 * p + 1; ++m) {
       const Program zb = BuildZbH1({.pp = p, .microbatches = m});
-      const Program one_f_one_b = BuildOneFOneB({.pp = p, .microbatches = m});
+      const Program one_f_one_b = Build1F1B({.pp = p, .microbatches = m});
       for (int r = 0; r < p; ++r) {
         std::vector<Action> expected = one_f_one_b.ranks[r];
         for (Action& a : expected) {
@@ -86,7 +86,7 @@ TEST(ZbH1Test, PeakInFlightNoHigherThanOneFOneB) {
   for (int p = 1; p <= 8; ++p) {
     for (int m = 1; m <= 3 * p + 1; ++m) {
       const std::vector<int> zb = PeakInFlight(BuildZbH1({.pp = p, .microbatches = m}));
-      const std::vector<int> base = PeakInFlight(BuildOneFOneB({.pp = p, .microbatches = m}));
+      const std::vector<int> base = PeakInFlight(Build1F1B({.pp = p, .microbatches = m}));
       const int base_peak = *std::max_element(base.begin(), base.end());
       EXPECT_EQ(base_peak, std::min(p, m)) << Trace(p, m);
       EXPECT_LE(*std::max_element(zb.begin(), zb.end()), base_peak) << Trace(p, m);

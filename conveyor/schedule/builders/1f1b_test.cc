@@ -1,4 +1,4 @@
-#include "conveyor/schedule/builders/one_f_one_b.h"
+#include "conveyor/schedule/builders/1f1b.h"
 
 #include <gtest/gtest.h>
 
@@ -13,11 +13,11 @@ namespace {
 using testing::ExpectSoundProgram;
 using testing::LeadingForwards;
 
-TEST(OneFOneBTest, SoundOverGrid) {
+TEST(Build1F1BTest, SoundOverGrid) {
   for (int p = 1; p <= 8; ++p) {
     for (int m = 1; m <= 3 * p + 1; ++m) {
       SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m));
-      ExpectSoundProgram(BuildOneFOneB({.pp = p, .microbatches = m}), p, 1, m, false);
+      ExpectSoundProgram(Build1F1B({.pp = p, .microbatches = m}), p, 1, m, false);
     }
   }
 }
@@ -25,10 +25,10 @@ TEST(OneFOneBTest, SoundOverGrid) {
 // Warm-up of min(p - r - 1, m) forwards, then strict F, B alternation while forwards
 // remain (the first action after warm-up is the steady forward, the next a backward), then
 // only backwards; micro-batches ascending in both directions.
-TEST(OneFOneBTest, WarmupSteadyCooldownPerRank) {
+TEST(Build1F1BTest, WarmupSteadyCooldownPerRank) {
   for (int p = 1; p <= 8; ++p) {
     for (int m = 1; m <= 3 * p + 1; ++m) {
-      const Program program = BuildOneFOneB({.pp = p, .microbatches = m});
+      const Program program = Build1F1B({.pp = p, .microbatches = m});
       for (int r = 0; r < p; ++r) {
         SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m) +
                      " r=" + std::to_string(r));
@@ -51,19 +51,19 @@ TEST(OneFOneBTest, WarmupSteadyCooldownPerRank) {
   }
 }
 
-TEST(OneFOneBTest, PeakInFlightIsMinOfRemainingRanksAndMicrobatches) {
+TEST(Build1F1BTest, PeakInFlightIsMinOfRemainingRanksAndMicrobatches) {
   for (int p = 1; p <= 8; ++p) {
     for (int m = 1; m <= 3 * p + 1; ++m) {
-      const std::vector<int> peaks = PeakInFlight(BuildOneFOneB({.pp = p, .microbatches = m}));
+      const std::vector<int> peaks = PeakInFlight(Build1F1B({.pp = p, .microbatches = m}));
       EXPECT_EQ(peaks[0], std::min(p, m)) << "p=" << p << " m=" << m;
       for (int r = 0; r < p; ++r) EXPECT_EQ(peaks[r], std::min(p - r, m)) << "r=" << r;
     }
   }
 }
 
-TEST(OneFOneBTest, FewerMicrobatchesThanRanksIsScheduled) {
+TEST(Build1F1BTest, FewerMicrobatchesThanRanksIsScheduled) {
   // PyTorch refuses m < p; here rank 0 runs GPipe-like and the last rank alternates.
-  const Program program = BuildOneFOneB({.pp = 4, .microbatches = 2});
+  const Program program = Build1F1B({.pp = 4, .microbatches = 2});
   EXPECT_EQ(program.ToText(),
             "rank 0: 0F0 0F1 0B0 0B1\n"
             "rank 1: 1F0 1F1 1B0 1B1\n"
@@ -71,8 +71,8 @@ TEST(OneFOneBTest, FewerMicrobatchesThanRanksIsScheduled) {
             "rank 3: 3F0 3B0 3F1 3B1\n");
 }
 
-TEST(OneFOneBTest, Preconditions) {
-  testing::ExpectSingleChunkPreconditions(BuildOneFOneB, "1f1b");
+TEST(Build1F1BTest, Preconditions) {
+  testing::ExpectSingleChunkPreconditions(Build1F1B, "1f1b");
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
-#include "conveyor/schedule/builders/one_f_one_b.h"
+#include "conveyor/schedule/builders/1f1b.h"
 
 #include "conveyor/schedule/builders/builder_util.h"
 
 namespace conveyor {
 
-Program BuildOneFOneB(const ScheduleOptions& options) {
+Program Build1F1B(const ScheduleOptions& options) {
   CheckPipelineOptions(options, "1f1b");
   CheckSingleChunk(options, "1f1b");
   const int p = options.pp, m = options.microbatches;

@@ -11,16 +11,16 @@
 // PyTorch's Schedule1F1B refuses m < p; conveyor schedules it: with m <= p - r - 1 rank r
 // runs all its forwards, then all its backwards (GPipe on that rank), and the makespan is
 // still (m + p - 1)(F + B).
-#ifndef CONVEYOR_SCHEDULE_BUILDERS_ONE_F_ONE_B_H_
-#define CONVEYOR_SCHEDULE_BUILDERS_ONE_F_ONE_B_H_
+#ifndef CONVEYOR_SCHEDULE_BUILDERS_1F1B_H_
+#define CONVEYOR_SCHEDULE_BUILDERS_1F1B_H_
 
 #include "conveyor/schedule/program.h"
 #include "conveyor/schedule/schedule_options.h"
 
 namespace conveyor {
 
-Program BuildOneFOneB(const ScheduleOptions& options);
+Program Build1F1B(const ScheduleOptions& options);
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_SCHEDULE_BUILDERS_ONE_F_ONE_B_H_
+#endif  // CONVEYOR_SCHEDULE_BUILDERS_1F1B_H_
