@@ -1,5 +1,7 @@
 #include "conveyor/schedule/program.h"
 
+#include <algorithm>
+
 #include "conveyor/common/error.h"
 
 namespace conveyor {
@@ -42,62 +44,82 @@ std::string Program::ToText() const {
 Progress::Progress(const Layout& layout)
     : layout_(&layout),
       m_(layout.num_microbatches()),
-      flags_(static_cast<size_t>(layout.num_stages()) * layout.num_microbatches(), 0) {}
+      finish_(static_cast<size_t>(layout.num_stages()) * layout.num_microbatches() * 2, kNotDone) {}
 
-bool Progress::ReadySimple(const Action& a, Action* missing) const {
+bool Progress::ReadySimple(const Action& a, double transfer_time, double* ready_at,
+                           Action* missing) const {
   const int s = a.stage, i = a.microbatch;
-  auto need = [&](bool ok, Op op, int stage) {
-    if (!ok && missing != nullptr) *missing = Action{op, stage, i};
-    return ok;
+  // Whether result `result` of (stage, i) is done; if so, folds its arrival into *ready_at.
+  auto need = [&](int stage, Result result) {
+    const double done = finish_[index(stage, i, result)];
+    if (done == kNotDone) {
+      if (missing != nullptr) {
+        *missing = Action{result == kF ? Op::kForward : Op::kBackwardInput, stage, i};
+      }
+      return false;
+    }
+    const bool remote = layout_->rank_of(stage) != layout_->rank_of(s);
+    *ready_at = std::max(*ready_at, done + (remote ? transfer_time : 0.0));
+    return true;
   };
   switch (a.op) {
     case Op::kForward: {
       const int prev = layout_->prev_stage(s);
-      return prev < 0 || need(forward_done(prev, i), Op::kForward, prev);
+      return prev < 0 || need(prev, kF);
     }
     case Op::kBackward:
     case Op::kBackwardInput: {
-      if (!need(forward_done(s, i), Op::kForward, s)) return false;
+      if (!need(s, kF)) return false;
       const int next = layout_->next_stage(s);
-      return next < 0 || need(input_grad_done(next, i), Op::kBackwardInput, next);
+      return next < 0 || need(next, kI);
     }
     case Op::kBackwardWeight:
-      return need(input_grad_done(s, i), Op::kBackwardInput, s);
+      return need(s, kI);
     default:
       CONVEYOR_ASSERT(false) << "not a simple compute action: " << a;
       return false;
   }
 }
 
-bool Progress::Ready(const Action& a, Action* missing) const {
-  if (a.op != Op::kOverlapFB) return ReadySimple(a, missing);
-  return ReadySimple(a.ForwardHalf(), missing) && ReadySimple(a.BackwardHalf(), missing);
+bool Progress::ReadyAll(const Action& a, double transfer_time, double* ready_at,
+                        Action* missing) const {
+  if (a.op != Op::kOverlapFB) return ReadySimple(a, transfer_time, ready_at, missing);
+  return ReadySimple(a.ForwardHalf(), transfer_time, ready_at, missing) &&
+         ReadySimple(a.BackwardHalf(), transfer_time, ready_at, missing);
 }
 
-void Progress::MarkSimple(const Action& a) {
-  unsigned char& f = flags_[a.stage * m_ + a.microbatch];
+bool Progress::Ready(const Action& a, Action* missing) const {
+  double ready_at = 0;
+  return ReadyAll(a, 0, &ready_at, missing);
+}
+
+bool Progress::ReadyAt(const Action& a, double transfer_time, double* ready_at) const {
+  *ready_at = 0;
+  return ReadyAll(a, transfer_time, ready_at, nullptr);
+}
+
+void Progress::MarkSimple(const Action& a, double at) {
+  const int s = a.stage, i = a.microbatch;
   switch (a.op) {
     case Op::kForward:
-      f |= kF;
+      finish_[index(s, i, kF)] = at;
       break;
     case Op::kBackward:
-      f |= kI | kW;
-      break;
     case Op::kBackwardInput:
-      f |= kI;
+      finish_[index(s, i, kI)] = at;
       break;
     case Op::kBackwardWeight:
-      f |= kW;
-      break;
+      break;  // no action consumes W
     default:
       CONVEYOR_ASSERT(false) << "not a simple compute action: " << a;
   }
 }
 
-void Progress::MarkDone(const Action& a) {
-  if (a.op != Op::kOverlapFB) return MarkSimple(a);
-  MarkSimple(a.ForwardHalf());
-  MarkSimple(a.BackwardHalf());
+void Progress::MarkDone(const Action& a, double at) {
+  CONVEYOR_ASSERT(at >= 0) << "finish time " << at << " of " << a;
+  if (a.op != Op::kOverlapFB) return MarkSimple(a, at);
+  MarkSimple(a.ForwardHalf(), at);
+  MarkSimple(a.BackwardHalf(), at);
 }
 
 std::vector<Transfer> TransfersOf(const Layout& layout, const Action& action) {

@@ -29,37 +29,57 @@ struct Program {
   std::string ToText() const;
 };
 
-// Data dependencies of compute actions, shared by Lower(), Verify() and the simulator.
+// Data dependencies of compute actions: the one rule, used by Lower(), Verify(), the
+// simulator and the greedy zero-bubble builder.
 //
 // F(s, i)    after F(prev(s), i)
 // B/I(s, i)  after F(s, i) and B/I(next(s), i) (a last stage: after its own F)
 // W(s, i)    after I(s, i)
 // OVERLAP_F_B: both halves' dependencies.
 //
-// Tracks which compute has completed. Not thread-safe.
+// Progress records when each consumed result (the F and the I of one stage and
+// micro-batch) finished: B finishes I too, OVERLAP_F_B both of its halves, W nothing that
+// is consumed. Times are on the caller's clock (the simulator's seconds, the builder's time
+// slots, or 0 where only the order matters); Progress only combines them in ReadyAt().
+//
+// Lifetimes: Progress holds a pointer to the layout it was made for.
+// REQUIRES: that layout outlives this Progress and every copy of it.
+// Copyable. Not thread-safe.
 class Progress {
  public:
   explicit Progress(const Layout& layout);
 
-  // Whether `action` may run now. When it may not and `missing` is given, *missing is the
-  // producer it waits for ("1F3"). Precondition: a compute action whose stage and
-  // micro-batch are valid for the layout.
+  // Whether every result `action` consumes has finished. When not and `missing` is given,
+  // *missing is the first producer it waits for ("1F3").
+  // REQUIRES: `action` is a compute action whose stages and micro-batches are valid for the
+  // layout.
   bool Ready(const Action& action, Action* missing = nullptr) const;
-  void MarkDone(const Action& action);
+  // Ready() that also says when: where it returns true, *ready_at is when the last input
+  // reaches `action`'s rank, the latest finish time over the results it consumes, plus
+  // `transfer_time` for one produced on another rank (0 when it consumes none).
+  // REQUIRES: as for Ready(); ready_at != nullptr.
+  bool ReadyAt(const Action& action, double transfer_time, double* ready_at) const;
 
-  bool forward_done(int stage, int mb) const { return flags(stage, mb) & kF; }
-  bool input_grad_done(int stage, int mb) const { return flags(stage, mb) & kI; }
-  bool weight_grad_done(int stage, int mb) const { return flags(stage, mb) & kW; }
+  // Records that `action` finished at time `at`.
+  // REQUIRES: as for Ready(); at >= 0.
+  void MarkDone(const Action& action, double at = 0);
 
  private:
-  static constexpr unsigned char kF = 1, kI = 2, kW = 4;
-  unsigned char flags(int stage, int mb) const { return flags_[stage * m_ + mb]; }
-  bool ReadySimple(const Action& action, Action* missing) const;
-  void MarkSimple(const Action& action);
+  enum Result { kF = 0, kI = 1 };
+  static constexpr double kNotDone = -1;
+  size_t index(int stage, int mb, Result result) const {
+    return (static_cast<size_t>(stage) * m_ + mb) * 2 + result;
+  }
+  // Ready() with the arrival time folded into *ready_at; ReadyAll splits OVERLAP_F_B.
+  bool ReadyAll(const Action& action, double transfer_time, double* ready_at,
+                Action* missing) const;
+  bool ReadySimple(const Action& action, double transfer_time, double* ready_at,
+                   Action* missing) const;
+  void MarkSimple(const Action& action, double at);
 
   const Layout* layout_;
   int m_;
-  std::vector<unsigned char> flags_;
+  std::vector<double> finish_;  // per (stage, micro-batch, result); kNotDone before
 };
 
 // Where a compute action's results go, when they cross to another rank.

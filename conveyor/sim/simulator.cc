@@ -9,8 +9,8 @@
 namespace conveyor {
 namespace {
 
-// Finish times of (step, stage, micro-batch, kind) for `steps` back-to-back runs of one
-// program; every rank runs its list once per step, in order.
+// `steps` back-to-back runs of one program, each with its own Progress holding finish
+// times; every rank runs its list once per step, in order.
 class Engine {
  public:
   Engine(const Program& program, const CostModel& costs, int steps)
@@ -18,8 +18,7 @@ class Engine {
         layout_(program.layout),
         costs_(costs),
         steps_(steps),
-        m_(layout_.num_microbatches()),
-        finish_(static_cast<size_t>(steps) * layout_.num_stages() * m_ * 3, -1.0) {}
+        progress_(steps, Progress(layout_)) {}
 
   // Runs all steps. Fills the step-0 timeline and per-rank busy time, and each rank's
   // finish time of every step. Throws DeadlockError when the program cannot complete.
@@ -46,12 +45,12 @@ class Engine {
             // its own inputs are there.
             double ready_f = 0, ready_b = 0;
             const Action f = a.ForwardHalf(), b = a.BackwardHalf();
-            if (!ReadySimple(step[r], f, &ready_f) || !ReadySimple(step[r], b, &ready_b)) break;
+            if (!ReadyAt(step[r], f, &ready_f) || !ReadyAt(step[r], b, &ready_b)) break;
             RunOne(r, step[r], f, ready_f, free[r], result);
             RunOne(r, step[r], b, ready_b, free[r], result);
           } else if (IsCompute(a.op)) {
             double ready;
-            if (!ReadyTime(step[r], a, &ready)) break;
+            if (!ReadyAt(step[r], a, &ready)) break;
             RunOne(r, step[r], a, ready, free[r], result);
           }
           progressed = true;
@@ -77,7 +76,7 @@ class Engine {
   void RunOne(int r, int step, const Action& a, double ready, double& free, SimResult& result) {
     const double start = std::max(free, ready);
     const double end = start + Duration(a);
-    MarkDone(step, a, end);
+    progress_[step].MarkDone(a, end);
     free = end;
     if (step == 0) {
       result.busy[r] += end - start;
@@ -85,73 +84,9 @@ class Engine {
     }
   }
 
-  enum Kind { kF = 0, kI = 1, kW = 2 };
-
-  double& fin(int step, int stage, int mb, Kind kind) {
-    return finish_[((static_cast<size_t>(step) * layout_.num_stages() + stage) * m_ + mb) * 3 +
-                   kind];
-  }
-
-  // Arrival time of producer (stage, mb, kind) at `consumer_stage`; false if not yet done.
-  bool Arrival(int step, int stage, int mb, Kind kind, int consumer_stage, double* t) {
-    const double done = fin(step, stage, mb, kind);
-    if (done < 0) return false;
-    const bool remote = layout_.rank_of(stage) != layout_.rank_of(consumer_stage);
-    *t = std::max(*t, done + (remote ? costs_.transfer_time() : 0.0));
-    return true;
-  }
-
-  bool ReadySimple(int step, const Action& a, double* t) {
-    const int s = a.stage, i = a.microbatch;
-    switch (a.op) {
-      case Op::kForward: {
-        const int prev = layout_.prev_stage(s);
-        return prev < 0 || Arrival(step, prev, i, kF, s, t);
-      }
-      case Op::kBackward:
-      case Op::kBackwardInput: {
-        if (!Arrival(step, s, i, kF, s, t)) return false;
-        const int next = layout_.next_stage(s);
-        return next < 0 || Arrival(step, next, i, kI, s, t);
-      }
-      case Op::kBackwardWeight:
-        return Arrival(step, s, i, kI, s, t);
-      default:
-        CONVEYOR_ASSERT(false) << a;
-        return false;
-    }
-  }
-
-  bool ReadyTime(int step, const Action& a, double* t) {
-    *t = 0;
-    if (a.op != Op::kOverlapFB) return ReadySimple(step, a, t);
-    return ReadySimple(step, a.ForwardHalf(), t) && ReadySimple(step, a.BackwardHalf(), t);
-  }
-
-  void MarkSimple(int step, const Action& a, double end) {
-    switch (a.op) {
-      case Op::kForward:
-        fin(step, a.stage, a.microbatch, kF) = end;
-        break;
-      case Op::kBackward:
-        fin(step, a.stage, a.microbatch, kI) = end;
-        fin(step, a.stage, a.microbatch, kW) = end;
-        break;
-      case Op::kBackwardInput:
-        fin(step, a.stage, a.microbatch, kI) = end;
-        break;
-      case Op::kBackwardWeight:
-        fin(step, a.stage, a.microbatch, kW) = end;
-        break;
-      default:
-        CONVEYOR_ASSERT(false) << a;
-    }
-  }
-
-  void MarkDone(int step, const Action& a, double end) {
-    if (a.op != Op::kOverlapFB) return MarkSimple(step, a, end);
-    MarkSimple(step, a.ForwardHalf(), end);
-    MarkSimple(step, a.BackwardHalf(), end);
+  // Whether `a`'s inputs are there; *ready is when they reach its rank.
+  bool ReadyAt(int step, const Action& a, double* ready) const {
+    return progress_[step].ReadyAt(a, costs_.transfer_time(), ready);
   }
 
   double Duration(const Action& a) const {
@@ -179,8 +114,7 @@ class Engine {
   const Layout& layout_;
   const CostModel& costs_;
   const int steps_;
-  const int m_;
-  std::vector<double> finish_;
+  std::vector<Progress> progress_;  // per step
   std::vector<double> step_end_;
 };
 

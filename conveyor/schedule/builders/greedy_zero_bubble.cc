@@ -1,23 +1,18 @@
 #include "conveyor/schedule/builders/greedy_zero_bubble.h"
 
 #include <deque>
-#include <limits>
 
 #include "conveyor/common/error.h"
 
 namespace conveyor {
 namespace {
 
-constexpr int kNever = std::numeric_limits<int>::max();
-
 class Greedy {
  public:
   Greedy(const Layout& layout, int cap)
       : layout_(layout),
         cap_(cap),
-        m_(layout.num_microbatches()),
-        f_done_(static_cast<size_t>(layout.num_stages()) * m_, kNever),
-        i_done_(static_cast<size_t>(layout.num_stages()) * m_, kNever),
+        progress_(layout),
         next_f_(layout.num_stages()),
         next_i_(layout.num_stages()),
         rank_(layout.num_ranks()) {
@@ -53,9 +48,6 @@ class Greedy {
     std::deque<Action> weights;  // deferred W, oldest first
   };
 
-  int& f_done(int s, int i) { return f_done_[s * m_ + i]; }
-  int& i_done(int s, int i) { return i_done_[s * m_ + i]; }
-
   bool Busy(int t) const {
     for (const RankState& r : rank_) {
       if (r.free_at > t) return true;
@@ -63,18 +55,12 @@ class Greedy {
     return false;
   }
 
-  bool ForwardReady(int s, int t) {
-    const int i = next_f_[s];
+  // Whether the next pass of `op` on stage s has its inputs by time t.
+  bool Ready(Op op, int s, int t) const {
+    const int i = op == Op::kForward ? next_f_[s] : next_i_[s];
     if (i >= layout_.end_microbatch(s)) return false;
-    const int prev = layout_.prev_stage(s);
-    return prev < 0 || f_done(prev, i) <= t;
-  }
-
-  bool InputGradReady(int s, int t) {
-    const int i = next_i_[s];
-    if (i >= layout_.end_microbatch(s) || f_done(s, i) > t) return false;
-    const int next = layout_.next_stage(s);
-    return next < 0 || i_done(next, i) <= t;
+    double ready_at;
+    return progress_.ReadyAt(Action{op, s, i}, /*transfer_time=*/0, &ready_at) && ready_at <= t;
   }
 
   // Starts one pass on rank r at time t, if any; sets *capped when an F waited for memory.
@@ -83,20 +69,18 @@ class Greedy {
     if (state.free_at > t) return false;
     const std::vector<int>& stages = layout_.stages_of(r);
     for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
-      if (!InputGradReady(*it, t)) continue;
+      if (!Ready(Op::kBackwardInput, *it, t)) continue;
       const int s = *it, i = next_i_[s]++;
-      i_done(s, i) = t + 1;
       state.weights.push_back(Action{Op::kBackwardWeight, s, i});
       return Start(state, Action{Op::kBackwardInput, s, i}, t, picked);
     }
     for (auto it = stages.rbegin(); it != stages.rend(); ++it) {
-      if (!ForwardReady(*it, t)) continue;
+      if (!Ready(Op::kForward, *it, t)) continue;
       if (state.in_flight >= cap_) {
         *capped = true;
         break;
       }
       const int s = *it, i = next_f_[s]++;
-      f_done(s, i) = t + 1;
       ++state.in_flight;
       return Start(state, Action{Op::kForward, s, i}, t, picked);
     }
@@ -107,7 +91,9 @@ class Greedy {
     return Start(state, w, t, picked);
   }
 
+  // Runs `a` in slot t; it finishes at t + 1.
   bool Start(RankState& state, const Action& a, int t, Action* picked) {
+    progress_.MarkDone(a, t + 1);
     state.free_at = t + 1;
     --remaining_;
     *picked = a;
@@ -116,8 +102,7 @@ class Greedy {
 
   const Layout& layout_;
   int cap_;
-  const int m_;
-  std::vector<int> f_done_, i_done_;  // time each pass finished, kNever before
+  Progress progress_;                 // finish time of each pass
   std::vector<int> next_f_, next_i_;  // next micro-batch of each stage
   std::vector<RankState> rank_;
   long remaining_ = 0;
