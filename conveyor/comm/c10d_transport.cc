@@ -233,6 +233,8 @@ class C10dTransport : public Transport {
   }
 
   void AllReduceSum(std::vector<at::Tensor>& tensors) override;
+  std::vector<at::Tensor> AllGather(const at::Tensor& local) override;
+  void Broadcast(at::Tensor& tensor, int root) override;
 
   void Barrier() override {
     Run(ranks_.Self() + ": barrier", at::Tensor(),
@@ -306,13 +308,18 @@ class C10dTransport : public Transport {
     world_->Wait(op);
   }
 
+  // Names a collective in messages: "rank 0: all-gather #3".
+  std::string NextCollective(const char* op) {
+    return ranks_.Self() + ": " + op + " #" + std::to_string(next_collective_++);
+  }
+
   std::shared_ptr<C10dWorld> world_;
   GroupRanks ranks_;
   std::string prefix_;
   bool is_world_;
   std::shared_ptr<Backends> backends_;
   std::uint64_t next_group_ = 0;
-  std::uint64_t next_all_reduce_ = 0;
+  std::uint64_t next_collective_ = 0;  // all-reduces, all-gathers and broadcasts
 };
 
 void C10dTransport::AllReduceSum(std::vector<at::Tensor>& tensors) {
@@ -326,7 +333,7 @@ void C10dTransport::AllReduceSum(std::vector<at::Tensor>& tensors) {
     if (added) buckets.emplace_back();
     buckets[it->second].push_back(i);
   }
-  std::string what = ranks_.Self() + ": all-reduce #" + std::to_string(next_all_reduce_++);
+  std::string what = NextCollective("all-reduce");
   for (const std::vector<size_t>& bucket : buckets) {
     std::vector<at::Tensor> flat;
     for (size_t i : bucket) flat.push_back(tensors[i].reshape({-1}));
@@ -339,6 +346,32 @@ void C10dTransport::AllReduceSum(std::vector<at::Tensor>& tensors) {
       offset += n;
     }
   }
+}
+
+std::vector<at::Tensor> C10dTransport::AllGather(const at::Tensor& local) {
+  std::string what = NextCollective("all-gather");
+  CONVEYOR_CHECK(local.defined()) << what << ": the tensor is undefined";
+  // Every rank's tensor lands in one buffer, row r = rank r's; the rows are the results.
+  std::vector<int64_t> sizes = {world_size()};
+  sizes.insert(sizes.end(), local.sizes().begin(), local.sizes().end());
+  const at::Tensor gathered = at::empty(sizes, local.options());
+  std::vector<at::Tensor> input = {local.contiguous()};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < world_size(); ++r) outputs[0].push_back(gathered[r]);
+  Run(what, gathered, [&](ProcessGroupBase& pg) { return pg.allgather(outputs, input); });
+  return gathered.unbind(0);
+}
+
+void C10dTransport::Broadcast(at::Tensor& tensor, int root) {
+  ranks_.CheckRoot("broadcast", root);
+  std::string what =
+      NextCollective("broadcast") + " from rank " + std::to_string(ranks_.world_rank(root));
+  CONVEYOR_CHECK(tensor.defined()) << what << ": the tensor is undefined";
+  std::vector<at::Tensor> buffer = {tensor.contiguous()};  // `tensor` itself when contiguous
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  Run(what, buffer[0], [&](ProcessGroupBase& pg) { return pg.broadcast(buffer, options); });
+  if (!buffer[0].is_same(tensor)) tensor.copy_(buffer[0]);
 }
 
 }  // namespace

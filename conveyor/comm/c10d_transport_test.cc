@@ -1,9 +1,9 @@
 // Real processes over Gloo on 127.0.0.1: each C10dTransportTest case launches this test
-// binary as N ranks (LaunchLocal, a free port) running one C10dWorker case, which skips
-// unless launched that way. A worker that fails an expectation exits non-zero, and the
-// launcher reports it. The ranks share this host, so their point-to-point traffic goes
-// through shared memory unless a test turns it off (CONVEYOR_SHM=0 in the environment also
-// does, for every test).
+// binary as N ranks (LaunchWorker, a free port) running one worker, and checks that every
+// rank that should finished it (worker_testing.h). A worker that fails an expectation exits
+// non-zero, and the launcher reports it. The ranks share this host, so their point-to-point
+// traffic goes through shared memory unless a test turns it off (CONVEYOR_SHM=0 in the
+// environment also does, for every test).
 #include "conveyor/comm/c10d_transport.h"
 
 #include <ATen/ATen.h>
@@ -11,25 +11,23 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cstdlib>
 #include <iostream>
 #include <set>
 #include <string_view>
 
+#include "conveyor/comm/worker_testing.h"
 #include "conveyor/launch/launcher.h"
 
 namespace conveyor {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-constexpr char kWorkerVariable[] = "CONVEYOR_C10D_TEST_WORKER";
 
 // Generous: failure propagation, not this timeout, is what must stop the ranks below.
 constexpr std::chrono::seconds kOpTimeout(60);
@@ -37,19 +35,16 @@ constexpr std::chrono::seconds kOpTimeout(60);
 // Ranks whose world rank is listed in this variable ("0,2") connect with CONVEYOR_SHM=0.
 constexpr char kGlooRanksVariable[] = "CONVEYOR_C10D_TEST_GLOO_RANKS";
 
-LaunchResult LaunchWorkers(int nproc, const std::string& worker, bool stop_all_on_failure,
-                           const Environment& env = {}) {
-  char self[PATH_MAX] = {};
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  EXPECT_GT(n, 0);
+// Runs `worker` as `nproc` ranks, bounded by a deadline.
+testing::WorkerRun LaunchWorkers(int nproc, const std::string& worker, bool stop_all_on_failure,
+                                 const Environment& env = {}) {
   LaunchOptions options;
   options.extra_env = env;
-  options.extra_env[kWorkerVariable] = "1";
   options.deadline = std::chrono::seconds(150);
   options.grace = std::chrono::seconds(2);
   options.stop_all_on_failure = stop_all_on_failure;
   options.out = &std::cerr;
-  return LaunchLocal(nproc, {self, "--gtest_filter=C10dWorker." + worker}, options);
+  return testing::LaunchWorker(nproc, worker, options);
 }
 
 std::unique_ptr<Transport> ConnectWorker() {
@@ -65,11 +60,6 @@ std::unique_ptr<Transport> ConnectWorker() {
   options.failure_poll_interval = std::chrono::milliseconds(50);
   return ConnectC10d(info, options);
 }
-
-#define SKIP_UNLESS_LAUNCHED()                       \
-  if (std::getenv(kWorkerVariable) == nullptr) {     \
-    GTEST_SKIP() << "a worker of C10dTransportTest"; \
-  }
 
 // The CommError `work.Wait()` throws ("no error" when it returns).
 std::string WaitError(Work& work) {
@@ -106,20 +96,22 @@ std::string NewShmEntries(const std::set<std::string>& before) {
 TEST(C10dTransportTest, PointToPointCollectivesAndSubgroups) {
   // Shared memory between all four, between none, and between 0 and 1 only.
   for (const char* gloo_ranks : {"", "0,1,2,3", "2,3"}) {
-    LaunchResult result = LaunchWorkers(4, "Exchange", true, {{kGlooRanksVariable, gloo_ranks}});
-    EXPECT_TRUE(result.ok()) << "Gloo for ranks [" << gloo_ranks << "]: " << result.Report();
+    testing::WorkerRun run = LaunchWorkers(4, "Exchange", true, {{kGlooRanksVariable, gloo_ranks}});
+    EXPECT_TRUE(run.launch.ok()) << "Gloo for ranks [" << gloo_ranks
+                                 << "]: " << run.launch.Report();
+    EXPECT_THAT(run.finished, ElementsAre(0, 1, 2, 3)) << "Gloo for ranks [" << gloo_ranks << "]";
   }
 }
 
 TEST(C10dTransportTest, SharedMemoryPointToPoint) {
   std::set<std::string> before = ShmEntries();
-  LaunchResult result = LaunchWorkers(3, "SharedMemory", true);
-  EXPECT_TRUE(result.ok()) << result.Report();
+  testing::WorkerRun run = LaunchWorkers(3, "SharedMemory", true);
+  EXPECT_TRUE(run.launch.ok()) << run.launch.Report();
+  EXPECT_THAT(run.finished, ElementsAre(0, 1, 2));
   EXPECT_EQ(NewShmEntries(before), "");
 }
 
-TEST(C10dWorker, SharedMemory) {
-  SKIP_UNLESS_LAUNCHED();
+CONVEYOR_WORKER(SharedMemory) {
   std::unique_ptr<Transport> t = ConnectWorker();
   const int me = t->rank();
   const char* shm = std::getenv("CONVEYOR_SHM");
@@ -162,8 +154,7 @@ TEST(C10dWorker, SharedMemory) {
   EXPECT_EQ(one[0].item<float>(), 3.0f);
 }
 
-TEST(C10dWorker, Exchange) {
-  SKIP_UNLESS_LAUNCHED();
+CONVEYOR_WORKER(Exchange) {
   std::unique_ptr<Transport> t = ConnectWorker();
   const int n = t->world_size();
   const int left = (t->rank() + n - 1) % n;
@@ -215,9 +206,54 @@ TEST(C10dWorker, Exchange) {
   t->Barrier();
 }
 
+TEST(C10dTransportTest, AllGatherAndBroadcastInTheWorldAndSubgroups) {
+  testing::WorkerRun run = LaunchWorkers(4, "GatherAndBroadcast", true);
+  EXPECT_TRUE(run.launch.ok()) << run.launch.Report();
+  EXPECT_THAT(run.finished, ElementsAre(0, 1, 2, 3));
+}
+
+CONVEYOR_WORKER(GatherAndBroadcast) {
+  std::unique_ptr<Transport> t = ConnectWorker();
+  const int n = t->world_size();
+  const int me = t->rank();
+  // Non-contiguous operands, two dtypes, a 0-dimensional one; element r is rank r's.
+  auto operand = [](int rank) { return (at::arange(6, at::kLong).view({2, 3}) + 10 * rank).t(); };
+  std::vector<at::Tensor> all = t->AllGather(operand(me));
+  ASSERT_EQ(all.size(), static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(all[r].is_contiguous());
+    EXPECT_TRUE(all[r].equal(operand(r)))
+        << "rank " << me << " got " << all[r] << " for rank " << r;
+  }
+  std::vector<at::Tensor> scalars = t->AllGather(at::full({}, me + 0.5, at::kDouble));
+  ASSERT_EQ(scalars.size(), static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) EXPECT_EQ(scalars[r].item<double>(), r + 0.5);
+
+  at::Tensor x = at::full({3, 2}, me * 1.0).t();
+  t->Broadcast(x, 2);
+  EXPECT_TRUE(x.equal(at::full({2, 3}, 2.0))) << "rank " << me << ": " << x;
+  EXPECT_THROW(t->Broadcast(x, n), UserError);  // refused before any traffic
+
+  // Sub-groups whose ranks are not in world order; roots are group ranks.
+  std::unique_ptr<Transport> odd = t->NewGroup({3, 1});
+  std::unique_ptr<Transport> even = t->NewGroup({0, 2});
+  Transport* group = me % 2 == 1 ? odd.get() : even.get();
+  ASSERT_NE(group, nullptr);
+  std::vector<at::Tensor> members = group->AllGather(at::full({2}, me * 1.0));
+  ASSERT_EQ(members.size(), 2u);
+  EXPECT_EQ(members[0][1].item<float>(), me % 2 == 1 ? 3.0 : 0.0);
+  EXPECT_EQ(members[1][0].item<float>(), me % 2 == 1 ? 1.0 : 2.0);
+  at::Tensor y = at::full({1}, me + 1, at::kInt);
+  group->Broadcast(y, 1);  // world rank 1 in the odd group, 2 in the even one
+  EXPECT_EQ(y.item<int>(), me % 2 == 1 ? 2 : 3);
+  t->Barrier();
+}
+
 TEST(C10dTransportTest, KilledRankAbortsEveryPendingWait) {
   std::set<std::string> before = ShmEntries();
-  LaunchResult result = LaunchWorkers(4, "KilledRank", /*stop_all_on_failure=*/false);
+  testing::WorkerRun run = LaunchWorkers(4, "KilledRank", /*stop_all_on_failure=*/false);
+  EXPECT_THAT(run.finished, ElementsAre(0, 2, 3));
+  const LaunchResult& result = run.launch;
   EXPECT_EQ(NewShmEntries(before), "") << "a killed rank leaves nothing in /dev/shm";
   EXPECT_EQ(result.failed_rank, 1) << result.Report();
   ASSERT_EQ(result.ranks.size(), 4u);
@@ -226,8 +262,7 @@ TEST(C10dTransportTest, KilledRankAbortsEveryPendingWait) {
   EXPECT_FALSE(result.deadline_exceeded);
 }
 
-TEST(C10dWorker, KilledRank) {
-  SKIP_UNLESS_LAUNCHED();
+CONVEYOR_WORKER(KilledRank) {
   std::unique_ptr<Transport> t = ConnectWorker();
   const int n = t->world_size();
   // Everyone waits on its left neighbour, which never sends: rank 2 waits on rank 1.
@@ -241,12 +276,12 @@ TEST(C10dWorker, KilledRank) {
 }
 
 TEST(C10dTransportTest, ReportedFailureStopsOtherRanksNamingTheRank) {
-  LaunchResult result = LaunchWorkers(3, "ReportedFailure", true);
-  EXPECT_TRUE(result.ok()) << result.Report();
+  testing::WorkerRun run = LaunchWorkers(3, "ReportedFailure", true);
+  EXPECT_TRUE(run.launch.ok()) << run.launch.Report();
+  EXPECT_THAT(run.finished, ElementsAre(0, 1, 2));
 }
 
-TEST(C10dWorker, ReportedFailure) {
-  SKIP_UNLESS_LAUNCHED();
+CONVEYOR_WORKER(ReportedFailure) {
   std::unique_ptr<Transport> t = ConnectWorker();
   auto recv = t->rank() == 1 ? nullptr : t->Recv(at::zeros({1}), 1, 3);
   t->Barrier();
@@ -265,12 +300,12 @@ TEST(C10dWorker, ReportedFailure) {
 }
 
 TEST(C10dTransportTest, ReceiveWithoutSenderTimesOutNamingPeerAndTag) {
-  LaunchResult result = LaunchWorkers(2, "Timeout", true);
-  EXPECT_TRUE(result.ok()) << result.Report();
+  testing::WorkerRun run = LaunchWorkers(2, "Timeout", true);
+  EXPECT_TRUE(run.launch.ok()) << run.launch.Report();
+  EXPECT_THAT(run.finished, ElementsAre(0, 1));
 }
 
-TEST(C10dWorker, Timeout) {
-  SKIP_UNLESS_LAUNCHED();
+CONVEYOR_WORKER(Timeout) {
   // Rank 1 times out long before rank 0 would, and rank 0 learns of it as a failure.
   RendezvousInfo info = RendezvousFromEnvironment();
   C10dOptions options;
@@ -284,6 +319,42 @@ TEST(C10dWorker, Timeout) {
   std::string error = WaitError(*t->Recv(at::zeros({1}), 0, 42));
   EXPECT_THAT(error, HasSubstr("rank 1: recv from rank 0 (tag 42)"));
   EXPECT_THAT(error, HasSubstr("imed out"));
+}
+
+TEST(C10dTransportTest, CollectiveTimesOutAndAbortsTheOthersWaits) {
+  testing::WorkerRun run = LaunchWorkers(3, "CollectiveTimeout", true);
+  EXPECT_TRUE(run.launch.ok()) << run.launch.Report();
+  EXPECT_THAT(run.finished, ElementsAre(0, 1, 2));
+}
+
+CONVEYOR_WORKER(CollectiveTimeout) {
+  // Rank 1 alone enters a world all-gather and times out long before the others would; rank 0
+  // waits in a sub-group's all-gather for rank 1, rank 2 on a receive from it: both are
+  // aborted with rank 1's failure.
+  RendezvousInfo info = RendezvousFromEnvironment();
+  C10dOptions options;
+  options.transport.timeout = std::chrono::milliseconds(info.rank == 1 ? 1500 : 60000);
+  options.failure_poll_interval = std::chrono::milliseconds(50);
+  std::unique_ptr<Transport> t = ConnectC10d(info, options);
+  std::unique_ptr<Transport> pair = t->NewGroup({0, 1});
+  std::string error = "no error";
+  try {
+    if (t->rank() == 0) pair->AllGather(at::zeros({2}));
+    if (t->rank() == 1) t->AllGather(at::zeros({2}));
+    if (t->rank() == 2) t->Recv(at::zeros({1}), 1, 5)->Wait();
+  } catch (const CommError& e) {
+    error = e.what();
+  }
+  std::cout << error << std::endl;
+  if (t->rank() == 1) {
+    EXPECT_THAT(error, HasSubstr("rank 1: all-gather #0 "));
+    EXPECT_THAT(error, HasSubstr("imed out"));
+    EXPECT_THAT(error, Not(HasSubstr("aborted")));
+  } else {
+    const std::string what = t->rank() == 0 ? "rank 0 (rank 0 of group [0, 1]): all-gather #0"
+                                            : "rank 2: recv from rank 1 (tag 5)";
+    EXPECT_THAT(error, HasSubstr(what + " aborted: rank 1: all-gather #0 "));
+  }
 }
 
 }  // namespace

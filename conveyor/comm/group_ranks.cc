@@ -76,4 +76,10 @@ void GroupRanks::CheckPeer(const char* op, int peer, std::uint32_t tag) const {
                                  << ": tag " << tag << " is above the largest tag " << kMaxTag;
 }
 
+void GroupRanks::CheckRoot(const char* op, int root) const {
+  CONVEYOR_CHECK(root >= 0 && root < size())
+      << Self() << ": " << op << " from root " << root << ": the root must be a rank in [0, "
+      << size() << ")";
+}
+
 }  // namespace conveyor

@@ -40,6 +40,9 @@ class GroupRanks {
   // Throws UserError unless `peer` is another rank of this group and `tag` is a valid tag.
   void CheckPeer(const char* op, int peer, std::uint32_t tag) const;
 
+  // Throws UserError unless `root` (of a collective `op`) is a rank of this group.
+  void CheckRoot(const char* op, int root) const;
+
  private:
   GroupRanks(std::vector<int> world_ranks, int rank, int my_world_rank, bool is_world);
 

@@ -30,5 +30,20 @@ TEST(GroupRanksTest, RejectsBadGroupsAndPeers) {
   EXPECT_THROW(GroupRanks::World(2, 2), UserError);
 }
 
+TEST(GroupRanksTest, RootMustBeARankOfTheGroup) {
+  GroupRanks group = GroupRanks::World(4, 3).Subgroup({3, 1});
+  EXPECT_NO_THROW(group.CheckRoot("broadcast", 0));
+  EXPECT_NO_THROW(group.CheckRoot("broadcast", 1));
+  EXPECT_THROW(group.CheckRoot("broadcast", -1), UserError);
+  try {
+    group.CheckRoot("broadcast", 2);
+    ADD_FAILURE() << "root 2 of a group of 2 was accepted";
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(),
+                 "rank 3 (rank 0 of group [3, 1]): broadcast from root 2: the root must be a rank "
+                 "in [0, 2)");
+  }
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -8,12 +8,11 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <climits>
-#include <cstdlib>
 #include <iostream>
 #include <thread>
 
 #include "conveyor/comm/c10d_transport.h"
+#include "conveyor/comm/worker_testing.h"
 #include "conveyor/launch/launcher.h"
 
 namespace conveyor {
@@ -57,18 +56,14 @@ TEST(HeartbeatMonitorTest, ExitedRankIsNeverStalled) {
   EXPECT_FALSE(monitor.FindStall(t0 + seconds(60)));
 }
 
-constexpr char kWorkerVariable[] = "CONVEYOR_HEARTBEAT_TEST_WORKER";
-
 TEST(HeartbeatProcessTest, StoppedRankIsNamedAndTheOthersStop) {
-  char self[PATH_MAX] = {};
-  ASSERT_GT(readlink("/proc/self/exe", self, sizeof(self) - 1), 0);
   LaunchOptions options;
-  options.extra_env[kWorkerVariable] = "1";
   options.deadline = std::chrono::seconds(120);
   options.grace = std::chrono::seconds(2);
   options.out = &std::cerr;
-  LaunchResult result =
-      LaunchLocal(3, {self, "--gtest_filter=HeartbeatWorker.StoppedRank1"}, options);
+  testing::WorkerRun run = testing::LaunchWorker(3, "StoppedRank1", options);
+  EXPECT_THAT(run.finished, ::testing::ElementsAre(0, 2));
+  const LaunchResult& result = run.launch;
   EXPECT_FALSE(result.deadline_exceeded);
   EXPECT_EQ(result.failed_rank, 1) << result.Report();
   ASSERT_EQ(result.ranks.size(), 3u);
@@ -83,8 +78,7 @@ TEST(HeartbeatProcessTest, StoppedRankIsNamedAndTheOthersStop) {
 
 // Rank 1 stops itself; the others wait on it with a 60 s timeout, which must not be what
 // ends their wait. They exit as ranks that stopped for a peer, saying why.
-TEST(HeartbeatWorker, StoppedRank1) {
-  if (std::getenv(kWorkerVariable) == nullptr) GTEST_SKIP() << "a worker of HeartbeatProcessTest";
+CONVEYOR_WORKER(StoppedRank1) {
   C10dOptions options;
   options.transport.timeout = std::chrono::seconds(60);
   options.failure_poll_interval = std::chrono::milliseconds(50);
@@ -104,7 +98,9 @@ TEST(HeartbeatWorker, StoppedRank1) {
   }
   ReportToLauncher(error);
   t.reset();  // as a rank leaves: rank 0 keeps the store up a moment for the others
-  _exit(error.find("rank 1 stalled") != std::string::npos ? kExitPeerFailed : 1);
+  const bool named = error.find("rank 1 stalled") != std::string::npos;
+  if (named) testing::MarkWorkerFinished();
+  _exit(named ? kExitPeerFailed : 1);
 }
 
 }  // namespace

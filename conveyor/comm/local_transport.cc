@@ -1,10 +1,12 @@
 #include "conveyor/comm/local_transport.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -28,9 +30,17 @@ struct Slot {
 
 using Key = std::tuple<int, int, std::uint32_t>;  // (src, dst, tag), group ranks
 
+// One collective call, met by every rank of the group.
 struct Collective {
   const char* op = nullptr;
-  std::vector<at::Tensor> sum;
+  // All-reduce: the running sums. All-gather: each rank's operand, by rank. Broadcast: the
+  // root's operand alone.
+  std::vector<at::Tensor> tensors;
+  // All-gather and broadcast: the first rank to arrive, its operand's shape and dtype (a
+  // tensor on the meta device), and its root (broadcast).
+  int first_rank = -1;
+  at::Tensor like;
+  int root = -1;
   std::vector<bool> arrived;
   int count = 0;
   int readers_left = 0;
@@ -63,12 +73,21 @@ struct Group {
   AbortSignal::Subscription wake;  // declared last: unsubscribes before the rest goes
 };
 
-std::string Mismatch(const at::Tensor& got, const at::Tensor& expected, const char* what) {
-  if (got.sizes() == expected.sizes() && got.scalar_type() == expected.scalar_type()) return "";
+bool SameShapeAndDtype(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type();
+}
+
+// "shape [2, 3] and dtype Float"
+std::string ShapeAndDtype(const at::Tensor& t) {
   std::ostringstream out;
-  out << "got a tensor of shape " << got.sizes() << " and dtype " << got.scalar_type() << " for "
-      << what << " of shape " << expected.sizes() << " and dtype " << expected.scalar_type();
+  out << "shape " << t.sizes() << " and dtype " << t.scalar_type();
   return out.str();
+}
+
+std::string Mismatch(const at::Tensor& got, const at::Tensor& expected, const char* what) {
+  if (SameShapeAndDtype(got, expected)) return "";
+  return "got a tensor of " + ShapeAndDtype(got) + " for " + what + " of " +
+         ShapeAndDtype(expected);
 }
 
 // Copies a message into a receive and completes it. Requires the group's mutex.
@@ -179,11 +198,13 @@ class LocalTransport : public Transport {
                                        options_.timeout);
   }
 
-  void AllReduceSum(std::vector<at::Tensor>& tensors) override { Collect("all-reduce", tensors); }
+  void AllReduceSum(std::vector<at::Tensor>& tensors) override;
+  std::vector<at::Tensor> AllGather(const at::Tensor& local) override;
+  void Broadcast(at::Tensor& tensor, int root) override;
 
   void Barrier() override {
-    std::vector<at::Tensor> none;
-    Collect("barrier", none);
+    Meet(
+        "barrier", [](Collective&) { return std::string(); }, [](const Collective&) {});
   }
 
   std::unique_ptr<Transport> NewGroup(const std::vector<int>& ranks) override {
@@ -216,8 +237,21 @@ class LocalTransport : public Transport {
     return ranks_.Describe(op, direction, peer, tag);
   }
 
-  // Adds this rank's `tensors` to collective number `seq`, and returns once every rank has.
-  void Collect(const char* op, std::vector<at::Tensor>& tensors);
+  // Adds this rank's operands to the collective (under the group's mutex); returns what is
+  // wrong with them, or "".
+  using Contribute = std::function<std::string(Collective&)>;
+  // Takes this rank's result from the collective that every rank has contributed to (under
+  // the group's mutex).
+  using Read = std::function<void(const Collective&)>;
+
+  // Meets the other ranks at this transport's next collective, `op`: contributes, waits until
+  // every rank has, then reads. Throws CommError when the ranks disagree (on the operation,
+  // or as a Contribute says), on timeout and on abort.
+  void Meet(const char* op, const Contribute& contribute, const Read& read);
+
+  // What Contribute returns when this rank's operand differs from the first rank's, whose
+  // shape and dtype `c` keeps ("" when it does not; the first rank records it).
+  std::string CheckLikeFirst(Collective& c, const at::Tensor& operand) const;
 
   std::shared_ptr<Group> group_;
   GroupRanks ranks_;
@@ -226,7 +260,7 @@ class LocalTransport : public Transport {
   std::uint64_t next_subgroup_ = 0;
 };
 
-void LocalTransport::Collect(const char* op, std::vector<at::Tensor>& tensors) {
+void LocalTransport::Meet(const char* op, const Contribute& contribute, const Read& read) {
   std::string what = ranks_.Self() + ": " + op + " #" + std::to_string(next_collective_);
   std::unique_lock<std::mutex> lock(group_->mutex);
   Collective& c = group_->collectives[next_collective_++];
@@ -237,16 +271,8 @@ void LocalTransport::Collect(const char* op, std::vector<at::Tensor>& tensors) {
   }
   if (std::string(c.op) != op) {
     c.error = std::string("ranks disagree on the operation: ") + c.op + " and " + op;
-  } else if (c.count == 0) {
-    for (const at::Tensor& t : tensors) c.sum.push_back(t.clone(at::MemoryFormat::Contiguous));
-  } else if (c.sum.size() != tensors.size()) {
-    c.error = "ranks pass " + std::to_string(c.sum.size()) + " and " +
-              std::to_string(tensors.size()) + " tensors";
-  } else {
-    for (size_t i = 0; i < tensors.size() && c.error.empty(); ++i) {
-      c.error = Mismatch(tensors[i], c.sum[i], ("operand " + std::to_string(i)).c_str());
-      if (c.error.empty()) c.sum[i].add_(tensors[i].to(c.sum[i].device()));
-    }
+  } else if (c.error.empty()) {
+    c.error = contribute(c);
   }
   c.arrived[rank()] = true;
   if (++c.count == world_size()) group_->cv.notify_all();
@@ -254,7 +280,7 @@ void LocalTransport::Collect(const char* op, std::vector<at::Tensor>& tensors) {
   group_->cv.wait_until(lock, Clock::now() + options_.timeout,
                         [&] { return c.count == world_size() || abort.triggered(); });
   if (c.count == world_size() && c.error.empty()) {
-    for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(c.sum[i]);
+    read(c);
     if (--c.readers_left == 0) group_->collectives.erase(next_collective_ - 1);
     return;
   }
@@ -271,6 +297,91 @@ void LocalTransport::Collect(const char* op, std::vector<at::Tensor>& tensors) {
   lock.unlock();
   if (failure.empty()) throw CommError(what + " aborted: " + abort.reason(), true);
   Fail(abort, failure);
+}
+
+std::string LocalTransport::CheckLikeFirst(Collective& c, const at::Tensor& operand) const {
+  if (c.first_rank < 0) {
+    c.first_rank = rank();
+    c.like = at::empty(operand.sizes(), operand.options().device(at::kMeta));
+    return "";
+  }
+  if (SameShapeAndDtype(operand, c.like)) return "";
+  return "rank " + std::to_string(ranks_.my_world_rank()) + " passes a tensor of " +
+         ShapeAndDtype(operand) + ", rank " + std::to_string(ranks_.world_rank(c.first_rank)) +
+         " one of " + ShapeAndDtype(c.like) + " (every rank must pass the same)";
+}
+
+void LocalTransport::AllReduceSum(std::vector<at::Tensor>& tensors) {
+  Meet(
+      "all-reduce",
+      [&](Collective& c) -> std::string {
+        if (c.count == 0) {
+          for (const at::Tensor& t : tensors) {
+            c.tensors.push_back(t.clone(at::MemoryFormat::Contiguous));
+          }
+          return "";
+        }
+        if (c.tensors.size() != tensors.size()) {
+          return "ranks pass " + std::to_string(c.tensors.size()) + " and " +
+                 std::to_string(tensors.size()) + " tensors";
+        }
+        for (size_t i = 0; i < tensors.size(); ++i) {
+          std::string error =
+              Mismatch(tensors[i], c.tensors[i], ("operand " + std::to_string(i)).c_str());
+          if (!error.empty()) return error;
+          c.tensors[i].add_(tensors[i].to(c.tensors[i].device()));
+        }
+        return "";
+      },
+      [&](const Collective& c) {
+        for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(c.tensors[i]);
+      });
+}
+
+std::vector<at::Tensor> LocalTransport::AllGather(const at::Tensor& local) {
+  CONVEYOR_CHECK(local.defined()) << ranks_.Self() << ": all-gather of an undefined tensor";
+  std::vector<at::Tensor> gathered;
+  Meet(
+      "all-gather",
+      [&](Collective& c) {
+        std::string error = CheckLikeFirst(c, local);
+        if (error.empty()) {
+          c.tensors.resize(world_size());
+          c.tensors[rank()] = local.detach().clone(at::MemoryFormat::Contiguous);
+        }
+        return error;
+      },
+      [&](const Collective& c) {
+        for (const at::Tensor& t : c.tensors) {
+          gathered.push_back(t.to(local.options(), /*non_blocking=*/false, /*copy=*/true,
+                                  at::MemoryFormat::Contiguous));
+        }
+      });
+  return gathered;
+}
+
+void LocalTransport::Broadcast(at::Tensor& tensor, int root) {
+  ranks_.CheckRoot("broadcast", root);
+  CONVEYOR_CHECK(tensor.defined()) << ranks_.Self() << ": broadcast of an undefined tensor";
+  Meet(
+      "broadcast",
+      [&](Collective& c) {
+        std::string error = CheckLikeFirst(c, tensor);
+        if (!error.empty()) return error;
+        if (c.first_rank == rank()) c.root = root;
+        if (c.root != root) {
+          return "rank " + std::to_string(ranks_.my_world_rank()) + " broadcasts from rank " +
+                 std::to_string(ranks_.world_rank(root)) + ", rank " +
+                 std::to_string(ranks_.world_rank(c.first_rank)) + " from rank " +
+                 std::to_string(ranks_.world_rank(c.root)) +
+                 " (every rank must name the same root)";
+        }
+        if (rank() == root) c.tensors = {tensor.detach().clone(at::MemoryFormat::Contiguous)};
+        return std::string();
+      },
+      [&](const Collective& c) {
+        if (rank() != root) tensor.copy_(c.tensors[0]);
+      });
 }
 
 }  // namespace

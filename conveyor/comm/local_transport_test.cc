@@ -61,6 +61,87 @@ TEST(LocalTransportTest, AllReduceSumsTensorsOfMixedShapesAndDtypes) {
   });
 }
 
+TEST(LocalTransportTest, AllGatherReturnsEveryRanksTensorInRankOrder) {
+  constexpr int kRanks = 3;
+  RunWorld(kRanks, kLong, [](Transport& t) {
+    // A transposed (non-contiguous) operand; element r is rank r's, contiguous, as given.
+    const at::Tensor local = (at::arange(6, at::kLong).view({2, 3}) + 10 * t.rank()).t();
+    std::vector<at::Tensor> all = t.AllGather(local);
+    ASSERT_EQ(all.size(), static_cast<size_t>(kRanks));
+    for (int r = 0; r < kRanks; ++r) {
+      EXPECT_TRUE(all[r].is_contiguous());
+      EXPECT_EQ(all[r].scalar_type(), at::kLong);
+      EXPECT_TRUE(all[r].equal((at::arange(6, at::kLong).view({2, 3}) + 10 * r).t()))
+          << "rank " << t.rank() << " got " << all[r] << " for rank " << r;
+    }
+    // The results are this rank's own: changing them reaches no other rank.
+    for (at::Tensor& x : all) x.fill_(-1);
+    t.Barrier();
+    std::vector<at::Tensor> again = t.AllGather(at::full({}, t.rank() + 0.5, at::kDouble));
+    for (int r = 0; r < kRanks; ++r) EXPECT_EQ(again[r].item<double>(), r + 0.5);
+  });
+}
+
+TEST(LocalTransportTest, BroadcastCopiesTheRootsTensorIntoEveryRank) {
+  RunWorld(4, kLong, [](Transport& t) {
+    at::Tensor x = at::full({3, 2}, t.rank() * 1.0).t();  // non-contiguous on every rank
+    t.Broadcast(x, 2);
+    EXPECT_TRUE(x.equal(at::full({2, 3}, 2.0))) << "rank " << t.rank() << ": " << x;
+    at::Tensor y = at::full({1}, t.rank(), at::kInt);
+    t.Broadcast(y, 0);
+    EXPECT_EQ(y.item<int>(), 0);
+  });
+}
+
+TEST(LocalTransportTest, SubgroupGathersAndBroadcastsAmongItsMembers) {
+  RunWorld(4, kLong, [](Transport& t) {
+    std::unique_ptr<Transport> group = t.NewGroup({3, 1});
+    if (group == nullptr) return;
+    std::vector<at::Tensor> all = group->AllGather(at::full({2}, t.rank() * 1.0));
+    ASSERT_EQ(all.size(), 2u);
+    EXPECT_EQ(all[0][0].item<float>(), 3.0);  // group rank 0 is world rank 3
+    EXPECT_EQ(all[1][1].item<float>(), 1.0);
+    at::Tensor x = at::full({1}, t.rank() * 1.0);
+    group->Broadcast(x, 1);
+    EXPECT_EQ(x.item<float>(), 1.0);
+  });
+}
+
+TEST(LocalTransportTest, MismatchedGatherOrBroadcastOperandsFailEveryRankNamingThem) {
+  RunWorld(3, kLong, [](Transport& t) {
+    try {
+      t.AllGather(at::zeros({t.rank() == 2 ? 3 : 2}));
+      ADD_FAILURE() << "rank " << t.rank() << ": a [3] operand was gathered with [2] ones";
+    } catch (const CommError& e) {
+      // Whichever rank came first is the reference; rank 2 is named either way.
+      EXPECT_THAT(e.what(), AllOf(HasSubstr("rank " + std::to_string(t.rank()) +
+                                            ": all-gather #0 failed: rank "),
+                                  HasSubstr("shape [3]"), HasSubstr("shape [2]"),
+                                  HasSubstr("rank 2"), HasSubstr("every rank must pass the same")));
+    }
+  });
+  RunWorld(2, kLong, [](Transport& t) {
+    at::Tensor x = at::zeros({2}, t.rank() == 1 ? at::kLong : at::kFloat);
+    EXPECT_THROW(
+        try { t.Broadcast(x, 0); } catch (const CommError& e) {
+          EXPECT_THAT(e.what(), AllOf(HasSubstr("broadcast #0 failed"), HasSubstr("dtype Long"),
+                                      HasSubstr("dtype Float")));
+          throw;
+        },
+        CommError);
+  });
+  RunWorld(2, kLong, [](Transport& t) {
+    at::Tensor x = at::zeros({2});
+    EXPECT_THROW(
+        try { t.Broadcast(x, t.rank()); } catch (const CommError& e) {
+          EXPECT_THAT(e.what(), AllOf(HasSubstr("broadcast #0 failed"),
+                                      HasSubstr("every rank must name the same root")));
+          throw;
+        },
+        CommError);
+  });
+}
+
 TEST(LocalTransportTest, SubgroupHasItsOwnRanksAndNonMembersGetNull) {
   RunWorld(4, kLong, [](Transport& t) {
     std::unique_ptr<Transport> group = t.NewGroup({3, 1});
@@ -124,6 +205,7 @@ TEST(LocalTransportTest, ReportedFailureAbortsOtherRanksNamingTheRank) {
         },
         CommError);
     EXPECT_THROW(t.Barrier(), CommError);
+    EXPECT_THROW(t.AllGather(at::zeros({1})), CommError);
   });
 }
 
@@ -150,6 +232,10 @@ TEST(LocalTransportTest, BadArgumentsAreUserErrors) {
   EXPECT_THROW(world[0]->Send(at::zeros({1}), 1, Transport::kMaxTag + 1), UserError);
   EXPECT_THROW(world[0]->NewGroup({0, 0}), UserError);
   EXPECT_THROW(world[0]->NewGroup({}), UserError);
+  at::Tensor x = at::zeros({1});
+  EXPECT_THROW(world[0]->Broadcast(x, 2), UserError);
+  EXPECT_THROW(world[0]->Broadcast(x, -1), UserError);
+  EXPECT_THROW(world[0]->AllGather(at::Tensor()), UserError);
   EXPECT_THROW(LocalWorld(0), UserError);
 }
 

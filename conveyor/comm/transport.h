@@ -5,8 +5,8 @@
 // Point-to-point: Send and Recv post an operation and return at once with a Work handle.
 // Messages match by (sender, receiver, tag); messages with the same triple match in posting
 // order. Receives may be posted before the matching send exists, and sends may be posted in
-// any order of tags. Collectives (AllReduceSum, Barrier, NewGroup) block and must be called
-// by every rank of the transport in the same order.
+// any order of tags. Collectives (AllReduceSum, AllGather, Broadcast, Barrier, NewGroup) block
+// and must be called by every rank of the transport in the same order.
 //
 // Buffer lifetime: an implementation keeps every tensor of an operation in flight alive until
 // the operation completes, even when the caller drops the Work handle; a dropped send is still
@@ -81,6 +81,24 @@ class Transport {
   // Sums each tensor over all ranks, in place, blocking. Tensors may differ in shape and
   // dtype; every rank passes the same list of shapes and dtypes in the same order.
   virtual void AllReduceSum(std::vector<at::Tensor>& tensors) = 0;
+
+  // Returns every rank's `local`, blocking: world_size() tensors in rank order (element r is
+  // rank r's `local`; element rank() a copy of this rank's), contiguous, with `local`'s dtype
+  // and device, owned by the caller (no rank's later changes reach them). `local` may be
+  // non-contiguous and is not modified.
+  // Precondition: every rank passes a defined tensor of the same shape and dtype. The
+  // in-process transport detects a mismatch and fails every rank with a CommError naming the
+  // ranks and their shapes; c10d cannot: there, a mismatch may fail, time out, or return
+  // garbage.
+  virtual std::vector<at::Tensor> AllGather(const at::Tensor& local) = 0;
+
+  // Copies rank `root`'s `tensor` into `tensor` on every other rank, in place, blocking (the
+  // root's is left as it is). `root` is a rank of this transport, the same on every rank
+  // (UserError, naming this rank, when it is outside [0, world_size())). `tensor` may be
+  // non-contiguous.
+  // Precondition: every rank passes a defined tensor of the same shape and dtype, and the
+  // same root; as for AllGather, only the in-process transport detects a mismatch.
+  virtual void Broadcast(at::Tensor& tensor, int root) = 0;
 
   // Returns once every rank has entered Barrier.
   virtual void Barrier() = 0;
