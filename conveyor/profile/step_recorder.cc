@@ -3,27 +3,21 @@
 #include <ATen/ATen.h>
 #include <unistd.h>
 
-#include <functional>
-
 #include "conveyor/profile/memory_tracker.h"
 
 namespace conveyor {
 
 double SharedClockOrigin(Transport* world) {
   if (world == nullptr || world->world_size() == 1) return Executor::Now();
-  const int p = world->world_size();
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  // Host names as 31-bit hashes (exact in a double) and each rank's reading, one row each.
-  at::Tensor table = at::zeros({2, p}, at::kDouble);
-  table[0][world->rank()] = static_cast<double>(std::hash<std::string>()(host) & 0x7fffffff);
-  world->Barrier();
-  const double now = Executor::Now();
-  table[1][world->rank()] = now;
-  std::vector<at::Tensor> shared = {table};
-  world->AllReduceSum(shared);
-  const bool one_host = (shared[0][0] == shared[0][0][0]).all().item<bool>();
-  return one_host ? shared[0][1][0].item<double>() : now;
+  const at::Tensor mine = at::from_blob(host, {sizeof host}, at::kByte).clone();
+  bool one_host = true;
+  for (const at::Tensor& other : world->AllGather(mine)) one_host = one_host && other.equal(mine);
+  // Every rank has entered the all-gather when any leaves it, as with a barrier.
+  at::Tensor now = at::scalar_tensor(Executor::Now(), at::kDouble);
+  if (one_host) world->Broadcast(now, 0);
+  return now.item<double>();
 }
 
 StepRecorder::StepRecorder(int rank, int num_ranks, double origin) : rank_(rank), origin_(origin) {

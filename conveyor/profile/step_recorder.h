@@ -23,8 +23,8 @@ namespace conveyor {
 
 // A clock origin every rank agrees on (collective). When all ranks run on one host (same host
 // name) they share the steady clock and get rank 0's reading: their times compare exactly.
-// Across hosts each rank takes its own reading as it leaves a barrier, so times agree to
-// within the barrier's exit skew. `world` may be null (one rank).
+// Across hosts each rank takes its own reading as it leaves an all-gather (of the host
+// names), so times agree to within its exit skew. `world` may be null (one rank).
 double SharedClockOrigin(Transport* world);
 
 class StepRecorder {

@@ -52,13 +52,11 @@ void RemoveQuietly(const fs::path& path) {
 
 // The ranks that pass `failed`, the same list on every rank. Collective.
 std::vector<int> FailedRanks(Transport* world, bool failed) {
-  const int ranks = world == nullptr ? 1 : world->world_size();
-  std::vector<at::Tensor> flags = {at::zeros({ranks})};
-  if (failed) flags[0][world == nullptr ? 0 : world->rank()] = 1;
-  if (world != nullptr) world->AllReduceSum(flags);
+  if (world == nullptr) return failed ? std::vector<int>{0} : std::vector<int>{};
+  const std::vector<at::Tensor> flags = world->AllGather(at::full({}, failed ? 1 : 0, at::kInt));
   std::vector<int> failed_ranks;
-  for (int r = 0; r < ranks; ++r) {
-    if (flags[0][r].item<float>() > 0) failed_ranks.push_back(r);
+  for (int r = 0; r < world->world_size(); ++r) {
+    if (flags[r].item<int>() != 0) failed_ranks.push_back(r);
   }
   return failed_ranks;
 }
