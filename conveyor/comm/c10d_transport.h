@@ -45,8 +45,8 @@
 // ignores tags: between two ranks, CUDA messages must be posted in the same order on both
 // sides. Group creation waits for the members within the timeout but cannot be aborted early.
 // AllGather and Broadcast cannot compare the ranks' shapes and dtypes (a precondition, see
-// transport.h); Gloo carries the dtypes it supports (float, double, half, int8, uint8, int32,
-// int64) and refuses others as a failure of the rank.
+// transport.h). Collectives carry the dtypes the backend supports (Gloo: the floating and
+// integer types; not necessarily bool); one it refuses is a failure of the rank.
 //
 // Shutdown: destroying the world transport drains dropped sends (shared-memory ones too:
 // until their bytes are in the ring, bounded by the timeout) and stops the watcher; rank 0
