@@ -1,15 +1,9 @@
 #include "conveyor/data/stateless_random.h"
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/split_mix.h"
 
 namespace conveyor::data {
-
-uint64_t SplitMix64(uint64_t x) {
-  uint64_t z = x + 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 uint64_t HashOf(std::initializer_list<uint64_t> values) {
   uint64_t hash = 0x636f6e7665796f72ULL;  // "conveyor"

@@ -11,10 +11,8 @@
 
 namespace conveyor::data {
 
-// The SplitMix64 output function of x: a bijective 64-bit mix (Steele, Lea, Flood 2014).
-uint64_t SplitMix64(uint64_t x);
-
-// A hash of the ordered values (order matters: {1, 2} and {2, 1} differ).
+// A hash of the ordered values, built from SplitMix64 (order matters: {1, 2} and {2, 1}
+// differ).
 uint64_t HashOf(std::initializer_list<uint64_t> values);
 
 // An integer in [0, n) from a hash (multiply-shift; bias at most n / 2^64). Precondition:

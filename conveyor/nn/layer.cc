@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/split_mix.h"
 
 namespace conveyor::nn {
 
@@ -50,11 +51,9 @@ std::vector<int64_t> HiddenShape(const MicroBatch& mb, int64_t hidden) {
 }
 
 at::Generator LayerGenerator(uint64_t seed, int layer_index) {
-  // SplitMix64 of (seed, index): independent streams per layer.
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(layer_index) + 1;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return at::detail::createCPUGenerator(z ^ (z >> 31));
+  // The SplitMix64 mix of (seed, index): independent streams per layer.
+  return at::detail::createCPUGenerator(
+      SplitMixFinalize(seed * kSplitMixGamma + static_cast<uint64_t>(layer_index) + 1));
 }
 
 }  // namespace conveyor::nn
