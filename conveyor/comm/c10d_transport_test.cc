@@ -19,7 +19,7 @@
 #include <set>
 #include <string_view>
 
-#include "conveyor/comm/worker_testing.h"
+#include "conveyor/launch/worker_testing.h"
 #include "conveyor/launch/launcher.h"
 
 namespace conveyor {
@@ -36,7 +36,7 @@ constexpr std::chrono::seconds kOpTimeout(60);
 constexpr char kGlooRanksVariable[] = "CONVEYOR_C10D_TEST_GLOO_RANKS";
 
 // Runs `worker` as `nproc` ranks, bounded by a deadline.
-testing::WorkerRun LaunchWorkers(int nproc, const std::string& worker, bool stop_all_on_failure,
+WorkerRun LaunchWorkers(int nproc, const std::string& worker, bool stop_all_on_failure,
                                  const Environment& env = {}) {
   LaunchOptions options;
   options.extra_env = env;
@@ -44,7 +44,7 @@ testing::WorkerRun LaunchWorkers(int nproc, const std::string& worker, bool stop
   options.grace = std::chrono::seconds(2);
   options.stop_all_on_failure = stop_all_on_failure;
   options.out = &std::cerr;
-  return testing::LaunchWorker(nproc, worker, options);
+  return LaunchWorker(nproc, worker, options);
 }
 
 std::unique_ptr<Transport> ConnectWorker() {
@@ -96,7 +96,7 @@ std::string NewShmEntries(const std::set<std::string>& before) {
 TEST(C10dTransportTest, PointToPointCollectivesAndSubgroups) {
   // Shared memory between all four, between none, and between 0 and 1 only.
   for (const char* gloo_ranks : {"", "0,1,2,3", "2,3"}) {
-    testing::WorkerRun run = LaunchWorkers(4, "Exchange", true, {{kGlooRanksVariable, gloo_ranks}});
+    WorkerRun run = LaunchWorkers(4, "Exchange", true, {{kGlooRanksVariable, gloo_ranks}});
     EXPECT_TRUE(run.launch.ok()) << "Gloo for ranks [" << gloo_ranks
                                  << "]: " << run.launch.Report();
     EXPECT_THAT(run.finished, ElementsAre(0, 1, 2, 3)) << "Gloo for ranks [" << gloo_ranks << "]";
@@ -105,7 +105,7 @@ TEST(C10dTransportTest, PointToPointCollectivesAndSubgroups) {
 
 TEST(C10dTransportTest, SharedMemoryPointToPoint) {
   std::set<std::string> before = ShmEntries();
-  testing::WorkerRun run = LaunchWorkers(3, "SharedMemory", true);
+  WorkerRun run = LaunchWorkers(3, "SharedMemory", true);
   EXPECT_TRUE(run.launch.ok()) << run.launch.Report();
   EXPECT_THAT(run.finished, ElementsAre(0, 1, 2));
   EXPECT_EQ(NewShmEntries(before), "");
@@ -207,7 +207,7 @@ CONVEYOR_WORKER(Exchange) {
 }
 
 TEST(C10dTransportTest, AllGatherAndBroadcastInTheWorldAndSubgroups) {
-  testing::WorkerRun run = LaunchWorkers(4, "GatherAndBroadcast", true);
+  WorkerRun run = LaunchWorkers(4, "GatherAndBroadcast", true);
   EXPECT_TRUE(run.launch.ok()) << run.launch.Report();
   EXPECT_THAT(run.finished, ElementsAre(0, 1, 2, 3));
 }
@@ -251,7 +251,7 @@ CONVEYOR_WORKER(GatherAndBroadcast) {
 
 TEST(C10dTransportTest, KilledRankAbortsEveryPendingWait) {
   std::set<std::string> before = ShmEntries();
-  testing::WorkerRun run = LaunchWorkers(4, "KilledRank", /*stop_all_on_failure=*/false);
+  WorkerRun run = LaunchWorkers(4, "KilledRank", /*stop_all_on_failure=*/false);
   EXPECT_THAT(run.finished, ElementsAre(0, 2, 3));
   const LaunchResult& result = run.launch;
   EXPECT_EQ(NewShmEntries(before), "") << "a killed rank leaves nothing in /dev/shm";
@@ -276,7 +276,7 @@ CONVEYOR_WORKER(KilledRank) {
 }
 
 TEST(C10dTransportTest, ReportedFailureStopsOtherRanksNamingTheRank) {
-  testing::WorkerRun run = LaunchWorkers(3, "ReportedFailure", true);
+  WorkerRun run = LaunchWorkers(3, "ReportedFailure", true);
   EXPECT_TRUE(run.launch.ok()) << run.launch.Report();
   EXPECT_THAT(run.finished, ElementsAre(0, 1, 2));
 }
@@ -300,7 +300,7 @@ CONVEYOR_WORKER(ReportedFailure) {
 }
 
 TEST(C10dTransportTest, ReceiveWithoutSenderTimesOutNamingPeerAndTag) {
-  testing::WorkerRun run = LaunchWorkers(2, "Timeout", true);
+  WorkerRun run = LaunchWorkers(2, "Timeout", true);
   EXPECT_TRUE(run.launch.ok()) << run.launch.Report();
   EXPECT_THAT(run.finished, ElementsAre(0, 1));
 }
@@ -322,7 +322,7 @@ CONVEYOR_WORKER(Timeout) {
 }
 
 TEST(C10dTransportTest, CollectiveTimesOutAndAbortsTheOthersWaits) {
-  testing::WorkerRun run = LaunchWorkers(3, "CollectiveTimeout", true);
+  WorkerRun run = LaunchWorkers(3, "CollectiveTimeout", true);
   EXPECT_TRUE(run.launch.ok()) << run.launch.Report();
   EXPECT_THAT(run.finished, ElementsAre(0, 1, 2));
 }

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "conveyor/comm/c10d_transport.h"
-#include "conveyor/comm/worker_testing.h"
+#include "conveyor/launch/worker_testing.h"
 #include "conveyor/launch/launcher.h"
 
 namespace conveyor {
@@ -61,7 +61,7 @@ TEST(HeartbeatProcessTest, StoppedRankIsNamedAndTheOthersStop) {
   options.deadline = std::chrono::seconds(120);
   options.grace = std::chrono::seconds(2);
   options.out = &std::cerr;
-  testing::WorkerRun run = testing::LaunchWorker(3, "StoppedRank1", options);
+  WorkerRun run = LaunchWorker(3, "StoppedRank1", options);
   EXPECT_THAT(run.finished, ::testing::ElementsAre(0, 2));
   const LaunchResult& result = run.launch;
   EXPECT_FALSE(result.deadline_exceeded);
@@ -99,7 +99,7 @@ CONVEYOR_WORKER(StoppedRank1) {
   ReportToLauncher(error);
   t.reset();  // as a rank leaves: rank 0 keeps the store up a moment for the others
   const bool named = error.find("rank 1 stalled") != std::string::npos;
-  if (named) testing::MarkWorkerFinished();
+  if (named) MarkWorkerFinished();
   _exit(named ? kExitPeerFailed : 1);
 }
 

@@ -1,8 +1,8 @@
 // The central runtime test across real processes over Gloo on 127.0.0.1: each rank is this
-// test binary relaunched (PipelineProcessTest.Worker) by conveyor's launcher; every rank
-// writes its loss and gradients, and the parent checks their sums against one full-batch
-// step in a single process. Also: a rank that throws or dies mid-step stops the run quickly
-// with an error naming it.
+// test binary relaunched by conveyor's launcher to run a worker (launch/worker_testing.h);
+// every rank writes its loss and gradients, and the parent checks their sums against one
+// full-batch step in a single process. Also: a rank that throws or dies mid-step stops the
+// run with an error naming it.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,9 +12,11 @@
 #include <fstream>
 
 #include "conveyor/comm/c10d_transport.h"
+#include "conveyor/common/env.h"
+#include "conveyor/e2e/pipeline_testing.h"
 #include "conveyor/launch/launcher.h"
 #include "conveyor/launch/rendezvous.h"
-#include "conveyor/e2e/pipeline_testing.h"
+#include "conveyor/launch/worker_testing.h"
 #include "conveyor/runtime/synthetic_stage.h"
 #include "conveyor/schedule/lower.h"
 #include "conveyor/schedule/registry.h"
@@ -28,11 +30,6 @@ using testing::SmallGpt;
 using testing::StepOutcome;
 
 constexpr uint64_t kSeed = 11;
-
-int EnvInt(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? -1 : std::atoi(v);
-}
 
 // Loss, then (name, numel, floats) per gradient.
 void WriteOutcome(const std::string& path, const StepOutcome& outcome) {
@@ -78,13 +75,12 @@ std::unique_ptr<Transport> ConnectFromEnvironment() {
   return ConnectC10d(RendezvousFromEnvironment(), options);
 }
 
-// Launched rank: one step of every schedule that takes (pp, m), results into the folder.
-TEST(PipelineProcessTest, Worker) {
+// One step of every schedule that takes (pp, m), results into CONVEYOR_TEST_DIR.
+CONVEYOR_WORKER(PipelineEquivalence) {
   const char* dir = std::getenv("CONVEYOR_TEST_DIR");
-  if (dir == nullptr || std::getenv("CONVEYOR_TEST_EQUIVALENCE") == nullptr) {
-    GTEST_SKIP() << "runs only as a rank launched by MatchesFullBatchStepOverGloo";
-  }
-  const int pp = EnvInt("CONVEYOR_TEST_PP"), m = EnvInt("CONVEYOR_TEST_M");
+  ASSERT_NE(dir, nullptr) << "CONVEYOR_TEST_DIR not set";
+  const int pp = static_cast<int>(EnvInt("CONVEYOR_TEST_PP", 0, 1, 64));
+  const int m = static_cast<int>(EnvInt("CONVEYOR_TEST_M", 0, 1, 64));
   auto transport = ConnectFromEnvironment();
   const Batch batch = MakeBatch(SmallGpt(), 2 * m + 1, 6, kSeed);
   for (const ScheduleInfo& info : AllSchedules()) {
@@ -109,26 +105,26 @@ std::string TempDir(const std::string& name) {
   return dir;
 }
 
-LaunchResult LaunchSelf(int pp, const std::string& filter, Environment env) {
+WorkerRun LaunchSelf(int pp, const std::string& worker, Environment env) {
   LaunchOptions options;
   options.extra_env = std::move(env);
   options.deadline = std::chrono::seconds(240);
   options.grace = std::chrono::seconds(2);
   std::ostringstream sink;
   options.out = &sink;
-  return LaunchLocal(pp, {"/proc/self/exe", "--gtest_filter=" + filter}, options);
+  return LaunchWorker(pp, worker, options);
 }
 
 TEST(PipelineProcessTest, MatchesFullBatchStepOverGloo) {
   for (const auto& [pp, m] : {std::pair{2, 3}, std::pair{4, 6}}) {
     const std::string dir = TempDir("conveyor_pipeline_" + std::to_string(pp));
-    const LaunchResult result = LaunchSelf(pp, "PipelineProcessTest.Worker",
-                                           {{"CONVEYOR_TEST_DIR", dir},
-                                            {"CONVEYOR_TEST_EQUIVALENCE", "1"},
-                                            {"CONVEYOR_TEST_PP", std::to_string(pp)},
-                                            {"CONVEYOR_TEST_M", std::to_string(m)},
-                                            {"OMP_NUM_THREADS", "1"}});
-    ASSERT_TRUE(result.ok()) << result.Report();
+    const WorkerRun run = LaunchSelf(pp, "PipelineEquivalence",
+                                     {{"CONVEYOR_TEST_DIR", dir},
+                                      {"CONVEYOR_TEST_PP", std::to_string(pp)},
+                                      {"CONVEYOR_TEST_M", std::to_string(m)},
+                                      {"OMP_NUM_THREADS", "1"}});
+    ASSERT_TRUE(run.launch.ok()) << run.launch.Report();
+    ASSERT_EQ(static_cast<int>(run.finished.size()), pp) << "not every rank ran the worker";
     const StepOutcome want =
         RunReference(SmallGpt(), kSeed, {MakeBatch(SmallGpt(), 2 * m + 1, 6, kSeed)}, 0);
     int checked = 0;
@@ -151,11 +147,10 @@ TEST(PipelineProcessTest, MatchesFullBatchStepOverGloo) {
   }
 }
 
-// Launched rank: synthetic slow stages, many steps; the rank named by CONVEYOR_TEST_FAIL
-// throws (mode "throw") or kills itself (mode "kill") in its third step.
-TEST(PipelineProcessTest, FailingWorker) {
-  const int fail_rank = EnvInt("CONVEYOR_TEST_FAIL");
-  if (fail_rank < 0) GTEST_SKIP() << "runs only as a rank launched by a failure test";
+// Synthetic slow stages, many steps; the rank named by CONVEYOR_TEST_FAIL throws (mode
+// "throw") or kills itself (mode "kill") in its third step. Every rank leaves through exit.
+CONVEYOR_WORKER(FailingPipeline) {
+  const int fail_rank = static_cast<int>(EnvInt("CONVEYOR_TEST_FAIL", 0, 0, 63));
   const char* mode_variable = std::getenv("CONVEYOR_TEST_FAIL_MODE");
   const std::string mode = mode_variable != nullptr ? mode_variable : "throw";
   auto transport = ConnectFromEnvironment();
@@ -192,10 +187,11 @@ TEST(PipelineProcessTest, FailingWorker) {
 }
 
 TEST(PipelineProcessTest, ThrowingRankStopsEveryRankAndIsNamed) {
-  const LaunchResult result = LaunchSelf(4, "PipelineProcessTest.FailingWorker",
-                                         {{"CONVEYOR_TEST_FAIL", "2"},
-                                          {"CONVEYOR_TEST_FAIL_MODE", "throw"},
-                                          {"OMP_NUM_THREADS", "1"}});
+  const WorkerRun run = LaunchSelf(4, "FailingPipeline",
+                                   {{"CONVEYOR_TEST_FAIL", "2"},
+                                    {"CONVEYOR_TEST_FAIL_MODE", "throw"},
+                                    {"OMP_NUM_THREADS", "1"}});
+  const LaunchResult& result = run.launch;
   EXPECT_FALSE(result.ok());
   EXPECT_EQ(result.failed_rank, 2) << result.Report();
   EXPECT_FALSE(result.deadline_exceeded);
@@ -206,9 +202,10 @@ TEST(PipelineProcessTest, ThrowingRankStopsEveryRankAndIsNamed) {
 }
 
 TEST(PipelineProcessTest, KilledRankStopsEveryRank) {
-  const LaunchResult result = LaunchSelf(
-      4, "PipelineProcessTest.FailingWorker",
+  const WorkerRun run = LaunchSelf(
+      4, "FailingPipeline",
       {{"CONVEYOR_TEST_FAIL", "1"}, {"CONVEYOR_TEST_FAIL_MODE", "kill"}, {"OMP_NUM_THREADS", "1"}});
+  const LaunchResult& result = run.launch;
   EXPECT_FALSE(result.ok());
   EXPECT_FALSE(result.deadline_exceeded) << result.Report();
   ASSERT_GE(result.failed_rank, 0);

@@ -1,4 +1,4 @@
-#include "conveyor/comm/worker_testing.h"
+#include "conveyor/launch/worker_testing.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 
 #include "conveyor/common/error.h"
 
-namespace conveyor::testing {
+namespace conveyor {
 namespace {
 
 // The worker a launched rank runs, and the folder where it records that it finished.
@@ -79,4 +79,4 @@ bool RegisterWorker(const char* name, void (*body)(), const char* file, int line
   return true;
 }
 
-}  // namespace conveyor::testing
+}  // namespace conveyor

@@ -22,15 +22,15 @@
 //   }
 //
 // Thread-safety: as LaunchLocal (one launch at a time per process).
-#ifndef CONVEYOR_COMM_WORKER_TESTING_H_
-#define CONVEYOR_COMM_WORKER_TESTING_H_
+#ifndef CONVEYOR_LAUNCH_WORKER_TESTING_H_
+#define CONVEYOR_LAUNCH_WORKER_TESTING_H_
 
 #include <string>
 #include <vector>
 
 #include "conveyor/launch/launcher.h"
 
-namespace conveyor::testing {
+namespace conveyor {
 
 struct WorkerRun {
   LaunchResult launch;
@@ -51,13 +51,13 @@ void MarkWorkerFinished();
 // it was. For CONVEYOR_WORKER.
 bool RegisterWorker(const char* name, void (*body)(), const char* file, int line);
 
-}  // namespace conveyor::testing
+}  // namespace conveyor
 
 // Defines worker NAME (an identifier); the body follows, as for TEST.
 #define CONVEYOR_WORKER(NAME)                                                        \
   void NAME##Worker();                                                               \
   [[maybe_unused]] static const bool NAME##_worker_registered =                      \
-      ::conveyor::testing::RegisterWorker(#NAME, &NAME##Worker, __FILE__, __LINE__); \
+      ::conveyor::RegisterWorker(#NAME, &NAME##Worker, __FILE__, __LINE__); \
   void NAME##Worker()
 
-#endif  // CONVEYOR_COMM_WORKER_TESTING_H_
+#endif  // CONVEYOR_LAUNCH_WORKER_TESTING_H_
