@@ -13,26 +13,13 @@
 
 #include "conveyor/cli/blas_check.h"
 #include "conveyor/comm/c10d_transport.h"
+#include "conveyor/common/env.h"
+#include "conveyor/common/error.h"
 #include "conveyor/launch/interrupt_watcher.h"
 #include "conveyor/launch/launcher.h"
 #include "conveyor/launch/rendezvous.h"
-#include "conveyor/common/error.h"
 
 namespace conveyor::cli {
-namespace {
-
-bool EnvAbove(const char* name, int value) {
-  const char* text = std::getenv(name);
-  return text != nullptr && std::atoi(text) > value;
-}
-
-}  // namespace
-
-bool LaunchedAsRank() {
-  return std::getenv("RANK") != nullptr ||
-         (std::getenv("SLURM_PROCID") != nullptr && EnvAbove("SLURM_NTASKS", 1)) ||
-         (std::getenv("OMPI_COMM_WORLD_RANK") != nullptr && EnvAbove("OMPI_COMM_WORLD_SIZE", 1));
-}
 
 int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options,
                const std::function<void(Transport&)>& body) {
@@ -71,8 +58,7 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
   if (options.threads > 0) {
     at::set_num_threads(options.threads);
   } else if (std::getenv("OMP_NUM_THREADS") == nullptr) {
-    const char* local = std::getenv("LOCAL_WORLD_SIZE");
-    const int local_ranks = local != nullptr ? std::max(1, std::atoi(local)) : 1;
+    const int local_ranks = static_cast<int>(EnvInt("LOCAL_WORLD_SIZE", 1, 1, 1 << 24));
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     at::set_num_threads(std::max(1, cores / local_ranks));
   }

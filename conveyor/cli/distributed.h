@@ -1,11 +1,10 @@
 // Running a command as N ranks: SPMD, the way torchrun does it.
 //
-// When the environment names a rank (torchrun / conveyor's launcher: RANK; Slurm:
-// SLURM_PROCID with SLURM_NTASKS > 1; Open MPI: OMPI_COMM_WORLD_RANK with a size > 1), this
-// process checks that the world has `nproc` ranks, connects over c10d as that rank (the
-// rendezvous bounded by `timeout`) and runs `body`. Otherwise it launches `nproc` copies of
-// its own command line on 127.0.0.1 and waits for them; a rank that fails or stalls stops
-// the others and the launcher prints the error once, then a one-line summary.
+// When the environment names a rank (LaunchedAsRank(), launch/rendezvous.h), this process
+// checks that the world has `nproc` ranks, connects over c10d as that rank (the rendezvous
+// bounded by `timeout`) and runs `body`. Otherwise it launches `nproc` copies of its own
+// command line on 127.0.0.1 and waits for them; a rank that fails or stalls stops the others
+// and the launcher prints the error once, then a one-line summary.
 //
 // Stopping: the first SIGINT or SIGTERM a rank receives (the launcher forwards its own) is
 // published as that rank's failure, so every rank abandons its step at its next wait
@@ -19,8 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "conveyor/launch/launcher.h"
 #include "conveyor/comm/transport.h"
+#include "conveyor/launch/launcher.h"
+#include "conveyor/launch/rendezvous.h"
 
 namespace conveyor::cli {
 
@@ -33,9 +33,6 @@ struct RanksOptions {
   // without it gives each of the LOCAL_WORLD_SIZE ranks its share of the machine's cores.
   int threads = 0;
 };
-
-// True when this process is one rank of a launched world.
-bool LaunchedAsRank();
 
 // Returns the process exit code: 0 when every rank succeeded. `args` is this process's
 // command line without argv[0]. Rank 0 warns once when libtorch runs on a slow BLAS (blas_check.h).

@@ -12,12 +12,12 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
-#include <string_view>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
 
 #include "conveyor/comm/heartbeat_monitor.h"
 #include "conveyor/comm/shm_segment.h"
+#include "conveyor/common/env.h"
 
 namespace conveyor {
 namespace {
@@ -207,17 +207,13 @@ void C10dWorld::AwaitArrivals(Clock::time_point deadline) {
 }
 
 void C10dWorld::ConnectShm() {
-  const char* env = std::getenv("CONVEYOR_SHM");
-  const bool off =
-      env != nullptr && (std::string_view(env) == "0" || std::string_view(env) == "off" ||
-                         std::string_view(env) == "false");
+  const bool off = !EnvFlag("CONVEYOR_SHM", true);
   // Every rank takes part, an opted-out one with an empty host, so that all agree.
   const std::string host =
       options_.shared_memory_p2p && !off ? ShmSegment::HostIdentity() : std::string();
   ShmChannelOptions shm_options = options_.shm;
-  if (const char* spin = std::getenv("CONVEYOR_SHM_SPIN_US")) {
-    shm_options.spin = std::chrono::microseconds(std::atoll(spin));  // for measurements
-  }
+  shm_options.spin = std::chrono::microseconds(  // for measurements
+      EnvInt("CONVEYOR_SHM_SPIN_US", shm_options.spin.count(), 0, 1000000));
   ShmStore store(store_);
   std::string why;
   try {

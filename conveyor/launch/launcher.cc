@@ -9,8 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
-#include <charconv>
-#include <cstdlib>
+#include <climits>
 #include <cstring>
 #include <deque>
 #include <iomanip>
@@ -18,10 +17,9 @@
 #include <optional>
 #include <sstream>
 
-#include "conveyor/launch/interrupt_watcher.h"
+#include "conveyor/common/env.h"
 #include "conveyor/common/error.h"
-
-extern char** environ;
+#include "conveyor/launch/interrupt_watcher.h"
 
 namespace conveyor {
 namespace {
@@ -45,12 +43,7 @@ struct Child {
 
 std::vector<std::string> ChildEnvironment(const LaunchOptions& options, int nproc, int rank,
                                           int port, int report_fd) {
-  Environment env;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    std::string text = *entry;
-    size_t eq = text.find('=');
-    if (eq != std::string::npos) env[text.substr(0, eq)] = text.substr(eq + 1);
-  }
+  Environment env = ProcessEnvironment();
   for (const auto& [key, value] : options.extra_env) env[key] = value;
   env["RANK"] = std::to_string(rank);
   env["LOCAL_RANK"] = std::to_string(rank);
@@ -384,11 +377,8 @@ class Supervisor {
 }  // namespace
 
 bool ReportToLauncher(const std::string& message) {
-  const char* variable = std::getenv(kReportFdVariable);
-  if (variable == nullptr) return false;
-  int fd = -1;
-  const char* end = variable + std::strlen(variable);
-  if (std::from_chars(variable, end, fd).ptr != end || fd < 0) return false;
+  const int fd = static_cast<int>(EnvInt(kReportFdVariable, -1, 0, INT_MAX));
+  if (fd < 0) return false;
   const std::string text = message + "\n";
   size_t done = 0;
   while (done < text.size()) {

@@ -50,7 +50,8 @@ inline constexpr int kExitPeerFailed = 75;
 inline constexpr char kReportFdVariable[] = "CONVEYOR_REPORT_FD";
 
 // In a rank started by LaunchLocal: sends `message` (one error, any number of lines) to the
-// launcher and returns true. Returns false, sending nothing, in any other process.
+// launcher and returns true. Returns false, sending nothing, in any other process. Throws
+// UserError when kReportFdVariable is set to something that is not a descriptor number.
 bool ReportToLauncher(const std::string& message);
 
 struct LaunchOptions {

@@ -6,28 +6,30 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <optional>
 
 #include "conveyor/common/error.h"
 
-extern char** environ;
-
 namespace conveyor {
 namespace {
+
+constexpr int kMaxWorldSize = 1 << 24;
 
 struct VariableNames {
   const char* launcher;
   const char* rank;
   const char* world_size;
   const char* local_rank;
+  // Whether the launcher sets `rank` for a lone process too (a batch script, mpirun -n 1):
+  // then only a world size above 1 makes the process a rank of a world.
+  bool sets_rank_alone;
 };
 
 constexpr VariableNames kLaunchers[] = {
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
-    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
-    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", false},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", true},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", true},
 };
 
 std::optional<std::string> Lookup(const Environment& env, const std::string& name) {
@@ -46,53 +48,57 @@ std::string Require(const Environment& env, const char* name, const char* launch
   return *value;
 }
 
+// Parses an integer variable; rendezvous values all fit an int.
 int ParseInt(const char* name, const std::string& value, int min, int max) {
-  int parsed = 0;
-  const char* end = value.data() + value.size();
-  auto [ptr, ec] = std::from_chars(value.data(), end, parsed);
-  CONVEYOR_CHECK(ec == std::errc() && ptr == end)
-      << "rendezvous: " << name << "=\"" << value << "\" is not an integer";
-  CONVEYOR_CHECK(parsed >= min && parsed <= max)
-      << "rendezvous: " << name << "=" << value << " is outside [" << min << ", " << max << "]";
-  return parsed;
+  return static_cast<int>(ParseEnvInt(name, value, min, max));
+}
+
+// The launcher that started this process as a rank: the first, in kLaunchers order, whose
+// rank variable is set (with a world size above 1 where it sets_rank_alone); nullptr if none.
+const VariableNames* LauncherOf(const Environment& env) {
+  for (const VariableNames& names : kLaunchers) {
+    if (!Lookup(env, names.rank).has_value()) continue;
+    if (!names.sets_rank_alone) return &names;
+    const std::optional<std::string> size = Lookup(env, names.world_size);
+    if (size.has_value() && ParseInt(names.world_size, *size, 1, kMaxWorldSize) > 1) {
+      return &names;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace
 
+bool LaunchedAsRank(const Environment& env) { return LauncherOf(env) != nullptr; }
+
+bool LaunchedAsRank() { return LaunchedAsRank(ProcessEnvironment()); }
+
 RendezvousInfo RendezvousFromEnvironment(const Environment& env) {
-  for (const VariableNames& names : kLaunchers) {
-    if (!Lookup(env, names.rank).has_value()) continue;
-    RendezvousInfo info;
-    info.launcher = names.launcher;
-    info.world_size =
-        ParseInt(names.world_size, Require(env, names.world_size, names.launcher), 1, 1 << 24);
-    std::string rank = Require(env, names.rank, names.launcher);
-    info.rank = ParseInt(names.rank, rank, 0, 1 << 24);
-    CONVEYOR_CHECK(info.rank < info.world_size)
-        << "rendezvous (" << names.launcher << "): " << names.rank << "=" << rank
-        << " is not below " << names.world_size << "=" << info.world_size;
-    std::optional<std::string> local_rank = Lookup(env, names.local_rank);
-    info.local_rank =
-        local_rank ? ParseInt(names.local_rank, *local_rank, 0, info.world_size - 1) : info.rank;
-    info.master_addr = Require(env, "MASTER_ADDR", names.launcher);
-    info.master_port =
-        ParseInt("MASTER_PORT", Require(env, "MASTER_PORT", names.launcher), 1, 65535);
-    return info;
-  }
-  CONVEYOR_CHECK(false) << "rendezvous: no rank in the environment: run under a launcher "
-                           "(conveyor --nproc, torchrun, srun, mpirun) or set RANK, WORLD_SIZE, "
-                           "MASTER_ADDR and MASTER_PORT";
-  return {};
+  const VariableNames* launcher = LauncherOf(env);
+  CONVEYOR_CHECK(launcher != nullptr)
+      << "rendezvous: no rank in the environment: run under a launcher (conveyor --nproc, "
+         "torchrun, srun or mpirun with more than one task) or set RANK, WORLD_SIZE, "
+         "MASTER_ADDR and MASTER_PORT";
+  const VariableNames& names = *launcher;
+  RendezvousInfo info;
+  info.launcher = names.launcher;
+  info.world_size =
+      ParseInt(names.world_size, Require(env, names.world_size, names.launcher), 1, kMaxWorldSize);
+  std::string rank = Require(env, names.rank, names.launcher);
+  info.rank = ParseInt(names.rank, rank, 0, kMaxWorldSize);
+  CONVEYOR_CHECK(info.rank < info.world_size)
+      << "rendezvous (" << names.launcher << "): " << names.rank << "=" << rank << " is not below "
+      << names.world_size << "=" << info.world_size;
+  std::optional<std::string> local_rank = Lookup(env, names.local_rank);
+  info.local_rank =
+      local_rank ? ParseInt(names.local_rank, *local_rank, 0, info.world_size - 1) : info.rank;
+  info.master_addr = Require(env, "MASTER_ADDR", names.launcher);
+  info.master_port = ParseInt("MASTER_PORT", Require(env, "MASTER_PORT", names.launcher), 1, 65535);
+  return info;
 }
 
 RendezvousInfo RendezvousFromEnvironment() {
-  Environment env;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    std::string text = *entry;
-    size_t eq = text.find('=');
-    if (eq != std::string::npos) env.emplace(text.substr(0, eq), text.substr(eq + 1));
-  }
-  return RendezvousFromEnvironment(env);
+  return RendezvousFromEnvironment(ProcessEnvironment());
 }
 
 void CheckWorldSize(const RendezvousInfo& info, int ranks, const std::string& asked_by) {

@@ -1,22 +1,31 @@
 // Where this process sits in a distributed run, read from the environment a launcher set.
 //
-// Three launchers are understood, tried in this order:
+// Three launchers are understood:
 //   torchrun (and conveyor's own launcher): RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
 //     MASTER_PORT; LOCAL_RANK defaults to RANK (one node) when absent;
 //   Slurm (srun): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, and MASTER_ADDR / MASTER_PORT,
 //     which the job script must export (Slurm does not pick an address);
 //   Open MPI (mpirun): OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
 //     OMPI_COMM_WORLD_LOCAL_RANK, and MASTER_ADDR / MASTER_PORT likewise.
+//
+// The one rule for "is this process a launched rank, and of which launcher": the launchers
+// are tried in the order above; the first whose rank variable is set wins, except that
+// Slurm and Open MPI also set theirs in a lone process (a batch script, `mpirun -n 1`), so
+// they count only when their world size is above 1. No launcher: not a launched rank (a
+// command then launches its own ranks). LaunchedAsRank() and RendezvousFromEnvironment()
+// both follow it.
+//
 // Anything missing or inconsistent (rank >= world size, a non-numeric value, a port outside
 // 1..65535) is a UserError that names the variable and its value.
 //
-// Thread-safety: the functions are pure, except that RendezvousFromEnvironment() reads the
-// process environment, which must not change concurrently.
+// Thread-safety: the functions taking an Environment are pure; the others read the process
+// environment, which must not change concurrently.
 #ifndef CONVEYOR_LAUNCH_RENDEZVOUS_H_
 #define CONVEYOR_LAUNCH_RENDEZVOUS_H_
 
-#include <map>
 #include <string>
+
+#include "conveyor/common/env.h"
 
 namespace conveyor {
 
@@ -29,9 +38,14 @@ struct RendezvousInfo {
   std::string launcher;  // "torchrun", "slurm" or "openmpi": which variables were read
 };
 
-using Environment = std::map<std::string, std::string>;
+// Whether `env` (tests), or the process environment, makes this process one rank of a
+// world that a launcher started (the rule above). Throws UserError when a world size that
+// decides it is not an integer in [1, 2^24].
+bool LaunchedAsRank(const Environment& env);
+bool LaunchedAsRank();
 
-// Reads the info from `env` (tests), or from the process environment.
+// Reads the info from `env` (tests), or from the process environment. Throws UserError
+// when it names no launched rank (LaunchedAsRank() is false).
 RendezvousInfo RendezvousFromEnvironment(const Environment& env);
 RendezvousInfo RendezvousFromEnvironment();
 

@@ -77,10 +77,40 @@ TEST(RendezvousTest, ErrorsNameTheVariableAndValue) {
               HasSubstr("(slurm): MASTER_PORT is not set"));
   EXPECT_THAT(
       ErrorOf({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}),
-      HasSubstr("MASTER_PORT=70000 is outside [1, 65535]"));
-  EXPECT_THAT(ErrorOf({{"OMPI_COMM_WORLD_RANK", "0"}}),
-              HasSubstr("OMPI_COMM_WORLD_SIZE is not set"));
+      HasSubstr("MASTER_PORT must be within [1, 65535], got 70000"));
+  EXPECT_THAT(ErrorOf({{"RANK", "0"}}), HasSubstr("(torchrun): WORLD_SIZE is not set"));
+  EXPECT_THAT(ErrorOf({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "two"}}),
+              HasSubstr("SLURM_NTASKS=\"two\" is not an integer"));
   EXPECT_THAT(ErrorOf({}), HasSubstr("no rank in the environment"));
+}
+
+TEST(RendezvousTest, TorchrunRankAloneMakesALaunchedRank) {
+  EXPECT_FALSE(LaunchedAsRank(Environment{}));
+  EXPECT_TRUE(LaunchedAsRank({{"RANK", "0"}, {"WORLD_SIZE", "1"}}));
+  EXPECT_TRUE(LaunchedAsRank({{"RANK", "0"}}));  // then RendezvousFromEnvironment says what lacks
+}
+
+TEST(RendezvousTest, SlurmAndOpenMpiCountOnlyWithMoreThanOneTask) {
+  EXPECT_FALSE(LaunchedAsRank({{"SLURM_PROCID", "0"}}));
+  EXPECT_FALSE(LaunchedAsRank({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}));
+  EXPECT_TRUE(LaunchedAsRank({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}));
+  EXPECT_FALSE(LaunchedAsRank({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}}));
+  EXPECT_TRUE(LaunchedAsRank({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "3"}}));
+  EXPECT_THAT(ErrorOf({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}),
+              HasSubstr("no rank in the environment"));
+  EXPECT_THROW(LaunchedAsRank({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", ""}}), UserError);
+}
+
+TEST(RendezvousTest, ALoneSlurmTaskDefersToTheOpenMpiWorldInsideIt) {
+  // mpirun inside a one-task Slurm job: the ranks are Open MPI's.
+  const Environment env = {{"SLURM_PROCID", "0"},         {"SLURM_NTASKS", "1"},
+                           {"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                           {"MASTER_ADDR", "h"},          {"MASTER_PORT", "5000"}};
+  EXPECT_TRUE(LaunchedAsRank(env));
+  const RendezvousInfo info = RendezvousFromEnvironment(env);
+  EXPECT_EQ(info.launcher, "openmpi");
+  EXPECT_EQ(info.rank, 2);
+  EXPECT_EQ(info.world_size, 4);
 }
 
 TEST(RendezvousTest, PicksABindablePort) {
