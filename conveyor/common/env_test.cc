@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "conveyor/common/error.h"
 
@@ -22,13 +24,14 @@ class EnvTest : public ::testing::Test {
   void Set(const char* value) { ASSERT_EQ(setenv(kVariable, value, 1), 0); }
 };
 
-std::string ParseError(std::string_view value, int64_t min, int64_t max) {
-  try {
-    ParseEnvInt("N", value, min, max);
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "no error";
+// Matches a UserError whose message holds `text`.
+::testing::Matcher<std::function<void()>> Refused(const std::string& text) {
+  return ::testing::ThrowsMessage<UserError>(HasSubstr(text));
+}
+
+// ParseEnvInt("N", value, 0, 9), to be matched with Refused().
+std::function<void()> ParseDigit(std::string_view value) {
+  return [value] { ParseEnvInt("N", value, 0, 9); };
 }
 
 TEST(ParseEnvIntTest, ReadsDecimalIntegersInRange) {
@@ -38,13 +41,12 @@ TEST(ParseEnvIntTest, ReadsDecimalIntegersInRange) {
 }
 
 TEST(ParseEnvIntTest, RefusesMalformedAndOutOfRangeValuesNamingThem) {
-  EXPECT_THAT(ParseError("x1", 0, 9), HasSubstr("environment variable N=\"x1\" is not an integer"));
-  EXPECT_THAT(ParseError("1x", 0, 9), HasSubstr("N=\"1x\" is not an integer"));
-  EXPECT_THAT(ParseError(" 1", 0, 9), HasSubstr("is not an integer"));
-  EXPECT_THAT(ParseError("", 0, 9), HasSubstr("N=\"\" is not an integer"));
-  EXPECT_THAT(ParseError("99999999999999999999", 0, 9), HasSubstr("is not an integer"));
-  EXPECT_THAT(ParseError("10", 0, 9),
-              HasSubstr("environment variable N must be within [0, 9], got 10"));
+  EXPECT_THAT(ParseDigit("x1"), Refused("environment variable N=\"x1\" is not an integer"));
+  EXPECT_THAT(ParseDigit("1x"), Refused("N=\"1x\" is not an integer"));
+  EXPECT_THAT(ParseDigit(" 1"), Refused("N=\" 1\" is not an integer"));
+  EXPECT_THAT(ParseDigit(""), Refused("N=\"\" is not an integer"));
+  EXPECT_THAT(ParseDigit("99999999999999999999"), Refused("is not an integer"));
+  EXPECT_THAT(ParseDigit("10"), Refused("environment variable N must be within [0, 9], got 10"));
 }
 
 TEST_F(EnvTest, EnvIntFallsBackOnlyWhenUnset) {
@@ -69,12 +71,8 @@ TEST_F(EnvTest, EnvFlagReadsSwitchWords) {
     EXPECT_FALSE(EnvFlag(kVariable, true)) << off;
   }
   Set("maybe");
-  try {
-    EnvFlag(kVariable, true);
-    ADD_FAILURE() << "\"maybe\" read as a switch";
-  } catch (const UserError& e) {
-    EXPECT_THAT(e.what(), HasSubstr(std::string(kVariable) + "=\"maybe\" is not a switch"));
-  }
+  EXPECT_THAT([] { EnvFlag(kVariable, true); },
+              Refused(std::string(kVariable) + "=\"maybe\" is not a switch"));
 }
 
 TEST_F(EnvTest, ProcessEnvironmentHoldsTheVariables) {

@@ -2,53 +2,53 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace conveyor {
 namespace {
+
+// What `action` waits for: the producer Ready() names, or "ready".
+std::string WaitsFor(const Progress& progress, const char* action) {
+  Action missing;
+  return progress.Ready(ParseAction(action), &missing) ? "ready" : missing.ToString();
+}
 
 TEST(ProgressTest, ForwardWaitsForThePreviousStage) {
   const Layout layout = Layout::Loop(2, 1, 2);
   Progress progress(layout);
-  EXPECT_TRUE(progress.Ready(ParseAction("0F0")));
-  Action missing;
-  EXPECT_FALSE(progress.Ready(ParseAction("1F0"), &missing));
-  EXPECT_EQ(missing.ToString(), "0F0");
+  EXPECT_EQ(WaitsFor(progress, "0F0"), "ready");
+  EXPECT_EQ(WaitsFor(progress, "1F0"), "0F0");
   progress.MarkDone(ParseAction("0F0"));
-  EXPECT_TRUE(progress.Ready(ParseAction("1F0")));
-  EXPECT_FALSE(progress.Ready(ParseAction("1F1")));
+  EXPECT_EQ(WaitsFor(progress, "1F0"), "ready");
+  EXPECT_EQ(WaitsFor(progress, "1F1"), "0F1");
 }
 
 TEST(ProgressTest, BackwardWaitsForItsForwardAndTheNextStagesInputGradient) {
   const Layout layout = Layout::Loop(2, 1, 1);
   Progress progress(layout);
   progress.MarkDone(ParseAction("0F0"));
-  Action missing;
-  EXPECT_FALSE(progress.Ready(ParseAction("1I0"), &missing));
-  EXPECT_EQ(missing.ToString(), "1F0");
+  EXPECT_EQ(WaitsFor(progress, "1I0"), "1F0");
   progress.MarkDone(ParseAction("1F0"));
-  EXPECT_TRUE(progress.Ready(ParseAction("1I0")));  // the last stage needs only its F
-  EXPECT_FALSE(progress.Ready(ParseAction("0B0"), &missing));
-  EXPECT_EQ(missing.ToString(), "1I0");
-  EXPECT_FALSE(progress.Ready(ParseAction("1W0"), &missing));
-  EXPECT_EQ(missing.ToString(), "1I0");
+  EXPECT_EQ(WaitsFor(progress, "1I0"), "ready");  // the last stage needs only its F
+  EXPECT_EQ(WaitsFor(progress, "0B0"), "1I0");
+  EXPECT_EQ(WaitsFor(progress, "1W0"), "1I0");
   progress.MarkDone(ParseAction("1B0"));  // a full backward finishes the input gradient too
-  EXPECT_TRUE(progress.Ready(ParseAction("0B0")));
-  EXPECT_TRUE(progress.Ready(ParseAction("1W0")));
+  EXPECT_EQ(WaitsFor(progress, "0B0"), "ready");
+  EXPECT_EQ(WaitsFor(progress, "1W0"), "ready");
 }
 
 TEST(ProgressTest, OverlapNeedsAndFinishesBothHalves) {
   const Layout layout = Layout::Loop(2, 1, 2);
   Progress progress(layout);
-  const Action overlap = ParseAction("(1F1;1B0)OVERLAP_F_B");
+  constexpr char kOverlap[] = "(1F1;1B0)OVERLAP_F_B";
   progress.MarkDone(ParseAction("0F0"));
   progress.MarkDone(ParseAction("1F0"));
-  Action missing;
-  EXPECT_FALSE(progress.Ready(overlap, &missing));
-  EXPECT_EQ(missing.ToString(), "0F1");
+  EXPECT_EQ(WaitsFor(progress, kOverlap), "0F1");
   progress.MarkDone(ParseAction("0F1"));
-  EXPECT_TRUE(progress.Ready(overlap));
-  progress.MarkDone(overlap);
-  EXPECT_TRUE(progress.Ready(ParseAction("0B0")));
-  EXPECT_TRUE(progress.Ready(ParseAction("1B1")));
+  EXPECT_EQ(WaitsFor(progress, kOverlap), "ready");
+  progress.MarkDone(ParseAction(kOverlap));
+  EXPECT_EQ(WaitsFor(progress, "0B0"), "ready");
+  EXPECT_EQ(WaitsFor(progress, "1B1"), "ready");
 }
 
 TEST(ProgressTest, ReadyAtIsTheLatestArrivalWithTransferTimeAcrossRanks) {
