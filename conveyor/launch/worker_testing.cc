@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string_view>
 
+#include "conveyor/common/env.h"
 #include "conveyor/common/error.h"
 
 namespace conveyor {
@@ -65,7 +66,7 @@ void MarkWorkerFinished() {
                   << " or RANK)";
     return;
   }
-  std::ofstream out(FinishedFile(folder, std::atoi(rank)));
+  std::ofstream out(FinishedFile(folder, static_cast<int>(ParseEnvInt("RANK", rank, 0, INT_MAX))));
   out << "finished\n";
   out.close();
   if (!out) ADD_FAILURE() << "rank " << rank << " could not record that it finished in " << folder;
