@@ -8,10 +8,10 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <string>
 
 #include "conveyor/schedule/lower.h"
+#include "conveyor/common/env.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
 #include "conveyor/sim/simulator.h"
@@ -19,18 +19,13 @@
 namespace conveyor {
 namespace {
 
-int EnvInt(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::atoi(value) : fallback;
-}
-
 double Since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void BM_Plan(benchmark::State& state, std::string name) {
-  const ScheduleOptions options{EnvInt("CONVEYOR_BENCH_PP", 64), EnvInt("CONVEYOR_BENCH_M", 1024),
-                                0};
+  const ScheduleOptions options{static_cast<int>(EnvInt("CONVEYOR_BENCH_PP", 64, 1, 4096)),
+                                static_cast<int>(EnvInt("CONVEYOR_BENCH_M", 1024, 1, 65536)), 0};
   double build = 0, lower = 0, verify = 0, simulate = 0;
   size_t actions = 0;
   for (auto _ : state) {

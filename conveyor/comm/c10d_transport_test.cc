@@ -19,8 +19,9 @@
 #include <set>
 #include <string_view>
 
-#include "conveyor/launch/worker_testing.h"
+#include "conveyor/common/env.h"
 #include "conveyor/launch/launcher.h"
+#include "conveyor/launch/worker_testing.h"
 
 namespace conveyor {
 namespace {
@@ -114,8 +115,7 @@ TEST(C10dTransportTest, SharedMemoryPointToPoint) {
 CONVEYOR_WORKER(SharedMemory) {
   std::unique_ptr<Transport> t = ConnectWorker();
   const int me = t->rank();
-  const char* shm = std::getenv("CONVEYOR_SHM");
-  const bool gloo = shm != nullptr && std::string_view(shm) == "0";  // the large part still runs
+  const bool gloo = !EnvFlag("CONVEYOR_SHM", true);  // the large part still runs
   // A send that fits in its ring is complete at once, before the peer posts anything.
   if (me == 0) {
     auto send = t->Send(at::full({8192}, 3.0), 1, 1);  // 32 KiB
