@@ -28,6 +28,9 @@
 #include "conveyor/schedule/pipeline_limits.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/sim/simulator.h"
+#include "conveyor/train/measured_costs.h"
+#include "conveyor/train/preflight.h"
+#include "conveyor/train/rank_metrics.h"
 #include "conveyor/train/tasks.h"
 #include "conveyor/train/trainer.h"
 
@@ -305,17 +308,17 @@ nlohmann::json BenchSchedule(Transport& transport, TrainConfig config, const std
   const auto task = MakeTask(config);
   Trainer trainer(config, task, &transport);
   nlohmann::json row = TrainRow(trainer, *task, static_cast<int>(config.steps));
-  const std::vector<RankMetrics> ranks = trainer.GatherRankMetrics();
+  const std::vector<RankMetrics> ranks = GatherRankMetrics(trainer);
   row["schedule"] = name;
   row["pp"] = config.pp;
   row["microbatches"] = config.microbatches;
-  row["measured_bubble_fraction"] = MeasuredBubble(ranks, trainer.pipeline_s());
-  row["predicted_bubble_fraction"] = trainer.PredictedBubble();
+  row["measured_bubble_fraction"] = MeasuredBubble(ranks, trainer.totals().pipeline_s());
+  const SimResult predicted = PredictFromMeasuredCosts(trainer);
+  row["predicted_bubble_fraction"] = predicted.bubble_fraction;
   // The step with its pipeline part as fast as the simulator says the schedule allows.
   double pipeline_s = 0;
   for (const RankMetrics& r : ranks) pipeline_s = std::max(pipeline_s, r.step_s);
-  const double limit_s =
-      row["step_s"].get<double>() - pipeline_s + trainer.PredictedPipelineSeconds();
+  const double limit_s = row["step_s"].get<double>() - pipeline_s + predicted.makespan;
   row["predicted_tokens_per_s"] = task->TokensPerBatch() / limit_s;
   row["transfer_wait_fraction"] = ExposedCommFraction(ranks);
   double peak = 0, predicted_peak = 0;

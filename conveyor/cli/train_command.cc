@@ -24,7 +24,12 @@
 #include "conveyor/timeline/chrome_trace.h"
 #include "conveyor/timeline/svg_renderer.h"
 #include "conveyor/train/checkpoint.h"
+#include "conveyor/train/evaluate.h"
+#include "conveyor/train/forward_pipeline.h"
 #include "conveyor/train/generate.h"
+#include "conveyor/train/measured_costs.h"
+#include "conveyor/train/preflight.h"
+#include "conveyor/train/rank_metrics.h"
 #include "conveyor/train/tasks.h"
 #include "conveyor/train/trainer.h"
 
@@ -42,8 +47,8 @@ std::string Percent(double x) {
 // groups "measured" and "predicted", both starting at 0), DIR/measured.svg,
 // DIR/predicted.svg and DIR/rank-R.json. The ranks' times share a clock origin
 // (SharedClockOrigin). Needs DIR on a filesystem all ranks see. Collective.
-void WriteTraces(const std::string& dir, Trainer& trainer, Transport& transport) {
-  const Timeline predicted = trainer.PredictedTimeline();
+void WriteTraces(const std::string& dir, Trainer& trainer, const Timeline& predicted,
+                 Transport& transport) {
   const Timeline& mine = trainer.LastTimeline();
   std::filesystem::create_directories(dir);
   const std::string rank = std::to_string(trainer.rank());
@@ -114,6 +119,7 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
   auto task = MakeTask(config);
   Trainer trainer(config, task, &transport);
   if (!config.resume.empty()) LoadCheckpoint(config.resume, trainer, config);
+  ForwardPipeline forward(trainer);
   Progress progress(config.steps, trainer.step(), leader && isatty(STDOUT_FILENO));
   if (leader) {
     std::string parts;
@@ -127,7 +133,7 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
   }
   nlohmann::json steps = nlohmann::json::array(), evals = nlohmann::json::array();
   auto evaluate = [&] {
-    const EvalMetrics e = trainer.Evaluate();
+    const EvalMetrics e = Evaluate(forward);
     nlohmann::json row = {{"step", e.step}, {"loss", e.loss}};
     std::string line =
         "eval at step " + std::to_string(e.step) + ": loss " + std::to_string(e.loss);
@@ -170,9 +176,10 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
     }
   }
   const EvalMetrics final_eval = evaluate();
-  const std::vector<RankMetrics> ranks = trainer.GatherRankMetrics();
-  const double predicted_bubble = trainer.PredictedBubble();
-  if (!config.trace.empty()) WriteTraces(config.trace, trainer, transport);
+  const std::vector<RankMetrics> ranks = GatherRankMetrics(trainer);
+  const SimResult predicted = PredictFromMeasuredCosts(trainer);
+  const double predicted_bubble = predicted.bubble_fraction;
+  if (!config.trace.empty()) WriteTraces(config.trace, trainer, predicted.timeline, transport);
   if (!config.checkpoint_dir.empty()) {
     const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, &transport);
     if (leader) progress.Note("checkpoint " + where);
@@ -180,7 +187,7 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
   std::string sample;
   if (config.model == "gpt" && config.sample_tokens > 0) {
     sample = data::ByteTokenizer::Printable(
-        Generate(trainer, "", config.sample_tokens, 0.8, config.seed, config.seq_len));
+        Generate(forward, "", config.sample_tokens, 0.8, config.seed, config.seq_len));
   }
   progress.Finish();
   if (!leader) return;
@@ -193,13 +200,13 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
                             {"microbatches", config.microbatches},
                             {"model", config.model},
                             {"skipped_steps", skipped}};
-  const double measured_bubble = MeasuredBubble(ranks, trainer.pipeline_s());
+  const double measured_bubble = MeasuredBubble(ranks, trainer.totals().pipeline_s());
   const double exposed_comm = ExposedCommFraction(ranks);
   metrics["ranks"] = RankRowsJson(ranks);
   metrics["measured_bubble_fraction"] = measured_bubble;
   metrics["predicted_bubble_fraction"] = predicted_bubble;
   metrics["hop_s"] = trainer.hop_s();
-  metrics["pipeline_s"] = trainer.pipeline_s();
+  metrics["pipeline_s"] = trainer.totals().pipeline_s();
   metrics["transfer_wait_fraction"] = exposed_comm;
   if (final_eval.accuracy >= 0) {
     metrics["final_accuracy"] = final_eval.accuracy;
@@ -315,8 +322,9 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
     *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
       Trainer trainer(config, MakeTask(config), &transport);
       LoadCheckpoint(flags->checkpoint, trainer, config);
+      ForwardPipeline forward(trainer);
       const std::string text =
-          Generate(trainer, flags->prompt, static_cast<int>(flags->tokens), flags->temperature,
+          Generate(forward, flags->prompt, static_cast<int>(flags->tokens), flags->temperature,
                    static_cast<uint64_t>(flags->seed), config.seq_len);
       if (transport.rank() == 0) {
         std::printf("%s%s\n", flags->prompt.c_str(), data::ByteTokenizer::Printable(text).c_str());

@@ -4,11 +4,42 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/data/byte_tokenizer.h"
+#include "conveyor/nn/layer.h"
+#include "conveyor/train/sum_over_ranks.h"
 
 namespace conveyor {
+namespace {
 
-std::string Generate(Trainer& trainer, const std::string& prompt, int tokens, double temperature,
-                     uint64_t seed, int context) {
+// The next token after each sample of `inputs` (n, T), the same on every rank.
+at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, double temperature,
+                      uint64_t seed) {
+  // Two directions need two micro-batches: the second carries a copy, its result unused.
+  const int m = forward.trainer().program().layout.directions();
+  std::vector<MicroBatch> mbs(m);
+  for (int i = 0; i < m; ++i) {
+    mbs[i].index = i;
+    mbs[i].inputs = inputs;
+  }
+  const Executor::Inference result = forward.Run(mbs);
+  at::Tensor tokens = at::zeros({inputs.size(0)}, at::kLong);
+  auto it = result.outputs.find(0);
+  if (it != result.outputs.end()) {
+    at::Tensor logits = it->second.select(1, it->second.size(1) - 1);  // (n, V)
+    if (temperature <= 0) {
+      tokens = logits.argmax(-1);
+    } else {
+      at::Generator gen = nn::LayerGenerator(seed, static_cast<int>(inputs.size(1)));
+      tokens = at::multinomial((logits / temperature).softmax(-1), 1, false, gen).squeeze(-1);
+    }
+  }
+  return SumOverRanks(forward.trainer().world(),
+                      tokens);  // only the rank with the last stage contributes
+}
+
+}  // namespace
+
+std::string Generate(ForwardPipeline& forward, const std::string& prompt, int tokens,
+                     double temperature, uint64_t seed, int context) {
   CONVEYOR_CHECK(tokens >= 0) << "tokens must be >= 0, got " << tokens;
   CONVEYOR_CHECK(context >= 1) << "context must be at least 1, got " << context;
   const data::ByteTokenizer tokenizer;
@@ -18,7 +49,7 @@ std::string Generate(Trainer& trainer, const std::string& prompt, int tokens, do
     const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - context);
     const at::Tensor window =
         at::tensor(std::vector<int64_t>(ids.begin() + start, ids.end()), at::kLong).unsqueeze(0);
-    const int64_t next = trainer.NextTokens(window, temperature, seed + k)[0].item<int64_t>();
+    const int64_t next = NextTokens(forward, window, temperature, seed + k)[0].item<int64_t>();
     ids.push_back(next);
     out.push_back(next);
   }

@@ -1,19 +1,23 @@
-// Text from a trained byte-level GPT, running its stages as a forward-only pipeline.
+// Text from a trained byte-level GPT, its stages run as a forward-only pipeline.
 #ifndef CONVEYOR_TRAIN_GENERATE_H_
 #define CONVEYOR_TRAIN_GENERATE_H_
 
 #include <cstdint>
 #include <string>
 
-#include "conveyor/train/trainer.h"
+#include "conveyor/train/forward_pipeline.h"
 
 namespace conveyor {
 
-// Appends `tokens` bytes to `prompt` (empty: starts from a newline), each from the last
-// `context` bytes, sampled at `temperature` (0 = greedy) with randomness drawn from `seed`.
-// Collective; every rank returns the same text (the continuation only).
-std::string Generate(Trainer& trainer, const std::string& prompt, int tokens, double temperature,
-                     uint64_t seed, int context);
+// Appends `tokens` bytes to `prompt` (empty: starts from a newline), each the next token
+// after the last `context` bytes: the last position's logits sampled at `temperature` (0 =
+// greedy) with a generator drawn from (seed + k, window length) for the k-th byte. Every
+// byte is a run of `forward` with one micro-batch per pipeline direction (the second
+// direction's a copy, its result unused), so `forward` builds its program once for all of
+// them. UserError unless tokens >= 0 and context >= 1. Collective; every rank returns the
+// same text (the continuation only).
+std::string Generate(ForwardPipeline& forward, const std::string& prompt, int tokens,
+                     double temperature, uint64_t seed, int context);
 
 }  // namespace conveyor
 

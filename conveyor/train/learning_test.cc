@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "conveyor/data/corpus.h"
+#include "conveyor/train/evaluate.h"
 #include "conveyor/train/tasks.h"
 #include "conveyor/train/train_testing.h"
 
@@ -57,7 +58,8 @@ TEST_F(LearningTest, ClassifierBeatsTheMajorityClass) {
   EvalMetrics eval;
   double baseline = 0;
   testing::TrainOnThreads(c, [&](Trainer& t, Transport&) {
-    const EvalMetrics e = t.Evaluate();
+    ForwardPipeline forward(t);
+    const EvalMetrics e = Evaluate(forward);
     if (t.rank() == 0) eval = e;
   });
   baseline = MakeTask(c)->BaselineAccuracy();

@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "conveyor/train/rank_metrics.h"
 #include "conveyor/train/tasks.h"
 #include "conveyor/train/train_testing.h"
 
@@ -64,56 +65,27 @@ TEST_F(TrainerTest, TiedEmbeddingsStayEqualAcrossFirstAndLastStage) {
   EXPECT_TRUE(at::equal(copies[0], copies[1]));
 }
 
-TEST_F(TrainerTest, MeasuresWhereEachRanksTimeGoes) {
+// The step records its timeline and adds it to the rank's totals.
+TEST_F(TrainerTest, RecordsEveryStep) {
   TrainConfig c = TinyGpt();
   c.pp = 2;
   c.schedule = "1f1b";
-  std::vector<RankMetrics> ranks;
-  double predicted = -1, pipeline_s = -1, hop_s = -1;
   size_t spans = 0;
   std::set<std::string> phases;
+  int64_t measured_steps = -1;
+  double hop_s = -1;
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
-    const std::vector<RankMetrics> gathered = t.GatherRankMetrics();
-    const double p = t.PredictedBubble();
-    if (t.rank() == 0) {
-      ranks = gathered;
-      predicted = p;
-      pipeline_s = t.pipeline_s();
-      hop_s = t.hop_s();
-      for (const Span& s : t.LastTimeline().spans) spans += s.kind == SpanKind::kRun;
-      for (const Phase& p : t.LastTimeline().phases) phases.insert(p.name);
-    }
+    if (t.rank() != 0) return;
+    for (const Span& s : t.LastTimeline().spans) spans += s.kind == SpanKind::kRun;
+    for (const Phase& p : t.LastTimeline().phases) phases.insert(p.name);
+    measured_steps = t.totals().measured_steps();
+    hop_s = t.hop_s();
   });
-  ASSERT_EQ(ranks.size(), 2u);
-  EXPECT_GT(hop_s, 0);
-  // The pipeline's makespan spans every rank's own step.
-  for (const RankMetrics& r : ranks) EXPECT_GE(pipeline_s, r.step_s) << r.rank;
-  const double bubble = MeasuredBubble(ranks, pipeline_s);
-  EXPECT_GT(bubble, 0);
-  EXPECT_LT(bubble, 1);
-  for (const RankMetrics& r : ranks) {
-    EXPECT_GT(r.compute_s, 0) << r.rank;
-    EXPECT_LE(r.compute_s + r.comm_wait_s, r.step_s * 1.0001) << r.rank;
-    EXPECT_GE(r.bubble_fraction, 0);
-    EXPECT_LT(r.bubble_fraction, 1);
-    // Every wait splits into the peer's compute and the transfer.
-    EXPECT_NEAR(r.dependency_wait_s + r.transfer_wait_s, r.comm_wait_s, 1e-9) << r.rank;
-    EXPECT_GE(r.comm_overlap, 0);
-    EXPECT_LE(r.comm_overlap, 1);
-    // Each rank sends one (B, T, C) float tensor per step in pieces: activations or gradients.
-    EXPECT_EQ(r.sent_bytes, 4.0 * c.batch_size * c.seq_len * c.hidden) << r.rank;
-    EXPECT_GT(r.peak_activation_bytes, 0);
-    EXPECT_GT(r.predicted_peak_activation_bytes, 0);
-  }
-  // 1F1B holds min(p - rank, m) micro-batches.
-  EXPECT_EQ(ranks[0].predicted_peak_microbatches, 2);
-  EXPECT_EQ(ranks[1].predicted_peak_microbatches, 1);
-  EXPECT_GT(ranks[1].comm_wait_s, 0);  // the last stage waits for its first input
-  EXPECT_GT(predicted, 0);
-  EXPECT_LT(predicted, 1);
   EXPECT_EQ(spans, 2u * 4u);  // rank 0: F and B of each of the 4 micro-batches
   EXPECT_EQ(phases, (std::set<std::string>{"sum shared grads", "grad norm", "optimizer",
                                            "all-reduce loss"}));
+  EXPECT_EQ(measured_steps, c.steps - 1) << "every step but the first";
+  EXPECT_GT(hop_s, 0);
 }
 
 // GPipe on one rank holds every micro-batch's activations at its peak: selective
@@ -126,7 +98,7 @@ TEST_F(TrainerTest, RecomputationLowersPeakMemoryAndKeepsTheLosses) {
     TrainConfig c = TinyGpt();
     c.recompute = mode;
     losses[mode] = TrainOnThreads(c, [&](Trainer& t, Transport&) {
-      peak[mode] = t.GatherRankMetrics()[0].peak_activation_bytes;
+      peak[mode] = GatherRankMetrics(t)[0].peak_activation_bytes;
     });
   }
   EXPECT_LT(peak["full"], peak["selective"]);
@@ -150,8 +122,8 @@ TEST_F(TrainerTest, RejectsRunsThatCannotStart) {
   EXPECT_THROW(c.Validate(), UserError);
 }
 
-// A weight holding NaN (a diverged run, a bad checkpoint) once trained on with loss -nan
-// to the end and exit 0.
+// A weight holding NaN (a diverged run, a bad checkpoint) once trained on with loss -nan to
+// the end and exit 0.
 TEST_F(TrainerTest, NonFiniteStepStopsTheRunBeforeTheUpdate) {
   const TrainConfig c = TinyGpt();
   Trainer trainer(c, MakeTask(c), nullptr);
@@ -188,38 +160,6 @@ TEST_F(TrainerTest, NonFiniteStepIsSkippedWhenAsked) {
   EXPECT_EQ(m.step, 1);
   EXPECT_EQ(trainer.step(), 1);
   EXPECT_TRUE(at::equal(params.back().second.detach(), other)) << "no update was made";
-}
-
-TEST_F(TrainerTest, PreflightFindsBadFilesBeforeAnyRank) {
-  TrainConfig c = TinyGpt();
-  EXPECT_NO_THROW(PreflightFiles(c));
-  auto error_of = [](const TrainConfig& config) -> std::string {
-    try {
-      PreflightFiles(config);
-    } catch (const UserError& e) {
-      return e.what();
-    }
-    return "accepted";
-  };
-  c.metrics = "/nonexistent/dir/m.json";
-  EXPECT_NE(error_of(c).find("--metrics '/nonexistent/dir/m.json': the folder '/nonexistent/dir' "
-                             "does not exist"),
-            std::string::npos)
-      << error_of(c);
-  c.metrics = ::testing::TempDir();
-  EXPECT_NE(error_of(c).find("is a folder"), std::string::npos) << error_of(c);
-  c = TinyGpt();
-  c.checkpoint_dir = "/proc/nope/ckpt";
-  EXPECT_NE(error_of(c).find("--checkpoint-dir '/proc/nope/ckpt': cannot create files in '/proc'"),
-            std::string::npos)
-      << error_of(c);
-  c = TinyGpt();
-  c.seq_len = 60000;  // longer than the tiny corpus
-  EXPECT_NE(error_of(c), "accepted");
-  c = TinyGpt();
-  c.model = "classifier";
-  c.classes = 50;  // the tiny corpus is one file: one category
-  EXPECT_NE(error_of(c), "accepted");
 }
 
 TEST_F(TrainerTest, PartitionFollowsTheCostChoice) {

@@ -1,0 +1,41 @@
+#include "conveyor/train/evaluate.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "conveyor/common/error.h"
+#include "conveyor/train/sum_over_ranks.h"
+
+namespace conveyor {
+
+EvalMetrics Evaluate(ForwardPipeline& forward) {
+  const Trainer& trainer = forward.trainer();
+  const TrainTask& task = trainer.task();
+  EvalMetrics m;
+  m.step = trainer.step();
+  double loss = 0, correct = 0, counted = 0;
+  const std::vector<Batch> batches = task.EvalBatches();
+  for (const Batch& batch : batches) {
+    const int mbs = std::min<int>(trainer.config().microbatches, batch.inputs.size(0));
+    CONVEYOR_CHECK(trainer.program().layout.directions() == 1 || mbs >= 2)
+        << "evaluation batches need at least 2 samples for two pipeline directions";
+    const std::vector<MicroBatch> split = SplitBatch(batch, mbs);
+    const Executor::Inference result = forward.Run(split);
+    loss += result.loss;
+    if (task.has_accuracy()) {
+      for (const auto& [index, logits] : result.outputs) {
+        correct += task.CountCorrect(logits, split[index]);
+      }
+    }
+    counted += static_cast<double>(batch.inputs.size(0));
+  }
+  const at::Tensor sums =
+      SumOverRanks(trainer.world(), at::tensor(std::vector<double>{loss, correct}, at::kDouble));
+  m.loss = sums[0].item<double>() / static_cast<double>(batches.size());
+  if (task.has_accuracy()) m.accuracy = sums[1].item<double>() / counted;
+  return m;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,26 @@
+// Held-out evaluation of a trainer's model: its task's evaluation batches run through a
+// forward-only pipeline over the trainer's stages.
+#ifndef CONVEYOR_TRAIN_EVALUATE_H_
+#define CONVEYOR_TRAIN_EVALUATE_H_
+
+#include <cstdint>
+
+#include "conveyor/train/forward_pipeline.h"
+
+namespace conveyor {
+
+struct EvalMetrics {
+  int64_t step = 0;      // the trainer's step when evaluated
+  double loss = 0;       // mean over the evaluation batches
+  double accuracy = -1;  // over every evaluation sample; -1 when the task has none
+};
+
+// Runs every evaluation batch of the trainer's task (each split into min(microbatches,
+// samples) micro-batches) through `forward`. UserError when a schedule with two pipeline
+// directions meets a batch of one sample. Returns the same metrics on every rank.
+// Collective.
+EvalMetrics Evaluate(ForwardPipeline& forward);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAIN_EVALUATE_H_

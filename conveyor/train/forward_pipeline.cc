@@ -1,0 +1,47 @@
+#include "conveyor/train/forward_pipeline.h"
+
+#include <ATen/ATen.h>
+
+#include "conveyor/schedule/builders/forward_only.h"
+#include "conveyor/schedule/lower.h"
+
+namespace conveyor {
+namespace {
+
+// `layout`'s placement of stages on ranks, for `microbatches` micro-batches.
+Layout SameLayoutWith(const Layout& layout, int microbatches) {
+  switch (layout.placement()) {
+    case Placement::kLoop:
+      return Layout::Loop(layout.num_ranks(), layout.stages_per_rank(), microbatches);
+    case Placement::kV:
+      return Layout::V(layout.num_ranks(), microbatches);
+    case Placement::kDual:
+      return Layout::Dual(layout.num_ranks(), microbatches);
+    case Placement::kCustom:
+      break;
+  }
+  return Layout::Custom(layout.num_ranks(), layout.stage_to_rank(), microbatches,
+                        layout.directions());
+}
+
+}  // namespace
+
+ForwardPipeline::ForwardPipeline(Trainer& trainer) : trainer_(trainer) {}
+
+Executor::Inference ForwardPipeline::Run(const std::vector<MicroBatch>& mbs) {
+  const int m = static_cast<int>(mbs.size());
+  auto it = built_.find(m);
+  if (it == built_.end()) {
+    it =
+        built_.try_emplace(m, Lower(BuildForwardOnly(SameLayoutWith(trainer_.program().layout, m))))
+            .first;
+    std::map<int, Stage*> stages;
+    for (const auto& [index, stage] : trainer_.pipeline().stages()) stages[index] = stage.get();
+    it->second.executor =
+        std::make_unique<Executor>(it->second.program, trainer_.rank(), trainer_.world(), stages,
+                                   at::TensorOptions().dtype(at::kFloat));
+  }
+  return it->second.executor->RunInference(mbs);
+}
+
+}  // namespace conveyor

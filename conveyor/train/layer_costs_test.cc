@@ -1,0 +1,65 @@
+#include "conveyor/train/layer_costs.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "conveyor/train/tasks.h"
+#include "conveyor/train/train_testing.h"
+
+namespace conveyor {
+namespace {
+
+using testing::TinyGpt;
+
+class LayerCostsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { at::set_num_threads(1); }
+};
+
+TEST_F(LayerCostsTest, CountsParametersByDefault) {
+  const TrainConfig c = TinyGpt();
+  ASSERT_EQ(c.partition, "params");
+  const auto task = MakeTask(c);
+  const nn::LayerList layers = task->BuildLayers();
+  const std::vector<double> costs = LayerCosts(c, *task, layers);
+  ASSERT_EQ(costs.size(), layers.size());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    int64_t params = 0;
+    for (const auto& [name, p] : layers[l]->NamedParameters()) params += p.numel();
+    EXPECT_EQ(costs[l], static_cast<double>(params)) << "layer " << l;
+  }
+}
+
+TEST_F(LayerCostsTest, UniformAndFlopsAreTheConfiguredCosts) {
+  TrainConfig c = TinyGpt();
+  const auto task = MakeTask(c);
+  const nn::LayerList layers = task->BuildLayers();
+  c.partition = "uniform";
+  EXPECT_EQ(LayerCosts(c, *task, layers), std::vector<double>(layers.size(), 1.0));
+  c.partition = "flops";
+  EXPECT_EQ(LayerCosts(c, *task, layers), task->LayerFlops());
+}
+
+TEST_F(LayerCostsTest, ProfileTimesEveryLayerAndLeavesNoGradients) {
+  TrainConfig c = TinyGpt();
+  c.partition = "profile";
+  const auto task = MakeTask(c);
+  const nn::LayerList layers = task->BuildLayers();
+  const std::vector<double> seconds = LayerCosts(c, *task, layers);
+  ASSERT_EQ(seconds.size(), layers.size());
+  for (size_t l = 0; l < seconds.size(); ++l) {
+    EXPECT_TRUE(std::isfinite(seconds[l]) && seconds[l] > 0) << "layer " << l << ": " << seconds[l];
+  }
+  for (const auto& layer : layers) {
+    for (const auto& [name, p] : layer->NamedParameters()) {
+      EXPECT_FALSE(p.grad().defined()) << name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace conveyor

@@ -1,0 +1,87 @@
+#include "conveyor/train/preflight.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "conveyor/common/error.h"
+#include "conveyor/data/corpus.h"
+#include "conveyor/partition/partition.h"
+#include "conveyor/schedule/registry.h"
+#include "conveyor/schedule/verify.h"
+#include "conveyor/train/tasks.h"
+
+namespace conveyor {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Throws UserError unless `dir` is a folder in which this process can create a file (a probe
+// file, removed at once): permissions, read-only mounts and /proc all say no.
+void CheckFolderTakesFiles(const fs::path& dir, std::string_view flag, const std::string& path) {
+  std::error_code error;
+  CONVEYOR_CHECK(fs::is_directory(dir, error))
+      << flag << " '" << path << "': '" << dir.string() << "' is not a folder";
+  std::string probe = (dir / ".conveyor-write-check.XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  CONVEYOR_CHECK(fd >= 0) << flag << " '" << path << "': cannot create files in '" << dir.string()
+                          << "': " << std::strerror(errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+// The folder `path` (created by the run when missing) or its nearest existing parent takes
+// new files.
+void CheckFolderCanBeWritten(const std::string& path, std::string_view flag) {
+  fs::path dir = fs::absolute(path).lexically_normal();
+  std::error_code error;
+  while (!fs::exists(dir, error) && dir.has_relative_path()) dir = dir.parent_path();
+  CheckFolderTakesFiles(dir, flag, path);
+}
+
+// The file `path` can be written: a device or FIFO that is writable, or a regular or new
+// file in an existing folder that takes new files (the file is replaced atomically).
+void CheckFileCanBeWritten(const std::string& path, std::string_view flag) {
+  std::error_code error;
+  const fs::file_status status = fs::status(path, error);
+  CONVEYOR_CHECK(!fs::is_directory(status)) << flag << " '" << path << "' is a folder";
+  if (fs::exists(status) && !fs::is_regular_file(status)) {
+    CONVEYOR_CHECK(::access(path.c_str(), W_OK) == 0)
+        << flag << " '" << path << "' cannot be written: " << std::strerror(errno);
+    return;
+  }
+  const fs::path dir = fs::absolute(path).parent_path();
+  CONVEYOR_CHECK(fs::is_directory(dir, error))
+      << flag << " '" << path << "': the folder '" << dir.string() << "' does not exist";
+  CheckFolderTakesFiles(dir, flag, path);
+}
+
+}  // namespace
+
+void PreflightFiles(const TrainConfig& config) {
+  MakeTask(config);
+  if (!config.metrics.empty()) CheckFileCanBeWritten(config.metrics, "--metrics");
+  if (!config.trace.empty()) CheckFolderCanBeWritten(config.trace, "--trace");
+  if (!config.checkpoint_dir.empty()) {
+    CheckFolderCanBeWritten(config.checkpoint_dir, "--checkpoint-dir");
+  }
+}
+
+void PreflightCheck(const TrainConfig& config) {
+  config.Validate();
+  const Program program = BuildSchedule(
+      config.schedule, ScheduleOptions{config.pp, config.microbatches, config.chunks});
+  VerifyOrThrow(program);
+  // The models are an embedding, `layers` blocks and a head.
+  PartitionEvenly(config.layers + 2, program.layout.pipeline_length());
+  const std::string path = config.data == "fortunes" ? data::kFortunesDir : config.data;
+  CONVEYOR_CHECK(std::filesystem::exists(path))
+      << "corpus '" << path << "' does not exist"
+      << (config.data == "fortunes" ? " (apt-get install fortunes)" : "");
+}
+
+}  // namespace conveyor

@@ -1,0 +1,25 @@
+// Checks made before any rank starts, in the launcher, so that a run that cannot start or
+// cannot keep its results fails at once with a UserError naming the setting, instead of
+// after its ranks spent their time. Both read only the configuration and the file system.
+#ifndef CONVEYOR_TRAIN_PREFLIGHT_H_
+#define CONVEYOR_TRAIN_PREFLIGHT_H_
+
+#include "conveyor/train/train_config.h"
+
+namespace conveyor {
+
+// Checks, cheaply, what would stop a run: the configuration, the schedule's preconditions,
+// enough layers for its stages, the corpus path. UserError.
+void PreflightCheck(const TrainConfig& config);
+
+// Checks the files a run reads and writes, so that no run fails after its work is done:
+// builds the task (MakeTask: the corpus loads, is not empty, is longer than a sequence, has
+// the classes asked for), then checks that the metrics file can be written (its folder
+// exists and takes new files; an existing folder is refused) and that the trace and
+// checkpoint folders take new files, or that their nearest existing parent does. UserError
+// naming the flag and the path. Creates no file that outlives the call.
+void PreflightFiles(const TrainConfig& config);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAIN_PREFLIGHT_H_

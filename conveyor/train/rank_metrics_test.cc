@@ -1,0 +1,85 @@
+#include "conveyor/train/rank_metrics.h"
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "conveyor/train/train_testing.h"
+#include "conveyor/train/trainer.h"
+
+namespace conveyor {
+namespace {
+
+using testing::TinyGpt;
+using testing::TrainOnThreads;
+
+TEST(RankMetricsTest, GathersWhereEachRanksTimeGoes) {
+  at::set_num_threads(1);
+  TrainConfig c = TinyGpt();
+  c.pp = 2;
+  c.schedule = "1f1b";
+  std::vector<std::vector<RankMetrics>> gathered(2);
+  std::vector<RankMetrics> own(2);
+  double pipeline_s = -1;
+  TrainOnThreads(c, [&](Trainer& t, Transport&) {
+    gathered[t.rank()] = GatherRankMetrics(t);
+    own[t.rank()] = t.totals().Means(t.rank());
+    if (t.rank() == 0) pipeline_s = t.totals().pipeline_s();
+  });
+  // Every rank holds every rank's row, as that rank measured it.
+  ASSERT_EQ(gathered[0].size(), 2u);
+  ASSERT_EQ(gathered[1].size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    for (int holder = 0; holder < 2; ++holder) {
+      const RankMetrics& m = gathered[holder][r];
+      EXPECT_EQ(m.rank, r);
+      EXPECT_EQ(m.step_s, own[r].step_s) << r << " on " << holder;
+      EXPECT_EQ(m.compute_s, own[r].compute_s) << r << " on " << holder;
+      EXPECT_EQ(m.transfer_wait_s, own[r].transfer_wait_s) << r << " on " << holder;
+      EXPECT_EQ(m.comm_overlap, own[r].comm_overlap) << r << " on " << holder;
+      EXPECT_EQ(m.peak_activation_bytes, own[r].peak_activation_bytes) << r << " on " << holder;
+      EXPECT_EQ(m.predicted_peak_activation_bytes, gathered[0][r].predicted_peak_activation_bytes);
+    }
+  }
+  const std::vector<RankMetrics>& ranks = gathered[0];
+  // The pipeline's makespan spans every rank's own step.
+  for (const RankMetrics& r : ranks) EXPECT_GE(pipeline_s, r.step_s) << r.rank;
+  const double bubble = MeasuredBubble(ranks, pipeline_s);
+  EXPECT_GT(bubble, 0);
+  EXPECT_LT(bubble, 1);
+  for (const RankMetrics& r : ranks) {
+    EXPECT_GT(r.compute_s, 0) << r.rank;
+    EXPECT_LE(r.compute_s + r.comm_wait_s, r.step_s * 1.0001) << r.rank;
+    EXPECT_GE(r.bubble_fraction, 0);
+    EXPECT_LT(r.bubble_fraction, 1);
+    // Every wait splits into the peer's compute and the transfer.
+    EXPECT_NEAR(r.dependency_wait_s + r.transfer_wait_s, r.comm_wait_s, 1e-9) << r.rank;
+    EXPECT_GE(r.comm_overlap, 0);
+    EXPECT_LE(r.comm_overlap, 1);
+    // Each rank sends one (B, T, C) float tensor per step in pieces: activations or
+    // gradients.
+    EXPECT_EQ(r.sent_bytes, 4.0 * c.batch_size * c.seq_len * c.hidden) << r.rank;
+    EXPECT_GT(r.peak_activation_bytes, 0);
+    EXPECT_GT(r.predicted_peak_activation_bytes, 0);
+  }
+  // 1F1B holds min(p - rank, m) micro-batches.
+  EXPECT_EQ(ranks[0].predicted_peak_microbatches, 2);
+  EXPECT_EQ(ranks[1].predicted_peak_microbatches, 1);
+  EXPECT_GT(ranks[1].comm_wait_s,
+            0);  // the last stage waits for its first input
+}
+
+TEST(RankMetricsTest, BubbleAndExposedCommunicationOverAllRanks) {
+  std::vector<RankMetrics> ranks(2);
+  ranks[0].compute_s = 3, ranks[0].step_s = 5, ranks[0].transfer_wait_s = 1;
+  ranks[1].compute_s = 1, ranks[1].step_s = 3, ranks[1].transfer_wait_s = 1;
+  EXPECT_DOUBLE_EQ(MeasuredBubble(ranks, 8), 0.75);  // 1 - 4 / (2 x 8)
+  EXPECT_EQ(MeasuredBubble(ranks, 1), 0) << "never below 0";
+  EXPECT_EQ(MeasuredBubble(ranks, 0), 0);
+  EXPECT_DOUBLE_EQ(ExposedCommFraction(ranks), 0.25);  // 2 / 8
+  EXPECT_EQ(ExposedCommFraction({}), 0);
+}
+
+}  // namespace
+}  // namespace conveyor

@@ -1,0 +1,50 @@
+#include "conveyor/train/rank_totals.h"
+
+#include <algorithm>
+
+namespace conveyor {
+
+void RankTotals::Add(const Timeline& step, const StepStats& stats, const CommBreakdown& comm,
+                     double pipeline_s, int64_t peak_bytes) {
+  peak_bytes_ = std::max(peak_bytes_, peak_bytes);
+  if (++steps_added_ == 2) {  // the first step only warmed up: its sums go
+    op_times_.clear();
+    stats_ = StepStats{};
+    comm_ = CommBreakdown{};
+    pipeline_total_s_ = 0;
+  }
+  if (steps_added_ >= 2) ++measured_steps_;
+  pipeline_total_s_ += pipeline_s;
+  for (const Span& s : step.spans) {
+    if (s.kind != SpanKind::kRun) continue;
+    OpTime& t = op_times_[{s.action.stage, s.action.op}];
+    t.seconds += s.end - s.start;
+    ++t.count;
+  }
+  stats_.seconds += stats.seconds;
+  stats_.compute_s += stats.compute_s;
+  stats_.comm_wait_s += stats.comm_wait_s;
+  stats_.post_s += stats.post_s;
+  stats_.sent_bytes += stats.sent_bytes;
+  comm_ += comm;
+}
+
+RankMetrics RankTotals::Means(int rank) const {
+  const double n = Divisor();
+  RankMetrics m;
+  m.rank = rank;
+  m.step_s = stats_.seconds / n;
+  m.compute_s = stats_.compute_s / n;
+  m.comm_wait_s = stats_.comm_wait_s / n;
+  m.transfer_wait_s = comm_.transfer_wait_s / n;
+  m.dependency_wait_s = comm_.dependency_wait_s / n;
+  m.post_s = stats_.post_s / n;
+  m.idle_s = std::max(0.0, m.step_s - m.compute_s);
+  m.bubble_fraction = m.step_s > 0 ? m.idle_s / m.step_s : 0;
+  m.comm_overlap = comm_.overlap_fraction();
+  m.sent_bytes = static_cast<double>(stats_.sent_bytes) / n;
+  m.peak_activation_bytes = static_cast<double>(peak_bytes_);
+  return m;
+}
+
+}  // namespace conveyor
