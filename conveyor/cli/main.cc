@@ -4,6 +4,7 @@
 
 #include "conveyor/cli/bench_command.h"
 #include "conveyor/cli/compare_command.h"
+#include "conveyor/cli/generate_command.h"
 #include "conveyor/cli/plan_command.h"
 #include "conveyor/cli/train_command.h"
 #include "conveyor/common/error.h"

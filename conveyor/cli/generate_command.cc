@@ -1,0 +1,86 @@
+#include "conveyor/cli/generate_command.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <memory>
+
+#include "conveyor/cli/distributed.h"
+#include "conveyor/cli/launch_flags.h"
+#include "conveyor/common/error.h"
+#include "conveyor/common/range_check.h"
+#include "conveyor/data/byte_tokenizer.h"
+#include "conveyor/train/checkpoint.h"
+#include "conveyor/train/forward_pipeline.h"
+#include "conveyor/train/generate.h"
+#include "conveyor/train/preflight.h"
+#include "conveyor/train/tasks.h"
+#include "conveyor/train/trainer.h"
+
+namespace conveyor::cli {
+
+void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code) {
+  // Numbers as 64 bits: a value too large for an int is refused by name, not wrapped.
+  struct GenerateFlags {
+    std::string checkpoint;
+    std::string prompt;
+    int64_t tokens = 200;
+    double temperature = 0.8;
+    int64_t pp = 1;
+    int64_t seed = 1;
+    LaunchFlags launch;
+  };
+  auto flags = std::make_shared<GenerateFlags>();
+  CLI::App* cmd = app.add_subcommand("generate", "sample text from a trained GPT checkpoint");
+  cmd->add_option("--checkpoint", flags->checkpoint, "a checkpoint folder (or its parent)")
+      ->required();
+  cmd->add_option("--prompt", flags->prompt, "text to continue");
+  cmd->add_option("--tokens", flags->tokens, "bytes to generate, up to 1048576")
+      ->capture_default_str();
+  cmd->add_option("--temperature", flags->temperature, "0 = greedy, else within [0.001, 100]")
+      ->capture_default_str();
+  cmd->add_option("--pp", flags->pp, "pipeline ranks, at most the model's layers + 2")
+      ->capture_default_str();
+  cmd->add_option("--seed", flags->seed, "sampling seed")->capture_default_str();
+  flags->launch.Register(cmd);
+  cmd->callback([flags, args, exit_code] {
+    CheckInRange("--tokens", flags->tokens, 0, 1 << 20);
+    // Below 0.001 the scaled logits overflow a float; NaN fails every comparison.
+    const double t = flags->temperature;
+    CONVEYOR_CHECK(t == 0 || (t >= 1e-3 && t <= 100))
+        << "--temperature must be 0 (greedy) or within [0.001, 100], got " << t;
+    CheckInRange("--seed", flags->seed, 0, std::numeric_limits<int64_t>::max());
+    TrainConfig config = CheckpointConfig(flags->checkpoint);
+    CONVEYOR_CHECK(config.model == "gpt") << "generate needs a GPT checkpoint, '"
+                                          << flags->checkpoint << "' holds a " << config.model;
+    SetIntegerSetting(config, "pp", flags->pp, "--pp");
+    config.schedule = "gpipe";
+    config.chunks = 0;
+    config.microbatches = 1;
+    config.batch_size = 1;
+    // Generation writes nothing of the run that trained the checkpoint.
+    config.metrics.clear();
+    config.trace.clear();
+    config.checkpoint_dir.clear();
+    config.resume.clear();
+    flags->launch.CheckLocalRanks(config.pp, "--pp");
+    PreflightCheck(config);  // among others: no more stages than the model has layers
+    PreflightFiles(config);
+    RanksOptions options;
+    options.nproc = config.pp;
+    options.output = LaunchOptions::Output::kRank0Direct;
+    *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
+      Trainer trainer(config, MakeTask(config), &transport);
+      LoadCheckpoint(flags->checkpoint, trainer, config);
+      ForwardPipeline forward(trainer);
+      const std::string text =
+          Generate(forward, flags->prompt, static_cast<int>(flags->tokens), flags->temperature,
+                   static_cast<uint64_t>(flags->seed), config.seq_len);
+      if (transport.rank() == 0) {
+        std::printf("%s%s\n", flags->prompt.c_str(), data::ByteTokenizer::Printable(text).c_str());
+      }
+    });
+  });
+}
+
+}  // namespace conveyor::cli

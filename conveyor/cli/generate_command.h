@@ -1,0 +1,19 @@
+// `conveyor generate --checkpoint DIR`: reads the model configuration from a checkpoint of a
+// GPT and samples text from it, running its stages as a forward-only pipeline over --pp
+// ranks (GPipe placement, one sample). Prints the prompt and its continuation.
+#ifndef CONVEYOR_CLI_GENERATE_COMMAND_H_
+#define CONVEYOR_CLI_GENERATE_COMMAND_H_
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace conveyor::cli {
+
+// `args`: this process's command line without argv[0] (ranks are launched with it).
+// `exit_code` receives the command's exit status (the launcher's, or a rank's).
+void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code);
+
+}  // namespace conveyor::cli
+
+#endif  // CONVEYOR_CLI_GENERATE_COMMAND_H_

@@ -1,0 +1,49 @@
+#include "conveyor/cli/train_summary.h"
+
+#include <cstdio>
+
+namespace conveyor::cli {
+
+std::string Percent(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f%%", 100 * x);
+  return text;
+}
+
+void PrintTrainSummary(const TrainSummary& s) {
+  std::printf("\ndone: %lld steps, final loss %.4f, held-out loss %.4f, %.0f tokens/s\n",
+              static_cast<long long>(s.steps), s.final_loss, s.final_eval.loss, s.tokens_per_s);
+  if (s.skipped_steps > 0) {
+    std::printf("%lld step(s) skipped: non-finite loss or gradient norm\n",
+                static_cast<long long>(s.skipped_steps));
+  }
+  if (s.final_eval.accuracy >= 0) {
+    std::printf("held-out accuracy %s (majority class %s)\n",
+                Percent(s.final_eval.accuracy).c_str(), Percent(s.baseline_accuracy).c_str());
+  }
+  std::printf(
+      "\nper rank, ms per pipeline step (steps after the first); waits split into the peer's\n"
+      "compute (dependency) and messages in transit (transfer); overlap: share of transit time\n"
+      "hidden behind other work; peak memory measured, and predicted by the simulator:\n");
+  std::printf(
+      "rank     step  compute  dependency  transfer  bubble  overlap  peak MiB  predicted\n");
+  for (const RankMetrics& r : s.ranks) {
+    std::printf("%4d %8.2f %8.2f %11.2f %9.2f %6.1f%% %7.1f%% %9.2f %6.2f (%.1f mb)\n", r.rank,
+                1e3 * r.step_s, 1e3 * r.compute_s, 1e3 * r.dependency_wait_s,
+                1e3 * r.transfer_wait_s, 100 * r.bubble_fraction, 100 * r.comm_overlap,
+                r.peak_activation_bytes / (1 << 20), r.predicted_peak_activation_bytes / (1 << 20),
+                r.predicted_peak_microbatches);
+  }
+  std::printf(
+      "bubble: measured %s, predicted by the simulator from measured costs %s (one hop %.0f us); "
+      "exposed communication %s of the step\n",
+      Percent(s.measured_bubble).c_str(), Percent(s.predicted_bubble).c_str(), 1e6 * s.hop_s,
+      Percent(s.exposed_comm).c_str());
+  if (!s.trace_dir.empty()) {
+    std::printf("traces: %s/trace.json, measured.svg\n", s.trace_dir.c_str());
+  }
+  if (!s.sample.empty()) std::printf("\nsample:\n%s\n", s.sample.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace conveyor::cli

@@ -1,0 +1,40 @@
+// The end of a `conveyor train` run as rank 0 reports it on stdout: the final numbers, the
+// per-rank table of where the pipeline time went, the measured and predicted bubble, where
+// the traces went and the sample text.
+#ifndef CONVEYOR_CLI_TRAIN_SUMMARY_H_
+#define CONVEYOR_CLI_TRAIN_SUMMARY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "conveyor/train/evaluate.h"
+#include "conveyor/train/rank_metrics.h"
+
+namespace conveyor::cli {
+
+struct TrainSummary {
+  int64_t steps = 0;              // the trainer's step at the end
+  double final_loss = 0;          // the last step that was not skipped (0 without one)
+  double tokens_per_s = 0;        // the last step's
+  int64_t skipped_steps = 0;      // non-finite steps skipped
+  EvalMetrics final_eval;         // accuracy < 0 when the task has none
+  double baseline_accuracy = -1;  // the majority class's, with an accuracy
+  std::vector<RankMetrics> ranks;
+  double measured_bubble = 0;   // MeasuredBubble
+  double predicted_bubble = 0;  // the simulator's, from measured costs
+  double hop_s = 0;
+  double exposed_comm = 0;  // ExposedCommFraction
+  std::string trace_dir;    // empty: no traces written
+  std::string sample;       // printable sample text; empty: none
+};
+
+// "12.3%" for 0.123.
+std::string Percent(double x);
+
+// Prints the summary to stdout and flushes it.
+void PrintTrainSummary(const TrainSummary& s);
+
+}  // namespace conveyor::cli
+
+#endif  // CONVEYOR_CLI_TRAIN_SUMMARY_H_

@@ -1,0 +1,64 @@
+#include "conveyor/cli/train_summary.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace conveyor::cli {
+namespace {
+
+TEST(TrainSummaryTest, PercentHasOneDecimal) {
+  EXPECT_EQ(Percent(0.1234), "12.3%");
+  EXPECT_EQ(Percent(1), "100.0%");
+}
+
+TEST(TrainSummaryTest, PrintsTheRunsNumbersAndOneRowPerRank) {
+  TrainSummary s;
+  s.steps = 7;
+  s.final_loss = 1.5;
+  s.tokens_per_s = 1000;
+  s.final_eval.loss = 1.75;
+  s.ranks.resize(2);
+  s.ranks[1].rank = 1;
+  s.ranks[1].step_s = 0.002;
+  s.ranks[1].predicted_peak_microbatches = 3;
+  s.measured_bubble = 0.5;
+  s.predicted_bubble = 0.25;
+  s.hop_s = 2e-5;
+  s.exposed_comm = 0.125;
+  ::testing::internal::CaptureStdout();
+  PrintTrainSummary(s);
+  std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("done: 7 steps, final loss 1.5000, held-out loss 1.7500, 1000 tokens/s\n"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("skipped"), std::string::npos) << out;
+  EXPECT_EQ(out.find("accuracy"), std::string::npos) << out;
+  EXPECT_NE(out.find("   1     2.00     0.00        0.00      0.00    0.0%   100.0%      0.00   "
+                     "0.00 (3.0 mb)\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("bubble: measured 50.0%, predicted by the simulator from measured costs 25.0% "
+                     "(one hop 20 us); exposed communication 12.5% of the step\n"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("traces:"), std::string::npos) << out;
+  EXPECT_EQ(out.find("sample:"), std::string::npos) << out;
+
+  s.skipped_steps = 2;
+  s.final_eval.accuracy = 0.5;
+  s.baseline_accuracy = 0.25;
+  s.trace_dir = "t";
+  s.sample = "hello";
+  ::testing::internal::CaptureStdout();
+  PrintTrainSummary(s);
+  out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("2 step(s) skipped: non-finite loss or gradient norm\n"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("held-out accuracy 50.0% (majority class 25.0%)\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("traces: t/trace.json, measured.svg\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("\nsample:\nhello\n"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace conveyor::cli
