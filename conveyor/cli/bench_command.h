@@ -1,11 +1,9 @@
-// `conveyor bench fidelity` and `conveyor bench overhead`: the executor measured against the
-// simulator on real processes, with synthetic stages of known cost.
-//
-//   fidelity: F, I, W sleep fixed times; per schedule, the measured step time (median over
-//             steps of the slowest rank) next to the simulator's makespan for the same
-//             program and costs.
-//   overhead: F, I, W take no time; the step time divided by the actions of the busiest
-//             rank is the executor's own cost per action (posting comms included).
+// `conveyor bench`: measurements of the runtime on real processes (over Gloo), one
+// subcommand per bench:
+//   fidelity  the executor's step time against the simulator's (bench_fidelity.h)
+//   overhead  the executor's own cost per action, tracing off and on (bench_overhead.h)
+//   train     a training configuration under each schedule and in one process (bench_train.h)
+//   hop       the one-way time of a message between neighbouring ranks (bench_hop.h)
 #ifndef CONVEYOR_CLI_BENCH_COMMAND_H_
 #define CONVEYOR_CLI_BENCH_COMMAND_H_
 

@@ -1,0 +1,50 @@
+#include "conveyor/cli/bench_support.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "conveyor/cli/output.h"
+#include "conveyor/schedule/registry.h"
+
+namespace conveyor::cli {
+
+std::vector<std::string> SelectedSchedules(const std::string& list) {
+  std::vector<std::string> names;
+  if (list.empty()) {
+    for (const ScheduleInfo& info : AllSchedules()) names.emplace_back(info.name);
+    return names;
+  }
+  std::stringstream in(list);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    FindSchedule(name);  // fails early on a typo
+    names.push_back(name);
+  }
+  return names;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+std::string SkippedLine(const nlohmann::json& row) {
+  const std::string name = row["schedule"];
+  return name + std::string(18 - std::min<size_t>(name.size(), 17), ' ') +
+         "skipped: " + row["skipped"].get<std::string>() + "\n";
+}
+
+void BenchOutput::Register(CLI::App* cmd) {
+  cmd->add_option("--format,-f", format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--out,-o", out, "write to this file instead of stdout");
+}
+
+void BenchOutput::Write(const nlohmann::json& rows,
+                        const std::function<std::string(const nlohmann::json&)>& table) const {
+  WriteOutput(out, format == "json" ? rows.dump(2) + "\n" : table(rows));
+}
+
+}  // namespace conveyor::cli

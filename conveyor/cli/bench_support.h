@@ -1,0 +1,41 @@
+// What the benches of `conveyor bench` share: the --schedules list, the --format / --out
+// pair and the writing of their rows, the median of timed steps, and the table line of a
+// schedule that could not run.
+#ifndef CONVEYOR_CLI_BENCH_SUPPORT_H_
+#define CONVEYOR_CLI_BENCH_SUPPORT_H_
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace conveyor::cli {
+
+// The schedules a comma-separated --schedules value names (every registered schedule when
+// empty), in its order. UserError naming an unknown schedule.
+std::vector<std::string> SelectedSchedules(const std::string& list);
+
+// The median of `values` (the mean of the middle two for an even count). Precondition:
+// `values` is not empty.
+double Median(std::vector<double> values);
+
+// A table line for a row {schedule, skipped}: the schedule's name, then why it was skipped.
+std::string SkippedLine(const nlohmann::json& row);
+
+// --format (text or json) and --out of a bench.
+struct BenchOutput {
+  std::string format = "text";
+  std::string out;  // empty: stdout
+
+  // Adds --format,-f and --out,-o to `cmd`, bound to this object (which must outlive it).
+  void Register(CLI::App* cmd);
+  // Writes `rows` as indented JSON, or as the text `table` makes of them, to --out or stdout
+  // (WriteOutput). UserError when it cannot be written.
+  void Write(const nlohmann::json& rows,
+             const std::function<std::string(const nlohmann::json&)>& table) const;
+};
+
+}  // namespace conveyor::cli
+
+#endif  // CONVEYOR_CLI_BENCH_SUPPORT_H_
