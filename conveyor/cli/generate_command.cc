@@ -51,8 +51,9 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
         << "--temperature must be 0 (greedy) or within [0.001, 100], got " << t;
     CheckInRange("--seed", flags->seed, 0, std::numeric_limits<int64_t>::max());
     TrainConfig config = CheckpointConfig(flags->checkpoint);
-    CONVEYOR_CHECK(config.model == "gpt") << "generate needs a GPT checkpoint, '"
-                                          << flags->checkpoint << "' holds a " << config.model;
+    CONVEYOR_CHECK(config.model == ModelKind::kGpt)
+        << "generate needs a GPT checkpoint, '" << flags->checkpoint << "' holds a "
+        << ModelKindName(config.model);
     SetIntegerSetting(config, "pp", flags->pp, "--pp");
     config.schedule = "gpipe";
     config.chunks = 0;

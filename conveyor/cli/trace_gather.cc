@@ -94,7 +94,7 @@ void WriteTraces(const std::string& dir, const Timeline& mine, const Timeline& p
   std::filesystem::create_directories(dir);
   Timeline measured;
   measured.num_ranks = mine.num_ranks;
-  measured.time_unit = "s";
+  measured.time_unit = TimeUnit::kSeconds;
   for (int r = 0; r < static_cast<int>(texts.size()); ++r) {
     Timeline rank;
     rank.num_ranks = mine.num_ranks;

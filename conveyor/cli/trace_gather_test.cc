@@ -28,7 +28,7 @@ std::string ReadFile(const std::string& path) {
 Timeline RankStep(int r, double start) {
   Timeline t;
   t.num_ranks = 2;
-  t.time_unit = "s";
+  t.time_unit = TimeUnit::kSeconds;
   t.spans.push_back(Span{r, Action{Op::kForward, r, 0}, start, start + 0.1, SpanKind::kRun});
   t.spans.push_back(
       Span{r, Action{Op::kSendF, r, 0}, start + 0.1, start + 0.1 + 0.3 / 7, SpanKind::kPost});
@@ -44,7 +44,7 @@ TEST(TraceGatherTest, RankZeroWritesEveryRanksTraceAndTheMergedOnes) {
   const std::vector<Timeline> mine = {RankStep(0, 10.1), RankStep(1, 10.05)};
   Timeline predicted;
   predicted.num_ranks = 2;
-  predicted.time_unit = "s";
+  predicted.time_unit = TimeUnit::kSeconds;
   predicted.spans.push_back(Span{0, Action{Op::kForward, 0, 0}, 0, 1, SpanKind::kRun});
   const auto world = LocalWorld(2);
   RunRankThreads(world, [&](int r) { WriteTraces(dir, mine[r], predicted, *world[r]); });
@@ -61,7 +61,7 @@ TEST(TraceGatherTest, RankZeroWritesEveryRanksTraceAndTheMergedOnes) {
   // The merged one starts at the earliest event of any rank (rank 1's first span).
   Timeline measured;
   measured.num_ranks = 2;
-  measured.time_unit = "s";
+  measured.time_unit = TimeUnit::kSeconds;
   for (const Timeline& t : mine) {
     for (Span s : t.spans) {
       s.start -= 10.05, s.end -= 10.05;

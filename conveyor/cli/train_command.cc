@@ -35,7 +35,7 @@ nlohmann::json MetricsJson(const TrainConfig& config, const TrainSummary& s, dou
       {"steps", std::move(steps)},           {"evals", std::move(evals)},
       {"final_loss", s.final_loss},          {"final_eval_loss", s.final_eval.loss},
       {"schedule", config.schedule},         {"pp", config.pp},
-      {"microbatches", config.microbatches}, {"model", config.model},
+      {"microbatches", config.microbatches}, {"model", ModelKindName(config.model)},
       {"skipped_steps", s.skipped_steps}};
   metrics["ranks"] = RankRowsJson(s.ranks);
   metrics["measured_bubble_fraction"] = s.measured_bubble;
@@ -65,7 +65,8 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
     }
     progress.Note(task->Describe());
     progress.Note("pipeline: " + config.schedule + ", " + trainer.program().layout.Describe() +
-                  "; layers per stage " + parts + " (by " + config.partition + ")");
+                  "; layers per stage " + parts + " (by " +
+                  std::string(PartitionByName(config.partition)) + ")");
     if (trainer.step() > 0) progress.Note("resumed at step " + std::to_string(trainer.step()));
   }
   nlohmann::json steps = nlohmann::json::array(), evals = nlohmann::json::array();
@@ -121,7 +122,7 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
     const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, &transport);
     if (leader) progress.Note("checkpoint " + where);
   }
-  if (config.model == "gpt" && config.sample_tokens > 0) {
+  if (config.model == ModelKind::kGpt && config.sample_tokens > 0) {
     summary.sample = data::ByteTokenizer::Printable(
         Generate(forward, "", config.sample_tokens, 0.8, config.seed, config.seq_len));
   }

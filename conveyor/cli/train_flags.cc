@@ -34,6 +34,17 @@ void Flag(CLI::App* cmd, TrainFlags& flags, const std::string& name, T TrainConf
   }
 }
 
+// Registers `--name` bound to `flags.choices[name]`; when given, `parse` (ParseModelKind,
+// ...) reads it into the config's `field`.
+template <typename E>
+void Choice(CLI::App* cmd, TrainFlags& flags, const std::string& name, E TrainConfig::*field,
+            E (*parse)(std::string_view, std::string_view), const std::string& help) {
+  std::string& text = flags.choices[name];
+  flags.options.emplace_back(
+      cmd->add_option(name, text, help),
+      [&text, field, parse, name](TrainConfig& c) { c.*field = parse(text, name); });
+}
+
 // Registers a boolean `--name` bound to `given.*field`.
 void Switch(CLI::App* cmd, TrainFlags& flags, const std::string& name, bool TrainConfig::*field,
             const std::string& help) {
@@ -47,7 +58,7 @@ void Switch(CLI::App* cmd, TrainFlags& flags, const std::string& name, bool Trai
 void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_option("config", flags.config_file, "a TOML file of settings (flags override it)")
       ->check(CLI::ExistingFile);
-  Flag(cmd, flags, "--model", &TrainConfig::model, "gpt or classifier");
+  Choice(cmd, flags, "--model", &TrainConfig::model, ParseModelKind, "gpt or classifier");
   Flag(cmd, flags, "--layers", &TrainConfig::layers, "transformer blocks");
   Flag(cmd, flags, "--hidden", &TrainConfig::hidden, "model width");
   Flag(cmd, flags, "--heads", &TrainConfig::heads, "attention heads");
@@ -58,8 +69,8 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--pp", &TrainConfig::pp, "pipeline ranks (local processes)");
   Flag(cmd, flags, "--microbatches", &TrainConfig::microbatches, "micro-batches per step");
   Flag(cmd, flags, "--chunks", &TrainConfig::chunks, "stages per rank (0 = schedule default)");
-  Flag(cmd, flags, "--partition", &TrainConfig::partition,
-       "layer costs: params, flops, uniform or profile (measured)");
+  Choice(cmd, flags, "--partition", &TrainConfig::partition, ParsePartitionBy,
+         "layer costs: params, flops, uniform or profile (measured)");
   Flag(cmd, flags, "--recompute", &TrainConfig::recompute,
        "activation recomputation: none, full or selective (attention scores)");
   Flag(cmd, flags, "--batch-size", &TrainConfig::batch_size, "samples per step");

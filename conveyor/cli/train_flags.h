@@ -19,6 +19,8 @@ namespace conveyor::cli {
 struct TrainFlags {
   std::string config_file;
   TrainConfig given;  // text and boolean flags; only those on the command line are applied
+  // Flags that name an enum's value (--model, --partition), by flag, parsed when applied.
+  std::map<std::string, std::string> choices;
   // Numeric flags by TOML key, read as int64 / double and range-checked when applied (an
   // int flag would make CLI11 refuse 4294967298 with a confusing message, or wrap).
   std::map<std::string, int64_t> integers;

@@ -8,7 +8,7 @@ namespace {
 Timeline Measured(int ranks) {
   Timeline t;
   t.num_ranks = ranks;
-  t.time_unit = "s";
+  t.time_unit = TimeUnit::kSeconds;
   return t;
 }
 

@@ -22,7 +22,7 @@ double SharedClockOrigin(Transport* world) {
 
 StepRecorder::StepRecorder(int rank, int num_ranks, double origin) : rank_(rank), origin_(origin) {
   step_.num_ranks = num_ranks;
-  step_.time_unit = "s";
+  step_.time_unit = TimeUnit::kSeconds;
 }
 
 void StepRecorder::Attach(Executor& executor) {

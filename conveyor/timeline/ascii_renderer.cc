@@ -123,7 +123,7 @@ std::string RenderAscii(const Timeline& timeline, int width) {
     out += label + " |" + RenderRow(Sample(rows[r], columns, makespan), chunks) + "|\n";
   }
   out += std::string(label_width, ' ') + Axis(columns, makespan) + "\n";
-  out += "time in " + timeline.time_unit +
+  out += "time in " + std::string(TimeUnitName(timeline.time_unit)) +
          ", 1 column = " + render::FormatNumber(time_per_column, 3) + ", makespan " +
          render::FormatNumber(makespan) + "\n";
   out +=

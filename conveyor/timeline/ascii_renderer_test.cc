@@ -35,6 +35,7 @@ TEST(AsciiRendererTest, OneRowPerRankWithIdle) {
   EXPECT_NE(lines[0].find(".."), std::string::npos);    // idle during [2, 4)
   EXPECT_EQ(lines[2].find("rank"), std::string::npos);  // the axis
   EXPECT_NE(lines.back().find("legend"), std::string::npos);
+  EXPECT_EQ(lines[3].rfind("time in units,", 0), 0u) << lines[3];
 }
 
 TEST(AsciiRendererTest, ExactScaleShowsEveryAction) {

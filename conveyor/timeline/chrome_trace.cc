@@ -8,11 +8,14 @@
 namespace conveyor {
 namespace {
 
-double MicrosecondsPer(const std::string& time_unit) {
-  if (time_unit == "s") return 1e6;
-  if (time_unit == "ms") return 1e3;
-  if (time_unit == "us") return 1;
-  return 1e3;
+double MicrosecondsPer(TimeUnit time_unit) {
+  switch (time_unit) {
+    case TimeUnit::kSeconds:
+      return 1e6;
+    case TimeUnit::kCostUnits:
+      return 1e3;
+  }
+  CONVEYOR_ASSERT(false) << "unknown time unit " << static_cast<int>(time_unit);
 }
 
 // `text` as a JSON string literal, quotes included.

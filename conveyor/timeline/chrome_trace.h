@@ -10,9 +10,8 @@
 // ("ph": "C") of the rank's process, args {"value": v}.
 //
 // Several timelines (e.g. "predicted" and "measured") go into one trace as separate process
-// groups, numbered one after the other. Times are in microseconds: a time_unit of "s", "ms"
-// or "us" converts exactly; any other unit (the simulator's "units") counts 1 unit as
-// 1000 us, so a unit reads as a millisecond.
+// groups, numbered one after the other. Times are in microseconds: seconds convert exactly;
+// the simulator's cost units count 1 unit as 1000 us, so a unit reads as a millisecond.
 //
 // Stateless and thread-safe.
 #ifndef CONVEYOR_TIMELINE_CHROME_TRACE_H_

@@ -136,7 +136,7 @@ TEST(ChromeTraceTest, PidsPerRankAndArgs) {
   Timeline t = MakeTimeline(
       2,
       {{0, "(0F1;3B0)OVERLAP_F_B", 0.5, 2.25}, {1, "1SEND_B0", 3, 3}, {1, "1REDUCE_GRAD", 4, 4}});
-  t.time_unit = "s";
+  t.time_unit = TimeUnit::kSeconds;
   const std::string json = RenderChromeTrace(t, "measured");
   EXPECT_TRUE(JsonChecker(json).Valid()) << json;
   EXPECT_NE(json.find("\"name\":\"(0F1;3B0)OVERLAP_F_B\",\"cat\":\"OVERLAP_F_B\",\"ph\":\"X\","
@@ -154,7 +154,7 @@ TEST(ChromeTraceTest, PidsPerRankAndArgs) {
 TEST(ChromeTraceTest, SeveralTimelinesAsProcessGroups) {
   const Timeline predicted = GpipeTimeline(2, 2);
   Timeline measured = GpipeTimeline(2, 2);
-  measured.time_unit = "s";
+  measured.time_unit = TimeUnit::kSeconds;
   const std::string json =
       RenderChromeTrace({{"predicted", &predicted}, {"measured \"run\"", &measured}});
   EXPECT_TRUE(JsonChecker(json).Valid()) << json;
@@ -167,7 +167,7 @@ TEST(ChromeTraceTest, SeveralTimelinesAsProcessGroups) {
 
 TEST(ChromeTraceTest, MeasuredPostsWaitsPhasesAndCounters) {
   Timeline t = MakeTimeline(2, {{1, "1RECV_F0", 0, 0.001}, {1, "1RECV_F0", 0.002, 0.004}});
-  t.time_unit = "s";
+  t.time_unit = TimeUnit::kSeconds;
   t.spans[0].kind = SpanKind::kPost;
   t.spans[1].kind = SpanKind::kWait;
   t.phases.push_back(Phase{1, "optimizer", 0.01, 0.0125});

@@ -193,7 +193,7 @@ std::string Axis(const Timeline& timeline, const Frame& f, double makespan, int 
     }
   }
   out += "<text class=\"tick\" x=\"" + Num(f.x(0) + f.width / 2.0) + "\" y=\"" + Num(y + 30) +
-         "\">time (" + XmlEscape(timeline.time_unit) + ")</text>\n";
+         "\">time (" + std::string(TimeUnitName(timeline.time_unit)) + ")</text>\n";
   return out;
 }
 

@@ -109,12 +109,17 @@ TEST(SvgRendererTest, KindsAndChunksHaveTheirOwnColours) {
 TEST(SvgRendererTest, EscapesText) {
   SvgOptions options;
   options.title = "1F1B <p=2> & \"m\"";
-  Timeline t = GpipeTimeline(2, 2);
-  t.time_unit = "<s>";
-  const std::string svg = RenderSvg(t, options);
+  const std::string svg = RenderSvg(GpipeTimeline(2, 2), options);
   EXPECT_TRUE(WellFormed(svg));
   EXPECT_NE(svg.find("1F1B &lt;p=2&gt; &amp; &quot;m&quot;"), std::string::npos);
-  EXPECT_NE(svg.find("time (&lt;s&gt;)"), std::string::npos);
+}
+
+TEST(SvgRendererTest, NamesTheTimeUnit) {
+  Timeline t = GpipeTimeline(2, 2);
+  t.time_unit = TimeUnit::kSeconds;
+  const std::string svg = RenderSvg(t);
+  EXPECT_NE(svg.find("time (s)"), std::string::npos);
+  EXPECT_EQ(svg.find("time (units)"), std::string::npos);
 }
 
 TEST(SvgRendererTest, CommSpansAreThinBands) {

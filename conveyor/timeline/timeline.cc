@@ -2,7 +2,19 @@
 
 #include <algorithm>
 
+#include "conveyor/common/error.h"
+
 namespace conveyor {
+
+std::string_view TimeUnitName(TimeUnit unit) {
+  switch (unit) {
+    case TimeUnit::kCostUnits:
+      return "units";
+    case TimeUnit::kSeconds:
+      return "s";
+  }
+  CONVEYOR_ASSERT(false) << "unknown time unit " << static_cast<int>(unit);
+}
 
 double Timeline::makespan() const {
   double end = 0;

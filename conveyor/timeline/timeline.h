@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "conveyor/schedule/action.h"
@@ -45,10 +46,19 @@ struct CounterSample {
   double value = 0;
 };
 
+// What a timeline's times count.
+enum class TimeUnit : uint8_t {
+  kCostUnits,  // the cost model's units (a simulation)
+  kSeconds,    // measured
+};
+
+// "units" / "s": how renderers name the unit.
+std::string_view TimeUnitName(TimeUnit unit);
+
 struct Timeline {
   int num_ranks = 0;
-  std::vector<Span> spans;          // any order; renderers sort as they need
-  std::string time_unit = "units";  // "units" for cost-model units, "s" for measured
+  std::vector<Span> spans;  // any order; renderers sort as they need
+  TimeUnit time_unit = TimeUnit::kCostUnits;
   std::vector<Phase> phases;
   std::vector<CounterSample> counters;
 

@@ -26,8 +26,12 @@ constexpr char kChecksumPrefix[] = "fnv1a64/";
 
 // The fields a checkpoint must agree on with the run that loads it.
 Json ModelJson(const TrainConfig& c) {
-  return {{"model", c.model},    {"layers", c.layers},   {"hidden", c.hidden},
-          {"heads", c.heads},    {"seq_len", c.seq_len}, {"tie_embeddings", c.tie_embeddings},
+  return {{"model", ModelKindName(c.model)},
+          {"layers", c.layers},
+          {"hidden", c.hidden},
+          {"heads", c.heads},
+          {"seq_len", c.seq_len},
+          {"tie_embeddings", c.tie_embeddings},
           {"classes", c.classes}};
 }
 
@@ -301,7 +305,7 @@ TrainConfig CheckpointConfig(const std::string& path) {
   TrainConfig c;
   try {
     const Json& m = meta["model"];
-    c.model = m.at("model");
+    c.model = ParseModelKind(m.at("model").get<std::string>(), "checkpoint " + path + ": model");
     c.layers = m.at("layers");
     c.hidden = m.at("hidden");
     c.heads = m.at("heads");

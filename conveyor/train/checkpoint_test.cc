@@ -294,6 +294,23 @@ TEST_F(CheckpointVerifyTest, RefusesAModelFieldChangedInMetaJson) {
   }
 }
 
+// meta.json spells the model as --model does, so checkpoints of every version read alike.
+TEST_F(CheckpointVerifyTest, MetaJsonSpellsTheModelAsTheFlagDoes) {
+  nlohmann::json meta = ReadJson(Step(4) / "meta.json");
+  EXPECT_EQ(meta["model"]["model"], "gpt");
+  EXPECT_EQ(CheckpointConfig(dir_).model, ModelKind::kGpt);
+  meta["model"]["model"] = "gpt2";
+  WriteJson(Step(4) / "meta.json", meta);
+  try {
+    CheckpointConfig(dir_);
+    ADD_FAILURE() << "accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(": model must be gpt or classifier, got 'gpt2'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(CheckpointVerifyTest, RefusesRankFilesNotInTheManifestOrMissing) {
   fs::copy_file(Step(4) / "rank-0.safetensors", Step(4) / "rank-2.safetensors");
   ExpectRefused(dir_, {"rank-2.safetensors", "not listed in meta.json"});

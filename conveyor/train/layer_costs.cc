@@ -38,13 +38,20 @@ std::vector<double> ProfileLayers(const TrainTask& task, const nn::LayerList& la
 
 std::vector<double> LayerCosts(const TrainConfig& config, const TrainTask& task,
                                const nn::LayerList& layers) {
-  if (config.partition == "flops") return task.LayerFlops();
-  if (config.partition == "profile") return ProfileLayers(task, layers, config.microbatches);
+  switch (config.partition) {
+    case PartitionBy::kFlops:
+      return task.LayerFlops();
+    case PartitionBy::kProfile:
+      return ProfileLayers(task, layers, config.microbatches);
+    case PartitionBy::kParams:
+    case PartitionBy::kUniform:
+      break;
+  }
   std::vector<double> costs;
   for (const auto& layer : layers) {
     double params = 0;
     for (const auto& [name, p] : layer->NamedParameters()) params += static_cast<double>(p.numel());
-    costs.push_back(config.partition == "uniform" ? 1.0 : params);
+    costs.push_back(config.partition == PartitionBy::kUniform ? 1.0 : params);
   }
   return costs;
 }

@@ -22,7 +22,7 @@ class LayerCostsTest : public ::testing::Test {
 
 TEST_F(LayerCostsTest, CountsParametersByDefault) {
   const TrainConfig c = TinyGpt();
-  ASSERT_EQ(c.partition, "params");
+  ASSERT_EQ(c.partition, PartitionBy::kParams);
   const auto task = MakeTask(c);
   const nn::LayerList layers = task->BuildLayers();
   const std::vector<double> costs = LayerCosts(c, *task, layers);
@@ -38,15 +38,15 @@ TEST_F(LayerCostsTest, UniformAndFlopsAreTheConfiguredCosts) {
   TrainConfig c = TinyGpt();
   const auto task = MakeTask(c);
   const nn::LayerList layers = task->BuildLayers();
-  c.partition = "uniform";
+  c.partition = PartitionBy::kUniform;
   EXPECT_EQ(LayerCosts(c, *task, layers), std::vector<double>(layers.size(), 1.0));
-  c.partition = "flops";
+  c.partition = PartitionBy::kFlops;
   EXPECT_EQ(LayerCosts(c, *task, layers), task->LayerFlops());
 }
 
 TEST_F(LayerCostsTest, ProfileTimesEveryLayerAndLeavesNoGradients) {
   TrainConfig c = TinyGpt();
-  c.partition = "profile";
+  c.partition = PartitionBy::kProfile;
   const auto task = MakeTask(c);
   const nn::LayerList layers = task->BuildLayers();
   const std::vector<double> seconds = LayerCosts(c, *task, layers);

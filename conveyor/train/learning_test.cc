@@ -42,7 +42,7 @@ TEST_F(LearningTest, GptLossFallsOnFortunes) {
 
 TEST_F(LearningTest, ClassifierBeatsTheMajorityClass) {
   TrainConfig c;
-  c.model = "classifier";
+  c.model = ModelKind::kClassifier;
   c.layers = 2;
   c.hidden = 32;
   c.heads = 2;

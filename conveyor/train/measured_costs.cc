@@ -41,7 +41,7 @@ CostModel MeasuredCosts(const Trainer& trainer) {
 
 SimResult PredictFromMeasuredCosts(const Trainer& trainer) {
   SimResult result = Simulate(trainer.program(), MeasuredCosts(trainer), SimOptions{1});
-  result.timeline.time_unit = "s";
+  result.timeline.time_unit = TimeUnit::kSeconds;
   return result;
 }
 

@@ -44,7 +44,7 @@ TEST(MeasuredCostsTest, EveryRankGetsEveryStagesMeasuredCosts) {
     EXPECT_GT(predicted[r].bubble_fraction, 0);
     EXPECT_LT(predicted[r].bubble_fraction, 1);
     EXPECT_GT(predicted[r].makespan, 0);
-    EXPECT_EQ(predicted[r].timeline.time_unit, "s");
+    EXPECT_EQ(predicted[r].timeline.time_unit, TimeUnit::kSeconds);
     EXPECT_EQ(predicted[r].makespan, predicted[0].makespan);
   }
 }

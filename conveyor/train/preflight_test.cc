@@ -57,7 +57,7 @@ TEST(PreflightTest, FindsBadFilesBeforeAnyRank) {
   c.seq_len = 60000;  // longer than the tiny corpus
   EXPECT_NE(error_of(c), "accepted");
   c = TinyGpt();
-  c.model = "classifier";
+  c.model = ModelKind::kClassifier;
   c.classes = 50;  // the tiny corpus is one file: one category
   EXPECT_NE(error_of(c), "accepted");
 }

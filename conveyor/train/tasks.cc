@@ -144,7 +144,7 @@ class ClassifierTask : public TrainTask {
 }  // namespace
 
 std::shared_ptr<TrainTask> MakeTask(const TrainConfig& config) {
-  if (config.model == "classifier") return std::make_shared<ClassifierTask>(config);
+  if (config.model == ModelKind::kClassifier) return std::make_shared<ClassifierTask>(config);
   return std::make_shared<GptTask>(config);
 }
 

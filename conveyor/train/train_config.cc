@@ -3,11 +3,13 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <limits>
 #include <map>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/range_check.h"
@@ -17,6 +19,41 @@ namespace conveyor {
 namespace {
 
 constexpr int64_t kMaxSteps = 1'000'000'000'000;  // 10^12 steps: no run gets near
+
+// The spellings of an enum's values, as users write them.
+template <typename E, size_t N>
+using Spellings = std::array<std::pair<E, std::string_view>, N>;
+
+constexpr Spellings<ModelKind, 2> kModelKinds = {{
+    {ModelKind::kGpt, "gpt"},
+    {ModelKind::kClassifier, "classifier"},
+}};
+constexpr Spellings<PartitionBy, 4> kPartitionBys = {{
+    {PartitionBy::kParams, "params"},
+    {PartitionBy::kFlops, "flops"},
+    {PartitionBy::kUniform, "uniform"},
+    {PartitionBy::kProfile, "profile"},
+}};
+
+// The value spelt `text`; UserError "<name> must be a, b or c, got '<text>'" otherwise.
+template <typename E, size_t N>
+E Parse(const Spellings<E, N>& spellings, std::string_view text, std::string_view name) {
+  std::string allowed;
+  for (size_t i = 0; i < N; ++i) {
+    if (spellings[i].second == text) return spellings[i].first;
+    allowed += i == 0 ? "" : (i + 1 == N ? " or " : ", ");
+    allowed += spellings[i].second;
+  }
+  CONVEYOR_CHECK(false) << name << " must be " << allowed << ", got '" << text << "'";
+}
+
+template <typename E, size_t N>
+std::string_view Name(const Spellings<E, N>& spellings, E value) {
+  for (const auto& [v, spelling] : spellings) {
+    if (v == value) return spelling;
+  }
+  CONVEYOR_ASSERT(false) << "no spelling for value " << static_cast<int>(value);
+}
 
 // Calls visit(key, field, lo, hi) for every integer setting of `c` (a TrainConfig, const or
 // not): its TOML key, the field and its allowed range [lo, hi]. The one table of ranges.
@@ -68,9 +105,19 @@ std::string FlagName(std::string_view key) {
 
 }  // namespace
 
+ModelKind ParseModelKind(std::string_view text, std::string_view name) {
+  return Parse(kModelKinds, text, name);
+}
+
+std::string_view ModelKindName(ModelKind model) { return Name(kModelKinds, model); }
+
+PartitionBy ParsePartitionBy(std::string_view text, std::string_view name) {
+  return Parse(kPartitionBys, text, name);
+}
+
+std::string_view PartitionByName(PartitionBy partition) { return Name(kPartitionBys, partition); }
+
 void TrainConfig::Validate() const {
-  CONVEYOR_CHECK(model == "gpt" || model == "classifier")
-      << "--model must be gpt or classifier, got '" << model << "'";
   ForEachInteger(*this, [](std::string_view key, auto value, int64_t lo, int64_t hi) {
     CheckInRange(FlagName(key), value, lo, hi);
   });
@@ -81,9 +128,6 @@ void TrainConfig::Validate() const {
       << "hidden (" << hidden << ") must be a multiple of heads (" << heads << ")";
   CONVEYOR_CHECK(batch_size >= microbatches)
       << "batch-size (" << batch_size << ") must be at least microbatches (" << microbatches << ")";
-  CONVEYOR_CHECK(partition == "params" || partition == "flops" || partition == "uniform" ||
-                 partition == "profile")
-      << "--partition must be params, flops, uniform or profile, got '" << partition << "'";
   CONVEYOR_CHECK(recompute == "none" || recompute == "full" || recompute == "selective")
       << "--recompute must be none, full or selective, got '" << recompute << "'";
   CheckPipelineSize(schedule, ScheduleOptions{pp, microbatches, chunks});
@@ -139,11 +183,20 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
                           << e.source().begin.line << ")";
   }
   using Setter = std::function<void(const toml::node&, const std::string&)>;
+  auto string_of = [&path](const toml::node& n, const std::string& key) {
+    auto v = n.value<std::string>();
+    CONVEYOR_CHECK(v.has_value()) << path << ": '" << key << "' must be a string";
+    return *v;
+  };
   auto text = [&](std::string& field) -> Setter {
-    return [&field, &path](const toml::node& n, const std::string& key) {
-      auto v = n.value<std::string>();
-      CONVEYOR_CHECK(v.has_value()) << path << ": '" << key << "' must be a string";
-      field = *v;
+    return [&field, string_of](const toml::node& n, const std::string& key) {
+      field = string_of(n, key);
+    };
+  };
+  // An enum setting, read by `parse` (ParseModelKind, ...).
+  auto choice = [&](auto& field, auto parse) -> Setter {
+    return [&field, &path, string_of, parse](const toml::node& n, const std::string& key) {
+      field = parse(string_of(n, key), path + ": " + key);
     };
   };
   auto boolean = [&](bool& field) -> Setter {
@@ -155,12 +208,12 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
     };
   };
   const std::map<std::string, Setter> setters = {
-      {"model", text(c.model)},
+      {"model", choice(c.model, ParseModelKind)},
       {"tie_embeddings", boolean(c.tie_embeddings)},
       {"recompute", text(c.recompute)},
       {"data", text(c.data)},
       {"schedule", text(c.schedule)},
-      {"partition", text(c.partition)},
+      {"partition", choice(c.partition, ParsePartitionBy)},
       {"metrics", text(c.metrics)},
       {"trace", text(c.trace)},
       {"checkpoint_dir", text(c.checkpoint_dir)},

@@ -12,9 +12,25 @@
 
 namespace conveyor {
 
+// The model trained: a byte-level GPT, or a classifier of fortune categories.
+enum class ModelKind : uint8_t { kGpt, kClassifier };
+
+// What a layer's cost is when the layers are partitioned over the stages: its parameter
+// count, its forward FLOPs, 1 for every layer, or its measured time.
+enum class PartitionBy : uint8_t { kParams, kFlops, kUniform, kProfile };
+
+// `text` ("gpt", "classifier") as a ModelKind. Throws UserError naming `name` (the flag, or
+// the file and key), the text and the allowed values.
+ModelKind ParseModelKind(std::string_view text, std::string_view name);
+// The spelling ParseModelKind reads: "gpt" / "classifier".
+std::string_view ModelKindName(ModelKind model);
+// The same for "params", "flops", "uniform" and "profile".
+PartitionBy ParsePartitionBy(std::string_view text, std::string_view name);
+std::string_view PartitionByName(PartitionBy partition);
+
 struct TrainConfig {
   // Model.
-  std::string model = "gpt";  // gpt | classifier
+  ModelKind model = ModelKind::kGpt;
   int layers = 4;
   int hidden = 64;
   int heads = 4;
@@ -27,8 +43,8 @@ struct TrainConfig {
   std::string schedule = "1f1b";
   int pp = 4;
   int microbatches = 8;
-  int chunks = 0;                    // 0 = the schedule's default
-  std::string partition = "params";  // params | flops | uniform | profile
+  int chunks = 0;  // 0 = the schedule's default
+  PartitionBy partition = PartitionBy::kParams;
   // Activation recomputation: none; full (each stage keeps only its input and runs its forward
   // again before backward); selective (only the attention scores are recomputed).
   std::string recompute = "none";

@@ -116,6 +116,29 @@ TEST(TrainConfigTest, RecomputeAndThreadsAreChecked) {
   expect_error(c, "--threads must be within [0, 1024], got -1");
 }
 
+TEST(TrainConfigTest, ModelAndPartitionParseTheirSpellings) {
+  EXPECT_EQ(ParseModelKind("classifier", "--model"), ModelKind::kClassifier);
+  EXPECT_EQ(ModelKindName(ModelKind::kClassifier), "classifier");
+  EXPECT_EQ(ModelKindName(ModelKind::kGpt), "gpt");
+  for (const PartitionBy p :
+       {PartitionBy::kParams, PartitionBy::kFlops, PartitionBy::kUniform, PartitionBy::kProfile}) {
+    EXPECT_EQ(ParsePartitionBy(PartitionByName(p), "--partition"), p);
+  }
+  EXPECT_EQ(PartitionByName(PartitionBy::kFlops), "flops");
+  try {
+    ParseModelKind("GPT", "--model");
+    ADD_FAILURE() << "accepted";
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(), "--model must be gpt or classifier, got 'GPT'");
+  }
+  try {
+    ParsePartitionBy("", "--partition");
+    ADD_FAILURE() << "accepted";
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(), "--partition must be params, flops, uniform or profile, got ''");
+  }
+}
+
 // The error a TOML text gives over the defaults, or what it set when it was accepted.
 std::string TomlError(const std::string& text) {
   TrainConfig c;
@@ -125,6 +148,17 @@ std::string TomlError(const std::string& text) {
     return e.what();
   }
   return "accepted, layers " + std::to_string(c.layers) + ", pp " + std::to_string(c.pp);
+}
+
+TEST(TrainConfigTest, TomlModelAndPartitionAreParsed) {
+  TrainConfig c;
+  ApplyTomlFile(Write("model = \"classifier\"\npartition = \"profile\"\n"), c);
+  EXPECT_EQ(c.model, ModelKind::kClassifier);
+  EXPECT_EQ(c.partition, PartitionBy::kProfile);
+  const std::string model = TomlError("model = \"bert\"\n");
+  EXPECT_NE(model.find(".toml: model must be gpt or classifier, got 'bert'"), std::string::npos)
+      << model;
+  EXPECT_NE(TomlError("partition = 3\n").find("'partition' must be a string"), std::string::npos);
 }
 
 // Integers once wrapped: 4294967298 became 2 layers, pp 2 and seed -1 a huge seed.

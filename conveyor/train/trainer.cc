@@ -57,7 +57,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   const Layout& layout = program_.layout;
   const nn::LayerList layers = task_->BuildLayers();
   std::vector<double> costs = LayerCosts(config_, *task_, layers);
-  if (config_.partition == "profile" && world != nullptr && world->world_size() > 1) {
+  if (config_.partition == PartitionBy::kProfile && world != nullptr && world->world_size() > 1) {
     // Timings differ between ranks: every rank must cut at the same places.
     const at::Tensor sum = SumOverRanks(world, at::tensor(costs, at::kDouble));
     for (size_t l = 0; l < costs.size(); ++l) {

@@ -83,7 +83,7 @@ TEST_F(TrainerTest, RecordsEveryStep) {
   });
   EXPECT_EQ(spans, 2u * 4u);  // rank 0: F and B of each of the 4 micro-batches
   EXPECT_EQ(phases, (std::set<std::string>{"sum shared grads", "grad norm", "optimizer",
-                                           "all-reduce loss"}));
+                                           "gather loss"}));
   EXPECT_EQ(measured_steps, c.steps - 1) << "every step but the first";
   EXPECT_GT(hop_s, 0);
 }
@@ -166,20 +166,20 @@ TEST_F(TrainerTest, PartitionFollowsTheCostChoice) {
   TrainConfig c = TinyGpt();
   c.pp = 2;
   c.schedule = "1f1b";
-  c.partition = "uniform";
+  c.partition = PartitionBy::kUniform;
   std::vector<LayerRange> uniform, flops;
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
     if (t.rank() == 0) uniform = t.partition();
   });
   EXPECT_EQ(uniform[0].size(), 3);  // 6 layers, equal cost
-  c.partition = "flops";
+  c.partition = PartitionBy::kFlops;
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
     if (t.rank() == 0) flops = t.partition();
   });
   // The LM head (2 C V per token with V = 256) outweighs a block at this size.
   EXPECT_GT(flops[0].size(), flops[1].size());
   // Measured times differ per rank; the ranks still agree on one partition.
-  c.partition = "profile";
+  c.partition = PartitionBy::kProfile;
   std::vector<std::vector<LayerRange>> profiled(2);
   TrainOnThreads(c, [&](Trainer& t, Transport&) { profiled[t.rank()] = t.partition(); });
   ASSERT_EQ(profiled[0].size(), 2u);
