@@ -2,13 +2,13 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "conveyor/cli/bench_support.h"
 #include "conveyor/cli/distributed.h"
 #include "conveyor/comm/hop_latency.h"
+#include "conveyor/common/env.h"
 #include "conveyor/common/range_check.h"
 
 namespace conveyor::cli {
@@ -48,8 +48,7 @@ void AddBenchHop(CLI::App& bench, const std::vector<std::string>& args, int* exi
     RanksOptions options;
     options.nproc = static_cast<int>(flags->pp);
     *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
-      const char* shm = std::getenv("CONVEYOR_SHM");
-      const std::string p2p = shm != nullptr && std::string(shm) == "0" ? "gloo" : "default";
+      const std::string p2p = EnvFlag("CONVEYOR_SHM", true) ? "default" : "gloo";
       nlohmann::json rows = nlohmann::json::array();
       for (int64_t bytes : {int64_t{4}, int64_t{32} << 10, int64_t{256} << 10}) {
         const double hop_s =

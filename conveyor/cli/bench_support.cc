@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "conveyor/cli/output.h"
+#include "conveyor/common/text.h"
 #include "conveyor/schedule/registry.h"
 
 namespace conveyor::cli {
@@ -31,8 +32,7 @@ double Median(std::vector<double> values) {
 
 std::string SkippedLine(const nlohmann::json& row) {
   const std::string name = row["schedule"];
-  return name + std::string(18 - std::min<size_t>(name.size(), 17), ' ') +
-         "skipped: " + row["skipped"].get<std::string>() + "\n";
+  return PadColumn(name, 17) + "skipped: " + row["skipped"].get<std::string>() + "\n";
 }
 
 void BenchOutput::Register(CLI::App* cmd) {

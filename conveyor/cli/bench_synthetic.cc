@@ -38,12 +38,11 @@ StepTimes TimeSteps(Transport& transport, PipelineRank& rank, const std::vector<
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const StepStats& stats = rank.executor().last_stats();
-    std::vector<at::Tensor> all = {at::zeros({2, transport.world_size()}, at::kDouble)};
-    all[0][0][transport.rank()] = elapsed;
-    all[0][1][transport.rank()] = stats.seconds - stats.compute_s - stats.comm_wait_s;
-    transport.AllReduceSum(all);
-    times.slowest.push_back(all[0][0].max().item<double>());
-    times.executor.push_back(all[0][1].max().item<double>());
+    const at::Tensor all = at::stack(transport.AllGather(at::tensor(  // (ranks, 2)
+        std::vector<double>{elapsed, stats.seconds - stats.compute_s - stats.comm_wait_s},
+        at::kDouble)));
+    times.slowest.push_back(all.select(1, 0).max().item<double>());
+    times.executor.push_back(all.select(1, 1).max().item<double>());
   }
   return times;
 }

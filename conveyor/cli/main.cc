@@ -8,6 +8,7 @@
 #include "conveyor/cli/plan_command.h"
 #include "conveyor/cli/train_command.h"
 #include "conveyor/common/error.h"
+#include "conveyor/common/text.h"
 #include "conveyor/schedule/registry.h"
 
 int main(int argc, char** argv) {
@@ -25,9 +26,11 @@ int main(int argc, char** argv) {
   list->add_flag("--long,-l", long_list, "with a one-line summary each");
   list->callback([&long_list] {
     for (const conveyor::ScheduleInfo& info : conveyor::AllSchedules()) {
-      std::cout << info.name;
-      if (long_list) std::cout << std::string(18 - info.name.size(), ' ') << info.summary;
-      std::cout << "\n";
+      if (long_list) {
+        std::cout << conveyor::PadColumn(info.name, 17) << info.summary << "\n";
+      } else {
+        std::cout << info.name << "\n";
+      }
     }
   });
   std::string names;

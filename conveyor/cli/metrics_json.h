@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "conveyor/train/trainer.h"
+#include "conveyor/train/rank_metrics.h"
 
 namespace conveyor::cli {
 

@@ -5,7 +5,6 @@
 #include "conveyor/common/error.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/nn/layer.h"
-#include "conveyor/train/sum_over_ranks.h"
 
 namespace conveyor {
 namespace {
@@ -32,8 +31,13 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, double
       tokens = at::multinomial((logits / temperature).softmax(-1), 1, false, gen).squeeze(-1);
     }
   }
-  return SumOverRanks(forward.trainer().world(),
-                      tokens);  // only the rank with the last stage contributes
+  // The rank of the last stage of micro-batch 0's pipeline sampled them; the others get them.
+  Transport* world = forward.trainer().world();
+  if (world != nullptr && world->world_size() > 1) {
+    const Layout& layout = forward.trainer().program().layout;
+    world->Broadcast(tokens, layout.rank_of(layout.pipeline_length() - 1));
+  }
+  return tokens;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "conveyor/schedule/verify.h"
+#include "conveyor/train/sum_over_ranks.h"
 #include "conveyor/train/trainer.h"
 
 namespace conveyor {
@@ -26,13 +27,6 @@ constexpr double RankMetrics::*kMeasuredFields[] = {&RankMetrics::step_s,
                                                     &RankMetrics::peak_activation_bytes};
 constexpr int kFields = static_cast<int>(std::size(kMeasuredFields));
 
-// Every rank's `row` (of one length on every rank), in rank order. Collective.
-std::vector<at::Tensor> GatherRows(Transport* world, const std::vector<double>& row) {
-  const at::Tensor mine = at::tensor(row, at::kDouble);
-  if (world == nullptr) return {mine};
-  return world->AllGather(mine);
-}
-
 }  // namespace
 
 std::vector<RankMetrics> GatherRankMetrics(const Trainer& trainer) {
@@ -44,9 +38,10 @@ std::vector<RankMetrics> GatherRankMetrics(const Trainer& trainer) {
   std::vector<double> row(kFields + program.layout.num_stages(), 0.0);
   for (int k = 0; k < kFields; ++k) row[k] = mine.*kMeasuredFields[k];
   for (const auto& [stage, bytes] : trainer.recorder().ForwardBytes()) row[kFields + stage] = bytes;
-  const std::vector<at::Tensor> rows = GatherRows(trainer.world(), row);
+  const at::Tensor rows =  // (p, kFields + stages)
+      GatherOverRanks(trainer.world(), at::tensor(row, at::kDouble)).contiguous();
   // A stage's forward bytes come from the one rank that holds it.
-  const at::Tensor stage_bytes = at::stack(rows).sum(0).slice(0, kFields).contiguous();
+  const at::Tensor stage_bytes = rows.sum(0).slice(0, kFields).contiguous();
   const std::vector<double> forward_bytes(stage_bytes.data_ptr<double>(),
                                           stage_bytes.data_ptr<double>() + stage_bytes.numel());
   // Counted from F until B or W, like the simulator's default.

@@ -1,5 +1,7 @@
 #include "conveyor/train/sum_over_ranks.h"
 
+#include <ATen/ATen.h>
+
 #include <vector>
 
 namespace conveyor {
@@ -9,6 +11,11 @@ at::Tensor SumOverRanks(Transport* world, at::Tensor t) {
   std::vector<at::Tensor> shared = {t};
   world->AllReduceSum(shared);
   return shared[0];
+}
+
+at::Tensor GatherOverRanks(Transport* world, const at::Tensor& t) {
+  if (world == nullptr) return t.unsqueeze(0);
+  return at::stack(world->AllGather(t));
 }
 
 }  // namespace conveyor

@@ -107,28 +107,22 @@ StepMetrics Trainer::Step() {
   phase = Executor::Now();
   m.grad_norm = grad_sync_->GlobalNorm(params);
   recorder_->Phase("grad norm", phase);
-  // The loss travels with every send's posting time, which the comm breakdown needs, and
-  // with every rank's start and end of the pipeline. It is summed before the update, so that
-  // every rank knows whether the step is finite.
+  // One row per rank: the posting time of each send this rank made (zero for the others'
+  // sends; the comm breakdown needs all of them), its start and end of the pipeline, and its
+  // loss. Gathered before the update, so that every rank knows whether the step is finite.
   phase = Executor::Now();
   const Layout& layout = program_.layout;
-  std::vector<double> shared = SendPostTimes(layout, recorder_->step());
-  const size_t posts = shared.size();
-  const int p = layout.num_ranks();
-  shared.resize(posts + 2 * p, 0.0);
-  shared[posts + 2 * rank_] = pipeline_start;
-  shared[posts + 2 * rank_ + 1] = pipeline_end;
-  shared.push_back(local_loss);
-  const at::Tensor sums = SumOverRanks(world_, at::tensor(shared, at::kDouble));
-  shared.assign(sums.data_ptr<double>(), sums.data_ptr<double>() + sums.numel());
-  m.loss = shared.back();
-  double first = shared[posts], last = shared[posts + 1];
-  for (int r = 1; r < p; ++r) {
-    first = std::min(first, shared[posts + 2 * r]);
-    last = std::max(last, shared[posts + 2 * r + 1]);
-  }
-  shared.resize(posts);
-  recorder_->Phase("all-reduce loss", phase);
+  std::vector<double> row = SendPostTimes(layout, recorder_->step());
+  const int64_t posts = static_cast<int64_t>(row.size());
+  row.insert(row.end(), {pipeline_start, pipeline_end, local_loss});
+  const at::Tensor rows = GatherOverRanks(world_, at::tensor(row, at::kDouble));  // (p, posts + 3)
+  const at::Tensor post_sums = rows.narrow(1, 0, posts).sum(0).contiguous();
+  const std::vector<double> post_times(post_sums.data_ptr<double>(),
+                                       post_sums.data_ptr<double>() + posts);
+  const double first = rows.select(1, posts).min().item<double>();
+  const double last = rows.select(1, posts + 1).max().item<double>();
+  m.loss = rows.select(1, posts + 2).sum().item<double>();
+  recorder_->Phase("gather loss", phase);
   m.step = step_ + 1;
   m.lr = schedule_.At(m.step);
   m.skipped = !std::isfinite(m.loss) || !std::isfinite(m.grad_norm);
@@ -146,7 +140,7 @@ StepMetrics Trainer::Step() {
   step_ = m.step;
   recorder_->Phase("optimizer", phase);
   totals_.Add(recorder_->step(), pipeline_->executor().last_stats(),
-              BreakDownComm(layout, recorder_->step(), rank_, shared), last - first,
+              BreakDownComm(layout, recorder_->step(), rank_, post_times), last - first,
               pipeline_peak_bytes);
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.tokens_per_s = task_->TokensPerBatch() / m.seconds;

@@ -81,7 +81,7 @@ class Trainer {
   const StepRecorder& recorder() const { return *recorder_; }
   // This rank's measured timeline of its last step, seconds since a clock origin all ranks
   // share: computes, posts and waits, the phases after the pipeline ("sum shared grads",
-  // "grad norm", "all-reduce loss", "optimizer"), and the counters of StepRecorder.
+  // "grad norm", "gather loss", "optimizer"), and the counters of StepRecorder.
   const Timeline& LastTimeline() const { return recorder_->step(); }
   // One-way seconds of one micro-batch's activation between neighbouring ranks, measured
   // when the trainer was built (MeasureHopLatency); 0 on one rank.
