@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include <thread>
 #include <vector>
 
 #include "conveyor/comm/local_transport.h"
+#include "conveyor/comm/rank_threads_testing.h"
 #include "conveyor/common/error.h"
 
 namespace conveyor {
@@ -15,11 +15,7 @@ namespace {
 TEST(HopLatencyTest, EveryRankAgreesOnAPositiveTime) {
   auto world = LocalWorld(3, TransportOptions{std::chrono::seconds(30)});
   std::vector<double> seen(3, -1);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r) {
-    threads.emplace_back([&, r] { seen[r] = MeasureHopLatency(*world[r], 4096, 5); });
-  }
-  for (auto& t : threads) t.join();
+  RunRankThreads(world, [&](int r) { seen[r] = MeasureHopLatency(*world[r], 4096, 5); });
   EXPECT_GT(seen[0], 0);
   EXPECT_EQ(seen[0], seen[1]);
   EXPECT_EQ(seen[0], seen[2]);

@@ -5,7 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <functional>
-#include <thread>
+
+#include "conveyor/comm/rank_threads_testing.h"
 
 namespace conveyor {
 namespace {
@@ -17,9 +18,7 @@ using ::testing::HasSubstr;
 void RunWorld(int n, std::chrono::milliseconds timeout,
               const std::function<void(Transport&)>& body) {
   std::vector<std::unique_ptr<Transport>> world = LocalWorld(n, TransportOptions{timeout});
-  std::vector<std::thread> threads;
-  for (auto& transport : world) threads.emplace_back([&] { body(*transport); });
-  for (auto& thread : threads) thread.join();
+  RunRankThreads(world, [&](int r) { body(*world[r]); });
 }
 
 constexpr std::chrono::milliseconds kLong{30000};

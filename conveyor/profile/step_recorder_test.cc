@@ -3,9 +3,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <thread>
-
 #include "conveyor/comm/local_transport.h"
+#include "conveyor/comm/rank_threads_testing.h"
 #include "conveyor/profile/memory_tracker.h"
 #include "conveyor/runtime/pipeline_rank.h"
 #include "conveyor/runtime/synthetic_stage.h"
@@ -65,11 +64,7 @@ TEST(StepRecorderTest, RecordsSpansPhasesAndCounters) {
 TEST(StepRecorderTest, RanksOnOneHostShareTheOrigin) {
   auto world = LocalWorld(3);
   std::vector<double> origins(3);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r) {
-    threads.emplace_back([&, r] { origins[r] = SharedClockOrigin(world[r].get()); });
-  }
-  for (auto& t : threads) t.join();
+  RunRankThreads(world, [&](int r) { origins[r] = SharedClockOrigin(world[r].get()); });
   EXPECT_EQ(origins[0], origins[1]);
   EXPECT_EQ(origins[0], origins[2]);
   EXPECT_LE(origins[0], Executor::Now());
