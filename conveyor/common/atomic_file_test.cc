@@ -16,6 +16,7 @@
 #include <string>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/scratch_folder_testing.h"
 
 namespace conveyor {
 namespace {
@@ -24,27 +25,11 @@ namespace fs = std::filesystem;
 
 class AtomicFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("conveyor_atomic_file_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-
+  std::string Path(const std::string& name) const { return scratch_.Path(name); }
   // The names in the test's folder.
-  std::set<std::string> Names() const {
-    std::set<std::string> names;
-    for (const auto& entry : fs::directory_iterator(dir_)) {
-      names.insert(entry.path().filename().string());
-    }
-    return names;
-  }
+  std::set<std::string> Names() const { return scratch_.Names(); }
 
-  fs::path dir_;
+  ScratchFolder scratch_;
 };
 
 std::string Read(const std::string& path) {
@@ -131,7 +116,7 @@ TEST_F(AtomicFileTest, AFailedWriteLeavesTheOldFileAndNoTemporaryFile) {
 
 // A real full disk: a 64 KiB tmpfs. Mounting needs root (CAP_SYS_ADMIN); skipped without.
 TEST_F(AtomicFileTest, AFullDiskGivesAnErrorAndLeavesNoTemporaryFile) {
-  const fs::path mount_point = dir_ / "tiny";
+  const fs::path mount_point = Path("tiny");
   fs::create_directories(mount_point);
   if (::mount("tmpfs", mount_point.c_str(), "tmpfs", 0, "size=64k") != 0) {
     GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);

@@ -7,12 +7,12 @@
 #include <iostream>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/scratch_folder_testing.h"
 #include "conveyor/data/data_testing.h"
 
 namespace conveyor::data {
 namespace {
 
-using testing::TempDir;
 
 std::vector<std::string> CategoriesOfDocuments(const Corpus& corpus) {
   std::vector<std::string> names;
@@ -50,7 +50,7 @@ TEST(SplitFortunesTest, TrailingSeparatorAndBlankContentGiveNothingExtra) {
 }
 
 TEST(LoadFortunesTest, OneCategoryPerFortuneFileSkippingIndexesLinksAndFolders) {
-  TempDir dir;
+  ScratchFolder dir;
   dir.Write("zoo", "z1\n%\nz2\n%\nz3\n");
   dir.Write("apes", "a1\n%\na2\n");
   dir.Write("apes.dat", std::string("\0\0\0\2binary index", 16));
@@ -70,7 +70,7 @@ TEST(LoadFortunesTest, OneCategoryPerFortuneFileSkippingIndexesLinksAndFolders) 
 }
 
 TEST(LoadFortunesTest, MissingOrEmptyDirectoryIsAUserErrorNamingThePath) {
-  TempDir dir;
+  ScratchFolder dir;
   ExpectUserError([&] { LoadFortunes(dir.path() + "/nope"); }, dir.path() + "/nope");
   ExpectUserError([&] { LoadFortunes(dir.path()); }, "no text documents in " + dir.path());
   dir.Write("blank", "%\n   \n%\n");
@@ -80,7 +80,7 @@ TEST(LoadFortunesTest, MissingOrEmptyDirectoryIsAUserErrorNamingThePath) {
 }
 
 TEST(LoadTextPathTest, SingleFileIsOneDocument) {
-  TempDir dir;
+  ScratchFolder dir;
   const std::string file = dir.Write("poem.txt", "roses\n%\nviolets\n");
   const Corpus corpus = LoadTextPath(file);
   EXPECT_EQ(corpus.categories, (std::vector<std::string>{"poem.txt"}));
@@ -89,7 +89,7 @@ TEST(LoadTextPathTest, SingleFileIsOneDocument) {
 }
 
 TEST(LoadTextPathTest, DirectoryRecursiveSortedSkippingHiddenBinaryAndEmpty) {
-  TempDir dir;
+  ScratchFolder dir;
   dir.Write("b.txt", "bee");
   dir.Write("sub/deeper/a.txt", "deep a");
   dir.Write("sub/b.txt", "sub bee");
@@ -109,7 +109,7 @@ TEST(LoadTextPathTest, DirectoryRecursiveSortedSkippingHiddenBinaryAndEmpty) {
 }
 
 TEST(LoadTextPathTest, ErrorsNameThePath) {
-  TempDir dir;
+  ScratchFolder dir;
   ExpectUserError([&] { LoadTextPath(dir.path() + "/missing.txt"); },
                   "no such file or directory: " + dir.path() + "/missing.txt");
   ExpectUserError([&] { LoadTextPath(dir.path()); }, "no text documents in " + dir.path());

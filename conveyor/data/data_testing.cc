@@ -1,34 +1,14 @@
 #include "conveyor/data/data_testing.h"
 
-#include <stdlib.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 
 #include "conveyor/common/error.h"
 
 namespace conveyor::data::testing {
 
 namespace fs = std::filesystem;
-
-TempDir::TempDir() {
-  std::string pattern = (fs::temp_directory_path() / "conveyor-data-XXXXXX").string();
-  CONVEYOR_ASSERT(mkdtemp(pattern.data()) != nullptr) << "mkdtemp failed";
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  fs::remove_all(path_, ignored);
-}
-
-std::string TempDir::Write(const std::string& relative, const std::string& content) const {
-  const fs::path file = fs::path(path_) / relative;
-  fs::create_directories(file.parent_path());
-  std::ofstream(file, std::ios::binary) << content;
-  return file.string();
-}
 
 Corpus CorpusOf(const std::vector<std::pair<std::string, std::string>>& documents) {
   Corpus corpus;

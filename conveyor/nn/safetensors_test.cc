@@ -13,6 +13,7 @@
 #include <string>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/scratch_folder_testing.h"
 
 namespace conveyor::nn {
 namespace {
@@ -21,16 +22,7 @@ namespace fs = std::filesystem;
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("conveyor_safetensors_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Path(const std::string& name) const { return scratch_.Path(name); }
 
   std::string WriteBytes(const std::string& bytes) const {
     const std::string path = Path("hand.safetensors");
@@ -51,7 +43,7 @@ class SafetensorsTest : public ::testing::Test {
     }
   }
 
-  fs::path dir_;
+  ScratchFolder scratch_;
 };
 
 std::string Le64(uint64_t v) {
@@ -123,11 +115,11 @@ TEST_F(SafetensorsTest, SaveReplacesAtomicallyAndLeavesNoTemporaryFile) {
   const SafetensorsFile file = LoadSafetensors(path);
   ASSERT_EQ(file.tensors.size(), 1u);
   EXPECT_TRUE(at::equal(file.tensors.at("b"), at::ones({3}, at::kDouble)));
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+  EXPECT_EQ(scratch_.Names().size(), 1u);
   // A refused save leaves the old file as it was.
   EXPECT_THROW(SaveSafetensors(path, {{"c", at::ones({2}, at::kComplexFloat)}}), UserError);
   EXPECT_TRUE(LoadSafetensors(path).tensors.count("b"));
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+  EXPECT_EQ(scratch_.Names().size(), 1u);
 }
 
 // A write that fails midway (past RLIMIT_FSIZE, as on a full disk) names the file and
@@ -152,7 +144,7 @@ TEST_F(SafetensorsTest, AFailedSaveKeepsTheOldFileAndLeavesNoTemporaryFile) {
   EXPECT_NE(error.find(path), std::string::npos) << error;
   EXPECT_NE(error.find(std::strerror(EFBIG)), std::string::npos) << error;
   EXPECT_TRUE(LoadSafetensors(path).tensors.count("a"));
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+  EXPECT_EQ(scratch_.Names().size(), 1u);
 }
 
 TEST_F(SafetensorsTest, HeaderAloneGivesDtypesShapesAndMetadata) {
