@@ -1,6 +1,5 @@
 #include "conveyor/data/data_testing.h"
 
-
 #include <algorithm>
 #include <filesystem>
 
