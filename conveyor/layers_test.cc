@@ -6,6 +6,7 @@
 // of a layer L depends on, directly or through others; a pure layer includes no torch, c10
 // or Gloo header; every folder under conveyor/ is a layer of the table; the table has no
 // cycle. A new edge is made by declaring it in CMakeLists.txt, never by an include alone.
+// Every file of the tree is in namespace conveyor.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -105,8 +106,8 @@ TEST_F(LayersTest, EveryFolderIsALayer) {
   for (const fs::directory_entry& entry : fs::directory_iterator(root_ / "conveyor")) {
     if (!entry.is_directory()) continue;
     const std::string name = entry.path().filename().string();
-    EXPECT_TRUE(table_.count(name)) << "conveyor/" << name
-                                    << "/ is not declared as a layer in CMakeLists.txt";
+    EXPECT_TRUE(table_.count(name))
+        << "conveyor/" << name << "/ is not declared as a layer in CMakeLists.txt";
   }
 }
 
@@ -161,6 +162,31 @@ TEST_F(LayersTest, IncludesFollowTheTable) {
     }
   }
   EXPECT_GT(checked, 300) << "suspiciously few includes checked: is the tree where it was?";
+}
+
+// One namespace for the whole tree: every named namespace a file opens is `conveyor`, or
+// `internal` inside it for a header's implementation details (test support included; a
+// `conveyor::testing` would shadow GoogleTest's).
+TEST_F(LayersTest, EveryFileIsInTheOneNamespace) {
+  static const std::regex kOpen(R"(^\s*namespace\s+([A-Za-z_:]+)\s*\{)");
+  int files = 0;
+  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(root_ / "conveyor")) {
+    if (!entry.is_regular_file() || !IsSource(entry.path())) continue;
+    ++files;
+    std::ifstream in(entry.path());
+    std::string text;
+    int line = 0;
+    while (std::getline(in, text)) {
+      ++line;
+      std::smatch match;
+      if (!std::regex_search(text, match, kOpen)) continue;
+      const std::string name = match[1];
+      EXPECT_TRUE(name == "conveyor" || name == "internal" || name == "conveyor::internal")
+          << fs::relative(entry.path(), root_).string() << ":" << line << ": namespace " << name
+          << " (everything lives in namespace conveyor)";
+    }
+  }
+  EXPECT_GT(files, 300) << "suspiciously few files checked: is the tree where it was?";
 }
 
 }  // namespace

@@ -15,20 +15,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace conveyor;
   static const fuzz::ScratchDir scratch;
   const std::string path = scratch.Write("input.safetensors", data, size);
-  nn::SafetensorsHeader header;
+  SafetensorsHeader header;
   try {
-    header = nn::LoadSafetensorsHeader(path);
+    header = LoadSafetensorsHeader(path);
   } catch (const UserError&) {
     // The whole file must be refused too.
     try {
-      nn::LoadSafetensors(path);
+      LoadSafetensors(path);
     } catch (const UserError&) {
       return 0;
     }
     CONVEYOR_ASSERT(false) << "the header is refused but the file loads";
   }
   try {
-    const nn::SafetensorsFile file = nn::LoadSafetensors(path);
+    const SafetensorsFile file = LoadSafetensors(path);
     CONVEYOR_ASSERT(file.tensors.size() == header.tensors.size() &&
                     file.metadata == header.metadata)
         << "the file holds other tensors or metadata than its header";

@@ -5,7 +5,7 @@
 #include "conveyor/cli/bench_overhead.h"
 #include "conveyor/cli/bench_train.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 void AddBenchCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code) {
   CLI::App* bench = app.add_subcommand("bench", "measure the runtime (processes over Gloo)");
@@ -16,4 +16,4 @@ void AddBenchCommand(CLI::App& app, const std::vector<std::string>& args, int* e
   AddBenchHop(*bench, args, exit_code);
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

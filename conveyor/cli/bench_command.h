@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-namespace conveyor::cli {
+namespace conveyor {
 
 // `args`: this process's command line without argv[0] (ranks are launched with it).
 // `exit_code` receives the command's exit status (the launcher's, or a rank's).
 void AddBenchCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code);
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_BENCH_COMMAND_H_

@@ -7,7 +7,7 @@
 #include "conveyor/comm/hop_latency.h"
 #include "conveyor/sim/simulator.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 // The measured row of one schedule with the simulator's makespans for the same program:
@@ -31,24 +31,17 @@ nlohmann::json FidelityRow(Transport& transport, const SyntheticBenchFlags& flag
 }
 
 std::string FidelityTable(const nlohmann::json& rows) {
-  std::string text;
-  char line[256];
-  std::snprintf(line, sizeof line, "%-17s %12s %12s %8s %14s %8s\n", "schedule", "predicted s",
-                "measured s", "error", "no-comm pred.", "error");
-  text += line;
-  for (const auto& row : rows) {
-    if (row.contains("skipped")) {
-      text += SkippedLine(row);
-      continue;
-    }
-    const std::string name = row["schedule"];
-    std::snprintf(line, sizeof line, "%-17s %12.4f %12.4f %+7.1f%% %14.4f %+7.1f%%\n", name.c_str(),
-                  row["predicted_s"].get<double>(), row["measured_s"].get<double>(),
-                  100 * row["error"].get<double>(), row["predicted_no_comm_s"].get<double>(),
-                  100 * row["error_no_comm"].get<double>());
-    text += line;
-  }
-  return text;
+  return BenchTable(
+      rows,
+      Printf("%-17s %12s %12s %8s %14s %8s\n", "schedule", "predicted s", "measured s", "error",
+             "no-comm pred.", "error"),
+      [](const nlohmann::json& row) {
+        const std::string name = row["schedule"];
+        return Printf("%-17s %12.4f %12.4f %+7.1f%% %14.4f %+7.1f%%\n", name.c_str(),
+                      row["predicted_s"].get<double>(), row["measured_s"].get<double>(),
+                      100 * row["error"].get<double>(), row["predicted_no_comm_s"].get<double>(),
+                      100 * row["error_no_comm"].get<double>());
+      });
 }
 
 }  // namespace
@@ -78,4 +71,4 @@ void AddBenchFidelity(CLI::App& bench, const std::vector<std::string>& args, int
   });
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

@@ -11,7 +11,7 @@
 #include "conveyor/common/env.h"
 #include "conveyor/common/range_check.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 // Rows {bytes, ranks, p2p, hop_us} of one world, as text.
@@ -63,4 +63,4 @@ void AddBenchHop(CLI::App& bench, const std::vector<std::string>& args, int* exi
   });
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

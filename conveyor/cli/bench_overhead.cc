@@ -6,7 +6,7 @@
 #include "conveyor/cli/bench_synthetic.h"
 #include "conveyor/profile/memory_tracker.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 // Microseconds per action of the busiest rank in a step of `m`.
@@ -41,24 +41,18 @@ nlohmann::json OverheadRows(Transport& transport, const SyntheticBenchFlags& fla
 }
 
 std::string OverheadTable(const nlohmann::json& rows) {
-  std::string text;
-  char line[256];
-  std::snprintf(line, sizeof line, "%-17s %9s %12s %12s %12s %12s\n", "schedule", "actions",
-                "step ms", "us/action", "executor", "traced");
-  text += line;
-  for (const auto& row : rows) {
-    if (row.contains("skipped")) {
-      text += SkippedLine(row);
-      continue;
-    }
-    const std::string name = row["schedule"];
-    std::snprintf(line, sizeof line, "%-17s %9d %12.3f %12.1f %12.1f %12.1f\n", name.c_str(),
-                  row["actions_per_rank"].get<int>(), 1e3 * row["measured_s"].get<double>(),
-                  row["us_per_action"].get<double>(), row["executor_us_per_action"].get<double>(),
-                  row["traced_us_per_action"].get<double>());
-    text += line;
-  }
-  return text;
+  return BenchTable(rows,
+                    Printf("%-17s %9s %12s %12s %12s %12s\n", "schedule", "actions", "step ms",
+                           "us/action", "executor", "traced"),
+                    [](const nlohmann::json& row) {
+                      const std::string name = row["schedule"];
+                      return Printf("%-17s %9d %12.3f %12.1f %12.1f %12.1f\n", name.c_str(),
+                                    row["actions_per_rank"].get<int>(),
+                                    1e3 * row["measured_s"].get<double>(),
+                                    row["us_per_action"].get<double>(),
+                                    row["executor_us_per_action"].get<double>(),
+                                    row["traced_us_per_action"].get<double>());
+                    });
 }
 
 }  // namespace
@@ -81,4 +75,4 @@ void AddBenchOverhead(CLI::App& bench, const std::vector<std::string>& args, int
   });
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

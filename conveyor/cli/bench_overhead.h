@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-namespace conveyor::cli {
+namespace conveyor {
 
 // Adds `overhead` to `bench`. `args`: this process's command line without argv[0] (ranks are
 // launched with it); `exit_code` receives the command's exit status.
 void AddBenchOverhead(CLI::App& bench, const std::vector<std::string>& args, int* exit_code);
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_BENCH_OVERHEAD_H_

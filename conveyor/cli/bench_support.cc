@@ -1,13 +1,16 @@
 #include "conveyor/cli/bench_support.h"
 
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <sstream>
 
 #include "conveyor/cli/output.h"
+#include "conveyor/common/error.h"
 #include "conveyor/common/text.h"
 #include "conveyor/schedule/registry.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 std::vector<std::string> SelectedSchedules(const std::string& list) {
   std::vector<std::string> names;
@@ -30,9 +33,28 @@ double Median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-std::string SkippedLine(const nlohmann::json& row) {
-  const std::string name = row["schedule"];
-  return PadColumn(name, 17) + "skipped: " + row["skipped"].get<std::string>() + "\n";
+std::string Printf(const char* format, ...) {
+  char line[512];
+  va_list args;
+  va_start(args, format);
+  const int n = std::vsnprintf(line, sizeof line, format, args);
+  va_end(args);
+  CONVEYOR_ASSERT(n >= 0 && n < static_cast<int>(sizeof line)) << "line too long: " << n;
+  return line;
+}
+
+std::string BenchTable(const nlohmann::json& rows, const std::string& header,
+                       const std::function<std::string(const nlohmann::json&)>& line) {
+  std::string text = header;
+  for (const auto& row : rows) {
+    if (row.contains("skipped")) {
+      const std::string name = row["schedule"];
+      text += PadColumn(name, 17) + "skipped: " + row["skipped"].get<std::string>() + "\n";
+    } else {
+      text += line(row);
+    }
+  }
+  return text;
 }
 
 void BenchOutput::Register(CLI::App* cmd) {
@@ -47,4 +69,4 @@ void BenchOutput::Write(const nlohmann::json& rows,
   WriteOutput(out, format == "json" ? rows.dump(2) + "\n" : table(rows));
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace conveyor::cli {
+namespace conveyor {
 
 // The schedules a comma-separated --schedules value names (every registered schedule when
 // empty), in its order. UserError naming an unknown schedule.
@@ -20,8 +20,13 @@ std::vector<std::string> SelectedSchedules(const std::string& list);
 // `values` is not empty.
 double Median(std::vector<double> values);
 
-// A table line for a row {schedule, skipped}: the schedule's name, then why it was skipped.
-std::string SkippedLine(const nlohmann::json& row);
+// printf into a std::string.
+std::string Printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+// A bench's text table: `header`, then one line per row, `line(row)` for a measured row and,
+// for a row {schedule, skipped}, the schedule's name and why it was skipped.
+std::string BenchTable(const nlohmann::json& rows, const std::string& header,
+                       const std::function<std::string(const nlohmann::json&)>& line);
 
 // --format (text or json) and --out of a bench.
 struct BenchOutput {
@@ -36,6 +41,6 @@ struct BenchOutput {
              const std::function<std::string(const nlohmann::json&)>& table) const;
 };
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_BENCH_SUPPORT_H_

@@ -16,7 +16,7 @@
 #include "conveyor/schedule/pipeline_limits.h"
 #include "conveyor/schedule/registry.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 // Per step, over the ranks: the slowest rank's time, and the most time a rank spent in the
@@ -134,4 +134,4 @@ int RunSyntheticBench(
   });
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

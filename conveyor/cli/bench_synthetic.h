@@ -16,7 +16,7 @@
 #include "conveyor/comm/transport.h"
 #include "conveyor/schedule/program.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 // Numbers as 64 bits: a value too large for an int is refused by name, not wrapped.
 struct SyntheticBenchFlags {
@@ -64,6 +64,6 @@ int RunSyntheticBench(
     const std::function<nlohmann::json(Transport&, const std::vector<std::string>&)>& measure,
     const std::function<std::string(const nlohmann::json&)>& table);
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_BENCH_SYNTHETIC_H_

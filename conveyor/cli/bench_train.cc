@@ -19,7 +19,7 @@
 #include "conveyor/train/tasks.h"
 #include "conveyor/train/trainer.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 // The flags of `bench train`: the train flags and these.
@@ -100,38 +100,27 @@ std::string TrainTable(const nlohmann::json& rows) {
   for (const auto& row : rows) {
     if (row["schedule"] == "single process") single = row["tokens_per_s"].get<double>();
   }
-  std::string text;
-  char line[256];
-  std::snprintf(line, sizeof line, "%-17s %9s %9s %9s %9s %9s %9s %8s %9s %9s\n", "schedule",
-                "step ms", "tokens/s", "limit", "vs 1 proc", "bubble", "predicted", "exposed",
-                "peak MiB", "predicted");
-  text += line;
-  for (const auto& row : rows) {
+  const std::string header =
+      Printf("%-17s %9s %9s %9s %9s %9s %9s %8s %9s %9s\n", "schedule", "step ms", "tokens/s",
+             "limit", "vs 1 proc", "bubble", "predicted", "exposed", "peak MiB", "predicted");
+  return BenchTable(rows, header, [single](const nlohmann::json& row) {
     const std::string name = row["schedule"];
-    if (row.contains("skipped")) {
-      text += SkippedLine(row);
-      continue;
-    }
     const double tokens = row["tokens_per_s"].get<double>();
     std::string ratio = single > 0 ? std::to_string(tokens / single).substr(0, 4) + "x" : "-";
     if (name == "single process") {
-      std::snprintf(line, sizeof line, "%-17s %9.1f %9.0f %9s %9s   (%d threads)\n", name.c_str(),
+      return Printf("%-17s %9.1f %9.0f %9s %9s   (%d threads)\n", name.c_str(),
                     1e3 * row["step_s"].get<double>(), tokens, "", ratio.c_str(),
                     row["threads"].get<int>());
-    } else {
-      std::snprintf(line, sizeof line,
-                    "%-17s %9.1f %9.0f %9.0f %9s %8.1f%% %8.1f%% %7.1f%% %9.2f %9.2f\n",
-                    name.c_str(), 1e3 * row["step_s"].get<double>(), tokens,
-                    row["predicted_tokens_per_s"].get<double>(), ratio.c_str(),
-                    100 * row["measured_bubble_fraction"].get<double>(),
-                    100 * row["predicted_bubble_fraction"].get<double>(),
-                    100 * row["transfer_wait_fraction"].get<double>(),
-                    row["peak_activation_bytes"].get<double>() / (1 << 20),
-                    row["predicted_peak_activation_bytes"].get<double>() / (1 << 20));
     }
-    text += line;
-  }
-  return text;
+    return Printf("%-17s %9.1f %9.0f %9.0f %9s %8.1f%% %8.1f%% %7.1f%% %9.2f %9.2f\n", name.c_str(),
+                  1e3 * row["step_s"].get<double>(), tokens,
+                  row["predicted_tokens_per_s"].get<double>(), ratio.c_str(),
+                  100 * row["measured_bubble_fraction"].get<double>(),
+                  100 * row["predicted_bubble_fraction"].get<double>(),
+                  100 * row["transfer_wait_fraction"].get<double>(),
+                  row["peak_activation_bytes"].get<double>() / (1 << 20),
+                  row["predicted_peak_activation_bytes"].get<double>() / (1 << 20));
+  });
 }
 
 }  // namespace
@@ -185,4 +174,4 @@ void AddBenchTrain(CLI::App& bench, const std::vector<std::string>& args, int* e
   });
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-namespace conveyor::cli {
+namespace conveyor {
 
 // Adds `train` to `bench`. `args`: this process's command line without argv[0] (ranks are
 // launched with it); `exit_code` receives the command's exit status.
 void AddBenchTrain(CLI::App& bench, const std::vector<std::string>& args, int* exit_code);
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_BENCH_TRAIN_H_

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
-namespace conveyor::cli {
+namespace conveyor {
 
 std::string LoadedBlas(const char* symbol) {
   void* address = dlsym(RTLD_DEFAULT, symbol);
@@ -44,4 +44,4 @@ void WarnAboutBlas() {
   if (!warning.empty()) std::cerr << "conveyor: warning: " << warning << "\n";
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

@@ -8,7 +8,7 @@
 
 #include <string>
 
-namespace conveyor::cli {
+namespace conveyor {
 
 // The file (symbolic links resolved) that defines `symbol` in this process ("dgemm_": the
 // matrix product libtorch calls; "openblas_get_config": OpenBLAS's core), "" when none does.
@@ -24,6 +24,6 @@ std::string BlasWarning(const std::string& path);
 // stderr, if any, as one line. Never throws.
 void WarnAboutBlas();
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_BLAS_CHECK_H_

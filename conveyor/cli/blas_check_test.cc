@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 TEST(BlasCheckTest, WarnsAboutTheReferenceAndThePthreadBuild) {
@@ -28,4 +28,4 @@ TEST(BlasCheckTest, FindsTheBlasThisProcessCalls) {
 }
 
 }  // namespace
-}  // namespace conveyor::cli
+}  // namespace conveyor

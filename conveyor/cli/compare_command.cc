@@ -14,7 +14,7 @@
 #include "conveyor/schedule/verify.h"
 #include "conveyor/sim/simulator.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 struct CompareFlags {
@@ -71,7 +71,7 @@ void RunCompare(const CompareFlags& flags) {
       row["params_per_rank"] = program.layout.directions();
       rows.push_back(row);
       std::snprintf(line, sizeof line, "%-17s %6d %9.6g %9.6g %6.1f%% %9.3g %6dx %9lld\n",
-                    std::string(info.name).c_str(), program.layout.stages_per_rank(), sim.makespan,
+                    std::string(info.name).c_str(), program.layout.chunks_per_rank(), sim.makespan,
                     sim.steady_state_period, 100 * sim.bubble_fraction,
                     PeakInRankUnits(program, sim), program.layout.directions(),
                     static_cast<long long>(sim.p2p_messages));
@@ -113,4 +113,4 @@ void AddCompareCommand(CLI::App& app) {
   cmd->callback([flags] { RunCompare(*flags); });
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

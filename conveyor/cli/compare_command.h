@@ -6,10 +6,10 @@
 
 #include <CLI/CLI.hpp>
 
-namespace conveyor::cli {
+namespace conveyor {
 
 void AddCompareCommand(CLI::App& app);
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_COMPARE_COMMAND_H_

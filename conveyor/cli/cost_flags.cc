@@ -5,7 +5,7 @@
 
 #include "conveyor/common/range_check.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 void CostFlags::Register(CLI::App& app) {
   app.add_option("--f", f, "time of one forward of one stage (default 1)");
@@ -51,4 +51,4 @@ std::string CostFlags::Describe() const {
   return out.str();
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

@@ -8,7 +8,7 @@
 
 #include "conveyor/sim/cost_model.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 // The largest time, bandwidth or byte count the cost flags accept: far above any real cost
 // in any unit, low enough that sums over the largest programs stay exact enough.
@@ -31,6 +31,6 @@ struct CostFlags {
   std::string Describe() const;
 };
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_COST_FLAGS_H_

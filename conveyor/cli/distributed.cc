@@ -19,7 +19,7 @@
 #include "conveyor/launch/launcher.h"
 #include "conveyor/launch/rendezvous.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options,
                const std::function<void(Transport&)>& body) {
@@ -101,4 +101,4 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
   return 0;
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

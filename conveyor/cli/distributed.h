@@ -22,7 +22,7 @@
 #include "conveyor/launch/launcher.h"
 #include "conveyor/launch/rendezvous.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 struct RanksOptions {
   int nproc = 1;                                               // ranks to launch when not launched
@@ -42,6 +42,6 @@ struct RanksOptions {
 int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options,
                const std::function<void(Transport&)>& body);
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_DISTRIBUTED_H_

@@ -17,7 +17,7 @@
 #include "conveyor/train/tasks.h"
 #include "conveyor/train/trainer.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code) {
   // Numbers as 64 bits: a value too large for an int is refused by name, not wrapped.
@@ -78,10 +78,10 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
           Generate(forward, flags->prompt, static_cast<int>(flags->tokens), flags->temperature,
                    static_cast<uint64_t>(flags->seed), config.seq_len);
       if (transport.rank() == 0) {
-        std::printf("%s%s\n", flags->prompt.c_str(), data::ByteTokenizer::Printable(text).c_str());
+        std::printf("%s%s\n", flags->prompt.c_str(), ByteTokenizer::Printable(text).c_str());
       }
     });
   });
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

@@ -6,7 +6,7 @@
 #include "conveyor/cli/distributed.h"
 #include "conveyor/common/error.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 int MaxLocalRanks() {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -25,4 +25,4 @@ void LaunchFlags::CheckLocalRanks(int64_t nproc, std::string_view flag) const {
       << " cores) = " << MaxLocalRanks() << " without --oversubscribe";
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

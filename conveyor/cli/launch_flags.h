@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace conveyor::cli {
+namespace conveyor {
 
 // max(64, 8 x the machine's cores): more local ranks than this is almost always a typo.
 int MaxLocalRanks();
@@ -24,6 +24,6 @@ struct LaunchFlags {
   void CheckLocalRanks(int64_t nproc, std::string_view flag) const;
 };
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_LAUNCH_FLAGS_H_

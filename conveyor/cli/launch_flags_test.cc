@@ -6,7 +6,7 @@
 
 #include "conveyor/common/error.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 TEST(LaunchFlagsTest, AllowsAtLeast64LocalRanks) {
@@ -30,4 +30,4 @@ TEST(LaunchFlagsTest, RefusesMoreUnlessOversubscribed) {
 }
 
 }  // namespace
-}  // namespace conveyor::cli
+}  // namespace conveyor

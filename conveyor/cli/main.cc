@@ -14,13 +14,13 @@
 int main(int argc, char** argv) {
   CLI::App app{"conveyor: pipeline-parallel training, planned before it runs"};
   app.require_subcommand(1);
-  conveyor::cli::AddPlanCommand(app);
-  conveyor::cli::AddCompareCommand(app);
+  conveyor::AddPlanCommand(app);
+  conveyor::AddCompareCommand(app);
   const std::vector<std::string> args(argv + 1, argv + argc);
   int exit_code = 0;
-  conveyor::cli::AddBenchCommand(app, args, &exit_code);
-  conveyor::cli::AddTrainCommand(app, args, &exit_code);
-  conveyor::cli::AddGenerateCommand(app, args, &exit_code);
+  conveyor::AddBenchCommand(app, args, &exit_code);
+  conveyor::AddTrainCommand(app, args, &exit_code);
+  conveyor::AddGenerateCommand(app, args, &exit_code);
   bool long_list = false;
   CLI::App* list = app.add_subcommand("list", "print the schedule names, one per line");
   list->add_flag("--long,-l", long_list, "with a one-line summary each");

@@ -1,6 +1,6 @@
 #include "conveyor/cli/metrics_json.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 nlohmann::json RankRowsJson(const std::vector<RankMetrics>& ranks) {
   nlohmann::json rows = nlohmann::json::array();
@@ -23,4 +23,4 @@ nlohmann::json RankRowsJson(const std::vector<RankMetrics>& ranks) {
   return rows;
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

@@ -8,11 +8,11 @@
 
 #include "conveyor/train/rank_metrics.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 // One object per rank with every field of RankMetrics under its own name.
 nlohmann::json RankRowsJson(const std::vector<RankMetrics>& ranks);
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_METRICS_JSON_H_

@@ -5,7 +5,7 @@
 #include "conveyor/common/atomic_file.h"
 #include "conveyor/common/error.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 void WriteOutput(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
@@ -16,4 +16,4 @@ void WriteOutput(const std::string& path, const std::string& text) {
   WriteFileAtomically(path, text);
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace conveyor::cli {
+namespace conveyor {
 
 // Writes `text` to `path`, or to stdout when `path` is empty or "-". A regular file is
 // replaced atomically and durably; a device or FIFO (/dev/null, a terminal, a named pipe) is
@@ -13,6 +13,6 @@ namespace conveyor::cli {
 // (a full disk, a missing folder, ...) when not every byte could be written, stdout included.
 void WriteOutput(const std::string& path, const std::string& text);
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_OUTPUT_H_

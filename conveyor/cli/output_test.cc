@@ -14,7 +14,7 @@
 
 #include "conveyor/common/error.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 namespace fs = std::filesystem;
@@ -93,4 +93,4 @@ TEST(OutputTest, AFailedStdoutIsAnError) {
 }
 
 }  // namespace
-}  // namespace conveyor::cli
+}  // namespace conveyor

@@ -14,12 +14,12 @@
 #include "conveyor/schedule/program_csv.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
+#include "conveyor/sim/simulator.h"
 #include "conveyor/timeline/ascii_renderer.h"
 #include "conveyor/timeline/chrome_trace.h"
-#include "conveyor/sim/simulator.h"
 #include "conveyor/timeline/svg_renderer.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 // Numbers as 64 bits: a value too large for an int is refused by name, not wrapped.
@@ -109,4 +109,4 @@ void AddPlanCommand(CLI::App& app) {
   cmd->callback([flags] { RunPlan(*flags); });
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

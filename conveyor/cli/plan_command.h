@@ -4,12 +4,12 @@
 
 #include <CLI/CLI.hpp>
 
-namespace conveyor::cli {
+namespace conveyor {
 
 // Adds the subcommand to `app`; its callback does the work and throws conveyor::Error on
 // bad input.
 void AddPlanCommand(CLI::App& app);
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_PLAN_COMMAND_H_

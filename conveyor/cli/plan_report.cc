@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 std::string Number(double value) {
@@ -32,7 +32,7 @@ nlohmann::json ReportJson(const PlanReport& report) {
       {"schedule", report.schedule},
       {"pp", layout.num_ranks()},
       {"stages", layout.num_stages()},
-      {"chunks", layout.stages_per_rank()},
+      {"chunks", layout.chunks_per_rank()},
       {"microbatches", layout.num_microbatches()},
       {"costs", report.costs},
       {"makespan", sim.makespan},
@@ -65,4 +65,4 @@ std::string ReportText(const PlanReport& report) {
   return out.str();
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

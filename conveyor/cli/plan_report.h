@@ -8,7 +8,7 @@
 #include "conveyor/schedule/program.h"
 #include "conveyor/sim/simulator.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 struct PlanReport {
   std::string schedule;  // a schedule name, or the file a program came from
@@ -27,6 +27,6 @@ std::string ReportText(const PlanReport& report);
 // Largest per-rank value (0 when empty).
 double MaxOf(const std::vector<double>& values);
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_PLAN_REPORT_H_

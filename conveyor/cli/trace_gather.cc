@@ -13,7 +13,7 @@
 #include "conveyor/timeline/chrome_trace.h"
 #include "conveyor/timeline/svg_renderer.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 // One line per span, phase and counter sample of `t`, exact to the last bit of each time.
@@ -115,4 +115,4 @@ void WriteTraces(const std::string& dir, const Timeline& mine, const Timeline& p
               RenderSvg(predicted, SvgOptions{.title = "predicted from measured costs"}));
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

@@ -8,7 +8,7 @@
 #include "conveyor/comm/transport.h"
 #include "conveyor/timeline/timeline.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 // Gathers every rank's `mine` (its spans, phases and counters, seconds since a clock origin
 // all ranks share: SharedClockOrigin) on rank 0 through transport.AllGather; rank 0 then
@@ -20,6 +20,6 @@ namespace conveyor::cli {
 void WriteTraces(const std::string& dir, const Timeline& mine, const Timeline& predicted,
                  Transport& transport);
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_TRACE_GATHER_H_

@@ -14,7 +14,7 @@
 #include "conveyor/comm/rank_threads_testing.h"
 #include "conveyor/timeline/chrome_trace.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 std::string ReadFile(const std::string& path) {
@@ -86,4 +86,4 @@ TEST(TraceGatherTest, RankZeroWritesEveryRanksTraceAndTheMergedOnes) {
 }
 
 }  // namespace
-}  // namespace conveyor::cli
+}  // namespace conveyor

@@ -10,7 +10,7 @@
 #include "conveyor/cli/distributed.h"
 #include "conveyor/cli/metrics_json.h"
 #include "conveyor/cli/output.h"
-#include "conveyor/cli/progress.h"
+#include "conveyor/cli/progress_bar.h"
 #include "conveyor/cli/trace_gather.h"
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/cli/train_summary.h"
@@ -25,7 +25,7 @@
 #include "conveyor/train/tasks.h"
 #include "conveyor/train/trainer.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 // The --metrics file: every step's and evaluation's row, then the summary's numbers.
@@ -57,7 +57,7 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
   Trainer trainer(config, task, &transport);
   if (!config.resume.empty()) LoadCheckpoint(config.resume, trainer, config);
   ForwardPipeline forward(trainer);
-  Progress progress(config.steps, trainer.step(), leader && isatty(STDOUT_FILENO));
+  ProgressBar progress(config.steps, trainer.step(), leader && isatty(STDOUT_FILENO));
   if (leader) {
     std::string parts;
     for (const LayerRange& r : trainer.partition()) {
@@ -123,7 +123,7 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
     if (leader) progress.Note("checkpoint " + where);
   }
   if (config.model == ModelKind::kGpt && config.sample_tokens > 0) {
-    summary.sample = data::ByteTokenizer::Printable(
+    summary.sample = ByteTokenizer::Printable(
         Generate(forward, "", config.sample_tokens, 0.8, config.seed, config.seq_len));
   }
   progress.Finish();
@@ -164,4 +164,4 @@ void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* e
   });
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

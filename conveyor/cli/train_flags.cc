@@ -5,7 +5,7 @@
 
 #include "conveyor/common/error.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 // Registers `--name` bound to `given.*field` (numbers: to flags.integers or flags.reals,
@@ -68,11 +68,11 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--schedule", &TrainConfig::schedule, "pipeline schedule (conveyor list)");
   Flag(cmd, flags, "--pp", &TrainConfig::pp, "pipeline ranks (local processes)");
   Flag(cmd, flags, "--microbatches", &TrainConfig::microbatches, "micro-batches per step");
-  Flag(cmd, flags, "--chunks", &TrainConfig::chunks, "stages per rank (0 = schedule default)");
+  Flag(cmd, flags, "--chunks", &TrainConfig::chunks, "chunks (stages) per rank (0 = schedule default)");
   Choice(cmd, flags, "--partition", &TrainConfig::partition, ParsePartitionBy,
          "layer costs: params, flops, uniform or profile (measured)");
-  Flag(cmd, flags, "--recompute", &TrainConfig::recompute,
-       "activation recomputation: none, full or selective (attention scores)");
+  Choice(cmd, flags, "--recompute", &TrainConfig::recompute, ParseRecompute,
+         "activation recomputation: none, full or selective (attention scores)");
   Flag(cmd, flags, "--batch-size", &TrainConfig::batch_size, "samples per step");
   Flag(cmd, flags, "--steps", &TrainConfig::steps, "optimizer steps");
   Flag(cmd, flags, "--seed", &TrainConfig::seed, "seed of weights, data and sampling");
@@ -111,4 +111,4 @@ TrainConfig ResolveTrainConfig(const TrainFlags& flags) {
   return config;
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

@@ -14,7 +14,7 @@
 #include "conveyor/cli/launch_flags.h"
 #include "conveyor/train/train_config.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 struct TrainFlags {
   std::string config_file;
@@ -38,6 +38,6 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags);
 // file and key.
 TrainConfig ResolveTrainConfig(const TrainFlags& flags);
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_TRAIN_FLAGS_H_

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-namespace conveyor::cli {
+namespace conveyor {
 
 std::string Percent(double x) {
   char text[32];
@@ -46,4 +46,4 @@ void PrintTrainSummary(const TrainSummary& s) {
   std::fflush(stdout);
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

@@ -11,7 +11,7 @@
 #include "conveyor/train/evaluate.h"
 #include "conveyor/train/rank_metrics.h"
 
-namespace conveyor::cli {
+namespace conveyor {
 
 struct TrainSummary {
   int64_t steps = 0;              // the trainer's step at the end
@@ -35,6 +35,6 @@ std::string Percent(double x);
 // Prints the summary to stdout and flushes it.
 void PrintTrainSummary(const TrainSummary& s);
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_TRAIN_SUMMARY_H_

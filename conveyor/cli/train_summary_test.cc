@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace conveyor::cli {
+namespace conveyor {
 namespace {
 
 TEST(TrainSummaryTest, PercentHasOneDecimal) {
@@ -61,4 +61,4 @@ TEST(TrainSummaryTest, PrintsTheRunsNumbersAndOneRowPerRank) {
 }
 
 }  // namespace
-}  // namespace conveyor::cli
+}  // namespace conveyor

@@ -8,7 +8,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/data/byte_tokenizer.h"
 
-namespace conveyor::data {
+namespace conveyor {
 
 void CheckStreamOptions(int64_t batch_size, int64_t seq_len, double held_out_fraction) {
   CONVEYOR_CHECK(batch_size >= 1) << "batch_size must be at least 1, got " << batch_size;
@@ -53,4 +53,4 @@ void BatchBuilder::SetExample(int64_t row, std::string_view text, int64_t label)
 
 Batch BatchBuilder::Build() && { return std::move(batch_); }
 
-}  // namespace conveyor::data
+}  // namespace conveyor

@@ -13,7 +13,7 @@
 
 #include "conveyor/module/microbatch.h"
 
-namespace conveyor::data {
+namespace conveyor {
 
 // Throws UserError unless batch_size >= 1, seq_len >= 1 and 0 <= held_out_fraction < 1.
 void CheckStreamOptions(int64_t batch_size, int64_t seq_len, double held_out_fraction);
@@ -42,6 +42,6 @@ class BatchBuilder {
   Batch batch_;
 };
 
-}  // namespace conveyor::data
+}  // namespace conveyor
 
 #endif  // CONVEYOR_DATA_BATCH_BUILDER_H_

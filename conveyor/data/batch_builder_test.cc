@@ -5,7 +5,7 @@
 
 #include "conveyor/common/error.h"
 
-namespace conveyor::data {
+namespace conveyor {
 namespace {
 
 TEST(BatchBuilderTest, UnsetRowsArePaddingWithOneRealPosition) {
@@ -53,4 +53,4 @@ TEST(BatchBuilderTest, ChecksOptions) {
 }
 
 }  // namespace
-}  // namespace conveyor::data
+}  // namespace conveyor

@@ -4,7 +4,7 @@
 
 #include "conveyor/common/error.h"
 
-namespace conveyor::data {
+namespace conveyor {
 namespace {
 
 // Length of the well-formed UTF-8 sequence starting at bytes[i], or 0 when it is not one
@@ -86,4 +86,4 @@ std::string ByteTokenizer::Printable(std::string_view bytes) {
   return out;
 }
 
-}  // namespace conveyor::data
+}  // namespace conveyor

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace conveyor::data {
+namespace conveyor {
 
 class ByteTokenizer {
  public:
@@ -35,6 +35,6 @@ class ByteTokenizer {
   static std::string Printable(std::string_view bytes);
 };
 
-}  // namespace conveyor::data
+}  // namespace conveyor
 
 #endif  // CONVEYOR_DATA_BYTE_TOKENIZER_H_

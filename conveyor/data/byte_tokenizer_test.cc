@@ -4,7 +4,7 @@
 
 #include "conveyor/common/error.h"
 
-namespace conveyor::data {
+namespace conveyor {
 namespace {
 
 TEST(ByteTokenizerTest, EncodesOneTokenPerByte) {
@@ -48,4 +48,4 @@ TEST(ByteTokenizerTest, PrintableKeepsValidUtf8AndEscapesTheRest) {
 }
 
 }  // namespace
-}  // namespace conveyor::data
+}  // namespace conveyor

@@ -8,7 +8,7 @@
 #include "conveyor/data/batch_builder.h"
 #include "conveyor/data/stateless_random.h"
 
-namespace conveyor::data {
+namespace conveyor {
 namespace {
 
 constexpr uint64_t kSplitSalt = 0x636c2d73706c6974ULL;   // "cl-split"
@@ -93,4 +93,4 @@ double ClassificationTask::MajorityRate() const {
   return static_cast<double>(*std::max_element(counts.begin(), counts.end())) / held_out_size();
 }
 
-}  // namespace conveyor::data
+}  // namespace conveyor

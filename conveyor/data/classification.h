@@ -23,7 +23,7 @@
 #include "conveyor/data/corpus.h"
 #include "conveyor/module/microbatch.h"
 
-namespace conveyor::data {
+namespace conveyor {
 
 struct ClassificationOptions {
   int num_classes = 4;              // K
@@ -73,6 +73,6 @@ class ClassificationTask {
   std::vector<int64_t> held_out_documents_;
 };
 
-}  // namespace conveyor::data
+}  // namespace conveyor
 
 #endif  // CONVEYOR_DATA_CLASSIFICATION_H_

@@ -12,10 +12,8 @@
 #include "conveyor/common/error.h"
 #include "conveyor/data/data_testing.h"
 
-namespace conveyor::data {
+namespace conveyor {
 namespace {
-
-using testing::CorpusOf;
 
 // Categories a: 30, b: 20, c: 12, d: 5 documents, each text unique ("a7: ...").
 Corpus Hand() {
@@ -174,7 +172,7 @@ TEST(ClassificationTest, RejectsBadOptionsAndEmptySplits) {
 }
 
 TEST(ClassificationTest, RealFortunes) {
-  if (!testing::FortunesInstalled()) {
+  if (!FortunesInstalled()) {
     GTEST_SKIP() << kFortunesDir << " is absent: install the Debian package `fortunes`";
   }
   const Corpus corpus = LoadFortunes();
@@ -192,4 +190,4 @@ TEST(ClassificationTest, RealFortunes) {
 }
 
 }  // namespace
-}  // namespace conveyor::data
+}  // namespace conveyor

@@ -9,7 +9,7 @@
 
 #include "conveyor/common/error.h"
 
-namespace conveyor::data {
+namespace conveyor {
 namespace {
 
 namespace fs = std::filesystem;
@@ -152,4 +152,4 @@ Corpus LoadTextPath(const std::string& path) {
   return MakeCorpus(path, std::move(documents));
 }
 
-}  // namespace conveyor::data
+}  // namespace conveyor

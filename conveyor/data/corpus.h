@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-namespace conveyor::data {
+namespace conveyor {
 
 inline constexpr char kFortunesDir[] = "/usr/share/games/fortunes";
 
@@ -52,6 +52,6 @@ Corpus LoadFortunes(const std::string& dir = kFortunesDir);
 // are skipped; a single binary file is an error.
 Corpus LoadTextPath(const std::string& path);
 
-}  // namespace conveyor::data
+}  // namespace conveyor
 
 #endif  // CONVEYOR_DATA_CORPUS_H_

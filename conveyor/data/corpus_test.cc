@@ -10,9 +10,8 @@
 #include "conveyor/common/scratch_folder_testing.h"
 #include "conveyor/data/data_testing.h"
 
-namespace conveyor::data {
+namespace conveyor {
 namespace {
-
 
 std::vector<std::string> CategoriesOfDocuments(const Corpus& corpus) {
   std::vector<std::string> names;
@@ -121,7 +120,7 @@ TEST(LoadTextPathTest, ErrorsNameThePath) {
 }
 
 TEST(RealFortunesTest, DebianCollectionLoads) {
-  if (!testing::FortunesInstalled()) {
+  if (!FortunesInstalled()) {
     GTEST_SKIP() << kFortunesDir << " is absent: install the Debian package `fortunes`";
   }
   const Corpus corpus = LoadFortunes();
@@ -145,4 +144,4 @@ TEST(RealFortunesTest, DebianCollectionLoads) {
 }
 
 }  // namespace
-}  // namespace conveyor::data
+}  // namespace conveyor

@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "conveyor/common/error.h"
-
-namespace conveyor::data::testing {
+namespace conveyor {
 
 namespace fs = std::filesystem;
 
@@ -25,4 +23,4 @@ Corpus CorpusOf(const std::vector<std::pair<std::string, std::string>>& document
 
 bool FortunesInstalled() { return fs::is_directory(kFortunesDir); }
 
-}  // namespace conveyor::data::testing
+}  // namespace conveyor

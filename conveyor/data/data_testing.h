@@ -1,4 +1,5 @@
-// Test support for the data layer: hand-made corpora (scratch folders: common/scratch_folder_testing.h).
+// Test support for the data layer: hand-made corpora (scratch folders:
+// common/scratch_folder_testing.h).
 #ifndef CONVEYOR_DATA_DATA_TESTING_H_
 #define CONVEYOR_DATA_DATA_TESTING_H_
 
@@ -8,7 +9,7 @@
 
 #include "conveyor/data/corpus.h"
 
-namespace conveyor::data::testing {
+namespace conveyor {
 
 // A corpus of (category, text) documents, categories indexed in sorted order.
 Corpus CorpusOf(const std::vector<std::pair<std::string, std::string>>& documents);
@@ -16,6 +17,6 @@ Corpus CorpusOf(const std::vector<std::pair<std::string, std::string>>& document
 // Whether the Debian fortunes are installed at kFortunesDir.
 bool FortunesInstalled();
 
-}  // namespace conveyor::data::testing
+}  // namespace conveyor
 
 #endif  // CONVEYOR_DATA_DATA_TESTING_H_

@@ -9,7 +9,7 @@
 #include "conveyor/data/batch_builder.h"
 #include "conveyor/data/stateless_random.h"
 
-namespace conveyor::data {
+namespace conveyor {
 namespace {
 
 constexpr uint64_t kSplitSalt = 0x6c6d2d73706c6974ULL;   // "lm-split"
@@ -108,4 +108,4 @@ Batch LmStream::GetEval(int64_t index) const {
   return std::move(builder).Build();
 }
 
-}  // namespace conveyor::data
+}  // namespace conveyor

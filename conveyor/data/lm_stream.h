@@ -22,7 +22,7 @@
 #include "conveyor/data/corpus.h"
 #include "conveyor/module/microbatch.h"
 
-namespace conveyor::data {
+namespace conveyor {
 
 struct LmStreamOptions {
   int64_t seq_len = 128;            // T
@@ -60,6 +60,6 @@ class LmStream {
   std::string held_out_;
 };
 
-}  // namespace conveyor::data
+}  // namespace conveyor
 
 #endif  // CONVEYOR_DATA_LM_STREAM_H_

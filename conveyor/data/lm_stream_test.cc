@@ -11,10 +11,8 @@
 #include "conveyor/common/error.h"
 #include "conveyor/data/data_testing.h"
 
-namespace conveyor::data {
+namespace conveyor {
 namespace {
-
-using testing::CorpusOf;
 
 // 40 documents "<doc NN> ..." of about 60 bytes, each unique, in two categories.
 Corpus Numbered() {
@@ -167,7 +165,7 @@ TEST(LmStreamTest, RejectsBadOptions) {
 }
 
 TEST(LmStreamTest, RealFortunes) {
-  if (!testing::FortunesInstalled()) {
+  if (!FortunesInstalled()) {
     GTEST_SKIP() << kFortunesDir << " is absent: install the Debian package `fortunes`";
   }
   const Corpus corpus = LoadFortunes();
@@ -185,4 +183,4 @@ TEST(LmStreamTest, RealFortunes) {
 }
 
 }  // namespace
-}  // namespace conveyor::data
+}  // namespace conveyor

@@ -3,7 +3,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/common/split_mix.h"
 
-namespace conveyor::data {
+namespace conveyor {
 
 uint64_t HashOf(std::initializer_list<uint64_t> values) {
   uint64_t hash = 0x636f6e7665796f72ULL;  // "conveyor"
@@ -18,4 +18,4 @@ uint64_t UniformIndex(uint64_t hash, uint64_t n) {
 
 double UniformUnit(uint64_t hash) { return static_cast<double>(hash >> 11) * 0x1.0p-53; }
 
-}  // namespace conveyor::data
+}  // namespace conveyor

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-namespace conveyor::data {
+namespace conveyor {
 
 // A hash of the ordered values, built from SplitMix64 (order matters: {1, 2} and {2, 1}
 // differ).
@@ -22,6 +22,6 @@ uint64_t UniformIndex(uint64_t hash, uint64_t n);
 // A double in [0, 1) from the top 53 bits of a hash.
 double UniformUnit(uint64_t hash);
 
-}  // namespace conveyor::data
+}  // namespace conveyor
 
 #endif  // CONVEYOR_DATA_STATELESS_RANDOM_H_

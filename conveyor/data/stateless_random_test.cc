@@ -4,7 +4,7 @@
 
 #include <vector>
 
-namespace conveyor::data {
+namespace conveyor {
 namespace {
 
 TEST(StatelessRandomTest, HashIsPureAndOrderSensitive) {
@@ -37,4 +37,4 @@ TEST(StatelessRandomTest, UniformUnitInHalfOpenInterval) {
 }
 
 }  // namespace
-}  // namespace conveyor::data
+}  // namespace conveyor

@@ -11,7 +11,7 @@
 #include "conveyor/nn/classifier_testing.h"
 #include "conveyor/runtime/stage.h"
 
-namespace conveyor::nn {
+namespace conveyor {
 namespace {
 
 std::map<std::string, at::Tensor> Grads(StageModule& module) {
@@ -56,4 +56,4 @@ TEST(ClassifierTest, DeferredWeightGradientsEqualFullBackward) {
 }
 
 }  // namespace
-}  // namespace conveyor::nn
+}  // namespace conveyor

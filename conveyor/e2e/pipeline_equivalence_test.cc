@@ -11,12 +11,6 @@
 namespace conveyor {
 namespace {
 
-using testing::MakeBatch;
-using testing::RunPipeline;
-using testing::RunReference;
-using testing::SmallGpt;
-using testing::StepOutcome;
-
 constexpr uint64_t kSeed = 7;
 
 void ExpectSame(const StepOutcome& want, const StepOutcome& got, const std::string& what) {
@@ -66,7 +60,7 @@ TEST_P(PipelineEquivalenceTest, MatchesFullBatchStep) {
     }
     const std::string what = schedule + " pp=" + std::to_string(c.pp) +
                              " m=" + std::to_string(c.m) +
-                             " v=" + std::to_string(program.layout.stages_per_rank());
+                             " v=" + std::to_string(program.layout.chunks_per_rank());
     // Two steps, different sequence lengths, uneven micro-batches (2m + 1 samples).
     const std::vector<Batch> batches = {MakeBatch(config, 2 * c.m + 1, 7, kSeed),
                                         MakeBatch(config, 2 * c.m + 1, 5, kSeed + 1)};

@@ -24,11 +24,6 @@
 namespace conveyor {
 namespace {
 
-using testing::MakeBatch;
-using testing::RunReference;
-using testing::SmallGpt;
-using testing::StepOutcome;
-
 constexpr uint64_t kSeed = 11;
 
 // Loss, then (name, numel, floats) per gradient.
@@ -91,7 +86,7 @@ CONVEYOR_WORKER(PipelineEquivalence) {
       continue;
     }
     const StepOutcome outcome =
-        testing::RunRankStep(program, transport->rank(), *transport, SmallGpt(), kSeed, batch);
+        RunRankStep(program, transport->rank(), *transport, SmallGpt(), kSeed, batch);
     WriteOutcome(
         std::string(dir) + "/" + std::string(info.name) + "." + std::to_string(transport->rank()),
         outcome);

@@ -10,7 +10,7 @@
 #include "conveyor/runtime/stage.h"
 #include "conveyor/schedule/lower.h"
 
-namespace conveyor::testing {
+namespace conveyor {
 namespace {
 
 // Sums gradients by name; keeps every copy of each parameter.
@@ -51,8 +51,8 @@ StepOutcome Finish(Collected& collected, double loss) {
 
 }  // namespace
 
-nn::GptConfig SmallGpt() {
-  nn::GptConfig config;
+GptConfig SmallGpt() {
+  GptConfig config;
   config.vocab = 32;
   config.hidden = 8;
   config.heads = 2;
@@ -61,8 +61,8 @@ nn::GptConfig SmallGpt() {
   return config;
 }
 
-Batch MakeBatch(const nn::GptConfig& config, int n, int t, uint64_t seed) {
-  at::Generator gen = nn::LayerGenerator(seed, 1000);
+Batch MakeBatch(const GptConfig& config, int n, int t, uint64_t seed) {
+  at::Generator gen = LayerGenerator(seed, 1000);
   Batch batch;
   batch.inputs = at::randint(config.vocab, {n, t}, gen, at::kLong);
   batch.targets = at::randint(config.vocab, {n, t}, gen, at::kLong);
@@ -75,17 +75,17 @@ Batch MakeBatch(const nn::GptConfig& config, int n, int t, uint64_t seed) {
   return batch;
 }
 
-MakeStageModule GptStages(const Layout& layout, const nn::GptConfig& config, uint64_t seed) {
+MakeStageModule GptStages(const Layout& layout, const GptConfig& config, uint64_t seed) {
   const auto slices = PartitionEvenly(config.layers + 2, layout.pipeline_length());
   return [=](int stage) {
-    const nn::LayerList all = nn::BuildGpt(config, seed);
-    const auto [begin, end] = slices[layout.chunk_of(stage)];
-    return std::make_unique<nn::LayerStack>(nn::LayerList(all.begin() + begin, all.begin() + end));
+    const LayerList all = BuildGpt(config, seed);
+    const auto [begin, end] = slices[layout.part_of(stage)];
+    return std::make_unique<LayerStack>(LayerList(all.begin() + begin, all.begin() + end));
   };
 }
 
 StepOutcome RunRankStep(const Program& program, int rank, Transport& transport,
-                        const nn::GptConfig& config, uint64_t seed, const Batch& batch) {
+                        const GptConfig& config, uint64_t seed, const Batch& batch) {
   PipelineRank pipeline(program, rank, &transport, GptStages(program.layout, config, seed),
                         at::TensorOptions().dtype(at::kFloat));
   const double loss = pipeline.Step(SplitBatch(batch, program.layout.num_microbatches()));
@@ -94,9 +94,9 @@ StepOutcome RunRankStep(const Program& program, int rank, Transport& transport,
   return Finish(collected, loss);
 }
 
-StepOutcome RunReference(const nn::GptConfig& config, uint64_t seed,
-                         const std::vector<Batch>& batches, double lr) {
-  Stage stage(0, true, true, std::make_unique<nn::LayerStack>(nn::BuildGpt(config, seed)));
+StepOutcome RunReference(const GptConfig& config, uint64_t seed, const std::vector<Batch>& batches,
+                         double lr) {
+  Stage stage(0, true, true, std::make_unique<LayerStack>(BuildGpt(config, seed)));
   Collected collected;
   double loss = 0;
   for (size_t k = 0; k < batches.size(); ++k) {
@@ -112,7 +112,7 @@ StepOutcome RunReference(const nn::GptConfig& config, uint64_t seed,
   return Finish(collected, loss);
 }
 
-StepOutcome RunPipeline(const Program& compute_program, const nn::GptConfig& config, uint64_t seed,
+StepOutcome RunPipeline(const Program& compute_program, const GptConfig& config, uint64_t seed,
                         const std::vector<Batch>& batches, double lr, bool recompute) {
   const Program program = Lower(compute_program);
   const Layout& layout = program.layout;
@@ -142,4 +142,4 @@ StepOutcome RunPipeline(const Program& compute_program, const nn::GptConfig& con
   return Finish(collected, loss);
 }
 
-}  // namespace conveyor::testing
+}  // namespace conveyor

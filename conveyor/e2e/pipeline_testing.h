@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "conveyor/comm/transport.h"
-#include "conveyor/nn/gpt.h"
 #include "conveyor/module/microbatch.h"
+#include "conveyor/nn/gpt.h"
 #include "conveyor/runtime/pipeline_rank.h"
 #include "conveyor/schedule/program.h"
 
-namespace conveyor::testing {
+namespace conveyor {
 
 struct StepOutcome {
   double loss = 0;
@@ -23,26 +23,26 @@ struct StepOutcome {
   std::map<std::string, at::Tensor> params;  // after `steps` SGD steps (one copy)
 };
 
-nn::GptConfig SmallGpt();
+GptConfig SmallGpt();
 
 // n samples of length t, random tokens, sample i padded after a random length.
-Batch MakeBatch(const nn::GptConfig& config, int n, int t, uint64_t seed);
+Batch MakeBatch(const GptConfig& config, int n, int t, uint64_t seed);
 
-// The GPT's layers split evenly over the layout's chunks, one module per stage.
-MakeStageModule GptStages(const Layout& layout, const nn::GptConfig& config, uint64_t seed);
+// The GPT's layers split evenly over the layout's parts, one module per stage.
+MakeStageModule GptStages(const Layout& layout, const GptConfig& config, uint64_t seed);
 
 // One step of one rank over `transport`: this rank's loss and gradients by name (copies on
 // this rank summed). `program` must be lowered.
 StepOutcome RunRankStep(const Program& program, int rank, Transport& transport,
-                        const nn::GptConfig& config, uint64_t seed, const Batch& batch);
+                        const GptConfig& config, uint64_t seed, const Batch& batch);
 
 // `steps` steps of plain SGD (lr) over one batch each; outcome of the last step's grads.
-StepOutcome RunReference(const nn::GptConfig& config, uint64_t seed,
-                         const std::vector<Batch>& batches, double lr);
+StepOutcome RunReference(const GptConfig& config, uint64_t seed, const std::vector<Batch>& batches,
+                         double lr);
 // With `recompute`, every stage recomputes its forward at backward time (Stage::set_recompute).
-StepOutcome RunPipeline(const Program& compute_program, const nn::GptConfig& config, uint64_t seed,
+StepOutcome RunPipeline(const Program& compute_program, const GptConfig& config, uint64_t seed,
                         const std::vector<Batch>& batches, double lr, bool recompute = false);
 
-}  // namespace conveyor::testing
+}  // namespace conveyor
 
 #endif  // CONVEYOR_E2E_PIPELINE_TESTING_H_

@@ -1,7 +1,7 @@
 // Deferred weight-gradient work, keyed by micro-batch: the mechanism behind split backward.
 //
 // A backward-for-inputs (I) runs autograd while the store defers: layers that support it
-// (nn::Linear) compute their input gradient at once and queue the weight-gradient GEMM as a
+// (Linear) compute their input gradient at once and queue the weight-gradient GEMM as a
 // task under the micro-batch's key; the backward-for-weights (W) runs those tasks. A full
 // backward (B) simply does not defer. Parameters of other layers get their gradients
 // during I (they are cheap).

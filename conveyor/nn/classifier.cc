@@ -8,7 +8,7 @@
 #include "conveyor/nn/linear.h"
 #include "conveyor/nn/transformer.h"
 
-namespace conveyor::nn {
+namespace conveyor {
 namespace {
 
 constexpr double kInitStd = 0.02;  // BERT's initializer_range
@@ -192,4 +192,4 @@ int64_t CountCorrect(const at::Tensor& logits, const at::Tensor& targets) {
   return logits.argmax(-1).eq(targets).logical_and(targets.ge(0)).sum().item<int64_t>();
 }
 
-}  // namespace conveyor::nn
+}  // namespace conveyor

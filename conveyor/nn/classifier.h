@@ -12,7 +12,7 @@
 // [0, K), -1 = not counted. Its output is the logits, so predictions are
 // `logits.argmax(-1)` (see CountCorrect). Mean pooling needs no [CLS] token; padded positions
 // never reach a real token's output, so appending padding leaves the logits unchanged.
-// Every linear map defers its weight gradient (nn::Linear).
+// Every linear map defers its weight gradient (Linear).
 #ifndef CONVEYOR_NN_CLASSIFIER_H_
 #define CONVEYOR_NN_CLASSIFIER_H_
 
@@ -20,7 +20,7 @@
 
 #include "conveyor/nn/layer.h"
 
-namespace conveyor::nn {
+namespace conveyor {
 
 struct ClassifierConfig {
   int vocab = 256;                   // token ids in [0, vocab)
@@ -42,6 +42,6 @@ LayerList BuildClassifier(const ClassifierConfig& config, uint64_t seed);
 // `logits` (n, K), the head's output.
 int64_t CountCorrect(const at::Tensor& logits, const at::Tensor& targets);
 
-}  // namespace conveyor::nn
+}  // namespace conveyor
 
 #endif  // CONVEYOR_NN_CLASSIFIER_H_

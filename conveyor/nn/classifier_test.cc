@@ -11,7 +11,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/nn/classifier_testing.h"
 
-namespace conveyor::nn {
+namespace conveyor {
 namespace {
 
 at::Tensor Logits(const LayerList& layers, const MicroBatch& mb) {
@@ -183,4 +183,4 @@ TEST(ClassifierTest, LearnsWhetherTokenSevenAppears) {
 }
 
 }  // namespace
-}  // namespace conveyor::nn
+}  // namespace conveyor

@@ -9,7 +9,7 @@
 #include "conveyor/nn/classifier.h"
 #include "conveyor/nn/layer.h"
 
-namespace conveyor::nn {
+namespace conveyor {
 
 inline ClassifierConfig SmallClassifier() {
   ClassifierConfig c;
@@ -23,7 +23,8 @@ inline ClassifierConfig SmallClassifier() {
 }
 
 // n samples of length t, sample i with 1 + (i % t) real tokens, random classes.
-inline MicroBatch ClassifierMicroBatch(const ClassifierConfig& c, int64_t n, int64_t t, uint64_t seed) {
+inline MicroBatch ClassifierMicroBatch(const ClassifierConfig& c, int64_t n, int64_t t,
+                                       uint64_t seed) {
   at::Generator gen = LayerGenerator(seed, 1000);
   MicroBatch mb;
   mb.inputs = at::randint(c.vocab, {n, t}, gen, at::kLong);
@@ -34,6 +35,6 @@ inline MicroBatch ClassifierMicroBatch(const ClassifierConfig& c, int64_t n, int
   return mb;
 }
 
-}  // namespace conveyor::nn
+}  // namespace conveyor
 
 #endif  // CONVEYOR_NN_CLASSIFIER_TESTING_H_

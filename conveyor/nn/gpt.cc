@@ -9,7 +9,7 @@
 #include "conveyor/nn/linear.h"
 #include "conveyor/nn/transformer.h"
 
-namespace conveyor::nn {
+namespace conveyor {
 namespace {
 
 class Embedding : public Layer {
@@ -164,4 +164,4 @@ LayerList BuildGpt(const GptConfig& config, uint64_t seed) {
   return layers;
 }
 
-}  // namespace conveyor::nn
+}  // namespace conveyor

@@ -1,6 +1,6 @@
 // A GPT-style decoder as a list of layers: token + position embedding, pre-norm blocks
 // (causal self-attention with a padding mask, MLP, residuals), final norm and LM head with
-// a summed cross-entropy loss. Every linear map defers its weight gradient (nn::Linear).
+// a summed cross-entropy loss. Every linear map defers its weight gradient (Linear).
 //
 // Shapes: ids (n, T) -> embedding (n, T, C) -> blocks (n, T, C) -> head logits (n, T, V).
 // Targets (n, T), -1 where not counted (padding).
@@ -11,7 +11,7 @@
 
 #include "conveyor/nn/layer.h"
 
-namespace conveyor::nn {
+namespace conveyor {
 
 struct GptConfig {
   int vocab = 256;        // byte-level
@@ -29,6 +29,6 @@ void CheckGptConfig(const GptConfig& config);
 // layers + 2 entries: the embedding, the blocks, the head. Global layer index = position.
 LayerList BuildGpt(const GptConfig& config, uint64_t seed);
 
-}  // namespace conveyor::nn
+}  // namespace conveyor
 
 #endif  // CONVEYOR_NN_GPT_H_

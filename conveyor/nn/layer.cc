@@ -6,7 +6,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/common/split_mix.h"
 
-namespace conveyor::nn {
+namespace conveyor {
 
 at::Tensor Layer::LossSum(const at::Tensor&, const MicroBatch&) {
   CONVEYOR_ASSERT(false) << "this layer has no loss; only a model's last layer does";
@@ -56,4 +56,4 @@ at::Generator LayerGenerator(uint64_t seed, int layer_index) {
       SplitMixFinalize(seed * kSplitMixGamma + static_cast<uint64_t>(layer_index) + 1));
 }
 
-}  // namespace conveyor::nn
+}  // namespace conveyor

@@ -16,7 +16,7 @@
 
 #include "conveyor/module/stage_module.h"
 
-namespace conveyor::nn {
+namespace conveyor {
 
 class Layer {
  public:
@@ -56,6 +56,6 @@ std::vector<int64_t> HiddenShape(const MicroBatch& mb, int64_t hidden);
 // layer's initialisation may use.
 at::Generator LayerGenerator(uint64_t seed, int layer_index);
 
-}  // namespace conveyor::nn
+}  // namespace conveyor
 
 #endif  // CONVEYOR_NN_LAYER_H_

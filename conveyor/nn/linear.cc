@@ -5,7 +5,7 @@
 
 #include "conveyor/module/weight_grad_store.h"
 
-namespace conveyor::nn {
+namespace conveyor {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -67,4 +67,4 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   return LinearFunction::apply(x, weight, bias.defined(), bias.defined() ? bias : weight);
 }
 
-}  // namespace conveyor::nn
+}  // namespace conveyor

@@ -11,10 +11,10 @@
 
 #include <ATen/core/Tensor.h>
 
-namespace conveyor::nn {
+namespace conveyor {
 
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
-}  // namespace conveyor::nn
+}  // namespace conveyor
 
 #endif  // CONVEYOR_NN_LINEAR_H_

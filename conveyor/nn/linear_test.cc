@@ -6,7 +6,7 @@
 
 #include "conveyor/module/weight_grad_store.h"
 
-namespace conveyor::nn {
+namespace conveyor {
 namespace {
 
 struct Grads {
@@ -67,4 +67,4 @@ TEST(LinearTest, NotDeferringComputesAtOnce) {
 }
 
 }  // namespace
-}  // namespace conveyor::nn
+}  // namespace conveyor

@@ -18,7 +18,7 @@
 #include "conveyor/common/atomic_file.h"
 #include "conveyor/common/error.h"
 
-namespace conveyor::nn {
+namespace conveyor {
 namespace {
 
 static_assert(std::endian::native == std::endian::little,
@@ -271,4 +271,4 @@ SafetensorsHeader LoadSafetensorsHeader(const std::string& path) {
   return result;
 }
 
-}  // namespace conveyor::nn
+}  // namespace conveyor

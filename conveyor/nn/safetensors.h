@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace conveyor::nn {
+namespace conveyor {
 
 struct SafetensorsFile {
   std::map<std::string, at::Tensor> tensors;  // CPU, contiguous, each its own storage
@@ -57,6 +57,6 @@ SafetensorsFile LoadSafetensors(const std::string& path);
 // included) without reading any tensor's data.
 SafetensorsHeader LoadSafetensorsHeader(const std::string& path);
 
-}  // namespace conveyor::nn
+}  // namespace conveyor
 
 #endif  // CONVEYOR_NN_SAFETENSORS_H_

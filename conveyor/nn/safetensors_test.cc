@@ -15,7 +15,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/common/scratch_folder_testing.h"
 
-namespace conveyor::nn {
+namespace conveyor {
 namespace {
 
 namespace fs = std::filesystem;
@@ -274,4 +274,4 @@ TEST_F(SafetensorsTest, RefusesAMissingFile) {
 }
 
 }  // namespace
-}  // namespace conveyor::nn
+}  // namespace conveyor

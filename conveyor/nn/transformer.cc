@@ -10,7 +10,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/nn/linear.h"
 
-namespace conveyor::nn {
+namespace conveyor {
 
 at::Tensor NormalParam(at::Generator& gen, at::IntArrayRef shape, double std) {
   return at::normal(0.0, std, shape, gen).requires_grad_(true);
@@ -45,7 +45,8 @@ at::Scalar LowestOf(at::ScalarType type) {
 at::Tensor AttentionCore(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          const at::Tensor& allowed) {
   at::Tensor scores = q.matmul(k.transpose(-2, -1)) / std::sqrt(double(q.size(-1)));
-  if (allowed.defined()) scores = scores.masked_fill(allowed.logical_not(), LowestOf(scores.scalar_type()));
+  if (allowed.defined())
+    scores = scores.masked_fill(allowed.logical_not(), LowestOf(scores.scalar_type()));
   return scores.softmax(-1).matmul(v);
 }
 
@@ -107,4 +108,4 @@ at::Tensor Mlp(const at::Tensor& x, const at::Tensor& fc_w, const at::Tensor& fc
   return Linear(at::gelu(Linear(x, fc_w, fc_b)), proj_w, proj_b);
 }
 
-}  // namespace conveyor::nn
+}  // namespace conveyor

@@ -1,7 +1,7 @@
 // Building blocks shared by the model zoo's transformers.
 //
 // Parameters are leaf tensors that require grad, drawn only from the generator a layer gets
-// from LayerGenerator. Every linear map goes through nn::Linear, so its weight gradient can
+// from LayerGenerator. Every linear map goes through Linear, so its weight gradient can
 // be deferred (split backward).
 //
 // Shapes: x (n, T, C); key_mask (n, T) bool, true = a real token; heads divides C.
@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-namespace conveyor::nn {
+namespace conveyor {
 
 at::Tensor NormalParam(at::Generator& gen, at::IntArrayRef shape, double std);
 at::Tensor ZerosParam(at::IntArrayRef shape);
@@ -37,6 +37,6 @@ at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t
 at::Tensor Mlp(const at::Tensor& x, const at::Tensor& fc_w, const at::Tensor& fc_b,
                const at::Tensor& proj_w, const at::Tensor& proj_b);
 
-}  // namespace conveyor::nn
+}  // namespace conveyor
 
 #endif  // CONVEYOR_NN_TRANSFORMER_H_

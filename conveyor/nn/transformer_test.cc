@@ -5,7 +5,7 @@
 
 #include "conveyor/nn/layer.h"
 
-namespace conveyor::nn {
+namespace conveyor {
 namespace {
 
 AttentionWeights Weights(int64_t c, at::ScalarType dtype) {
@@ -43,4 +43,4 @@ TEST(TransformerTest, MaskedKeysGetNoWeightInEveryDtype) {
 }
 
 }  // namespace
-}  // namespace conveyor::nn
+}  // namespace conveyor

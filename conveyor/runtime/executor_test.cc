@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads_testing.h"
 #include "conveyor/runtime/pipeline_rank.h"
@@ -82,8 +81,7 @@ TEST(ExecutorTest, ErrorsNameRankStageMicrobatchAndAction) {
 
 TEST(ExecutorTest, SplitBackwardDefersWeightWorkUntilW) {
   // One rank, two stages (loop placement, v = 2): I then W, and a direct hand-off.
-  const Program program =
-      Lower(testing::MakeProgram(Layout::Loop(1, 2, 1), {"0F0 1F0 1I0 0I0 0W0 1W0"}));
+  const Program program = Lower(MakeProgram(Layout::Loop(1, 2, 1), {"0F0 1F0 1I0 0I0 0W0 1W0"}));
   PipelineRank rank(program, 0, nullptr, Synthetic(), at::kFloat);
   std::vector<std::string> seen;
   Stage& last = *rank.stages().at(1);

@@ -32,7 +32,7 @@ class PipelineRank {
   const std::map<int, std::unique_ptr<Stage>>& stages() const { return stages_; }
   Executor& executor() { return *executor_; }
   // Parameters of every stage on this rank, under their global names. A name may appear
-  // twice (DualPipe's two copies of a chunk on one rank).
+  // twice (DualPipe's two copies of a model part on one rank).
   NamedTensors NamedParameters() const;
 
  private:

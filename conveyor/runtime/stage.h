@@ -1,4 +1,4 @@
-// One stage of a pipeline: a model chunk plus what its backward needs.
+// One stage of a pipeline: a part of the model plus what its backward needs.
 //
 // Forward caches, per micro-batch, the stage input (as an autograd leaf) and the output (on
 // a last stage: the scaled loss). BackwardInput runs autograd from there with the stage's

@@ -5,7 +5,7 @@
 //
 // Activations are (n, T, 1) floats: the first stage turns token ids into them. The last
 // stage's loss is the sum of its output. A weight of one element gets a real gradient, so
-// W has work to defer, as with nn::Linear.
+// W has work to defer, as with Linear.
 #ifndef CONVEYOR_RUNTIME_SYNTHETIC_STAGE_H_
 #define CONVEYOR_RUNTIME_SYNTHETIC_STAGE_H_
 

@@ -49,11 +49,11 @@ Layout::Layout(int ranks, std::vector<int> stage_to_rank, int microbatches, int 
   }
 }
 
-Layout Layout::Loop(int ranks, int stages_per_rank, int microbatches) {
+Layout Layout::Loop(int ranks, int chunks_per_rank, int microbatches) {
   CheckBasics(ranks, microbatches);
-  CONVEYOR_CHECK(stages_per_rank >= 1)
-      << "stages (chunks) per rank must be at least 1, got " << stages_per_rank;
-  std::vector<int> map(ranks * stages_per_rank);
+  CONVEYOR_CHECK(chunks_per_rank >= 1)
+      << "chunks (stages) per rank must be at least 1, got " << chunks_per_rank;
+  std::vector<int> map(ranks * chunks_per_rank);
   for (int s = 0; s < static_cast<int>(map.size()); ++s) map[s] = s % ranks;
   return Layout(ranks, std::move(map), microbatches, 1, Placement::kLoop);
 }
@@ -75,7 +75,7 @@ Layout Layout::Custom(int ranks, std::vector<int> stage_to_rank, int microbatche
   return Layout(ranks, std::move(stage_to_rank), microbatches, directions, Placement::kCustom);
 }
 
-int Layout::stages_per_rank() const {
+int Layout::chunks_per_rank() const {
   size_t most = 0;
   for (const auto& stages : rank_to_stages_) most = std::max(most, stages.size());
   return static_cast<int>(most);

@@ -15,7 +15,7 @@ TEST(LayoutTest, LoopPlacement) {
   EXPECT_EQ(l.prev_stage(0), -1);
   EXPECT_EQ(l.next_stage(3), 4);
   EXPECT_TRUE(l.is_last_stage(7));
-  EXPECT_EQ(l.stages_per_rank(), 2);
+  EXPECT_EQ(l.chunks_per_rank(), 2);
 }
 
 TEST(LayoutTest, VPlacement) {
@@ -32,8 +32,8 @@ TEST(LayoutTest, DualHasTwoPipelinesAndSplitsMicrobatches) {
   EXPECT_EQ(l.pipeline_length(), 4);
   EXPECT_EQ(l.next_stage(3), -1);
   EXPECT_EQ(l.prev_stage(4), -1);
-  EXPECT_EQ(l.rank_of(4), 3);  // chunk 0 of the reverse pipeline starts on the last rank
-  EXPECT_EQ(l.chunk_of(6), 2);
+  EXPECT_EQ(l.rank_of(4), 3);  // part 0 of the reverse pipeline starts on the last rank
+  EXPECT_EQ(l.part_of(6), 2);
   EXPECT_EQ(l.first_microbatch(0), 0);
   EXPECT_EQ(l.end_microbatch(0), 5);
   EXPECT_EQ(l.first_microbatch(5), 5);

@@ -8,8 +8,6 @@
 namespace conveyor {
 namespace {
 
-using testing::MakeProgram;
-
 TEST(LowerTest, InsertsSendAfterProducerAndRecvBeforeConsumer) {
   const Program gpipe = MakeProgram(Layout::Loop(2, 1, 2), {"0F0 0F1 0B0 0B1", "1F0 1F1 1B0 1B1"});
   const Program lowered = Lower(gpipe);

@@ -14,8 +14,6 @@
 namespace conveyor {
 namespace {
 
-using testing::MakeProgram;
-
 // The UserError message `fn` throws, or "" when it does not throw.
 template <typename Fn>
 std::string ErrorOf(Fn&& fn) {
@@ -88,7 +86,7 @@ TEST(ProgramCsvTest, InfersLoopAndInterleavedPlacement) {
   EXPECT_EQ(loop.num_stages(), 2);
   const Layout interleaved = ReadProgramCsv("0F0,2F0,2B0,0B0\n1F0,3F0,3B0,1B0\n").program.layout;
   EXPECT_EQ(interleaved.placement(), Placement::kLoop);
-  EXPECT_EQ(interleaved.stages_per_rank(), 2);
+  EXPECT_EQ(interleaved.chunks_per_rank(), 2);
   EXPECT_EQ(interleaved.num_microbatches(), 1);
 }
 
@@ -262,7 +260,7 @@ TEST_F(PytorchSchedulesTest, InterleavedZeroBubbleComputeOnly) {
   EXPECT_NE(loaded.notes[0].find("B and W both appear"), std::string::npos);
   EXPECT_EQ(layout.placement(), Placement::kLoop);
   EXPECT_EQ(layout.num_ranks(), 2);
-  EXPECT_EQ(layout.stages_per_rank(), 2);
+  EXPECT_EQ(layout.chunks_per_rank(), 2);
   EXPECT_EQ(layout.num_microbatches(), 8);
   EXPECT_FALSE(loaded.program.has_comms());
   EXPECT_EQ(loaded.program.size(), 2u * 2 * 8 * 3);  // ranks * stages * mbs * {F, I, W}

@@ -8,7 +8,7 @@
 
 #include "conveyor/schedule/program.h"
 
-namespace conveyor::testing {
+namespace conveyor {
 
 inline Program MakeProgram(const Layout& layout, const std::vector<std::string>& lines) {
   Program program(layout);
@@ -20,6 +20,6 @@ inline Program MakeProgram(const Layout& layout, const std::vector<std::string>&
   return program;
 }
 
-}  // namespace conveyor::testing
+}  // namespace conveyor
 
 #endif  // CONVEYOR_SCHEDULE_PROGRAM_TESTING_H_

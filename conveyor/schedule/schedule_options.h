@@ -7,7 +7,7 @@ namespace conveyor {
 struct ScheduleOptions {
   int pp = 4;            // pipeline ranks (p)
   int microbatches = 8;  // micro-batches per step (m)
-  int chunks = 0;        // stages per rank (v); 0 = the schedule's default
+  int chunks = 0;        // chunks (stages) per rank (v); 0 = the schedule's default
 };
 
 }  // namespace conveyor

@@ -1,5 +1,5 @@
 // The classic schedules' published closed forms, reproduced by the simulator with uniform
-// per-chunk costs F = I = W = 1 (B = I + W = 2) and zero communication.
+// per-stage costs F = I = W = 1 (B = I + W = 2) and zero communication.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -8,8 +8,6 @@
 namespace conveyor {
 namespace {
 
-using testing::MakeProgram;
-
 CostModel Uniform(double f, double i, double w) {
   CostModel c;
   c.uniform = StageCost{f, i, w};

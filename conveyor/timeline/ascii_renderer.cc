@@ -38,7 +38,7 @@ char KindLetter(const Action& a, bool odd_chunk) {
 }
 
 // "F3", or "F3+b5" for an overlapped unit: each half in the case of its own chunk.
-std::string Label(const Action& a, int rank, const render::ChunkMap& chunks) {
+std::string Label(const Action& a, int rank, const ChunkMap& chunks) {
   if (a.op == Op::kOverlapFB) {
     return Label(a.ForwardHalf(), rank, chunks) + "+" + Label(a.BackwardHalf(), rank, chunks);
   }
@@ -58,7 +58,7 @@ std::vector<const Span*> Sample(const std::vector<const Span*>& row, int columns
   return sampled;
 }
 
-std::string RenderRow(const std::vector<const Span*>& sampled, const render::ChunkMap& chunks) {
+std::string RenderRow(const std::vector<const Span*>& sampled, const ChunkMap& chunks) {
   std::string line(sampled.size(), '.');
   for (size_t c = 0; c < sampled.size();) {
     size_t run_end = c + 1;
@@ -80,11 +80,11 @@ std::string RenderRow(const std::vector<const Span*>& sampled, const render::Chu
 std::string Axis(int columns, double makespan) {
   std::string axis(columns + 12, ' ');
   if (makespan <= 0) return "0";
-  const double step = render::NiceStep(makespan, std::max(1, columns / 10));
+  const double step = NiceStep(makespan, std::max(1, columns / 10));
   int free_from = 0;
   for (int i = 0; i * step <= makespan * (1 + 1e-9); ++i) {
     const int c = static_cast<int>(std::lround(i * step / makespan * columns));
-    const std::string label = render::FormatNumber(i * step);
+    const std::string label = FormatNumber(i * step);
     if (c < free_from || c + label.size() > axis.size()) continue;
     axis.replace(c, label.size(), label);
     free_from = c + static_cast<int>(label.size()) + 1;
@@ -96,14 +96,14 @@ std::string Axis(int columns, double makespan) {
 }  // namespace
 
 std::string RenderAscii(const Timeline& timeline, int width) {
-  const auto rows = render::ComputeSpansByRank(timeline);
-  const render::ChunkMap chunks(timeline);
+  const auto rows = ComputeSpansByRank(timeline);
+  const ChunkMap chunks(timeline);
   const int label_width = static_cast<int>(
       std::to_string(std::max(0, timeline.num_ranks - 1)).size() + std::string("rank  |").size());
   const double makespan = timeline.makespan();
   int columns;
   if (width == 0) {
-    const double shortest = render::ShortestComputeSpan(timeline);
+    const double shortest = ShortestComputeSpan(timeline);
     const double wanted =
         shortest > 0 ? std::ceil(kCharsPerShortestAction * makespan / shortest) : kMinColumns;
     columns = static_cast<int>(std::clamp(wanted, double{kMinColumns},
@@ -124,8 +124,8 @@ std::string RenderAscii(const Timeline& timeline, int width) {
   }
   out += std::string(label_width, ' ') + Axis(columns, makespan) + "\n";
   out += "time in " + std::string(TimeUnitName(timeline.time_unit)) +
-         ", 1 column = " + render::FormatNumber(time_per_column, 3) + ", makespan " +
-         render::FormatNumber(makespan) + "\n";
+         ", 1 column = " + FormatNumber(time_per_column, 3) + ", makespan " +
+         FormatNumber(makespan) + "\n";
   out +=
       "legend: F<mb> forward, B<mb> full backward, I<mb> backward for inputs, W<mb> backward "
       "for weights, F<a>+B<b> overlapped (X when narrow), lower case: a rank's 2nd chunk, '.' "

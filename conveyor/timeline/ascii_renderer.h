@@ -21,7 +21,7 @@ namespace conveyor {
 // `width`: characters per line, rank label included; 0 = auto (about 3 characters for the
 // shortest action, at most 100). Explicit widths must leave at least 10 columns of time and
 // be at most 1000, so the output stays small (about width * (ranks + 4) bytes). Throws
-// UserError for a bad width or a malformed timeline (see render::CheckTimeline).
+// UserError for a bad width or a malformed timeline (see CheckTimeline).
 std::string RenderAscii(const Timeline& timeline, int width = 0);
 
 }  // namespace conveyor

@@ -10,9 +10,6 @@
 namespace conveyor {
 namespace {
 
-using testing::GpipeTimeline;
-using testing::MakeTimeline;
-
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);

@@ -98,7 +98,7 @@ std::string RenderChromeTrace(const std::vector<TraceGroup>& groups) {
     CONVEYOR_CHECK(group.timeline != nullptr)
         << "trace group '" << group.name << "' has no timeline";
     const Timeline& timeline = *group.timeline;
-    render::CheckTimeline(timeline);
+    CheckTimeline(timeline);
     const int first_pid = next_pid;
     next_pid += timeline.num_ranks;
     for (int r = 0; r < timeline.num_ranks; ++r) {

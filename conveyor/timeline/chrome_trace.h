@@ -29,7 +29,7 @@ struct TraceGroup {
   const Timeline* timeline;  // not owned; must outlive the call
 };
 
-// Throws UserError for a null or malformed timeline (see render::CheckTimeline).
+// Throws UserError for a null or malformed timeline (see CheckTimeline).
 std::string RenderChromeTrace(const std::vector<TraceGroup>& groups);
 
 // One timeline as one group.

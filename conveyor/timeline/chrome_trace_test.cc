@@ -11,9 +11,6 @@
 namespace conveyor {
 namespace {
 
-using testing::GpipeTimeline;
-using testing::MakeTimeline;
-
 // A minimal JSON syntax checker (RFC 8259 grammar, no semantic checks).
 class JsonChecker {
  public:

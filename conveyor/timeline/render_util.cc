@@ -6,7 +6,7 @@
 
 #include "conveyor/common/error.h"
 
-namespace conveyor::render {
+namespace conveyor {
 
 void CheckTimeline(const Timeline& timeline) {
   CONVEYOR_CHECK(timeline.num_ranks >= 0)
@@ -88,4 +88,4 @@ std::string FormatNumber(double value, int digits) {
   return buffer;
 }
 
-}  // namespace conveyor::render
+}  // namespace conveyor

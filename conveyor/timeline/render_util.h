@@ -8,7 +8,7 @@
 
 #include "conveyor/timeline/timeline.h"
 
-namespace conveyor::render {
+namespace conveyor {
 
 // Checks what every renderer relies on: num_ranks >= 0, every span on a rank in
 // [0, num_ranks) with finite times and start <= end, likewise every phase, and finite counter
@@ -43,6 +43,6 @@ double NiceStep(double length, int parts);
 // no trailing zeros ("3", "0.25", "1500").
 std::string FormatNumber(double value, int digits = 4);
 
-}  // namespace conveyor::render
+}  // namespace conveyor
 
 #endif  // CONVEYOR_TIMELINE_RENDER_UTIL_H_

@@ -78,7 +78,7 @@ std::string XmlEscape(const std::string& text) {
   return out;
 }
 
-std::string Num(double value) { return render::FormatNumber(value, 7); }
+std::string Num(double value) { return FormatNumber(value, 7); }
 
 std::string Rect(const std::string& css_class, double x, double y, double w, double h) {
   return "<rect class=\"" + css_class + "\" x=\"" + Num(x) + "\" y=\"" + Num(y) + "\" width=\"" +
@@ -106,14 +106,14 @@ struct Used {
 
 // Draws spans one box each.
 std::string ExactRows(const Timeline& timeline, const Frame& f, const SvgOptions& options,
-                      const render::ChunkMap& chunks, Used& used) {
+                      const ChunkMap& chunks, Used& used) {
   std::string out;
   for (const Span& s : timeline.spans) {
     const double x = f.x(s.start), w = (s.end - s.start) * f.scale;
     const double y = f.y(s.rank);
     const std::string tip = "<title>" +
-                            XmlEscape(SpanName(s) + " on rank " + std::to_string(s.rank) +
-                                      ": " + Num(s.start) + " to " + Num(s.end)) +
+                            XmlEscape(SpanName(s) + " on rank " + std::to_string(s.rank) + ": " +
+                                      Num(s.start) + " to " + Num(s.end)) +
                             "</title></rect>\n";
     if (IsComm(s.action.op) && s.end > s.start) {
       used.comm = true;
@@ -138,10 +138,10 @@ std::string ExactRows(const Timeline& timeline, const Frame& f, const SvgOptions
 }
 
 // Draws each rank per pixel column (see the header): bounded by ranks * width boxes.
-std::string DenseRows(const Timeline& timeline, const Frame& f, const render::ChunkMap& chunks,
+std::string DenseRows(const Timeline& timeline, const Frame& f, const ChunkMap& chunks,
                       Used& used) {
   constexpr int kIdle = -1, kMixed = -2;  // else kind * 2 + light
-  const auto rows = render::ComputeSpansByRank(timeline);
+  const auto rows = ComputeSpansByRank(timeline);
   std::string out;
   for (int r = 0; r < timeline.num_ranks; ++r) {
     const auto& row = rows[r];
@@ -183,13 +183,13 @@ std::string Axis(const Timeline& timeline, const Frame& f, double makespan, int 
   std::string out = "<line class=\"axis\" x1=\"" + Num(f.x(0)) + "\" y1=\"" + Num(y) + "\" x2=\"" +
                     Num(f.x(0) + f.width) + "\" y2=\"" + Num(y) + "\"/>\n";
   if (makespan > 0) {
-    const double step = render::NiceStep(makespan, 10);
+    const double step = NiceStep(makespan, 10);
     for (int i = 0; i * step <= makespan * (1 + 1e-9); ++i) {
       const double x = f.x(i * step);
       out += "<line class=\"axis\" x1=\"" + Num(x) + "\" y1=\"" + Num(y) + "\" x2=\"" + Num(x) +
              "\" y2=\"" + Num(y + 4) + "\"/>\n";
       out += "<text class=\"tick\" x=\"" + Num(x) + "\" y=\"" + Num(y + 15) + "\">" +
-             render::FormatNumber(i * step) + "</text>\n";
+             FormatNumber(i * step) + "</text>\n";
     }
   }
   out += "<text class=\"tick\" x=\"" + Num(f.x(0) + f.width / 2.0) + "\" y=\"" + Num(y + 30) +
@@ -234,7 +234,7 @@ std::string Style() {
 }  // namespace
 
 std::string RenderSvg(const Timeline& timeline, const SvgOptions& options) {
-  render::CheckTimeline(timeline);
+  CheckTimeline(timeline);
   CONVEYOR_CHECK(options.width == 0 || (options.width >= 100 && options.width <= 10000))
       << "SVG width " << options.width << " must be 0 (auto) or within [100, 10000]";
   CONVEYOR_CHECK(options.row_height == 0 || (options.row_height >= 4 && options.row_height <= 200))
@@ -246,7 +246,7 @@ std::string RenderSvg(const Timeline& timeline, const SvgOptions& options) {
   if (options.width > 0) {
     f.width = options.width;
   } else {
-    const double shortest = render::ShortestComputeSpan(timeline);
+    const double shortest = ShortestComputeSpan(timeline);
     const double wanted = shortest > 0 ? 24 * makespan / shortest : 400;
     f.width = static_cast<int>(std::clamp(std::ceil(wanted), 400.0, 1600.0));
     // Room for the title (bold 15 px: up to about 10 px a character).
@@ -264,7 +264,7 @@ std::string RenderSvg(const Timeline& timeline, const SvgOptions& options) {
             Num(f.y(r) + f.row_height / 2.0 + 4) + "\">rank " + std::to_string(r) + "</text>\n";
     body += Rect("bg", kLeftMargin, f.y(r), f.width, f.row_height) + "/>\n";
   }
-  const render::ChunkMap chunks(timeline);
+  const ChunkMap chunks(timeline);
   Used used;
   size_t compute_spans = 0;
   for (const Span& s : timeline.spans) compute_spans += IsCompute(s.action.op);

@@ -11,9 +11,6 @@
 namespace conveyor {
 namespace {
 
-using testing::GpipeTimeline;
-using testing::MakeTimeline;
-
 size_t Count(const std::string& text, const std::string& needle) {
   size_t n = 0;
   for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {

@@ -7,7 +7,7 @@
 
 #include "conveyor/timeline/timeline.h"
 
-namespace conveyor::testing {
+namespace conveyor {
 
 struct SpanText {
   int rank;
@@ -42,6 +42,6 @@ inline Timeline GpipeTimeline(int ranks, int microbatches) {
   return timeline;
 }
 
-}  // namespace conveyor::testing
+}  // namespace conveyor
 
 #endif  // CONVEYOR_TIMELINE_TIMELINE_TESTING_H_

@@ -71,7 +71,7 @@ Json Manifest(const fs::path& folder, int64_t step, const TrainConfig& config, i
   Json files = Json::object();
   for (int r = 0; r < ranks; ++r) {
     const std::string name = RankFile(r);
-    const nn::SafetensorsHeader header = nn::LoadSafetensorsHeader((folder / name).string());
+    const SafetensorsHeader header = LoadSafetensorsHeader((folder / name).string());
     Json tensors = Json::object();
     for (const auto& [tensor, entry] : header.tensors) {
       const auto checksum = header.metadata.find(kChecksumPrefix + tensor);
@@ -197,7 +197,7 @@ std::map<std::string, at::Tensor> ReadVerifiedTensors(const fs::path& folder, co
           << where << "meta.json lists '" << name << "', which is not a rank file's name";
       const std::string path = (folder / name).string();
       CONVEYOR_CHECK(fs::exists(path)) << file << "missing (meta.json lists it)";
-      const nn::SafetensorsHeader header = nn::LoadSafetensorsHeader(path);
+      const SafetensorsHeader header = LoadSafetensorsHeader(path);
       CheckFileOrigin(header.metadata, meta, file);
       const Json& tensors = listed.at("tensors");
       for (const auto& [tensor, entry] : header.tensors) {
@@ -216,7 +216,7 @@ std::map<std::string, at::Tensor> ReadVerifiedTensors(const fs::path& folder, co
             << file << "tensor '" << tensor << "' has shape " << Json(found->second.shape).dump()
             << ", meta.json says " << want.at("shape").dump();
       }
-      nn::SafetensorsFile data = nn::LoadSafetensors(path);
+      SafetensorsFile data = LoadSafetensors(path);
       for (auto& [tensor, t] : data.tensors) {
         CONVEYOR_CHECK(!at::isFloatingType(t.scalar_type()) || at::isfinite(t).all().item<bool>())
             << file << "tensor '" << tensor << "' holds NaN or infinite values";
@@ -286,7 +286,7 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
                                                    {"rank", std::to_string(trainer.rank())},
                                                    {"model", ModelJson(config).dump()}};
     for (const auto& [name, t] : tensors) metadata[kChecksumPrefix + name] = TensorChecksum(t);
-    nn::SaveSafetensors((temp / RankFile(trainer.rank())).string(), tensors, metadata);
+    SaveSafetensors((temp / RankFile(trainer.rank())).string(), tensors, metadata);
   });
   // Every rank's file is durable (each was fsynced with its folder): the manifest, then
   // the final name, then latest.

@@ -22,8 +22,6 @@ namespace conveyor {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::TinyGpt;
-using testing::TrainOnThreads;
 
 class CheckpointTest : public ::testing::Test {
  protected:
@@ -149,7 +147,7 @@ class CheckpointVerifyTest : public ::testing::Test {
 
   // The first parameter stored in `file`.
   static std::string FirstParam(const fs::path& file) {
-    for (const auto& [name, entry] : nn::LoadSafetensorsHeader(file.string()).tensors) {
+    for (const auto& [name, entry] : LoadSafetensorsHeader(file.string()).tensors) {
       if (name.rfind("param/", 0) == 0) return name;
     }
     ADD_FAILURE() << file << " holds no parameter";
@@ -224,7 +222,7 @@ TEST_F(CheckpointVerifyTest, SavingLeavesTheCheckpointsAManifestAndNoTemporaryFi
   EXPECT_EQ(meta["step"], 4);
   for (const char* file : {"rank-0.safetensors", "rank-1.safetensors"}) {
     const nlohmann::json& tensors = meta["files"][file]["tensors"];
-    EXPECT_EQ(tensors.size(), nn::LoadSafetensorsHeader((Step(4) / file).string()).tensors.size());
+    EXPECT_EQ(tensors.size(), LoadSafetensorsHeader((Step(4) / file).string()).tensors.size());
     for (const auto& [name, t] : tensors.items()) {
       EXPECT_EQ(t["fnv1a64"].get<std::string>().size(), 16u) << name;
     }

@@ -11,9 +11,6 @@
 namespace conveyor {
 namespace {
 
-using testing::TinyGpt;
-using testing::TrainOnThreads;
-
 // The held-out loss after training, as rank `rank` reports it.
 EvalMetrics EvaluateAfterTraining(const TrainConfig& c, int rank = 0) {
   EvalMetrics result;

@@ -12,7 +12,7 @@ namespace {
 Layout SameLayoutWith(const Layout& layout, int microbatches) {
   switch (layout.placement()) {
     case Placement::kLoop:
-      return Layout::Loop(layout.num_ranks(), layout.stages_per_rank(), microbatches);
+      return Layout::Loop(layout.num_ranks(), layout.chunks_per_rank(), microbatches);
     case Placement::kV:
       return Layout::V(layout.num_ranks(), microbatches);
     case Placement::kDual:

@@ -12,9 +12,6 @@
 namespace conveyor {
 namespace {
 
-using testing::TinyGpt;
-using testing::TrainOnThreads;
-
 std::vector<MicroBatch> Copies(const at::Tensor& inputs, int count) {
   std::vector<MicroBatch> mbs(count);
   for (int i = 0; i < count; ++i) {

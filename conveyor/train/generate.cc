@@ -27,7 +27,7 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, double
     if (temperature <= 0) {
       tokens = logits.argmax(-1);
     } else {
-      at::Generator gen = nn::LayerGenerator(seed, static_cast<int>(inputs.size(1)));
+      at::Generator gen = LayerGenerator(seed, static_cast<int>(inputs.size(1)));
       tokens = at::multinomial((logits / temperature).softmax(-1), 1, false, gen).squeeze(-1);
     }
   }
@@ -46,7 +46,7 @@ std::string Generate(ForwardPipeline& forward, const std::string& prompt, int to
                      double temperature, uint64_t seed, int context) {
   CONVEYOR_CHECK(tokens >= 0) << "tokens must be >= 0, got " << tokens;
   CONVEYOR_CHECK(context >= 1) << "context must be at least 1, got " << context;
-  const data::ByteTokenizer tokenizer;
+  const ByteTokenizer tokenizer;
   std::vector<int64_t> ids = tokenizer.Encode(prompt.empty() ? std::string("\n") : prompt);
   std::vector<int64_t> out;
   for (int k = 0; k < tokens; ++k) {

@@ -16,8 +16,6 @@
 namespace conveyor {
 namespace {
 
-using testing::TinyGpt;
-
 class GenerateTest : public ::testing::Test {
  protected:
   void SetUp() override { at::set_num_threads(1); }

@@ -10,7 +10,7 @@ namespace conveyor {
 namespace {
 
 // Forward + backward seconds of each layer on the first training micro-batch.
-std::vector<double> ProfileLayers(const TrainTask& task, const nn::LayerList& layers,
+std::vector<double> ProfileLayers(const TrainTask& task, const LayerList& layers,
                                   int microbatches) {
   const MicroBatch mb = SplitBatch(task.TrainBatch(0), microbatches)[0];
   std::vector<double> seconds(layers.size(), std::numeric_limits<double>::infinity());
@@ -37,7 +37,7 @@ std::vector<double> ProfileLayers(const TrainTask& task, const nn::LayerList& la
 }  // namespace
 
 std::vector<double> LayerCosts(const TrainConfig& config, const TrainTask& task,
-                               const nn::LayerList& layers) {
+                               const LayerList& layers) {
   switch (config.partition) {
     case PartitionBy::kFlops:
       return task.LayerFlops();

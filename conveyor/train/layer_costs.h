@@ -19,7 +19,7 @@ namespace conveyor {
 //            micro-batch, the fastest of three rounds; the gradients this leaves on `layers`
 //            are dropped. Timings differ between calls and ranks.
 std::vector<double> LayerCosts(const TrainConfig& config, const TrainTask& task,
-                               const nn::LayerList& layers);
+                               const LayerList& layers);
 
 }  // namespace conveyor
 

@@ -16,16 +16,15 @@ namespace {
 class LearningTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(data::kFortunesDir)) {
-      GTEST_SKIP() << "no fortunes corpus at " << data::kFortunesDir
-                   << " (apt-get install fortunes)";
+    if (!std::filesystem::exists(kFortunesDir)) {
+      GTEST_SKIP() << "no fortunes corpus at " << kFortunesDir << " (apt-get install fortunes)";
     }
     at::set_num_threads(1);
   }
 };
 
 TEST_F(LearningTest, GptLossFallsOnFortunes) {
-  TrainConfig c = testing::TinyGpt();
+  TrainConfig c = TinyGpt();
   c.data = "fortunes";
   c.hidden = 32;
   c.seq_len = 32;
@@ -34,7 +33,7 @@ TEST_F(LearningTest, GptLossFallsOnFortunes) {
   c.warmup_steps = 5;
   c.pp = 2;
   c.schedule = "1f1b";
-  const std::vector<double> losses = testing::TrainOnThreads(c);
+  const std::vector<double> losses = TrainOnThreads(c);
   ASSERT_EQ(losses.size(), 30u);
   EXPECT_GT(losses.front(), 5.0);  // about ln 256 = 5.5 at the start
   EXPECT_LT(losses.back(), losses.front() - 1.5);
@@ -57,7 +56,7 @@ TEST_F(LearningTest, ClassifierBeatsTheMajorityClass) {
   c.timeout_s = 120;
   EvalMetrics eval;
   double baseline = 0;
-  testing::TrainOnThreads(c, [&](Trainer& t, Transport&) {
+  TrainOnThreads(c, [&](Trainer& t, Transport&) {
     ForwardPipeline forward(t);
     const EvalMetrics e = Evaluate(forward);
     if (t.rank() == 0) eval = e;

@@ -10,9 +10,6 @@
 namespace conveyor {
 namespace {
 
-using testing::TinyGpt;
-using testing::TrainOnThreads;
-
 TEST(MeasuredCostsTest, EveryRankGetsEveryStagesMeasuredCosts) {
   at::set_num_threads(1);
   TrainConfig c = TinyGpt();

@@ -78,7 +78,7 @@ void PreflightCheck(const TrainConfig& config) {
   VerifyOrThrow(program);
   // The models are an embedding, `layers` blocks and a head.
   PartitionEvenly(config.layers + 2, program.layout.pipeline_length());
-  const std::string path = config.data == "fortunes" ? data::kFortunesDir : config.data;
+  const std::string path = config.data == "fortunes" ? kFortunesDir : config.data;
   CONVEYOR_CHECK(std::filesystem::exists(path))
       << "corpus '" << path << "' does not exist"
       << (config.data == "fortunes" ? " (apt-get install fortunes)" : "");

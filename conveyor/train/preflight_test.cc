@@ -10,8 +10,6 @@
 namespace conveyor {
 namespace {
 
-using testing::TinyGpt;
-
 // The message of the UserError `check` throws for `config`, or "accepted".
 std::string ErrorOf(void (*check)(const TrainConfig&), const TrainConfig& config) {
   try {

@@ -11,9 +11,6 @@
 namespace conveyor {
 namespace {
 
-using testing::TinyGpt;
-using testing::TrainOnThreads;
-
 TEST(RankMetricsTest, GathersWhereEachRanksTimeGoes) {
   at::set_num_threads(1);
   TrainConfig c = TinyGpt();

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "conveyor/nn/layer.h"
 #include "conveyor/module/microbatch.h"
+#include "conveyor/nn/layer.h"
 
 namespace conveyor {
 
@@ -18,7 +18,7 @@ class TrainTask {
  public:
   virtual ~TrainTask() = default;
 
-  virtual nn::LayerList BuildLayers() const = 0;
+  virtual LayerList BuildLayers() const = 0;
   // Relative compute of each layer for the partitioner (FLOPs of one sample's forward).
   virtual std::vector<double> LayerFlops() const = 0;
 

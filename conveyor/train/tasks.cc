@@ -14,11 +14,11 @@
 namespace conveyor {
 namespace {
 
-data::Corpus LoadCorpus(const std::string& source) {
-  return source == "fortunes" ? data::LoadFortunes() : data::LoadTextPath(source);
+Corpus LoadCorpus(const std::string& source) {
+  return source == "fortunes" ? LoadFortunes() : LoadTextPath(source);
 }
 
-double ParameterCount(const nn::LayerList& layers) {
+double ParameterCount(const LayerList& layers) {
   double total = 0;
   for (const auto& layer : layers) {
     for (const auto& [name, p] : layer->NamedParameters()) total += static_cast<double>(p.numel());
@@ -37,21 +37,21 @@ std::vector<double> TransformerFlops(int layers, double t, double c, double head
 class GptTask : public TrainTask {
  public:
   explicit GptTask(const TrainConfig& c)
-      : config_{static_cast<int>(data::ByteTokenizer::kVocabSize),
+      : config_{static_cast<int>(ByteTokenizer::kVocabSize),
                 c.hidden,
                 c.heads,
                 c.layers,
                 c.seq_len,
                 c.tie_embeddings,
-                c.recompute == "selective"},
+                c.recompute == Recompute::kSelective},
         seed_(c.seed),
         eval_batches_(c.eval_batches),
         corpus_(LoadCorpus(c.data)),
-        stream_(corpus_, data::LmStreamOptions{c.seq_len, c.batch_size, 0.05, c.seed}) {
-    nn::CheckGptConfig(config_);
+        stream_(corpus_, LmStreamOptions{c.seq_len, c.batch_size, 0.05, c.seed}) {
+    CheckGptConfig(config_);
   }
 
-  nn::LayerList BuildLayers() const override { return nn::BuildGpt(config_, seed_); }
+  LayerList BuildLayers() const override { return BuildGpt(config_, seed_); }
   std::vector<double> LayerFlops() const override {
     return TransformerFlops(config_.layers, config_.max_seq_len, config_.hidden,
                             2.0 * config_.hidden * config_.vocab);
@@ -77,31 +77,30 @@ class GptTask : public TrainTask {
   }
 
  private:
-  nn::GptConfig config_;
+  GptConfig config_;
   uint64_t seed_;
   int eval_batches_;
-  data::Corpus corpus_;
-  data::LmStream stream_;
+  Corpus corpus_;
+  LmStream stream_;
 };
 
 class ClassifierTask : public TrainTask {
  public:
   explicit ClassifierTask(const TrainConfig& c)
-      : config_{static_cast<int>(data::ByteTokenizer::kVocabSize),
+      : config_{static_cast<int>(ByteTokenizer::kVocabSize),
                 c.hidden,
                 c.heads,
                 c.layers,
                 c.seq_len,
                 c.classes,
-                c.recompute == "selective"},
+                c.recompute == Recompute::kSelective},
         seed_(c.seed),
         corpus_(LoadCorpus(c.data)),
-        task_(corpus_,
-              data::ClassificationOptions{c.classes, c.seq_len, c.batch_size, 0.15, c.seed}) {
-    nn::CheckClassifierConfig(config_);
+        task_(corpus_, ClassificationOptions{c.classes, c.seq_len, c.batch_size, 0.15, c.seed}) {
+    CheckClassifierConfig(config_);
   }
 
-  nn::LayerList BuildLayers() const override { return nn::BuildClassifier(config_, seed_); }
+  LayerList BuildLayers() const override { return BuildClassifier(config_, seed_); }
   std::vector<double> LayerFlops() const override {
     return TransformerFlops(
         config_.layers, config_.max_seq_len, config_.hidden,
@@ -119,7 +118,7 @@ class ClassifierTask : public TrainTask {
   }
   bool has_accuracy() const override { return true; }
   double CountCorrect(const at::Tensor& logits, const MicroBatch& mb) const override {
-    return static_cast<double>(nn::CountCorrect(logits, mb.targets));
+    return static_cast<double>(conveyor::CountCorrect(logits, mb.targets));
   }
   std::string Describe() const override {
     std::ostringstream out;
@@ -135,10 +134,10 @@ class ClassifierTask : public TrainTask {
   double BaselineAccuracy() const override { return task_.MajorityRate(); }
 
  private:
-  nn::ClassifierConfig config_;
+  ClassifierConfig config_;
   uint64_t seed_;
-  data::Corpus corpus_;
-  data::ClassificationTask task_;
+  Corpus corpus_;
+  ClassificationTask task_;
 };
 
 }  // namespace

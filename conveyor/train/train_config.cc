@@ -34,6 +34,11 @@ constexpr Spellings<PartitionBy, 4> kPartitionBys = {{
     {PartitionBy::kUniform, "uniform"},
     {PartitionBy::kProfile, "profile"},
 }};
+constexpr Spellings<Recompute, 3> kRecomputes = {{
+    {Recompute::kNone, "none"},
+    {Recompute::kFull, "full"},
+    {Recompute::kSelective, "selective"},
+}};
 
 // The value spelt `text`; UserError "<name> must be a, b or c, got '<text>'" otherwise.
 template <typename E, size_t N>
@@ -117,6 +122,12 @@ PartitionBy ParsePartitionBy(std::string_view text, std::string_view name) {
 
 std::string_view PartitionByName(PartitionBy partition) { return Name(kPartitionBys, partition); }
 
+Recompute ParseRecompute(std::string_view text, std::string_view name) {
+  return Parse(kRecomputes, text, name);
+}
+
+std::string_view RecomputeName(Recompute recompute) { return Name(kRecomputes, recompute); }
+
 void TrainConfig::Validate() const {
   ForEachInteger(*this, [](std::string_view key, auto value, int64_t lo, int64_t hi) {
     CheckInRange(FlagName(key), value, lo, hi);
@@ -128,8 +139,6 @@ void TrainConfig::Validate() const {
       << "hidden (" << hidden << ") must be a multiple of heads (" << heads << ")";
   CONVEYOR_CHECK(batch_size >= microbatches)
       << "batch-size (" << batch_size << ") must be at least microbatches (" << microbatches << ")";
-  CONVEYOR_CHECK(recompute == "none" || recompute == "full" || recompute == "selective")
-      << "--recompute must be none, full or selective, got '" << recompute << "'";
   CheckPipelineSize(schedule, ScheduleOptions{pp, microbatches, chunks});
 }
 
@@ -210,7 +219,7 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
   const std::map<std::string, Setter> setters = {
       {"model", choice(c.model, ParseModelKind)},
       {"tie_embeddings", boolean(c.tie_embeddings)},
-      {"recompute", text(c.recompute)},
+      {"recompute", choice(c.recompute, ParseRecompute)},
       {"data", text(c.data)},
       {"schedule", text(c.schedule)},
       {"partition", choice(c.partition, ParsePartitionBy)},

@@ -19,6 +19,10 @@ enum class ModelKind : uint8_t { kGpt, kClassifier };
 // count, its forward FLOPs, 1 for every layer, or its measured time.
 enum class PartitionBy : uint8_t { kParams, kFlops, kUniform, kProfile };
 
+// Activation recomputation: none; full (each stage keeps only its input and runs its forward
+// again before backward); selective (only the attention scores are recomputed).
+enum class Recompute : uint8_t { kNone, kFull, kSelective };
+
 // `text` ("gpt", "classifier") as a ModelKind. Throws UserError naming `name` (the flag, or
 // the file and key), the text and the allowed values.
 ModelKind ParseModelKind(std::string_view text, std::string_view name);
@@ -27,6 +31,9 @@ std::string_view ModelKindName(ModelKind model);
 // The same for "params", "flops", "uniform" and "profile".
 PartitionBy ParsePartitionBy(std::string_view text, std::string_view name);
 std::string_view PartitionByName(PartitionBy partition);
+// The same for "none", "full" and "selective".
+Recompute ParseRecompute(std::string_view text, std::string_view name);
+std::string_view RecomputeName(Recompute recompute);
 
 struct TrainConfig {
   // Model.
@@ -45,9 +52,7 @@ struct TrainConfig {
   int microbatches = 8;
   int chunks = 0;  // 0 = the schedule's default
   PartitionBy partition = PartitionBy::kParams;
-  // Activation recomputation: none; full (each stage keeps only its input and runs its forward
-  // again before backward); selective (only the attention scores are recomputed).
-  std::string recompute = "none";
+  Recompute recompute = Recompute::kNone;
   // Optimisation.
   int batch_size = 16;
   int64_t steps = 200;

@@ -26,7 +26,7 @@ TEST(TrainConfigTest, TomlKeysApply) {
                       "recompute = \"selective\"\nthreads = 3\n"),
                 c);
   EXPECT_EQ(c.schedule, "zb-v");
-  EXPECT_EQ(c.recompute, "selective");
+  EXPECT_EQ(c.recompute, Recompute::kSelective);
   EXPECT_EQ(c.threads, 3);
   EXPECT_EQ(c.pp, 2);
   EXPECT_DOUBLE_EQ(c.lr, 0.01);
@@ -109,14 +109,11 @@ TEST(TrainConfigTest, RecomputeAndThreadsAreChecked) {
     }
   };
   TrainConfig c;
-  c.recompute = "some";
-  expect_error(c, "recompute must be none, full or selective, got 'some'");
-  c = TrainConfig();
   c.threads = -1;
   expect_error(c, "--threads must be within [0, 1024], got -1");
 }
 
-TEST(TrainConfigTest, ModelAndPartitionParseTheirSpellings) {
+TEST(TrainConfigTest, EnumSettingsParseTheirSpellings) {
   EXPECT_EQ(ParseModelKind("classifier", "--model"), ModelKind::kClassifier);
   EXPECT_EQ(ModelKindName(ModelKind::kClassifier), "classifier");
   EXPECT_EQ(ModelKindName(ModelKind::kGpt), "gpt");
@@ -125,6 +122,10 @@ TEST(TrainConfigTest, ModelAndPartitionParseTheirSpellings) {
     EXPECT_EQ(ParsePartitionBy(PartitionByName(p), "--partition"), p);
   }
   EXPECT_EQ(PartitionByName(PartitionBy::kFlops), "flops");
+  for (const Recompute r : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
+    EXPECT_EQ(ParseRecompute(RecomputeName(r), "--recompute"), r);
+  }
+  EXPECT_EQ(RecomputeName(Recompute::kSelective), "selective");
   try {
     ParseModelKind("GPT", "--model");
     ADD_FAILURE() << "accepted";
@@ -136,6 +137,12 @@ TEST(TrainConfigTest, ModelAndPartitionParseTheirSpellings) {
     ADD_FAILURE() << "accepted";
   } catch (const UserError& e) {
     EXPECT_STREQ(e.what(), "--partition must be params, flops, uniform or profile, got ''");
+  }
+  try {
+    ParseRecompute("some", "--recompute");
+    ADD_FAILURE() << "accepted";
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(), "--recompute must be none, full or selective, got 'some'");
   }
 }
 

@@ -12,7 +12,7 @@
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/tasks.h"
 
-namespace conveyor::testing {
+namespace conveyor {
 
 std::string TinyCorpus() {
   const std::string path =
@@ -67,4 +67,4 @@ std::vector<double> TrainOnThreads(const TrainConfig& config,
   return losses;
 }
 
-}  // namespace conveyor::testing
+}  // namespace conveyor

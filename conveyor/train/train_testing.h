@@ -9,7 +9,7 @@
 
 #include "conveyor/train/trainer.h"
 
-namespace conveyor::testing {
+namespace conveyor {
 
 // A small text corpus written once into the test's temp folder; returns its path.
 std::string TinyCorpus();
@@ -24,6 +24,6 @@ std::vector<double> TrainOnThreads(const TrainConfig& config,
                                    const std::function<void(Trainer&, Transport&)>& after = {},
                                    int64_t stop_at = 0);
 
-}  // namespace conveyor::testing
+}  // namespace conveyor
 
 #endif  // CONVEYOR_TRAIN_TRAIN_TESTING_H_

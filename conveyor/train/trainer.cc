@@ -21,11 +21,11 @@ namespace conveyor {
 namespace {
 
 // Which ranks hold each parameter name, from the layers and the partition alone.
-std::map<std::string, std::vector<int>> Holders(const Layout& layout, const nn::LayerList& layers,
+std::map<std::string, std::vector<int>> Holders(const Layout& layout, const LayerList& layers,
                                                 const std::vector<LayerRange>& partition) {
   std::map<std::string, std::vector<int>> holders;
   for (int s = 0; s < layout.num_stages(); ++s) {
-    const LayerRange& range = partition[layout.chunk_of(s)];
+    const LayerRange& range = partition[layout.part_of(s)];
     for (int l = range.begin; l < range.end; ++l) {
       for (const auto& [name, p] : layers[l]->NamedParameters()) {
         holders[name].push_back(layout.rank_of(s));
@@ -55,7 +55,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   VerifyOrThrow(program_);
   program_ = Lower(program_);
   const Layout& layout = program_.layout;
-  const nn::LayerList layers = task_->BuildLayers();
+  const LayerList layers = task_->BuildLayers();
   std::vector<double> costs = LayerCosts(config_, *task_, layers);
   if (config_.partition == PartitionBy::kProfile && world != nullptr && world->world_size() > 1) {
     // Timings differ between ranks: every rank must cut at the same places.
@@ -70,14 +70,13 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   pipeline_ = std::make_unique<PipelineRank>(
       program_, rank_, world,
       [task_ref, ranges, &layout](int stage) {
-        const nn::LayerList all = task_ref->BuildLayers();
-        const LayerRange& r = ranges[layout.chunk_of(stage)];
-        return std::make_unique<nn::LayerStack>(
-            nn::LayerList(all.begin() + r.begin, all.begin() + r.end));
+        const LayerList all = task_ref->BuildLayers();
+        const LayerRange& r = ranges[layout.part_of(stage)];
+        return std::make_unique<LayerStack>(LayerList(all.begin() + r.begin, all.begin() + r.end));
       },
       at::TensorOptions().dtype(at::kFloat));
   for (const auto& [index, stage] : pipeline_->stages()) {
-    stage->set_recompute(config_.recompute == "full");
+    stage->set_recompute(config_.recompute == Recompute::kFull);
   }
   grad_sync_ = std::make_unique<GradSync>(world, Holders(layout, layers, partition_));
   clock_origin_ = SharedClockOrigin(world);

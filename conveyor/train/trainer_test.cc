@@ -16,9 +16,6 @@
 namespace conveyor {
 namespace {
 
-using testing::TinyGpt;
-using testing::TrainOnThreads;
-
 class TrainerTest : public ::testing::Test {
  protected:
   void SetUp() override { at::set_num_threads(1); }
@@ -82,8 +79,8 @@ TEST_F(TrainerTest, RecordsEveryStep) {
     hop_s = t.hop_s();
   });
   EXPECT_EQ(spans, 2u * 4u);  // rank 0: F and B of each of the 4 micro-batches
-  EXPECT_EQ(phases, (std::set<std::string>{"sum shared grads", "grad norm", "optimizer",
-                                           "gather loss"}));
+  EXPECT_EQ(phases,
+            (std::set<std::string>{"sum shared grads", "grad norm", "optimizer", "gather loss"}));
   EXPECT_EQ(measured_steps, c.steps - 1) << "every step but the first";
   EXPECT_GT(hop_s, 0);
 }
@@ -94,9 +91,10 @@ TEST_F(TrainerTest, RecordsEveryStep) {
 TEST_F(TrainerTest, RecomputationLowersPeakMemoryAndKeepsTheLosses) {
   std::map<std::string, int64_t> peak;
   std::map<std::string, std::vector<double>> losses;
-  for (const std::string mode : {"none", "selective", "full"}) {
+  for (const Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    const std::string mode(RecomputeName(recompute));
     TrainConfig c = TinyGpt();
-    c.recompute = mode;
+    c.recompute = recompute;
     losses[mode] = TrainOnThreads(c, [&](Trainer& t, Transport&) {
       peak[mode] = GatherRankMetrics(t)[0].peak_activation_bytes;
     });

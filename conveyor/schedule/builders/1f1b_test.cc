@@ -10,9 +10,6 @@
 namespace conveyor {
 namespace {
 
-using testing::ExpectSoundProgram;
-using testing::LeadingForwards;
-
 TEST(Build1F1BTest, SoundOverGrid) {
   for (int p = 1; p <= 8; ++p) {
     for (int m = 1; m <= 3 * p + 1; ++m) {
@@ -71,9 +68,7 @@ TEST(Build1F1BTest, FewerMicrobatchesThanRanksIsScheduled) {
             "rank 3: 3F0 3B0 3F1 3B1\n");
 }
 
-TEST(Build1F1BTest, Preconditions) {
-  testing::ExpectSingleChunkPreconditions(Build1F1B, "1f1b");
-}
+TEST(Build1F1BTest, Preconditions) { ExpectSingleChunkPreconditions(Build1F1B, "1f1b"); }
 
 }  // namespace
 }  // namespace conveyor

@@ -14,7 +14,7 @@
 #include "conveyor/schedule/schedule_options.h"
 #include "conveyor/schedule/verify.h"
 
-namespace conveyor::testing {
+namespace conveyor {
 
 // Checks what every builder promises: a compute-only program on a loop layout of p ranks,
 // v stages each and m micro-batches; every action on its stage's rank; each (stage,
@@ -98,6 +98,6 @@ inline void ExpectSingleChunkPreconditions(
   EXPECT_NO_THROW(build({.pp = 4, .microbatches = 4, .chunks = 1}));
 }
 
-}  // namespace conveyor::testing
+}  // namespace conveyor
 
 #endif  // CONVEYOR_SCHEDULE_BUILDERS_BUILDER_TESTING_H_

@@ -1,7 +1,7 @@
 // DualPipe (DeepSeek-AI, DeepSeek-V3 Technical Report, 2024, arXiv:2412.19437).
 //
 // Two pipelines in opposite directions over the same p ranks (Layout::Dual): rank r holds
-// stage r of the forward pipeline and chunk p-1-r of the reverse one, so every rank keeps
+// stage r of the forward pipeline and part p-1-r of the reverse one, so every rank keeps
 // two copies' worth of parameters (2x), and the copies' gradients are summed. Half the
 // micro-batches enter at rank 0, half at rank p-1. Each rank runs the eight phases of
 // dualpipe_phases.h with overlapped (F ; B) pairs in the middle.

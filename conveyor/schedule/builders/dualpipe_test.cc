@@ -25,7 +25,7 @@ TEST(DualPipeTest, PhasesForEvenPpAndEnoughMicrobatches) {
       const Program program = BuildDualPipe(ScheduleOptions{p, m, 0});
       const std::string what = "dualpipe p=" + std::to_string(p) + " m=" + std::to_string(m);
       EXPECT_EQ(program.layout.directions(), 2) << what;
-      testing::ExpectSoundZbProgram(program, 1 << 20, what);
+      ExpectSoundZbProgram(program, 1 << 20, what);
       EXPECT_GT(Overlaps(program), 0) << what;
     }
   }
@@ -37,7 +37,7 @@ TEST(DualPipeTest, OtherInputsFallBackToAVerifiedOrder) {
       if (p % 2 == 0 && m % 2 == 0 && m >= 2 * p) continue;
       const Program program = BuildDualPipe(ScheduleOptions{p, m, 0});
       const std::string what = "dualpipe p=" + std::to_string(p) + " m=" + std::to_string(m);
-      testing::ExpectSoundZbProgram(program, 1 << 20, what);
+      ExpectSoundZbProgram(program, 1 << 20, what);
       EXPECT_EQ(Overlaps(program), 0) << what;
     }
   }
@@ -53,7 +53,7 @@ TEST(DualPipeTest, FirstRankRunsTheForwardDirectionFirst) {
   EXPECT_EQ(r0[1].ToString(), "0F1");
   EXPECT_EQ(r0[2].ToString(), "0F2");
   EXPECT_EQ(r0[3].ToString(), "7F4");
-  // Rank 3 mirrors it on the reverse direction (stage 4 = chunk 0 of micro-batches 4..7).
+  // Rank 3 mirrors it on the reverse direction (stage 4 = part 0 for micro-batches 4..7).
   EXPECT_EQ(program.ranks[3][0].ToString(), "4F4");
 }
 

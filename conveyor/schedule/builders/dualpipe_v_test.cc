@@ -14,8 +14,8 @@ TEST(DualPipeVTest, SoundForEveryShape) {
     for (int m = 1; m <= 3 * p + 1; ++m) {
       const Program program = BuildDualPipeV({.pp = p, .microbatches = m});
       ASSERT_EQ(program.layout.placement(), Placement::kV);
-      testing::ExpectSoundZbProgram(program, 2 * p + 1,
-                                    "p=" + std::to_string(p) + " m=" + std::to_string(m));
+      ExpectSoundZbProgram(program, 2 * p + 1,
+                           "p=" + std::to_string(p) + " m=" + std::to_string(m));
     }
   }
 }
@@ -37,10 +37,10 @@ TEST(DualPipeVTest, ReproducesPyTorchsProgram) {
 }
 
 TEST(DualPipeVTest, Preconditions) {
-  testing::ExpectRejected(BuildDualPipeV, {.pp = 0, .microbatches = 4}, "pp = 0");
-  testing::ExpectRejected(BuildDualPipeV, {.pp = 2, .microbatches = 0}, "microbatches = 0");
-  testing::ExpectRejected(BuildDualPipeV, {.pp = 2, .microbatches = 4, .chunks = 4}, "chunks = 4");
-  testing::ExpectRejected(BuildDualPipeV, {.pp = 2, .microbatches = 4, .chunks = 1}, "dualpipe-v");
+  ExpectRejected(BuildDualPipeV, {.pp = 0, .microbatches = 4}, "pp = 0");
+  ExpectRejected(BuildDualPipeV, {.pp = 2, .microbatches = 0}, "microbatches = 0");
+  ExpectRejected(BuildDualPipeV, {.pp = 2, .microbatches = 4, .chunks = 4}, "chunks = 4");
+  ExpectRejected(BuildDualPipeV, {.pp = 2, .microbatches = 4, .chunks = 1}, "dualpipe-v");
 }
 
 }  // namespace

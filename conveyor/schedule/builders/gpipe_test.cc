@@ -8,8 +8,6 @@
 namespace conveyor {
 namespace {
 
-using testing::ExpectSoundProgram;
-
 TEST(GpipeTest, SoundOverGrid) {
   for (int p = 1; p <= 8; ++p) {
     for (int m = 1; m <= 3 * p + 1; ++m) {
@@ -40,7 +38,7 @@ TEST(GpipeTest, EveryRankHoldsAllMicrobatches) {
   }
 }
 
-TEST(GpipeTest, Preconditions) { testing::ExpectSingleChunkPreconditions(BuildGpipe, "gpipe"); }
+TEST(GpipeTest, Preconditions) { ExpectSingleChunkPreconditions(BuildGpipe, "gpipe"); }
 
 }  // namespace
 }  // namespace conveyor

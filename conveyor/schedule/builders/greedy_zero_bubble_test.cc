@@ -15,13 +15,13 @@ TEST(GreedyZeroBubbleTest, EveryLayoutGivesAVerifiedSplitBackwardProgram) {
     for (int m = 1; m <= 3 * p + 1; ++m) {
       for (const Layout& layout : {Layout::Loop(p, 1, m), Layout::Loop(p, 3, m), Layout::V(p, m)}) {
         const Program program = GreedyZeroBubble(layout, 1);  // a cap it must relax
-        testing::ExpectSoundZbProgram(program, 1 << 20, layout.Describe());
+        ExpectSoundZbProgram(program, 1 << 20, layout.Describe());
         for (const auto& actions : program.ranks) {
           for (const Action& a : actions) EXPECT_NE(a.op, Op::kBackward);
         }
       }
       if (m >= 2)
-        testing::ExpectSoundZbProgram(GreedyZeroBubble(Layout::Dual(p, m), p + 1), 1 << 20, "dual");
+        ExpectSoundZbProgram(GreedyZeroBubble(Layout::Dual(p, m), p + 1), 1 << 20, "dual");
     }
   }
 }

@@ -1,4 +1,4 @@
-// Interleaved 1F1B over v model chunks per rank (Narayanan et al., Efficient Large-Scale
+// Interleaved 1F1B over v chunks (stages) per rank (Narayanan et al., Efficient Large-Scale
 // Language Model Training on GPU Clusters Using Megatron-LM, 2021, arXiv:2104.04473).
 //
 // Layout: Layout::Loop(pp, v, m), v = chunks (default 2): stage s on rank s mod p, so each
@@ -11,7 +11,7 @@
 // then one forward and one backward alternately, then the remaining backwards.
 //
 // When p divides m the groups all hold p micro-batches: this is Megatron-LM's and PyTorch's
-// schedule (warm-up 2(p - r - 1) + (v - 1) p), and with uniform per-chunk costs and zero
+// schedule (warm-up 2(p - r - 1) + (v - 1) p), and with uniform per-stage costs and zero
 // communication the makespan is v m (F + B) + (p - 1)(F + B).
 //
 // Other m, which Megatron-LM (group size in [p, m], m mod group 0 or >= p) and PyTorch

@@ -11,10 +11,6 @@
 namespace conveyor {
 namespace {
 
-using testing::ExpectSoundProgram;
-using testing::LeadingForwards;
-using testing::OnlyOp;
-
 std::string Trace(int p, int v, int m) {
   return "p=" + std::to_string(p) + " v=" + std::to_string(v) + " m=" + std::to_string(m);
 }
@@ -34,7 +30,7 @@ TEST(Interleaved1F1BTest, SoundOverGrid) {
 
 TEST(Interleaved1F1BTest, DefaultsToTwoChunks) {
   const Program program = BuildInterleaved1F1B({.pp = 4, .microbatches = 8});
-  EXPECT_EQ(program.layout.stages_per_rank(), 2);
+  EXPECT_EQ(program.layout.chunks_per_rank(), 2);
   EXPECT_EQ(program.layout.placement(), Placement::kLoop);
 }
 
@@ -131,7 +127,6 @@ TEST(Interleaved1F1BTest, PeakInFlightOnRankZero) {
 }
 
 TEST(Interleaved1F1BTest, Preconditions) {
-  using testing::ExpectRejected;
   ExpectRejected(BuildInterleaved1F1B, {.pp = 0, .microbatches = 4}, "pp = 0");
   ExpectRejected(BuildInterleaved1F1B, {.pp = 4, .microbatches = 0}, "microbatches = 0");
   ExpectRejected(BuildInterleaved1F1B, {.pp = 4, .microbatches = -3}, "microbatches = -3");

@@ -13,9 +13,9 @@ TEST(InterleavedZbTest, SoundForEveryShape) {
     for (int p = 1; p <= 8; ++p) {
       for (int m = 1; m <= 3 * p + 1; ++m) {
         const Program program = BuildInterleavedZb({.pp = p, .microbatches = m, .chunks = v});
-        testing::ExpectSoundProgram(program, p, v, m, /*split_backward=*/true);
+        ExpectSoundProgram(program, p, v, m, /*split_backward=*/true);
         // Interleaved 1F1B's rank-0 peak: 2(p - 1) + (v - 1)p warm-up forwards, plus one.
-        testing::ExpectSoundZbProgram(
+        ExpectSoundZbProgram(
             program, v * p + p - 1,
             "p=" + std::to_string(p) + " m=" + std::to_string(m) + " v=" + std::to_string(v));
       }
@@ -30,14 +30,11 @@ TEST(InterleavedZbTest, DefaultsToTwoChunks) {
 }
 
 TEST(InterleavedZbTest, Preconditions) {
-  testing::ExpectRejected(BuildInterleavedZb, {.pp = 0, .microbatches = 4}, "pp = 0");
-  testing::ExpectRejected(BuildInterleavedZb, {.pp = 2, .microbatches = 0}, "microbatches = 0");
-  testing::ExpectRejected(BuildInterleavedZb, {.pp = 2, .microbatches = 4, .chunks = 1},
-                          "chunks = 1");
-  testing::ExpectRejected(BuildInterleavedZb, {.pp = 2, .microbatches = 4, .chunks = -3},
-                          "chunks = -3");
-  testing::ExpectRejected(BuildInterleavedZb, {.pp = 2, .microbatches = 4, .chunks = 1},
-                          "interleaved-zb");
+  ExpectRejected(BuildInterleavedZb, {.pp = 0, .microbatches = 4}, "pp = 0");
+  ExpectRejected(BuildInterleavedZb, {.pp = 2, .microbatches = 0}, "microbatches = 0");
+  ExpectRejected(BuildInterleavedZb, {.pp = 2, .microbatches = 4, .chunks = 1}, "chunks = 1");
+  ExpectRejected(BuildInterleavedZb, {.pp = 2, .microbatches = 4, .chunks = -3}, "chunks = -3");
+  ExpectRejected(BuildInterleavedZb, {.pp = 2, .microbatches = 4, .chunks = 1}, "interleaved-zb");
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 // in exchange for the fewest stage switches (and, in the paper, one data-parallel reduction
 // per stage that overlaps the remaining backwards).
 //
-// Uniform per-chunk costs, zero communication: makespan (F + B)(vm + p - 1) when m >= p,
+// Uniform per-stage costs, zero communication: makespan (F + B)(vm + p - 1) when m >= p,
 // the same as interleaved 1F1B; with m < p the ring never fills, each of the vp stages acts
 // as a pipeline stage of its own and the makespan is (F + B)(vp + m - 1) (which no
 // loop-placement schedule beats: the last stage's m F and m B start after vp - 1 F, and

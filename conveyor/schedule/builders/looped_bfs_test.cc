@@ -9,8 +9,6 @@
 namespace conveyor {
 namespace {
 
-using testing::ExpectSoundProgram;
-
 TEST(LoopedBfsTest, SoundOverGrid) {
   for (int p = 1; p <= 8; ++p) {
     for (int v = 1; v <= 4; ++v) {
@@ -41,12 +39,11 @@ TEST(LoopedBfsTest, BreadthFirstForwardsThenReversedBackwards) {
 }
 
 TEST(LoopedBfsTest, DefaultsToTwoChunksAndOneChunkHasGpipesPasses) {
-  EXPECT_EQ(BuildLoopedBfs({.pp = 4, .microbatches = 8}).layout.stages_per_rank(), 2);
+  EXPECT_EQ(BuildLoopedBfs({.pp = 4, .microbatches = 8}).layout.chunks_per_rank(), 2);
   const Program one = BuildLoopedBfs({.pp = 3, .microbatches = 5, .chunks = 1});
   const Program gpipe = BuildGpipe({.pp = 3, .microbatches = 5});
   for (int r = 0; r < 3; ++r) {
-    EXPECT_EQ(testing::OnlyOp(one.ranks[r], Op::kForward),
-              testing::OnlyOp(gpipe.ranks[r], Op::kForward));
+    EXPECT_EQ(OnlyOp(one.ranks[r], Op::kForward), OnlyOp(gpipe.ranks[r], Op::kForward));
   }
 }
 
@@ -62,7 +59,6 @@ TEST(LoopedBfsTest, EveryRankHoldsAllItsActivations) {
 }
 
 TEST(LoopedBfsTest, Preconditions) {
-  using testing::ExpectRejected;
   ExpectRejected(BuildLoopedBfs, {.pp = 0, .microbatches = 4}, "pp = 0");
   ExpectRejected(BuildLoopedBfs, {.pp = 2, .microbatches = 0}, "microbatches = 0");
   ExpectRejected(BuildLoopedBfs, {.pp = 2, .microbatches = 4, .chunks = -1}, "chunks = -1");

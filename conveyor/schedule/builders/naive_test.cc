@@ -8,8 +8,6 @@
 namespace conveyor {
 namespace {
 
-using testing::ExpectSoundProgram;
-
 TEST(NaiveTest, SoundOverGrid) {
   for (int p = 1; p <= 8; ++p) {
     for (int m = 1; m <= 3 * p + 1; ++m) {
@@ -34,7 +32,7 @@ TEST(NaiveTest, HoldsOneMicrobatchAtATime) {
   EXPECT_EQ(PeakInFlight(BuildNaive({.pp = 4, .microbatches = 9})), std::vector<int>(4, 1));
 }
 
-TEST(NaiveTest, Preconditions) { testing::ExpectSingleChunkPreconditions(BuildNaive, "naive"); }
+TEST(NaiveTest, Preconditions) { ExpectSingleChunkPreconditions(BuildNaive, "naive"); }
 
 }  // namespace
 }  // namespace conveyor

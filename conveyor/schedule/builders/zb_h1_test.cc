@@ -4,15 +4,12 @@
 
 #include <algorithm>
 
-#include "conveyor/schedule/builders/builder_testing.h"
 #include "conveyor/schedule/builders/1f1b.h"
+#include "conveyor/schedule/builders/builder_testing.h"
 #include "conveyor/schedule/verify.h"
 
 namespace conveyor {
 namespace {
-
-using testing::ExpectSoundProgram;
-using testing::OnlyOp;
 
 std::string Trace(int p, int m) { return "p=" + std::to_string(p) + " m=" + std::to_string(m); }
 
@@ -95,7 +92,7 @@ TEST(ZbH1Test, PeakInFlightNoHigherThanOneFOneB) {
   }
 }
 
-TEST(ZbH1Test, Preconditions) { testing::ExpectSingleChunkPreconditions(BuildZbH1, "zb-h1"); }
+TEST(ZbH1Test, Preconditions) { ExpectSingleChunkPreconditions(BuildZbH1, "zb-h1"); }
 
 }  // namespace
 }  // namespace conveyor

@@ -13,7 +13,7 @@
 #include "conveyor/schedule/program.h"
 #include "conveyor/schedule/verify.h"
 
-namespace conveyor::testing {
+namespace conveyor {
 
 // What every builder of this family promises, on any layout: a compute-only program that
 // Verify() accepts (each (stage, micro-batch) has its F and its B or I and W, in order, on
@@ -35,6 +35,6 @@ inline void ExpectSoundZbProgram(const Program& program, int max_in_flight,
   EXPECT_LE(*std::max_element(peaks.begin(), peaks.end()), max_in_flight) << program.ToText();
 }
 
-}  // namespace conveyor::testing
+}  // namespace conveyor
 
 #endif  // CONVEYOR_SCHEDULE_BUILDERS_ZB_TESTING_H_

@@ -6,7 +6,7 @@
 // runs F, I, W on each of its two stages in turn; the cool-down leaves W passes for the tail.
 // With F = I = W and m >= 2p a step takes 6m + p - 1 (the bound 3vm + p - 1 with v = 2) and
 // the steady-state period is 6m: no bubble, at 1F1B's memory (2p half-size stage
-// activations per rank, the bytes of p full-chunk ones).
+// activations per rank, the bytes of p full-stage ones).
 //
 // Preconditions: pp >= 1, microbatches >= 1, chunks 0 or 2. PyTorch pads m to 2p - 1;
 // conveyor builds the order for max(m, 2p - 1) micro-batches and drops the passes of the

@@ -1,8 +1,8 @@
-#include "conveyor/cli/progress.h"
+#include "conveyor/cli/progress_bar.h"
 
 #include <cstdio>
 
-namespace conveyor::cli {
+namespace conveyor {
 
 std::string FormatDuration(double seconds) {
   const long s = static_cast<long>(seconds + 0.5);
@@ -17,10 +17,10 @@ std::string FormatDuration(double seconds) {
   return text;
 }
 
-Progress::Progress(int64_t total, int64_t first, bool terminal)
+ProgressBar::ProgressBar(int64_t total, int64_t first, bool terminal)
     : total_(total), first_(first), terminal_(terminal), start_(std::chrono::steady_clock::now()) {}
 
-void Progress::Step(int64_t step, double loss, double lr, double tokens_per_s) {
+void ProgressBar::Step(int64_t step, double loss, double lr, double tokens_per_s) {
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double done = static_cast<double>(step - first_);
@@ -44,17 +44,17 @@ void Progress::Step(int64_t step, double loss, double lr, double tokens_per_s) {
   std::fflush(stdout);
 }
 
-void Progress::Note(const std::string& line) {
+void ProgressBar::Note(const std::string& line) {
   if (bar_shown_) std::printf("\n");
   bar_shown_ = false;
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
 }
 
-void Progress::Finish() {
+void ProgressBar::Finish() {
   if (bar_shown_) std::printf("\n");
   bar_shown_ = false;
   std::fflush(stdout);
 }
 
-}  // namespace conveyor::cli
+}  // namespace conveyor

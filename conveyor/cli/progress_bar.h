@@ -1,18 +1,18 @@
 // Progress of a long run on rank 0: a bar redrawn in place on a terminal, plain log lines
 // (about twenty per run, and the last step) when output is a file or a pipe.
-#ifndef CONVEYOR_CLI_PROGRESS_H_
-#define CONVEYOR_CLI_PROGRESS_H_
+#ifndef CONVEYOR_CLI_PROGRESS_BAR_H_
+#define CONVEYOR_CLI_PROGRESS_BAR_H_
 
 #include <chrono>
 #include <cstdint>
 #include <string>
 
-namespace conveyor::cli {
+namespace conveyor {
 
-class Progress {
+class ProgressBar {
  public:
   // `total` steps; the run starts at `first` (after a resume).
-  Progress(int64_t total, int64_t first, bool terminal);
+  ProgressBar(int64_t total, int64_t first, bool terminal);
 
   void Step(int64_t step, double loss, double lr, double tokens_per_s);
   // A line that must not be overwritten (evaluation, checkpoint): ends the bar first.
@@ -30,6 +30,6 @@ class Progress {
 // "1:02:03", "4:05" or "7s".
 std::string FormatDuration(double seconds);
 
-}  // namespace conveyor::cli
+}  // namespace conveyor
 
-#endif  // CONVEYOR_CLI_PROGRESS_H_
+#endif  // CONVEYOR_CLI_PROGRESS_BAR_H_
