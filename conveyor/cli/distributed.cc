@@ -39,7 +39,9 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     return result.ExitCode();
   }
   const RendezvousInfo info = RendezvousFromEnvironment();
-  CheckWorldSize(info, options.nproc, "--pp " + std::to_string(options.nproc));
+  if (!options.any_world) {
+    CheckWorldSize(info, options.nproc, options.ranks_flag + " " + std::to_string(options.nproc));
+  }
   const std::string self = "rank " + std::to_string(info.rank);
   // SIGINT / SIGTERM: the first aborts every rank's communication (the step in progress is
   // abandoned at its next wait, files being written are finished), the second exits at once.

@@ -25,7 +25,11 @@
 namespace conveyor {
 
 struct RanksOptions {
-  int nproc = 1;                                               // ranks to launch when not launched
+  int nproc = 1;  // ranks to launch when not launched
+  // Under another launcher the world must have nproc ranks (named by `ranks_flag` in the
+  // error), unless `any_world`: then the body checks the world size itself.
+  std::string ranks_flag = "--pp";
+  bool any_world = false;
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};  // every wait between ranks
   std::chrono::milliseconds deadline{0};                       // whole run when launching; 0 = none
   LaunchOptions::Output output = LaunchOptions::Output::kRank0Only;

@@ -31,18 +31,27 @@ namespace {
 // The --metrics file: every step's and evaluation's row, then the summary's numbers.
 nlohmann::json MetricsJson(const TrainConfig& config, const TrainSummary& s, double pipeline_s,
                            nlohmann::json steps, nlohmann::json evals) {
-  nlohmann::json metrics = {
-      {"steps", std::move(steps)},           {"evals", std::move(evals)},
-      {"final_loss", s.final_loss},          {"final_eval_loss", s.final_eval.loss},
-      {"schedule", config.schedule},         {"pp", config.pp},
-      {"microbatches", config.microbatches}, {"model", ModelKindName(config.model)},
-      {"skipped_steps", s.skipped_steps}};
+  nlohmann::json metrics = {{"steps", std::move(steps)},
+                            {"evals", std::move(evals)},
+                            {"final_loss", s.final_loss},
+                            {"final_eval_loss", s.final_eval.loss},
+                            {"schedule", config.schedule},
+                            {"pp", config.pp},
+                            {"dp", config.dp},
+                            {"tp", config.tp},
+                            {"microbatches", config.microbatches},
+                            {"model", ModelKindName(config.model)},
+                            {"skipped_steps", s.skipped_steps}};
   metrics["ranks"] = RankRowsJson(s.ranks);
   metrics["measured_bubble_fraction"] = s.measured_bubble;
   metrics["predicted_bubble_fraction"] = s.predicted_bubble;
   metrics["hop_s"] = s.hop_s;
   metrics["pipeline_s"] = pipeline_s;
   metrics["transfer_wait_fraction"] = s.exposed_comm;
+  if (s.dp.buckets > 0) {
+    metrics["dp_comm_s"] = s.dp.comm_s;
+    metrics["dp_hidden_fraction"] = s.dp.hidden_fraction();
+  }
   if (s.final_eval.accuracy >= 0) {
     metrics["final_accuracy"] = s.final_eval.accuracy;
     metrics["baseline_accuracy"] = s.baseline_accuracy;
@@ -58,6 +67,7 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
   if (!config.resume.empty()) LoadCheckpoint(config.resume, trainer, config);
   ForwardPipeline forward(trainer);
   ProgressBar progress(config.steps, trainer.step(), leader && isatty(STDOUT_FILENO));
+  std::string summary_mesh;
   if (leader) {
     std::string parts;
     for (const LayerRange& r : trainer.partition()) {
@@ -67,6 +77,10 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
     progress.Note("pipeline: " + config.schedule + ", " + trainer.program().layout.Describe() +
                   "; layers per stage " + parts + " (by " +
                   std::string(PartitionByName(config.partition)) + ")");
+    if (trainer.mesh().dp() > 1 || trainer.mesh().tp() > 1) {
+      summary_mesh = trainer.mesh().Describe();
+      progress.Note("mesh: " + summary_mesh);
+    }
     if (trainer.step() > 0) progress.Note("resumed at step " + std::to_string(trainer.step()));
   }
   nlohmann::json steps = nlohmann::json::array(), evals = nlohmann::json::array();
@@ -91,6 +105,14 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
     nlohmann::json row = {{"step", m.step},       {"loss", m.loss},
                           {"lr", m.lr},           {"grad_norm", m.grad_norm},
                           {"seconds", m.seconds}, {"tokens_per_s", m.tokens_per_s}};
+    if (m.dp.buckets > 0) {
+      row["dp_comm_s"] = m.dp.comm_s;
+      row["dp_exposed_s"] = m.dp.exposed_s;
+      summary.dp.comm_s += m.dp.comm_s;
+      summary.dp.exposed_s += m.dp.exposed_s;
+      summary.dp.bytes += m.dp.bytes;
+      summary.dp.buckets += m.dp.buckets;
+    }
     if (m.skipped) {
       // JSON has no NaN: the row says which step was skipped, without its numbers.
       row = {{"step", m.step}, {"skipped", true}};
@@ -115,8 +137,9 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
   summary.final_eval = evaluate();
   summary.ranks = GatherRankMetrics(trainer);
   const SimResult predicted = PredictFromMeasuredCosts(trainer);
-  if (!config.trace.empty()) {
-    WriteTraces(config.trace, trainer.LastTimeline(), predicted.timeline, transport);
+  if (!config.trace.empty() && trainer.leads_replicas()) {  // one pipeline's traces
+    WriteTraces(config.trace, trainer.LastTimeline(), predicted.timeline,
+                *trainer.pipeline_group());
   }
   if (!config.checkpoint_dir.empty()) {
     const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, &transport);
@@ -135,6 +158,7 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
   summary.hop_s = trainer.hop_s();
   summary.exposed_comm = ExposedCommFraction(summary.ranks);
   summary.trace_dir = config.trace;
+  summary.mesh = summary_mesh;
   if (!config.metrics.empty()) {
     const nlohmann::json metrics = MetricsJson(config, summary, trainer.totals().pipeline_s(),
                                                std::move(steps), std::move(evals));
@@ -151,11 +175,14 @@ void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* e
   RegisterTrainFlags(cmd, *flags);
   cmd->callback([flags, args, exit_code] {
     const TrainConfig config = ResolveTrainConfig(*flags);
-    flags->launch.CheckLocalRanks(config.pp, "--pp");
+    const int ranks = std::max(config.dp, 1) * config.tp * config.pp;
+    flags->launch.CheckLocalRanks(ranks, "--dp x --tp x --pp");
     PreflightCheck(config);
     PreflightFiles(config);
     RanksOptions options;
-    options.nproc = config.pp;
+    options.nproc = ranks;
+    options.ranks_flag = "dp x tp x pp =";
+    options.any_world = config.dp == 0;  // the world decides dp (Trainer checks it divides)
     options.timeout = std::chrono::seconds(config.timeout_s);
     options.threads = config.threads;
     options.output = LaunchOptions::Output::kRank0Direct;

@@ -66,9 +66,15 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--classes", &TrainConfig::classes, "classifier: the K largest fortune files");
   Flag(cmd, flags, "--data", &TrainConfig::data, "fortunes, or a text file or folder");
   Flag(cmd, flags, "--schedule", &TrainConfig::schedule, "pipeline schedule (conveyor list)");
-  Flag(cmd, flags, "--pp", &TrainConfig::pp, "pipeline ranks (local processes)");
+  Flag(cmd, flags, "--pp", &TrainConfig::pp, "pipeline ranks per replica");
+  Flag(cmd, flags, "--dp", &TrainConfig::dp,
+       "data-parallel replicas (0 = world / (tp x pp); 1 when launching locally)");
+  Flag(cmd, flags, "--tp", &TrainConfig::tp, "tensor-parallel ranks per stage");
+  Flag(cmd, flags, "--mesh-order", &TrainConfig::mesh_order,
+       "how ranks fill the mesh, fastest axis first (tp-dp-pp: TP on consecutive ranks)");
   Flag(cmd, flags, "--microbatches", &TrainConfig::microbatches, "micro-batches per step");
-  Flag(cmd, flags, "--chunks", &TrainConfig::chunks, "chunks (stages) per rank (0 = schedule default)");
+  Flag(cmd, flags, "--chunks", &TrainConfig::chunks,
+       "chunks (stages) per rank (0 = schedule default)");
   Choice(cmd, flags, "--partition", &TrainConfig::partition, ParsePartitionBy,
          "layer costs: params, flops, uniform or profile (measured)");
   Choice(cmd, flags, "--recompute", &TrainConfig::recompute, ParseRecompute,

@@ -1,5 +1,6 @@
 #include "conveyor/cli/train_summary.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace conveyor {
@@ -39,6 +40,14 @@ void PrintTrainSummary(const TrainSummary& s) {
       "exposed communication %s of the step\n",
       Percent(s.measured_bubble).c_str(), Percent(s.predicted_bubble).c_str(), 1e6 * s.hop_s,
       Percent(s.exposed_comm).c_str());
+  if (s.dp.buckets > 0) {
+    const double steps = std::max<double>(1, static_cast<double>(s.steps));
+    std::printf(
+        "data parallel (%s): per step %.2f MiB of gradients in %.1f buckets, all-reduce %.2f "
+        "ms, of which %s hidden behind the pipeline (rank 0)\n",
+        s.mesh.c_str(), s.dp.bytes / steps / (1 << 20), s.dp.buckets / steps,
+        1e3 * s.dp.comm_s / steps, Percent(s.dp.hidden_fraction()).c_str());
+  }
   if (!s.trace_dir.empty()) {
     std::printf("traces: %s/trace.json, measured.svg\n", s.trace_dir.c_str());
   }

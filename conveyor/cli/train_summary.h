@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/train/data_parallel_reducer.h"
 #include "conveyor/train/evaluate.h"
 #include "conveyor/train/rank_metrics.h"
 
@@ -25,6 +26,8 @@ struct TrainSummary {
   double predicted_bubble = 0;  // the simulator's, from measured costs
   double hop_s = 0;
   double exposed_comm = 0;  // ExposedCommFraction
+  std::string mesh;         // Mesh::Describe when dp or tp > 1; empty otherwise
+  DataParallelStats dp;     // rank 0's gradient reduction, summed over the steps
   std::string trace_dir;    // empty: no traces written
   std::string sample;       // printable sample text; empty: none
 };

@@ -2,6 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <utility>
+
 #include "conveyor/common/error.h"
 
 namespace conveyor {
@@ -11,12 +14,18 @@ double CountTargets(const at::Tensor& targets) {
   return static_cast<double>(std::max<int64_t>(counted, 1));
 }
 
-std::vector<MicroBatch> SplitBatch(const Batch& batch, int m) {
+namespace {
+
+// Sample range [first, first + size) of part i of m parts of n samples, larger parts first.
+std::pair<int64_t, int64_t> PartOf(int64_t n, int i, int m) {
+  const int64_t first = i * (n / m) + std::min<int64_t>(i, n % m);
+  return {first, n / m + (i < n % m ? 1 : 0)};
+}
+
+// The batch's sample count, after checking that its fields agree.
+int64_t CheckedSamples(const Batch& batch) {
   CONVEYOR_CHECK(batch.inputs.defined() && batch.inputs.dim() >= 1) << "the batch has no inputs";
   const int64_t n = batch.inputs.size(0);
-  CONVEYOR_CHECK(m >= 1) << "micro-batches must be at least 1, got " << m;
-  CONVEYOR_CHECK(n >= m) << "a batch of " << n << " samples cannot be split into " << m
-                         << " micro-batches (batch size must be >= micro-batches)";
   CONVEYOR_CHECK(batch.targets.defined() && batch.targets.size(0) == n)
       << "the batch has " << n << " inputs but "
       << (batch.targets.defined() ? batch.targets.size(0) : 0) << " targets";
@@ -24,23 +33,47 @@ std::vector<MicroBatch> SplitBatch(const Batch& batch, int m) {
                  batch.attention_mask.sizes() == batch.inputs.sizes())
       << "attention mask " << batch.attention_mask.sizes() << " does not match inputs "
       << batch.inputs.sizes();
-  const double denominator = CountTargets(batch.targets);
+  return n;
+}
+
+}  // namespace
+
+std::vector<MicroBatch> SplitBatch(const Batch& batch, int m, double loss_denominator) {
+  const int64_t n = CheckedSamples(batch);
+  CONVEYOR_CHECK(m >= 1) << "micro-batches must be at least 1, got " << m;
+  CONVEYOR_CHECK(n >= m) << "a batch of " << n << " samples cannot be split into " << m
+                         << " micro-batches (batch size must be >= micro-batches)";
+  const double denominator = loss_denominator > 0 ? loss_denominator : CountTargets(batch.targets);
   std::vector<MicroBatch> out;
-  int64_t start = 0;
   for (int i = 0; i < m; ++i) {
-    const int64_t size = n / m + (i < n % m ? 1 : 0);
+    const auto [first, size] = PartOf(n, i, m);
     MicroBatch mb;
     mb.index = i;
-    mb.first_sample = start;
-    mb.inputs = batch.inputs.narrow(0, start, size);
-    mb.targets = batch.targets.narrow(0, start, size);
+    mb.first_sample = first;
+    mb.inputs = batch.inputs.narrow(0, first, size);
+    mb.targets = batch.targets.narrow(0, first, size);
     if (batch.attention_mask.defined())
-      mb.attention_mask = batch.attention_mask.narrow(0, start, size);
+      mb.attention_mask = batch.attention_mask.narrow(0, first, size);
     mb.loss_denominator = denominator;
     out.push_back(std::move(mb));
-    start += size;
   }
   return out;
+}
+
+Batch SliceBatch(const Batch& batch, int index, int count) {
+  const int64_t n = CheckedSamples(batch);
+  CONVEYOR_CHECK(count >= 1 && n >= count)
+      << "a batch of " << n << " samples cannot be shared by " << count
+      << " data-parallel replicas (batch size must be >= dp x micro-batches)";
+  CONVEYOR_ASSERT(index >= 0 && index < count) << "part " << index << " of " << count;
+  const auto [first, size] = PartOf(n, index, count);
+  Batch part;
+  part.inputs = batch.inputs.narrow(0, first, size);
+  part.targets = batch.targets.narrow(0, first, size);
+  if (batch.attention_mask.defined()) {
+    part.attention_mask = batch.attention_mask.narrow(0, first, size);
+  }
+  return part;
 }
 
 }  // namespace conveyor

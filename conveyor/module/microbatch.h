@@ -36,9 +36,16 @@ struct MicroBatch {
 };
 
 // Splits along dim 0 into m micro-batches of sizes differing by at most one, larger first
-// (10 into 4 gives 3, 3, 2, 2). Throws UserError when the batch has fewer than m samples
-// or the fields disagree in size.
-std::vector<MicroBatch> SplitBatch(const Batch& batch, int m);
+// (10 into 4 gives 3, 3, 2, 2). Their loss_denominator is `loss_denominator`, or, when it
+// is 0, the batch's own CountTargets (a data-parallel replica passes the whole global
+// batch's). Throws UserError when the batch has fewer than m samples or the fields disagree
+// in size.
+std::vector<MicroBatch> SplitBatch(const Batch& batch, int m, double loss_denominator = 0);
+
+// Part `index` of `count` contiguous parts of the batch along dim 0, sized as SplitBatch
+// sizes micro-batches (a data-parallel replica's share). The tensors are views of `batch`'s.
+// Throws UserError when the batch has fewer than `count` samples; index in [0, count).
+Batch SliceBatch(const Batch& batch, int index, int count);
 
 // Counted targets (those >= 0) in `targets`, at least 1.
 double CountTargets(const at::Tensor& targets);

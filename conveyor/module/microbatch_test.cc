@@ -46,5 +46,35 @@ TEST(MicroBatchTest, RejectsBatchSmallerThanMicrobatches) {
   EXPECT_THROW(SplitBatch(bad, 2), UserError);
 }
 
+// Data-parallel replicas: contiguous slices sized like micro-batches, whose micro-batches
+// keep the whole batch's denominator, so that the replicas' summed losses are the batch's.
+TEST(MicroBatchTest, SlicesShareTheBatchAndKeepItsDenominator) {
+  const Batch batch = Sample(10, 3);
+  std::vector<int64_t> sizes;
+  int64_t next = 0;
+  for (int d = 0; d < 3; ++d) {
+    const Batch part = SliceBatch(batch, d, 3);
+    sizes.push_back(part.inputs.size(0));
+    EXPECT_EQ(part.inputs[0][0].item<int64_t>(), next * 3);
+    EXPECT_EQ(part.targets.size(0), part.inputs.size(0));
+    EXPECT_EQ(part.attention_mask.size(0), part.inputs.size(0));
+    next += part.inputs.size(0);
+    for (const MicroBatch& mb : SplitBatch(part, 2, CountTargets(batch.targets))) {
+      EXPECT_DOUBLE_EQ(mb.loss_denominator, 29);
+    }
+  }
+  EXPECT_EQ(sizes, (std::vector<int64_t>{4, 3, 3}));
+  EXPECT_EQ(next, 10);
+  EXPECT_DOUBLE_EQ(SplitBatch(SliceBatch(batch, 1, 3), 1)[0].loss_denominator, 9);
+  try {
+    SliceBatch(Sample(3, 2), 0, 4);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("3 samples cannot be shared by 4 data-parallel"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace conveyor

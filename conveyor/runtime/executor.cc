@@ -191,6 +191,7 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
       break;
     }
     case Op::kReduceGrad:
+      if (reduce_grad_hook_) reduce_grad_hook_(StageAt(a.stage));
       break;
   }
 }

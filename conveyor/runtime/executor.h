@@ -12,7 +12,8 @@
 //                    when every send is waited for. After a SEND_F the stage drops its own
 //                    copy of the output's data (Stage::ReleaseOutput).
 //   OVERLAP_F_B      its forward half (whose output is sent at once), then its backward half
-//   REDUCE_GRAD      nothing yet (where data-parallel reduction will start)
+//   REDUCE_GRAD      the stage's gradients are final: calls the reduce-grad hook, when set
+//                    (data-parallel reduction starts there; WithGradReductions places them)
 // Buffers are dropped as soon as their consumer ran. Every span of time is measured (two clock
 // reads per compute, post and wait) and summed into StepStats; a hook, when set, sees each. Any
 // error is rethrown as StepError naming rank, stage, micro-batch and action (a CommError stays a
@@ -58,6 +59,10 @@ class StepError : public Error {
 // Runs on the executor's thread; must not call back into the executor.
 using SpanHook = std::function<void(const Span&)>;
 
+// Called at a REDUCE_GRAD with its stage, on the executor's thread; must return quickly
+// (start asynchronous work) and must not call back into the executor.
+using ReduceGradHook = std::function<void(Stage& stage)>;
+
 // Where one rank's time went in its step (seconds), and what it sent; kept up to date while
 // the step runs (a hook may read it).
 struct StepStats {
@@ -91,6 +96,8 @@ class Executor {
 
   // Null (the default) turns the hook off.
   void set_hook(SpanHook hook) { hook_ = std::move(hook); }
+  // Null (the default): REDUCE_GRAD does nothing.
+  void set_reduce_grad_hook(ReduceGradHook hook) { reduce_grad_hook_ = std::move(hook); }
   const StepStats& last_stats() const { return stats_; }
 
   // Seconds on the steady clock: the time base of hook spans.
@@ -126,6 +133,7 @@ class Executor {
   std::map<int, Stage*> stages_;
   at::TensorOptions activation_options_;
   SpanHook hook_;
+  ReduceGradHook reduce_grad_hook_;
 
   std::map<Key, Pending> activations_;         // inputs of this rank's stages, by consumer
   std::map<Key, Pending> gradients_;           // output gradients of this rank's stages

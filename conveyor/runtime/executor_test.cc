@@ -65,6 +65,41 @@ class Failing : public StageModule {
   at::Tensor weight_ = at::ones({1}).requires_grad_(true);
 };
 
+// A module y = x * w, loss sum(y).
+class Scale : public StageModule {
+ public:
+  at::Tensor Forward(const at::Tensor& input, const MicroBatch&) override {
+    return input.to(at::kFloat).unsqueeze(-1) * weight_;
+  }
+  at::Tensor LossSum(const at::Tensor& output, const MicroBatch&) override { return output.sum(); }
+  NamedTensors NamedParameters() override { return {{"w", weight_}}; }
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
+    return {mb.size(), mb.seq_len(), 1};
+  }
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override { return InputShape(mb); }
+
+ private:
+  at::Tensor weight_ = at::ones({1}).requires_grad_(true);
+};
+
+// The hook runs once per stage, when the stage's gradient is already the step's final one.
+TEST(ExecutorTest, ReduceGradHookSeesFinalGradients) {
+  const Program program =
+      WithGradReductions(Lower(BuildSchedule("gpipe", ScheduleOptions{1, 3, 0})));
+  PipelineRank rank(
+      program, 0, nullptr, [](int) { return std::make_unique<Scale>(); }, at::kFloat);
+  std::vector<std::pair<int, at::Tensor>> seen;
+  rank.executor().set_reduce_grad_hook([&](Stage& stage) {
+    seen.emplace_back(stage.index(), stage.module().NamedParameters()[0].second.grad().clone());
+  });
+  rank.Step(Microbatches(6, 3));
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].first, 0);
+  const at::Tensor final_grad = rank.stages().at(0)->module().NamedParameters()[0].second.grad();
+  EXPECT_TRUE(at::equal(seen[0].second, final_grad));
+  EXPECT_GT(final_grad.item<float>(), 0);
+}
+
 TEST(ExecutorTest, ErrorsNameRankStageMicrobatchAndAction) {
   const Program program = Lower(BuildSchedule("gpipe", ScheduleOptions{1, 2, 0}));
   PipelineRank rank(

@@ -1,5 +1,6 @@
 #include "conveyor/schedule/lower.h"
 
+#include <map>
 #include <sstream>
 
 namespace conveyor {
@@ -75,6 +76,39 @@ Program Lower(const Program& program) {
       progressed = true;
     }
     if (!progressed) throw DeadlockError(DescribeDeadlock(in, pos, progress));
+  }
+  return out;
+}
+
+Program WithGradReductions(const Program& program) {
+  Program out(program.layout);
+  for (size_t r = 0; r < program.ranks.size(); ++r) {
+    std::vector<Action> actions;
+    for (const Action& a : program.ranks[r]) {
+      if (a.op != Op::kReduceGrad) actions.push_back(a);
+    }
+    // The stage whose weight gradients an action adds to, or -1.
+    auto weight_grad_stage = [](const Action& a) {
+      const Action& b = a.op == Op::kOverlapFB ? a.BackwardHalf() : a;
+      return b.op == Op::kBackward || b.op == Op::kBackwardWeight ? b.stage : -1;
+    };
+    std::map<int, size_t> last;  // stage -> index of its last weight-gradient action
+    for (size_t k = 0; k < actions.size(); ++k) {
+      const int stage = weight_grad_stage(actions[k]);
+      if (stage >= 0) last[stage] = k;
+    }
+    std::vector<int> pending;  // stages whose last weight-gradient action just ran
+    for (size_t k = 0; k < actions.size(); ++k) {
+      const bool send = actions[k].op == Op::kSendF || actions[k].op == Op::kSendB;
+      if (!send) {  // after the sends that follow the action: they are not delayed
+        for (int stage : pending) out.ranks[r].push_back(Action{Op::kReduceGrad, stage});
+        pending.clear();
+      }
+      out.ranks[r].push_back(actions[k]);
+      const int stage = weight_grad_stage(actions[k]);
+      if (stage >= 0 && last[stage] == k) pending.push_back(stage);
+    }
+    for (int stage : pending) out.ranks[r].push_back(Action{Op::kReduceGrad, stage});
   }
   return out;
 }

@@ -29,6 +29,13 @@ class DeadlockError : public UserError {
 // layout (see Verify()); invalid ones raise UserError.
 Program Lower(const Program& program);
 
+// `program` with a REDUCE_GRAD for every stage with a backward, right after the last action
+// on its rank that adds to the stage's weight gradients (its last B or W, or an
+// OVERLAP_F_B whose backward half is one): from there on the stage's gradients are final
+// and a data-parallel reduction of them may start. REDUCE_GRADs already in `program` are
+// dropped first. Works on compute-only and lowered programs alike.
+Program WithGradReductions(const Program& program);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_SCHEDULE_LOWER_H_

@@ -279,22 +279,23 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
     fs::create_directory(temp);
   });
   phase([&] {
+    if (!trainer.leads_replicas()) return;  // the other replicas hold the same state
     std::map<std::string, at::Tensor> tensors;
     for (const auto& [name, p] : trainer.Parameters()) tensors.emplace("param/" + name, p.detach());
     for (const auto& [key, t] : trainer.optimizer().State()) tensors.emplace("optim/" + key, t);
-    std::map<std::string, std::string> metadata = {{"step", std::to_string(step)},
-                                                   {"rank", std::to_string(trainer.rank())},
-                                                   {"model", ModelJson(config).dump()}};
+    std::map<std::string, std::string> metadata = {
+        {"step", std::to_string(step)},
+        {"rank", std::to_string(trainer.pipeline_rank())},
+        {"model", ModelJson(config).dump()}};
     for (const auto& [name, t] : tensors) metadata[kChecksumPrefix + name] = TensorChecksum(t);
-    SaveSafetensors((temp / RankFile(trainer.rank())).string(), tensors, metadata);
+    SaveSafetensors((temp / RankFile(trainer.pipeline_rank())).string(), tensors, metadata);
   });
   // Every rank's file is durable (each was fsynced with its folder): the manifest, then
   // the final name, then latest.
   phase([&] {
     if (!leader) return;
-    const int ranks = world == nullptr ? 1 : world->world_size();
     WriteFileAtomically((temp / "meta.json").string(),
-                        Manifest(temp, step, config, ranks).dump(2) + "\n");
+                        Manifest(temp, step, config, trainer.mesh().pp()).dump(2) + "\n");
     Publish(dir, temp, final_dir);
   });
   return final_dir.string();

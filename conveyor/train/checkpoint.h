@@ -1,14 +1,16 @@
-// Checkpoints: weights, optimizer state and the step, saved by every rank under global
-// parameter names, so a run saved with one partition (pp = 4) resumes with another (2, 1).
+// Checkpoints: weights, optimizer state and the step, saved under global parameter names, so
+// a run saved with one partition (pp = 4) resumes with another (2, 1), and with any dp. The
+// pipeline of data-parallel replica 0 writes them (Trainer::leads_replicas: the replicas
+// hold the same state); every rank loads.
 //
-// Layout: DIR/step-000120/rank-R.safetensors (that rank's parameters "param/<name>" and
+// Layout: DIR/step-000120/rank-R.safetensors (pipeline rank R's parameters "param/<name>" and
 // AdamW state "optim/<name>/exp_avg|exp_avg_sq"; its metadata: the step, the rank, the model
 // and a 64-bit FNV-1a checksum of each tensor's bytes), DIR/step-000120/meta.json (the
 // manifest: step, model, seed, data, schedule, pp, and every rank file with each tensor's
 // dtype, shape and checksum) and DIR/latest naming the newest step folder.
 //
-// Saving: every rank writes its file durably (AtomicFile) into DIR/step-000120.tmp; the ranks
-// agree that all succeeded (an all-reduce of per-rank failure flags); rank 0 then writes the
+// Saving: every writing rank writes its file durably (AtomicFile) into DIR/step-000120.tmp; the
+// ranks agree that all succeeded (an all-reduce of per-rank failure flags); rank 0 then writes the
 // manifest atomically, renames the folder to its final name and only then points latest at it. A
 // failure on any rank removes the temporary folder on rank 0 and throws on every rank: the
 // previous checkpoint stays intact and latest. A process killed while saving can leave a
@@ -24,8 +26,8 @@
 // Data position and randomness need no state of their own: batches and sampling are
 // functions of (seed, step), so the step is the position.
 //
-// SaveCheckpoint is collective over the trainer's ranks; DIR must be on a filesystem they
-// all see. LoadCheckpoint and CheckpointConfig are not collective (each rank reads every
+// SaveCheckpoint is collective over `world` (every rank of the run); DIR must be on a filesystem
+// they all see. LoadCheckpoint and CheckpointConfig are not collective (each rank reads every
 // file).
 #ifndef CONVEYOR_TRAIN_CHECKPOINT_H_
 #define CONVEYOR_TRAIN_CHECKPOINT_H_

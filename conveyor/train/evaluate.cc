@@ -31,8 +31,8 @@ EvalMetrics Evaluate(ForwardPipeline& forward) {
     }
     counted += static_cast<double>(batch.inputs.size(0));
   }
-  const at::Tensor sums =
-      SumOverRanks(trainer.world(), at::tensor(std::vector<double>{loss, correct}, at::kDouble));
+  const at::Tensor sums = SumOverRanks(trainer.pipeline_group(),
+                                       at::tensor(std::vector<double>{loss, correct}, at::kDouble));
   m.loss = sums[0].item<double>() / static_cast<double>(batches.size());
   if (task.has_accuracy()) m.accuracy = sums[1].item<double>() / counted;
   return m;

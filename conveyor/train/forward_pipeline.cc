@@ -37,9 +37,9 @@ Executor::Inference ForwardPipeline::Run(const std::vector<MicroBatch>& mbs) {
             .first;
     std::map<int, Stage*> stages;
     for (const auto& [index, stage] : trainer_.pipeline().stages()) stages[index] = stage.get();
-    it->second.executor =
-        std::make_unique<Executor>(it->second.program, trainer_.rank(), trainer_.world(), stages,
-                                   at::TensorOptions().dtype(at::kFloat));
+    it->second.executor = std::make_unique<Executor>(it->second.program, trainer_.pipeline_rank(),
+                                                     trainer_.pipeline_group(), stages,
+                                                     at::TensorOptions().dtype(at::kFloat));
   }
   return it->second.executor->RunInference(mbs);
 }

@@ -32,10 +32,10 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, double
     }
   }
   // The rank of the last stage of micro-batch 0's pipeline sampled them; the others get them.
-  Transport* world = forward.trainer().world();
-  if (world != nullptr && world->world_size() > 1) {
+  Transport* pipeline = forward.trainer().pipeline_group();
+  if (pipeline != nullptr && pipeline->world_size() > 1) {
     const Layout& layout = forward.trainer().program().layout;
-    world->Broadcast(tokens, layout.rank_of(layout.pipeline_length() - 1));
+    pipeline->Broadcast(tokens, layout.rank_of(layout.pipeline_length() - 1));
   }
   return tokens;
 }

@@ -21,7 +21,7 @@ CostModel MeasuredCosts(const Trainer& trainer) {
       table[key.first][k][1] = static_cast<double>(time.count);
     }
   }
-  table = SumOverRanks(trainer.world(), table);
+  table = SumOverRanks(trainer.pipeline_group(), table);
   CostModel costs;
   costs.comm_latency = trainer.hop_s();
   for (int s = 0; s < stages; ++s) {

@@ -32,14 +32,14 @@ constexpr int kFields = static_cast<int>(std::size(kMeasuredFields));
 std::vector<RankMetrics> GatherRankMetrics(const Trainer& trainer) {
   const Program& program = trainer.program();
   const int p = program.layout.num_ranks();
-  const RankMetrics mine = trainer.totals().Means(trainer.rank());
+  const RankMetrics mine = trainer.totals().Means(trainer.pipeline_rank());
   // This rank's measured fields, then the bytes a forward leaves allocated per stage (zero
   // for other ranks' stages).
   std::vector<double> row(kFields + program.layout.num_stages(), 0.0);
   for (int k = 0; k < kFields; ++k) row[k] = mine.*kMeasuredFields[k];
   for (const auto& [stage, bytes] : trainer.recorder().ForwardBytes()) row[kFields + stage] = bytes;
   const at::Tensor rows =  // (p, kFields + stages)
-      GatherOverRanks(trainer.world(), at::tensor(row, at::kDouble)).contiguous();
+      GatherOverRanks(trainer.pipeline_group(), at::tensor(row, at::kDouble)).contiguous();
   // A stage's forward bytes come from the one rank that holds it.
   const at::Tensor stage_bytes = rows.sum(0).slice(0, kFields).contiguous();
   const std::vector<double> forward_bytes(stage_bytes.data_ptr<double>(),

@@ -13,6 +13,7 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/range_check.h"
+#include "conveyor/mesh/mesh.h"
 #include "conveyor/schedule/pipeline_limits.h"
 
 namespace conveyor {
@@ -70,6 +71,8 @@ void ForEachInteger(Config& c, Visit&& visit) {
   visit("seq_len", c.seq_len, 2, 65536);
   visit("classes", c.classes, 2, 4096);
   visit("pp", c.pp, 1, kMaxRanks);
+  visit("dp", c.dp, 0, kMaxRanks);
+  visit("tp", c.tp, 1, kMaxRanks);
   visit("microbatches", c.microbatches, 1, kMaxMicrobatches);
   visit("chunks", c.chunks, 0, kMaxChunks);
   visit("batch_size", c.batch_size, 1, 1 << 20);
@@ -139,6 +142,10 @@ void TrainConfig::Validate() const {
       << "hidden (" << hidden << ") must be a multiple of heads (" << heads << ")";
   CONVEYOR_CHECK(batch_size >= microbatches)
       << "batch-size (" << batch_size << ") must be at least microbatches (" << microbatches << ")";
+  CONVEYOR_CHECK(batch_size >= static_cast<int64_t>(std::max(dp, 1)) * microbatches)
+      << "batch-size (" << batch_size << ") must be at least dp x microbatches (" << dp << " x "
+      << microbatches << "): every data-parallel replica runs every micro-batch";
+  Mesh::ParseOrder(mesh_order);
   CheckPipelineSize(schedule, ScheduleOptions{pp, microbatches, chunks});
 }
 
@@ -222,6 +229,7 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
       {"recompute", choice(c.recompute, ParseRecompute)},
       {"data", text(c.data)},
       {"schedule", text(c.schedule)},
+      {"mesh_order", text(c.mesh_order)},
       {"partition", choice(c.partition, ParsePartitionBy)},
       {"metrics", text(c.metrics)},
       {"trace", text(c.trace)},

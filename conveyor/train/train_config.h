@@ -51,6 +51,11 @@ struct TrainConfig {
   int pp = 4;
   int microbatches = 8;
   int chunks = 0;  // 0 = the schedule's default
+  // The mesh (mesh.h): world = dp x tp x pp ranks. dp 0 = world / (tp x pp) (1 when this
+  // process launches the ranks itself).
+  int dp = 0;
+  int tp = 1;
+  std::string mesh_order = "tp-dp-pp";  // fastest-varying axis first
   PartitionBy partition = PartitionBy::kParams;
   Recompute recompute = Recompute::kNone;
   // Optimisation.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -52,7 +53,7 @@ std::vector<double> TrainOnThreads(const TrainConfig& config,
   const int64_t last = stop_at > 0 ? stop_at : config.steps;
   TransportOptions options;
   options.timeout = std::chrono::seconds(config.timeout_s);
-  auto world = LocalWorld(config.pp, options);
+  auto world = LocalWorld(std::max(config.dp, 1) * config.tp * config.pp, options);
   auto task = MakeTask(config);
   std::vector<double> losses;
   RunRankThreads(world, [&](int r) {

@@ -18,8 +18,8 @@ std::string TinyCorpus();
 TrainConfig TinyGpt();
 
 // Trains until step `stop_at` (0: config.steps), from a checkpoint when config.resume is
-// set, on config.pp threads; then calls `after` on every rank's trainer (on its thread).
-// Returns the loss of every step run.
+// set, on dp x tp x pp threads (dp 0 counts as 1); then calls `after` on every rank's
+// trainer (on its thread). Returns the loss of every step run (rank 0's).
 std::vector<double> TrainOnThreads(const TrainConfig& config,
                                    const std::function<void(Trainer&, Transport&)>& after = {},
                                    int64_t stop_at = 0);

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "conveyor/comm/hop_latency.h"
+#include "conveyor/module/microbatch.h"
 #include "conveyor/nn/layer.h"
 #include "conveyor/profile/comm_breakdown.h"
 #include "conveyor/profile/memory_tracker.h"
@@ -35,6 +36,29 @@ std::map<std::string, std::vector<int>> Holders(const Layout& layout, const Laye
   return holders;
 }
 
+// Gradient bytes per data-parallel all-reduce.
+constexpr int64_t kBucketBytes = 4 << 20;
+
+Mesh MakeMesh(const TrainConfig& c, Transport* world) {
+  return Mesh::Make(world != nullptr ? world->world_size() : 1, c.dp, c.tp, c.pp,
+                    Mesh::ParseOrder(c.mesh_order));
+}
+
+// Creates every group along `axis`, in Mesh::Groups' order (collective over `world`), and
+// returns this rank's. None (null) when the groups would be single ranks, unless `singles`,
+// or the whole world.
+std::unique_ptr<Transport> CreateGroups(Transport* world, const Mesh& mesh, MeshAxis axis,
+                                        bool singles) {
+  const int extent = mesh.extent(axis);
+  if (world == nullptr || extent == mesh.size() || (extent == 1 && !singles)) return nullptr;
+  std::unique_ptr<Transport> mine;
+  for (const std::vector<int>& ranks : mesh.Groups(axis)) {
+    std::unique_ptr<Transport> group = world->NewGroup(ranks);
+    if (group != nullptr) mine = std::move(group);
+  }
+  return mine;
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task, Transport* world)
@@ -42,18 +66,31 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       task_(std::move(task)),
       world_(world),
       rank_(world != nullptr ? world->rank() : 0),
+      mesh_(MakeMesh(config, world)),
+      coords_(mesh_.coords(rank_)),
       program_(BuildSchedule(config.schedule,
                              ScheduleOptions{config.pp, config.microbatches, config.chunks})),
       optimizer_(AdamWOptions{.weight_decay = config.weight_decay}),
       schedule_{config.lr, config.min_lr_ratio, config.warmup_steps, config.steps} {
   config_.Validate();
   MemoryTracker::Install();
-  CONVEYOR_CHECK((world == nullptr && config.pp == 1) ||
-                 (world != nullptr && world->world_size() == config.pp))
-      << "pp " << config.pp << " needs " << config.pp << " ranks, the run has "
-      << (world != nullptr ? world->world_size() : 1);
+  CONVEYOR_CHECK(mesh_.tp() == 1)
+      << "--tp " << mesh_.tp() << ": tensor parallelism is not in the trainer yet (tp must be 1)";
   VerifyOrThrow(program_);
   program_ = Lower(program_);
+  // The groups, in one order on every rank: TP, DP, pipelines.
+  tp_owned_ = CreateGroups(world, mesh_, MeshAxis::kTp, false);
+  dp_owned_ = CreateGroups(world, mesh_, MeshAxis::kDp, false);
+  pp_owned_ = CreateGroups(world, mesh_, MeshAxis::kPp, true);
+  auto group = [&](const std::unique_ptr<Transport>& owned, MeshAxis axis) -> Transport* {
+    if (owned != nullptr) return owned.get();
+    return mesh_.extent(axis) == mesh_.size() ? world : nullptr;
+  };
+  tp_group_ = group(tp_owned_, MeshAxis::kTp);
+  dp_group_ = group(dp_owned_, MeshAxis::kDp);
+  pipeline_group_ = group(pp_owned_, MeshAxis::kPp);
+  if (mesh_.dp() == 1) dp_group_ = nullptr;
+  if (dp_group_ != nullptr) program_ = WithGradReductions(program_);
   const Layout& layout = program_.layout;
   const LayerList layers = task_->BuildLayers();
   std::vector<double> costs = LayerCosts(config_, *task_, layers);
@@ -68,7 +105,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   auto task_ref = task_;
   auto ranges = partition_;
   pipeline_ = std::make_unique<PipelineRank>(
-      program_, rank_, world,
+      program_, pipeline_rank(), pipeline_group_,
       [task_ref, ranges, &layout](int stage) {
         const LayerList all = task_ref->BuildLayers();
         const LayerRange& r = ranges[layout.part_of(stage)];
@@ -78,13 +115,20 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   for (const auto& [index, stage] : pipeline_->stages()) {
     stage->set_recompute(config_.recompute == Recompute::kFull);
   }
-  grad_sync_ = std::make_unique<GradSync>(world, Holders(layout, layers, partition_));
+  if (dp_group_ != nullptr) {
+    dp_reducer_ = std::make_unique<DataParallelReducer>(dp_group_, kBucketBytes);
+    pipeline_->executor().set_reduce_grad_hook(
+        [this](Stage& stage) { dp_reducer_->Start(stage.module().NamedParameters()); });
+  }
+  grad_sync_ = std::make_unique<GradSync>(pipeline_group_, Holders(layout, layers, partition_));
   clock_origin_ = SharedClockOrigin(world);
-  recorder_ = std::make_unique<StepRecorder>(rank_, layout.num_ranks(), clock_origin_);
+  recorder_ = std::make_unique<StepRecorder>(pipeline_rank(), layout.num_ranks(), clock_origin_);
   recorder_->Attach(pipeline_->executor());
-  if (world != nullptr && world->world_size() > 1) {
-    const int64_t samples = (config_.batch_size + config_.microbatches - 1) / config_.microbatches;
-    hop_s_ = MeasureHopLatency(*world, 4 * samples * config_.seq_len * config_.hidden, 20);
+  if (pipeline_group_ != nullptr && pipeline_group_->world_size() > 1) {
+    const int64_t samples =
+        (config_.batch_size / mesh_.dp() + config_.microbatches - 1) / config_.microbatches;
+    hop_s_ =
+        MeasureHopLatency(*pipeline_group_, 4 * samples * config_.seq_len * config_.hidden, 20);
   }
 }
 
@@ -92,17 +136,25 @@ StepMetrics Trainer::Step() {
   const auto start = std::chrono::steady_clock::now();
   const NamedTensors params = Parameters();
   for (const auto& [name, p] : params) p.mutable_grad() = at::Tensor();
+  // This replica's slice of the batch; every loss is divided by the whole batch's targets.
   const Batch batch = task_->TrainBatch(step_);
+  const Batch mine = mesh_.dp() > 1 ? SliceBatch(batch, coords_.dp, mesh_.dp()) : batch;
   recorder_->BeginStep();
   const double pipeline_start = Executor::Now() - clock_origin_;
-  const double local_loss = pipeline_->Step(SplitBatch(batch, config_.microbatches));
+  const double local_loss =
+      pipeline_->Step(SplitBatch(mine, config_.microbatches, CountTargets(batch.targets)));
   const double pipeline_end = Executor::Now() - clock_origin_;
   const int64_t pipeline_peak_bytes = recorder_->PeakBytes();  // before the optimizer's state
 
+  StepMetrics m;
   double phase = Executor::Now();
+  if (dp_reducer_ != nullptr) {
+    m.dp = dp_reducer_->Finish();
+    recorder_->Phase("dp reduce wait", phase);
+  }
+  phase = Executor::Now();
   grad_sync_->SumShared(params);
   recorder_->Phase("sum shared grads", phase);
-  StepMetrics m;
   phase = Executor::Now();
   m.grad_norm = grad_sync_->GlobalNorm(params);
   recorder_->Phase("grad norm", phase);
@@ -114,13 +166,15 @@ StepMetrics Trainer::Step() {
   std::vector<double> row = SendPostTimes(layout, recorder_->step());
   const int64_t posts = static_cast<int64_t>(row.size());
   row.insert(row.end(), {pipeline_start, pipeline_end, local_loss});
-  const at::Tensor rows = GatherOverRanks(world_, at::tensor(row, at::kDouble));  // (p, posts + 3)
+  const at::Tensor rows =
+      GatherOverRanks(pipeline_group_, at::tensor(row, at::kDouble));  // (p, posts + 3)
   const at::Tensor post_sums = rows.narrow(1, 0, posts).sum(0).contiguous();
   const std::vector<double> post_times(post_sums.data_ptr<double>(),
                                        post_sums.data_ptr<double>() + posts);
   const double first = rows.select(1, posts).min().item<double>();
   const double last = rows.select(1, posts + 1).max().item<double>();
-  m.loss = rows.select(1, posts + 2).sum().item<double>();
+  m.loss = SumOverRanks(dp_group_, rows.select(1, posts + 2).sum().reshape({1}))
+               .item<double>();  // every replica's share of the batch
   recorder_->Phase("gather loss", phase);
   m.step = step_ + 1;
   m.lr = schedule_.At(m.step);
@@ -139,7 +193,7 @@ StepMetrics Trainer::Step() {
   step_ = m.step;
   recorder_->Phase("optimizer", phase);
   totals_.Add(recorder_->step(), pipeline_->executor().last_stats(),
-              BreakDownComm(layout, recorder_->step(), rank_, post_times), last - first,
+              BreakDownComm(layout, recorder_->step(), pipeline_rank(), post_times), last - first,
               pipeline_peak_bytes);
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.tokens_per_s = task_->TokensPerBatch() / m.seconds;

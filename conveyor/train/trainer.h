@@ -8,9 +8,17 @@
 // (forward_pipeline.h, evaluate.h, generate.h), checkpoints (checkpoint.h); the checks made
 // before any rank starts are in preflight.h.
 //
+// The ranks form a mesh (mesh.h) of dp x tp x pp: each data-parallel replica runs the whole
+// pipeline on its slice of every batch (SliceBatch), and its stages' gradients are summed
+// across the replicas while the pipeline still runs (DataParallelReducer, started at each
+// stage's REDUCE_GRAD). The process groups (every TP group, DP group and pipeline, in that
+// order, then the shared-parameter groups inside each pipeline) are created in the
+// constructor, in one order on every rank. Tensor parallelism (tp > 1) is not wired in yet:
+// the constructor refuses it.
+//
 // Every rank constructs a Trainer with the same config and task and calls the same methods
-// in the same order (they are collective). Losses do not depend on the schedule or pp: the
-// weights, data and reductions are functions of (seed, step, layer, sample) only. Not
+// in the same order (they are collective). Losses do not depend on the schedule, pp or dp:
+// the weights, data and reductions are functions of (seed, step, layer, sample) only. Not
 // thread-safe; one per rank. `world` must outlive the trainer.
 #ifndef CONVEYOR_TRAIN_TRAINER_H_
 #define CONVEYOR_TRAIN_TRAINER_H_
@@ -20,10 +28,12 @@
 #include <vector>
 
 #include "conveyor/comm/transport.h"
+#include "conveyor/mesh/mesh.h"
 #include "conveyor/partition/partition.h"
 #include "conveyor/profile/step_recorder.h"
 #include "conveyor/runtime/pipeline_rank.h"
 #include "conveyor/timeline/timeline.h"
+#include "conveyor/train/data_parallel_reducer.h"
 #include "conveyor/train/grad_sync.h"
 #include "conveyor/train/optimizer.h"
 #include "conveyor/train/rank_totals.h"
@@ -39,6 +49,7 @@ struct StepMetrics {
   double grad_norm = 0;  // before clipping
   double seconds = 0;
   double tokens_per_s = 0;
+  DataParallelStats dp;  // the gradient reduction across replicas (zeros when dp == 1)
   // The loss or the gradient norm was NaN or infinite and config.skip_nonfinite_steps is
   // set: no update was made (without it, Step() throws instead).
   bool skipped = false;
@@ -46,10 +57,11 @@ struct StepMetrics {
 
 class Trainer {
  public:
-  // `world` has config.pp ranks (null when pp == 1). Throws UserError for a configuration
-  // that cannot run (schedule preconditions, fewer layers than stages, ...) before any step.
-  // Collective: the ranks agree on the partition (config.partition = "profile" averages
-  // their timings), a clock origin and the hop time.
+  // `world` has dp x tp x pp ranks (config.dp 0: as many replicas as fit), or is null for
+  // one rank. Throws UserError for a configuration that cannot run (a world the mesh does
+  // not fill, schedule preconditions, fewer layers than stages, ...) before any step.
+  // Collective: the ranks create the process groups and agree on the partition
+  // (config.partition = "profile" averages their timings), a clock origin and the hop time.
   Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task, Transport* world);
 
   // One optimizer step. Throws UserError naming the step when its loss or gradient norm is
@@ -59,11 +71,20 @@ class Trainer {
   StepMetrics Step();
 
   int64_t step() const { return step_; }
-  int rank() const { return rank_; }
   const TrainConfig& config() const { return config_; }
   const TrainTask& task() const { return *task_; }
-  // The transport the ranks share (null with one rank).
+  // Every rank of the run (null with one rank) and this rank in it.
   Transport* world() const { return world_; }
+  int rank() const { return rank_; }
+  const Mesh& mesh() const { return mesh_; }
+  const MeshCoords& coords() const { return coords_; }
+  // The pipeline this rank is a stage rank of (the ranks sharing its dp and tp coordinates;
+  // the world itself when it is the whole world; null with one rank) and this rank in it.
+  Transport* pipeline_group() const { return pipeline_group_; }
+  int pipeline_rank() const { return coords_.pp; }
+  // Whether this rank's pipeline is the one that writes checkpoints and traces (dp = tp = 0;
+  // the other replicas hold the same weights).
+  bool leads_replicas() const { return coords_.dp == 0 && coords_.tp == 0; }
   // The lowered program this rank runs every step.
   const Program& program() const { return program_; }
   const std::vector<LayerRange>& partition() const { return partition_; }
@@ -92,6 +113,16 @@ class Trainer {
   std::shared_ptr<const TrainTask> task_;
   Transport* world_;
   int rank_;
+  Mesh mesh_;
+  MeshCoords coords_;
+  // The groups this rank belongs to, created in the constructor (a group that is the whole
+  // world is `world`; a group of one rank is null, but for the pipeline, which always has
+  // a transport when the world has one).
+  std::unique_ptr<Transport> tp_owned_, dp_owned_, pp_owned_;
+  Transport* tp_group_ = nullptr;
+  Transport* dp_group_ = nullptr;
+  Transport* pipeline_group_ = nullptr;
+  std::unique_ptr<DataParallelReducer> dp_reducer_;  // null when dp == 1
   Program program_;
   std::vector<LayerRange> partition_;
   std::unique_ptr<PipelineRank> pipeline_;

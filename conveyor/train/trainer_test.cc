@@ -6,9 +6,12 @@
 
 #include <limits>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 
+#include "conveyor/comm/local_transport.h"
+#include "conveyor/comm/rank_threads_testing.h"
 #include "conveyor/train/rank_metrics.h"
 #include "conveyor/train/tasks.h"
 #include "conveyor/train/train_testing.h"
@@ -60,6 +63,105 @@ TEST_F(TrainerTest, TiedEmbeddingsStayEqualAcrossFirstAndLastStage) {
   ExpectSameLosses(reference, losses, "tied pp=2");
   ASSERT_TRUE(copies[0].defined() && copies[1].defined()) << "both ends hold the tied weight";
   EXPECT_TRUE(at::equal(copies[0], copies[1]));
+}
+
+// Every parameter after training, by name, from the ranks of data-parallel replica 0.
+using Weights = std::map<std::string, at::Tensor>;
+std::vector<double> TrainCollecting(const TrainConfig& c, Weights& weights,
+                                    std::vector<DataParallelStats>* dp = nullptr) {
+  std::mutex mu;
+  return TrainOnThreads(c, [&](Trainer& t, Transport&) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (t.leads_replicas()) {
+        for (const auto& [name, p] : t.Parameters()) weights[name] = p.detach().clone();
+      }
+    }
+    if (dp == nullptr) return;
+    const DataParallelStats stats = t.Step().dp;  // one more step, to see its reduction
+    std::lock_guard<std::mutex> lock(mu);
+    dp->push_back(stats);
+  });
+}
+
+// Data parallelism: each replica runs the pipeline on its slice of the batch; the losses and
+// the weights after AdamW steps are those of one process on the whole batch, whatever the
+// schedule (full or split backward), with tied embeddings too.
+TEST_F(TrainerTest, DataParallelReplicasTrainLikeOneProcess) {
+  TrainConfig base = TinyGpt();
+  base.batch_size = 10;  // 5 and 5 samples per replica; micro-batches of 2 and 1 samples
+  base.microbatches = 3;
+  base.tie_embeddings = true;
+  Weights want;
+  const std::vector<double> reference = TrainCollecting(base, want);
+  ASSERT_EQ(reference.size(), 3u);
+  const struct {
+    int dp, pp;
+    const char* schedule;
+  } runs[] = {{2, 1, "gpipe"}, {2, 2, "1f1b"}, {2, 2, "zb-h1"}, {3, 2, "zb-v"}};
+  for (const auto& run : runs) {
+    TrainConfig c = base;
+    c.dp = run.dp;
+    c.pp = run.pp;
+    c.schedule = run.schedule;
+    c.batch_size = std::max(10, run.dp * c.microbatches);
+    const std::string what =
+        "dp " + std::to_string(run.dp) + " x pp " + std::to_string(run.pp) + " " + run.schedule;
+    Weights want_here = want;
+    std::vector<double> reference_here = reference;
+    if (c.batch_size != base.batch_size) {
+      TrainConfig one = base;
+      one.batch_size = c.batch_size;
+      want_here.clear();
+      reference_here = TrainCollecting(one, want_here);
+    }
+    Weights got;
+    std::vector<DataParallelStats> dp;
+    ExpectSameLosses(reference_here, TrainCollecting(c, got, &dp), what);
+    ASSERT_EQ(got.size(), want_here.size()) << what;
+    for (const auto& [name, w] : want_here) {
+      ASSERT_TRUE(got.count(name)) << what << ": " << name;
+      // AdamW moves an element by about lr per step whatever its gradient's size, so sums
+      // in another order (1e-7 relative) may move a near-zero-gradient element differently:
+      // allow 1% of one step.
+      EXPECT_TRUE(at::allclose(got[name], w, 1e-4, 0.01 * c.lr))
+          << what << ": " << name << " differs by " << (got[name] - w).abs().max().item<double>();
+    }
+    ASSERT_EQ(static_cast<int>(dp.size()), run.dp * run.pp);
+    for (const DataParallelStats& s : dp) {
+      EXPECT_GT(s.buckets, 0) << what;
+      EXPECT_GT(s.bytes, 0) << what;
+    }
+  }
+}
+
+TEST_F(TrainerTest, MeshMustFillTheWorld) {
+  TrainConfig c = TinyGpt();
+  c.batch_size = 12;
+  c.pp = 2;
+  c.dp = 2;
+  c.schedule = "1f1b";
+  auto world = LocalWorld(6);
+  auto task = MakeTask(c);
+  std::vector<std::string> errors(6);
+  RunRankThreads(world, [&](int r) {
+    try {
+      Trainer trainer(c, task, world[r].get());
+    } catch (const UserError& e) {
+      errors[r] = e.what();
+    }
+  });
+  for (const std::string& e : errors) {
+    EXPECT_EQ(e, "dp 2 x tp 1 x pp 2 = 4 ranks, the world has 6");
+  }
+  c.dp = 0;  // 6 ranks make 3 replicas of 2
+  std::vector<int> replicas(6);
+  RunRankThreads(world, [&](int r) {
+    Trainer trainer(c, task, world[r].get());
+    replicas[r] = trainer.mesh().dp();
+    EXPECT_EQ(trainer.pipeline_rank(), r / 3);  // tp-dp-pp: the pipeline rank varies slowest
+  });
+  EXPECT_EQ(replicas, std::vector<int>(6, 3));
 }
 
 // The step records its timeline and adds it to the rank's totals.
