@@ -56,15 +56,18 @@ class Block : public Layer {
       : config_(c), prefix_("blocks." + std::to_string(block) + ".") {
     at::Generator gen = LayerGenerator(seed, block + 1);
     const int64_t h = c.hidden;
-    attn_.qkv_w = NormalParam(gen, {3 * h, h}, kInitStd);
-    attn_.qkv_b = ZerosParam({3 * h});
-    attn_.proj_w = NormalParam(gen, {h, h}, kInitStd);
+    auto shard = [&](const char* name, const at::Tensor& full) {
+      return ShardParam(prefix_ + name, full, c.tp);
+    };
+    attn_.qkv_w = shard("attn.qkv.weight", NormalParam(gen, {3 * h, h}, kInitStd));
+    attn_.qkv_b = shard("attn.qkv.bias", ZerosParam({3 * h}));
+    attn_.proj_w = shard("attn.proj.weight", NormalParam(gen, {h, h}, kInitStd));
     attn_.proj_b = ZerosParam({h});
     ln1_w_ = OnesParam({h});
     ln1_b_ = ZerosParam({h});
-    fc_w_ = NormalParam(gen, {4 * h, h}, kInitStd);
-    fc_b_ = ZerosParam({4 * h});
-    fc2_w_ = NormalParam(gen, {h, 4 * h}, kInitStd);
+    fc_w_ = shard("mlp.fc.weight", NormalParam(gen, {4 * h, h}, kInitStd));
+    fc_b_ = shard("mlp.fc.bias", ZerosParam({4 * h}));
+    fc2_w_ = shard("mlp.proj.weight", NormalParam(gen, {h, 4 * h}, kInitStd));
     fc2_b_ = ZerosParam({h});
     ln2_w_ = OnesParam({h});
     ln2_b_ = ZerosParam({h});
@@ -74,9 +77,10 @@ class Block : public Layer {
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     const int64_t c = config_.hidden;
     at::Tensor a = SelfAttention(x, attn_, config_.heads, /*causal=*/false, mb.attention_mask,
-                                 config_.recompute_attention);
+                                 config_.recompute_attention, config_.tp);
     a = at::layer_norm(x + a, {c}, ln1_w_, ln1_b_);
-    return at::layer_norm(a + Mlp(a, fc_w_, fc_b_, fc2_w_, fc2_b_), {c}, ln2_w_, ln2_b_);
+    return at::layer_norm(a + Mlp(a, fc_w_, fc_b_, fc2_w_, fc2_b_, config_.tp), {c}, ln2_w_,
+                          ln2_b_);
   }
 
   NamedTensors NamedParameters() override {
@@ -103,10 +107,11 @@ class Block : public Layer {
  private:
   ClassifierConfig config_;
   std::string prefix_;
-  AttentionWeights attn_;
+  // p = config_.tp.size: split parameters hold this rank's part, the others are replicated.
+  AttentionWeights attn_;     // (3C/p, C), (3C/p), (C, C/p), (C): this rank's heads
   at::Tensor ln1_w_, ln1_b_;  // (C), (C): layer norm after attention
-  at::Tensor fc_w_, fc_b_;    // (4C, C), (4C): MLP up-projection
-  at::Tensor fc2_w_, fc2_b_;  // (C, 4C), (C): MLP down-projection
+  at::Tensor fc_w_, fc_b_;    // (4C/p, C), (4C/p): MLP up-projection
+  at::Tensor fc2_w_, fc2_b_;  // (C, 4C/p), (C): MLP down-projection
   at::Tensor ln2_w_, ln2_b_;  // (C), (C): layer norm after the MLP
 };
 
@@ -172,6 +177,7 @@ void CheckClassifierConfig(const ClassifierConfig& c) {
   CONVEYOR_CHECK(c.layers >= 1) << "layers must be at least 1, got " << c.layers;
   CONVEYOR_CHECK(c.max_seq_len >= 1) << "max_seq_len must be at least 1, got " << c.max_seq_len;
   CONVEYOR_CHECK(c.classes >= 2) << "classes must be at least 2, got " << c.classes;
+  CheckTensorParallel(c.tp, c.heads);
 }
 
 LayerList BuildClassifier(const ClassifierConfig& config, uint64_t seed) {

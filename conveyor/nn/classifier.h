@@ -13,12 +13,20 @@
 // `logits.argmax(-1)` (see CountCorrect). Mean pooling needs no [CLS] token; padded positions
 // never reach a real token's output, so appending padding leaves the logits unchanged.
 // Every linear map defers its weight gradient (Linear).
+//
+// Tensor parallelism (config.tp, tensor_parallel.h) over p ranks: the blocks are split as the
+// GPT's (attention by heads, MLP by hidden units; each rank builds the full initial weights
+// and keeps its shard). The embedding and the head stay replicated: the vocabulary and the
+// classes are small, so every rank computes them whole (same inputs, same results). Shapes
+// between layers, the logits (n, K) and the loss are those of the unsharded model on every
+// rank; forward and backward are collectives over config.tp.group.
 #ifndef CONVEYOR_NN_CLASSIFIER_H_
 #define CONVEYOR_NN_CLASSIFIER_H_
 
 #include <cstdint>
 
 #include "conveyor/nn/layer.h"
+#include "conveyor/nn/tensor_parallel.h"
 
 namespace conveyor {
 
@@ -30,9 +38,10 @@ struct ClassifierConfig {
   int max_seq_len = 128;             // T at most
   int classes = 2;                   // K
   bool recompute_attention = false;  // selective recomputation of the attention scores
+  TensorParallel tp;                 // p = tp.size must divide heads
 };
 
-// Checks the config (UserError naming the bad value).
+// Checks the config (UserError naming the bad value), tp included (CheckTensorParallel).
 void CheckClassifierConfig(const ClassifierConfig& config);
 
 // layers + 2 entries: the embedding, the blocks, the head. Global layer index = position.

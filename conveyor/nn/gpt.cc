@@ -8,15 +8,19 @@
 #include "conveyor/common/error.h"
 #include "conveyor/nn/linear.h"
 #include "conveyor/nn/transformer.h"
+#include "conveyor/nn/vocab_parallel.h"
 
 namespace conveyor {
 namespace {
+
+constexpr char kTokenEmbedding[] = "embed.wte";
+constexpr char kLmHead[] = "head.lm.weight";
 
 class Embedding : public Layer {
  public:
   Embedding(const GptConfig& c, uint64_t seed) : config_(c) {
     at::Generator gen = LayerGenerator(seed, 0);
-    wte_ = NormalParam(gen, {c.vocab, c.hidden}, 0.02);
+    wte_ = ShardParam(kTokenEmbedding, NormalParam(gen, {c.vocab, c.hidden}, 0.02), c.tp);
     wpe_ = NormalParam(gen, {c.max_seq_len, c.hidden}, 0.01);
   }
 
@@ -25,10 +29,10 @@ class Embedding : public Layer {
     const int64_t t = ids.size(1);
     CONVEYOR_CHECK(t <= config_.max_seq_len)
         << "sequence length " << t << " exceeds the model's max_seq_len " << config_.max_seq_len;
-    return at::embedding(wte_, ids) + wpe_.narrow(0, 0, t).unsqueeze(0);
+    return VocabParallelEmbedding(ids, wte_, config_.tp) + wpe_.narrow(0, 0, t).unsqueeze(0);
   }
 
-  NamedTensors NamedParameters() override { return {{"embed.wte", wte_}, {"embed.wpe", wpe_}}; }
+  NamedTensors NamedParameters() override { return {{kTokenEmbedding, wte_}, {"embed.wpe", wpe_}}; }
   std::vector<int64_t> InputShape(const MicroBatch& mb) const override { return TokenShape(mb); }
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
     return HiddenShape(mb, config_.hidden);
@@ -36,8 +40,8 @@ class Embedding : public Layer {
 
  private:
   GptConfig config_;
-  at::Tensor wte_;  // (V, C) token embeddings
-  at::Tensor wpe_;  // (max_seq_len, C) position embeddings
+  at::Tensor wte_;  // (V/p, C) token embeddings: this rank's vocabulary rows
+  at::Tensor wpe_;  // (max_seq_len, C) position embeddings, replicated
 };
 
 class Block : public Layer {
@@ -47,17 +51,20 @@ class Block : public Layer {
     at::Generator gen = LayerGenerator(seed, block + 1);
     const int64_t h = c.hidden;
     const double proj_std = 0.02 / std::sqrt(2.0 * c.layers);
+    auto shard = [&](const char* name, const at::Tensor& full) {
+      return ShardParam(prefix_ + name, full, c.tp);
+    };
     ln1_w_ = OnesParam({h});
     ln1_b_ = ZerosParam({h});
-    qkv_w_ = NormalParam(gen, {3 * h, h}, 0.02);
-    qkv_b_ = ZerosParam({3 * h});
-    proj_w_ = NormalParam(gen, {h, h}, proj_std);
+    qkv_w_ = shard("attn.qkv.weight", NormalParam(gen, {3 * h, h}, 0.02));
+    qkv_b_ = shard("attn.qkv.bias", ZerosParam({3 * h}));
+    proj_w_ = shard("attn.proj.weight", NormalParam(gen, {h, h}, proj_std));
     proj_b_ = ZerosParam({h});
     ln2_w_ = OnesParam({h});
     ln2_b_ = ZerosParam({h});
-    fc_w_ = NormalParam(gen, {4 * h, h}, 0.02);
-    fc_b_ = ZerosParam({4 * h});
-    fc2_w_ = NormalParam(gen, {h, 4 * h}, proj_std);
+    fc_w_ = shard("mlp.fc.weight", NormalParam(gen, {4 * h, h}, 0.02));
+    fc_b_ = shard("mlp.fc.bias", ZerosParam({4 * h}));
+    fc2_w_ = shard("mlp.proj.weight", NormalParam(gen, {h, 4 * h}, proj_std));
     fc2_b_ = ZerosParam({h});
   }
 
@@ -65,10 +72,11 @@ class Block : public Layer {
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     const int64_t c = x.size(2);
     at::Tensor h = at::layer_norm(x, {c}, ln1_w_, ln1_b_);
-    const at::Tensor out =
-        x + SelfAttention(h, {qkv_w_, qkv_b_, proj_w_, proj_b_}, config_.heads,
-                          /*causal=*/true, mb.attention_mask, config_.recompute_attention);
-    return out + Mlp(at::layer_norm(out, {c}, ln2_w_, ln2_b_), fc_w_, fc_b_, fc2_w_, fc2_b_);
+    const at::Tensor out = x + SelfAttention(h, {qkv_w_, qkv_b_, proj_w_, proj_b_}, config_.heads,
+                                             /*causal=*/true, mb.attention_mask,
+                                             config_.recompute_attention, config_.tp);
+    return out +
+           Mlp(at::layer_norm(out, {c}, ln2_w_, ln2_b_), fc_w_, fc_b_, fc2_w_, fc2_b_, config_.tp);
   }
 
   NamedTensors NamedParameters() override {
@@ -89,12 +97,13 @@ class Block : public Layer {
  private:
   GptConfig config_;
   std::string prefix_;
+  // p = config_.tp.size: split parameters hold this rank's part, the others are replicated.
   at::Tensor ln1_w_, ln1_b_;    // (C), (C): layer norm before attention
-  at::Tensor qkv_w_, qkv_b_;    // (3C, C), (3C): queries, keys, values stacked
-  at::Tensor proj_w_, proj_b_;  // (C, C), (C): attention output projection
+  at::Tensor qkv_w_, qkv_b_;    // (3C/p, C), (3C/p): this rank's heads' q, k, v stacked
+  at::Tensor proj_w_, proj_b_;  // (C, C/p), (C): attention output projection
   at::Tensor ln2_w_, ln2_b_;    // (C), (C): layer norm before the MLP
-  at::Tensor fc_w_, fc_b_;      // (4C, C), (4C): MLP up-projection
-  at::Tensor fc2_w_, fc2_b_;    // (C, 4C), (C): MLP down-projection
+  at::Tensor fc_w_, fc_b_;      // (4C/p, C), (4C/p): MLP up-projection
+  at::Tensor fc2_w_, fc2_b_;    // (C, 4C/p), (C): MLP down-projection
 };
 
 class Head : public Layer {
@@ -102,45 +111,41 @@ class Head : public Layer {
   Head(const GptConfig& c, uint64_t seed) : config_(c) {
     lnf_w_ = OnesParam({c.hidden});
     lnf_b_ = ZerosParam({c.hidden});
-    if (c.tie_embeddings) {
-      // The same initial values as the embedding's copy (drawn first from layer 0's stream).
-      at::Generator gen = LayerGenerator(seed, 0);
-      lm_head_ = NormalParam(gen, {c.vocab, c.hidden}, 0.02);
-    } else {
-      at::Generator gen = LayerGenerator(seed, c.layers + 1);
-      lm_head_ = NormalParam(gen, {c.vocab, c.hidden}, 0.02);
-    }
+    // Tied: the same initial values as the embedding's copy (drawn first from layer 0's
+    // stream), under the same name, so the same row shard.
+    at::Generator gen = LayerGenerator(seed, c.tie_embeddings ? 0 : c.layers + 1);
+    lm_head_ = ShardParam(lm_head_name(), NormalParam(gen, {c.vocab, c.hidden}, 0.02), c.tp);
   }
 
-  // x (n, T, C) -> logits (n, T, V)
+  // x (n, T, C) -> logits (n, T, V/p) of this rank's vocabulary rows
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     at::Tensor h = at::layer_norm(x, {config_.hidden}, lnf_w_, lnf_b_);
-    return Linear(h, lm_head_, at::Tensor());
+    return Linear(CopyToTensorParallel(h, config_.tp), lm_head_, at::Tensor());
   }
 
   bool has_loss() const override { return true; }
 
   at::Tensor LossSum(const at::Tensor& logits, const MicroBatch& mb) override {
-    return at::cross_entropy_loss(logits.reshape({-1, config_.vocab}), mb.targets.reshape({-1}),
-                                  /*weight=*/{}, at::Reduction::Sum, /*ignore_index=*/-1);
+    return VocabParallelCrossEntropySum(logits.reshape({-1, logits.size(-1)}),
+                                        mb.targets.reshape({-1}), config_.tp);
   }
 
   NamedTensors NamedParameters() override {
-    return {{"head.ln.weight", lnf_w_},
-            {"head.ln.bias", lnf_b_},
-            {config_.tie_embeddings ? "embed.wte" : "head.lm.weight", lm_head_}};
+    return {{"head.ln.weight", lnf_w_}, {"head.ln.bias", lnf_b_}, {lm_head_name(), lm_head_}};
   }
   std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
     return HiddenShape(mb, config_.hidden);
   }
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
-    return {mb.size(), mb.seq_len(), config_.vocab};
+    return {mb.size(), mb.seq_len(), config_.vocab / config_.tp.size};
   }
 
  private:
+  const char* lm_head_name() const { return config_.tie_embeddings ? kTokenEmbedding : kLmHead; }
+
   GptConfig config_;
-  at::Tensor lnf_w_, lnf_b_;  // (C), (C): final layer norm
-  at::Tensor lm_head_;        // (V, C): logits; the embedding's wte when tied
+  at::Tensor lnf_w_, lnf_b_;  // (C), (C): final layer norm, replicated
+  at::Tensor lm_head_;  // (V/p, C): this rank's vocabulary rows; the embedding's wte when tied
 };
 
 }  // namespace
@@ -152,6 +157,10 @@ void CheckGptConfig(const GptConfig& c) {
       << "hidden (" << c.hidden << ") must be a multiple of heads (" << c.heads << ")";
   CONVEYOR_CHECK(c.layers >= 1) << "layers must be at least 1, got " << c.layers;
   CONVEYOR_CHECK(c.max_seq_len >= 1) << "max_seq_len must be at least 1, got " << c.max_seq_len;
+  CheckTensorParallel(c.tp, c.heads);
+  CONVEYOR_CHECK(c.vocab % c.tp.size == 0)
+      << "the vocabulary of " << c.vocab << " tokens must divide by the tensor-parallel size ("
+      << c.tp.size << "): the embedding and LM head are split by vocabulary rows";
 }
 
 LayerList BuildGpt(const GptConfig& config, uint64_t seed) {

@@ -4,12 +4,22 @@
 //
 // Shapes: ids (n, T) -> embedding (n, T, C) -> blocks (n, T, C) -> head logits (n, T, V).
 // Targets (n, T), -1 where not counted (padding).
+//
+// Tensor parallelism (config.tp, tensor_parallel.h) over p ranks: every rank builds the full
+// initial weights (the same draws as the unsharded model) and keeps its shard
+// (TensorParallelSplitOf): the blocks' attention by heads and MLP by hidden units, the token
+// embedding and LM head by vocabulary rows (vocab_parallel.h; tied embeddings share the same
+// row shard). Activations between layers stay replicated (n, T, C), so InputShape and
+// OutputShape between stages do not change, except the head's output: this rank's logits
+// (n, T, V/p), never gathered; LossSum turns them into the full loss, the same on every rank.
+// Forward and backward are then collectives over config.tp.group.
 #ifndef CONVEYOR_NN_GPT_H_
 #define CONVEYOR_NN_GPT_H_
 
 #include <cstdint>
 
 #include "conveyor/nn/layer.h"
+#include "conveyor/nn/tensor_parallel.h"
 
 namespace conveyor {
 
@@ -21,9 +31,10 @@ struct GptConfig {
   int max_seq_len = 128;  // T at most
   bool tie_embeddings = false;
   bool recompute_attention = false;  // selective recomputation of the attention scores
+  TensorParallel tp;                 // p = tp.size must divide heads and vocab
 };
 
-// Checks the config (UserError naming the bad value).
+// Checks the config (UserError naming the bad value), tp included (CheckTensorParallel).
 void CheckGptConfig(const GptConfig& config);
 
 // layers + 2 entries: the embedding, the blocks, the head. Global layer index = position.

@@ -77,14 +77,16 @@ struct RecomputedAttention : public torch::autograd::Function<RecomputedAttentio
 }  // namespace
 
 at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t heads, bool causal,
-                         const at::Tensor& key_mask, bool recompute_scores) {
-  const int64_t n = x.size(0), t = x.size(1), c = x.size(2), d = c / heads;
-  at::Tensor qkv = Linear(x, w.qkv_w, w.qkv_b);  // (n, T, 3C)
-  auto split = [&](int64_t i) {                  // (n, H, T, d)
-    return qkv.narrow(2, i * c, c).reshape({n, t, heads, d}).transpose(1, 2);
+                         const at::Tensor& key_mask, bool recompute_scores,
+                         const TensorParallel& tp) {
+  const int64_t n = x.size(0), t = x.size(1), d = x.size(2) / heads;
+  const int64_t local_heads = heads / tp.size, c = local_heads * d;        // c = C/p
+  at::Tensor qkv = Linear(CopyToTensorParallel(x, tp), w.qkv_w, w.qkv_b);  // (n, T, 3C/p)
+  auto split = [&](int64_t i) {                                            // (n, H/p, T, d)
+    return qkv.narrow(2, i * c, c).reshape({n, t, local_heads, d}).transpose(1, 2);
   };
   at::Tensor q = split(0), k = split(1), v = split(2);
-  at::Tensor allowed;  // broadcastable to (n, H, T, T); undefined = everything allowed
+  at::Tensor allowed;  // broadcastable to (n, H/p, T, T); undefined = everything allowed
   if (causal) allowed = at::ones({t, t}, x.options().dtype(at::kBool)).tril().view({1, 1, t, t});
   if (key_mask.defined()) {
     CONVEYOR_CHECK(key_mask.dim() == 2 && key_mask.size(0) == n && key_mask.size(1) == t)
@@ -93,19 +95,20 @@ at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t
     at::Tensor keys = key_mask.to(at::kBool).view({n, 1, 1, t});
     allowed = allowed.defined() ? allowed.logical_and(keys) : keys;
   }
-  at::Tensor y;  // (n, H, T, d)
+  at::Tensor y;  // (n, H/p, T, d)
   if (recompute_scores && at::GradMode::is_enabled()) {
     y = RecomputedAttention::apply(q, k, v, allowed.defined() ? allowed : q, allowed.defined());
   } else {
     y = AttentionCore(q, k, v, allowed);
   }
-  y = y.transpose(1, 2).reshape({n, t, c});  // (n, T, C)
-  return Linear(y, w.proj_w, w.proj_b);
+  y = y.transpose(1, 2).reshape({n, t, c});  // (n, T, C/p)
+  return RowParallelLinear(y, w.proj_w, w.proj_b, tp);
 }
 
 at::Tensor Mlp(const at::Tensor& x, const at::Tensor& fc_w, const at::Tensor& fc_b,
-               const at::Tensor& proj_w, const at::Tensor& proj_b) {
-  return Linear(at::gelu(Linear(x, fc_w, fc_b)), proj_w, proj_b);
+               const at::Tensor& proj_w, const at::Tensor& proj_b, const TensorParallel& tp) {
+  const at::Tensor hidden = at::gelu(Linear(CopyToTensorParallel(x, tp), fc_w, fc_b));  // 4C/p
+  return RowParallelLinear(hidden, proj_w, proj_b, tp);
 }
 
 }  // namespace conveyor

@@ -5,6 +5,10 @@
 // be deferred (split backward).
 //
 // Shapes: x (n, T, C); key_mask (n, T) bool, true = a real token; heads divides C.
+//
+// Tensor parallelism (tensor_parallel.h): with tp.size = p > 1 the weights are this rank's
+// shards (TensorParallelSplitOf), x and the result are replicated (n, T, C), and the functions
+// are collectives over tp.group (one all-reduce in forward, one in backward).
 #ifndef CONVEYOR_NN_TRANSFORMER_H_
 #define CONVEYOR_NN_TRANSFORMER_H_
 
@@ -13,15 +17,18 @@
 
 #include <cstdint>
 
+#include "conveyor/nn/tensor_parallel.h"
+
 namespace conveyor {
 
 at::Tensor NormalParam(at::Generator& gen, at::IntArrayRef shape, double std);
 at::Tensor ZerosParam(at::IntArrayRef shape);
 at::Tensor OnesParam(at::IntArrayRef shape);
 
+// p = tp.size; with p = 1 the full weights.
 struct AttentionWeights {
-  at::Tensor qkv_w, qkv_b;    // (3C, C), (3C): queries, keys, values stacked
-  at::Tensor proj_w, proj_b;  // (C, C), (C)
+  at::Tensor qkv_w, qkv_b;    // (3C/p, C), (3C/p): this rank's heads' queries, keys, values
+  at::Tensor proj_w, proj_b;  // (C, C/p), (C): output projection, proj_b replicated
 };
 
 // Multi-head scaled dot-product self-attention, x (n, T, C) -> (n, T, C). Query i attends
@@ -30,12 +37,16 @@ struct AttentionWeights {
 // With `recompute_scores` the (n, H, T, T) scores and probabilities are not kept for
 // backward: it computes them again from q, k, v (selective activation recomputation; the
 // same gradients). Throws UserError when key_mask is defined and not of shape (n, T).
+// `heads` is the model's head count H; under TP this rank computes H / p of them (the QKV
+// projection column-parallel, the output projection row-parallel).
 at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t heads, bool causal,
-                         const at::Tensor& key_mask, bool recompute_scores = false);
+                         const at::Tensor& key_mask, bool recompute_scores = false,
+                         const TensorParallel& tp = {});
 
-// Two-layer MLP with GELU: x (..., C) -> fc (4C, C) -> gelu -> proj (C, 4C) -> (..., C).
+// Two-layer MLP with GELU: x (..., C) -> fc (4C/p, C) -> gelu -> proj (C, 4C/p) -> (..., C).
+// fc column-parallel (fc_b (4C/p) split), proj row-parallel (proj_b (C) replicated).
 at::Tensor Mlp(const at::Tensor& x, const at::Tensor& fc_w, const at::Tensor& fc_b,
-               const at::Tensor& proj_w, const at::Tensor& proj_b);
+               const at::Tensor& proj_w, const at::Tensor& proj_b, const TensorParallel& tp = {});
 
 }  // namespace conveyor
 

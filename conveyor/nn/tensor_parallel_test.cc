@@ -1,0 +1,350 @@
+#include "conveyor/nn/tensor_parallel.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "conveyor/comm/local_transport.h"
+#include "conveyor/comm/rank_threads_testing.h"
+#include "conveyor/common/error.h"
+#include "conveyor/module/weight_grad_store.h"
+#include "conveyor/nn/classifier.h"
+#include "conveyor/nn/classifier_testing.h"
+#include "conveyor/nn/gpt.h"
+#include "conveyor/nn/layer.h"
+#include "conveyor/nn/vocab_parallel.h"
+
+namespace conveyor {
+namespace {
+
+constexpr int kKey = 7;  // the micro-batch key of the deferred weight gradients
+
+using Named = std::map<std::string, at::Tensor>;
+
+// One forward and backward of a model (or of one TP rank's shard of it).
+struct Pass {
+  double loss = 0;
+  std::vector<int64_t> output_shape;  // of the last layer
+  Named params;                       // as held (a TP rank's shards)
+  Named grads;                        // as held; the two copies of a tied weight summed
+};
+
+// Runs `layers` on mb, loss = LossSum, backward. With `defer` the forward records into a store
+// that defers kKey, and the test checks the linear weights wait for W before running it.
+Pass Backprop(const LayerList& layers, const MicroBatch& mb, bool defer) {
+  LayerStack stack(layers);
+  WeightGradStore store;
+  store.SetDeferring(kKey, defer);
+  at::Tensor output;
+  {
+    WeightGradStore::Recording recording(&store, kKey);
+    output = stack.Forward(mb.inputs, mb);
+  }
+  const at::Tensor loss = stack.LossSum(output, mb);
+  torch::autograd::backward({loss});
+  const NamedTensors named = stack.NamedParameters();
+  if (defer) {
+    for (const auto& [name, p] : named) {
+      if (name.find("mlp.fc.weight") != std::string::npos) {
+        EXPECT_FALSE(p.grad().defined()) << name << " should wait for W";
+      }
+    }
+    EXPECT_GT(store.pending(kKey), 0u);
+    store.SetDeferring(kKey, false);
+    store.Run(kKey);
+  }
+  Pass pass;
+  pass.loss = loss.item<double>();
+  pass.output_shape = output.sizes().vec();
+  for (const auto& [name, p] : named) {
+    EXPECT_TRUE(p.grad().defined()) << name;
+    pass.params[name] = p.detach();
+    auto [it, fresh] = pass.grads.emplace(name, p.grad());
+    if (!fresh) it->second = it->second + p.grad();
+  }
+  return pass;
+}
+
+// What one TP rank computed: its pass, and its parameters and gradients gathered whole.
+struct RankPass {
+  Pass local;
+  Named full_params, full_grads;
+};
+
+using BuildFor = std::function<LayerList(const TensorParallel& tp)>;
+
+std::vector<RankPass> BackpropTensorParallel(int p, const BuildFor& build, const MicroBatch& mb,
+                                             bool defer) {
+  const auto world = LocalWorld(p);
+  std::vector<RankPass> ranks(p);
+  RunRankThreads(world, [&](int r) {
+    const TensorParallel tp{p, r, world[r].get()};
+    RankPass& out = ranks[r];
+    out.local = Backprop(build(tp), mb, defer);
+    for (const auto& [name, local] : out.local.params) {  // the same order on every rank
+      const TensorParallelSplit split = TensorParallelSplitOf(name);
+      out.full_params[name] = GatherShards(local, split, tp);
+      out.full_grads[name] = GatherShards(out.local.grads.at(name), split, tp);
+    }
+  });
+  return ranks;
+}
+
+// max |actual - expected| / max |expected|
+double RelativeError(const at::Tensor& actual, const at::Tensor& expected) {
+  EXPECT_EQ(actual.sizes(), expected.sizes());
+  if (actual.sizes() != expected.sizes()) return 1;
+  const double scale = std::max(expected.abs().max().item<double>(), 1e-12);
+  return (actual - expected).abs().max().item<double>() / scale;
+}
+
+// The TP ranks computed the unsharded model's loss and gradients: parameters gather to the
+// unsharded ones exactly, split parameters are really split, replicated parameters' gradients
+// are identical on every rank. Returns the largest relative error.
+double ExpectMatches(const Pass& whole, const std::vector<RankPass>& ranks) {
+  const int p = static_cast<int>(ranks.size());
+  double worst = 0;
+  for (int r = 0; r < p; ++r) {
+    const RankPass& rank = ranks[r];
+    SCOPED_TRACE("tp rank " + std::to_string(r) + " of " + std::to_string(p));
+    EXPECT_NEAR(rank.local.loss, whole.loss, 1e-5 * std::abs(whole.loss));
+    worst = std::max(worst, std::abs(rank.local.loss - whole.loss) / std::abs(whole.loss));
+    EXPECT_EQ(rank.full_params.size(), whole.params.size());
+    for (const auto& [name, expected] : whole.params) {
+      SCOPED_TRACE(name);
+      if (!rank.full_params.count(name)) {
+        ADD_FAILURE() << "missing on the TP rank";
+        continue;
+      }
+      EXPECT_TRUE(at::equal(rank.full_params.at(name), expected));
+      const TensorParallelSplit split = TensorParallelSplitOf(name);
+      const at::Tensor& local = rank.local.params.at(name);
+      if (split.replicated()) {
+        EXPECT_TRUE(at::equal(rank.local.grads.at(name), ranks[0].local.grads.at(name)))
+            << "a replicated gradient differs between TP ranks";
+      } else {
+        EXPECT_EQ(local.size(split.dim) * p, expected.size(split.dim));
+        EXPECT_TRUE(at::equal(local, TakeShard(expected, split, p, r)));
+      }
+      const double error = RelativeError(rank.full_grads.at(name), whole.grads.at(name));
+      EXPECT_LE(error, 1e-5);
+      worst = std::max(worst, error);
+    }
+  }
+  return worst;
+}
+
+// Keeps the largest relative error of a TP size in the test's XML report (--gtest_output=xml).
+void RecordError(int p, double error) {
+  std::ostringstream text;
+  text << error;
+  ::testing::Test::RecordProperty("max_relative_error_tp" + std::to_string(p), text.str());
+}
+
+GptConfig TinyGpt() {
+  GptConfig c;
+  c.vocab = 32;
+  c.hidden = 32;
+  c.heads = 4;
+  c.layers = 2;
+  c.max_seq_len = 8;
+  return c;
+}
+
+// n sequences of length T: random lengths with padding after them (masked, target -1), and
+// a few more targets ignored inside.
+MicroBatch GptMicroBatch(const GptConfig& c, int64_t n, int64_t t, uint64_t seed) {
+  at::Generator gen = LayerGenerator(seed, 1000);
+  MicroBatch mb;
+  mb.inputs = at::randint(c.vocab, {n, t}, gen, at::kLong);
+  mb.targets = at::randint(c.vocab, {n, t}, gen, at::kLong);
+  mb.attention_mask = at::ones({n, t}, at::kBool);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t length = t - 2 * i;
+    mb.attention_mask[i].narrow(0, length, t - length).fill_(false);
+    mb.targets[i].narrow(0, length, t - length).fill_(-1);
+  }
+  mb.targets[0][1] = -1;
+  return mb;
+}
+
+void ExpectGptMatches(GptConfig c, int p, bool defer) {
+  const MicroBatch mb = GptMicroBatch(c, 3, 8, 11);
+  const Pass whole = Backprop(BuildGpt(c, 5), mb, false);
+  const auto ranks = BackpropTensorParallel(
+      p,
+      [&](const TensorParallel& tp) {
+        GptConfig sharded = c;
+        sharded.tp = tp;
+        return BuildGpt(sharded, 5);
+      },
+      mb, defer);
+  for (const RankPass& rank : ranks) {
+    EXPECT_EQ(rank.local.output_shape, (std::vector<int64_t>{3, 8, c.vocab / p}));
+    EXPECT_EQ(rank.local.params.at("blocks.1.attn.qkv.weight").sizes(),
+              (std::vector<int64_t>{3 * c.hidden / p, c.hidden}));
+  }
+  RecordError(p, ExpectMatches(whole, ranks));
+}
+
+TEST(TensorParallelTest, GptMatchesTheUnshardedModel) {
+  for (int p : {2, 4}) {
+    SCOPED_TRACE("tp " + std::to_string(p));
+    ExpectGptMatches(TinyGpt(), p, /*defer=*/false);
+  }
+}
+
+TEST(TensorParallelTest, GptWithTiedEmbeddingsMatchesTheUnshardedModel) {
+  GptConfig c = TinyGpt();
+  c.tie_embeddings = true;
+  c.recompute_attention = true;
+  for (int p : {2, 4}) {
+    SCOPED_TRACE("tp " + std::to_string(p));
+    ExpectGptMatches(c, p, /*defer=*/false);
+  }
+}
+
+TEST(TensorParallelTest, DeferredWeightGradientsMatchTheUnshardedModel) {
+  GptConfig c = TinyGpt();
+  c.tie_embeddings = true;
+  ExpectGptMatches(c, 2, /*defer=*/true);
+}
+
+TEST(TensorParallelTest, ClassifierMatchesTheUnshardedModel) {
+  ClassifierConfig c = SmallClassifier();
+  c.hidden = 32;
+  c.heads = 4;
+  c.layers = 2;
+  c.max_seq_len = 8;
+  const MicroBatch mb = ClassifierMicroBatch(c, 4, 8, 3);
+  const Pass whole = Backprop(BuildClassifier(c, 9), mb, false);
+  for (int p : {2, 4}) {
+    SCOPED_TRACE("tp " + std::to_string(p));
+    const auto ranks = BackpropTensorParallel(
+        p,
+        [&](const TensorParallel& tp) {
+          ClassifierConfig sharded = c;
+          sharded.tp = tp;
+          return BuildClassifier(sharded, 9);
+        },
+        mb, /*defer=*/p == 2);
+    for (const RankPass& rank : ranks) {
+      EXPECT_EQ(rank.local.output_shape, (std::vector<int64_t>{4, c.classes}));
+      EXPECT_EQ(rank.local.params.at("blocks.0.mlp.proj.weight").sizes(),
+                (std::vector<int64_t>{c.hidden, 4 * c.hidden / p}));
+    }
+    RecordError(p, ExpectMatches(whole, ranks));
+  }
+}
+
+// Rank t holds part t of each of q, k and v: not a plain slice of the stacked rows.
+TEST(TensorParallelTest, QkvShardsTakeTheirHeadsFromEachOfQKV) {
+  const at::Tensor qkv_bias = at::arange(12);  // C = 4: q 0..3, k 4..7, v 8..11
+  const TensorParallelSplit split = TensorParallelSplitOf("blocks.0.attn.qkv.bias");
+  EXPECT_TRUE(at::equal(TakeShard(qkv_bias, split, 2, 1), at::tensor({2, 3, 6, 7, 10, 11})));
+  const at::Tensor proj = at::arange(8).view({2, 4});
+  EXPECT_TRUE(at::equal(TakeShard(proj, TensorParallelSplitOf("blocks.3.attn.proj.weight"), 2, 1),
+                        at::tensor({2, 3, 6, 7}).view({2, 2})));
+  EXPECT_TRUE(TensorParallelSplitOf("blocks.0.attn.proj.bias").replicated());
+  EXPECT_TRUE(TensorParallelSplitOf("embed.tok").replicated());
+  EXPECT_EQ(TensorParallelSplitOf("head.lm.weight").dim, 0);
+
+  const auto world = LocalWorld(2);
+  RunRankThreads(world, [&](int r) {
+    const TensorParallel tp{2, r, world[r].get()};
+    const at::Tensor back = GatherShards(TakeShard(qkv_bias, split, 2, r), split, tp);
+    EXPECT_TRUE(at::equal(back, qkv_bias));
+  });
+}
+
+TEST(TensorParallelTest, CopyAndReduceAreConjugate) {
+  const auto world = LocalWorld(2);
+  RunRankThreads(world, [&](int r) {
+    const TensorParallel tp{2, r, world[r].get()};
+    const at::Tensor x = at::full({3}, r + 1.0).requires_grad_(true);
+    const at::Tensor weight = at::full({3}, 10.0 * (r + 1));
+    // Copy: identity forward, the backward sums the ranks' gradients (10 + 20).
+    const at::Tensor copied = CopyToTensorParallel(x, tp);
+    EXPECT_TRUE(at::equal(copied, x.detach()));
+    torch::autograd::backward({(copied * weight).sum()});
+    EXPECT_TRUE(at::equal(x.grad(), at::full({3}, 30.0)));
+    // Reduce: the forward sums the ranks' x (1 + 2), the backward passes the gradient as is.
+    x.mutable_grad() = at::Tensor();
+    const at::Tensor reduced = ReduceFromTensorParallel(x, tp);
+    EXPECT_TRUE(at::equal(reduced, at::full({3}, 3.0)));
+    torch::autograd::backward({(reduced * weight).sum()});
+    EXPECT_TRUE(at::equal(x.grad(), weight));
+  });
+}
+
+// The UserError `build` throws names every fragment of `expected`.
+void ExpectRefused(const std::function<void()>& build, const std::vector<std::string>& expected) {
+  try {
+    build();
+    ADD_FAILURE() << "accepted a bad tensor-parallel configuration";
+  } catch (const UserError& e) {
+    for (const std::string& part : expected) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(TensorParallelTest, BadConfigurationsAreRefusedNamingTheNumbers) {
+  const auto world = LocalWorld(4);  // the builds fail before any collective
+  const auto world3 = LocalWorld(3);
+  auto gpt = [&](int size, int rank, Transport* group, void (*edit)(GptConfig&)) {
+    return [=] {
+      GptConfig c = TinyGpt();
+      c.tp = {size, rank, group};
+      edit(c);
+      BuildGpt(c, 1);
+    };
+  };
+  auto same = [](GptConfig&) {};
+  ExpectRefused(gpt(3, 0, world3[0].get(), same), {"heads (4)", "size (3)"});
+  ExpectRefused(gpt(4, 0, world[0].get(), [](GptConfig& c) { c.vocab = 30; }),
+                {"vocabulary of 30 tokens", "size (4)"});
+  ExpectRefused(gpt(2, 0, nullptr, same), {"size 2 needs the TP group"});
+  ExpectRefused(gpt(2, 2, world[0].get(), same), {"rank 2 is outside [0, 2)"});
+  ExpectRefused(gpt(4, 0, world[1].get(), same), {"rank 1 of 4", "rank 0 of 4"});
+  ExpectRefused(gpt(0, 0, nullptr, same), {"at least 1, got 0"});
+  ExpectRefused(
+      [&] {
+        ClassifierConfig c = SmallClassifier();  // 2 heads
+        c.tp = {4, 0, world[0].get()};
+        BuildClassifier(c, 1);
+      },
+      {"heads (2)", "size (4)"});
+  ExpectRefused([] { TakeShard(at::zeros({6, 2}), {0, 3}, 4, 0); }, {"[6, 2]", "3 block(s) of 4"});
+}
+
+// Both refuse before any collective, on every rank (a failed world stays failed: one each).
+TEST(TensorParallelTest, OutOfRangeTargetsAndIdsAreRefused) {
+  const at::Tensor logits = at::zeros({2, 4});  // V = 8 over 2 ranks
+  ExpectRefused(
+      [&] {
+        const auto world = LocalWorld(2);
+        RunRankThreads(world, [&](int r) {
+          VocabParallelCrossEntropySum(logits, at::tensor({3, 8}), {2, r, world[r].get()});
+        });
+      },
+      {"targets must be in [-1, 8)", "got values from 3 to 8"});
+  ExpectRefused(
+      [&] {
+        const auto world = LocalWorld(2);
+        RunRankThreads(world, [&](int r) {
+          VocabParallelEmbedding(at::tensor({-1, 2}), at::zeros({4, 3}), {2, r, world[r].get()});
+        });
+      },
+      {"token ids must be in [0, 8)"});
+}
+
+}  // namespace
+}  // namespace conveyor

@@ -1,0 +1,88 @@
+#include "conveyor/nn/vocab_parallel.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "conveyor/comm/transport.h"
+#include "conveyor/common/error.h"
+
+namespace conveyor {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+void CheckRange(const at::Tensor& ids, int64_t low, int64_t end, const char* what) {
+  if (ids.numel() == 0) return;
+  const int64_t min = ids.min().item<int64_t>(), max = ids.max().item<int64_t>();
+  CONVEYOR_CHECK(min >= low && max < end) << what << " must be in [" << low << ", " << end
+                                          << "), got values from " << min << " to " << max;
+}
+
+// Where `ids` fall among rank `rank`'s vocabulary rows [rank * rows, (rank + 1) * rows):
+// `here` (bool, ids' shape) tells which do, `index` is their local row (0 for the others).
+struct LocalRows {
+  at::Tensor index, here;
+};
+
+LocalRows ToLocalRows(const at::Tensor& ids, int64_t rows, int rank) {
+  const at::Tensor local = ids - rank * rows;
+  at::Tensor here = local.ge(0).logical_and(local.lt(rows));
+  return {local.masked_fill(here.logical_not(), 0), here};
+}
+
+// The autograd function of VocabParallelCrossEntropySum for tp.size > 1. The row maximum
+// (for stability) comes from an all-gather of the ranks' maxima; the sum of exponentials and
+// the target's logit from one all-reduce. Keeps the local softmax (N, V / p) for backward.
+struct CrossEntropySum : public torch::autograd::Function<CrossEntropySum> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits,
+                            const at::Tensor& targets, Transport* group, int rank) {
+    const at::Tensor max = at::stack(group->AllGather(logits.amax(-1))).amax(0);  // (N)
+    const at::Tensor shifted = logits - max.unsqueeze(-1);                        // (N, V / p)
+    const LocalRows rows = ToLocalRows(targets, logits.size(-1), rank);
+    at::Tensor exp = shifted.exp();
+    const at::Tensor target_logit = shifted.gather(-1, rows.index.unsqueeze(-1)).squeeze(-1);
+    std::vector<at::Tensor> sums = {exp.sum(-1), target_logit.masked_fill(~rows.here, 0)};
+    group->AllReduceSum(sums);  // (N) each: sum of exp over the vocabulary, the target's logit
+    const at::Tensor counted = targets.ge(0);
+    ctx->save_for_backward(
+        {exp.div_(sums[0].unsqueeze(-1)), rows.index, rows.here.logical_and(counted), counted});
+    return (sums[0].log() - sums[1]).masked_fill(~counted, 0).sum();
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &softmax = saved[0], &index = saved[1], &hit = saved[2], &counted = saved[3];
+    at::Tensor grad = softmax * counted.unsqueeze(-1).to(softmax.scalar_type());
+    grad.scatter_add_(-1, index.unsqueeze(-1), -hit.unsqueeze(-1).to(grad.scalar_type()));
+    return {grad.mul_(grads[0]), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor VocabParallelEmbedding(const at::Tensor& ids, const at::Tensor& weight,
+                                  const TensorParallel& tp) {
+  if (tp.size == 1) return at::embedding(weight, ids);
+  const int64_t rows = weight.size(0);
+  CheckRange(ids, 0, rows * tp.size, "token ids");
+  const LocalRows local = ToLocalRows(ids, rows, tp.rank);
+  const at::Tensor mine =
+      at::embedding(weight, local.index).masked_fill(~local.here.unsqueeze(-1), 0);
+  return ReduceFromTensorParallel(mine, tp);
+}
+
+at::Tensor VocabParallelCrossEntropySum(const at::Tensor& logits, const at::Tensor& targets,
+                                        const TensorParallel& tp) {
+  if (tp.size == 1) {
+    return at::cross_entropy_loss(logits, targets, /*weight=*/{}, at::Reduction::Sum,
+                                  /*ignore_index=*/-1);
+  }
+  CheckRange(targets, -1, logits.size(-1) * tp.size, "targets");
+  return CrossEntropySum::apply(logits, targets, tp.group, tp.rank);
+}
+
+}  // namespace conveyor
