@@ -357,5 +357,108 @@ TEST(CliTest, NumbersOutOfRangeNameFlagValueAndRange) {
   }
 }
 
+// The 3D mesh: dp 2 x tp 2 x pp 2 on nodes of 4 (docs/SCHEDULES.md, "Planning a 3D mesh").
+TEST(CliTest, PlanPrintsTheMeshWithRanksNodesAndGroups) {
+  const std::string mesh = "plan -s 1f1b --dp 2 --tp 2 --pp 2 -m 4 --gpus-per-node 4";
+  const Result text = Conveyor(mesh);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("mesh                dp 2 x tp 2 x pp 2 (8 ranks, order tp-dp-pp), 2 "
+                          "nodes of 4 ranks"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("     5   0   1   1     1  1\n"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("  TP groups   {0,1} {2,3} {4,5} {6,7}\n"), std::string::npos);
+  EXPECT_NE(text.out.find("  DP groups   {0,2} {1,3} {4,6} {5,7}\n"), std::string::npos);
+  EXPECT_NE(text.out.find("  PP groups   {0,4} {1,5} {2,6} {3,7}\n"), std::string::npos);
+  EXPECT_EQ(text.out.find("warning:"), std::string::npos) << text.out;
+
+  const Result json = Conveyor(mesh + " --format json");
+  ASSERT_EQ(json.code, 0) << json.err;
+  const auto m = nlohmann::json::parse(json.out)["mesh"];
+  ASSERT_EQ(m["ranks"].size(), 8u);
+  EXPECT_EQ(
+      m["ranks"][6],
+      nlohmann::json({{"rank", 6}, {"dp", 1}, {"tp", 0}, {"pp", 1}, {"node", 1}, {"stages", {1}}}));
+  EXPECT_EQ(m["groups"]["dp"], nlohmann::json({{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  EXPECT_EQ(m["nodes"], 2);
+  EXPECT_TRUE(m["warnings"].empty());
+  // Without dp, tp or nodes there is no mesh to show.
+  EXPECT_FALSE(nlohmann::json::parse(Conveyor("plan --format json").out).contains("mesh"));
+}
+
+TEST(CliTest, PlanWarnsWhenATpGroupSpansNodes) {
+  const std::string inverted =
+      "plan -s 1f1b --dp 2 --tp 2 --pp 2 -m 4 --gpus-per-node 4 --mesh-order pp-dp-tp";
+  const Result text = Conveyor(inverted);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("\nwarning: TP group {0,4} spans nodes 0 and 1 (4 of 4 TP groups span "
+                          "nodes): TP all-reduces every layer; put TP inside a node (order "
+                          "tp-dp-pp)\n"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("\nnote: pipeline neighbours {0,1} share node 0 while TP group {0,4}"),
+            std::string::npos)
+      << text.out;
+  const Result json = Conveyor(inverted + " --format json");
+  ASSERT_EQ(json.code, 0) << json.err;
+  const auto m = nlohmann::json::parse(json.out)["mesh"];
+  ASSERT_EQ(m["warnings"].size(), 1u);
+  EXPECT_EQ(m["warnings"][0].get<std::string>().rfind("TP group {0,4} spans nodes 0 and 1", 0), 0u);
+  EXPECT_EQ(m["notes"].size(), 1u);
+  // A format with no room for it says it on stderr.
+  const Result csv = Conveyor(inverted + " --format csv");
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_NE(csv.err.find("conveyor: warning: TP group {0,4}"), std::string::npos) << csv.err;
+}
+
+TEST(CliTest, PlanAddsTensorAndDataParallelCommunication) {
+  // Seconds: F = I = W = 10 ms per stage; 4 blocks per stage of a 4096-wide model.
+  const std::string base =
+      "plan -s 1f1b --pp 2 -m 8 --f 0.01 --i 0.01 --w 0.01 --layers-per-stage 4 --format json";
+  const auto alone = nlohmann::json::parse(Conveyor(base).out);
+  const Result r = Conveyor(base + " --dp 2 --tp 2 --gpus-per-node 4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  const auto& m = json["mesh"];
+  // TP: 2 all-reduces per block of 1 x 2048 x 4096 x 2 bytes within a node, in F, I and B.
+  const double ring = 2 * 0.5 * (2048.0 * 4096 * 2) / 150e9 + 2 * 5e-6;
+  EXPECT_NEAR(m["tp_time"][0].get<double>(), 2 * 4 * ring, 1e-12);
+  EXPECT_NEAR(json["makespan"].get<double>(),
+              alone["makespan"].get<double>() + (8 + 2 - 1) * 2 * 2 * 4 * ring, 1e-9);
+  // DP: the step ends with the last reduction; part of the reductions hide.
+  EXPECT_DOUBLE_EQ(m["step_without_dp"].get<double>(), json["makespan"].get<double>());
+  EXPECT_GE(m["step"].get<double>(), m["step_without_dp"].get<double>());
+  EXPECT_NEAR(m["step"].get<double>(),
+              m["step_without_dp"].get<double>() + m["dp_exposed"].get<double>(), 1e-12);
+  EXPECT_GT(m["dp_hidden_share"].get<double>(), 0);
+  EXPECT_LT(m["dp_hidden_share"].get<double>(), 1);
+}
+
+TEST(CliTest, PlanRefusesBadMeshFlagsNamingTheValues) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"plan --dp 2 --tp 2 --pp 2 --gpus-per-node 3",
+       "3 ranks per node do not divide dp 2 x tp 2 x pp 2 (8 ranks, order tp-dp-pp) into whole "
+       "nodes"},
+      {"plan --inter-bandwidth -5", "--inter-bandwidth must be within (0, 1e+15], got -5"},
+      {"plan --intra-bandwidth 0", "--intra-bandwidth must be within (0, 1e+15], got 0"},
+      {"plan --intra-latency -1", "--intra-latency must be within [0, 1e+15], got -1"},
+      {"plan --dp 0", "--dp must be within [1, 4096], got 0"},
+      {"plan --tp 4294967298", "--tp must be within [1, 4096], got 4294967298"},
+      {"plan --dp 4096 --tp 4096", "dp 4096 x tp 4096 x pp 4 = 67108864 ranks, above the limit"},
+      {"plan --gpus-per-node -4", "--gpus-per-node must be within [0, 1048576], got -4"},
+      {"plan --mesh-order tp-tp-pp", "got 'tp-tp-pp'"},
+      {"plan --hidden 0", "--hidden must be within [1, 1048576], got 0"},
+      {"plan --bucket-bytes 0", "--bucket-bytes must be within [1, 1e+15], got 0"},
+      {"plan --element-bytes -2", "--element-bytes must be within (0, 16], got -2"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const Result r = Conveyor(args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_EQ(Lines(r.err), 1) << args << ":\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ":\n" << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "conveyor/cli/cost_flags.h"
+#include "conveyor/cli/mesh_flags.h"
+#include "conveyor/cli/mesh_report.h"
 #include "conveyor/cli/output.h"
 #include "conveyor/cli/plan_report.h"
 #include "conveyor/common/error.h"
@@ -14,6 +16,7 @@
 #include "conveyor/schedule/program_csv.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
+#include "conveyor/sim/mesh_costs.h"
 #include "conveyor/sim/simulator.h"
 #include "conveyor/timeline/ascii_renderer.h"
 #include "conveyor/timeline/chrome_trace.h"
@@ -36,6 +39,7 @@ struct PlanFlags {
   int64_t width = 0;
   int64_t max_in_flight = 0;
   CostFlags costs;
+  MeshFlags mesh;
 };
 
 void RunPlan(const PlanFlags& flags) {
@@ -57,17 +61,25 @@ void RunPlan(const PlanFlags& flags) {
     program = std::make_unique<Program>(BuildSchedule(flags.schedule, options));
   }
   VerifyOrThrow(*program, VerifyOptions{static_cast<int>(flags.max_in_flight)});
+  const Mesh mesh = flags.mesh.ToMesh(program->layout.num_ranks());
+  const MeshNetwork network = flags.mesh.ToNetwork(mesh);
   const Program lowered = Lower(*program);
-  const SimResult sim = Simulate(*program, costs);
+  const ModelShape shape = flags.mesh.ToShape();
+  const MeshSimResult mesh_sim = SimulateMesh(*program, costs, mesh, network, shape);
+  const SimResult& sim = mesh_sim.pipeline;
   const PlanReport report{name, program.get(), &sim, flags.costs.Describe()};
+  const MeshReport mesh_report{&mesh, &network, &program->layout, &shape, &mesh_sim};
   const Program& shown = flags.with_comms ? lowered : *program;
 
   std::string text;
   if (flags.format == "text") {
-    text = ReportText(report) + "\n" + RenderAscii(sim.timeline, flags.width);
+    text = ReportText(report);
+    if (flags.mesh.shown()) text += MeshText(mesh_report);
+    text += "\n" + RenderAscii(sim.timeline, flags.width);
     if (flags.with_comms) text += "\n" + shown.ToText();
   } else if (flags.format == "json") {
     nlohmann::json json = ReportJson(report);
+    if (flags.mesh.shown()) json["mesh"] = MeshJson(mesh_report);
     if (flags.with_comms) json["program"] = shown.ToText();
     text = json.dump(2) + "\n";
   } else if (flags.format == "csv") {
@@ -76,6 +88,12 @@ void RunPlan(const PlanFlags& flags) {
     text = RenderSvg(sim.timeline, SvgOptions{.title = name + ", " + program->layout.Describe()});
   } else {
     text = RenderChromeTrace({{"predicted: " + name, &sim.timeline}});
+  }
+  if (flags.format != "text" && flags.format != "json") {
+    // The formats that have no room for it: the advice goes to stderr.
+    const MeshAdvice advice = AdviseMesh(mesh, network);
+    for (const std::string& w : advice.warnings) std::cerr << "conveyor: warning: " << w << "\n";
+    for (const std::string& n : advice.notes) std::cerr << "conveyor: note: " << n << "\n";
   }
   WriteOutput(flags.out, text);
 }
@@ -106,6 +124,7 @@ void AddPlanCommand(CLI::App& app) {
   cmd->add_option("--max-in-flight", flags->max_in_flight,
                   "fail when a rank holds more micro-batch activations (0 = no bound)");
   flags->costs.Register(*cmd);
+  flags->mesh.Register(*cmd);
   cmd->callback([flags] { RunPlan(*flags); });
 }
 

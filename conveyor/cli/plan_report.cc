@@ -5,21 +5,18 @@
 #include <sstream>
 
 namespace conveyor {
-namespace {
 
-std::string Number(double value) {
+std::string ReportNumber(double value) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.6g", value);
   return buffer;
 }
 
-std::string List(const std::vector<double>& values) {
+std::string ReportList(const std::vector<double>& values) {
   std::string text;
-  for (double v : values) text += (text.empty() ? "" : " ") + Number(v);
+  for (double v : values) text += (text.empty() ? "" : " ") + ReportNumber(v);
   return text;
 }
-
-}  // namespace
 
 double MaxOf(const std::vector<double>& values) {
   return values.empty() ? 0 : *std::max_element(values.begin(), values.end());
@@ -54,13 +51,13 @@ std::string ReportText(const PlanReport& report) {
   out << "schedule            " << report.schedule << "\n"
       << "layout              " << report.program->layout.Describe() << "\n"
       << "costs               " << report.costs << "\n"
-      << "makespan            " << Number(sim.makespan) << "\n"
-      << "steady-state period " << Number(sim.steady_state_period)
+      << "makespan            " << ReportNumber(sim.makespan) << "\n"
+      << "steady-state period " << ReportNumber(sim.steady_state_period)
       << "  (per step, steps back to back)\n"
       << "bubble              " << bubble << "\n"
-      << "peak activations    " << List(sim.peak_activations)
+      << "peak activations    " << ReportList(sim.peak_activations)
       << "  (per rank, stage x micro-batch units)\n"
-      << "p2p                 " << sim.p2p_messages << " messages, " << Number(sim.p2p_bytes)
+      << "p2p                 " << sim.p2p_messages << " messages, " << ReportNumber(sim.p2p_bytes)
       << " bytes\n";
   return out.str();
 }

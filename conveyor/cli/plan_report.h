@@ -27,6 +27,11 @@ std::string ReportText(const PlanReport& report);
 // Largest per-rank value (0 when empty).
 double MaxOf(const std::vector<double>& values);
 
+// A number as the report prints it: "%.6g".
+std::string ReportNumber(double value);
+// Numbers as ReportNumber prints them, separated by single spaces.
+std::string ReportList(const std::vector<double>& values);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_CLI_PLAN_REPORT_H_

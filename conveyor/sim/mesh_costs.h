@@ -1,0 +1,84 @@
+// The communication a dp x tp x pp mesh adds to one pipeline's step, simulated.
+//
+// Every data-parallel replica and every tensor-parallel shard runs the same pipeline program
+// on its own slice, so the mesh is simulated as one pipeline (the program's ranks are the
+// mesh's pipeline ranks, pp = program.layout.num_ranks()) whose costs include what the other
+// two axes add. Where groups at the same pipeline rank sit on different links, the slowest
+// one sets that pipeline rank's time (the others wait for it).
+//
+// Tensor parallelism (Megatron-LM): each transformer block all-reduces its (b, T, C)
+// activation twice in its forward and twice in its backward. Every F, I and B of a stage
+// on pipeline rank k gets
+//
+//   tp_time[k] = 2 * layers_per_stage * RingAllReduceTime(tp, b*T*C*element_bytes, link)
+//
+// where link is the slowest link of the slowest TP group at pipeline coordinate k. W
+// exchanges nothing; an overlapped F&B unit pays both halves' (2 * tp_time[k]).
+//
+// Data parallelism: once a stage's last backward (B, I or W) on a rank is done, its
+// gradients (param_bytes_per_stage) are all-reduced over the DP group in buckets of
+// bucket_bytes, each bucket a ring: 2(d-1)/d * bucket / bandwidth + 2(d-1) * latency. The
+// reductions of one rank's stages queue on one channel, in the order their stages finish,
+// and overlap whatever the pipeline still computes; they do not slow compute or the
+// pipeline's messages. The step ends when the last reduction ends.
+//
+// Times: seconds, so the program's compute costs (CostModel) must be in seconds too.
+//
+// Pure functions; thread-compatible. Pure (no torch).
+#ifndef CONVEYOR_SIM_MESH_COSTS_H_
+#define CONVEYOR_SIM_MESH_COSTS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "conveyor/mesh/mesh.h"
+#include "conveyor/sim/mesh_network.h"
+#include "conveyor/sim/simulator.h"
+
+namespace conveyor {
+
+// The sizes the mesh's communication depends on.
+struct ModelShape {
+  int64_t hidden = 4096;                   // C
+  int64_t seq_len = 2048;                  // T
+  int64_t micro_batch_size = 1;            // b, sequences per micro-batch on one DP replica
+  int64_t layers_per_stage = 1;            // transformer blocks of one stage
+  double element_bytes = 2;                // of an activation and of a gradient (bf16)
+  double param_bytes_per_stage = 0;        // of one TP shard of a stage; 0: derived (see below)
+  double bucket_bytes = 25 * 1024 * 1024;  // the DP all-reduce bucket (PyTorch DDP's 25 MiB)
+
+  // b * T * C * element_bytes: one micro-batch's activation, the TP all-reduce's payload.
+  double activation_bytes() const;
+  // param_bytes_per_stage, or when 0 the blocks' weights, 12 C^2 per block, split over tp:
+  // 12 * C^2 * layers_per_stage * element_bytes / tp.
+  double stage_param_bytes(int tp) const;
+};
+
+struct MeshSimResult {
+  SimResult pipeline;           // tp_time in every F, I, B; reductions as timeline phases
+  std::vector<double> tp_time;  // per pipeline rank: added to each F, I and B
+  std::vector<double> dp_time;  // per pipeline rank: one stage's gradients, all buckets
+  int64_t dp_buckets = 0;       // buckets per stage
+  double step_without_dp = 0;   // pipeline.makespan
+  double step = 0;              // the step with the DP reductions: >= step_without_dp
+  double dp_exposed = 0;        // step - step_without_dp
+  // The reductions of all pipeline ranks, summed, and the share of that time that runs
+  // before step_without_dp, hidden behind the pipeline (1 when dp_comm is 0).
+  double dp_comm = 0;
+  double dp_hidden_share = 1;
+};
+
+// Simulates `program` under `costs` (the compute of one stage on one rank, its 1/tp share)
+// on `mesh` and `network` with the sizes of `shape`; see above. With tp = dp = 1 the
+// pipeline result is Simulate(program, costs, options)'s.
+// Throws UserError when mesh.pp() != program.layout.num_ranks() or the mesh does not fill
+// whole nodes (CheckFitsNodes), and what Simulate throws.
+// REQUIRES: the network's links and the shape's sizes valid (positive sizes, links as
+// RingAllReduceTime requires).
+MeshSimResult SimulateMesh(const Program& program, const CostModel& costs, const Mesh& mesh,
+                           const MeshNetwork& network, const ModelShape& shape,
+                           const SimOptions& options = {});
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_SIM_MESH_COSTS_H_

@@ -1,0 +1,54 @@
+// The network a device mesh runs on: ranks fill nodes in order, `ranks_per_node` to a node,
+// and two kinds of link join them: one within a node (NVLink class) and one between nodes
+// (InfiniBand class). Collectives are rings over a group in its order (Mesh::GroupOf); a
+// ring is as slow as the slowest link it crosses.
+//
+// Units: seconds and bytes per second.
+//
+// Plain data and pure functions; safe to share across threads. Pure (no torch).
+#ifndef CONVEYOR_SIM_MESH_NETWORK_H_
+#define CONVEYOR_SIM_MESH_NETWORK_H_
+
+#include <vector>
+
+#include "conveyor/mesh/mesh.h"
+
+namespace conveyor {
+
+struct Link {
+  double latency = 0;    // seconds per message (>= 0)
+  double bandwidth = 0;  // bytes per second (> 0; there is no infinite link)
+
+  bool operator==(const Link&) const = default;
+};
+
+struct MeshNetwork {
+  // Defaults: within a node, NVLink-class (5 us, 150 GB/s of all-reduce bus bandwidth);
+  // between nodes, one 200 Gb/s InfiniBand or RoCE port per GPU (10 us, 25 GB/s).
+  Link intra{5e-6, 150e9};
+  Link inter{1e-5, 25e9};
+  int ranks_per_node = 0;  // 0: every rank on one node
+
+  // The node of `rank`: rank / ranks_per_node (0 with ranks_per_node 0).
+  int node_of(int rank) const;
+  // The distinct nodes of `group`, ascending.
+  std::vector<int> NodesOf(const std::vector<int>& group) const;
+  // The link a ring over `group` (in that order, the last member sending to the first) is
+  // limited by: the lowest bandwidth and the highest latency over the kinds of hop it
+  // makes. A group of one rank makes none: the intra-node link.
+  Link SlowestLink(const std::vector<int>& group) const;
+};
+
+// Throws UserError naming the numbers unless network.ranks_per_node is 0 or divides the
+// mesh into whole nodes. (Links are the caller's to check: see RingAllReduceTime.)
+void CheckFitsNodes(const MeshNetwork& network, const Mesh& mesh);
+
+// Time of a ring all-reduce of `bytes` over `members` ranks on `link`:
+// 2 (n-1)/n * bytes / bandwidth + 2 (n-1) * latency (0 for n = 1).
+// REQUIRES (asserted): members >= 1, bytes >= 0, link.latency >= 0, link.bandwidth > 0,
+// all finite.
+double RingAllReduceTime(int members, double bytes, const Link& link);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_SIM_MESH_NETWORK_H_
