@@ -13,6 +13,7 @@
 #include "conveyor/common/checksum.h"
 #include "conveyor/common/error.h"
 #include "conveyor/nn/safetensors.h"
+#include "conveyor/nn/tensor_parallel.h"
 
 namespace conveyor {
 namespace fs = std::filesystem;
@@ -279,10 +280,20 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
     fs::create_directory(temp);
   });
   phase([&] {
-    if (!trainer.leads_replicas()) return;  // the other replicas hold the same state
+    if (trainer.coords().dp != 0) return;  // the other replicas hold the same state
+    // Whole tensors: the tensor-parallel ranks of replica 0 gather their shards.
+    const TensorParallel& tp = trainer.tensor_parallel();
+    auto whole = [&](const std::string& name, const at::Tensor& t) {
+      return tp.size > 1 ? GatherShards(t, TensorParallelSplitOf(name), tp) : t;
+    };
     std::map<std::string, at::Tensor> tensors;
-    for (const auto& [name, p] : trainer.Parameters()) tensors.emplace("param/" + name, p.detach());
-    for (const auto& [key, t] : trainer.optimizer().State()) tensors.emplace("optim/" + key, t);
+    for (const auto& [name, p] : trainer.Parameters()) {
+      tensors.emplace("param/" + name, whole(name, p.detach()));
+    }
+    for (const auto& [key, t] : trainer.optimizer().State()) {
+      tensors.emplace("optim/" + key, whole(key.substr(0, key.rfind('/')), t));
+    }
+    if (!trainer.leads_replicas()) return;
     std::map<std::string, std::string> metadata = {
         {"step", std::to_string(step)},
         {"rank", std::to_string(trainer.pipeline_rank())},
@@ -335,16 +346,23 @@ void LoadCheckpoint(const std::string& path, Trainer& trainer, const TrainConfig
         << ", this run has " << value.dump();
   }
   const NamedTensors params = trainer.Parameters();
-  std::map<std::string, at::Tensor> optim;
+  // This rank's tensor-parallel shard of each whole tensor.
+  const TensorParallel& tp = trainer.tensor_parallel();
+  auto shard = [&](const std::string& name, const at::Tensor& whole) {
+    return TakeShard(whole, TensorParallelSplitOf(name), tp.size, tp.rank).contiguous();
+  };
+  std::map<std::string, at::Tensor> mine, optim;
   for (const auto& [name, p] : params) {
     auto it = all.find("param/" + name);
     CONVEYOR_CHECK(it != all.end()) << "checkpoint " << folder << " lacks parameter " << name;
-    CONVEYOR_CHECK(it->second.sizes() == p.sizes())
+    const at::Tensor part = shard(name, it->second);
+    CONVEYOR_CHECK(part.sizes() == p.sizes())
         << "checkpoint " << folder << ": parameter " << name << " has shape " << it->second.sizes()
-        << ", this model " << p.sizes();
+        << ", this model " << p.sizes() << (tp.size > 1 ? " (a tensor-parallel shard)" : "");
+    mine.emplace(name, part);
     for (const char* suffix : {"/exp_avg", "/exp_avg_sq"}) {
       auto state = all.find("optim/" + name + suffix);
-      if (state != all.end()) optim.emplace(name + suffix, state->second);
+      if (state != all.end()) optim.emplace(name + suffix, shard(name, state->second));
     }
   }
   // Checks the optimizer state before touching anything, then loads.
@@ -352,7 +370,7 @@ void LoadCheckpoint(const std::string& path, Trainer& trainer, const TrainConfig
   probe.LoadState(params, optim);
   trainer.optimizer().LoadState(params, optim);
   at::NoGradGuard no_grad;
-  for (const auto& [name, p] : params) p.copy_(all.at("param/" + name));
+  for (const auto& [name, p] : params) p.copy_(mine.at(name));
   trainer.set_step(meta["step"].get<int64_t>());
 }
 

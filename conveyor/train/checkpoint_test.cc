@@ -69,6 +69,44 @@ TEST_F(CheckpointTest, LoadsIntoAnotherPartition) {
   }
 }
 
+// Checkpoints stay global: replica 0's pipeline writes whole tensors (its tensor-parallel
+// ranks gather their shards), and any mesh reads them.
+TEST_F(CheckpointTest, MeshCheckpointResumesOnAnotherMesh) {
+  TrainConfig c = config_;
+  c.batch_size = 8;  // two replicas of 4 micro-batches
+  const std::vector<double> full = TrainOnThreads(c);
+  const std::string dir = dir_ + "_dp";
+  TrainConfig dp = c;
+  dp.dp = 2;
+  dp.tp = 2;
+  TrainOnThreads(
+      dp, [&](Trainer& t, Transport& w) { SaveCheckpoint(dir, t, dp, &w); }, 3);
+  std::set<std::string> files;
+  for (const auto& entry : fs::directory_iterator(fs::path(dir) / "step-000003")) {
+    files.insert(entry.path().filename().string());
+  }
+  EXPECT_EQ(files,
+            (std::set<std::string>{"meta.json", "rank-0.safetensors", "rank-1.safetensors"}));
+  struct Mesh3 {
+    int dp, tp, pp;
+  };
+  for (const auto& [replicas, tp, pp] : {Mesh3{1, 1, 1}, Mesh3{1, 1, 4}, Mesh3{2, 2, 2}}) {
+    TrainConfig other = c;
+    other.dp = replicas;
+    other.tp = tp;
+    other.pp = pp;
+    other.schedule = pp == 1 ? "gpipe" : "1f1b";
+    other.resume = dir;
+    const std::vector<double> rest = TrainOnThreads(other);
+    ASSERT_EQ(rest.size(), 3u);
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_NEAR(rest[k], full[3 + k], 2e-5 * full[3 + k])
+          << "dp " << replicas << " tp " << tp << " pp " << pp << " step " << 4 + k;
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST_F(CheckpointTest, RefusesAMismatchedModel) {
   TrainConfig other = config_;
   other.hidden = 32;

@@ -5,6 +5,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/nn/layer.h"
+#include "conveyor/nn/tensor_parallel.h"
 
 namespace conveyor {
 namespace {
@@ -23,7 +24,10 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, double
   at::Tensor tokens = at::zeros({inputs.size(0)}, at::kLong);
   auto it = result.outputs.find(0);
   if (it != result.outputs.end()) {
-    at::Tensor logits = it->second.select(1, it->second.size(1) - 1);  // (n, V)
+    at::Tensor logits = it->second.select(1, it->second.size(1) - 1);  // (n, V / tp)
+    // Under tensor parallelism each rank holds a slice of the vocabulary: gather it whole.
+    const TensorParallel& tp = forward.trainer().tensor_parallel();
+    if (tp.size > 1) logits = GatherShards(logits, TensorParallelSplit{1, 1}, tp);  // (n, V)
     if (temperature <= 0) {
       tokens = logits.argmax(-1);
     } else {

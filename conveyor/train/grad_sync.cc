@@ -24,8 +24,9 @@ at::Tensor GradOrZeros(const at::Tensor& p) {
 
 }  // namespace
 
-GradSync::GradSync(Transport* world, const std::map<std::string, std::vector<int>>& holders)
-    : world_(world), rank_(world != nullptr ? world->rank() : 0) {
+GradSync::GradSync(Transport* world, const std::map<std::string, std::vector<int>>& holders,
+                   const TensorParallel& tp)
+    : world_(world), rank_(world != nullptr ? world->rank() : 0), tp_(tp) {
   std::map<std::vector<int>, std::vector<std::string>> by_ranks;
   for (const auto& [name, ranks] : holders) {
     CONVEYOR_ASSERT(!ranks.empty()) << name << " has no holder";
@@ -79,11 +80,17 @@ double GradSync::GlobalNorm(const NamedTensors& params) {
     auto it = owner_.find(name);
     CONVEYOR_ASSERT(it != owner_.end()) << "unknown parameter " << name;
     if (it->second != rank_ || !counted.insert(name).second || !p.grad().defined()) continue;
+    if (tp_.rank != 0 && TensorParallelSplitOf(name).replicated()) continue;
     local += p.grad().to(at::kDouble).pow(2).sum().item<double>();
   }
   if (world_ != nullptr && world_->world_size() > 1) {
     std::vector<at::Tensor> total = {at::full({1}, local, at::kDouble)};
     world_->AllReduceSum(total);
+    local = total[0].item<double>();
+  }
+  if (tp_.size > 1) {
+    std::vector<at::Tensor> total = {at::full({1}, local, at::kDouble)};
+    tp_.group->AllReduceSum(total);
     local = total[0].item<double>();
   }
   return std::sqrt(local);

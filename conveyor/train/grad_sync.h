@@ -16,19 +16,24 @@
 
 #include "conveyor/comm/transport.h"
 #include "conveyor/module/stage_module.h"
+#include "conveyor/nn/tensor_parallel.h"
 
 namespace conveyor {
 
 class GradSync {
  public:
-  // `holders`: for every parameter name, the ranks holding a copy (any order, duplicates
-  // allowed: a rank may hold two copies). `world` may be null for a single rank.
-  GradSync(Transport* world, const std::map<std::string, std::vector<int>>& holders);
+  // `holders`: for every parameter name, the ranks of `world` holding a copy (any order,
+  // duplicates allowed: a rank may hold two copies). `world` (the pipeline's ranks) may be
+  // null for a single rank. `tp`: the tensor-parallel shard this rank holds of each of its
+  // parameters (tensor_parallel.h); `tp.group` must outlive the GradSync.
+  GradSync(Transport* world, const std::map<std::string, std::vector<int>>& holders,
+           const TensorParallel& tp = {});
 
   // Every copy's gradient becomes the sum over all copies (local and remote).
   void SumShared(const NamedTensors& params);
 
-  // sqrt of the sum of squared gradients over every distinct parameter of the model.
+  // sqrt of the sum of squared gradients over every distinct parameter of the model: split
+  // parameters count every tensor-parallel shard, replicated ones once.
   double GlobalNorm(const NamedTensors& params);
 
   // Scales every gradient by `factor`.
@@ -42,6 +47,7 @@ class GradSync {
   };
   Transport* world_;
   int rank_;
+  TensorParallel tp_;
   std::vector<Group> groups_;
   std::map<std::string, int> owner_;  // the rank that counts a name in the norm
 };

@@ -22,7 +22,7 @@ TEST_F(LayerCostsTest, CountsParametersByDefault) {
   const TrainConfig c = TinyGpt();
   ASSERT_EQ(c.partition, PartitionBy::kParams);
   const auto task = MakeTask(c);
-  const LayerList layers = task->BuildLayers();
+  const LayerList layers = task->BuildLayers({});
   const std::vector<double> costs = LayerCosts(c, *task, layers);
   ASSERT_EQ(costs.size(), layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -35,7 +35,7 @@ TEST_F(LayerCostsTest, CountsParametersByDefault) {
 TEST_F(LayerCostsTest, UniformAndFlopsAreTheConfiguredCosts) {
   TrainConfig c = TinyGpt();
   const auto task = MakeTask(c);
-  const LayerList layers = task->BuildLayers();
+  const LayerList layers = task->BuildLayers({});
   c.partition = PartitionBy::kUniform;
   EXPECT_EQ(LayerCosts(c, *task, layers), std::vector<double>(layers.size(), 1.0));
   c.partition = PartitionBy::kFlops;
@@ -46,7 +46,7 @@ TEST_F(LayerCostsTest, ProfileTimesEveryLayerAndLeavesNoGradients) {
   TrainConfig c = TinyGpt();
   c.partition = PartitionBy::kProfile;
   const auto task = MakeTask(c);
-  const LayerList layers = task->BuildLayers();
+  const LayerList layers = task->BuildLayers({});
   const std::vector<double> seconds = LayerCosts(c, *task, layers);
   ASSERT_EQ(seconds.size(), layers.size());
   for (size_t l = 0; l < seconds.size(); ++l) {

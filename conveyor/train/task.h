@@ -11,6 +11,7 @@
 
 #include "conveyor/module/microbatch.h"
 #include "conveyor/nn/layer.h"
+#include "conveyor/nn/tensor_parallel.h"
 
 namespace conveyor {
 
@@ -18,7 +19,9 @@ class TrainTask {
  public:
   virtual ~TrainTask() = default;
 
-  virtual LayerList BuildLayers() const = 0;
+  // The model's layers; with tp.size > 1 this rank's tensor-parallel shards of them
+  // (tensor_parallel.h), whose collectives go through tp.group.
+  virtual LayerList BuildLayers(const TensorParallel& tp) const = 0;
   // Relative compute of each layer for the partitioner (FLOPs of one sample's forward).
   virtual std::vector<double> LayerFlops() const = 0;
 

@@ -43,7 +43,8 @@ class GptTask : public TrainTask {
                 c.layers,
                 c.seq_len,
                 c.tie_embeddings,
-                c.recompute == Recompute::kSelective},
+                c.recompute == Recompute::kSelective,
+                {}},
         seed_(c.seed),
         eval_batches_(c.eval_batches),
         corpus_(LoadCorpus(c.data)),
@@ -51,7 +52,11 @@ class GptTask : public TrainTask {
     CheckGptConfig(config_);
   }
 
-  LayerList BuildLayers() const override { return BuildGpt(config_, seed_); }
+  LayerList BuildLayers(const TensorParallel& tp) const override {
+    GptConfig config = config_;
+    config.tp = tp;
+    return BuildGpt(config, seed_);
+  }
   std::vector<double> LayerFlops() const override {
     return TransformerFlops(config_.layers, config_.max_seq_len, config_.hidden,
                             2.0 * config_.hidden * config_.vocab);
@@ -69,7 +74,7 @@ class GptTask : public TrainTask {
   std::string Describe() const override {
     std::ostringstream out;
     out << "gpt: " << config_.layers << " blocks, hidden " << config_.hidden << ", "
-        << config_.heads << " heads, " << ParameterCount(BuildLayers()) / 1e6
+        << config_.heads << " heads, " << ParameterCount(BuildLayers({})) / 1e6
         << "M parameters; corpus " << corpus_.source << ": " << corpus_.documents.size()
         << " documents, " << corpus_.TotalBytes() << " bytes (" << stream_.train_text().size()
         << " train / " << stream_.held_out_text().size() << " held out)";
@@ -93,14 +98,19 @@ class ClassifierTask : public TrainTask {
                 c.layers,
                 c.seq_len,
                 c.classes,
-                c.recompute == Recompute::kSelective},
+                c.recompute == Recompute::kSelective,
+                {}},
         seed_(c.seed),
         corpus_(LoadCorpus(c.data)),
         task_(corpus_, ClassificationOptions{c.classes, c.seq_len, c.batch_size, 0.15, c.seed}) {
     CheckClassifierConfig(config_);
   }
 
-  LayerList BuildLayers() const override { return BuildClassifier(config_, seed_); }
+  LayerList BuildLayers(const TensorParallel& tp) const override {
+    ClassifierConfig config = config_;
+    config.tp = tp;
+    return BuildClassifier(config, seed_);
+  }
   std::vector<double> LayerFlops() const override {
     return TransformerFlops(
         config_.layers, config_.max_seq_len, config_.hidden,

@@ -74,8 +74,6 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       schedule_{config.lr, config.min_lr_ratio, config.warmup_steps, config.steps} {
   config_.Validate();
   MemoryTracker::Install();
-  CONVEYOR_CHECK(mesh_.tp() == 1)
-      << "--tp " << mesh_.tp() << ": tensor parallelism is not in the trainer yet (tp must be 1)";
   VerifyOrThrow(program_);
   program_ = Lower(program_);
   // The groups, in one order on every rank: TP, DP, pipelines.
@@ -90,9 +88,10 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   dp_group_ = group(dp_owned_, MeshAxis::kDp);
   pipeline_group_ = group(pp_owned_, MeshAxis::kPp);
   if (mesh_.dp() == 1) dp_group_ = nullptr;
+  tp_ = TensorParallel{mesh_.tp(), coords_.tp, mesh_.tp() > 1 ? tp_group_ : nullptr};
   if (dp_group_ != nullptr) program_ = WithGradReductions(program_);
   const Layout& layout = program_.layout;
-  const LayerList layers = task_->BuildLayers();
+  const LayerList layers = task_->BuildLayers({});  // the whole model: names and costs
   std::vector<double> costs = LayerCosts(config_, *task_, layers);
   if (config_.partition == PartitionBy::kProfile && world != nullptr && world->world_size() > 1) {
     // Timings differ between ranks: every rank must cut at the same places.
@@ -106,8 +105,8 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   auto ranges = partition_;
   pipeline_ = std::make_unique<PipelineRank>(
       program_, pipeline_rank(), pipeline_group_,
-      [task_ref, ranges, &layout](int stage) {
-        const LayerList all = task_ref->BuildLayers();
+      [task_ref, ranges, &layout, tp = tp_](int stage) {
+        const LayerList all = task_ref->BuildLayers(tp);
         const LayerRange& r = ranges[layout.part_of(stage)];
         return std::make_unique<LayerStack>(LayerList(all.begin() + r.begin, all.begin() + r.end));
       },
@@ -120,7 +119,8 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
     pipeline_->executor().set_reduce_grad_hook(
         [this](Stage& stage) { dp_reducer_->Start(stage.module().NamedParameters()); });
   }
-  grad_sync_ = std::make_unique<GradSync>(pipeline_group_, Holders(layout, layers, partition_));
+  grad_sync_ =
+      std::make_unique<GradSync>(pipeline_group_, Holders(layout, layers, partition_), tp_);
   clock_origin_ = SharedClockOrigin(world);
   recorder_ = std::make_unique<StepRecorder>(pipeline_rank(), layout.num_ranks(), clock_origin_);
   recorder_->Attach(pipeline_->executor());

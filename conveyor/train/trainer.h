@@ -13,8 +13,9 @@
 // across the replicas while the pipeline still runs (DataParallelReducer, started at each
 // stage's REDUCE_GRAD). The process groups (every TP group, DP group and pipeline, in that
 // order, then the shared-parameter groups inside each pipeline) are created in the
-// constructor, in one order on every rank. Tensor parallelism (tp > 1) is not wired in yet:
-// the constructor refuses it.
+// constructor, in one order on every rank. With tp > 1 every stage holds this rank's
+// tensor-parallel shard of its layers (tensor_parallel.h); the replicated parameters are
+// counted once in the gradient norm.
 //
 // Every rank constructs a Trainer with the same config and task and calls the same methods
 // in the same order (they are collective). Losses do not depend on the schedule, pp or dp:
@@ -81,9 +82,11 @@ class Trainer {
   // The pipeline this rank is a stage rank of (the ranks sharing its dp and tp coordinates;
   // the world itself when it is the whole world; null with one rank) and this rank in it.
   Transport* pipeline_group() const { return pipeline_group_; }
+  // This rank's tensor-parallel shard of the model (size 1 without TP).
+  const TensorParallel& tensor_parallel() const { return tp_; }
   int pipeline_rank() const { return coords_.pp; }
-  // Whether this rank's pipeline is the one that writes checkpoints and traces (dp = tp = 0;
-  // the other replicas hold the same weights).
+  // Whether this rank's pipeline is the one that writes checkpoints and traces (dp = tp = 0:
+  // the other replicas hold the same weights; the other TP ranks hand it their shards).
   bool leads_replicas() const { return coords_.dp == 0 && coords_.tp == 0; }
   // The lowered program this rank runs every step.
   const Program& program() const { return program_; }
@@ -122,6 +125,7 @@ class Trainer {
   Transport* tp_group_ = nullptr;
   Transport* dp_group_ = nullptr;
   Transport* pipeline_group_ = nullptr;
+  TensorParallel tp_;
   std::unique_ptr<DataParallelReducer> dp_reducer_;  // null when dp == 1
   Program program_;
   std::vector<LayerRange> partition_;

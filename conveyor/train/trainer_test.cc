@@ -65,23 +65,42 @@ TEST_F(TrainerTest, TiedEmbeddingsStayEqualAcrossFirstAndLastStage) {
   EXPECT_TRUE(at::equal(copies[0], copies[1]));
 }
 
-// Every parameter after training, by name, from the ranks of data-parallel replica 0.
+// Every parameter after training, by name, whole (tensor-parallel shards gathered), from
+// the ranks of data-parallel replica 0.
 using Weights = std::map<std::string, at::Tensor>;
 std::vector<double> TrainCollecting(const TrainConfig& c, Weights& weights,
                                     std::vector<DataParallelStats>* dp = nullptr) {
   std::mutex mu;
   return TrainOnThreads(c, [&](Trainer& t, Transport&) {
+    Weights mine;
+    for (const auto& [name, p] : t.Parameters()) {
+      const TensorParallel& tp = t.tensor_parallel();
+      mine[name] = tp.size > 1 ? GatherShards(p.detach(), TensorParallelSplitOf(name), tp)
+                               : p.detach().clone();
+    }
     {
       std::lock_guard<std::mutex> lock(mu);
-      if (t.leads_replicas()) {
-        for (const auto& [name, p] : t.Parameters()) weights[name] = p.detach().clone();
-      }
+      if (t.leads_replicas()) weights.insert(mine.begin(), mine.end());
     }
     if (dp == nullptr) return;
     const DataParallelStats stats = t.Step().dp;  // one more step, to see its reduction
     std::lock_guard<std::mutex> lock(mu);
     dp->push_back(stats);
   });
+}
+
+void ExpectSameWeights(const Weights& want, const Weights& got, double lr,
+                       const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (const auto& [name, w] : want) {
+    ASSERT_TRUE(got.count(name)) << what << ": " << name;
+    ASSERT_EQ(got.at(name).sizes(), w.sizes()) << what << ": " << name;
+    // AdamW moves an element by about lr per step whatever its gradient's size, so sums in
+    // another order (1e-7 relative) may move a near-zero-gradient element differently:
+    // allow 1% of one step.
+    EXPECT_TRUE(at::allclose(got.at(name), w, 1e-4, 0.01 * lr))
+        << what << ": " << name << " differs by " << (got.at(name) - w).abs().max().item<double>();
+  }
 }
 
 // Data parallelism: each replica runs the pipeline on its slice of the batch; the losses and
@@ -118,19 +137,57 @@ TEST_F(TrainerTest, DataParallelReplicasTrainLikeOneProcess) {
     Weights got;
     std::vector<DataParallelStats> dp;
     ExpectSameLosses(reference_here, TrainCollecting(c, got, &dp), what);
-    ASSERT_EQ(got.size(), want_here.size()) << what;
-    for (const auto& [name, w] : want_here) {
-      ASSERT_TRUE(got.count(name)) << what << ": " << name;
-      // AdamW moves an element by about lr per step whatever its gradient's size, so sums
-      // in another order (1e-7 relative) may move a near-zero-gradient element differently:
-      // allow 1% of one step.
-      EXPECT_TRUE(at::allclose(got[name], w, 1e-4, 0.01 * c.lr))
-          << what << ": " << name << " differs by " << (got[name] - w).abs().max().item<double>();
-    }
+    ExpectSameWeights(want_here, got, c.lr, what);
     ASSERT_EQ(static_cast<int>(dp.size()), run.dp * run.pp);
     for (const DataParallelStats& s : dp) {
       EXPECT_GT(s.buckets, 0) << what;
       EXPECT_GT(s.bytes, 0) << what;
+    }
+  }
+}
+
+// Tensor parallelism, alone with the pipeline and in the full 3D mesh (8 ranks as threads),
+// over every schedule family: the losses and the whole weights after AdamW steps are those of
+// one process. The GPT with tied embeddings (vocabulary-parallel embedding, head and loss),
+// and the classifier.
+TEST_F(TrainerTest, TensorAndDataParallelMeshesTrainLikeOneProcess) {
+  for (const ModelKind model : {ModelKind::kGpt, ModelKind::kClassifier}) {
+    TrainConfig base = TinyGpt();
+    base.model = model;
+    base.batch_size = 8;
+    base.microbatches = 4;
+    base.tie_embeddings = model == ModelKind::kGpt;
+    if (model == ModelKind::kClassifier) {
+      base.data = TrainConfig().data;  // the fortunes: documents in categories
+      base.classes = 2;
+    }
+    Weights want;
+    const std::vector<double> reference = TrainCollecting(base, want);
+    struct Run {
+      int dp, tp, pp;
+      const char* schedule;
+    };
+    const std::vector<Run> runs = model == ModelKind::kGpt
+                                      ? std::vector<Run>{{1, 2, 2, "1f1b"},
+                                                         {2, 2, 2, "gpipe"},
+                                                         {2, 2, 2, "interleaved-1f1b"},
+                                                         {2, 2, 2, "zb-h1"},
+                                                         {2, 2, 2, "zb-v"},
+                                                         {2, 2, 2, "dualpipe-v"},
+                                                         {1, 2, 2, "dualpipe"}}
+                                      : std::vector<Run>{{2, 2, 2, "1f1b"}};
+    for (const Run& run : runs) {
+      TrainConfig c = base;
+      c.dp = run.dp;
+      c.tp = run.tp;
+      c.pp = run.pp;
+      c.schedule = run.schedule;
+      const std::string what = std::string(ModelKindName(model)) + " dp " + std::to_string(run.dp) +
+                               " x tp " + std::to_string(run.tp) + " x pp " +
+                               std::to_string(run.pp) + " " + run.schedule;
+      Weights got;
+      ExpectSameLosses(reference, TrainCollecting(c, got), what);
+      ExpectSameWeights(want, got, c.lr, what);
     }
   }
 }
