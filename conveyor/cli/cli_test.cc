@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "conveyor/schedule/registry.h"
 
@@ -165,6 +166,61 @@ TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
   EXPECT_EQ(wide.code, 1);
   EXPECT_NE(wide.err.find("cannot split 4 layers into 8 stages"), std::string::npos) << wide.err;
   EXPECT_EQ(wide.err.find("rank "), std::string::npos) << wide.err;
+}
+
+// The 3D mesh across real processes over Gloo: dp 2 x tp 2 x pp 2 (8 processes) trains
+// with the per-step losses of the plain 2-rank pipeline, checkpoints whole tensors that a
+// 1-rank run resumes from, and reports its data-parallel reduction.
+TEST(CliTest, MeshOfEightProcessesTrainsLikeThePipeline) {
+  const std::string dir = ::testing::TempDir() + "conveyor_cli_mesh." + std::to_string(::getpid());
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  {
+    std::ofstream out(dir + "/corpus.txt");
+    for (int i = 0; i < 100; ++i) out << "a small corpus for a small mesh, line " << i << "\n";
+  }
+  const std::string common =
+      "train --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 8 --microbatches 2 "
+      "--steps 3 --eval-every 0 --sample-tokens 0 --tie-embeddings --data " +
+      dir + "/corpus.txt ";
+  auto losses = [&](const std::string& file) {
+    std::ifstream in(file);
+    const auto metrics = nlohmann::json::parse(in);
+    std::vector<double> out;
+    for (const auto& step : metrics["steps"]) out.push_back(step["loss"].get<double>());
+    return out;
+  };
+  const Result pipeline = Conveyor(common + "--pp 2 --schedule 1f1b --metrics " + dir + "/p.json");
+  ASSERT_EQ(pipeline.code, 0) << pipeline.err;
+  const Result mesh = Conveyor(common + "--dp 2 --tp 2 --pp 2 --schedule zb-h1 --metrics " + dir +
+                               "/m.json --checkpoint-dir " + dir + "/ckpt");
+  ASSERT_EQ(mesh.code, 0) << mesh.out << mesh.err;
+  EXPECT_NE(mesh.out.find("mesh: dp 2 x tp 2 x pp 2 (8 ranks, order tp-dp-pp)"),
+            std::string::npos)
+      << mesh.out;
+  EXPECT_NE(mesh.out.find("data parallel (dp 2 x tp 2 x pp 2"), std::string::npos) << mesh.out;
+  const std::vector<double> want = losses(dir + "/p.json"), got = losses(dir + "/m.json");
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_EQ(want.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(got[k], want[k], 1e-5 * want[k]) << "step " << k;
+  std::ifstream metrics_file(dir + "/m.json");
+  const auto metrics = nlohmann::json::parse(metrics_file);
+  EXPECT_TRUE(metrics["dp_hidden_fraction"].is_number());
+  EXPECT_TRUE(metrics["steps"][0]["dp_comm_s"].is_number());
+  // Replica 0's pipeline wrote one file per pipeline rank, whole tensors: pp = 1 reads them.
+  const Result g = Conveyor("generate --checkpoint " + dir + "/ckpt --prompt ab --tokens 3");
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_EQ(g.out.rfind("ab", 0), 0u) << g.out;
+  // Refused before any of the ranks starts, naming the numbers.
+  const Result heads = Conveyor(common + "--tp 3");
+  EXPECT_EQ(heads.code, 1);
+  EXPECT_NE(heads.err.find("heads (2) must divide by tp (3)"), std::string::npos) << heads.err;
+  EXPECT_EQ(heads.err.find("conveyor: rank"), std::string::npos) << heads.err;
+  const Result small = Conveyor(common + "--dp 5 --pp 2");
+  EXPECT_EQ(small.code, 1);
+  EXPECT_NE(small.err.find("batch-size (8) must be at least dp x microbatches (5 x 2)"),
+            std::string::npos)
+      << small.err;
+  std::system(("rm -rf " + dir).c_str());
 }
 
 // Issue 10: outputs that cannot be written were found after the whole run, bad corpora
