@@ -47,28 +47,12 @@ TEST(ExecutorTest, StepNeedsTheProgramsMicrobatches) {
   EXPECT_NO_THROW(rank.Step(Microbatches(4, 3)));
 }
 
-// A module that fails on its second micro-batch.
-class Failing : public StageModule {
- public:
-  at::Tensor Forward(const at::Tensor& input, const MicroBatch& mb) override {
-    if (mb.index == 1) throw std::runtime_error("boom");
-    return input.to(at::kFloat).unsqueeze(-1) * weight_;
-  }
-  at::Tensor LossSum(const at::Tensor& output, const MicroBatch&) override { return output.sum(); }
-  NamedTensors NamedParameters() override { return {{"w", weight_}}; }
-  std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
-    return {mb.size(), mb.seq_len(), 1};
-  }
-  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override { return InputShape(mb); }
-
- private:
-  at::Tensor weight_ = at::ones({1}).requires_grad_(true);
-};
-
-// A module y = x * w, loss sum(y).
+// A module y = x * w, loss sum(y); its forward of micro-batch `fail_at` throws.
 class Scale : public StageModule {
  public:
-  at::Tensor Forward(const at::Tensor& input, const MicroBatch&) override {
+  explicit Scale(int fail_at = -1) : fail_at_(fail_at) {}
+  at::Tensor Forward(const at::Tensor& input, const MicroBatch& mb) override {
+    if (mb.index == fail_at_) throw std::runtime_error("boom");
     return input.to(at::kFloat).unsqueeze(-1) * weight_;
   }
   at::Tensor LossSum(const at::Tensor& output, const MicroBatch&) override { return output.sum(); }
@@ -79,6 +63,7 @@ class Scale : public StageModule {
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override { return InputShape(mb); }
 
  private:
+  int fail_at_;
   at::Tensor weight_ = at::ones({1}).requires_grad_(true);
 };
 
@@ -103,7 +88,7 @@ TEST(ExecutorTest, ReduceGradHookSeesFinalGradients) {
 TEST(ExecutorTest, ErrorsNameRankStageMicrobatchAndAction) {
   const Program program = Lower(BuildSchedule("gpipe", ScheduleOptions{1, 2, 0}));
   PipelineRank rank(
-      program, 0, nullptr, [](int) { return std::make_unique<Failing>(); }, at::kFloat);
+      program, 0, nullptr, [](int) { return std::make_unique<Scale>(/*fail_at=*/1); }, at::kFloat);
   try {
     rank.Step(Microbatches(2, 2));
     FAIL();
