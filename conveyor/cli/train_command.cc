@@ -159,6 +159,7 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
   summary.exposed_comm = ExposedCommFraction(summary.ranks);
   summary.trace_dir = config.trace;
   summary.mesh = summary_mesh;
+  summary.optimizer_state_bytes = trainer.optimizer_state_bytes();
   if (!config.metrics.empty()) {
     const nlohmann::json metrics = MetricsJson(config, summary, trainer.totals().pipeline_s(),
                                                std::move(steps), std::move(evals));

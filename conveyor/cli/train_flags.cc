@@ -87,6 +87,8 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--min-lr-ratio", &TrainConfig::min_lr_ratio, "cosine floor / lr");
   Flag(cmd, flags, "--weight-decay", &TrainConfig::weight_decay, "AdamW weight decay");
   Flag(cmd, flags, "--clip", &TrainConfig::clip, "global gradient-norm clip (0 = off)");
+  Flag(cmd, flags, "--zero", &TrainConfig::zero,
+       "shard the AdamW state across the data-parallel replicas (ZeRO stage 1)");
   Flag(cmd, flags, "--eval-every", &TrainConfig::eval_every, "steps between evaluations");
   Flag(cmd, flags, "--eval-batches", &TrainConfig::eval_batches, "gpt: held-out batches per eval");
   Flag(cmd, flags, "--metrics", &TrainConfig::metrics, "write metrics JSON here");

@@ -48,6 +48,8 @@ void PrintTrainSummary(const TrainSummary& s) {
         s.mesh.c_str(), s.dp.bytes / steps / (1 << 20), s.dp.buckets / steps,
         1e3 * s.dp.comm_s / steps, Percent(s.dp.hidden_fraction()).c_str());
   }
+  std::printf("optimizer state: %.2f MiB of AdamW moments on rank 0\n",
+              static_cast<double>(s.optimizer_state_bytes) / (1 << 20));
   if (!s.trace_dir.empty()) {
     std::printf("traces: %s/trace.json, measured.svg\n", s.trace_dir.c_str());
   }

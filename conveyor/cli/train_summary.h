@@ -28,6 +28,7 @@ struct TrainSummary {
   double exposed_comm = 0;  // ExposedCommFraction
   std::string mesh;         // Mesh::Describe when dp or tp > 1; empty otherwise
   DataParallelStats dp;     // rank 0's gradient reduction, summed over the steps
+  int64_t optimizer_state_bytes = 0;  // rank 0's AdamW state (1/dp of it with --zero 1)
   std::string trace_dir;    // empty: no traces written
   std::string sample;       // printable sample text; empty: none
 };

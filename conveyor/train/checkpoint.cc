@@ -280,6 +280,8 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
     fs::create_directory(temp);
   });
   phase([&] {
+    // On every rank: with --zero 1 the replicas gather their shards of it (collective).
+    const std::map<std::string, at::Tensor> optimizer_state = trainer.optimizer().State();
     if (trainer.coords().dp != 0) return;  // the other replicas hold the same state
     // Whole tensors: the tensor-parallel ranks of replica 0 gather their shards.
     const TensorParallel& tp = trainer.tensor_parallel();
@@ -290,7 +292,7 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
     for (const auto& [name, p] : trainer.Parameters()) {
       tensors.emplace("param/" + name, whole(name, p.detach()));
     }
-    for (const auto& [key, t] : trainer.optimizer().State()) {
+    for (const auto& [key, t] : optimizer_state) {
       tensors.emplace("optim/" + key, whole(key.substr(0, key.rfind('/')), t));
     }
     if (!trainer.leads_replicas()) return;

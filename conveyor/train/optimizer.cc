@@ -8,10 +8,31 @@
 
 namespace conveyor {
 
+void AdamW::Update(const AdamWOptions& options, const at::Tensor& param, const at::Tensor& grad,
+                   const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq, double lr,
+                   int64_t step, bool decay) {
+  at::NoGradGuard no_grad;
+  const double bias1 = 1 - std::pow(options.beta1, static_cast<double>(step));
+  const double bias2 = 1 - std::pow(options.beta2, static_cast<double>(step));
+  exp_avg.mul_(options.beta1).add_(grad, 1 - options.beta1);
+  exp_avg_sq.mul_(options.beta2).addcmul_(grad, grad, 1 - options.beta2);
+  if (decay && options.weight_decay > 0) param.mul_(1 - lr * options.weight_decay);
+  const at::Tensor denom = (exp_avg_sq / bias2).sqrt_().add_(options.eps);
+  param.addcdiv_(exp_avg, denom, -lr / bias1);
+}
+
+at::Tensor AdamW::StateEntry(const std::map<std::string, at::Tensor>& state,
+                             const std::string& key, const at::Tensor& param) {
+  auto it = state.find(key);
+  CONVEYOR_CHECK(it != state.end()) << "optimizer state lacks '" << key << "'";
+  CONVEYOR_CHECK(it->second.sizes() == param.sizes())
+      << "optimizer state '" << key << "' has shape " << it->second.sizes() << ", the parameter "
+      << param.sizes();
+  return it->second.to(param.scalar_type()).clone();
+}
+
 void AdamW::Step(const NamedTensors& params, double lr, int64_t step) {
   at::NoGradGuard no_grad;
-  const double bias1 = 1 - std::pow(options_.beta1, static_cast<double>(step));
-  const double bias2 = 1 - std::pow(options_.beta2, static_cast<double>(step));
   for (const auto& [name, p] : params) {
     if (!p.grad().defined()) continue;
     const void* key = p.unsafeGetTensorImpl();
@@ -21,12 +42,7 @@ void AdamW::Step(const NamedTensors& params, double lr, int64_t step) {
       m.exp_avg_sq = at::zeros_like(p);
       names_[key] = name;
     }
-    const at::Tensor& g = p.grad();
-    m.exp_avg.mul_(options_.beta1).add_(g, 1 - options_.beta1);
-    m.exp_avg_sq.mul_(options_.beta2).addcmul_(g, g, 1 - options_.beta2);
-    if (p.dim() >= 2 && options_.weight_decay > 0) p.mul_(1 - lr * options_.weight_decay);
-    const at::Tensor denom = (m.exp_avg_sq / bias2).sqrt_().add_(options_.eps);
-    p.addcdiv_(m.exp_avg, denom, -lr / bias1);
+    Update(options_, p, p.grad(), m.exp_avg, m.exp_avg_sq, lr, step, p.dim() >= 2);
   }
 }
 
@@ -44,21 +60,21 @@ void AdamW::LoadState(const NamedTensors& params, const std::map<std::string, at
   std::map<const void*, Moments> loaded;
   std::map<const void*, std::string> names;
   for (const auto& [name, p] : params) {
-    Moments m;
-    for (auto [suffix, slot] :
-         {std::pair{"/exp_avg", &m.exp_avg}, {"/exp_avg_sq", &m.exp_avg_sq}}) {
-      auto it = state.find(name + suffix);
-      CONVEYOR_CHECK(it != state.end()) << "optimizer state lacks '" << name << suffix << "'";
-      CONVEYOR_CHECK(it->second.sizes() == p.sizes())
-          << "optimizer state '" << name << suffix << "' has shape " << it->second.sizes()
-          << ", the parameter " << p.sizes();
-      *slot = it->second.to(p.scalar_type()).clone();
-    }
+    const Moments m{StateEntry(state, name + "/exp_avg", p),
+                    StateEntry(state, name + "/exp_avg_sq", p)};
     loaded[p.unsafeGetTensorImpl()] = m;
     names[p.unsafeGetTensorImpl()] = name;
   }
   moments_ = std::move(loaded);
   names_ = std::move(names);
+}
+
+int64_t AdamW::StateBytes() const {
+  int64_t bytes = 0;
+  for (const auto& [key, m] : moments_) {
+    bytes += static_cast<int64_t>(m.exp_avg.nbytes() + m.exp_avg_sq.nbytes());
+  }
+  return bytes;
 }
 
 double LrSchedule::At(int64_t step) const {

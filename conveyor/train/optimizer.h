@@ -1,5 +1,6 @@
-// AdamW over named parameters, and the learning-rate schedule (linear warm-up, then cosine
-// decay to a floor).
+// AdamW over named parameters, the interface the trainer steps it through (Optimizer: AdamW
+// here, its ZeRO-1 sharding in sharded_adamw.h), and the learning-rate schedule (linear
+// warm-up, then cosine decay to a floor).
 //
 // AdamW (Loshchilov & Hutter, 2019): decoupled weight decay, bias-corrected moments. The
 // state of each parameter (exp_avg, exp_avg_sq) lives under the parameter's global name, so
@@ -24,19 +25,51 @@ struct AdamWOptions {
   double weight_decay = 0.1;  // applied to tensors of two or more dimensions only
 };
 
-class AdamW {
+// An optimizer over one rank's named parameters, as the trainer and checkpoints use it.
+// Implementations say which calls are collective.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+
+  // One update at learning rate `lr`; `step` counts updates from 1.
+  virtual void Step(const NamedTensors& params, double lr, int64_t step) = 0;
+  // Whole optimizer state by "<name>/exp_avg" and "<name>/exp_avg_sq" (the first copy of a
+  // name); empty before the first Step or LoadState.
+  virtual std::map<std::string, at::Tensor> State() const = 0;
+  // Restores state for the parameters in `params` from whole tensors in `state` (as State()
+  // gives them). Throws UserError naming the first missing or mis-shaped entry; loads nothing
+  // then.
+  virtual void LoadState(const NamedTensors& params,
+                         const std::map<std::string, at::Tensor>& state) = 0;
+  // Bytes of optimizer state this rank holds now.
+  virtual int64_t StateBytes() const = 0;
+};
+
+class AdamW : public Optimizer {
  public:
   explicit AdamW(AdamWOptions options) : options_(options) {}
 
-  // One update of every parameter with a gradient, at learning rate `lr`. `step` counts
-  // updates from 1. Each copy under one name keeps its own state (equal for equal inputs).
-  void Step(const NamedTensors& params, double lr, int64_t step);
+  // One update of every parameter with a gradient. Each copy under one name keeps its own
+  // state (equal for equal inputs).
+  void Step(const NamedTensors& params, double lr, int64_t step) override;
+  std::map<std::string, at::Tensor> State() const override;
+  void LoadState(const NamedTensors& params,
+                 const std::map<std::string, at::Tensor>& state) override;
+  int64_t StateBytes() const override;
 
-  // Optimizer state by "<name>/exp_avg" and "<name>/exp_avg_sq"; the first copy of a name.
-  std::map<std::string, at::Tensor> State() const;
-  // Restores state for the parameters in `params` from `state`. Throws UserError naming the
-  // first missing or mis-shaped entry; loads nothing then.
-  void LoadState(const NamedTensors& params, const std::map<std::string, at::Tensor>& state);
+  // The AdamW update of `param` from `grad`, in place, with its moments `exp_avg` and
+  // `exp_avg_sq` (updated in place): update `step` (from 1) at rate `lr`; `decay`: whether
+  // weight decay applies (it does to parameters of two or more dimensions). Elementwise, so a
+  // slice of a parameter updated with the same slices of the others gets the values the
+  // whole update gives it. All four tensors have one shape.
+  static void Update(const AdamWOptions& options, const at::Tensor& param, const at::Tensor& grad,
+                     const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq, double lr,
+                     int64_t step, bool decay);
+  // state[key] for parameter `param` (key "<name>/exp_avg" or "<name>/exp_avg_sq"), in the
+  // parameter's dtype, not shared with `state`. Throws UserError when it is missing or has
+  // another shape than the parameter.
+  static at::Tensor StateEntry(const std::map<std::string, at::Tensor>& state,
+                               const std::string& key, const at::Tensor& param);
 
  private:
   struct Moments {

@@ -13,6 +13,7 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/range_check.h"
+#include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/mesh/mesh.h"
 #include "conveyor/schedule/pipeline_limits.h"
 
@@ -85,6 +86,7 @@ void ForEachInteger(Config& c, Visit&& visit) {
   visit("sample_tokens", c.sample_tokens, 0, 1 << 20);
   visit("timeout", c.timeout_s, 1, 7 * 24 * 3600);
   visit("threads", c.threads, 0, 1024);
+  visit("zero", c.zero, 0, 1);
 }
 
 // The same for the real settings; lo = nullopt means (0, hi]: zero itself is refused.
@@ -146,6 +148,11 @@ void TrainConfig::Validate() const {
       << "batch-size (" << batch_size << ") must be at least dp x microbatches (" << dp << " x "
       << microbatches << "): every data-parallel replica runs every micro-batch";
   Mesh::ParseOrder(mesh_order);
+  CONVEYOR_CHECK(heads % tp == 0) << "heads (" << heads << ") must divide by tp (" << tp
+                                  << "): each tensor-parallel rank holds heads / tp of them";
+  CONVEYOR_CHECK(model != ModelKind::kGpt || ByteTokenizer::kVocabSize % tp == 0)
+      << "the byte vocabulary of " << ByteTokenizer::kVocabSize << " must divide by tp (" << tp
+      << "): each tensor-parallel rank holds a slice of it";
   CheckPipelineSize(schedule, ScheduleOptions{pp, microbatches, chunks});
 }
 

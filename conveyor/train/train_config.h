@@ -67,6 +67,9 @@ struct TrainConfig {
   double min_lr_ratio = 0.1;
   double weight_decay = 0.1;
   double clip = 1.0;  // global gradient norm; 0 = off
+  // ZeRO stage: 1 shards the AdamW state across the data-parallel replicas (no effect with
+  // dp = 1); 0 keeps it whole on every replica.
+  int zero = 0;
   // Evaluation, output, checkpoints.
   int64_t eval_every = 50;  // 0 = only at the end
   int eval_batches = 4;

@@ -99,7 +99,7 @@ TEST(TrainConfigTest, ValidateNamesTheBadValue) {
   }
 }
 
-TEST(TrainConfigTest, RecomputeAndThreadsAreChecked) {
+TEST(TrainConfigTest, MeshAndThreadsAreChecked) {
   auto expect_error = [](TrainConfig c, const std::string& needle) {
     try {
       c.Validate();
@@ -109,6 +109,20 @@ TEST(TrainConfigTest, RecomputeAndThreadsAreChecked) {
     }
   };
   TrainConfig c;
+  c.tp = 3;
+  expect_error(c, "heads (4) must divide by tp (3)");
+  c.tp = 1;
+  c.dp = 3;
+  expect_error(c, "batch-size (16) must be at least dp x microbatches (3 x 8)");
+  c.dp = 0;
+  c.hidden = 96;
+  c.heads = 6;
+  c.tp = 3;
+  expect_error(c, "the byte vocabulary of 256 must divide by tp (3)");
+  c.tp = 1;
+  c.mesh_order = "tp-pp";
+  expect_error(c, "the mesh order must name tp, dp and pp once each");
+  c = TrainConfig();
   c.threads = -1;
   expect_error(c, "--threads must be within [0, 1024], got -1");
 }

@@ -16,6 +16,7 @@
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
 #include "conveyor/train/layer_costs.h"
+#include "conveyor/train/sharded_adamw.h"
 #include "conveyor/train/sum_over_ranks.h"
 
 namespace conveyor {
@@ -70,7 +71,6 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       coords_(mesh_.coords(rank_)),
       program_(BuildSchedule(config.schedule,
                              ScheduleOptions{config.pp, config.microbatches, config.chunks})),
-      optimizer_(AdamWOptions{.weight_decay = config.weight_decay}),
       schedule_{config.lr, config.min_lr_ratio, config.warmup_steps, config.steps} {
   config_.Validate();
   MemoryTracker::Install();
@@ -90,6 +90,12 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   if (mesh_.dp() == 1) dp_group_ = nullptr;
   tp_ = TensorParallel{mesh_.tp(), coords_.tp, mesh_.tp() > 1 ? tp_group_ : nullptr};
   if (dp_group_ != nullptr) program_ = WithGradReductions(program_);
+  const AdamWOptions adamw{.weight_decay = config.weight_decay};
+  if (config_.zero == 1 && dp_group_ != nullptr) {
+    optimizer_ = std::make_unique<ShardedAdamW>(adamw, dp_group_);
+  } else {
+    optimizer_ = std::make_unique<AdamW>(adamw);
+  }
   const Layout& layout = program_.layout;
   const LayerList layers = task_->BuildLayers({});  // the whole model: names and costs
   std::vector<double> costs = LayerCosts(config_, *task_, layers);
@@ -188,7 +194,7 @@ StepMetrics Trainer::Step() {
     if (config_.clip > 0 && m.grad_norm > config_.clip) {
       GradSync::Scale(params, config_.clip / (m.grad_norm + 1e-6));
     }
-    optimizer_.Step(params, m.lr, m.step);
+    optimizer_->Step(params, m.lr, m.step);
   }
   step_ = m.step;
   recorder_->Phase("optimizer", phase);

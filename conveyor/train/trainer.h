@@ -15,7 +15,10 @@
 // order, then the shared-parameter groups inside each pipeline) are created in the
 // constructor, in one order on every rank. With tp > 1 every stage holds this rank's
 // tensor-parallel shard of its layers (tensor_parallel.h); the replicated parameters are
-// counted once in the gradient norm.
+// counted once in the gradient norm. With config.zero = 1 and dp > 1 the AdamW state is
+// sharded across each DP group (ZeRO stage 1, sharded_adamw.h): each replica keeps and
+// updates 1/dp of it and the replicas all-gather the updated weights; with dp = 1 it is the
+// plain AdamW.
 //
 // Every rank constructs a Trainer with the same config and task and calls the same methods
 // in the same order (they are collective). Losses do not depend on the schedule, pp or dp:
@@ -93,7 +96,10 @@ class Trainer {
   const std::vector<LayerRange>& partition() const { return partition_; }
   // This rank's parameters (global names; a name twice for two local copies).
   NamedTensors Parameters() const { return pipeline_->NamedParameters(); }
-  AdamW& optimizer() { return optimizer_; }
+  // AdamW, or its ZeRO-1 sharding (whose State() is collective over the DP group).
+  Optimizer& optimizer() { return *optimizer_; }
+  // Bytes of optimizer state this rank holds (0 before the first update).
+  int64_t optimizer_state_bytes() const { return optimizer_->StateBytes(); }
   PipelineRank& pipeline() { return *pipeline_; }
   // Continue as if `step` updates had been made (after loading a checkpoint).
   void set_step(int64_t step) { step_ = step; }
@@ -131,7 +137,7 @@ class Trainer {
   std::vector<LayerRange> partition_;
   std::unique_ptr<PipelineRank> pipeline_;
   std::unique_ptr<GradSync> grad_sync_;
-  AdamW optimizer_;
+  std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
   int64_t step_ = 0;
 

@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -12,6 +14,7 @@
 
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads_testing.h"
+#include "conveyor/train/checkpoint.h"
 #include "conveyor/train/rank_metrics.h"
 #include "conveyor/train/tasks.h"
 #include "conveyor/train/train_testing.h"
@@ -342,6 +345,77 @@ TEST_F(TrainerTest, PartitionFollowsTheCostChoice) {
   ASSERT_EQ(profiled[0].size(), 2u);
   EXPECT_EQ(profiled[0][0].end, profiled[1][0].end);
   EXPECT_EQ(profiled[0][1].end, 6);
+}
+
+// ZeRO stage 1: with the AdamW state sharded across the two replicas, dp2 x pp2 and
+// dp2 x tp2 x pp2 train like one process (losses and whole weights), and every rank holds
+// half the optimizer state it holds without (to an element of padding).
+TEST_F(TrainerTest, ZeroShardedOptimizerTrainsLikeOneProcessOnHalfTheState) {
+  TrainConfig base = TinyGpt();
+  base.batch_size = 8;
+  base.microbatches = 4;
+  base.tie_embeddings = true;
+  Weights want;
+  const std::vector<double> reference = TrainCollecting(base, want);
+  for (const auto& [tp, schedule] : {std::pair{1, "zb-h1"}, std::pair{2, "1f1b"}}) {
+    TrainConfig c = base;
+    c.dp = 2;
+    c.tp = tp;
+    c.pp = 2;
+    c.schedule = schedule;
+    const std::string what = "dp 2 x tp " + std::to_string(tp) + " x pp 2 " + schedule;
+    std::mutex mu;
+    std::map<int, int64_t> whole, sharded;
+    auto bytes_into = [&](std::map<int, int64_t>& bytes) {
+      return [&](Trainer& t, Transport&) {
+        std::lock_guard<std::mutex> lock(mu);
+        bytes[t.rank()] = t.optimizer_state_bytes();
+      };
+    };
+    TrainOnThreads(c, bytes_into(whole));
+    c.zero = 1;
+    TrainOnThreads(c, bytes_into(sharded));
+    Weights got;
+    ExpectSameLosses(reference, TrainCollecting(c, got), what);
+    ExpectSameWeights(want, got, c.lr, what);
+    ASSERT_EQ(whole.size(), 2u * tp * 2);
+    ASSERT_EQ(sharded.size(), whole.size());
+    for (const auto& [rank, bytes] : whole) {
+      EXPECT_GT(bytes, 0) << what;
+      // Two float moments: a range is half the elements, rounded either way.
+      EXPECT_NEAR(sharded.at(rank), bytes / 2, 2 * 4) << what << " rank " << rank;
+    }
+  }
+}
+
+// A --zero 1 checkpoint holds the whole state: it resumes with --zero 1 and on one process
+// with the uninterrupted losses.
+TEST_F(TrainerTest, ZeroShardedCheckpointResumes) {
+  TrainConfig c = TinyGpt();
+  c.batch_size = 8;
+  c.microbatches = 4;
+  c.steps = 5;
+  c.dp = 2;
+  c.pp = 2;
+  c.schedule = "1f1b";
+  c.zero = 1;
+  const std::vector<double> full = TrainOnThreads(c);
+  const std::string dir =
+      ::testing::TempDir() + "conveyor_zero_ckpt_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  TrainOnThreads(c, [&](Trainer& t, Transport& w) { SaveCheckpoint(dir, t, c, &w); }, 3);
+  for (const int dp : {2, 1}) {
+    TrainConfig other = c;
+    other.dp = dp;
+    other.zero = dp == 2 ? 1 : 0;
+    other.resume = dir;
+    const std::vector<double> rest = TrainOnThreads(other);
+    ASSERT_EQ(rest.size(), 2u);
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_NEAR(rest[k], full[3 + k], 2e-5 * full[3 + k]) << "dp " << dp << " step " << 4 + k;
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,0 +1,112 @@
+#include "conveyor/train/sharded_adamw.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "conveyor/comm/local_transport.h"
+#include "conveyor/comm/rank_threads_testing.h"
+#include "conveyor/common/error.h"
+
+namespace conveyor {
+namespace {
+
+TEST(ShardedAdamWTest, RangesCoverTheVectorInNearEqualParts) {
+  EXPECT_EQ(ShardedAdamW::ShardRange(10, 3, 0), (std::pair<int64_t, int64_t>{0, 4}));
+  EXPECT_EQ(ShardedAdamW::ShardRange(10, 3, 1), (std::pair<int64_t, int64_t>{4, 7}));
+  EXPECT_EQ(ShardedAdamW::ShardRange(10, 3, 2), (std::pair<int64_t, int64_t>{7, 10}));
+  EXPECT_EQ(ShardedAdamW::ShardRange(1, 2, 1), (std::pair<int64_t, int64_t>{1, 1}));
+}
+
+// Parameters of three shapes (51 elements, cut at 26 for two replicas, 17 and 34 for three:
+// inside the matrix and the 3D tensor) and their gradients at steps 1 to 4, random; every
+// replica takes copies (the generator is not for threads).
+struct Inputs {
+  NamedTensors params;
+  std::vector<std::vector<at::Tensor>> grads;  // [step - 1][parameter]
+};
+
+Inputs RandomInputs() {
+  at::manual_seed(7);
+  Inputs in;
+  in.params = {{"w", at::randn({5, 7})}, {"b", at::randn({4})}, {"k", at::randn({3, 2, 2})}};
+  for (int step = 1; step <= 4; ++step) {
+    in.grads.emplace_back();
+    for (const auto& [name, p] : in.params) in.grads.back().push_back(at::randn_like(p));
+  }
+  return in;
+}
+
+NamedTensors Copy(const NamedTensors& params) {
+  NamedTensors copy;
+  for (const auto& [name, p] : params) copy.emplace_back(name, p.clone());
+  return copy;
+}
+
+void SetGrads(const NamedTensors& params, const Inputs& in, int64_t step) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].second.mutable_grad() = in.grads[step - 1][i].clone();
+  }
+}
+
+// Each replica updates its range and gathers the others': the weights and the gathered state
+// are plain AdamW's, each replica holds its range of the state, and state loaded from plain
+// AdamW continues like it.
+TEST(ShardedAdamWTest, MatchesPlainAdamW) {
+  const AdamWOptions options{.weight_decay = 0.1};
+  for (const int replicas : {2, 3}) {
+    const Inputs in = RandomInputs();
+    AdamW plain(options);
+    NamedTensors want = Copy(in.params);
+    for (int64_t step = 1; step <= 3; ++step) {
+      SetGrads(want, in, step);
+      plain.Step(want, 0.05, step);
+    }
+    auto world = LocalWorld(replicas);
+    RunRankThreads(world, [&](int r) {
+      ShardedAdamW sharded(options, world[r].get());
+      NamedTensors got = Copy(in.params);
+      EXPECT_TRUE(sharded.State().empty());
+      EXPECT_EQ(sharded.StateBytes(), 0);
+      for (int64_t step = 1; step <= 3; ++step) {
+        SetGrads(got, in, step);
+        sharded.Step(got, 0.05, step);
+      }
+      const auto [begin, end] = ShardedAdamW::ShardRange(51, replicas, r);
+      EXPECT_EQ(sharded.StateBytes(), 2 * (end - begin) * 4);
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_TRUE(at::allclose(got[i].second, want[i].second, 1e-6, 1e-7))
+            << replicas << " replicas, rank " << r << ": " << want[i].first;
+      }
+      const auto state = sharded.State();
+      const auto plain_state = plain.State();
+      ASSERT_EQ(state.size(), plain_state.size());
+      for (const auto& [key, t] : plain_state) {
+        ASSERT_TRUE(state.count(key)) << key;
+        EXPECT_TRUE(at::allclose(state.at(key), t, 1e-6, 1e-9)) << key;
+      }
+      // Resumed from plain AdamW's state, one more step agrees with plain AdamW's.
+      ShardedAdamW resumed(options, world[r].get());
+      resumed.LoadState(got, plain_state);
+      EXPECT_EQ(resumed.StateBytes(), sharded.StateBytes());
+      NamedTensors next = Copy(want);
+      AdamW plain_next(options);
+      plain_next.LoadState(next, plain_state);
+      SetGrads(next, in, 4);
+      plain_next.Step(next, 0.05, 4);
+      SetGrads(got, in, 4);
+      resumed.Step(got, 0.05, 4);
+      for (size_t i = 0; i < next.size(); ++i) {
+        EXPECT_TRUE(at::allclose(got[i].second, next[i].second, 1e-6, 1e-7))
+            << "resumed, rank " << r << ": " << next[i].first;
+      }
+      auto wrong = plain_state;
+      wrong["w/exp_avg"] = at::zeros({7, 5});
+      EXPECT_THROW(resumed.LoadState(got, wrong), UserError);
+    });
+  }
+}
+
+}  // namespace
+}  // namespace conveyor
