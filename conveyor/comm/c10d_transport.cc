@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "conveyor/comm/c10d_world.h"
+#include "conveyor/comm/scatter_parts.h"
 #include "conveyor/common/error.h"
 
 // Version differences of libtorch live here and nowhere else. Since 2.0 the Gloo and NCCL
@@ -233,6 +234,7 @@ class C10dTransport : public Transport {
   }
 
   void AllReduceSum(std::vector<at::Tensor>& tensors) override;
+  at::Tensor ReduceScatterSum(const at::Tensor& input, const std::vector<int64_t>& counts) override;
   std::vector<at::Tensor> AllGather(const at::Tensor& local) override;
   void Broadcast(at::Tensor& tensor, int root) override;
 
@@ -268,25 +270,28 @@ class C10dTransport : public Transport {
     }
   }
 
-  // The process group for tensors on `tensor`'s device.
-  ProcessGroupBase& Backend(const at::Tensor& tensor, const std::string& what) {
+  // The process group of `backends` for tensors on `tensor`'s device.
+  static ProcessGroupBase& Backend(Backends& backends, const at::Tensor& tensor,
+                                   const std::string& what) {
 #if CONVEYOR_HAS_NCCL
     if (tensor.defined() && tensor.is_cuda()) {
-      CONVEYOR_CHECK(backends_->nccl) << what << ": a CUDA tensor needs C10dOptions::use_nccl";
-      return *backends_->nccl;
+      CONVEYOR_CHECK(backends.nccl) << what << ": a CUDA tensor needs C10dOptions::use_nccl";
+      return *backends.nccl;
     }
 #endif
     CONVEYOR_CHECK(!tensor.defined() || tensor.is_cpu())
         << what << ": this transport carries CPU tensors"
         << (CONVEYOR_HAS_NCCL ? " and CUDA tensors" : "") << ", not " << tensor.device();
-    return *backends_->gloo;
+    return *backends.gloo;
   }
 
-  // Starts an operation; a backend refusing it is a failure of this rank.
-  C10dOp Start(std::string what, const at::Tensor& tensor, const Launch& launch) {
-    ProcessGroupBase& pg = Backend(tensor, what);
-    C10dOp op{{}, tensor, backends_, std::move(what), false};
-    op.pollable = &pg != backends_->gloo.get();  // Gloo's point-to-point work has no future
+  // Starts an operation on `backends` (the group's unless named); a backend refusing it is a
+  // failure of this rank.
+  C10dOp Start(std::string what, const at::Tensor& tensor, const Launch& launch,
+               const std::shared_ptr<Backends>& backends) {
+    ProcessGroupBase& pg = Backend(*backends, tensor, what);
+    C10dOp op{{}, tensor, backends, std::move(what), false};
+    op.pollable = &pg != backends->gloo.get();  // Gloo's point-to-point work has no future
     ThrowIfAborted(op.what);
     try {
       op.work = launch(pg);
@@ -298,12 +303,16 @@ class C10dTransport : public Transport {
 
   std::shared_ptr<Work> Post(std::string what, const std::vector<at::Tensor>& tensors,
                              const Launch& launch) {
-    return std::make_shared<C10dWork>(world_, Start(std::move(what), tensors[0], launch));
+    return Post(std::move(what), tensors, launch, backends_);
+  }
+  std::shared_ptr<Work> Post(std::string what, const std::vector<at::Tensor>& tensors,
+                             const Launch& launch, const std::shared_ptr<Backends>& backends) {
+    return std::make_shared<C10dWork>(world_, Start(std::move(what), tensors[0], launch, backends));
   }
 
   // Runs a collective to completion.
   void Run(std::string what, const at::Tensor& tensor, const Launch& launch) {
-    C10dOp op = Start(std::move(what), tensor, launch);
+    C10dOp op = Start(std::move(what), tensor, launch, backends_);
     op.pollable = true;  // collectives complete a future on every backend
     world_->Wait(op);
   }
@@ -318,8 +327,12 @@ class C10dTransport : public Transport {
   std::string prefix_;
   bool is_world_;
   std::shared_ptr<Backends> backends_;
+  // The process groups that carry the ring messages of this group's reduce-scatters, and
+  // nothing else (so these can never match the caller's Send and Recv, whatever the tags);
+  // connected at the first reduce-scatter, where every member is (it is collective).
+  std::shared_ptr<Backends> ring_;
   std::uint64_t next_group_ = 0;
-  std::uint64_t next_collective_ = 0;  // all-reduces, all-gathers and broadcasts
+  std::uint64_t next_collective_ = 0;  // all-reduces, reduce-scatters, all-gathers, broadcasts
 };
 
 void C10dTransport::AllReduceSum(std::vector<at::Tensor>& tensors) {
@@ -346,6 +359,50 @@ void C10dTransport::AllReduceSum(std::vector<at::Tensor>& tensors) {
       offset += n;
     }
   }
+}
+
+at::Tensor C10dTransport::ReduceScatterSum(const at::Tensor& input,
+                                           const std::vector<int64_t>& counts) {
+  const ScatterParts parts(ranks_, input, counts);
+  const std::string what = NextCollective("reduce-scatter");
+  const int n = world_size();
+  const int me = rank();
+  const at::Tensor flat = input.contiguous();
+  if (n == 1) return flat.clone();
+  if (ring_ == nullptr) ring_ = Connect(*world_, prefix_ + "/ring", ranks_);
+  // A ring (Gloo 1.13 has no reduce-scatter): in step k of n - 1, every rank sends one
+  // partial sum to its right neighbour and adds its own input to the one it receives from its
+  // left. Rank r starts with its input's part r - 1; the part it holds after step k holds the
+  // inputs of k + 1 ranks, and after step n - 1 it is part r, summed over all n. Each rank
+  // sends and receives n - 1 parts: about (n - 1) / n of one input. Empty parts are not sent.
+  const int right = (me + 1) % n;
+  const int left = (me + n - 1) % n;
+  auto held_after = [&](int step) { return ((me - step - 1) % n + n) % n; };
+  at::Tensor carry = parts.Of(flat, held_after(0));
+  for (int step = 1; step < n; ++step) {
+    const int part = held_after(step);
+    at::Tensor got = at::empty({parts.count(part)}, flat.options());
+    const std::string at_step =
+        what + " step " + std::to_string(step) + " of " + std::to_string(n - 1);
+    std::vector<at::Tensor> recv_buffer = {got};
+    std::vector<at::Tensor> send_buffer = {carry};
+    std::shared_ptr<Work> recv, send;
+    if (got.numel() > 0) {
+      recv = Post(
+          at_step + ": recv from rank " + std::to_string(ranks_.world_rank(left)), recv_buffer,
+          [&](ProcessGroupBase& pg) { return pg.recv(recv_buffer, left, 0); }, ring_);
+    }
+    if (carry.numel() > 0) {
+      send = Post(
+          at_step + ": send to rank " + std::to_string(ranks_.world_rank(right)), send_buffer,
+          [&](ProcessGroupBase& pg) { return pg.send(send_buffer, right, 0); }, ring_);
+    }
+    if (recv != nullptr) recv->Wait();
+    if (send != nullptr) send->Wait();
+    got.add_(parts.Of(flat, part));
+    carry = got;
+  }
+  return carry;
 }
 
 std::vector<at::Tensor> C10dTransport::AllGather(const at::Tensor& local) {

@@ -41,6 +41,14 @@
 // overrides C10dOptions::shm.spin). If setting up shared memory fails on any rank (e.g.
 // /dev/shm full), every rank stays on Gloo and rank 0 says why on stderr.
 //
+// Reduce-scatter: Gloo (in libtorch 1.13) has none, so ReduceScatterSum is a ring of
+// point-to-point messages (n - 1 steps; each rank sends one part to the next rank and adds
+// its own input to the part it receives from the previous one), bandwidth-optimal: each rank
+// sends and receives about (n - 1) / n of one input. Its messages travel on process groups
+// of their own, which each group connects at its first reduce-scatter (every member is
+// there, as for any collective) and uses for nothing else: they never meet a caller's
+// Send or Recv (the pipeline's, whatever its tags), and never go through shared memory.
+//
 // Limits: Gloo point-to-point Work reports IsCompleted() only once Wait() returned. NCCL
 // ignores tags: between two ranks, CUDA messages must be posted in the same order on both
 // sides. Group creation waits for the members within the timeout but cannot be aborted early.

@@ -249,6 +249,98 @@ CONVEYOR_WORKER(GatherAndBroadcast) {
   t->Barrier();
 }
 
+TEST(C10dTransportTest, ReduceScatterInTheWorldAndSubgroupsOfOneToFourRanks) {
+  // Shared memory between all four, and none.
+  for (const char* gloo_ranks : {"", "0,1,2,3"}) {
+    WorkerRun run = LaunchWorkers(4, "ReduceScatter", true, {{kGlooRanksVariable, gloo_ranks}});
+    EXPECT_TRUE(run.launch.ok()) << "Gloo for ranks [" << gloo_ranks
+                                 << "]: " << run.launch.Report();
+    EXPECT_THAT(run.finished, ElementsAre(0, 1, 2, 3)) << "Gloo for ranks [" << gloo_ranks << "]";
+  }
+}
+
+// Checks a reduce-scatter of `group` (member world rank `me`) against the sum of the inputs
+// every member makes, for even, uneven and empty parts, while a point-to-point message of
+// the group's with tag 0 is in flight around it.
+void CheckReduceScatter(Transport& group, int me) {
+  const int n = group.world_size();
+  const int right = (group.rank() + 1) % n;
+  const int left = (group.rank() + n - 1) % n;
+  // Rank r's input (non-contiguous), from its world rank.
+  auto input = [](int world_rank, int64_t numel) {
+    return (at::arange(2 * numel, at::kFloat) * (world_rank + 1) + 100.0 * world_rank)
+        .slice(0, 0, 2 * numel, 2);
+  };
+  std::vector<int> members(n);
+  for (int r = 0; r < n; ++r) {
+    members[r] = static_cast<int>(group.AllGather(at::full({1}, me, at::kInt))[r].item<int>());
+  }
+  std::vector<std::vector<int64_t>> cases = {std::vector<int64_t>(n, 1000), {}, {}};
+  for (int r = 0; r < n; ++r) {
+    cases[1].push_back(7 * r + 1);
+    cases[2].push_back(r % 2 == 0 ? 0 : 3);
+  }
+  for (const std::vector<int64_t>& counts : cases) {
+    int64_t numel = 0;
+    for (int64_t c : counts) numel += c;
+    at::Tensor sum = at::zeros({numel});
+    for (int m : members) sum += input(m, numel);
+    at::Tensor message = at::zeros({2});
+    std::shared_ptr<Work> recv = n > 1 ? group.Recv(message, left, 0) : nullptr;
+    const at::Tensor mine = input(me, numel);
+    const at::Tensor before = mine.clone();
+    const at::Tensor part = group.ReduceScatterSum(mine, counts);
+    int64_t begin = 0;
+    for (int r = 0; r < group.rank(); ++r) begin += counts[r];
+    EXPECT_TRUE(part.equal(sum.narrow(0, begin, counts[group.rank()])))
+        << "rank " << me << " in a group of " << n << ", counts " << at::IntArrayRef(counts);
+    EXPECT_TRUE(mine.equal(before)) << "the input was modified";
+    if (n > 1) {
+      group.Send(at::full({2}, me + 0.5), right, 0)->Wait();
+      recv->Wait();
+      EXPECT_EQ(message[1].item<float>(), members[left] + 0.5) << "rank " << me;
+    }
+  }
+}
+
+CONVEYOR_WORKER(ReduceScatter) {
+  std::unique_ptr<Transport> t = ConnectWorker();
+  const int me = t->rank();
+  CheckReduceScatter(*t, me);
+  std::unique_ptr<Transport> three = t->NewGroup({3, 1, 0});
+  std::unique_ptr<Transport> pair = t->NewGroup({2, 1});
+  std::vector<std::unique_ptr<Transport>> singles;
+  for (int r = 0; r < t->world_size(); ++r) singles.push_back(t->NewGroup({r}));
+  if (three != nullptr) CheckReduceScatter(*three, me);
+  if (pair != nullptr) CheckReduceScatter(*pair, me);
+  CheckReduceScatter(*singles[me], me);
+  EXPECT_THROW(t->ReduceScatterSum(at::zeros({3}), {1, 1, 1}), UserError);  // before traffic
+  t->Barrier();
+}
+
+TEST(C10dTransportTest, ReduceScatterIsAbortedByAFailedRankNamingIt) {
+  WorkerRun run = LaunchWorkers(3, "ReduceScatterFailure", true);
+  EXPECT_TRUE(run.launch.ok()) << run.launch.Report();
+  EXPECT_THAT(run.finished, ElementsAre(0, 1, 2));
+}
+
+CONVEYOR_WORKER(ReduceScatterFailure) {
+  std::unique_ptr<Transport> t = ConnectWorker();
+  EXPECT_EQ(t->ReduceScatterSum(at::ones({3}), {1, 1, 1}).item<float>(), 3.0f);
+  t->Barrier();
+  if (t->rank() == 1) {
+    t->ReportFailure("loss is NaN");
+    return;
+  }
+  try {
+    t->ReduceScatterSum(at::ones({3}), {1, 1, 1});
+    ADD_FAILURE() << "a reduce-scatter passed without rank 1";
+  } catch (const CommError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("rank " + std::to_string(t->rank()) + ": reduce-scatter #1 "));
+    EXPECT_THAT(e.what(), HasSubstr("aborted: rank 1 failed: loss is NaN"));
+  }
+}
+
 TEST(C10dTransportTest, KilledRankAbortsEveryPendingWait) {
   std::set<std::string> before = ShmEntries();
   WorkerRun run = LaunchWorkers(4, "KilledRank", /*stop_all_on_failure=*/false);

@@ -2,6 +2,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -14,6 +15,7 @@
 #include <utility>
 
 #include "conveyor/comm/abort_signal.h"
+#include "conveyor/comm/scatter_parts.h"
 #include "conveyor/common/error.h"
 
 namespace conveyor {
@@ -33,14 +35,16 @@ using Key = std::tuple<int, int, std::uint32_t>;  // (src, dst, tag), group rank
 // One collective call, met by every rank of the group.
 struct Collective {
   const char* op = nullptr;
-  // All-reduce: the running sums. All-gather: each rank's operand, by rank. Broadcast: the
-  // root's operand alone.
+  // All-reduce: the running sums. All-gather and reduce-scatter: each rank's operand, by
+  // rank. Broadcast: the root's operand alone.
   std::vector<at::Tensor> tensors;
-  // All-gather and broadcast: the first rank to arrive, its operand's shape and dtype (a
-  // tensor on the meta device), and its root (broadcast).
+  // All-gather, reduce-scatter and broadcast: the first rank to arrive, its operand's shape
+  // and dtype (a tensor on the meta device), its root (broadcast) and its counts
+  // (reduce-scatter).
   int first_rank = -1;
   at::Tensor like;
   int root = -1;
+  std::vector<int64_t> counts;
   std::vector<bool> arrived;
   int count = 0;
   int readers_left = 0;
@@ -199,6 +203,7 @@ class LocalTransport : public Transport {
   }
 
   void AllReduceSum(std::vector<at::Tensor>& tensors) override;
+  at::Tensor ReduceScatterSum(const at::Tensor& input, const std::vector<int64_t>& counts) override;
   std::vector<at::Tensor> AllGather(const at::Tensor& local) override;
   void Broadcast(at::Tensor& tensor, int root) override;
 
@@ -336,6 +341,34 @@ void LocalTransport::AllReduceSum(std::vector<at::Tensor>& tensors) {
       [&](const Collective& c) {
         for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(c.tensors[i]);
       });
+}
+
+at::Tensor LocalTransport::ReduceScatterSum(const at::Tensor& input,
+                                            const std::vector<int64_t>& counts) {
+  const ScatterParts parts(ranks_, input, counts);
+  at::Tensor mine;
+  Meet(
+      "reduce-scatter",
+      [&](Collective& c) {
+        std::string error = CheckLikeFirst(c, input);
+        if (!error.empty()) return error;
+        if (c.first_rank == rank()) c.counts = counts;
+        if (c.counts != counts) {
+          return "rank " + std::to_string(ranks_.my_world_rank()) + " passes counts " +
+                 ScatterParts::Format(counts) + ", rank " +
+                 std::to_string(ranks_.world_rank(c.first_rank)) + " counts " +
+                 ScatterParts::Format(c.counts) + " (every rank must pass the same)";
+        }
+        c.tensors.resize(world_size());
+        c.tensors[rank()] = input.detach().clone(at::MemoryFormat::Contiguous);
+        return std::string();
+      },
+      [&](const Collective& c) {
+        // Only this rank's part of every rank's operand is read.
+        mine = at::zeros({parts.count(rank())}, input.options());
+        for (const at::Tensor& t : c.tensors) mine.add_(parts.Of(t, rank()).to(input.device()));
+      });
+  return mine;
 }
 
 std::vector<at::Tensor> LocalTransport::AllGather(const at::Tensor& local) {

@@ -4,15 +4,17 @@
 // the receiver's mailbox (or straight into an already posted receive buffer), so a send is
 // complete when Send returns and its tensor may be reused at once; a receive completes when
 // its message arrived. Collectives meet in shared state, where the ranks' operands are
-// compared: ranks that disagree on the operation, pass all-gather or broadcast operands of
-// different shapes or dtypes, or name different broadcast roots fail the collective on every
-// rank with a CommError naming the ranks and what differs. Every wait is bounded by the
-// options' timeout; a timeout, a mismatched message or collective, or ReportFailure on any
-// rank makes every pending and later wait of the world throw CommError (see transport.h).
+// compared: ranks that disagree on the operation, pass all-gather, reduce-scatter or
+// broadcast operands of different shapes or dtypes, name different broadcast roots or pass
+// different reduce-scatter counts fail the collective on every rank with a CommError naming
+// the ranks and what differs. In a reduce-scatter each rank sums only its own part of the
+// ranks' operands. Every wait is bounded by the options' timeout; a timeout, a mismatched
+// message or collective, or ReportFailure on any rank makes every pending and later wait of
+// the world throw CommError (see transport.h).
 //
 // Tensors may live on any device; receive buffers, all-reduce and broadcast operands are
-// written with at::Tensor::copy_ and all-gather results made on the operand's device, so a
-// message may cross devices.
+// written with at::Tensor::copy_ and all-gather and reduce-scatter results made on the
+// operand's device, so a message may cross devices.
 #ifndef CONVEYOR_COMM_LOCAL_TRANSPORT_H_
 #define CONVEYOR_COMM_LOCAL_TRANSPORT_H_
 

@@ -60,6 +60,56 @@ TEST(LocalTransportTest, AllReduceSumsTensorsOfMixedShapesAndDtypes) {
   });
 }
 
+// Rank r's operand of a reduce-scatter of `numel` elements, non-contiguous.
+at::Tensor ScatterInput(int r, int64_t numel) {
+  return (at::arange(2 * numel, at::kDouble) * (r + 1) + 100.0 * r).slice(0, 0, 2 * numel, 2);
+}
+
+TEST(LocalTransportTest, ReduceScatterGivesEachRankItsPartOfTheSum) {
+  for (int n = 1; n <= 4; ++n) {
+    // Even, uneven, with empty parts, all on the last rank.
+    std::vector<std::vector<int64_t>> cases = {std::vector<int64_t>(n, 3), {}, {}, {}};
+    for (int r = 0; r < n; ++r) {
+      cases[1].push_back(r + 1);
+      cases[2].push_back(r % 2 == 0 ? 0 : 2 * r);
+      cases[3].push_back(r == n - 1 ? 5 : 0);
+    }
+    for (const std::vector<int64_t>& counts : cases) {
+      int64_t numel = 0;
+      for (int64_t c : counts) numel += c;
+      at::Tensor sum = at::zeros({numel}, at::kDouble);
+      for (int r = 0; r < n; ++r) sum += ScatterInput(r, numel);
+      RunWorld(n, kLong, [&](Transport& t) {
+        const at::Tensor input = ScatterInput(t.rank(), numel);
+        const at::Tensor before = input.clone();
+        const at::Tensor part = t.ReduceScatterSum(input, counts);
+        int64_t begin = 0;
+        for (int r = 0; r < t.rank(); ++r) begin += counts[r];
+        EXPECT_TRUE(part.is_contiguous());
+        EXPECT_EQ(part.scalar_type(), at::kDouble);
+        EXPECT_TRUE(part.equal(sum.narrow(0, begin, counts[t.rank()])))
+            << n << " ranks, rank " << t.rank() << ", counts " << at::IntArrayRef(counts)
+            << ": got " << part;
+        EXPECT_TRUE(input.equal(before)) << "the input was modified";
+      });
+    }
+  }
+}
+
+TEST(LocalTransportTest, ReduceScatterWithDifferentCountsFailsEveryRankNamingThem) {
+  RunWorld(2, kLong, [](Transport& t) {
+    const std::vector<int64_t> counts =
+        t.rank() == 0 ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{2, 2};
+    try {
+      t.ReduceScatterSum(at::zeros({4}), counts);
+      ADD_FAILURE() << "rank " << t.rank() << ": counts [1, 3] met counts [2, 2]";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), AllOf(HasSubstr("reduce-scatter #0 failed"), HasSubstr("[1, 3]"),
+                                  HasSubstr("[2, 2]"), HasSubstr("every rank must pass the same")));
+    }
+  });
+}
+
 TEST(LocalTransportTest, AllGatherReturnsEveryRanksTensorInRankOrder) {
   constexpr int kRanks = 3;
   RunWorld(kRanks, kLong, [](Transport& t) {
@@ -236,6 +286,27 @@ TEST(LocalTransportTest, BadArgumentsAreUserErrors) {
   EXPECT_THROW(world[0]->Broadcast(x, -1), UserError);
   EXPECT_THROW(world[0]->AllGather(at::Tensor()), UserError);
   EXPECT_THROW(LocalWorld(0), UserError);
+}
+
+TEST(LocalTransportTest, BadReduceScatterCountsAreUserErrorsNamingThem) {
+  auto world = LocalWorld(2);
+  auto error = [&](const at::Tensor& input, const std::vector<int64_t>& counts) -> std::string {
+    try {
+      world[1]->ReduceScatterSum(input, counts);
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_THAT(error(at::zeros({3}), {1, 1, 1}),
+              AllOf(HasSubstr("rank 1: reduce-scatter with counts [1, 1, 1]"),
+                    HasSubstr("3 counts for a group of 2 ranks")));
+  EXPECT_THAT(error(at::zeros({3}), {4, -1}), HasSubstr("[4, -1]: a count is negative"));
+  EXPECT_THAT(error(at::zeros({3}), {1, 1}),
+              HasSubstr("[1, 1]: they sum to 2 but the input has 3 elements"));
+  EXPECT_THAT(error(at::zeros({2, 2}), {2, 2}),
+              HasSubstr("a tensor of shape [2, 2]: the input must be 1-D"));
+  EXPECT_THAT(error(at::Tensor(), {0, 0}), HasSubstr("of an undefined tensor"));
 }
 
 }  // namespace

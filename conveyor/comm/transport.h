@@ -5,8 +5,10 @@
 // Point-to-point: Send and Recv post an operation and return at once with a Work handle.
 // Messages match by (sender, receiver, tag); messages with the same triple match in posting
 // order. Receives may be posted before the matching send exists, and sends may be posted in
-// any order of tags. Collectives (AllReduceSum, AllGather, Broadcast, Barrier, NewGroup) block
-// and must be called by every rank of the transport in the same order.
+// any order of tags. Collectives (AllReduceSum, ReduceScatterSum, AllGather, Broadcast, Barrier,
+// NewGroup) block and must be called by every rank of the transport in the same order. The
+// traffic of a collective never matches a caller's Send or Recv, whatever their tags (an
+// implementation that builds a collective from point-to-point messages keeps those apart).
 //
 // Buffer lifetime: an implementation keeps every tensor of an operation in flight alive until
 // the operation completes, even when the caller drops the Work handle; a dropped send is still
@@ -81,6 +83,19 @@ class Transport {
   // Sums each tensor over all ranks, in place, blocking. Tensors may differ in shape and
   // dtype; every rank passes the same list of shapes and dtypes in the same order.
   virtual void AllReduceSum(std::vector<at::Tensor>& tensors) = 0;
+
+  // Sums `input` over every rank and returns this rank's part of the sum, blocking: elements
+  // [counts[0] + ... + counts[rank() - 1], + counts[rank()]) of the elementwise sum of the
+  // ranks' inputs, as a new contiguous 1-D tensor of counts[rank()] elements with `input`'s
+  // dtype and device, owned by the caller. `input` is not modified and may be non-contiguous.
+  // Parts may differ in length, and may be empty. Each rank receives about the size of the
+  // other ranks' parts of one input (not the whole sum, as an all-reduce would).
+  // Preconditions (UserError naming this rank and the values, before any traffic): `input`
+  // is a defined 1-D tensor; counts.size() == world_size(); every count >= 0; the counts sum
+  // to input.numel(). Every rank passes the same counts and an input of the same dtype; as
+  // for AllGather, only the in-process transport detects a mismatch between ranks.
+  virtual at::Tensor ReduceScatterSum(const at::Tensor& input,
+                                      const std::vector<int64_t>& counts) = 0;
 
   // Returns every rank's `local`, blocking: world_size() tensors in rank order (element r is
   // rank r's `local`; element rank() a copy of this rank's), contiguous, with `local`'s dtype
