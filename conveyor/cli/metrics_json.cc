@@ -6,6 +6,9 @@ nlohmann::json RankRowsJson(const std::vector<RankMetrics>& ranks) {
   nlohmann::json rows = nlohmann::json::array();
   for (const RankMetrics& r : ranks) {
     rows.push_back({{"rank", r.rank},
+                    {"dp", r.coords.dp},
+                    {"tp", r.coords.tp},
+                    {"pp", r.coords.pp},
                     {"step_s", r.step_s},
                     {"compute_s", r.compute_s},
                     {"comm_wait_s", r.comm_wait_s},
@@ -18,7 +21,11 @@ nlohmann::json RankRowsJson(const std::vector<RankMetrics>& ranks) {
                     {"sent_bytes", r.sent_bytes},
                     {"peak_activation_bytes", r.peak_activation_bytes},
                     {"predicted_peak_microbatches", r.predicted_peak_microbatches},
-                    {"predicted_peak_activation_bytes", r.predicted_peak_activation_bytes}});
+                    {"predicted_peak_activation_bytes", r.predicted_peak_activation_bytes},
+                    {"dp_comm_s", r.dp_comm_s},
+                    {"dp_exposed_s", r.dp_exposed_s},
+                    {"dp_hidden_fraction", r.dp_hidden_fraction()},
+                    {"tp_comm_s", r.tp_comm_s}});
   }
   return rows;
 }

@@ -24,7 +24,10 @@ std::string TimelineText(const Timeline& t) {
     out << "S " << static_cast<int>(s.kind) << " " << s.start << " " << s.end << " " << s.action
         << "\n";
   }
-  for (const Phase& p : t.phases) out << "P " << p.start << " " << p.end << " " << p.name << "\n";
+  for (const Phase& p : t.phases) {
+    out << "P " << p.start << " " << p.end << " " << static_cast<int>(p.track) << " " << p.name
+        << "\n";
+  }
   for (const CounterSample& c : t.counters) {
     out << "C " << c.time << " " << c.value << " " << c.name << "\n";
   }
@@ -48,10 +51,15 @@ void ParseTimelineText(const std::string& text, int rank, Timeline& into) {
       into.spans.push_back(s);
     } else {
       double a = 0, b = 0;
+      int track = 0;
       std::string name;
-      fields >> a >> b >> std::ws;
+      fields >> a >> b;
+      if (line[0] == 'P') fields >> track;
+      fields >> std::ws;
       std::getline(fields, name);
-      if (line[0] == 'P') into.phases.push_back(Phase{rank, name, a, b});
+      if (line[0] == 'P') {
+        into.phases.push_back(Phase{rank, name, a, b, static_cast<PhaseTrack>(track)});
+      }
       if (line[0] == 'C') into.counters.push_back(CounterSample{rank, name, a, b});
     }
   }

@@ -33,6 +33,8 @@ Timeline RankStep(int r, double start) {
   t.spans.push_back(
       Span{r, Action{Op::kSendF, r, 0}, start + 0.1, start + 0.1 + 0.3 / 7, SpanKind::kPost});
   t.phases.push_back(Phase{r, "sum shared grads", start + 1, start + 1.25});
+  t.phases.push_back(
+      Phase{r, "all-reduce 2 tensors", start + 0.5, start + 0.75, PhaseTrack::kDataParallel});
   t.counters.push_back(CounterSample{r, "bytes sent", start + 0.2, 4096});
   return t;
 }

@@ -40,13 +40,24 @@ void PrintTrainSummary(const TrainSummary& s) {
       "exposed communication %s of the step\n",
       Percent(s.measured_bubble).c_str(), Percent(s.predicted_bubble).c_str(), 1e6 * s.hop_s,
       Percent(s.exposed_comm).c_str());
+  if (!s.mesh.empty()) {
+    std::printf(
+        "\nper rank, ms per step of the data-parallel collectives (hidden: the share that ran\n"
+        "behind the pipeline) and of the tensor-parallel all-reduces; mesh %s:\n"
+        "rank  dp  tp  pp   dp comm  hidden   tp comm\n",
+        s.mesh.c_str());
+    for (const RankMetrics& r : s.ranks) {
+      std::printf("%4d %3d %3d %3d %9.2f %6.1f%% %9.2f\n", r.rank, r.coords.dp, r.coords.tp,
+                  r.coords.pp, 1e3 * r.dp_comm_s, 100 * r.dp_hidden_fraction(), 1e3 * r.tp_comm_s);
+    }
+  }
   if (s.dp.buckets > 0) {
     const double steps = std::max<double>(1, static_cast<double>(s.steps));
     std::printf(
-        "data parallel (%s): per step %.2f MiB of gradients in %.1f buckets, all-reduce %.2f "
-        "ms, of which %s hidden behind the pipeline (rank 0)\n",
-        s.mesh.c_str(), s.dp.bytes / steps / (1 << 20), s.dp.buckets / steps,
-        1e3 * s.dp.comm_s / steps, Percent(s.dp.hidden_fraction()).c_str());
+        "data parallel: per step %.2f MiB of gradients in %.1f buckets, reduced in %.2f ms, of "
+        "which %s hidden behind the pipeline (rank 0)\n",
+        s.dp.bytes / steps / (1 << 20), s.dp.buckets / steps, 1e3 * s.dp.comm_s / steps,
+        Percent(s.dp.hidden_fraction()).c_str());
   }
   std::printf("optimizer state: %.2f MiB of AdamW moments on rank 0\n",
               static_cast<double>(s.optimizer_state_bytes) / (1 << 20));

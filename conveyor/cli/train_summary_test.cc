@@ -44,6 +44,23 @@ TEST(TrainSummaryTest, PrintsTheRunsNumbersAndOneRowPerRank) {
       << out;
   EXPECT_EQ(out.find("traces:"), std::string::npos) << out;
   EXPECT_EQ(out.find("sample:"), std::string::npos) << out;
+  EXPECT_EQ(out.find("mesh"), std::string::npos) << out;  // a pipeline only
+
+  s.mesh = "dp 1 x tp 2 x pp 1";
+  s.ranks[1].coords = MeshCoords{.dp = 0, .tp = 1, .pp = 0};
+  s.ranks[1].dp_comm_s = 0.004;
+  s.ranks[1].dp_exposed_s = 0.001;
+  s.ranks[1].tp_comm_s = 0.0025;
+  ::testing::internal::CaptureStdout();
+  PrintTrainSummary(s);
+  out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("tensor-parallel all-reduces; mesh dp 1 x tp 2 x pp 1:\n"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\n   0   0   0   0      0.00  100.0%      0.00\n"
+                     "   1   0   1   0      4.00   75.0%      2.50\n"),
+            std::string::npos)
+      << out;
+  s.mesh.clear();
 
   s.skipped_steps = 2;
   s.final_eval.accuracy = 0.5;

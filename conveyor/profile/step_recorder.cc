@@ -41,7 +41,11 @@ void StepRecorder::BeginStep() {
 }
 
 void StepRecorder::Phase(const std::string& name, double start) {
-  step_.phases.push_back(conveyor::Phase{rank_, name, start - origin_, Executor::Now() - origin_});
+  Phase(name, start, Executor::Now(), PhaseTrack::kStep);
+}
+
+void StepRecorder::Phase(const std::string& name, double start, double end, PhaseTrack track) {
+  step_.phases.push_back(conveyor::Phase{rank_, name, start - origin_, end - origin_, track});
 }
 
 void StepRecorder::Sample(double time, double sent) {

@@ -39,6 +39,8 @@ class StepRecorder {
   void BeginStep();
   // Records phase `name` of this rank from `start` (an Executor::Now() time) to now.
   void Phase(const std::string& name, double start);
+  // Records phase `name` from `start` to `end` (Executor::Now() times) on `track`.
+  void Phase(const std::string& name, double start, double end, PhaseTrack track);
 
   // The current (or last) step: spans, phases and counters of this rank, seconds since origin.
   const Timeline& step() const { return step_; }

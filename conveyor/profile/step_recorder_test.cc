@@ -26,7 +26,8 @@ TEST(StepRecorderTest, RecordsSpansPhasesAndCounters) {
   // One rank running two stages, two micro-batches.
   const Program program = Lower(BuildSchedule("interleaved-1f1b", ScheduleOptions{1, 2, 2}));
   PipelineRank rank(
-      program, 0, nullptr, [](int stage) { return MakeSyntheticStage(stage, SyntheticCosts{}); }, at::kFloat);
+      program, 0, nullptr, [](int stage) { return MakeSyntheticStage(stage, SyntheticCosts{}); },
+      at::kFloat);
   const double origin = Executor::Now();
   StepRecorder recorder(0, 1, origin);
   recorder.Attach(rank.executor());
@@ -35,6 +36,7 @@ TEST(StepRecorderTest, RecordsSpansPhasesAndCounters) {
     rank.Step(Microbatches(4, 2));
     const double start = Executor::Now();
     recorder.Phase("optimizer", start);
+    recorder.Phase("all-reduce", origin + 1, origin + 3, PhaseTrack::kTensorParallel);
   }
   const Timeline& t = recorder.step();
   EXPECT_EQ(t.spans.size(), program.ranks[0].size());  // one compute span per action
@@ -42,9 +44,13 @@ TEST(StepRecorderTest, RecordsSpansPhasesAndCounters) {
     EXPECT_EQ(s.kind, SpanKind::kRun);
     EXPECT_GE(s.start, 0);
   }
-  ASSERT_EQ(t.phases.size(), 1u);
+  ASSERT_EQ(t.phases.size(), 2u);  // the last step's only
   EXPECT_EQ(t.phases[0].name, "optimizer");
+  EXPECT_EQ(t.phases[0].track, PhaseTrack::kStep);
   EXPECT_GE(t.phases[0].start, t.spans.back().end);
+  EXPECT_EQ(t.phases[1].track, PhaseTrack::kTensorParallel);
+  EXPECT_DOUBLE_EQ(t.phases[1].start, 1);  // relative to the origin
+  EXPECT_DOUBLE_EQ(t.phases[1].end, 3);
   // Two counters at the step's start and after every span.
   EXPECT_EQ(t.counters.size(), 2 * (t.spans.size() + 1));
   double most_held = 0;

@@ -110,8 +110,8 @@ MeshSimResult SimulateMesh(const Program& program, const CostModel& costs, const
     for (int s : stages) {
       const double start = std::max(free, ready[s]);
       free = start + result.dp_time[r];
-      result.pipeline.timeline.phases.push_back(
-          Phase{r, "dp all-reduce stage " + std::to_string(s), start, free});
+      result.pipeline.timeline.phases.push_back(Phase{r, "dp all-reduce stage " + std::to_string(s),
+                                                      start, free, PhaseTrack::kDataParallel});
       result.dp_comm += result.dp_time[r];
       hidden += std::max(0.0, std::min(free, result.step_without_dp) - start);
     }

@@ -104,6 +104,7 @@ TEST(MeshCostsTest, DataParallelReductionsOverlapTheRestOfThePipeline) {
   EXPECT_LT(r.dp_hidden_share, 1);
   ASSERT_EQ(r.pipeline.timeline.phases.size(), 2u);
   EXPECT_EQ(r.pipeline.timeline.phases[0].name, "dp all-reduce stage 1");
+  EXPECT_EQ(r.pipeline.timeline.phases[0].track, PhaseTrack::kDataParallel);
   EXPECT_DOUBLE_EQ(r.pipeline.timeline.phases[0].start, 4);
   EXPECT_DOUBLE_EQ(r.pipeline.timeline.phases[1].end, 10);
   EXPECT_DOUBLE_EQ(r.pipeline.timeline.makespan(), r.step);

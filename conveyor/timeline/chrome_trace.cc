@@ -101,6 +101,9 @@ std::string RenderChromeTrace(const std::vector<TraceGroup>& groups) {
     CheckTimeline(timeline);
     const int first_pid = next_pid;
     next_pid += timeline.num_ranks;
+    // A phase's thread: 2 + its track; the parallel axes' threads only where they are used.
+    bool used[kPhaseTracks] = {true};
+    for (const Phase& p : timeline.phases) used[static_cast<int>(p.track)] = true;
     for (int r = 0; r < timeline.num_ranks; ++r) {
       const int pid = first_pid + r;
       events.push_back(
@@ -110,15 +113,20 @@ std::string RenderChromeTrace(const std::vector<TraceGroup>& groups) {
           Metadata("process_sort_index", pid, 0, "\"sort_index\":" + std::to_string(pid)));
       events.push_back(Metadata("thread_name", pid, 0, "\"name\":\"compute\""));
       events.push_back(Metadata("thread_name", pid, 1, "\"name\":\"comm\""));
-      events.push_back(Metadata("thread_name", pid, 2, "\"name\":\"step\""));
+      for (int track = 0; track < kPhaseTracks; ++track) {
+        if (!used[track]) continue;
+        events.push_back(Metadata(
+            "thread_name", pid, 2 + track,
+            "\"name\":" + JsonString(std::string(PhaseTrackName(static_cast<PhaseTrack>(track))))));
+      }
     }
     const double us_per_unit = MicrosecondsPer(timeline.time_unit);
     for (const Span& s : timeline.spans) {
       events.push_back(Event(s, first_pid + s.rank, us_per_unit));
     }
     for (const Phase& p : timeline.phases) {
-      events.push_back(Complete(p.name, "phase", first_pid + p.rank, 2, p.start * us_per_unit,
-                                p.end * us_per_unit, ""));
+      events.push_back(Complete(p.name, "phase", first_pid + p.rank, 2 + static_cast<int>(p.track),
+                                p.start * us_per_unit, p.end * us_per_unit, ""));
     }
     for (const CounterSample& c : timeline.counters) {
       events.push_back("{\"name\":" + JsonString(c.name) +

@@ -187,6 +187,29 @@ TEST(ChromeTraceTest, MeasuredPostsWaitsPhasesAndCounters) {
   EXPECT_DOUBLE_EQ(t.makespan(), 0.0125);
 }
 
+TEST(ChromeTraceTest, ParallelAxesPhasesHaveTheirOwnThreads) {
+  Timeline t = MakeTimeline(1, {{0, "0F0", 0, 0.001}});
+  t.time_unit = TimeUnit::kSeconds;
+  t.phases.push_back(Phase{0, "all-reduce 4.0 MiB", 0.001, 0.002, PhaseTrack::kDataParallel});
+  std::string json = RenderChromeTrace(t, "measured");
+  EXPECT_TRUE(JsonChecker(json).Valid()) << json;
+  EXPECT_NE(json.find("\"pid\":1,\"tid\":3,\"args\":{\"name\":\"data parallel\"}"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("{\"name\":\"all-reduce 4.0 MiB\",\"cat\":\"phase\",\"ph\":\"X\","
+                      "\"pid\":1,\"tid\":3,"),
+            std::string::npos);
+  EXPECT_EQ(json.find("tensor parallel"), std::string::npos);  // no TP phase, no TP thread
+
+  t.phases.push_back(Phase{0, "all-reduce", 0, 0.0005, PhaseTrack::kTensorParallel});
+  json = RenderChromeTrace(t, "measured");
+  EXPECT_NE(json.find("\"pid\":1,\"tid\":4,\"args\":{\"name\":\"tensor parallel\"}"),
+            std::string::npos);
+  EXPECT_NE(json.find("{\"name\":\"all-reduce\",\"cat\":\"phase\",\"ph\":\"X\",\"pid\":1,"
+                      "\"tid\":4,"),
+            std::string::npos);
+}
+
 TEST(ChromeTraceTest, RejectsBadInput) {
   EXPECT_THROW(RenderChromeTrace({{"x", nullptr}}), UserError);
   Timeline t = GpipeTimeline(2, 2);

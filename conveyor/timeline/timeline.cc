@@ -16,6 +16,18 @@ std::string_view TimeUnitName(TimeUnit unit) {
   CONVEYOR_ASSERT(false) << "unknown time unit " << static_cast<int>(unit);
 }
 
+std::string_view PhaseTrackName(PhaseTrack track) {
+  switch (track) {
+    case PhaseTrack::kStep:
+      return "step";
+    case PhaseTrack::kDataParallel:
+      return "data parallel";
+    case PhaseTrack::kTensorParallel:
+      return "tensor parallel";
+  }
+  CONVEYOR_ASSERT(false) << "unknown phase track " << static_cast<int>(track);
+}
+
 double Timeline::makespan() const {
   double end = 0;
   for (const Span& s : spans) end = std::max(end, s.end);

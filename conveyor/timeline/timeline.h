@@ -30,12 +30,27 @@ struct Span {
   SpanKind kind = SpanKind::kRun;
 };
 
-// A stretch of a rank's step that is not an action of the program: "optimizer", ...
+// Where a phase is drawn: the rank's own step (the trainer's phases around the pipeline), or
+// the collectives of one parallel axis, which may run beside the pipeline (a data-parallel
+// all-reduce on the reducer's thread) or inside its computes (tensor-parallel all-reduces).
+enum class PhaseTrack : uint8_t {
+  kStep,
+  kDataParallel,
+  kTensorParallel,
+};
+inline constexpr int kPhaseTracks = 3;
+
+// "step" / "data parallel" / "tensor parallel".
+std::string_view PhaseTrackName(PhaseTrack track);
+
+// A stretch of a rank's time that is not an action of the program: "optimizer", a
+// data-parallel all-reduce, ...
 struct Phase {
   int rank = 0;
   std::string name;
   double start = 0;
   double end = 0;
+  PhaseTrack track = PhaseTrack::kStep;
 };
 
 // The value of a rank's counter `name` from `time` on.

@@ -24,39 +24,51 @@ constexpr double RankMetrics::*kMeasuredFields[] = {&RankMetrics::step_s,
                                                     &RankMetrics::bubble_fraction,
                                                     &RankMetrics::comm_overlap,
                                                     &RankMetrics::sent_bytes,
-                                                    &RankMetrics::peak_activation_bytes};
+                                                    &RankMetrics::peak_activation_bytes,
+                                                    &RankMetrics::dp_comm_s,
+                                                    &RankMetrics::dp_exposed_s,
+                                                    &RankMetrics::tp_comm_s};
 constexpr int kFields = static_cast<int>(std::size(kMeasuredFields));
 
 }  // namespace
 
 std::vector<RankMetrics> GatherRankMetrics(const Trainer& trainer) {
   const Program& program = trainer.program();
-  const int p = program.layout.num_ranks();
-  const RankMetrics mine = trainer.totals().Means(trainer.pipeline_rank());
+  const int stages = program.layout.num_stages();
+  const RankMetrics mine = trainer.totals().Means(trainer.rank());
   // This rank's measured fields, then the bytes a forward leaves allocated per stage (zero
   // for other ranks' stages).
-  std::vector<double> row(kFields + program.layout.num_stages(), 0.0);
+  std::vector<double> row(kFields + stages, 0.0);
   for (int k = 0; k < kFields; ++k) row[k] = mine.*kMeasuredFields[k];
   for (const auto& [stage, bytes] : trainer.recorder().ForwardBytes()) row[kFields + stage] = bytes;
-  const at::Tensor rows =  // (p, kFields + stages)
-      GatherOverRanks(trainer.pipeline_group(), at::tensor(row, at::kDouble)).contiguous();
-  // A stage's forward bytes come from the one rank that holds it.
-  const at::Tensor stage_bytes = rows.sum(0).slice(0, kFields).contiguous();
-  const std::vector<double> forward_bytes(stage_bytes.data_ptr<double>(),
-                                          stage_bytes.data_ptr<double>() + stage_bytes.numel());
+  const at::Tensor rows =  // (world, kFields + stages)
+      GatherOverRanks(trainer.world(), at::tensor(row, at::kDouble)).contiguous();
+  const Mesh& mesh = trainer.mesh();
   // Counted from F until B or W, like the simulator's default.
   const std::vector<double> peaks = PeakActivations(program, 1, 1);
-  const std::vector<double> peak_bytes = PeakActivations(program, forward_bytes, 1);
-  std::vector<RankMetrics> ranks(p);
-  for (int r = 0; r < p; ++r) {
+  std::vector<RankMetrics> ranks(rows.size(0));
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
     const double* cells = rows[r].data_ptr<double>();
     RankMetrics& m = ranks[r];
     m.rank = r;
+    m.coords = mesh.coords(r);
     for (int k = 0; k < kFields; ++k) m.*kMeasuredFields[k] = cells[k];
-    m.predicted_peak_microbatches = peaks[r];
-    m.predicted_peak_activation_bytes = peak_bytes[r];
+    // A stage's forward bytes come from the one rank of this rank's pipeline that holds it.
+    std::vector<double> forward_bytes(stages, 0.0);
+    for (int p = 0; p < mesh.pp(); ++p) {
+      MeshCoords peer = m.coords;
+      peer.pp = p;
+      const double* peer_cells = rows[mesh.rank_of(peer)].data_ptr<double>();
+      for (int s = 0; s < stages; ++s) forward_bytes[s] += peer_cells[kFields + s];
+    }
+    m.predicted_peak_microbatches = peaks[m.coords.pp];
+    m.predicted_peak_activation_bytes = PeakActivations(program, forward_bytes, 1)[m.coords.pp];
   }
   return ranks;
+}
+
+double RankMetrics::dp_hidden_fraction() const {
+  return dp_comm_s > 0 ? std::clamp(1 - dp_exposed_s / dp_comm_s, 0.0, 1.0) : 1;
 }
 
 double MeasuredBubble(const std::vector<RankMetrics>& ranks, double pipeline_s) {

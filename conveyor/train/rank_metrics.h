@@ -6,16 +6,20 @@
 
 #include <vector>
 
+#include "conveyor/mesh/mesh.h"
+
 namespace conveyor {
 
 class Trainer;
 
 // Where one rank's pipeline time went, averaged over the steps after the first (seconds per
-// step; the whole step when only one ran). bubble_fraction = idle / pipeline step time,
+// step; the whole step when only one ran), and what the collectives of the other parallel
+// axes cost it. bubble_fraction = idle / pipeline step time,
 // where idle = step - compute: waiting for messages, posting them, bookkeeping. The waits
 // are split as CommBreakdown (conveyor/profile/comm_breakdown.h) describes.
 struct RankMetrics {
-  int rank = 0;
+  int rank = 0;          // in the world
+  MeshCoords coords;     // its place in the mesh (pp: its rank in its pipeline)
   double step_s = 0;     // the pipeline part of a step (the executor's)
   double compute_s = 0;  // F, B, I, W
   double comm_wait_s = 0;
@@ -35,13 +39,24 @@ struct RankMetrics {
   // with the bytes a forward of its stage was measured to leave allocated.
   double predicted_peak_microbatches = 0;
   double predicted_peak_activation_bytes = 0;
+  // The collectives of the data- and tensor-parallel axes (zero without them), seconds per
+  // step: all of the rank's data-parallel communication (the gradient reduction, ZeRO's
+  // all-gather, the loss sum); the part of it that blocked the rank's own thread (the rest
+  // ran on the reducer's thread while the pipeline computed); and the tensor-parallel
+  // all-reduces inside the layers and around the norm, which always block.
+  double dp_comm_s = 0;
+  double dp_exposed_s = 0;
+  double tp_comm_s = 0;
+
+  // The share of dp_comm_s hidden behind the pipeline, in [0, 1] (1 without any).
+  double dp_hidden_fraction() const;
 };
 
-// Every rank's metrics, in rank order, on every rank: each rank's own measurements
+// Every rank's metrics, in world rank order, on every rank: each rank's own measurements
 // (trainer.totals().Means) and the forward bytes of its stages travel through
 // Transport::AllGather, field by field; the predicted fields come from the simulator's
-// activation model under those bytes. Collective over the trainer's world: every rank calls
-// it at the same point of the run.
+// activation model under the bytes of that rank's pipeline. Collective over the trainer's
+// world: every rank calls it at the same point of the run.
 std::vector<RankMetrics> GatherRankMetrics(const Trainer& trainer);
 
 // The whole pipeline's bubble as the simulator counts it: 1 - (sum of the ranks' compute) /

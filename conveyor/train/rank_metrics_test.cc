@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <set>
 #include <vector>
 
 #include "conveyor/train/train_testing.h"
@@ -65,6 +66,55 @@ TEST(RankMetricsTest, GathersWhereEachRanksTimeGoes) {
   EXPECT_EQ(ranks[1].predicted_peak_microbatches, 1);
   EXPECT_GT(ranks[1].comm_wait_s,
             0);  // the last stage waits for its first input
+}
+
+// On a mesh, every rank of the world has its row, with its coordinates, the time of its
+// data- and tensor-parallel collectives, and the prediction for its own pipeline; the
+// collectives are on their tracks of the rank's timeline.
+TEST(RankMetricsTest, EveryRankOfAMeshWithItsCollectives) {
+  at::set_num_threads(1);
+  TrainConfig c = TinyGpt();
+  c.dp = 2;
+  c.tp = 2;
+  c.pp = 2;
+  c.batch_size = 8;
+  c.schedule = "1f1b";
+  std::vector<std::vector<RankMetrics>> gathered(8);
+  std::vector<std::set<PhaseTrack>> tracks(8);
+  TrainOnThreads(c, [&](Trainer& t, Transport&) {
+    gathered[t.rank()] = GatherRankMetrics(t);
+    for (const Phase& p : t.LastTimeline().phases) tracks[t.rank()].insert(p.track);
+  });
+  const Mesh mesh = Mesh::Make(8, 2, 2, 2, Mesh::ParseOrder("tp-dp-pp"));
+  for (int holder = 0; holder < 8; ++holder) {
+    EXPECT_EQ(tracks[holder], (std::set<PhaseTrack>{PhaseTrack::kStep, PhaseTrack::kDataParallel,
+                                                    PhaseTrack::kTensorParallel}))
+        << holder;
+    ASSERT_EQ(gathered[holder].size(), 8u);
+    for (int r = 0; r < 8; ++r) {
+      const RankMetrics& m = gathered[holder][r];
+      EXPECT_EQ(m.rank, r);
+      EXPECT_EQ(m.coords, mesh.coords(r));
+      EXPECT_EQ(m.dp_comm_s, gathered[0][r].dp_comm_s);
+      EXPECT_GT(m.dp_comm_s, 0) << r;
+      EXPECT_GE(m.dp_exposed_s, 0) << r;
+      EXPECT_LE(m.dp_exposed_s, m.dp_comm_s) << r;
+      EXPECT_GT(m.tp_comm_s, 0) << r;
+      EXPECT_GT(m.compute_s, 0) << r;
+      // The prediction depends on the pipeline rank only: the stages are alike in size.
+      EXPECT_EQ(m.predicted_peak_microbatches, m.coords.pp == 0 ? 2 : 1) << r;
+      EXPECT_GT(m.predicted_peak_activation_bytes, 0) << r;
+    }
+  }
+}
+
+TEST(RankMetricsTest, HiddenShareOfTheDataParallelCommunication) {
+  RankMetrics m;
+  EXPECT_EQ(m.dp_hidden_fraction(), 1);  // nothing to hide
+  m.dp_comm_s = 4, m.dp_exposed_s = 1;
+  EXPECT_DOUBLE_EQ(m.dp_hidden_fraction(), 0.75);
+  m.dp_exposed_s = 5;
+  EXPECT_EQ(m.dp_hidden_fraction(), 0);
 }
 
 TEST(RankMetricsTest, BubbleAndExposedCommunicationOverAllRanks) {

@@ -5,12 +5,13 @@
 namespace conveyor {
 
 void RankTotals::Add(const Timeline& step, const StepStats& stats, const CommBreakdown& comm,
-                     double pipeline_s, int64_t peak_bytes) {
+                     double pipeline_s, int64_t peak_bytes, const AxisCommTimes& axes) {
   peak_bytes_ = std::max(peak_bytes_, peak_bytes);
   if (++steps_added_ == 2) {  // the first step only warmed up: its sums go
     op_times_.clear();
     stats_ = StepStats{};
     comm_ = CommBreakdown{};
+    axes_ = AxisCommTimes{};
     pipeline_total_s_ = 0;
   }
   if (steps_added_ >= 2) ++measured_steps_;
@@ -27,6 +28,9 @@ void RankTotals::Add(const Timeline& step, const StepStats& stats, const CommBre
   stats_.post_s += stats.post_s;
   stats_.sent_bytes += stats.sent_bytes;
   comm_ += comm;
+  axes_.dp_s += axes.dp_s;
+  axes_.dp_exposed_s += axes.dp_exposed_s;
+  axes_.tp_s += axes.tp_s;
 }
 
 RankMetrics RankTotals::Means(int rank) const {
@@ -44,6 +48,9 @@ RankMetrics RankTotals::Means(int rank) const {
   m.comm_overlap = comm_.overlap_fraction();
   m.sent_bytes = static_cast<double>(stats_.sent_bytes) / n;
   m.peak_activation_bytes = static_cast<double>(peak_bytes_);
+  m.dp_comm_s = axes_.dp_s / n;
+  m.dp_exposed_s = axes_.dp_exposed_s / n;
+  m.tp_comm_s = axes_.tp_s / n;
   return m;
 }
 

@@ -23,6 +23,14 @@
 
 namespace conveyor {
 
+// One step's collectives of the data- and tensor-parallel axes, seconds (RankMetrics says
+// what each covers).
+struct AxisCommTimes {
+  double dp_s = 0;
+  double dp_exposed_s = 0;
+  double tp_s = 0;
+};
+
 class RankTotals {
  public:
   struct OpTime {
@@ -33,9 +41,9 @@ class RankTotals {
   // Adds one step of this rank: the kRun spans of `step` (its measured timeline) by stage
   // and op, the executor's `stats`, `comm`, `pipeline_s` (from the first rank's start of the
   // step's pipeline to the last rank's end) and `peak_bytes` (the most bytes allocated
-  // during the step's pipeline beyond what was held when the step began).
+  // during the step's pipeline beyond what was held when the step began) and `axes`.
   void Add(const Timeline& step, const StepStats& stats, const CommBreakdown& comm,
-           double pipeline_s, int64_t peak_bytes);
+           double pipeline_s, int64_t peak_bytes, const AxisCommTimes& axes = {});
 
   // The steps counted in the means (0 before the second step).
   int64_t measured_steps() const { return measured_steps_; }
@@ -54,6 +62,7 @@ class RankTotals {
   std::map<std::pair<int, Op>, OpTime> op_times_;
   StepStats stats_;
   CommBreakdown comm_;
+  AxisCommTimes axes_;
   double pipeline_total_s_ = 0;
   int64_t peak_bytes_ = 0;
   int64_t steps_added_ = 0;
