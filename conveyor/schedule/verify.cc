@@ -50,7 +50,10 @@ class Verifier {
     for (int r = 0; r < layout_.num_ranks(); ++r) ScanRank(r);
     const bool counts_ok = CheckCounts();
     if (counts_ok) CheckDependencies();
-    if (program_.has_comms() && counts_ok) CheckComms();
+    if (program_.has_comms() && counts_ok) {
+      CheckComms();
+      CheckCommOrder();
+    }
     CheckMemory();
     return std::move(findings_);
   }
@@ -260,6 +263,50 @@ class Verifier {
     }
   }
 
+  // Between every two ranks, the i-th RECV the receiver posts from the sender is the i-th
+  // SEND the sender posts to it. A message is named by the RECV that takes it.
+  void CheckCommOrder() {
+    const int p = layout_.num_ranks();
+    struct Message {
+      Action recv;  // the receiver's action
+      int index;    // in its rank's list
+    };
+    // (from, to) -> the messages in the sender's order, and in the receiver's.
+    std::vector<std::vector<Message>> sent(p * p), received(p * p);
+    for (int r = 0; r < p; ++r) {
+      const auto& actions = program_.ranks[r];
+      for (int k = 0; k < static_cast<int>(actions.size()); ++k) {
+        const Action& a = actions[k];
+        if (!IsComm(a.op)) continue;
+        const bool forward = a.op == Op::kSendF || a.op == Op::kRecvF;
+        const int peer = a.op == Op::kSendF || a.op == Op::kRecvB ? layout_.next_stage(a.stage)
+                                                                  : layout_.prev_stage(a.stage);
+        if (peer < 0) continue;  // CheckComms reported it
+        const int q = layout_.rank_of(peer);
+        if (a.op == Op::kSendF || a.op == Op::kSendB) {
+          const Action recv{forward ? Op::kRecvF : Op::kRecvB, peer, a.microbatch};
+          sent[r * p + q].push_back(Message{recv, k});
+        } else {
+          received[q * p + r].push_back(Message{a, k});
+        }
+      }
+    }
+    for (int from = 0; from < p; ++from) {
+      for (int to = 0; to < p; ++to) {
+        const auto& s = sent[from * p + to];
+        const auto& r = received[from * p + to];
+        for (size_t i = 0; i < std::min(s.size(), r.size()); ++i) {
+          if (s[i].recv == r[i].recv) continue;
+          Add(FindingKind::kCommOrder, to, r[i].index, "rank ", to, " action #", r[i].index, " ",
+              r[i].recv, " is its receive #", i, " from rank ", from, ", but rank ", from,
+              "'s send #", i, " to it (action #", s[i].index, ") is for ", s[i].recv,
+              ": a backend that matches messages by order would swap them");
+          break;  // one finding per pair
+        }
+      }
+    }
+  }
+
   void ExpectComm(Op op, int stage, int mb, int compute_at, bool after) {
     const Action want{op, stage, mb};
     const int r = layout_.rank_of(stage);
@@ -326,6 +373,8 @@ std::string_view FindingKindName(FindingKind kind) {
       return "broken-dependency";
     case FindingKind::kUnmatchedComm:
       return "unmatched-comm";
+    case FindingKind::kCommOrder:
+      return "comm-order";
     case FindingKind::kMemoryBound:
       return "memory-bound";
   }

@@ -12,6 +12,9 @@
 //   kUnmatchedComm    a SEND without its RECV or the reverse, a comm between stages of one
 //                     rank, a missing comm for a transfer between ranks (lowered programs
 //                     only), a SEND before its producer or a RECV after its consumer
+//   kCommOrder        between two ranks, the receiver posts its RECVs in another order than
+//                     the sender its SENDs (a backend that matches messages by order, not by
+//                     tag, as NCCL does, would hand a message to the wrong buffer)
 //   kMemoryBound      a rank holds more in-flight micro-batch activations than allowed
 //
 // Verify() never throws for a bad program; it throws only on an internal error.
@@ -36,6 +39,7 @@ enum class FindingKind {
   kWrongOrder,
   kBrokenDependency,
   kUnmatchedComm,
+  kCommOrder,
   kMemoryBound,
 };
 
