@@ -22,11 +22,16 @@ double DataParallelStats::hidden_fraction() const {
   return std::clamp(1 - exposed_s / comm_s, 0.0, 1.0);
 }
 
-DataParallelReducer::DataParallelReducer(Transport* group, int64_t bucket_bytes)
-    : group_(group), bucket_bytes_(bucket_bytes) {
+DataParallelReducer::DataParallelReducer(Transport* group, int64_t bucket_bytes,
+                                         std::shared_ptr<const ShardLayout> zero)
+    : group_(group), bucket_bytes_(bucket_bytes), zero_(std::move(zero)) {
   CONVEYOR_ASSERT(group != nullptr && group->world_size() >= 2)
       << "a data-parallel reducer needs a group of two ranks or more";
   CONVEYOR_ASSERT(bucket_bytes >= 1) << "bucket of " << bucket_bytes << " bytes";
+  CONVEYOR_ASSERT(zero_ == nullptr ||
+                  (zero_->shards() == group->world_size() && zero_->index() == group->rank()))
+      << "shard layout " << zero_->index() << " of " << zero_->shards() << " for rank "
+      << group->rank() << " of a group of " << group->world_size();
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -43,9 +48,20 @@ void DataParallelReducer::Start(const NamedTensors& params) {
   std::vector<Bucket> buckets(1);
   for (const auto& [name, p] : params) {
     if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
-    if (buckets.back().bytes >= bucket_bytes_) buckets.emplace_back();
-    buckets.back().grads.push_back(p.grad());
-    buckets.back().bytes += static_cast<int64_t>(p.grad().nbytes());
+    const int64_t flat = zero_ != nullptr && zero_->scattered(name) ? zero_->OffsetOf(p) : -1;
+    // A new bucket when the last is full or of the other kind (a reduce-scattered bucket is
+    // one run of the flat vector).
+    const Bucket& last = buckets.back();
+    const bool follows = flat < 0 ? last.flat_begin < 0
+                                  : last.flat_begin >= 0 && last.flat_begin + last.numel == flat;
+    if (!last.grads.empty() && (last.bytes >= bucket_bytes_ || !follows)) buckets.emplace_back();
+    Bucket& bucket = buckets.back();
+    if (bucket.grads.empty()) bucket.flat_begin = flat;
+    CONVEYOR_ASSERT(flat < 0 || p.grad().is_contiguous())
+        << name << ": a reduce-scattered gradient must be contiguous";
+    bucket.grads.push_back(p.grad());
+    bucket.bytes += static_cast<int64_t>(p.grad().nbytes());
+    bucket.numel += p.numel();
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -69,18 +85,10 @@ void DataParallelReducer::Loop() {
     lock.unlock();
     const double start = Now();
     std::exception_ptr error;
+    int64_t kept = 0;
     if (!failed) {  // after a failure the group is unusable: later buckets are dropped
       try {
-        at::NoGradGuard no_grad;
-        std::vector<at::Tensor> flat;
-        for (const at::Tensor& g : bucket.grads) flat.push_back(g.reshape({-1}));
-        std::vector<at::Tensor> sum = {at::cat(flat)};  // (total elements,)
-        group_->AllReduceSum(sum);
-        int64_t offset = 0;
-        for (at::Tensor& g : bucket.grads) {
-          g.copy_(sum[0].narrow(0, offset, g.numel()).view(g.sizes()));
-          offset += g.numel();
-        }
+        kept = Reduce(bucket);
       } catch (...) {
         error = std::current_exception();
       }
@@ -90,10 +98,46 @@ void DataParallelReducer::Loop() {
     if (error != nullptr && error_ == nullptr) error_ = error;
     stats_.comm_s += seconds;
     stats_.bytes += bucket.bytes;
+    if (bucket.flat_begin >= 0) {
+      stats_.scattered_bytes += bucket.bytes;
+      stats_.scattered_kept_bytes += kept;
+    }
     ++stats_.buckets;
     --in_flight_;
     cv_.notify_all();
   }
+}
+
+int64_t DataParallelReducer::Reduce(const Bucket& bucket) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& g : bucket.grads) flat.push_back(g.reshape({-1}));
+  std::vector<at::Tensor> sum = {at::cat(flat)};  // (total elements,)
+  if (bucket.flat_begin < 0) {
+    group_->AllReduceSum(sum);
+    int64_t offset = 0;
+    for (const at::Tensor& g : bucket.grads) {
+      g.copy_(sum[0].narrow(0, offset, g.numel()).view(g.sizes()));
+      offset += g.numel();
+    }
+    return static_cast<int64_t>(sum[0].nbytes());
+  }
+  std::vector<int64_t> counts;
+  for (int r = 0; r < zero_->shards(); ++r) {
+    const auto [lo, hi] = zero_->Overlap(bucket.flat_begin, bucket.numel, r);
+    counts.push_back(hi - lo);
+  }
+  const at::Tensor part = group_->ReduceScatterSum(sum[0], counts);  // flat [lo, hi)
+  const int64_t lo = zero_->Overlap(bucket.flat_begin, bucket.numel, zero_->index()).first;
+  int64_t offset = bucket.flat_begin;  // of gradient g
+  for (const at::Tensor& g : bucket.grads) {
+    const auto [from, to] = zero_->Overlap(offset, g.numel(), zero_->index());
+    if (from < to) {
+      g.view({-1}).narrow(0, from - offset, to - from).copy_(part.narrow(0, from - lo, to - from));
+    }
+    offset += g.numel();
+  }
+  return static_cast<int64_t>(part.nbytes());
 }
 
 DataParallelStats DataParallelReducer::Finish() {

@@ -3,7 +3,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads_testing.h"
@@ -66,6 +69,94 @@ TEST(DataParallelReducerTest, FinishResetsAndAFailureReachesTheCaller) {
       }
     }
   });
+}
+
+// Forwards to a transport and records the elements each collective of the reducer left
+// this rank holding summed: the whole operand of an all-reduce, the part of a
+// reduce-scatter.
+class RecordingTransport : public Transport {
+ public:
+  explicit RecordingTransport(Transport* inner) : inner_(inner) {}
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  std::shared_ptr<Work> Send(at::Tensor tensor, int dst, std::uint32_t tag) override {
+    return inner_->Send(tensor, dst, tag);
+  }
+  std::shared_ptr<Work> Recv(at::Tensor buffer, int src, std::uint32_t tag) override {
+    return inner_->Recv(buffer, src, tag);
+  }
+  void AllReduceSum(std::vector<at::Tensor>& tensors) override {
+    for (const at::Tensor& t : tensors) all_reduced += t.numel();
+    inner_->AllReduceSum(tensors);
+  }
+  at::Tensor ReduceScatterSum(const at::Tensor& input,
+                              const std::vector<int64_t>& counts) override {
+    at::Tensor part = inner_->ReduceScatterSum(input, counts);
+    scattered_in += input.numel();
+    scattered_out += part.numel();
+    return part;
+  }
+  std::vector<at::Tensor> AllGather(const at::Tensor& local) override {
+    return inner_->AllGather(local);
+  }
+  void Broadcast(at::Tensor& tensor, int root) override { inner_->Broadcast(tensor, root); }
+  void Barrier() override { inner_->Barrier(); }
+  std::unique_ptr<Transport> NewGroup(const std::vector<int>& ranks) override {
+    return inner_->NewGroup(ranks);
+  }
+  void ReportFailure(const std::string& message) noexcept override {
+    inner_->ReportFailure(message);
+  }
+
+  int64_t all_reduced = 0, scattered_in = 0, scattered_out = 0;
+
+ private:
+  Transport* inner_;
+};
+
+// ZeRO-1 on 3 ranks: "a" (16 elements, flat [0, 16)), "tied" (3, [16, 19), shared: kept
+// whole) and "c" (10, [19, 29)); the replicas' ranges are [0, 10), [10, 20) and [20, 29).
+// Rank r's gradients are r + 1: after Finish each rank holds the sum, 6, in its range of "a"
+// and "c" and its own r + 1 elsewhere, "tied" summed whole, and it received only its range.
+TEST(DataParallelReducerTest, ZeroReduceScattersEachReplicasRangeAndAllReducesSharedOnes) {
+  auto world = LocalWorld(3);
+  std::vector<DataParallelStats> stats(3);
+  std::vector<int64_t> kept_elements(3);
+  RunRankThreads(world, [&](int r) {
+    NamedTensors params = {{"a", at::zeros({4, 4}).requires_grad_(true)},
+                           {"tied", at::zeros({3}).requires_grad_(true)},
+                           {"c", at::zeros({2, 5}).requires_grad_(true)}};
+    for (auto& [name, p] : params) p.mutable_grad() = at::full_like(p, r + 1);
+    auto layout = std::make_shared<const ShardLayout>(params, 3, r, std::set<std::string>{"tied"});
+    RecordingTransport group(world[r].get());
+    {
+      DataParallelReducer reducer(&group, /*bucket_bytes=*/64, layout);
+      reducer.Start({params[0]});
+      reducer.Start({params[1], params[2]});
+      stats[r] = reducer.Finish();
+    }
+    at::Tensor want = at::full({29}, r + 1.0);
+    const auto [begin, end] = layout->range(r);
+    want.narrow(0, begin, end - begin).fill_(6.0);
+    want.narrow(0, 16, 3).fill_(6.0);  // tied
+    int64_t offset = 0;
+    for (const auto& [name, p] : params) {
+      EXPECT_TRUE(p.grad().reshape({-1}).equal(want.narrow(0, offset, p.numel())))
+          << "rank " << r << ", " << name << ": " << p.grad();
+      offset += p.numel();
+    }
+    EXPECT_EQ(group.all_reduced, 3) << "only tied is all-reduced";
+    EXPECT_EQ(group.scattered_in, 26);
+    kept_elements[r] = group.scattered_out;
+  });
+  // Each replica received its range of the 26 scattered elements, about a third.
+  EXPECT_EQ(kept_elements, (std::vector<int64_t>{10, 6 + 1, 9}));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(stats[r].bytes, 29 * 4);
+    EXPECT_EQ(stats[r].scattered_bytes, 26 * 4);
+    EXPECT_EQ(stats[r].scattered_kept_bytes, kept_elements[r] * 4);
+    EXPECT_EQ(stats[r].buckets, 3);  // a; tied; c (the kind changes at tied)
+  }
 }
 
 TEST(DataParallelStatsTest, HiddenFractionIsTheShareNotWaitedFor) {

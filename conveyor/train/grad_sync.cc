@@ -25,8 +25,24 @@ at::Tensor GradOrZeros(const at::Tensor& p) {
 }  // namespace
 
 GradSync::GradSync(Transport* world, const std::map<std::string, std::vector<int>>& holders,
-                   const TensorParallel& tp)
-    : world_(world), rank_(world != nullptr ? world->rank() : 0), tp_(tp) {
+                   const TensorParallel& tp, Transport* dp_group,
+                   std::shared_ptr<const ShardLayout> zero)
+    : world_(world),
+      rank_(world != nullptr ? world->rank() : 0),
+      tp_(tp),
+      dp_group_(dp_group),
+      zero_(std::move(zero)) {
+  CONVEYOR_ASSERT((dp_group_ == nullptr) == (zero_ == nullptr))
+      << "a ZeRO layout needs its DP group, and only it";
+  if (zero_ != nullptr) {
+    CONVEYOR_ASSERT(zero_->shards() == dp_group_->world_size() &&
+                    zero_->index() == dp_group_->rank())
+        << "shard layout " << zero_->index() << " of " << zero_->shards() << " for rank "
+        << dp_group_->rank() << " of a DP group of " << dp_group_->world_size();
+    for (const std::string& name : SharedNames(holders)) {
+      CONVEYOR_ASSERT(!zero_->scattered(name)) << "shared " << name << " is reduce-scattered";
+    }
+  }
   std::map<std::vector<int>, std::vector<std::string>> by_ranks;
   for (const auto& [name, ranks] : holders) {
     CONVEYOR_ASSERT(!ranks.empty()) << name << " has no holder";
@@ -40,6 +56,15 @@ GradSync::GradSync(Transport* world, const std::map<std::string, std::vector<int
     group.transport = world->NewGroup(ranks);
     groups_.push_back(std::move(group));
   }
+}
+
+std::set<std::string> GradSync::SharedNames(
+    const std::map<std::string, std::vector<int>>& holders) {
+  std::set<std::string> shared;
+  for (const auto& [name, ranks] : holders) {
+    if (ranks.size() >= 2) shared.insert(name);
+  }
+  return shared;
 }
 
 void GradSync::SumShared(const NamedTensors& params) {
@@ -75,13 +100,26 @@ void GradSync::SumShared(const NamedTensors& params) {
 double GradSync::GlobalNorm(const NamedTensors& params) {
   at::NoGradGuard no_grad;
   double local = 0;
+  double scattered = 0;  // this replica's range of the scattered parameters
   std::set<std::string> counted;
   for (const auto& [name, p] : params) {
     auto it = owner_.find(name);
     CONVEYOR_ASSERT(it != owner_.end()) << "unknown parameter " << name;
     if (it->second != rank_ || !counted.insert(name).second || !p.grad().defined()) continue;
     if (tp_.rank != 0 && TensorParallelSplitOf(name).replicated()) continue;
-    local += p.grad().to(at::kDouble).pow(2).sum().item<double>();
+    if (zero_ != nullptr && zero_->scattered(name)) {
+      const int64_t offset = zero_->OffsetOf(p);
+      const auto [lo, hi] = zero_->Overlap(offset, p.numel(), zero_->index());
+      const at::Tensor mine = p.grad().reshape({-1}).narrow(0, lo - offset, hi - lo);
+      scattered += mine.to(at::kDouble).pow(2).sum().item<double>();
+    } else {
+      local += p.grad().to(at::kDouble).pow(2).sum().item<double>();
+    }
+  }
+  if (zero_ != nullptr) {
+    std::vector<at::Tensor> total = {at::full({1}, scattered, at::kDouble)};
+    dp_group_->AllReduceSum(total);
+    local += total[0].item<double>();
   }
   if (world_ != nullptr && world_->world_size() > 1) {
     std::vector<at::Tensor> total = {at::full({1}, local, at::kDouble)};

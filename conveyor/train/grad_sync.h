@@ -2,6 +2,11 @@
 // input embedding and LM head on the first and last stage, DualPipe's two model copies) get
 // the sum of their gradients, and the global gradient norm counts every parameter once.
 //
+// Under ZeRO stage 1 (a ShardLayout, shard_layout.h) the data-parallel reducer leaves each
+// replica the summed gradient of only its range of the scattered parameters: the norm then
+// counts that range on each replica and sums it over the DP group. The shared parameters
+// (SharedNames) must be whole in that layout, as SumShared sums whole tensors.
+//
 // Every rank computes the same `holders` map (from the model and the partition, without
 // exchanging anything), so the sub-groups are created in one fixed order on every rank.
 //
@@ -11,12 +16,14 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "conveyor/comm/transport.h"
 #include "conveyor/module/stage_module.h"
 #include "conveyor/nn/tensor_parallel.h"
+#include "conveyor/train/shard_layout.h"
 
 namespace conveyor {
 
@@ -26,14 +33,23 @@ class GradSync {
   // duplicates allowed: a rank may hold two copies). `world` (the pipeline's ranks) may be
   // null for a single rank. `tp`: the tensor-parallel shard this rank holds of each of its
   // parameters (tensor_parallel.h); `tp.group` must outlive the GradSync.
+  // `dp_group` and `zero`: both null, or this rank's DP group and the ZeRO-1 layout of its
+  // parameters (shards = the group's size, index = its rank; every shared name whole), both
+  // outliving the GradSync.
   GradSync(Transport* world, const std::map<std::string, std::vector<int>>& holders,
-           const TensorParallel& tp = {});
+           const TensorParallel& tp = {}, Transport* dp_group = nullptr,
+           std::shared_ptr<const ShardLayout> zero = nullptr);
+
+  // The names SumShared sums: those with two copies or more in `holders`.
+  static std::set<std::string> SharedNames(const std::map<std::string, std::vector<int>>& holders);
 
   // Every copy's gradient becomes the sum over all copies (local and remote).
   void SumShared(const NamedTensors& params);
 
   // sqrt of the sum of squared gradients over every distinct parameter of the model: split
-  // parameters count every tensor-parallel shard, replicated ones once.
+  // parameters count every tensor-parallel shard, replicated ones once. With a layout, the
+  // scattered parameters count this replica's range, summed over the DP group (collective
+  // over it too).
   double GlobalNorm(const NamedTensors& params);
 
   // Scales every gradient by `factor`.
@@ -48,6 +64,8 @@ class GradSync {
   Transport* world_;
   int rank_;
   TensorParallel tp_;
+  Transport* dp_group_;
+  std::shared_ptr<const ShardLayout> zero_;
   std::vector<Group> groups_;
   std::map<std::string, int> owner_;  // the rank that counts a name in the norm
 };

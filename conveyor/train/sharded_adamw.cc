@@ -2,8 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-
 #include "conveyor/common/error.h"
 
 namespace conveyor {
@@ -22,14 +20,6 @@ ShardedAdamW::ShardedAdamW(AdamWOptions options, Transport* group)
   CONVEYOR_ASSERT(group_ != nullptr) << "ShardedAdamW needs a data-parallel group";
 }
 
-std::pair<int64_t, int64_t> ShardedAdamW::ShardRange(int64_t numel, int shards, int index) {
-  CONVEYOR_ASSERT(shards >= 1 && index >= 0 && index < shards) << index << " of " << shards;
-  const int64_t base = numel / shards;
-  const int64_t extra = numel % shards;
-  const int64_t begin = index * base + std::min<int64_t>(index, extra);
-  return {begin, begin + base + (index < extra ? 1 : 0)};
-}
-
 void ShardedAdamW::Bind(const NamedTensors& params) {
   CONVEYOR_ASSERT(!params.empty()) << "ShardedAdamW needs parameters";
   if (names_.empty()) {
@@ -40,6 +30,7 @@ void ShardedAdamW::Bind(const NamedTensors& params) {
       shapes_.push_back(p.sizes().vec());
       numels_.push_back(p.numel());
     }
+    layout_.emplace(params, group_->world_size(), group_->rank());
     return;
   }
   CONVEYOR_ASSERT(params.size() == names_.size())
@@ -50,19 +41,12 @@ void ShardedAdamW::Bind(const NamedTensors& params) {
   }
 }
 
-int64_t ShardedAdamW::Numel() const {
-  int64_t n = 0;
-  for (int64_t numel : numels_) n += numel;
-  return n;
-}
-
 std::vector<ShardedAdamW::Piece> ShardedAdamW::PiecesOf(int shard) const {
-  const auto [begin, end] = ShardRange(Numel(), group_->world_size(), shard);
+  const int64_t begin = layout_->range(shard).first;
   std::vector<Piece> pieces;
   int64_t offset = 0;  // of parameter i in the flat vector
   for (size_t i = 0; i < numels_.size(); ++i) {
-    const int64_t lo = std::max(begin, offset);
-    const int64_t hi = std::min(end, offset + numels_[i]);
+    const auto [lo, hi] = layout_->Overlap(offset, numels_[i], shard);
     if (lo < hi) pieces.push_back(Piece{i, lo - offset, hi - lo, lo - begin});
     offset += numels_[i];
   }
@@ -75,12 +59,12 @@ void ShardedAdamW::Step(const NamedTensors& params, double lr, int64_t step) {
   const int me = group_->rank();
   const int shards = group_->world_size();
   if (!exp_avg_.defined()) {
-    const auto [begin, end] = ShardRange(Numel(), shards, me);
+    const auto [begin, end] = layout_->range(me);
     exp_avg_ = at::zeros({end - begin}, params.front().second.options());
     exp_avg_sq_ = at::zeros_like(exp_avg_);
   }
   // This replica's range, updated in place.
-  const int64_t longest = ShardRange(Numel(), shards, 0).second;
+  const int64_t longest = layout_->range(0).second;
   at::Tensor mine = at::zeros({longest}, exp_avg_.options());
   for (const Piece& piece : PiecesOf(me)) {
     const auto& [name, p] = params[piece.param];
@@ -105,13 +89,12 @@ void ShardedAdamW::Step(const NamedTensors& params, double lr, int64_t step) {
 
 at::Tensor ShardedAdamW::GatherRanges(const at::Tensor& mine) const {
   const int shards = group_->world_size();
-  const int64_t n = Numel();
-  at::Tensor padded = at::zeros({ShardRange(n, shards, 0).second}, mine.options());
+  at::Tensor padded = at::zeros({layout_->range(0).second}, mine.options());
   padded.narrow(0, 0, mine.numel()).copy_(mine);
   const std::vector<at::Tensor> ranges = group_->AllGather(padded);
   std::vector<at::Tensor> parts;
   for (int r = 0; r < shards; ++r) {
-    const auto [begin, end] = ShardRange(n, shards, r);
+    const auto [begin, end] = layout_->range(r);
     parts.push_back(ranges[r].narrow(0, 0, end - begin));
   }
   return at::cat(parts);
@@ -143,7 +126,7 @@ void ShardedAdamW::LoadState(const NamedTensors& params,
     exp_avg_sqs.push_back(AdamW::StateEntry(state, name + "/exp_avg_sq", p));
   }
   Bind(params);
-  const auto [begin, end] = ShardRange(Numel(), group_->world_size(), group_->rank());
+  const auto [begin, end] = layout_->range(group_->rank());
   exp_avg_ = at::empty({end - begin}, params.front().second.options());
   exp_avg_sq_ = at::empty_like(exp_avg_);
   for (const Piece& piece : PiecesOf(group_->rank())) {

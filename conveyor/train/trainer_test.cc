@@ -388,6 +388,53 @@ TEST_F(TrainerTest, ZeroShardedOptimizerTrainsLikeOneProcessOnHalfTheState) {
   }
 }
 
+// ZeRO stage 1 reduce-scatters the gradients of the unshared parameters: each replica
+// receives the summed gradient of only its range of them (the two replicas' ranges make up
+// the whole), the tied embedding is all-reduced whole, and the gradient norm (above the clip,
+// so that it scales the update) is the one the all-reduced gradients give.
+TEST_F(TrainerTest, ZeroReduceScattersTheGradientsAndKeepsTheNorm) {
+  TrainConfig c = TinyGpt();
+  c.batch_size = 8;
+  c.microbatches = 4;
+  c.tie_embeddings = true;
+  c.dp = 2;
+  c.pp = 2;
+  c.schedule = "1f1b";
+  std::mutex mu;
+  std::map<int, StepMetrics> plain, zero;
+  std::map<int, MeshCoords> coords;
+  auto step_into = [&](std::map<int, StepMetrics>& metrics) {
+    return [&](Trainer& t, Transport&) {
+      const StepMetrics m = t.Step();
+      std::lock_guard<std::mutex> lock(mu);
+      metrics[t.rank()] = m;
+      coords[t.rank()] = t.coords();
+    };
+  };
+  TrainOnThreads(c, step_into(plain));
+  c.zero = 1;
+  TrainOnThreads(c, step_into(zero));
+  ASSERT_EQ(zero.size(), 4u);
+  std::map<int, int64_t> kept_by_stage;  // pipeline rank -> both replicas' kept bytes
+  for (const auto& [rank, m] : zero) {
+    const StepMetrics& p = plain.at(rank);
+    EXPECT_EQ(p.dp.scattered_bytes, 0) << "rank " << rank;
+    EXPECT_GT(p.grad_norm, c.clip) << "rank " << rank;
+    EXPECT_NEAR(m.grad_norm, p.grad_norm, 1e-6 * p.grad_norm) << "rank " << rank;
+    EXPECT_EQ(m.dp.bytes, p.dp.bytes) << "rank " << rank;
+    // The tied embedding (on both pipeline ranks) is all-reduced, the rest reduce-scattered.
+    EXPECT_GT(m.dp.scattered_bytes, 0) << "rank " << rank;
+    EXPECT_LT(m.dp.scattered_bytes, m.dp.bytes) << "rank " << rank;
+    EXPECT_GT(m.dp.scattered_kept_bytes, 0) << "rank " << rank;
+    EXPECT_LT(m.dp.scattered_kept_bytes, m.dp.scattered_bytes) << "rank " << rank;
+    kept_by_stage[coords.at(rank).pp] += m.dp.scattered_kept_bytes;
+  }
+  for (const auto& [rank, m] : zero) {
+    EXPECT_EQ(kept_by_stage.at(coords.at(rank).pp), m.dp.scattered_bytes)
+        << "the replicas' ranges make up the whole: rank " << rank;
+  }
+}
+
 // A --zero 1 checkpoint holds the whole state: it resumes with --zero 1 and on one process
 // with the uninterrupted losses.
 TEST_F(TrainerTest, ZeroShardedCheckpointResumes) {
