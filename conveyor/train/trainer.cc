@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "conveyor/comm/hop_latency.h"
 #include "conveyor/module/microbatch.h"
@@ -60,6 +63,27 @@ std::unique_ptr<Transport> CreateGroups(Transport* world, const Mesh& mesh, Mesh
   return mine;
 }
 
+// "all-reduce 4.0 MiB": a collective as a trace names it.
+std::string CollectiveName(const CollectiveSpan& c) {
+  const double bytes = static_cast<double>(c.bytes);
+  char size[32];
+  if (bytes >= (1 << 20)) {
+    std::snprintf(size, sizeof size, " %.1f MiB", bytes / (1 << 20));
+  } else if (bytes >= (1 << 10)) {
+    std::snprintf(size, sizeof size, " %.1f KiB", bytes / (1 << 10));
+  } else {
+    std::snprintf(size, sizeof size, " %.0f B", bytes);
+  }
+  return c.name + (c.bytes > 0 ? size : "");
+}
+
+// Records `spans` as phases of `track` and returns the seconds they took.
+double RecordCollectives(const std::vector<CollectiveSpan>& spans, PhaseTrack track,
+                         StepRecorder& recorder) {
+  for (const CollectiveSpan& c : spans) recorder.Phase(CollectiveName(c), c.start, c.end, track);
+  return TotalSeconds(spans);
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task, Transport* world)
@@ -84,10 +108,14 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
     if (owned != nullptr) return owned.get();
     return mesh_.extent(axis) == mesh_.size() ? world : nullptr;
   };
-  tp_group_ = group(tp_owned_, MeshAxis::kTp);
-  dp_group_ = group(dp_owned_, MeshAxis::kDp);
+  auto timed = [](Transport* g, std::unique_ptr<TimedTransport>& t) -> Transport* {
+    if (g == nullptr) return nullptr;
+    t = std::make_unique<TimedTransport>(g);
+    return t.get();
+  };
+  tp_group_ = timed(group(tp_owned_, MeshAxis::kTp), tp_timed_);
+  dp_group_ = timed(mesh_.dp() > 1 ? group(dp_owned_, MeshAxis::kDp) : nullptr, dp_timed_);
   pipeline_group_ = group(pp_owned_, MeshAxis::kPp);
-  if (mesh_.dp() == 1) dp_group_ = nullptr;
   tp_ = TensorParallel{mesh_.tp(), coords_.tp, mesh_.tp() > 1 ? tp_group_ : nullptr};
   if (dp_group_ != nullptr) program_ = WithGradReductions(program_);
   const AdamWOptions adamw{.weight_decay = config.weight_decay};
@@ -120,13 +148,21 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   for (const auto& [index, stage] : pipeline_->stages()) {
     stage->set_recompute(config_.recompute == Recompute::kFull);
   }
+  const auto holders = Holders(layout, layers, partition_);
+  // ZeRO-1: the reducer reduce-scatters the gradients of the unshared parameters over
+  // ShardedAdamW's ranges (shard_layout.h); the shared ones stay whole for SumShared.
+  std::shared_ptr<const ShardLayout> zero;
+  if (config_.zero == 1 && dp_group_ != nullptr) {
+    zero = std::make_shared<const ShardLayout>(Parameters(), dp_group_->world_size(),
+                                               dp_group_->rank(), GradSync::SharedNames(holders));
+  }
   if (dp_group_ != nullptr) {
-    dp_reducer_ = std::make_unique<DataParallelReducer>(dp_group_, kBucketBytes);
+    dp_reducer_ = std::make_unique<DataParallelReducer>(dp_group_, kBucketBytes, zero);
     pipeline_->executor().set_reduce_grad_hook(
         [this](Stage& stage) { dp_reducer_->Start(stage.module().NamedParameters()); });
   }
-  grad_sync_ =
-      std::make_unique<GradSync>(pipeline_group_, Holders(layout, layers, partition_), tp_);
+  grad_sync_ = std::make_unique<GradSync>(pipeline_group_, holders, tp_,
+                                          zero != nullptr ? dp_group_ : nullptr, zero);
   clock_origin_ = SharedClockOrigin(world);
   recorder_ = std::make_unique<StepRecorder>(pipeline_rank(), layout.num_ranks(), clock_origin_);
   recorder_->Attach(pipeline_->executor());
@@ -146,6 +182,9 @@ StepMetrics Trainer::Step() {
   const Batch batch = task_->TrainBatch(step_);
   const Batch mine = mesh_.dp() > 1 ? SliceBatch(batch, coords_.dp, mesh_.dp()) : batch;
   recorder_->BeginStep();
+  // From here on, the collectives of this step (not those of evaluations or checkpoints).
+  if (tp_timed_ != nullptr) tp_timed_->TakeSpans();
+  if (dp_timed_ != nullptr) dp_timed_->TakeSpans();
   const double pipeline_start = Executor::Now() - clock_origin_;
   const double local_loss =
       pipeline_->Step(SplitBatch(mine, config_.microbatches, CountTargets(batch.targets)));
@@ -198,9 +237,21 @@ StepMetrics Trainer::Step() {
   }
   step_ = m.step;
   recorder_->Phase("optimizer", phase);
+  AxisCommTimes axes;
+  if (dp_timed_ != nullptr) {
+    axes.dp_s = RecordCollectives(dp_timed_->TakeSpans(), PhaseTrack::kDataParallel, *recorder_);
+    // Exposed: the collectives on this thread (the reducer's are m.dp.comm_s of dp_s) and the
+    // reducer's that the optimizer waited for (at most all of them: the wait also covers
+    // the reducer thread's copies and wake-up).
+    axes.dp_exposed_s =
+        std::clamp(axes.dp_s - m.dp.comm_s + std::min(m.dp.exposed_s, m.dp.comm_s), 0.0, axes.dp_s);
+  }
+  if (tp_timed_ != nullptr) {
+    axes.tp_s = RecordCollectives(tp_timed_->TakeSpans(), PhaseTrack::kTensorParallel, *recorder_);
+  }
   totals_.Add(recorder_->step(), pipeline_->executor().last_stats(),
               BreakDownComm(layout, recorder_->step(), pipeline_rank(), post_times), last - first,
-              pipeline_peak_bytes);
+              pipeline_peak_bytes, axes);
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.tokens_per_s = task_->TokensPerBatch() / m.seconds;
   return m;

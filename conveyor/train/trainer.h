@@ -16,9 +16,10 @@
 // constructor, in one order on every rank. With tp > 1 every stage holds this rank's
 // tensor-parallel shard of its layers (tensor_parallel.h); the replicated parameters are
 // counted once in the gradient norm. With config.zero = 1 and dp > 1 the AdamW state is
-// sharded across each DP group (ZeRO stage 1, sharded_adamw.h): each replica keeps and
-// updates 1/dp of it and the replicas all-gather the updated weights; with dp = 1 it is the
-// plain AdamW.
+// sharded across each DP group (ZeRO stage 1, sharded_adamw.h): the reducer reduce-scatters
+// the gradients so that each replica receives the sum of its range only (shard_layout.h;
+// shared parameters stay whole), each replica keeps and updates 1/dp of the state and the
+// replicas all-gather the updated weights; with dp = 1 it is the plain AdamW.
 //
 // Every rank constructs a Trainer with the same config and task and calls the same methods
 // in the same order (they are collective). Losses do not depend on the schedule, pp or dp:
@@ -35,6 +36,7 @@
 #include "conveyor/mesh/mesh.h"
 #include "conveyor/partition/partition.h"
 #include "conveyor/profile/step_recorder.h"
+#include "conveyor/profile/timed_transport.h"
 #include "conveyor/runtime/pipeline_rank.h"
 #include "conveyor/timeline/timeline.h"
 #include "conveyor/train/data_parallel_reducer.h"
@@ -111,7 +113,8 @@ class Trainer {
   const StepRecorder& recorder() const { return *recorder_; }
   // This rank's measured timeline of its last step, seconds since a clock origin all ranks
   // share: computes, posts and waits, the phases after the pipeline ("sum shared grads",
-  // "grad norm", "gather loss", "optimizer"), and the counters of StepRecorder.
+  // "grad norm", "gather loss", "optimizer"), every collective of the data- and
+  // tensor-parallel groups on those axes' tracks, and the counters of StepRecorder.
   const Timeline& LastTimeline() const { return recorder_->step(); }
   // One-way seconds of one micro-batch's activation between neighbouring ranks, measured
   // when the trainer was built (MeasureHopLatency); 0 on one rank.
@@ -128,6 +131,8 @@ class Trainer {
   // world is `world`; a group of one rank is null, but for the pipeline, which always has
   // a transport when the world has one).
   std::unique_ptr<Transport> tp_owned_, dp_owned_, pp_owned_;
+  // The TP and DP groups, timed (their collectives become phases on their tracks).
+  std::unique_ptr<TimedTransport> tp_timed_, dp_timed_;
   Transport* tp_group_ = nullptr;
   Transport* dp_group_ = nullptr;
   Transport* pipeline_group_ = nullptr;
