@@ -26,11 +26,13 @@ using Clock = std::chrono::steady_clock;
 // One message or receive; guarded by its group's mutex.
 struct Slot {
   at::Tensor tensor;  // a receive's buffer, or an unmatched send's copy
+  std::uint32_t tag = 0;
   bool done = false;
   std::string error;  // set when done and the transfer failed
 };
 
-using Key = std::tuple<int, int, std::uint32_t>;  // (src, dst, tag), group ranks
+// (src, dst, tag), group ranks; the tag is 0 when messages match by order.
+using Key = std::tuple<int, int, std::uint32_t>;
 
 // One collective call, met by every rank of the group.
 struct Collective {
@@ -94,9 +96,14 @@ std::string Mismatch(const at::Tensor& got, const at::Tensor& expected, const ch
          ShapeAndDtype(expected);
 }
 
-// Copies a message into a receive and completes it. Requires the group's mutex.
-void Deliver(const at::Tensor& message, Slot& recv) {
-  recv.error = Mismatch(message, recv.tensor, "a receive buffer");
+// Copies a message of tag `tag` into a receive and completes it. Requires the group's mutex.
+void Deliver(const at::Tensor& message, std::uint32_t tag, Slot& recv) {
+  if (tag != recv.tag) {
+    recv.error = "matched by order a message of tag " + std::to_string(tag) +
+                 ": the two ranks post their messages in different orders";
+  } else {
+    recv.error = Mismatch(message, recv.tensor, "a receive buffer");
+  }
   if (recv.error.empty()) recv.tensor.copy_(message);
   recv.done = true;
 }
@@ -169,13 +176,14 @@ class LocalTransport : public Transport {
     slot->done = true;
     {
       std::lock_guard<std::mutex> lock(group_->mutex);
-      Key key{rank(), dst, tag};
+      Key key{rank(), dst, MatchTag(tag)};
       if (std::shared_ptr<Slot> recv = PopFront(group_->pending_recvs, key)) {
-        Deliver(tensor, *recv);
+        Deliver(tensor, tag, *recv);
         group_->cv.notify_all();
       } else {
         auto message = std::make_shared<Slot>();
         message->tensor = tensor.clone(at::MemoryFormat::Contiguous);
+        message->tag = tag;
         group_->unmatched_sends[key].push_back(std::move(message));
       }
     }
@@ -189,11 +197,12 @@ class LocalTransport : public Transport {
         << Describe("recv", "from", src, tag) << ": the buffer must be a contiguous tensor";
     auto slot = std::make_shared<Slot>();
     slot->tensor = std::move(buffer);
+    slot->tag = tag;
     {
       std::lock_guard<std::mutex> lock(group_->mutex);
-      Key key{src, rank(), tag};
+      Key key{src, rank(), MatchTag(tag)};
       if (std::shared_ptr<Slot> message = PopFront(group_->unmatched_sends, key)) {
-        Deliver(message->tensor, *slot);
+        Deliver(message->tensor, message->tag, *slot);
       } else {
         group_->pending_recvs[key].push_back(slot);
       }
@@ -238,6 +247,9 @@ class LocalTransport : public Transport {
   }
 
  private:
+  // The tag messages are matched by.
+  std::uint32_t MatchTag(std::uint32_t tag) const { return options_.match_by_order ? 0 : tag; }
+
   std::string Describe(const char* op, const char* direction, int peer, std::uint32_t tag) const {
     return ranks_.Describe(op, direction, peer, tag);
   }

@@ -258,6 +258,43 @@ TEST(LocalTransportTest, ReportedFailureAbortsOtherRanksNamingTheRank) {
   });
 }
 
+// Matched by order, as NCCL matches: the same posting order on both sides works whatever
+// the tags' order; another order fails the receive naming both tags.
+TEST(LocalTransportTest, MatchedByOrderMessagesNeedOneOrderOnBothSides) {
+  TransportOptions options{kLong};
+  options.match_by_order = true;
+  for (const bool same_order : {true, false}) {
+    auto world = LocalWorld(2, options);
+    std::string error;
+    RunRankThreads(world, [&](int r) {
+      Transport& t = *world[r];
+      if (r == 0) {
+        t.Send(at::full({2}, 7.0), 1, 7);  // tag 7 first, then tag 3
+        t.Send(at::full({2}, 3.0), 1, 3);
+        return;
+      }
+      const std::vector<std::uint32_t> tags =
+          same_order ? std::vector<std::uint32_t>{7, 3} : std::vector<std::uint32_t>{3, 7};
+      for (const std::uint32_t tag : tags) {
+        at::Tensor buffer = at::zeros({2});
+        try {
+          t.Recv(buffer, 0, tag)->Wait();
+          EXPECT_EQ(buffer[0].item<float>(), tag);
+        } catch (const CommError& e) {
+          error = e.what();
+          return;
+        }
+      }
+    });
+    if (same_order) {
+      EXPECT_EQ(error, "");
+    } else {
+      EXPECT_THAT(error, HasSubstr("tag 3"));
+      EXPECT_THAT(error, HasSubstr("matched by order a message of tag 7"));
+    }
+  }
+}
+
 TEST(LocalTransportTest, MismatchedBufferFailsTheReceive) {
   RunWorld(2, kLong, [](Transport& t) {
     if (t.rank() == 0) {

@@ -43,6 +43,12 @@ struct TransportOptions {
   // Bound on every blocking wait: Work::Wait() (counted from the call of Wait, not from the
   // posting), a collective, the creation of a group or of the transport itself.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  // Match point-to-point messages by (sender, receiver) in posting order alone, as NCCL
+  // does, instead of by (sender, receiver, tag). Read by the in-process transport only (to
+  // test that a program posts the messages between two ranks in the same order on both
+  // sides): a message matched to a receive of another tag fails the receive with a
+  // CommError naming both tags. c10d over Gloo always matches by tag.
+  bool match_by_order = false;
 };
 
 // A pending point-to-point operation.

@@ -120,6 +120,8 @@ StepOutcome RunPipeline(const Program& compute_program, const GptConfig& config,
   const MakeStageModule make = GptStages(layout, config, seed);
   TransportOptions options;
   options.timeout = std::chrono::seconds(60);
+  // As NCCL matches: by order between two ranks (and the tags must agree too).
+  options.match_by_order = true;
   auto transports = LocalWorld(p, options);
   std::vector<std::unique_ptr<PipelineRank>> ranks;
   for (int r = 0; r < p; ++r) {

@@ -40,6 +40,8 @@ StepOutcome RunRankStep(const Program& program, int rank, Transport& transport,
 StepOutcome RunReference(const GptConfig& config, uint64_t seed, const std::vector<Batch>& batches,
                          double lr);
 // With `recompute`, every stage recomputes its forward at backward time (Stage::set_recompute).
+// The ranks' transports match messages by order, as NCCL does (TransportOptions::
+// match_by_order), so a program posting two ranks' messages in different orders fails.
 StepOutcome RunPipeline(const Program& compute_program, const GptConfig& config, uint64_t seed,
                         const std::vector<Batch>& batches, double lr, bool recompute = false);
 
