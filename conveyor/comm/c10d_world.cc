@@ -12,11 +12,13 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
 
 #include "conveyor/comm/heartbeat_monitor.h"
 #include "conveyor/comm/shm_segment.h"
+#include "conveyor/comm/torch_compat.h"
 #include "conveyor/common/env.h"
 
 namespace conveyor {
@@ -78,8 +80,14 @@ bool KeepListenerOnLoopback(int port) {
   return done;
 }
 
-// A store client (and, with `serve`, the server). The client's requests wait up to `timeout`
-// for an answer once a wait() has set that bound on its socket.
+// Whether this rank serves the world's store: rank 0, unless the launcher serves it.
+bool ServesStore(const RendezvousInfo& info) {
+  return info.rank == 0 && !info.launcher_serves_store;
+}
+
+// A store client (and, with `serve`, the server), seeing only the keys under
+// info.store_prefix. The client's requests wait up to `timeout` for an answer once a wait()
+// has set that bound on its socket.
 c10::intrusive_ptr<c10d::Store> ConnectStore(const RendezvousInfo& info, bool serve,
                                              std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions options;
@@ -87,11 +95,16 @@ c10::intrusive_ptr<c10d::Store> ConnectStore(const RendezvousInfo& info, bool se
   options.isServer = serve;
   options.timeout = timeout;
   options.waitWorkers = false;  // AwaitArrivals does it, naming who is missing
-  auto store = c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
+  UseClassicTcpStore(options);
+  c10::intrusive_ptr<c10d::Store> store =
+      c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
   if (serve && IsLoopback(info.master_addr) && !KeepListenerOnLoopback(info.master_port)) {
     std::cerr << "conveyor: warning: the rendezvous store on port " << info.master_port
               << " could not be limited to the loopback interface; it listens on all of them"
               << std::endl;
+  }
+  if (!info.store_prefix.empty()) {
+    store = c10::make_intrusive<c10d::PrefixStore>(info.store_prefix, std::move(store));
   }
   return store;
 }
@@ -135,12 +148,14 @@ C10dWorld::C10dWorld(const RendezvousInfo& info, const C10dOptions& options)
   const auto deadline = Clock::now() + options.connect_timeout;
   const std::string who = self_ + " of " + std::to_string(info.world_size);
   try {
-    store_ = ConnectStore(info, info.rank == 0, options.connect_timeout);
+    store_ = ConnectStore(info, ServesStore(info), options.connect_timeout);
   } catch (const std::exception& e) {
+    const std::string server = info.launcher_serves_store ? "the launcher" : "rank 0";
     throw CommError(who + ": rendezvous at the store " + where_ + " failed" +
-                    (info.rank == 0 ? " (is the port free?)"
-                                    : " within " + Seconds(options.connect_timeout) +
-                                          " (rank 0 serves it: did it start, at that address?)") +
+                    (ServesStore(info)
+                         ? " (is the port free?)"
+                         : " within " + Seconds(options.connect_timeout) + " (" + server +
+                               " serves it: did it start, at that address?)") +
                     ": " + Brief(e));
   }
   try {

@@ -1,6 +1,7 @@
 // The rendezvous through rank 0's TCPStore (C10dWorld, reached through ConnectC10d): bounded
 // by the connect timeout, naming the rank that is missing, refusing a port held by another
-// program, and listening on loopback only for a local run.
+// program, and listening on loopback only for a local run; through torchrun's store instead
+// when the launcher serves one.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <gmock/gmock.h>
@@ -17,6 +18,7 @@
 
 #include "conveyor/comm/c10d_transport.h"
 #include "conveyor/comm/comm_error.h"
+#include "conveyor/comm/torch_compat.h"
 #include "conveyor/launch/rendezvous.h"
 
 namespace conveyor {
@@ -104,6 +106,27 @@ TEST(C10dWorldTest, LocalStoreIsReachableThroughLoopbackOnly) {
   options.connect_timeout = std::chrono::seconds(30);
   std::unique_ptr<Transport> transport = ConnectC10d(info, options);
   EXPECT_THAT(ListenerDevices(info.master_port), ::testing::ElementsAre("lo"));
+}
+
+TEST(C10dWorldTest, StoreServedByTheLauncherIsJoinedUnderThePrefix) {
+  // The launcher's store (torchrun's agent) already listens on MASTER_PORT.
+  c10d::TCPStoreOptions agent_options;
+  agent_options.port = static_cast<std::uint16_t>(PickFreePort());
+  agent_options.isServer = true;
+  agent_options.waitWorkers = false;
+  UseClassicTcpStore(agent_options);
+  c10d::TCPStore agent("127.0.0.1", agent_options);
+  RendezvousInfo info;
+  info.master_addr = "127.0.0.1";
+  info.master_port = agent.getPort();
+  info.launcher_serves_store = true;
+  info.store_prefix = "conveyor/attempt_1";
+  C10dOptions options;
+  options.connect_timeout = std::chrono::seconds(30);
+  // Rank 0 serving the store itself would fail: the port is taken.
+  std::unique_ptr<Transport> transport = ConnectC10d(info, options);
+  EXPECT_TRUE(agent.check({"conveyor/attempt_1/conveyor/heartbeat/0"}));
+  EXPECT_FALSE(agent.check({"conveyor/heartbeat/0"}));
 }
 
 }  // namespace

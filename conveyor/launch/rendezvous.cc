@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 #include "conveyor/common/error.h"
@@ -94,6 +95,14 @@ RendezvousInfo RendezvousFromEnvironment(const Environment& env) {
       local_rank ? ParseInt(names.local_rank, *local_rank, 0, info.world_size - 1) : info.rank;
   info.master_addr = Require(env, "MASTER_ADDR", names.launcher);
   info.master_port = ParseInt("MASTER_PORT", Require(env, "MASTER_PORT", names.launcher), 1, 65535);
+  if (Lookup(env, "TORCHELASTIC_USE_AGENT_STORE") == "True") {
+    const std::optional<std::string> restarts = Lookup(env, "TORCHELASTIC_RESTART_COUNT");
+    info.launcher_serves_store = true;
+    info.store_prefix = "conveyor/attempt_" +
+                        std::to_string(restarts ? ParseInt("TORCHELASTIC_RESTART_COUNT", *restarts,
+                                                           0, std::numeric_limits<int>::max())
+                                                : 0);
+  }
   return info;
 }
 

@@ -2,7 +2,8 @@
 //
 // Three launchers are understood:
 //   torchrun (and conveyor's own launcher): RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
-//     MASTER_PORT; LOCAL_RANK defaults to RANK (one node) when absent;
+//     MASTER_PORT; LOCAL_RANK defaults to RANK (one node) when absent; torchrun's
+//     TORCHELASTIC_USE_AGENT_STORE and TORCHELASTIC_RESTART_COUNT (see RendezvousInfo);
 //   Slurm (srun): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, and MASTER_ADDR / MASTER_PORT,
 //     which the job script must export (Slurm does not pick an address);
 //   Open MPI (mpirun): OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
@@ -36,6 +37,13 @@ struct RendezvousInfo {
   std::string master_addr;  // host of rank 0, which serves the rendezvous store
   int master_port = 0;
   std::string launcher;  // "torchrun", "slurm" or "openmpi": which variables were read
+  // torchrun's agent already serves a store at MASTER_ADDR:MASTER_PORT
+  // (TORCHELASTIC_USE_AGENT_STORE=True): then every rank, rank 0 included, connects to it as
+  // a client, and keeps its keys under store_prefix, which names the attempt
+  // (TORCHELASTIC_RESTART_COUNT), so a world restarted by torchrun never reads its
+  // predecessor's keys. False, and store_prefix empty: rank 0 serves the store.
+  bool launcher_serves_store = false;
+  std::string store_prefix;
 };
 
 // Whether `env` (tests), or the process environment, makes this process one rank of a

@@ -37,6 +37,28 @@ TEST(RendezvousTest, ReadsTorchrunVariables) {
   EXPECT_EQ(info.master_port, 29511);
 }
 
+TEST(RendezvousTest, TorchrunsAgentStoreIsUsedUnderAPrefixPerAttempt) {
+  const Environment env = {{"RANK", "0"},
+                           {"WORLD_SIZE", "4"},
+                           {"MASTER_ADDR", "h"},
+                           {"MASTER_PORT", "29500"},
+                           {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                           {"TORCHELASTIC_RESTART_COUNT", "2"}};
+  RendezvousInfo info = RendezvousFromEnvironment(env);
+  EXPECT_TRUE(info.launcher_serves_store);
+  EXPECT_EQ(info.store_prefix, "conveyor/attempt_2");
+
+  Environment own = env;
+  own["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  info = RendezvousFromEnvironment(own);
+  EXPECT_FALSE(info.launcher_serves_store);
+  EXPECT_EQ(info.store_prefix, "");
+
+  Environment bad = env;
+  bad["TORCHELASTIC_RESTART_COUNT"] = "x";
+  EXPECT_NE(ErrorOf(bad).find("TORCHELASTIC_RESTART_COUNT"), std::string::npos) << ErrorOf(bad);
+}
+
 TEST(RendezvousTest, LocalRankDefaultsToRank) {
   RendezvousInfo info = RendezvousFromEnvironment(
       {{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
