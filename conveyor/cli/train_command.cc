@@ -111,6 +111,8 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
       summary.dp.comm_s += m.dp.comm_s;
       summary.dp.exposed_s += m.dp.exposed_s;
       summary.dp.bytes += m.dp.bytes;
+      summary.dp.scattered_bytes += m.dp.scattered_bytes;
+      summary.dp.scattered_kept_bytes += m.dp.scattered_kept_bytes;
       summary.dp.buckets += m.dp.buckets;
     }
     if (m.skipped) {

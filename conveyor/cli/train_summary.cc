@@ -58,6 +58,12 @@ void PrintTrainSummary(const TrainSummary& s) {
         "which %s hidden behind the pipeline (rank 0)\n",
         s.dp.bytes / steps / (1 << 20), s.dp.buckets / steps, 1e3 * s.dp.comm_s / steps,
         Percent(s.dp.hidden_fraction()).c_str());
+    if (s.dp.scattered_bytes > 0) {
+      std::printf(
+          "  ZeRO-1: %.2f MiB of them reduce-scattered, of which rank 0 received its range of "
+          "%.2f MiB; the rest all-reduced\n",
+          s.dp.scattered_bytes / steps / (1 << 20), s.dp.scattered_kept_bytes / steps / (1 << 20));
+    }
   }
   std::printf("optimizer state: %.2f MiB of AdamW moments on rank 0\n",
               static_cast<double>(s.optimizer_state_bytes) / (1 << 20));

@@ -60,7 +60,23 @@ TEST(TrainSummaryTest, PrintsTheRunsNumbersAndOneRowPerRank) {
                      "   1   0   1   0      4.00   75.0%      2.50\n"),
             std::string::npos)
       << out;
+  EXPECT_EQ(out.find("ZeRO-1"), std::string::npos) << out;
+  s.dp.buckets = 7;
+  s.dp.bytes = 7 << 20;
+  s.dp.scattered_bytes = 7 << 19;
+  s.dp.scattered_kept_bytes = 7 << 18;
+  ::testing::internal::CaptureStdout();
+  PrintTrainSummary(s);
+  out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("data parallel: per step 1.00 MiB of gradients in 1.0 buckets"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("ZeRO-1: 0.50 MiB of them reduce-scattered, of which rank 0 received its "
+                     "range of 0.25 MiB"),
+            std::string::npos)
+      << out;
   s.mesh.clear();
+  s.dp = DataParallelStats{};
 
   s.skipped_steps = 2;
   s.final_eval.accuracy = 0.5;
