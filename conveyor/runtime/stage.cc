@@ -1,6 +1,7 @@
 #include "conveyor/runtime/stage.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include "conveyor/common/error.h"
