@@ -3,7 +3,6 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -56,6 +55,8 @@ nlohmann::json BenchSchedule(Transport& transport, TrainConfig config, const std
   const std::vector<RankMetrics> ranks = GatherRankMetrics(trainer);
   row["schedule"] = name;
   row["pp"] = config.pp;
+  row["dp"] = trainer.mesh().dp();
+  row["tp"] = config.tp;
   row["microbatches"] = config.microbatches;
   row["measured_bubble_fraction"] = MeasuredBubble(ranks, trainer.totals().pipeline_s());
   const SimResult predicted = PredictFromMeasuredCosts(trainer);
@@ -77,10 +78,12 @@ nlohmann::json BenchSchedule(Transport& transport, TrainConfig config, const std
   return row;
 }
 
-// The same model in this process alone (pp = 1), with as many intra-op threads as the
-// pipeline's ranks have together.
+// The same model in this process alone (dp = tp = pp = 1), with as many intra-op threads as
+// the mesh's ranks have together.
 nlohmann::json BenchSingleProcess(TrainConfig config, int threads) {
   config.pp = 1;
+  config.dp = 1;
+  config.tp = 1;
   config.schedule = "gpipe";
   config.chunks = 0;
   const int before = at::get_num_threads();
@@ -91,6 +94,8 @@ nlohmann::json BenchSingleProcess(TrainConfig config, int threads) {
   at::set_num_threads(before);
   row["schedule"] = "single process";
   row["pp"] = 1;
+  row["dp"] = 1;
+  row["tp"] = 1;
   row["threads"] = threads;
   return row;
 }
@@ -146,14 +151,9 @@ void AddBenchTrain(CLI::App& bench, const std::vector<std::string>& args, int* e
     config.metrics.clear();
     config.trace.clear();
     const std::vector<std::string> names = SelectedSchedules(flags->schedules);
-    flags->train.launch.CheckLocalRanks(config.pp, "--pp");
+    // Progress on stderr, the table on stdout.
+    const RanksOptions options = MeshRanksOptions(config, flags->train.launch);
     PreflightFiles(config);
-    RanksOptions options;
-    options.nproc = config.pp;
-    options.timeout = std::chrono::seconds(config.timeout_s);
-    options.threads = config.threads;
-    options.output = LaunchOptions::Output::kRank0Direct;  // progress on stderr,
-                                                           // table on stdout
     *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
       const bool leader = transport.rank() == 0;
       nlohmann::json rows = nlohmann::json::array();
@@ -165,7 +165,8 @@ void AddBenchTrain(CLI::App& bench, const std::vector<std::string>& args, int* e
         // Rank 0 alone; the others wait for it.
         if (leader) {
           std::fprintf(stderr, "bench train: single process\n");
-          rows.push_back(BenchSingleProcess(config, at::get_num_threads() * config.pp));
+          rows.push_back(
+              BenchSingleProcess(config, at::get_num_threads() * transport.world_size()));
         }
         transport.Barrier();
       }

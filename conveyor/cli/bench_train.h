@@ -1,6 +1,7 @@
 // `conveyor bench train`: the training configuration of the command line (a TOML file and
-// train flags) run for a few steps under each selected schedule, then in one process with as
-// many intra-op threads as the pipeline's ranks have together: step time, throughput and its
+// train flags) run for a few steps under each selected schedule on its --dp x --tp x --pp mesh
+// (its JSON rows say dp, tp and pp), then in one process with as many intra-op threads as the
+// mesh's ranks have together: step time, throughput and its
 // limit under the simulator, measured and predicted bubble, exposed communication, peak
 // activation memory measured and predicted.
 #ifndef CONVEYOR_CLI_BENCH_TRAIN_H_

@@ -516,5 +516,59 @@ TEST(CliTest, PlanRefusesBadMeshFlagsNamingTheValues) {
   }
 }
 
+// generate on a mesh of real processes (4 each: replica 0 samples, replica 1 receives; TP
+// ranks load their shards of the global checkpoint) prints what one process prints, once.
+TEST(CliTest, GenerateOnAMeshPrintsWhatOneProcessPrints) {
+  const std::string dir = ::testing::TempDir() + "conveyor_cli_gen." + std::to_string(::getpid());
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  {
+    std::ofstream out(dir + "/corpus.txt");
+    for (int i = 0; i < 100; ++i) out << "a small corpus for a small model, line " << i << "\n";
+  }
+  const Result t = Conveyor(
+      "train --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 4 "
+      "--microbatches 2 --steps 2 --eval-every 0 --sample-tokens 0 --data " +
+      dir + "/corpus.txt --checkpoint-dir " + dir + "/ckpt");
+  ASSERT_EQ(t.code, 0) << t.out << t.err;
+  const std::string generate = "generate --checkpoint " + dir + "/ckpt --prompt ab --tokens 8 ";
+  const Result one = Conveyor(generate + "--pp 1");
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(Lines(one.out), 1) << one.out;
+  EXPECT_EQ(one.out.rfind("ab", 0), 0u) << one.out;
+  for (const char* mesh : {"--dp 2 --tp 2 --pp 1", "--dp 2 --pp 2 --mesh-order pp-dp-tp"}) {
+    const Result r = Conveyor(generate + mesh);
+    ASSERT_EQ(r.code, 0) << mesh << ": " << r.err;
+    EXPECT_EQ(r.out, one.out) << mesh;
+  }
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(CliTest, BenchTrainRunsOnAMesh) {
+  const std::string dir =
+      ::testing::TempDir() + "conveyor_cli_bench_mesh." + std::to_string(::getpid());
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  {
+    std::ofstream corpus(dir + "/corpus.txt");
+    for (int i = 0; i < 100; ++i) corpus << "a small corpus for a small model, line " << i << "\n";
+  }
+  const Result r = Conveyor(
+      "bench train --dp 2 --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 4 "
+      "--microbatches 2 --steps 2 --schedules 1f1b --data " +
+      dir + "/corpus.txt -f json");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  EXPECT_EQ(rows[0]["schedule"], "1f1b");
+  EXPECT_EQ(rows[0]["dp"], 2);
+  EXPECT_EQ(rows[0]["tp"], 1);
+  EXPECT_EQ(rows[0]["pp"], 2);
+  EXPECT_EQ(rows[0]["ranks"].size(), 4u);
+  EXPECT_GT(rows[0]["tokens_per_s"].get<double>(), 0);
+  EXPECT_EQ(rows[1]["schedule"], "single process");
+  EXPECT_EQ(rows[1]["dp"], 1);
+  EXPECT_EQ(rows[1]["threads"].get<int>() % 4, 0) << "the threads of the mesh's 4 ranks";
+  std::system(("rm -rf " + dir).c_str());
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -1,12 +1,13 @@
 #include "conveyor/cli/generate_command.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <memory>
 
 #include "conveyor/cli/distributed.h"
-#include "conveyor/cli/launch_flags.h"
+#include "conveyor/cli/train_flags.h"
 #include "conveyor/common/error.h"
 #include "conveyor/common/range_check.h"
 #include "conveyor/data/byte_tokenizer.h"
@@ -26,9 +27,8 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
     std::string prompt;
     int64_t tokens = 200;
     double temperature = 0.8;
-    int64_t pp = 1;
     int64_t seed = 1;
-    LaunchFlags launch;
+    TrainFlags mesh;  // --pp, --dp, --tp, --mesh-order and the launch flags
   };
   auto flags = std::make_shared<GenerateFlags>();
   CLI::App* cmd = app.add_subcommand("generate", "sample text from a trained GPT checkpoint");
@@ -39,10 +39,9 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
       ->capture_default_str();
   cmd->add_option("--temperature", flags->temperature, "0 = greedy, else within [0.001, 100]")
       ->capture_default_str();
-  cmd->add_option("--pp", flags->pp, "pipeline ranks, at most the model's layers + 2")
-      ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "sampling seed")->capture_default_str();
-  flags->launch.Register(cmd);
+  RegisterMeshFlags(cmd, flags->mesh);
+  flags->mesh.launch.Register(cmd);
   cmd->callback([flags, args, exit_code] {
     CheckInRange("--tokens", flags->tokens, 0, 1 << 20);
     // Below 0.001 the scaled logits overflow a float; NaN fails every comparison.
@@ -54,22 +53,23 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
     CONVEYOR_CHECK(config.model == ModelKind::kGpt)
         << "generate needs a GPT checkpoint, '" << flags->checkpoint << "' holds a "
         << ModelKindName(config.model);
-    SetIntegerSetting(config, "pp", flags->pp, "--pp");
+    // One rank unless the flags say otherwise, whatever mesh trained the checkpoint.
+    config.pp = 1;
+    config.dp = 1;
+    config.tp = 1;
+    ApplyGivenFlags(flags->mesh, config);
     config.schedule = "gpipe";
     config.chunks = 0;
     config.microbatches = 1;
-    config.batch_size = 1;
+    config.batch_size = std::max(config.dp, 1);  // one sample per replica
     // Generation writes nothing of the run that trained the checkpoint.
     config.metrics.clear();
     config.trace.clear();
     config.checkpoint_dir.clear();
     config.resume.clear();
-    flags->launch.CheckLocalRanks(config.pp, "--pp");
+    const RanksOptions options = MeshRanksOptions(config, flags->mesh.launch);
     PreflightCheck(config);  // among others: no more stages than the model has layers
     PreflightFiles(config);
-    RanksOptions options;
-    options.nproc = config.pp;
-    options.output = LaunchOptions::Output::kRank0Direct;
     *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
       Trainer trainer(config, MakeTask(config), &transport);
       LoadCheckpoint(flags->checkpoint, trainer, config);

@@ -1,6 +1,7 @@
 #include "conveyor/cli/train_flags.h"
 
 #include <algorithm>
+#include <chrono>
 #include <type_traits>
 
 #include "conveyor/common/error.h"
@@ -55,6 +56,15 @@ void Switch(CLI::App* cmd, TrainFlags& flags, const std::string& name, bool Trai
 
 }  // namespace
 
+void RegisterMeshFlags(CLI::App* cmd, TrainFlags& flags) {
+  Flag(cmd, flags, "--pp", &TrainConfig::pp, "pipeline ranks per replica");
+  Flag(cmd, flags, "--dp", &TrainConfig::dp,
+       "data-parallel replicas (0 = world / (tp x pp); 1 when launching locally)");
+  Flag(cmd, flags, "--tp", &TrainConfig::tp, "tensor-parallel ranks per stage");
+  Flag(cmd, flags, "--mesh-order", &TrainConfig::mesh_order,
+       "how ranks fill the mesh, fastest axis first (tp-dp-pp: TP on consecutive ranks)");
+}
+
 void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_option("config", flags.config_file, "a TOML file of settings (flags override it)")
       ->check(CLI::ExistingFile);
@@ -66,12 +76,7 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--classes", &TrainConfig::classes, "classifier: the K largest fortune files");
   Flag(cmd, flags, "--data", &TrainConfig::data, "fortunes, or a text file or folder");
   Flag(cmd, flags, "--schedule", &TrainConfig::schedule, "pipeline schedule (conveyor list)");
-  Flag(cmd, flags, "--pp", &TrainConfig::pp, "pipeline ranks per replica");
-  Flag(cmd, flags, "--dp", &TrainConfig::dp,
-       "data-parallel replicas (0 = world / (tp x pp); 1 when launching locally)");
-  Flag(cmd, flags, "--tp", &TrainConfig::tp, "tensor-parallel ranks per stage");
-  Flag(cmd, flags, "--mesh-order", &TrainConfig::mesh_order,
-       "how ranks fill the mesh, fastest axis first (tp-dp-pp: TP on consecutive ranks)");
+  RegisterMeshFlags(cmd, flags);
   Flag(cmd, flags, "--microbatches", &TrainConfig::microbatches, "micro-batches per step");
   Flag(cmd, flags, "--chunks", &TrainConfig::chunks,
        "chunks (stages) per rank (0 = schedule default)");
@@ -112,11 +117,28 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
 TrainConfig ResolveTrainConfig(const TrainFlags& flags) {
   TrainConfig config;
   if (!flags.config_file.empty()) ApplyTomlFile(flags.config_file, config);
+  ApplyGivenFlags(flags, config);
+  config.Validate();
+  return config;
+}
+
+void ApplyGivenFlags(const TrainFlags& flags, TrainConfig& config) {
   for (const auto& [option, apply] : flags.options) {
     if (option->count() > 0) apply(config);
   }
-  config.Validate();
-  return config;
+}
+
+RanksOptions MeshRanksOptions(const TrainConfig& config, const LaunchFlags& launch) {
+  const int ranks = std::max(config.dp, 1) * config.tp * config.pp;
+  launch.CheckLocalRanks(ranks, "--dp x --tp x --pp");
+  RanksOptions options;
+  options.nproc = ranks;
+  options.ranks_flag = "dp x tp x pp =";
+  options.any_world = config.dp == 0;  // the world decides dp (Trainer checks it divides)
+  options.timeout = std::chrono::seconds(config.timeout_s);
+  options.threads = config.threads;
+  options.output = LaunchOptions::Output::kRank0Direct;
+  return options;
 }
 
 }  // namespace conveyor

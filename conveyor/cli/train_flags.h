@@ -1,5 +1,5 @@
 // The settings of a training run as command-line flags over an optional TOML file: shared by
-// `conveyor train` and `conveyor bench train`.
+// `conveyor train` and `conveyor bench train`; `conveyor generate` takes the mesh flags alone.
 #ifndef CONVEYOR_CLI_TRAIN_FLAGS_H_
 #define CONVEYOR_CLI_TRAIN_FLAGS_H_
 
@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "conveyor/cli/distributed.h"
 #include "conveyor/cli/launch_flags.h"
 #include "conveyor/train/train_config.h"
 
@@ -33,10 +34,23 @@ struct TrainFlags {
 // "--pp", ...) and --oversubscribe, bound to `flags`, which must outlive `cmd`.
 void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags);
 
+// Adds --pp, --dp, --tp and --mesh-order (the mesh of the run's ranks) bound to `flags`,
+// which must outlive `cmd`. RegisterTrainFlags adds them among the others.
+void RegisterMeshFlags(CLI::App* cmd, TrainFlags& flags);
+
 // The TOML file (if any) with the flags given on the command line over it; validated. A
 // value out of range names its flag ("--layers must be within [1, 4096], got 0") or its
 // file and key.
 TrainConfig ResolveTrainConfig(const TrainFlags& flags);
+
+// Sets the settings whose flags were given on the command line in `config` (range-checked
+// by name as ResolveTrainConfig does; the combination is not validated).
+void ApplyGivenFlags(const TrainFlags& flags, TrainConfig& config);
+
+// How to run `config`'s mesh: max(dp, 1) x tp x pp ranks (dp 0: under another launcher the
+// world decides it), its timeout and threads, rank 0's output direct. UserError when that
+// many local ranks are more than `launch` allows (named "--dp x --tp x --pp").
+RanksOptions MeshRanksOptions(const TrainConfig& config, const LaunchFlags& launch);
 
 }  // namespace conveyor
 

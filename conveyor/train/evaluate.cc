@@ -17,10 +17,17 @@ EvalMetrics Evaluate(ForwardPipeline& forward) {
   m.step = trainer.step();
   double loss = 0, correct = 0, counted = 0;
   const std::vector<Batch> batches = task.EvalBatches();
-  for (const Batch& batch : batches) {
+  const Mesh& mesh = trainer.mesh();
+  const MeshCoords& coords = trainer.coords();
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const Batch& batch = batches[i];
+    counted += static_cast<double>(batch.inputs.size(0));
     const int mbs = std::min<int>(trainer.config().microbatches, batch.inputs.size(0));
     CONVEYOR_CHECK(trainer.program().layout.directions() == 1 || mbs >= 2)
         << "evaluation batches need at least 2 samples for two pipeline directions";
+    // Each replica evaluates its share of the batches; all of its ranks run them (TP layers
+    // are collective).
+    if (static_cast<int>(i % mesh.dp()) != coords.dp) continue;
     const std::vector<MicroBatch> split = SplitBatch(batch, mbs);
     const Executor::Inference result = forward.Run(split);
     loss += result.loss;
@@ -29,10 +36,12 @@ EvalMetrics Evaluate(ForwardPipeline& forward) {
         correct += task.CountCorrect(logits, split[index]);
       }
     }
-    counted += static_cast<double>(batch.inputs.size(0));
   }
-  const at::Tensor sums = SumOverRanks(trainer.pipeline_group(),
-                                       at::tensor(std::vector<double>{loss, correct}, at::kDouble));
+  // The last stages of every pipeline hold its batches' losses; the TP ranks of a pipeline
+  // hold the same ones, so TP rank 0's count.
+  const double share = coords.tp == 0 ? 1 : 0;
+  const at::Tensor sums = SumOverRanks(
+      trainer.world(), at::tensor(std::vector<double>{share * loss, share * correct}, at::kDouble));
   m.loss = sums[0].item<double>() / static_cast<double>(batches.size());
   if (task.has_accuracy()) m.accuracy = sums[1].item<double>() / counted;
   return m;

@@ -16,9 +16,12 @@ struct EvalMetrics {
 };
 
 // Runs every evaluation batch of the trainer's task (each split into min(microbatches,
-// samples) micro-batches) through `forward`. UserError when a schedule with two pipeline
-// directions meets a batch of one sample. Returns the same metrics on every rank.
-// Collective.
+// samples) micro-batches) through `forward`, the batches shared across the data-parallel
+// replicas (replica d runs batches d, d + dp, ...; every rank of a replica runs them), their
+// losses and counts then summed over the world: the metrics are those of one replica
+// evaluating them all (to rounding). UserError when a schedule with two pipeline directions
+// meets a batch of one sample. Returns the same metrics on every rank. Collective over the
+// trainer's world.
 EvalMetrics Evaluate(ForwardPipeline& forward);
 
 }  // namespace conveyor

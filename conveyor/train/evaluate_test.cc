@@ -3,8 +3,10 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "conveyor/train/train_testing.h"
 
@@ -42,6 +44,84 @@ TEST(EvaluateTest, LossDoesNotDependOnScheduleOrPp) {
           << schedule << " pp=" << pp << " rank " << rank;
     }
   }
+}
+
+// On dp x tp x pp meshes the replicas share the batches (3 of them: one replica runs two,
+// the other one) and sum their losses: every rank reports the loss of one process running
+// them all. Were every replica to run every batch, the sum would count each twice.
+TEST(EvaluateTest, MeshesShareTheBatchesAndReportTheLossOfOneProcess) {
+  at::set_num_threads(1);
+  TrainConfig c = TinyGpt();
+  c.batch_size = 8;
+  c.eval_batches = 3;
+  const EvalMetrics reference = EvaluateAfterTraining(c);
+  struct Run {
+    int dp, tp, pp;
+    const char* schedule;
+  };
+  for (const Run& run : {Run{2, 1, 1, "gpipe"}, Run{2, 2, 2, "1f1b"}, Run{2, 2, 2, "zb-v"}}) {
+    c.dp = run.dp;
+    c.tp = run.tp;
+    c.pp = run.pp;
+    c.schedule = run.schedule;
+    const std::string what = "dp " + std::to_string(run.dp) + " x tp " + std::to_string(run.tp) +
+                             " x pp " + std::to_string(run.pp) + " " + run.schedule;
+    std::vector<EvalMetrics> got(run.dp * run.tp * run.pp);
+    TrainOnThreads(c, [&](Trainer& t, Transport&) {
+      ForwardPipeline forward(t);
+      got[t.rank()] = Evaluate(forward);
+    });
+    for (size_t rank = 0; rank < got.size(); ++rank) {
+      EXPECT_EQ(got[rank].step, c.steps) << what;
+      EXPECT_NEAR(got[rank].loss, reference.loss, 2e-5 * reference.loss)
+          << what << " rank " << rank;
+    }
+  }
+}
+
+// One held-out batch on two replicas: replica 0 runs it, replica 1 runs nothing (builds no
+// program) and still reports its loss.
+TEST(EvaluateTest, OnlyTheReplicaOfABatchRunsIt) {
+  at::set_num_threads(1);
+  TrainConfig c = TinyGpt();
+  c.batch_size = 8;
+  const EvalMetrics reference = EvaluateAfterTraining(c);
+  c.dp = 2;
+  std::vector<int> built(2);
+  std::vector<double> losses(2);
+  TrainOnThreads(c, [&](Trainer& t, Transport&) {
+    ForwardPipeline forward(t);
+    losses[t.rank()] = Evaluate(forward).loss;
+    built[t.rank()] = forward.built_programs();
+  });
+  EXPECT_EQ(built, (std::vector<int>{1, 0}));
+  for (const double loss : losses) EXPECT_NEAR(loss, reference.loss, 2e-5 * reference.loss);
+}
+
+// The classifier's accuracy counts every sample once on a mesh too.
+TEST(EvaluateTest, AccuracyOnAMeshIsThatOfOneProcess) {
+  at::set_num_threads(1);
+  TrainConfig c = TinyGpt();
+  c.model = ModelKind::kClassifier;
+  c.data = TrainConfig().data;  // the fortunes: documents in categories
+  c.classes = 2;
+  c.batch_size = 8;
+  auto evaluate = [&c] {  // world rank 3's metrics (rank 0's with one rank)
+    EvalMetrics last;
+    TrainOnThreads(c, [&](Trainer& t, Transport&) {
+      ForwardPipeline forward(t);
+      const EvalMetrics e = Evaluate(forward);
+      if (t.rank() == std::min(3, t.mesh().size() - 1)) last = e;
+    });
+    return last;
+  };
+  const EvalMetrics reference = evaluate();
+  ASSERT_GE(reference.accuracy, 0);
+  c.dp = 2;
+  c.tp = 2;
+  const EvalMetrics mesh = evaluate();
+  EXPECT_NEAR(mesh.loss, reference.loss, 2e-5 * reference.loss);
+  EXPECT_DOUBLE_EQ(mesh.accuracy, reference.accuracy);
 }
 
 }  // namespace

@@ -51,15 +51,26 @@ std::string Generate(ForwardPipeline& forward, const std::string& prompt, int to
   CONVEYOR_CHECK(tokens >= 0) << "tokens must be >= 0, got " << tokens;
   CONVEYOR_CHECK(context >= 1) << "context must be at least 1, got " << context;
   const ByteTokenizer tokenizer;
-  std::vector<int64_t> ids = tokenizer.Encode(prompt.empty() ? std::string("\n") : prompt);
+  const Trainer& trainer = forward.trainer();
+  // Every replica would sample the same bytes: replica 0 does, the others receive them.
+  const bool samples = trainer.coords().dp == 0;
   std::vector<int64_t> out;
-  for (int k = 0; k < tokens; ++k) {
-    const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - context);
-    const at::Tensor window =
-        at::tensor(std::vector<int64_t>(ids.begin() + start, ids.end()), at::kLong).unsqueeze(0);
-    const int64_t next = NextTokens(forward, window, temperature, seed + k)[0].item<int64_t>();
-    ids.push_back(next);
-    out.push_back(next);
+  if (samples) {
+    std::vector<int64_t> ids = tokenizer.Encode(prompt.empty() ? std::string("\n") : prompt);
+    for (int k = 0; k < tokens; ++k) {
+      const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - context);
+      const at::Tensor window =
+          at::tensor(std::vector<int64_t>(ids.begin() + start, ids.end()), at::kLong).unsqueeze(0);
+      const int64_t next = NextTokens(forward, window, temperature, seed + k)[0].item<int64_t>();
+      ids.push_back(next);
+      out.push_back(next);
+    }
+  }
+  if (trainer.mesh().dp() > 1 && tokens > 0) {
+    // World rank 0 is at (0, 0, 0): in replica 0.
+    at::Tensor bytes = samples ? at::tensor(out, at::kLong) : at::empty({tokens}, at::kLong);
+    trainer.world()->Broadcast(bytes, 0);
+    out.assign(bytes.data_ptr<int64_t>(), bytes.data_ptr<int64_t>() + tokens);
   }
   return tokenizer.Decode(out);
 }

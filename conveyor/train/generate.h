@@ -14,8 +14,10 @@ namespace conveyor {
 // greedy) with a generator drawn from (seed + k, window length) for the k-th byte. Every
 // byte is a run of `forward` with one micro-batch per pipeline direction (the second
 // direction's a copy, its result unused), so `forward` builds its program once for all of
-// them. UserError unless tokens >= 0 and context >= 1. Collective; every rank returns the
-// same text (the continuation only).
+// them. On a mesh the ranks of data-parallel replica 0 compute the text (all of them: TP
+// layers are collective) and broadcast it over the world; the other replicas only receive
+// it. UserError unless tokens >= 0 and context >= 1. Collective over the trainer's world;
+// every rank returns the same text (the continuation only).
 std::string Generate(ForwardPipeline& forward, const std::string& prompt, int tokens,
                      double temperature, uint64_t seed, int context);
 

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -24,7 +25,7 @@ class GenerateTest : public ::testing::Test {
 // Runs `body` on every rank's trainer, on threads, as built: its weights are functions of
 // the seed alone, equal bit for bit whatever the partition.
 void OnEveryRank(const TrainConfig& c, const std::function<void(Trainer&)>& body) {
-  const auto world = LocalWorld(c.pp);
+  const auto world = LocalWorld(std::max(c.dp, 1) * c.tp * c.pp);
   const auto task = MakeTask(c);
   RunRankThreads(world, [&](int r) {
     Trainer trainer(c, task, world[r].get());
@@ -35,7 +36,7 @@ void OnEveryRank(const TrainConfig& c, const std::function<void(Trainer&)>& body
 // What every rank generates.
 std::vector<std::string> GenerateOnRanks(const TrainConfig& c, const std::string& prompt,
                                          double temperature) {
-  std::vector<std::string> texts(c.pp);
+  std::vector<std::string> texts(std::max(c.dp, 1) * c.tp * c.pp);
   OnEveryRank(c, [&](Trainer& t) {
     ForwardPipeline forward(t);
     texts[t.rank()] = Generate(forward, prompt, 12, temperature, 5, c.seq_len);
@@ -43,20 +44,49 @@ std::vector<std::string> GenerateOnRanks(const TrainConfig& c, const std::string
   return texts;
 }
 
-TEST_F(GenerateTest, TextDoesNotDependOnPpOrDirections) {
+// Every rank of a pipeline, and of a dp x tp x pp mesh (replica 0 samples, replica 1 receives
+// its bytes), returns the text one process samples.
+TEST_F(GenerateTest, TextDoesNotDependOnMeshOrDirections) {
   for (const double temperature : {0.0, 0.8}) {
     TrainConfig c = TinyGpt();
+    c.batch_size = 8;  // dp x microbatches
     const std::string reference = GenerateOnRanks(c, "ab", temperature).at(0);
     EXPECT_EQ(reference.size(), 12u);
-    const std::pair<int, const char*> runs[] = {{2, "1f1b"}, {2, "dualpipe-v"}};
-    for (const auto& [pp, schedule] : runs) {
-      c.pp = pp;
-      c.schedule = schedule;
+    struct Run {
+      int dp, tp, pp;
+      const char* schedule;
+    };
+    for (const Run& run : {Run{1, 1, 2, "1f1b"}, Run{1, 1, 2, "dualpipe-v"}, Run{2, 2, 2, "1f1b"},
+                           Run{2, 1, 1, "gpipe"}}) {
+      c.dp = run.dp;
+      c.tp = run.tp;
+      c.pp = run.pp;
+      c.schedule = run.schedule;
       for (const std::string& text : GenerateOnRanks(c, "ab", temperature)) {
-        EXPECT_EQ(text, reference) << schedule << " at temperature " << temperature;
+        EXPECT_EQ(text, reference) << "dp " << run.dp << " x tp " << run.tp << " x pp " << run.pp
+                                   << " " << run.schedule << " at temperature " << temperature;
       }
     }
   }
+}
+
+// Only replica 0 runs the pipeline: the other replica builds no program.
+TEST_F(GenerateTest, OneReplicaComputes) {
+  TrainConfig c = TinyGpt();
+  c.batch_size = 8;
+  c.dp = 2;
+  c.pp = 2;
+  c.schedule = "1f1b";
+  std::vector<int> built(4);
+  std::vector<std::string> texts(4);
+  OnEveryRank(c, [&](Trainer& t) {
+    ForwardPipeline forward(t);
+    texts[t.rank()] = Generate(forward, "x", 6, 0, 3, c.seq_len);
+    built[t.coords().dp * 2 + t.coords().pp] = forward.built_programs();
+  });
+  EXPECT_EQ(built, (std::vector<int>{1, 1, 0, 0}));
+  for (const std::string& text : texts) EXPECT_EQ(text, texts[0]);
+  EXPECT_EQ(texts[0].size(), 6u);
 }
 
 // Every byte reuses the pipeline's one program; a second call gives the same text.
