@@ -1,5 +1,7 @@
 #include "conveyor/e2e/pipeline_testing.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <mutex>
 
 #include "conveyor/comm/local_transport.h"
