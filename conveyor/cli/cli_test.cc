@@ -194,10 +194,13 @@ TEST(CliTest, MeshOfEightProcessesTrainsLikeThePipeline) {
   const Result mesh = Conveyor(common + "--dp 2 --tp 2 --pp 2 --schedule zb-h1 --metrics " + dir +
                                "/m.json --checkpoint-dir " + dir + "/ckpt");
   ASSERT_EQ(mesh.code, 0) << mesh.out << mesh.err;
-  EXPECT_NE(mesh.out.find("mesh: dp 2 x tp 2 x pp 2 (8 ranks, order tp-dp-pp)"),
-            std::string::npos)
+  EXPECT_NE(mesh.out.find("mesh: dp 2 x tp 2 x pp 2 (8 ranks, order tp-dp-pp)"), std::string::npos)
       << mesh.out;
-  EXPECT_NE(mesh.out.find("data parallel (dp 2 x tp 2 x pp 2"), std::string::npos) << mesh.out;
+  EXPECT_NE(mesh.out.find("mesh dp 2 x tp 2 x pp 2"), std::string::npos) << mesh.out;
+  EXPECT_NE(mesh.out.find("data parallel: per step"), std::string::npos) << mesh.out;
+  EXPECT_EQ(mesh.out.find("nan"), std::string::npos) << mesh.out;  // no held-out data is said
+  // The mesh table: one row per rank with its coordinates (rank 7 is dp 1, tp 1, pp 1).
+  EXPECT_NE(mesh.out.find("\n   7   1   1   1 "), std::string::npos) << mesh.out;
   const std::vector<double> want = losses(dir + "/p.json"), got = losses(dir + "/m.json");
   ASSERT_EQ(got.size(), 3u);
   ASSERT_EQ(want.size(), 3u);
@@ -422,8 +425,7 @@ TEST(CliTest, PlanPrintsTheMeshWithRanksNodesAndGroups) {
                           "nodes of 4 ranks"),
             std::string::npos)
       << text.out;
-  EXPECT_NE(text.out.find("     5   0   1   1     1  1\n"), std::string::npos)
-      << text.out;
+  EXPECT_NE(text.out.find("     5   0   1   1     1  1\n"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("  TP groups   {0,1} {2,3} {4,5} {6,7}\n"), std::string::npos);
   EXPECT_NE(text.out.find("  DP groups   {0,2} {1,3} {4,6} {5,7}\n"), std::string::npos);
   EXPECT_NE(text.out.find("  PP groups   {0,4} {1,5} {2,6} {3,7}\n"), std::string::npos);

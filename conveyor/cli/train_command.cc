@@ -86,9 +86,9 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
   nlohmann::json steps = nlohmann::json::array(), evals = nlohmann::json::array();
   auto evaluate = [&] {
     const EvalMetrics e = Evaluate(forward);
-    nlohmann::json row = {{"step", e.step}, {"loss", e.loss}};
-    std::string line =
-        "eval at step " + std::to_string(e.step) + ": loss " + std::to_string(e.loss);
+    nlohmann::json row = {{"step", e.step}, {"loss", e.loss}, {"batches", e.batches}};
+    std::string line = "eval at step " + std::to_string(e.step) + ": " +
+                       (e.batches > 0 ? "loss " + std::to_string(e.loss) : "no held-out data");
     if (e.accuracy >= 0) {
       row["accuracy"] = e.accuracy;
       line += ", accuracy " + Percent(e.accuracy) + " (majority class " +
@@ -178,17 +178,9 @@ void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* e
   RegisterTrainFlags(cmd, *flags);
   cmd->callback([flags, args, exit_code] {
     const TrainConfig config = ResolveTrainConfig(*flags);
-    const int ranks = std::max(config.dp, 1) * config.tp * config.pp;
-    flags->launch.CheckLocalRanks(ranks, "--dp x --tp x --pp");
     PreflightCheck(config);
     PreflightFiles(config);
-    RanksOptions options;
-    options.nproc = ranks;
-    options.ranks_flag = "dp x tp x pp =";
-    options.any_world = config.dp == 0;  // the world decides dp (Trainer checks it divides)
-    options.timeout = std::chrono::seconds(config.timeout_s);
-    options.threads = config.threads;
-    options.output = LaunchOptions::Output::kRank0Direct;
+    const RanksOptions options = MeshRanksOptions(config, flags->launch);
     *exit_code =
         RunAsRanks(args, options, [&](Transport& transport) { TrainRank(config, transport); });
   });

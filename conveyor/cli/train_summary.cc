@@ -12,8 +12,12 @@ std::string Percent(double x) {
 }
 
 void PrintTrainSummary(const TrainSummary& s) {
-  std::printf("\ndone: %lld steps, final loss %.4f, held-out loss %.4f, %.0f tokens/s\n",
-              static_cast<long long>(s.steps), s.final_loss, s.final_eval.loss, s.tokens_per_s);
+  char held_out[64] = "no held-out data";
+  if (s.final_eval.batches > 0) {
+    std::snprintf(held_out, sizeof held_out, "held-out loss %.4f", s.final_eval.loss);
+  }
+  std::printf("\ndone: %lld steps, final loss %.4f, %s, %.0f tokens/s\n",
+              static_cast<long long>(s.steps), s.final_loss, held_out, s.tokens_per_s);
   if (s.skipped_steps > 0) {
     std::printf("%lld step(s) skipped: non-finite loss or gradient norm\n",
                 static_cast<long long>(s.skipped_steps));

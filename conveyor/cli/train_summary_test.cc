@@ -18,6 +18,7 @@ TEST(TrainSummaryTest, PrintsTheRunsNumbersAndOneRowPerRank) {
   s.final_loss = 1.5;
   s.tokens_per_s = 1000;
   s.final_eval.loss = 1.75;
+  s.final_eval.batches = 2;
   s.ranks.resize(2);
   s.ranks[1].rank = 1;
   s.ranks[1].step_s = 0.002;
@@ -86,6 +87,12 @@ TEST(TrainSummaryTest, PrintsTheRunsNumbersAndOneRowPerRank) {
   ::testing::internal::CaptureStdout();
   PrintTrainSummary(s);
   out = ::testing::internal::GetCapturedStdout();
+  s.final_eval.batches = 0;
+  ::testing::internal::CaptureStdout();
+  PrintTrainSummary(s);
+  EXPECT_NE(::testing::internal::GetCapturedStdout().find(
+                "final loss 1.5000, no held-out data, 1000 tokens/s\n"),
+            std::string::npos);
   EXPECT_NE(out.find("2 step(s) skipped: non-finite loss or gradient norm\n"), std::string::npos)
       << out;
   EXPECT_NE(out.find("held-out accuracy 50.0% (majority class 25.0%)\n"), std::string::npos) << out;

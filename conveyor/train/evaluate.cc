@@ -17,6 +17,8 @@ EvalMetrics Evaluate(ForwardPipeline& forward) {
   m.step = trainer.step();
   double loss = 0, correct = 0, counted = 0;
   const std::vector<Batch> batches = task.EvalBatches();
+  m.batches = static_cast<int64_t>(batches.size());
+  if (batches.empty()) return m;  // alike on every rank
   const Mesh& mesh = trainer.mesh();
   const MeshCoords& coords = trainer.coords();
   for (size_t i = 0; i < batches.size(); ++i) {

@@ -13,6 +13,7 @@ struct EvalMetrics {
   int64_t step = 0;      // the trainer's step when evaluated
   double loss = 0;       // mean over the evaluation batches
   double accuracy = -1;  // over every evaluation sample; -1 when the task has none
+  int64_t batches = 0;   // evaluated; 0 when there is no held-out data (loss 0 then)
 };
 
 // Runs every evaluation batch of the trainer's task (each split into min(microbatches,
