@@ -46,7 +46,7 @@ Action ParseSimple(std::string_view text, std::string_view whole, Naming naming)
   const int microbatch = ReadNumber(text, pos);
   CONVEYOR_CHECK(pos == text.size()) << "unexpected text after action '" << whole << "'";
 
-  Op op;
+  Op op{};
   bool found = false;
   if (naming == Naming::kLegacy && op_text == "BW") {
     op = Op::kBackward;

@@ -1,6 +1,7 @@
 #include "conveyor/train/checkpoint.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cstdio>
 #include <filesystem>

@@ -1,6 +1,7 @@
 #include "conveyor/train/data_parallel_reducer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <chrono>

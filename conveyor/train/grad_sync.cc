@@ -1,6 +1,7 @@
 #include "conveyor/train/grad_sync.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,7 @@
 #include "conveyor/train/sharded_adamw.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include "conveyor/common/error.h"
 

@@ -1,6 +1,7 @@
 #include "conveyor/train/trainer.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
