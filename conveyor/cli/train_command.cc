@@ -178,9 +178,9 @@ void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* e
   RegisterTrainFlags(cmd, *flags);
   cmd->callback([flags, args, exit_code] {
     const TrainConfig config = ResolveTrainConfig(*flags);
+    const RanksOptions options = MeshRanksOptions(config, flags->launch);  // process count first
     PreflightCheck(config);
     PreflightFiles(config);
-    const RanksOptions options = MeshRanksOptions(config, flags->launch);
     *exit_code =
         RunAsRanks(args, options, [&](Transport& transport) { TrainRank(config, transport); });
   });
