@@ -63,6 +63,8 @@ void RegisterMeshFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--tp", &TrainConfig::tp, "tensor-parallel ranks per stage");
   Flag(cmd, flags, "--mesh-order", &TrainConfig::mesh_order,
        "how ranks fill the mesh, fastest axis first (tp-dp-pp: TP on consecutive ranks)");
+  Choice(cmd, flags, "--device", &TrainConfig::device, ParseDeviceKind,
+         "auto (cuda when a GPU is present), cpu or cuda (rank r on cuda:local_rank)");
 }
 
 void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
@@ -84,6 +86,8 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
          "layer costs: params, flops, uniform or profile (measured)");
   Choice(cmd, flags, "--recompute", &TrainConfig::recompute, ParseRecompute,
          "activation recomputation: none, full or selective (attention scores)");
+  Choice(cmd, flags, "--dtype", &TrainConfig::dtype, ParseComputeDtype,
+         "fp32, or bf16 matrix products with fp32 master weights and gradients");
   Flag(cmd, flags, "--batch-size", &TrainConfig::batch_size, "samples per step");
   Flag(cmd, flags, "--steps", &TrainConfig::steps, "optimizer steps");
   Flag(cmd, flags, "--seed", &TrainConfig::seed, "seed of weights, data and sampling");

@@ -34,7 +34,7 @@ struct TrainFlags {
 // "--pp", ...) and --oversubscribe, bound to `flags`, which must outlive `cmd`.
 void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags);
 
-// Adds --pp, --dp, --tp and --mesh-order (the mesh of the run's ranks) bound to `flags`,
+// Adds --pp, --dp, --tp, --mesh-order and --device (the mesh of the run's ranks) bound to `flags`,
 // which must outlive `cmd`. RegisterTrainFlags adds them among the others.
 void RegisterMeshFlags(CLI::App* cmd, TrainFlags& flags);
 

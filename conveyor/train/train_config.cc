@@ -41,6 +41,15 @@ constexpr Spellings<Recompute, 3> kRecomputes = {{
     {Recompute::kFull, "full"},
     {Recompute::kSelective, "selective"},
 }};
+constexpr Spellings<DeviceKind, 3> kDeviceKinds = {{
+    {DeviceKind::kAuto, "auto"},
+    {DeviceKind::kCpu, "cpu"},
+    {DeviceKind::kCuda, "cuda"},
+}};
+constexpr Spellings<ComputeDtype, 2> kComputeDtypes = {{
+    {ComputeDtype::kFp32, "fp32"},
+    {ComputeDtype::kBf16, "bf16"},
+}};
 
 // The value spelt `text`; UserError "<name> must be a, b or c, got '<text>'" otherwise.
 template <typename E, size_t N>
@@ -132,6 +141,18 @@ Recompute ParseRecompute(std::string_view text, std::string_view name) {
 }
 
 std::string_view RecomputeName(Recompute recompute) { return Name(kRecomputes, recompute); }
+
+DeviceKind ParseDeviceKind(std::string_view text, std::string_view name) {
+  return Parse(kDeviceKinds, text, name);
+}
+
+std::string_view DeviceKindName(DeviceKind device) { return Name(kDeviceKinds, device); }
+
+ComputeDtype ParseComputeDtype(std::string_view text, std::string_view name) {
+  return Parse(kComputeDtypes, text, name);
+}
+
+std::string_view ComputeDtypeName(ComputeDtype dtype) { return Name(kComputeDtypes, dtype); }
 
 void TrainConfig::Validate() const {
   ForEachInteger(*this, [](std::string_view key, auto value, int64_t lo, int64_t hi) {
@@ -234,6 +255,8 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
       {"model", choice(c.model, ParseModelKind)},
       {"tie_embeddings", boolean(c.tie_embeddings)},
       {"recompute", choice(c.recompute, ParseRecompute)},
+      {"device", choice(c.device, ParseDeviceKind)},
+      {"dtype", choice(c.dtype, ParseComputeDtype)},
       {"data", text(c.data)},
       {"schedule", text(c.schedule)},
       {"mesh_order", text(c.mesh_order)},

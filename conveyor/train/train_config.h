@@ -23,6 +23,14 @@ enum class PartitionBy : uint8_t { kParams, kFlops, kUniform, kProfile };
 // again before backward); selective (only the attention scores are recomputed).
 enum class Recompute : uint8_t { kNone, kFull, kSelective };
 
+// Where each rank computes: CUDA when this libtorch has it and a GPU is present, else the
+// CPU (auto); the CPU; or CUDA, rank r on cuda:(local rank r mod the GPU count).
+enum class DeviceKind : uint8_t { kAuto, kCpu, kCuda };
+
+// The precision of the model's matrix products: fp32 throughout, or bf16 products (autocast)
+// with fp32 master weights, fp32 gradients and fp32 gradient reduction.
+enum class ComputeDtype : uint8_t { kFp32, kBf16 };
+
 // `text` ("gpt", "classifier") as a ModelKind. Throws UserError naming `name` (the flag, or
 // the file and key), the text and the allowed values.
 ModelKind ParseModelKind(std::string_view text, std::string_view name);
@@ -34,6 +42,12 @@ std::string_view PartitionByName(PartitionBy partition);
 // The same for "none", "full" and "selective".
 Recompute ParseRecompute(std::string_view text, std::string_view name);
 std::string_view RecomputeName(Recompute recompute);
+// The same for "auto", "cpu" and "cuda".
+DeviceKind ParseDeviceKind(std::string_view text, std::string_view name);
+std::string_view DeviceKindName(DeviceKind device);
+// The same for "fp32" and "bf16".
+ComputeDtype ParseComputeDtype(std::string_view text, std::string_view name);
+std::string_view ComputeDtypeName(ComputeDtype dtype);
 
 struct TrainConfig {
   // Model.
@@ -58,6 +72,8 @@ struct TrainConfig {
   std::string mesh_order = "tp-dp-pp";  // fastest-varying axis first
   PartitionBy partition = PartitionBy::kParams;
   Recompute recompute = Recompute::kNone;
+  DeviceKind device = DeviceKind::kAuto;
+  ComputeDtype dtype = ComputeDtype::kFp32;
   // Optimisation.
   int batch_size = 16;
   int64_t steps = 200;

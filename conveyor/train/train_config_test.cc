@@ -140,6 +140,23 @@ TEST(TrainConfigTest, EnumSettingsParseTheirSpellings) {
     EXPECT_EQ(ParseRecompute(RecomputeName(r), "--recompute"), r);
   }
   EXPECT_EQ(RecomputeName(Recompute::kSelective), "selective");
+  for (const DeviceKind d : {DeviceKind::kAuto, DeviceKind::kCpu, DeviceKind::kCuda}) {
+    EXPECT_EQ(ParseDeviceKind(DeviceKindName(d), "--device"), d);
+  }
+  EXPECT_EQ(ParseComputeDtype("bf16", "--dtype"), ComputeDtype::kBf16);
+  EXPECT_EQ(ComputeDtypeName(ComputeDtype::kFp32), "fp32");
+  try {
+    ParseDeviceKind("gpu", "--device");
+    ADD_FAILURE() << "accepted";
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(), "--device must be auto, cpu or cuda, got 'gpu'");
+  }
+  try {
+    ParseComputeDtype("fp16", "cfg.toml: dtype");
+    ADD_FAILURE() << "accepted";
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(), "cfg.toml: dtype must be fp32 or bf16, got 'fp16'");
+  }
   try {
     ParseModelKind("GPT", "--model");
     ADD_FAILURE() << "accepted";
