@@ -7,6 +7,7 @@
 
 #include <torch/version.h>
 
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 namespace conveyor {
@@ -22,6 +23,43 @@ inline void UseClassicTcpStore(c10d::TCPStoreOptions& options) {
   (void)options;
 #endif
 }
+
+// Autocast state of this thread for `device_type` (kCPU or kCUDA; others are CUDA's in 1.13).
+// libtorch 2.x takes the device type; 1.13 has separate CPU and GPU (CUDA) functions.
+#if TORCH_VERSION_MAJOR >= 2
+inline bool IsAutocastEnabled(c10::DeviceType t) { return at::autocast::is_autocast_enabled(t); }
+inline void SetAutocastEnabled(c10::DeviceType t, bool on) {
+  at::autocast::set_autocast_enabled(t, on);
+}
+inline c10::ScalarType GetAutocastDtype(c10::DeviceType t) {
+  return at::autocast::get_autocast_dtype(t);
+}
+inline void SetAutocastDtype(c10::DeviceType t, c10::ScalarType d) {
+  at::autocast::set_autocast_dtype(t, d);
+}
+#else
+inline bool IsAutocastEnabled(c10::DeviceType t) {
+  return t == c10::DeviceType::CPU ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+}
+inline void SetAutocastEnabled(c10::DeviceType t, bool on) {
+  if (t == c10::DeviceType::CPU) {
+    at::autocast::set_cpu_enabled(on);
+  } else {
+    at::autocast::set_enabled(on);
+  }
+}
+inline c10::ScalarType GetAutocastDtype(c10::DeviceType t) {
+  return t == c10::DeviceType::CPU ? at::autocast::get_autocast_cpu_dtype()
+                                   : at::autocast::get_autocast_gpu_dtype();
+}
+inline void SetAutocastDtype(c10::DeviceType t, c10::ScalarType d) {
+  if (t == c10::DeviceType::CPU) {
+    at::autocast::set_autocast_cpu_dtype(d);
+  } else {
+    at::autocast::set_autocast_gpu_dtype(d);
+  }
+}
+#endif
 
 }  // namespace conveyor
 

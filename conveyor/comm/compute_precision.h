@@ -1,0 +1,35 @@
+// ComputePrecisionGuard: runs this thread's forward passes under autocast (mixed precision)
+// for one device type and lower-precision dtype, restoring the previous autocast state on exit.
+// The libtorch-version differences of the autocast API live in comm/torch_compat.h.
+//
+// Contract: construct on the thread that runs the forward pass; destroy on that same thread
+// (RAII, not movable). On destruction the autocast cast cache is cleared, so weights updated
+// by the optimizer afterwards are never served as stale low-precision copies.
+// Thread-safety: autocast state is thread-local; a guard affects only its own thread.
+#ifndef CONVEYOR_COMM_COMPUTE_PRECISION_H_
+#define CONVEYOR_COMM_COMPUTE_PRECISION_H_
+
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
+
+namespace conveyor {
+
+class ComputePrecisionGuard {
+ public:
+  // Enables autocast for `device_type` (kCPU or kCUDA) with `dtype` (e.g. at::kBFloat16)
+  // when `enabled`; with `enabled` false the guard does nothing.
+  ComputePrecisionGuard(c10::DeviceType device_type, c10::ScalarType dtype, bool enabled);
+  ~ComputePrecisionGuard();
+  ComputePrecisionGuard(const ComputePrecisionGuard&) = delete;
+  ComputePrecisionGuard& operator=(const ComputePrecisionGuard&) = delete;
+
+ private:
+  c10::DeviceType device_type_;
+  bool active_;
+  bool previous_enabled_ = false;
+  c10::ScalarType previous_dtype_ = c10::ScalarType::Float;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_COMM_COMPUTE_PRECISION_H_
