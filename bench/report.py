@@ -73,7 +73,7 @@ def overhead_table(rows):
 
 
 def bench_train_table(rows):
-    """Rows of `conveyor bench train -f json`."""
+    """Rows of `conveyor bench train --format json`."""
     single = next((r["tokens_per_s"] for r in rows if r["schedule"] == "single process"), None)
     def cells(r):
         ratio = f"{r['tokens_per_s'] / single:.2f}x" if single else "-"

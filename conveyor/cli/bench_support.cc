@@ -58,7 +58,7 @@ std::string BenchTable(const nlohmann::json& rows, const std::string& header,
 }
 
 void BenchOutput::Register(CLI::App* cmd) {
-  cmd->add_option("--format,-f", format, "text or json")
+  cmd->add_option("--format", format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   cmd->add_option("--out,-o", out, "write to this file instead of stdout");

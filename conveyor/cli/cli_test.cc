@@ -97,7 +97,9 @@ TEST(CliTest, SvgAndChromeFormats) {
   EXPECT_NE(svg.out.find("</svg>"), std::string::npos);
   const Result chrome = Conveyor("plan --schedule 1f1b --format chrome");
   ASSERT_EQ(chrome.code, 0) << chrome.err;
-  EXPECT_NO_THROW(nlohmann::json::parse(chrome.out)) << chrome.out.substr(0, 200);
+  nlohmann::json trace;
+  ASSERT_NO_THROW(trace = nlohmann::json::parse(chrome.out)) << chrome.out.substr(0, 200);
+  EXPECT_TRUE(trace.contains("traceEvents")) << chrome.out.substr(0, 200);
 }
 
 TEST(CliTest, CompareHasOneRowPerSchedule) {
@@ -293,7 +295,7 @@ TEST(CliTest, BenchTrainRunsEachScheduleAndOneProcess) {
     for (int i = 0; i < 100; ++i) corpus << "a small corpus for a small model, line " << i << "\n";
   }
   const Result r = Conveyor("bench train " + dir + "/run.toml --data " + dir +
-                            "/corpus.txt --steps 2 --schedules 1f1b,dualpipe -f json");
+                            "/corpus.txt --steps 2 --schedules 1f1b,dualpipe --format json");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const auto rows = nlohmann::json::parse(r.out);
   ASSERT_EQ(rows.size(), 3u) << r.out;
@@ -312,7 +314,7 @@ TEST(CliTest, BenchTrainRunsEachScheduleAndOneProcess) {
 }
 
 TEST(CliTest, BenchOverheadMeasuresTracingToo) {
-  const Result r = Conveyor("bench overhead --pp 1 --schedules 1f1b --steps 3 -f json");
+  const Result r = Conveyor("bench overhead --pp 1 --schedules 1f1b --steps 3 --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto rows = nlohmann::json::parse(r.out);
   ASSERT_EQ(rows.size(), 1u);
@@ -321,7 +323,7 @@ TEST(CliTest, BenchOverheadMeasuresTracingToo) {
 }
 
 TEST(CliTest, BenchHopMeasuresEachSize) {
-  const Result r = Conveyor("bench hop --pp 2 --round-trips 3 -f json");
+  const Result r = Conveyor("bench hop --pp 2 --round-trips 3 --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto rows = nlohmann::json::parse(r.out);
   ASSERT_EQ(rows.size(), 3u);
@@ -559,7 +561,7 @@ TEST(CliTest, BenchTrainRunsOnAMesh) {
   const Result r = Conveyor(
       "bench train --dp 2 --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 4 "
       "--microbatches 2 --steps 2 --schedules 1f1b --data " +
-      dir + "/corpus.txt -f json");
+      dir + "/corpus.txt --format json");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const auto rows = nlohmann::json::parse(r.out);
   ASSERT_EQ(rows.size(), 2u) << r.out;

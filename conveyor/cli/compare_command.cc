@@ -105,7 +105,7 @@ void AddCompareCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--chunks,-v", flags->chunks,
                   "stages per rank for the schedules that take it (0 = default)");
-  cmd->add_option("--format,-f", flags->format, "text or json")
+  cmd->add_option("--format", flags->format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   cmd->add_option("--out,-o", flags->out, "write to this file instead of stdout");

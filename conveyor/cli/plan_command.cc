@@ -115,7 +115,7 @@ void AddPlanCommand(CLI::App& app) {
   cmd->add_option("--naming", flags->naming, "naming of a loaded CSV: auto, current or legacy")
       ->check(CLI::IsMember({"auto", "current", "legacy"}))
       ->capture_default_str();
-  cmd->add_option("--format,-f", flags->format, "text, json, csv, svg or chrome")
+  cmd->add_option("--format", flags->format, "text, json, csv, svg or chrome")
       ->check(CLI::IsMember({"text", "json", "csv", "svg", "chrome"}))
       ->capture_default_str();
   cmd->add_flag("--with-comms", flags->with_comms, "show the program with SEND/RECV inserted");

@@ -6,8 +6,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <future>
 #include <iomanip>
 #include <iostream>
 #include <optional>
@@ -109,6 +111,47 @@ c10::intrusive_ptr<c10d::Store> ConnectStore(const RendezvousInfo& info, bool se
   return store;
 }
 
+// The world's store, proven to answer: connects (serving it when this rank does) and reads
+// back this rank's first heartbeat, which also announces the rank. torch 2.x store clients
+// exchange messages in their constructor without any bound, so the work runs on a thread that
+// is abandoned when what listens never answers; that thread ends when the peer closes the
+// connection or the process exits.
+c10::intrusive_ptr<c10d::Store> ConnectAnswering(const RendezvousInfo& info,
+                                                 std::chrono::milliseconds connect_timeout,
+                                                 const std::string& who, const std::string& where) {
+  auto result = std::make_shared<std::promise<c10::intrusive_ptr<c10d::Store>>>();
+  auto connected = std::make_shared<std::atomic<bool>>(false);
+  std::future<c10::intrusive_ptr<c10d::Store>> answer = result->get_future();
+  std::thread([info, connect_timeout, result, connected] {
+    try {
+      c10::intrusive_ptr<c10d::Store> store = ConnectStore(info, ServesStore(info), connect_timeout);
+      connected->store(true);
+      store->set(HeartbeatKey(info.rank), Bytes("0"));
+      store->wait({HeartbeatKey(info.rank)}, kProbeTimeout);
+      result->set_value(std::move(store));
+    } catch (...) {
+      result->set_exception(std::current_exception());
+    }
+  }).detach();
+  const std::string not_a_store = who + ": what listens at " + where +
+                                  " did not answer as a rendezvous store within " +
+                                  Seconds(kProbeTimeout) + " (another program on MASTER_PORT?)";
+  if (answer.wait_for(connect_timeout + kProbeTimeout) != std::future_status::ready) {
+    throw CommError(not_a_store);
+  }
+  try {
+    return answer.get();
+  } catch (const std::exception& e) {
+    if (connected->load()) throw CommError(not_a_store + ": " + Brief(e));
+    const std::string server = info.launcher_serves_store ? "the launcher" : "rank 0";
+    throw CommError(who + ": rendezvous at the store " + where + " failed" +
+                    (ServesStore(info) ? " (is the port free?)"
+                                       : " within " + Seconds(connect_timeout) + " (" + server +
+                                             " serves it: did it start, at that address?)") +
+                    ": " + Brief(e));
+  }
+}
+
 // ShmChannel's view of the world's store.
 class ShmStore : public ShmChannel::Store {
  public:
@@ -147,26 +190,7 @@ C10dWorld::C10dWorld(const RendezvousInfo& info, const C10dOptions& options)
       abort_(AbortSignal::Create()) {
   const auto deadline = Clock::now() + options.connect_timeout;
   const std::string who = self_ + " of " + std::to_string(info.world_size);
-  try {
-    store_ = ConnectStore(info, ServesStore(info), options.connect_timeout);
-  } catch (const std::exception& e) {
-    const std::string server = info.launcher_serves_store ? "the launcher" : "rank 0";
-    throw CommError(who + ": rendezvous at the store " + where_ + " failed" +
-                    (ServesStore(info)
-                         ? " (is the port free?)"
-                         : " within " + Seconds(options.connect_timeout) + " (" + server +
-                               " serves it: did it start, at that address?)") +
-                    ": " + Brief(e));
-  }
-  try {
-    // The first heartbeat announces this rank; reading it back proves that a store answers.
-    store_->set(HeartbeatKey(info.rank), Bytes("0"));
-    store_->wait({HeartbeatKey(info.rank)}, kProbeTimeout);
-  } catch (const std::exception& e) {
-    throw CommError(who + ": what listens at " + where_ +
-                    " did not answer as a rendezvous store within " + Seconds(kProbeTimeout) +
-                    " (another program on MASTER_PORT?): " + Brief(e));
-  }
+  store_ = ConnectAnswering(info, options.connect_timeout, who, where_);
   AwaitArrivals(deadline);
   try {
     watch_store_ = ConnectStore(info, false, options.stall_timeout);
