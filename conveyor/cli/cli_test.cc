@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "conveyor/schedule/registry.h"
+#include "conveyor/train/compute_device.h"
 
 namespace conveyor {
 namespace {
@@ -115,6 +116,29 @@ TEST(CliTest, CompareHasOneRowPerSchedule) {
   for (const ScheduleInfo& info : AllSchedules()) {
     EXPECT_NE(text.out.find(std::string(info.name) + " "), std::string::npos) << info.name;
   }
+}
+
+// --device: the CPU is said in the summary; CUDA where no GPU is visible (or libtorch lacks
+// CUDA) is refused by every rank, naming the rank and the way out.
+TEST(CliTest, DeviceIsSaidAndCudaWithoutAGpuIsRefused) {
+  const std::string dir = ::testing::TempDir() + "conveyor_cli_device." + std::to_string(::getpid());
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  {
+    std::ofstream out(dir + "/corpus.txt");
+    for (int i = 0; i < 100; ++i) out << "a small corpus for a small model, line " << i << "\n";
+  }
+  const std::string job = "train --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 "
+                          "--batch-size 4 --microbatches 2 --steps 2 --data " +
+                          dir + "/corpus.txt";
+  const Result cpu = Conveyor(job + " --device cpu");
+  ASSERT_EQ(cpu.code, 0) << cpu.out << cpu.err;
+  EXPECT_NE(cpu.out.find("device: cpu"), std::string::npos) << cpu.out;
+  if (VisibleGpus() > 0) GTEST_SKIP() << "a GPU is visible: --device cuda would run";
+  const Result cuda = Conveyor(job + " --device cuda");
+  EXPECT_NE(cuda.code, 0);
+  EXPECT_NE(cuda.err.find("rank 0: --device cuda, but"), std::string::npos) << cuda.err;
+  EXPECT_NE(cuda.err.find("--device cpu"), std::string::npos) << cuda.err;
+  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {

@@ -1,6 +1,7 @@
 #include "conveyor/cli/distributed.h"
 
 #include <ATen/Parallel.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "conveyor/launch/interrupt_watcher.h"
 #include "conveyor/launch/launcher.h"
 #include "conveyor/launch/rendezvous.h"
+#include "conveyor/train/compute_device.h"
 
 namespace conveyor {
 
@@ -76,6 +78,11 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
   };
   std::unique_ptr<Transport> transport;
   try {
+    if (UsesCuda(options.device)) {
+      const c10::Device device = ComputeDevice(options.device, info.rank, info.local_rank);
+      c10::impl::VirtualGuardImpl(device.type()).setDevice(device);
+      c10d.use_nccl = true;
+    }
     transport = ConnectC10d(info, c10d);
   } catch (const std::exception& e) {
     report(e.what());

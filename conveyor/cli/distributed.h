@@ -21,6 +21,7 @@
 #include "conveyor/comm/transport.h"
 #include "conveyor/launch/launcher.h"
 #include "conveyor/launch/rendezvous.h"
+#include "conveyor/train/train_config.h"
 
 namespace conveyor {
 
@@ -36,6 +37,9 @@ struct RanksOptions {
   // Intra-op threads of each rank: > 0 sets them; 0 leaves OMP_NUM_THREADS in charge, or
   // without it gives each of the LOCAL_WORLD_SIZE ranks its share of the machine's cores.
   int threads = 0;
+  // Where the ranks compute (compute_device.h): when it resolves to CUDA, each rank makes its
+  // GPU the current device before connecting and CUDA tensors travel over NCCL.
+  DeviceKind device = DeviceKind::kCpu;
 };
 
 // Returns the process exit code: 0 when every rank succeeded. `args` is this process's

@@ -141,6 +141,7 @@ RanksOptions MeshRanksOptions(const TrainConfig& config, const LaunchFlags& laun
   options.any_world = config.dp == 0;  // the world decides dp (Trainer checks it divides)
   options.timeout = std::chrono::seconds(config.timeout_s);
   options.threads = config.threads;
+  options.device = config.device;
   options.output = LaunchOptions::Output::kRank0Direct;
   return options;
 }

@@ -16,6 +16,7 @@
 
 #include "conveyor/comm/abort_signal.h"
 #include "conveyor/comm/scatter_parts.h"
+#include "conveyor/comm/stream_order.h"
 #include "conveyor/common/error.h"
 
 namespace conveyor {
@@ -29,6 +30,11 @@ struct Slot {
   std::uint32_t tag = 0;
   bool done = false;
   std::string error;  // set when done and the transfer failed
+  // On CUDA: a receive's buffer is free to be written after `ready` (its poster's stream)
+  // and holds the message after `written` (the deliverer's stream); an unmatched send's
+  // copy is complete after `ready` (the sender's stream).
+  StreamMark ready;
+  StreamMark written;
 };
 
 // (src, dst, tag), group ranks; the tag is 0 when messages match by order.
@@ -96,15 +102,23 @@ std::string Mismatch(const at::Tensor& got, const at::Tensor& expected, const ch
          ShapeAndDtype(expected);
 }
 
-// Copies a message of tag `tag` into a receive and completes it. Requires the group's mutex.
-void Deliver(const at::Tensor& message, std::uint32_t tag, Slot& recv) {
+// Copies a message of tag `tag`, complete after `message_ready`, into a receive and completes
+// it, on the calling thread's stream. Requires the group's mutex.
+void Deliver(const at::Tensor& message, const StreamMark& message_ready, std::uint32_t tag,
+             Slot& recv) {
   if (tag != recv.tag) {
     recv.error = "matched by order a message of tag " + std::to_string(tag) +
                  ": the two ranks post their messages in different orders";
   } else {
     recv.error = Mismatch(message, recv.tensor, "a receive buffer");
   }
-  if (recv.error.empty()) recv.tensor.copy_(message);
+  if (recv.error.empty()) {
+    recv.ready.MakeCurrentStreamWait();
+    message_ready.MakeCurrentStreamWait();
+    recv.tensor.copy_(message);
+    recv.written = StreamMark::Here(recv.tensor.device());
+    RecordCurrentStreamUse(recv.tensor);  // the receiver frees it, on its own stream
+  }
   recv.done = true;
 }
 
@@ -142,7 +156,10 @@ class LocalWork : public Work {
     AbortSignal& abort = *group_->abort;
     group_->cv.wait_until(lock, Clock::now() + timeout_,
                           [&] { return slot_->done || abort.triggered(); });
-    if (slot_->done && slot_->error.empty()) return;
+    if (slot_->done && slot_->error.empty()) {
+      slot_->written.MakeCurrentStreamWait();
+      return;
+    }
     std::string error = slot_->error;
     lock.unlock();
     if (!error.empty()) Fail(abort, what_ + " failed: " + error);
@@ -178,11 +195,12 @@ class LocalTransport : public Transport {
       std::lock_guard<std::mutex> lock(group_->mutex);
       Key key{rank(), dst, MatchTag(tag)};
       if (std::shared_ptr<Slot> recv = PopFront(group_->pending_recvs, key)) {
-        Deliver(tensor, tag, *recv);
+        Deliver(tensor, StreamMark(), tag, *recv);
         group_->cv.notify_all();
       } else {
         auto message = std::make_shared<Slot>();
         message->tensor = tensor.clone(at::MemoryFormat::Contiguous);
+        message->ready = StreamMark::Here(tensor.device());
         message->tag = tag;
         group_->unmatched_sends[key].push_back(std::move(message));
       }
@@ -196,13 +214,15 @@ class LocalTransport : public Transport {
     CONVEYOR_CHECK(buffer.defined() && buffer.is_contiguous())
         << Describe("recv", "from", src, tag) << ": the buffer must be a contiguous tensor";
     auto slot = std::make_shared<Slot>();
+    slot->ready = StreamMark::Here(buffer.device());
     slot->tensor = std::move(buffer);
     slot->tag = tag;
     {
       std::lock_guard<std::mutex> lock(group_->mutex);
       Key key{src, rank(), MatchTag(tag)};
       if (std::shared_ptr<Slot> message = PopFront(group_->unmatched_sends, key)) {
-        Deliver(message->tensor, message->tag, *slot);
+        Deliver(message->tensor, message->ready, message->tag, *slot);
+        RecordCurrentStreamUse(message->tensor);  // made on the sender's stream, freed here
       } else {
         group_->pending_recvs[key].push_back(slot);
       }
@@ -218,7 +238,7 @@ class LocalTransport : public Transport {
 
   void Barrier() override {
     Meet(
-        "barrier", [](Collective&) { return std::string(); }, [](const Collective&) {});
+        "barrier", c10::Device(c10::DeviceType::CPU), [](Collective&) { return std::string(); }, [](const Collective&) {});
   }
 
   std::unique_ptr<Transport> NewGroup(const std::vector<int>& ranks) override {
@@ -263,8 +283,12 @@ class LocalTransport : public Transport {
 
   // Meets the other ranks at this transport's next collective, `op`: contributes, waits until
   // every rank has, then reads. Throws CommError when the ranks disagree (on the operation,
-  // or as a Contribute says), on timeout and on abort.
-  void Meet(const char* op, const Contribute& contribute, const Read& read);
+  // or as a Contribute says), on timeout and on abort. With operands on a CUDA `device`, the
+  // calling thread's stream is synchronised before contributing, after contributing and after
+  // reading, so that no rank reads a shared tensor before it is written or frees one another
+  // still reads.
+  void Meet(const char* op, const c10::Device& device, const Contribute& contribute,
+            const Read& read);
 
   // What Contribute returns when this rank's operand differs from the first rank's, whose
   // shape and dtype `c` keeps ("" when it does not; the first rank records it).
@@ -277,7 +301,9 @@ class LocalTransport : public Transport {
   std::uint64_t next_subgroup_ = 0;
 };
 
-void LocalTransport::Meet(const char* op, const Contribute& contribute, const Read& read) {
+void LocalTransport::Meet(const char* op, const c10::Device& device, const Contribute& contribute,
+                          const Read& read) {
+  SynchronizeCurrentStream(device);
   std::string what = ranks_.Self() + ": " + op + " #" + std::to_string(next_collective_);
   std::unique_lock<std::mutex> lock(group_->mutex);
   Collective& c = group_->collectives[next_collective_++];
@@ -290,6 +316,7 @@ void LocalTransport::Meet(const char* op, const Contribute& contribute, const Re
     c.error = std::string("ranks disagree on the operation: ") + c.op + " and " + op;
   } else if (c.error.empty()) {
     c.error = contribute(c);
+    SynchronizeCurrentStream(device);
   }
   c.arrived[rank()] = true;
   if (++c.count == world_size()) group_->cv.notify_all();
@@ -298,6 +325,7 @@ void LocalTransport::Meet(const char* op, const Contribute& contribute, const Re
                         [&] { return c.count == world_size() || abort.triggered(); });
   if (c.count == world_size() && c.error.empty()) {
     read(c);
+    SynchronizeCurrentStream(device);
     if (--c.readers_left == 0) group_->collectives.erase(next_collective_ - 1);
     return;
   }
@@ -330,7 +358,7 @@ std::string LocalTransport::CheckLikeFirst(Collective& c, const at::Tensor& oper
 
 void LocalTransport::AllReduceSum(std::vector<at::Tensor>& tensors) {
   Meet(
-      "all-reduce",
+      "all-reduce", tensors.empty() ? c10::Device(c10::DeviceType::CPU) : tensors[0].device(),
       [&](Collective& c) -> std::string {
         if (c.count == 0) {
           for (const at::Tensor& t : tensors) {
@@ -360,7 +388,7 @@ at::Tensor LocalTransport::ReduceScatterSum(const at::Tensor& input,
   const ScatterParts parts(ranks_, input, counts);
   at::Tensor mine;
   Meet(
-      "reduce-scatter",
+      "reduce-scatter", input.device(),
       [&](Collective& c) {
         std::string error = CheckLikeFirst(c, input);
         if (!error.empty()) return error;
@@ -387,7 +415,7 @@ std::vector<at::Tensor> LocalTransport::AllGather(const at::Tensor& local) {
   CONVEYOR_CHECK(local.defined()) << ranks_.Self() << ": all-gather of an undefined tensor";
   std::vector<at::Tensor> gathered;
   Meet(
-      "all-gather",
+      "all-gather", local.device(),
       [&](Collective& c) {
         std::string error = CheckLikeFirst(c, local);
         if (error.empty()) {
@@ -409,7 +437,7 @@ void LocalTransport::Broadcast(at::Tensor& tensor, int root) {
   ranks_.CheckRoot("broadcast", root);
   CONVEYOR_CHECK(tensor.defined()) << ranks_.Self() << ": broadcast of an undefined tensor";
   Meet(
-      "broadcast",
+      "broadcast", tensor.device(),
       [&](Collective& c) {
         std::string error = CheckLikeFirst(c, tensor);
         if (!error.empty()) return error;

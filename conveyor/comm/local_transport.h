@@ -15,6 +15,14 @@
 // Tensors may live on any device; receive buffers, all-reduce and broadcast operands are
 // written with at::Tensor::copy_ and all-gather and reduce-scatter results made on the
 // operand's device, so a message may cross devices.
+//
+// CUDA tensors (ranks as threads sharing GPUs, each computing on its own current stream):
+// a message is ordered by events, never by the host waiting. A receive marks its buffer on
+// the receiver's stream when posted; the thread that delivers (the sender's, or the
+// receiver's for a message that arrived first, copied on the sender's stream) makes its
+// stream wait for that mark, copies, and marks the copy; Wait() makes the receiver's stream
+// wait for it. Memory crossing streams is recorded with the caching allocator. Collectives
+// are rarer: they synchronise the calling thread's stream around its part (see Meet).
 #ifndef CONVEYOR_COMM_LOCAL_TRANSPORT_H_
 #define CONVEYOR_COMM_LOCAL_TRANSPORT_H_
 

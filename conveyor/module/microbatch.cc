@@ -60,6 +60,11 @@ std::vector<MicroBatch> SplitBatch(const Batch& batch, int m, double loss_denomi
   return out;
 }
 
+Batch ToDevice(const Batch& batch, const c10::Device& device) {
+  auto to = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
+  return Batch{to(batch.inputs), to(batch.targets), to(batch.attention_mask)};
+}
+
 Batch SliceBatch(const Batch& batch, int index, int count) {
   const int64_t n = CheckedSamples(batch);
   CONVEYOR_CHECK(count >= 1 && n >= count)

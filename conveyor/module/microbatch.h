@@ -47,6 +47,9 @@ std::vector<MicroBatch> SplitBatch(const Batch& batch, int m, double loss_denomi
 // Throws UserError when the batch has fewer than `count` samples; index in [0, count).
 Batch SliceBatch(const Batch& batch, int index, int count);
 
+// The batch's tensors on `device` (the same tensors when they are there already).
+Batch ToDevice(const Batch& batch, const c10::Device& device);
+
 // Counted targets (those >= 0) in `targets`, at least 1.
 double CountTargets(const at::Tensor& targets);
 

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
 #include <chrono>
@@ -64,10 +65,13 @@ void DataParallelReducer::Start(const NamedTensors& params) {
     bucket.bytes += static_cast<int64_t>(p.grad().nbytes());
     bucket.numel += p.numel();
   }
+  const StreamMark ready =
+      params.empty() ? StreamMark() : StreamMark::Here(params.front().second.device());
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (Bucket& b : buckets) {
       if (b.grads.empty()) continue;
+      b.ready = ready;
       queue_.push_back(std::move(b));
       ++in_flight_;
     }
@@ -110,6 +114,16 @@ void DataParallelReducer::Loop() {
 }
 
 int64_t DataParallelReducer::Reduce(const Bucket& bucket) {
+  const c10::Device device = bucket.grads.front().device();
+  c10::OptionalDeviceGuard on_device;
+  if (!device.is_cpu()) on_device.reset_device(device);
+  bucket.ready.MakeCurrentStreamWait();
+  const int64_t received = ReduceOnCurrentStream(bucket);
+  SynchronizeCurrentStream(device);
+  return received;
+}
+
+int64_t DataParallelReducer::ReduceOnCurrentStream(const Bucket& bucket) {
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> flat;
   for (const at::Tensor& g : bucket.grads) flat.push_back(g.reshape({-1}));

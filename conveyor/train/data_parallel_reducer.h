@@ -20,6 +20,11 @@
 // All replicas start the same buckets in the same order (the same program and model on each),
 // as the collectives require.
 //
+// CUDA gradients: a bucket is read on the reducer thread's stream only after the work that
+// the rank's stream had enqueued when Start() was called (an event), and the reducer thread
+// waits for its own stream after each bucket, so that once Finish() returns the gradients
+// hold the sums for any stream; the rank's stream is never blocked meanwhile.
+//
 // Thread-safety: Start() and Finish() are called from one thread (the rank's); the group is
 // used only by the reducer's own thread. REQUIRES: `group` outlives the reducer; between
 // Start() and Finish() nobody touches the started parameters' gradients.
@@ -37,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "conveyor/comm/stream_order.h"
 #include "conveyor/comm/transport.h"
 #include "conveyor/module/stage_module.h"
 #include "conveyor/train/shard_layout.h"
@@ -86,11 +92,14 @@ class DataParallelReducer {
     // Reduce-scattered: the flat offset of the first gradient in the layout (the others
     // follow it without gaps); -1: all-reduced.
     int64_t flat_begin = -1;
+    StreamMark ready;  // the gradients' producing work, on the rank's stream
   };
   void Loop();
   // Sums the bucket's gradients over the group, in place (all of them, or with a layout and
-  // flat_begin >= 0, this replica's range of them); returns the bytes of the sum received.
+  // flat_begin >= 0, this replica's range of them) on the bucket's device, after its ready
+  // mark, and waits for that; returns the bytes of the sum received.
   int64_t Reduce(const Bucket& bucket);
+  int64_t ReduceOnCurrentStream(const Bucket& bucket);  // Reduce's work, on this thread's stream
 
   Transport* group_;
   int64_t bucket_bytes_;

@@ -30,7 +30,7 @@ EvalMetrics Evaluate(ForwardPipeline& forward) {
     // Each replica evaluates its share of the batches; all of its ranks run them (TP layers
     // are collective).
     if (static_cast<int>(i % mesh.dp()) != coords.dp) continue;
-    const std::vector<MicroBatch> split = SplitBatch(batch, mbs);
+    const std::vector<MicroBatch> split = SplitBatch(ToDevice(batch, trainer.device()), mbs);
     const Executor::Inference result = forward.Run(split);
     loss += result.loss;
     if (task.has_accuracy()) {

@@ -39,7 +39,8 @@ Executor::Inference ForwardPipeline::Run(const std::vector<MicroBatch>& mbs) {
     for (const auto& [index, stage] : trainer_.pipeline().stages()) stages[index] = stage.get();
     it->second.executor = std::make_unique<Executor>(it->second.program, trainer_.pipeline_rank(),
                                                      trainer_.pipeline_group(), stages,
-                                                     at::TensorOptions().dtype(at::kFloat));
+                                                     at::TensorOptions().dtype(at::kFloat).device(
+                                                         trainer_.device()));
   }
   return it->second.executor->RunInference(mbs);
 }

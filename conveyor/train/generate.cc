@@ -15,13 +15,14 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, double
                       uint64_t seed) {
   // Two directions need two micro-batches: the second carries a copy, its result unused.
   const int m = forward.trainer().program().layout.directions();
+  const c10::Device device = forward.trainer().device();
   std::vector<MicroBatch> mbs(m);
   for (int i = 0; i < m; ++i) {
     mbs[i].index = i;
-    mbs[i].inputs = inputs;
+    mbs[i].inputs = inputs.to(device);
   }
   const Executor::Inference result = forward.Run(mbs);
-  at::Tensor tokens = at::zeros({inputs.size(0)}, at::kLong);
+  at::Tensor tokens = at::zeros({inputs.size(0)}, at::TensorOptions(at::kLong).device(device));
   auto it = result.outputs.find(0);
   if (it != result.outputs.end()) {
     at::Tensor logits = it->second.select(1, it->second.size(1) - 1);  // (n, V / tp)
@@ -32,7 +33,9 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, double
       tokens = logits.argmax(-1);
     } else {
       at::Generator gen = LayerGenerator(seed, static_cast<int>(inputs.size(1)));
-      tokens = at::multinomial((logits / temperature).softmax(-1), 1, false, gen).squeeze(-1);
+      // Sampled on the CPU, with its generator, whatever the device: the same tokens anywhere.
+      const at::Tensor probs = (logits / temperature).softmax(-1).to(at::kCPU);
+      tokens = at::multinomial(probs, 1, false, gen).squeeze(-1).to(device);
     }
   }
   // The rank of the last stage of micro-batch 0's pipeline sampled them; the others get them.

@@ -29,7 +29,8 @@ at::Tensor AdamW::StateEntry(const std::map<std::string, at::Tensor>& state,
   CONVEYOR_CHECK(it->second.sizes() == param.sizes())
       << "optimizer state '" << key << "' has shape " << it->second.sizes() << ", the parameter "
       << param.sizes();
-  return it->second.to(param.scalar_type()).clone();
+  return it->second.to(param.device(), param.scalar_type(), /*non_blocking=*/false,
+                       /*copy=*/true);
 }
 
 void AdamW::Step(const NamedTensors& params, double lr, int64_t step) {

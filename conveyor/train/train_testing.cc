@@ -44,6 +44,7 @@ TrainConfig TinyGpt() {
   c.eval_batches = 1;
   c.sample_tokens = 0;
   c.timeout_s = 60;
+  c.device = DeviceKind::kCpu;  // GPU tests ask for CUDA themselves
   return c;
 }
 
@@ -53,6 +54,8 @@ std::vector<double> TrainOnThreads(const TrainConfig& config,
   const int64_t last = stop_at > 0 ? stop_at : config.steps;
   TransportOptions options;
   options.timeout = std::chrono::seconds(config.timeout_s);
+  // On CUDA the messages match by order alone, as NCCL matches them between processes.
+  options.match_by_order = config.device == DeviceKind::kCuda;
   auto world = LocalWorld(std::max(config.dp, 1) * config.tp * config.pp, options);
   auto task = MakeTask(config);
   std::vector<double> losses;

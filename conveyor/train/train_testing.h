@@ -19,7 +19,9 @@ TrainConfig TinyGpt();
 
 // Trains until step `stop_at` (0: config.steps), from a checkpoint when config.resume is
 // set, on dp x tp x pp threads (dp 0 counts as 1); then calls `after` on every rank's
-// trainer (on its thread). Returns the loss of every step run (rank 0's).
+// trainer (on its thread). Returns the loss of every step run (rank 0's). With config.device
+// kCuda the messages between ranks match by order only (TransportOptions::match_by_order),
+// as over NCCL.
 std::vector<double> TrainOnThreads(const TrainConfig& config,
                                    const std::function<void(Trainer&, Transport&)>& after = {},
                                    int64_t stop_at = 0);

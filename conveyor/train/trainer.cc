@@ -1,16 +1,20 @@
 #include "conveyor/train/trainer.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "conveyor/comm/hop_latency.h"
+#include "conveyor/comm/stream_order.h"
+#include "conveyor/launch/rendezvous.h"
 #include "conveyor/module/microbatch.h"
 #include "conveyor/nn/layer.h"
 #include "conveyor/profile/comm_breakdown.h"
@@ -18,6 +22,7 @@
 #include "conveyor/schedule/lower.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
+#include "conveyor/train/compute_device.h"
 #include "conveyor/train/layer_costs.h"
 #include "conveyor/train/sharded_adamw.h"
 #include "conveyor/train/sum_over_ranks.h"
@@ -38,6 +43,20 @@ std::map<std::string, std::vector<int>> Holders(const Layout& layout, const Laye
     }
   }
   return holders;
+}
+
+// This rank's index among the ranks of its machine: the launcher's, for a process; the
+// world rank, for ranks as threads of this process.
+int LocalRank(int rank) { return LaunchedAsRank() ? RendezvousFromEnvironment().local_rank : rank; }
+
+// Makes `device` the calling thread's current device and a stream of its own from the pool
+// its current stream (both stay after the call). Nothing on the CPU.
+void ComputeOn(const c10::Device& device) {
+  const std::optional<c10::Stream> stream = StreamFromPool(device);
+  if (!stream) return;
+  c10::impl::VirtualGuardImpl guard(device.type());
+  guard.setDevice(device);
+  guard.exchangeStream(*stream);
 }
 
 // Gradient bytes per data-parallel all-reduce.
@@ -91,12 +110,14 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       task_(std::move(task)),
       world_(world),
       rank_(world != nullptr ? world->rank() : 0),
+      device_(ComputeDevice(config.device, rank_, LocalRank(rank_))),
       mesh_(MakeMesh(config, world)),
       coords_(mesh_.coords(rank_)),
       program_(BuildSchedule(config.schedule,
                              ScheduleOptions{config.pp, config.microbatches, config.chunks})),
       schedule_{config.lr, config.min_lr_ratio, config.warmup_steps, config.steps} {
   config_.Validate();
+  ComputeOn(device_);
   MemoryTracker::Install();
   VerifyOrThrow(program_);
   program_ = Lower(program_);
@@ -139,12 +160,15 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   auto ranges = partition_;
   pipeline_ = std::make_unique<PipelineRank>(
       program_, pipeline_rank(), pipeline_group_,
-      [task_ref, ranges, &layout, tp = tp_](int stage) {
+      [task_ref, ranges, &layout, tp = tp_, device = device_](int stage) {
         const LayerList all = task_ref->BuildLayers(tp);
         const LayerRange& r = ranges[layout.part_of(stage)];
-        return std::make_unique<LayerStack>(LayerList(all.begin() + r.begin, all.begin() + r.end));
+        auto stack =
+            std::make_unique<LayerStack>(LayerList(all.begin() + r.begin, all.begin() + r.end));
+        MoveParameters(stack->NamedParameters(), device);
+        return stack;
       },
-      at::TensorOptions().dtype(at::kFloat));
+      at::TensorOptions().dtype(at::kFloat).device(device_));
   for (const auto& [index, stage] : pipeline_->stages()) {
     stage->set_recompute(config_.recompute == Recompute::kFull);
   }
@@ -180,7 +204,8 @@ StepMetrics Trainer::Step() {
   for (const auto& [name, p] : params) p.mutable_grad() = at::Tensor();
   // This replica's slice of the batch; every loss is divided by the whole batch's targets.
   const Batch batch = task_->TrainBatch(step_);
-  const Batch mine = mesh_.dp() > 1 ? SliceBatch(batch, coords_.dp, mesh_.dp()) : batch;
+  const Batch mine =
+      ToDevice(mesh_.dp() > 1 ? SliceBatch(batch, coords_.dp, mesh_.dp()) : batch, device_);
   recorder_->BeginStep();
   // From here on, the collectives of this step (not those of evaluations or checkpoints).
   if (tp_timed_ != nullptr) tp_timed_->TakeSpans();

@@ -21,6 +21,13 @@
 // shared parameters stay whole), each replica keeps and updates 1/dp of the state and the
 // replicas all-gather the updated weights; with dp = 1 it is the plain AdamW.
 //
+// Devices (config.device, compute_device.h): the stages' parameters, gradients, optimizer
+// state, activations and batches live on this rank's device; losses, timings and metrics are
+// gathered on the CPU. On CUDA the constructing thread gets the device as its current device
+// and a stream of its own from the pool as its current stream (ranks as threads sharing a
+// GPU compute side by side); every later call must come from that thread. Nothing in a
+// step waits for the device until its end (the loss gather).
+//
 // Every rank constructs a Trainer with the same config and task and calls the same methods
 // in the same order (they are collective). Losses do not depend on the schedule, pp or dp:
 // the weights, data and reductions are functions of (seed, step, layer, sample) only. Not
@@ -82,6 +89,8 @@ class Trainer {
   // Every rank of the run (null with one rank) and this rank in it.
   Transport* world() const { return world_; }
   int rank() const { return rank_; }
+  // Where this rank computes (config.device resolved).
+  const c10::Device& device() const { return device_; }
   const Mesh& mesh() const { return mesh_; }
   const MeshCoords& coords() const { return coords_; }
   // The pipeline this rank is a stage rank of (the ranks sharing its dp and tp coordinates;
@@ -125,6 +134,7 @@ class Trainer {
   std::shared_ptr<const TrainTask> task_;
   Transport* world_;
   int rank_;
+  c10::Device device_;
   Mesh mesh_;
   MeshCoords coords_;
   // The groups this rank belongs to, created in the constructor (a group that is the whole

@@ -1,0 +1,46 @@
+#include "conveyor/train/compute_device.h"
+
+#include <ATen/Context.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "conveyor/common/error.h"
+
+namespace conveyor {
+
+int VisibleGpus() {
+  if (!at::globalContext().hasCUDA()) return 0;
+  return static_cast<int>(at::detail::getCUDAHooks().getNumGPUs());
+}
+
+void MoveParameters(const NamedTensors& params, const c10::Device& device) {
+  for (const auto& [name, p] : params) {
+    if (p.device() != device) p.set_data(p.data().to(device));
+  }
+}
+
+bool UsesCuda(DeviceKind kind) {
+  return kind == DeviceKind::kCuda || (kind == DeviceKind::kAuto && VisibleGpus() > 0);
+}
+
+c10::Device ComputeDevice(DeviceKind kind, int rank, int local_rank) {
+  if (!UsesCuda(kind)) return c10::Device(c10::DeviceType::CPU);
+  CONVEYOR_CHECK(at::globalContext().hasCUDA())
+      << "rank " << rank
+      << ": --device cuda, but this libtorch was built without CUDA (build conveyor against a "
+         "CUDA libtorch, see the README's GPU section, or use --device cpu)";
+  const int gpus = VisibleGpus();
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  CONVEYOR_CHECK(gpus > 0) << "rank " << rank << ": --device cuda, but no GPU is visible"
+                           << (visible != nullptr
+                                   ? std::string(" (CUDA_VISIBLE_DEVICES=") + visible + ")"
+                                   : std::string())
+                           << "; use --device cpu or auto";
+  CONVEYOR_CHECK(local_rank >= 0) << "rank " << rank << ": local rank " << local_rank;
+  return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
+}
+
+}  // namespace conveyor

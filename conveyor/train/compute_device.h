@@ -1,0 +1,36 @@
+// The device a rank computes on, from --device and the rank's place on its machine.
+//
+// kCpu: the CPU. kCuda: cuda:(local_rank mod the number of visible GPUs), so that ranks
+// beyond the GPU count (ranks as threads of one process, or more processes than GPUs) share
+// them round-robin. kAuto: kCuda when this libtorch has CUDA and a GPU is visible, else kCpu.
+//
+// Thread-safety: the functions may be called from any thread.
+#ifndef CONVEYOR_TRAIN_COMPUTE_DEVICE_H_
+#define CONVEYOR_TRAIN_COMPUTE_DEVICE_H_
+
+#include <c10/core/Device.h>
+
+#include "conveyor/module/stage_module.h"
+#include "conveyor/train/train_config.h"
+
+namespace conveyor {
+
+// GPUs this process sees through libtorch (0 when libtorch was built without CUDA).
+int VisibleGpus();
+
+// `kind` resolved for the rank `rank` (named in errors) whose index among the ranks of its
+// machine is `local_rank`. Throws UserError for kCuda when this libtorch lacks CUDA or no GPU
+// is visible, naming the rank and why.
+c10::Device ComputeDevice(DeviceKind kind, int rank, int local_rank);
+
+// Moves each parameter's data to `device` in place (Tensor::set_data), so that every handle a
+// layer keeps on the parameter sees it there; requires_grad is kept. Call before any
+// forward and before an optimizer holds state for them.
+void MoveParameters(const NamedTensors& params, const c10::Device& device);
+
+// Whether `kind` resolves to CUDA in this process (kAuto with a visible GPU, or kCuda).
+bool UsesCuda(DeviceKind kind);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAIN_COMPUTE_DEVICE_H_
