@@ -25,7 +25,9 @@ nlohmann::json RankRowsJson(const std::vector<RankMetrics>& ranks) {
                     {"dp_comm_s", r.dp_comm_s},
                     {"dp_exposed_s", r.dp_exposed_s},
                     {"dp_hidden_fraction", r.dp_hidden_fraction()},
-                    {"tp_comm_s", r.tp_comm_s}});
+                    {"tp_comm_s", r.tp_comm_s},
+                    {"device_peak_allocated_bytes", r.device_peak_allocated_bytes},
+                    {"device_peak_reserved_bytes", r.device_peak_reserved_bytes}});
   }
   return rows;
 }

@@ -44,6 +44,14 @@ void PrintTrainSummary(const TrainSummary& s) {
       "exposed communication %s of the step\n",
       Percent(s.measured_bubble).c_str(), Percent(s.predicted_bubble).c_str(), 1e6 * s.hop_s,
       Percent(s.exposed_comm).c_str());
+  if (!s.ranks.empty() && s.ranks.front().device_peak_reserved_bytes > 0) {
+    std::printf("GPU memory in the last step, per rank (MiB): peak allocated / peak reserved:");
+    for (const RankMetrics& r : s.ranks) {
+      std::printf(" %d: %.0f / %.0f", r.rank, r.device_peak_allocated_bytes / (1 << 20),
+                  r.device_peak_reserved_bytes / (1 << 20));
+    }
+    std::printf("\n");
+  }
   if (!s.mesh.empty()) {
     std::printf(
         "\nper rank, ms per step of the data-parallel collectives (hidden: the share that ran\n"

@@ -20,7 +20,8 @@ double SharedClockOrigin(Transport* world) {
   return now.item<double>();
 }
 
-StepRecorder::StepRecorder(int rank, int num_ranks, double origin) : rank_(rank), origin_(origin) {
+StepRecorder::StepRecorder(int rank, int num_ranks, double origin, c10::Device device)
+    : rank_(rank), origin_(origin), device_(device) {
   step_.num_ranks = num_ranks;
   step_.time_unit = TimeUnit::kSeconds;
 }
@@ -34,8 +35,9 @@ void StepRecorder::BeginStep() {
   step_.spans.clear();
   step_.phases.clear();
   step_.counters.clear();
-  step_base_bytes_ = MemoryTracker::current_bytes();
+  ResetDeviceMemoryPeaks(device_);
   MemoryTracker::ResetPeak();
+  step_base_bytes_ = AllocatedBytes();
   held_bytes_ = 0;
   Sample(Executor::Now() - origin_, 0);
 }
@@ -49,7 +51,7 @@ void StepRecorder::Phase(const std::string& name, double start, double end, Phas
 }
 
 void StepRecorder::Sample(double time, double sent) {
-  held_bytes_ = MemoryTracker::current_bytes() - step_base_bytes_;
+  held_bytes_ = AllocatedBytes() - step_base_bytes_;
   step_.counters.push_back(
       CounterSample{rank_, "activation bytes", time, static_cast<double>(held_bytes_)});
   step_.counters.push_back(CounterSample{rank_, "bytes sent", time, sent});
@@ -69,7 +71,16 @@ void StepRecorder::OnSpan(const Span& span) {
   }
 }
 
-int64_t StepRecorder::PeakBytes() const { return MemoryTracker::peak_bytes() - step_base_bytes_; }
+int64_t StepRecorder::AllocatedBytes() const {
+  const DeviceMemory device = ReadDeviceMemory(device_);
+  return device.has_counts ? device.allocated_bytes : MemoryTracker::current_bytes();
+}
+
+int64_t StepRecorder::PeakBytes() const {
+  const DeviceMemory device = ReadDeviceMemory(device_);
+  return (device.has_counts ? device.peak_allocated_bytes : MemoryTracker::peak_bytes()) -
+         step_base_bytes_;
+}
 
 std::map<int, double> StepRecorder::ForwardBytes() const {
   std::map<int, double> mean;

@@ -1,8 +1,9 @@
 // Records what one rank does in each training step, for metrics and traces: every span the
 // executor reports (computes, posts, waits), the phases around the pipeline that the trainer
 // names (shared-gradient sums, the norm all-reduce, the optimizer, ...), and after each span
-// two counters: "activation bytes" (CPU bytes allocated since the step began, counted by
-// MemoryTracker when installed, else 0) and "bytes sent" (the step's message payload so far).
+// two counters: "activation bytes" (bytes allocated since the step began: on a GPU its
+// caching allocator's count, device_memory.h; on the CPU MemoryTracker's when installed, else
+// 0) and "bytes sent" (the step's message payload so far).
 //
 // Times are seconds since `origin`, a time of Executor::Now(); ranks that share an origin
 // (SharedClockOrigin) have comparable times. The recorder keeps the current step only.
@@ -16,6 +17,7 @@
 #include <string>
 
 #include "conveyor/comm/transport.h"
+#include "conveyor/profile/device_memory.h"
 #include "conveyor/runtime/executor.h"
 #include "conveyor/timeline/timeline.h"
 
@@ -29,7 +31,9 @@ double SharedClockOrigin(Transport* world);
 
 class StepRecorder {
  public:
-  StepRecorder(int rank, int num_ranks, double origin);
+  // `device`: where the rank's tensors live (its memory is counted).
+  StepRecorder(int rank, int num_ranks, double origin,
+               c10::Device device = c10::Device(c10::DeviceType::CPU));
 
   // Becomes `executor`'s hook (replacing any other); `executor` must outlive its use.
   void Attach(Executor& executor);
@@ -45,9 +49,12 @@ class StepRecorder {
   // The current (or last) step: spans, phases and counters of this rank, seconds since origin.
   const Timeline& step() const { return step_; }
 
-  // The most bytes allocated since BeginStep beyond the step's zero (MemoryTracker's peak:
-  // the whole process's, so with ranks as threads it covers all of them).
+  // The most bytes allocated since BeginStep beyond the step's zero (the device's peak, or
+  // MemoryTracker's: either is the whole process's, so with ranks as threads sharing a device
+  // it covers all of them).
   int64_t PeakBytes() const;
+  // The device's allocator counts now, peaks since BeginStep (has_counts false on the CPU).
+  DeviceMemory device_memory() const { return ReadDeviceMemory(device_); }
 
   // Mean bytes a forward leaves allocated (its output and what autograd saves for the
   // backward), per stage of this rank, over every forward recorded so far.
@@ -55,12 +62,14 @@ class StepRecorder {
 
  private:
   void OnSpan(const Span& span);
+  int64_t AllocatedBytes() const;  // the device's count, or MemoryTracker's
   void Sample(double time, double sent_bytes);
 
   const int rank_;
   const double origin_;
   Executor* executor_ = nullptr;
   Timeline step_;
+  const c10::Device device_;
   int64_t step_base_bytes_ = 0;  // allocated when the step began
   int64_t held_bytes_ = 0;       // at the last sample, relative to the base
   std::map<int, std::pair<double, int64_t>> forward_bytes_;  // stage -> (sum, count)

@@ -27,7 +27,9 @@ constexpr double RankMetrics::*kMeasuredFields[] = {&RankMetrics::step_s,
                                                     &RankMetrics::peak_activation_bytes,
                                                     &RankMetrics::dp_comm_s,
                                                     &RankMetrics::dp_exposed_s,
-                                                    &RankMetrics::tp_comm_s};
+                                                    &RankMetrics::tp_comm_s,
+                                                    &RankMetrics::device_peak_allocated_bytes,
+                                                    &RankMetrics::device_peak_reserved_bytes};
 constexpr int kFields = static_cast<int>(std::size(kMeasuredFields));
 
 }  // namespace
@@ -35,7 +37,10 @@ constexpr int kFields = static_cast<int>(std::size(kMeasuredFields));
 std::vector<RankMetrics> GatherRankMetrics(const Trainer& trainer) {
   const Program& program = trainer.program();
   const int stages = program.layout.num_stages();
-  const RankMetrics mine = trainer.totals().Means(trainer.rank());
+  RankMetrics mine = trainer.totals().Means(trainer.rank());
+  const DeviceMemory device = trainer.recorder().device_memory();
+  mine.device_peak_allocated_bytes = static_cast<double>(device.peak_allocated_bytes);
+  mine.device_peak_reserved_bytes = static_cast<double>(device.peak_reserved_bytes);
   // This rank's measured fields, then the bytes a forward leaves allocated per stage (zero
   // for other ranks' stages).
   std::vector<double> row(kFields + stages, 0.0);

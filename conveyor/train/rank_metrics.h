@@ -39,6 +39,11 @@ struct RankMetrics {
   // with the bytes a forward of its stage was measured to leave allocated.
   double predicted_peak_microbatches = 0;
   double predicted_peak_activation_bytes = 0;
+  // On a GPU, its caching allocator's peaks during the last step (device_memory.h): bytes
+  // held by tensors, and bytes the allocator reserved from the device; 0 on the CPU. Whole
+  // counts, not relative to the step's start; ranks sharing a GPU see the same counts.
+  double device_peak_allocated_bytes = 0;
+  double device_peak_reserved_bytes = 0;
   // The collectives of the data- and tensor-parallel axes (zero without them), seconds per
   // step: all of the rank's data-parallel communication (the gradient reduction, ZeRO's
   // all-gather, the loss sum); the part of it that blocked the rank's own thread (the rest

@@ -188,7 +188,8 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   grad_sync_ = std::make_unique<GradSync>(pipeline_group_, holders, tp_,
                                           zero != nullptr ? dp_group_ : nullptr, zero);
   clock_origin_ = SharedClockOrigin(world);
-  recorder_ = std::make_unique<StepRecorder>(pipeline_rank(), layout.num_ranks(), clock_origin_);
+  recorder_ = std::make_unique<StepRecorder>(pipeline_rank(), layout.num_ranks(), clock_origin_,
+                                             device_);
   recorder_->Attach(pipeline_->executor());
   if (pipeline_group_ != nullptr && pipeline_group_->world_size() > 1) {
     const int64_t samples =
