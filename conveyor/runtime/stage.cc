@@ -40,7 +40,7 @@ at::Tensor Stage::Forward(const MicroBatch& mb, const at::Tensor& input) {
   }
   cache_.emplace(mb.index, std::move(cached));
   if (is_last_) {
-    loss_ += out.item<double>();
+    AddLoss(out);
     return at::Tensor();
   }
   return out.detach();
@@ -58,9 +58,16 @@ at::Tensor Stage::Infer(const MicroBatch& mb, const at::Tensor& input) {
   at::NoGradGuard no_grad;
   at::Tensor out = module_->Forward(input, mb);
   if (is_last_ && mb.targets.defined()) {
-    loss_ += (module_->LossSum(out, mb) / mb.loss_denominator).item<double>();
+    AddLoss(module_->LossSum(out, mb) / mb.loss_denominator);
   }
   return out;
+}
+
+double Stage::loss() const { return loss_.defined() ? loss_.item<double>() : 0.0; }
+
+void Stage::AddLoss(const at::Tensor& scaled) {
+  const at::Tensor value = scaled.detach().to(at::kDouble);
+  loss_ = loss_.defined() ? loss_ + value : value;
 }
 
 at::Tensor Stage::RunBackward(const MicroBatch& mb, const at::Tensor& grad_output, bool defer) {
@@ -106,7 +113,7 @@ void Stage::ResetStep() {
   CONVEYOR_ASSERT(cache_.empty() && store_.pending() == 0)
       << "stage " << index_ << " ends a step with " << cache_.size()
       << " micro-batches still held and " << store_.pending() << " weight tasks pending";
-  loss_ = 0;
+  loss_ = at::Tensor();
 }
 
 }  // namespace conveyor

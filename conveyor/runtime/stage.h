@@ -62,7 +62,8 @@ class Stage {
   at::Tensor Infer(const MicroBatch& mb, const at::Tensor& input);
 
   // Sum of this step's scaled micro-batch losses (last stage); reset by ResetStep().
-  double loss() const { return loss_; }
+  // Reads the device once (the losses are summed there, without a host wait per micro-batch).
+  double loss() const;
   // Micro-batches whose activations are held (forward done, backward-for-inputs not).
   size_t held() const { return cache_.size(); }
   // Micro-batches with deferred weight work queued.
@@ -80,13 +81,15 @@ class Stage {
   at::Tensor RunForward(const MicroBatch& mb, const at::Tensor& input);
   at::Tensor RunBackward(const MicroBatch& mb, const at::Tensor& grad_output, bool defer);
 
+  void AddLoss(const at::Tensor& scaled);  // adds a scaled micro-batch loss to loss_
+
   int index_;
   bool is_first_;
   bool is_last_;
   std::unique_ptr<StageModule> module_;
   WeightGradStore store_;
   std::map<int, Cached> cache_;
-  double loss_ = 0;
+  at::Tensor loss_;  // () double on the stage's device; undefined before the first loss
   bool recompute_ = false;
 };
 
