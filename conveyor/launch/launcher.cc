@@ -81,12 +81,19 @@ void Spawn(Child& child, const std::vector<std::string>& argv, const LaunchOptio
   std::vector<char*> envp = Pointers(env_storage);
   static const char kExecFailed[] = "launcher: cannot execute the command\n";
   const pid_t launcher = getpid();
+  // SIGINT and SIGTERM stay blocked across the fork until the child has its own handlers:
+  // one sent to the child before that would run the launcher's handler there, which reports
+  // it on the launcher's pipe as if the launcher had been interrupted.
+  sigset_t interrupts, before;
+  sigemptyset(&interrupts);
+  sigaddset(&interrupts, SIGINT);
+  sigaddset(&interrupts, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &interrupts, &before);
   pid_t pid = fork();
-  CONVEYOR_CHECK(pid >= 0) << "launcher: cannot fork rank " << child.outcome.rank << ": "
-                           << std::strerror(errno);
   if (pid == 0) {
     signal(SIGINT, SIG_DFL);  // the launcher's handlers are not the rank's
     signal(SIGTERM, SIG_DFL);
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
     setpgid(0, 0);
     // Die with the launcher; if it already died, its signal was missed: leave now.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -98,6 +105,9 @@ void Spawn(Child& child, const std::vector<std::string>& argv, const LaunchOptio
     (void)!write(pipes[kReport][1], kExecFailed, sizeof(kExecFailed) - 1);
     _exit(127);
   }
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  CONVEYOR_CHECK(pid >= 0) << "launcher: cannot fork rank " << child.outcome.rank << ": "
+                           << std::strerror(errno);
   setpgid(pid, pid);  // also here, so a signal sent right away reaches the group
   for (auto& p : pipes) close(p[1]);
   if (inherit_stdout) {
