@@ -118,25 +118,35 @@ TEST(CliTest, CompareHasOneRowPerSchedule) {
   }
 }
 
-// --device: the CPU is said in the summary; CUDA where no GPU is visible (or libtorch lacks
-// CUDA) is refused by every rank, naming the rank and the way out.
+// --device and --dtype: the CPU and the precision are said in the summary, bf16 trains; CUDA
+// where no GPU is visible (or libtorch lacks CUDA) is refused by every rank, naming the rank
+// and the way out.
 TEST(CliTest, DeviceIsSaidAndCudaWithoutAGpuIsRefused) {
-  const std::string dir = ::testing::TempDir() + "conveyor_cli_device." + std::to_string(::getpid());
+  const std::string dir =
+      ::testing::TempDir() + "conveyor_cli_device." + std::to_string(::getpid());
   std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
   {
     std::ofstream out(dir + "/corpus.txt");
     for (int i = 0; i < 100; ++i) out << "a small corpus for a small model, line " << i << "\n";
   }
-  const std::string job = "train --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 "
-                          "--batch-size 4 --microbatches 2 --steps 2 --data " +
-                          dir + "/corpus.txt";
+  const std::string job =
+      "train --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 "
+      "--batch-size 4 --microbatches 2 --steps 2 --data " +
+      dir + "/corpus.txt";
   const Result cpu = Conveyor(job + " --device cpu");
   ASSERT_EQ(cpu.code, 0) << cpu.out << cpu.err;
-  EXPECT_NE(cpu.out.find("device: cpu"), std::string::npos) << cpu.out;
+  EXPECT_NE(cpu.out.find("device: cpu; fp32"), std::string::npos) << cpu.out;
+  const Result bf16 = Conveyor(job + " --device cpu --dtype bf16");
+  ASSERT_EQ(bf16.code, 0) << bf16.out << bf16.err;
+  EXPECT_NE(bf16.out.find("device: cpu; bf16 matrix products"), std::string::npos) << bf16.out;
+  EXPECT_NE(bf16.out.find("done: 2 steps"), std::string::npos) << bf16.out;
   if (VisibleGpus() > 0) GTEST_SKIP() << "a GPU is visible: --device cuda would run";
   const Result cuda = Conveyor(job + " --device cuda");
   EXPECT_NE(cuda.code, 0);
-  EXPECT_NE(cuda.err.find("rank 0: --device cuda, but"), std::string::npos) << cuda.err;
+  // Whichever rank checks first names itself.
+  EXPECT_TRUE(cuda.err.find("rank 0: --device cuda, but") != std::string::npos ||
+              cuda.err.find("rank 1: --device cuda, but") != std::string::npos)
+      << cuda.err;
   EXPECT_NE(cuda.err.find("--device cpu"), std::string::npos) << cuda.err;
   std::system(("rm -rf " + dir).c_str());
 }

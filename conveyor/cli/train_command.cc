@@ -77,9 +77,11 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
     progress.Note("pipeline: " + config.schedule + ", " + trainer.program().layout.Describe() +
                   "; layers per stage " + parts + " (by " +
                   std::string(PartitionByName(config.partition)) + ")");
-    progress.Note("device: " + trainer.device().str() + (trainer.device().is_cuda()
-                                                             ? " (rank r on its local rank's GPU)"
-                                                             : ""));
+    progress.Note("device: " + trainer.device().str() +
+                  (trainer.device().is_cuda() ? " (each rank on its local rank's GPU)" : "") +
+                  (config.dtype == ComputeDtype::kBf16
+                       ? "; bf16 matrix products, fp32 weights, gradients and reductions"
+                       : "; fp32"));
     if (trainer.mesh().dp() > 1 || trainer.mesh().tp() > 1) {
       summary_mesh = trainer.mesh().Describe();
       progress.Note("mesh: " + summary_mesh);

@@ -4,8 +4,13 @@
 
 namespace conveyor {
 
-ComputePrecisionGuard::ComputePrecisionGuard(c10::DeviceType device_type,
-                                             c10::ScalarType dtype, bool enabled)
+std::optional<c10::ScalarType> AutocastDtype(c10::DeviceType device_type) {
+  if (!IsAutocastEnabled(device_type)) return std::nullopt;
+  return GetAutocastDtype(device_type);
+}
+
+ComputePrecisionGuard::ComputePrecisionGuard(c10::DeviceType device_type, c10::ScalarType dtype,
+                                             bool enabled)
     : device_type_(device_type), active_(enabled) {
   if (!active_) return;
   previous_enabled_ = IsAutocastEnabled(device_type_);

@@ -12,7 +12,13 @@
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 
+#include <optional>
+
 namespace conveyor {
+
+// The dtype this thread's autocast gives matrix products on `device_type`, or nullopt when
+// autocast is off there. For code that casts by hand (custom autograd functions).
+std::optional<c10::ScalarType> AutocastDtype(c10::DeviceType device_type);
 
 class ComputePrecisionGuard {
  public:

@@ -5,9 +5,10 @@
 #ifndef CONVEYOR_COMM_TORCH_COMPAT_H_
 #define CONVEYOR_COMM_TORCH_COMPAT_H_
 
+#include <ATen/autocast_mode.h>
+#include <c10/core/Event.h>
 #include <torch/version.h>
 
-#include <ATen/autocast_mode.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 namespace conveyor {
@@ -24,9 +25,10 @@ inline void UseClassicTcpStore(c10d::TCPStoreOptions& options) {
 #endif
 }
 
-// Autocast state of this thread for `device_type` (kCPU or kCUDA; others are CUDA's in 1.13).
-// libtorch 2.x takes the device type; 1.13 has separate CPU and GPU (CUDA) functions.
-#if TORCH_VERSION_MAJOR >= 2
+// Autocast state of this thread for `device_type` (kCPU or kCUDA; others are CUDA's before
+// 2.4). libtorch 2.4 and later take the device type; before, separate CPU and GPU (CUDA)
+// functions.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
 inline bool IsAutocastEnabled(c10::DeviceType t) { return at::autocast::is_autocast_enabled(t); }
 inline void SetAutocastEnabled(c10::DeviceType t, bool on) {
   at::autocast::set_autocast_enabled(t, on);
@@ -59,6 +61,21 @@ inline void SetAutocastDtype(c10::DeviceType t, c10::ScalarType d) {
     at::autocast::set_autocast_gpu_dtype(d);
   }
 }
+#endif
+
+// Device events that measure time: c10::Event gained elapsedTime and synchronize in 2.x (2.6
+// has them); 1.13 has neither, and its Debian build has no CUDA to time anyway.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+inline constexpr bool kHasEventTiming = true;
+// Milliseconds from `from` to `to`, both recorded with timing and completed.
+inline double EventMilliseconds(const c10::Event& from, const c10::Event& to) {
+  return from.elapsedTime(to);
+}
+inline void SynchronizeEvent(const c10::Event& event) { event.synchronize(); }
+#else
+inline constexpr bool kHasEventTiming = false;
+inline double EventMilliseconds(const c10::Event&, const c10::Event&) { return 0; }
+inline void SynchronizeEvent(const c10::Event&) {}
 #endif
 
 }  // namespace conveyor

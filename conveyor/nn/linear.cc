@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "conveyor/comm/compute_precision.h"
 #include "conveyor/module/weight_grad_store.h"
 
 namespace conveyor {
@@ -11,10 +12,10 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// x (N, in), g (N, out) -> (out, in), added into weight's gradient.
+// x (N, in), g (N, out) -> (out, in), added into weight's gradient in weight's dtype.
 void AccumulateWeightGrad(at::Tensor weight, const at::Tensor& x2d, const at::Tensor& g2d) {
   at::NoGradGuard no_grad;
-  at::Tensor grad = g2d.t().mm(x2d);
+  at::Tensor grad = g2d.t().mm(x2d).to(weight.scalar_type());
   if (weight.grad().defined()) {
     weight.mutable_grad().add_(grad);
   } else {
@@ -25,36 +26,46 @@ void AccumulateWeightGrad(at::Tensor weight, const at::Tensor& x2d, const at::Te
 // The autograd function of Linear; `bias` may be undefined only through Forward below, as
 // custom functions do not take undefined tensors.
 struct LinearFunction : public torch::autograd::Function<LinearFunction> {
+  // Under autocast (mixed precision) x, weight and bias are cast to its dtype for the
+  // product (x's cast is saved for backward, the weight is cast again there rather than
+  // kept twice); the output comes back in x's dtype.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             bool has_bias, const at::Tensor& bias_or_weight) {
-    const at::Tensor bias = has_bias ? bias_or_weight : at::Tensor();
-    ctx->save_for_backward({x});
+    const std::optional<c10::ScalarType> autocast = AutocastDtype(x.device().type());
+    const c10::ScalarType compute = autocast.value_or(x.scalar_type());
+    const at::Tensor xc = x.to(compute), wc = weight.to(compute);
+    const at::Tensor bias = has_bias ? bias_or_weight.to(compute) : at::Tensor();
+    ctx->save_for_backward({xc});
     ctx->saved_data["weight"] = weight;
+    ctx->saved_data["input_dtype"] = x.scalar_type();
     ctx->saved_data["has_bias"] = has_bias;
     WeightGradStore* store = WeightGradStore::RecordingStore();
     ctx->saved_data["store"] = reinterpret_cast<int64_t>(store);
     ctx->saved_data["key"] = static_cast<int64_t>(WeightGradStore::RecordingKey());
-    return at::linear(x, weight, bias);
+    return at::linear(xc, wc, bias).to(x.scalar_type());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    const at::Tensor x = ctx->get_saved_variables()[0];
+    const at::Tensor x = ctx->get_saved_variables()[0];  // in the compute dtype
     const at::Tensor weight = ctx->saved_data["weight"].toTensor();
-    const at::Tensor& g = grad_outputs[0];
+    const at::Tensor wc = weight.to(x.scalar_type());
+    const at::Tensor g = grad_outputs[0].to(x.scalar_type());
     const int64_t in = weight.size(1), out = weight.size(0);
     const at::Tensor x2d = x.reshape({-1, in});
     const at::Tensor g2d = g.reshape({-1, out});
 
-    at::Tensor grad_x = g.matmul(weight);
+    at::Tensor grad_x = g.matmul(wc).to(ctx->saved_data["input_dtype"].toScalarType());
     at::Tensor grad_bias;
-    if (ctx->saved_data["has_bias"].toBool()) grad_bias = g2d.sum(0);
+    if (ctx->saved_data["has_bias"].toBool()) {
+      grad_bias = grad_outputs[0].reshape({-1, out}).sum(0).to(weight.scalar_type());
+    }
     at::Tensor grad_weight;
     auto* store = reinterpret_cast<WeightGradStore*>(ctx->saved_data["store"].toInt());
     const int key = static_cast<int>(ctx->saved_data["key"].toInt());
     if (store != nullptr && store->deferring(key)) {
       store->Add(key, [weight, x2d, g2d] { AccumulateWeightGrad(weight, x2d, g2d); });
     } else {
-      grad_weight = g2d.t().mm(x2d);
+      grad_weight = g2d.t().mm(x2d).to(weight.scalar_type());
     }
     // The unused slot of an absent bias is the weight again: no gradient for it.
     return {grad_x, grad_weight, at::Tensor(), grad_bias};

@@ -6,6 +6,11 @@
 // WeightGradStore::Recording and the store defers that key at backward time, the backward
 // returns the input and bias gradients only and queues `weight.grad += g^T x` under the key;
 // WeightGradStore::Run(key) applies it later. Result is the same gradient either way.
+//
+// Mixed precision: under autocast (ComputePrecisionGuard) the products of forward and
+// backward run in autocast's dtype (bf16) on casts of x, weight and bias; the output and
+// x's gradient come back in x's dtype and the weight and bias gradients in theirs (fp32),
+// deferred or not.
 #ifndef CONVEYOR_NN_LINEAR_H_
 #define CONVEYOR_NN_LINEAR_H_
 

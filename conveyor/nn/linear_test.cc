@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "conveyor/comm/compute_precision.h"
 #include "conveyor/module/weight_grad_store.h"
 
 namespace conveyor {
@@ -64,6 +65,51 @@ TEST(LinearTest, NotDeferringComputesAtOnce) {
   const Grads g = Backprop(&store, true);
   EXPECT_TRUE(g.w.defined());
   EXPECT_EQ(store.pending(), 0u);
+}
+
+// Mixed precision: under bf16 autocast the product runs on bf16 casts, the output and x's
+// gradient are fp32 again, the weight and bias gradients fp32, deferred or not; all equal a
+// reference built from at::linear on the bf16 casts (same kernels, so up to fp32 rounding of
+// the casts back).
+TEST(LinearTest, UnderBf16AutocastMatchesAtLinearOnCasts) {
+  at::manual_seed(2);
+  const at::Tensor x0 = at::randn({2, 5, 4}), w0 = at::randn({3, 4}), b0 = at::randn({3});
+  const at::Tensor g = at::randn({2, 5, 3});
+  // Reference: autograd through at::linear on bf16 leaves.
+  at::Tensor xr = x0.to(at::kBFloat16).requires_grad_(true);
+  at::Tensor wr = w0.to(at::kBFloat16).requires_grad_(true);
+  at::Tensor br = b0.to(at::kBFloat16).requires_grad_(true);
+  const at::Tensor yr = at::linear(xr, wr, br);
+  torch::autograd::backward({yr}, {g.to(at::kBFloat16)});
+  for (const bool defer : {false, true}) {
+    at::Tensor x = x0.clone().requires_grad_(true);
+    at::Tensor w = w0.clone().requires_grad_(true);
+    at::Tensor b = b0.clone().requires_grad_(true);
+    WeightGradStore store;
+    store.SetDeferring(3, defer);
+    at::Tensor y;
+    {
+      const ComputePrecisionGuard bf16(c10::DeviceType::CPU, at::kBFloat16, true);
+      WeightGradStore::Recording recording(&store, 3);
+      y = Linear(x, w, b);
+    }
+    EXPECT_EQ(y.scalar_type(), at::kFloat);
+    EXPECT_TRUE(at::allclose(y, yr.to(at::kFloat), 1e-6, 1e-6)) << "defer " << defer;
+    torch::autograd::backward({y}, {g});
+    if (defer) {
+      store.SetDeferring(3, false);
+      EXPECT_EQ(store.Run(3), 1);
+    }
+    ASSERT_EQ(w.grad().scalar_type(), at::kFloat);
+    ASSERT_EQ(b.grad().scalar_type(), at::kFloat);
+    ASSERT_EQ(x.grad().scalar_type(), at::kFloat);
+    // bf16 keeps 8 bits of mantissa: the casts of the gradients differ by its rounding.
+    EXPECT_TRUE(at::allclose(x.grad(), xr.grad().to(at::kFloat), 1e-2, 1e-2)) << defer;
+    EXPECT_TRUE(at::allclose(w.grad(), wr.grad().to(at::kFloat), 1e-2, 1e-2)) << defer;
+    EXPECT_TRUE(at::allclose(b.grad(), br.grad().to(at::kFloat), 1e-2, 1e-2)) << defer;
+    // And not the fp32 product: bf16 really was used.
+    EXPECT_FALSE(at::equal(y, at::linear(x0, w0, b0))) << defer;
+  }
 }
 
 }  // namespace

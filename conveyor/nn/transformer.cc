@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
+#include "conveyor/comm/compute_precision.h"
 #include "conveyor/common/error.h"
 #include "conveyor/nn/linear.h"
 
@@ -47,16 +49,22 @@ at::Tensor AttentionCore(const at::Tensor& q, const at::Tensor& k, const at::Ten
   at::Tensor scores = q.matmul(k.transpose(-2, -1)) / std::sqrt(double(q.size(-1)));
   if (allowed.defined())
     scores = scores.masked_fill(allowed.logical_not(), LowestOf(scores.scalar_type()));
-  return scores.softmax(-1).matmul(v);
+  // The softmax is taken in at least fp32 (bf16 scores under autocast), its weights in v's
+  // dtype.
+  const at::ScalarType softmax_dtype = at::promote_types(scores.scalar_type(), at::kFloat);
+  return scores.softmax(-1, softmax_dtype).to(v.scalar_type()).matmul(v);
 }
 
-// AttentionCore that keeps only q, k, v for backward and recomputes the rest there.
+// AttentionCore that keeps only q, k, v for backward and recomputes the rest there, under
+// the autocast (mixed precision) its forward ran with.
 struct RecomputedAttention : public torch::autograd::Function<RecomputedAttention> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
                             const at::Tensor& v, const at::Tensor& allowed_or_q, bool masked) {
     const at::Tensor allowed = masked ? allowed_or_q : at::Tensor();
     ctx->save_for_backward({q, k, v});
     ctx->saved_data["allowed"] = allowed;
+    const std::optional<c10::ScalarType> autocast = AutocastDtype(q.device().type());
+    ctx->saved_data["autocast"] = autocast ? static_cast<int64_t>(*autocast) : int64_t{-1};
     at::NoGradGuard no_grad;
     return AttentionCore(q, k, v, allowed);
   }
@@ -68,6 +76,10 @@ struct RecomputedAttention : public torch::autograd::Function<RecomputedAttentio
     at::Tensor allowed;
     if (ctx->saved_data["allowed"].isTensor()) allowed = ctx->saved_data["allowed"].toTensor();
     at::AutoGradMode enable(true);
+    const int64_t autocast = ctx->saved_data["autocast"].toInt();
+    const ComputePrecisionGuard precision(
+        leaves[0].device().type(),
+        autocast >= 0 ? static_cast<c10::ScalarType>(autocast) : at::kFloat, autocast >= 0);
     const at::Tensor y = AttentionCore(leaves[0], leaves[1], leaves[2], allowed);
     variable_list g = torch::autograd::grad({y}, leaves, {grads[0]});
     return {g[0], g[1], g[2], at::Tensor(), at::Tensor()};

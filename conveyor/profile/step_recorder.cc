@@ -3,6 +3,9 @@
 #include <ATen/ATen.h>
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "conveyor/common/error.h"
 #include "conveyor/profile/memory_tracker.h"
 
 namespace conveyor {
@@ -35,6 +38,7 @@ void StepRecorder::BeginStep() {
   step_.spans.clear();
   step_.phases.clear();
   step_.counters.clear();
+  run_samples_.clear();
   ResetDeviceMemoryPeaks(device_);
   MemoryTracker::ResetPeak();
   step_base_bytes_ = AllocatedBytes();
@@ -62,6 +66,7 @@ void StepRecorder::OnSpan(const Span& span) {
   s.start -= origin_;
   s.end -= origin_;
   step_.spans.push_back(s);
+  if (s.kind == SpanKind::kRun) run_samples_.push_back(step_.counters.size());
   const int64_t before = held_bytes_;
   Sample(s.end, executor_ != nullptr ? executor_->last_stats().sent_bytes : 0);
   if (s.kind == SpanKind::kRun && s.action.op == Op::kForward) {
@@ -69,6 +74,27 @@ void StepRecorder::OnSpan(const Span& span) {
     sum += static_cast<double>(held_bytes_ - before);
     ++count;
   }
+}
+
+void StepRecorder::UseDeviceTimes(const std::vector<Span>& runs) {
+  if (runs.empty()) return;
+  CONVEYOR_ASSERT(runs.size() == run_samples_.size())
+      << "rank " << rank_ << ": " << runs.size() << " device-timed computes for "
+      << run_samples_.size() << " recorded";
+  size_t next = 0;
+  for (Span& span : step_.spans) {
+    if (span.kind != SpanKind::kRun) continue;
+    const Span& run = runs[next];
+    CONVEYOR_ASSERT(run.action == span.action)
+        << "rank " << rank_ << ": device time of " << run.action << " given for " << span.action;
+    span.start = run.start - origin_;
+    span.end = run.end - origin_;
+    const size_t sample = run_samples_[next++];
+    step_.counters[sample].time = step_.counters[sample + 1].time = span.end;
+  }
+  std::stable_sort(step_.counters.begin(), step_.counters.end(),
+                   [](const CounterSample& a, const CounterSample& b) { return a.time < b.time; });
+  run_samples_.clear();  // indices are stale after the sort
 }
 
 int64_t StepRecorder::AllocatedBytes() const {

@@ -15,6 +15,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "conveyor/comm/transport.h"
 #include "conveyor/profile/device_memory.h"
@@ -46,6 +47,12 @@ class StepRecorder {
   // Records phase `name` from `start` to `end` (Executor::Now() times) on `track`.
   void Phase(const std::string& name, double start, double end, PhaseTrack track);
 
+  // Gives the step's computes the times the device ran them (Executor::device_runs(): one
+  // span per kRun span recorded, in the same order); the counters sampled at their ends move
+  // with them. Does nothing when `runs` is empty (the CPU).
+  // REQUIRES: runs.size() is the number of kRun spans recorded in this step.
+  void UseDeviceTimes(const std::vector<Span>& runs);
+
   // The current (or last) step: spans, phases and counters of this rank, seconds since origin.
   const Timeline& step() const { return step_; }
 
@@ -73,6 +80,7 @@ class StepRecorder {
   int64_t step_base_bytes_ = 0;  // allocated when the step began
   int64_t held_bytes_ = 0;       // at the last sample, relative to the base
   std::map<int, std::pair<double, int64_t>> forward_bytes_;  // stage -> (sum, count)
+  std::vector<size_t> run_samples_;  // per kRun span of the step: its first counter sample
 };
 
 }  // namespace conveyor

@@ -67,6 +67,42 @@ TEST(StepRecorderTest, RecordsSpansPhasesAndCounters) {
   EXPECT_GT(forward.at(0), 0);
 }
 
+// Device times (as Executor::device_runs() gives them on a GPU) replace the computes' host
+// times; the counters sampled at a compute's end move with it and stay in time order.
+TEST(StepRecorderTest, DeviceTimesReplaceTheComputesHostTimes) {
+  const Program program = Lower(BuildSchedule("gpipe", ScheduleOptions{1, 2, 0}));
+  PipelineRank rank(
+      program, 0, nullptr, [](int stage) { return MakeSyntheticStage(stage, SyntheticCosts{}); },
+      at::kFloat);
+  const double origin = Executor::Now();
+  StepRecorder recorder(0, 1, origin);
+  recorder.Attach(rank.executor());
+  recorder.BeginStep();
+  rank.Step(Microbatches(4, 2));
+  EXPECT_TRUE(rank.executor().device_runs().empty());  // the CPU: host times only
+  recorder.UseDeviceTimes({});                         // nothing changes
+  std::vector<Span> runs = recorder.step().spans;
+  ASSERT_EQ(runs.size(), 4u);  // F0 F1 B0 B1
+  for (size_t i = 0; i < runs.size(); ++i) {
+    runs[i].start = origin + 10 + 2.0 * static_cast<double>(i);
+    runs[i].end = runs[i].start + 1;
+  }
+  recorder.UseDeviceTimes(runs);
+  const Timeline& t = recorder.step();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_DOUBLE_EQ(t.spans[i].start, 10 + 2.0 * static_cast<double>(i));
+    EXPECT_DOUBLE_EQ(t.spans[i].end, 11 + 2.0 * static_cast<double>(i));
+  }
+  ASSERT_EQ(t.counters.size(), 2 * (runs.size() + 1));
+  EXPECT_LT(t.counters[1].time, 10);  // the step's start keeps its host time
+  EXPECT_DOUBLE_EQ(t.counters.back().time, 17);
+  for (size_t i = 1; i < t.counters.size(); ++i) {
+    EXPECT_LE(t.counters[i - 1].time, t.counters[i].time);
+  }
+  std::swap(runs[0], runs[2]);  // a forward's time given to a backward
+  EXPECT_THROW(recorder.UseDeviceTimes(runs), Error);
+}
+
 TEST(StepRecorderTest, RanksOnOneHostShareTheOrigin) {
   auto world = LocalWorld(3);
   std::vector<double> origins(3);

@@ -27,13 +27,34 @@ void Executor::Emit(const Action& a, SpanKind kind, double start, double end) {
   if (hook_) hook_(Span{rank_, a, start, end, kind});
 }
 
+Executor::RunStart Executor::StartRun() { return {Now(), timer_.active() ? timer_.Mark() : -1}; }
+
+void Executor::EndRun(const Action& a, const RunStart& start) {
+  if (start.mark >= 0) run_marks_.push_back({a, start.mark, timer_.Mark()});
+  Emit(a, SpanKind::kRun, start.host, Now());
+}
+
+void Executor::ResolveDeviceRuns() {
+  if (run_marks_.empty()) return;
+  const std::vector<double> before_last = timer_.Resolve();  // waits for the last compute
+  const double last = Now();
+  stats_.compute_s = 0;
+  for (const RunMarks& r : run_marks_) {
+    device_runs_.push_back(Span{rank_, r.action, last - before_last.at(r.start),
+                                last - before_last.at(r.end), SpanKind::kRun});
+    stats_.compute_s += device_runs_.back().end - device_runs_.back().start;
+  }
+  run_marks_.clear();
+}
+
 Executor::Executor(const Program& program, int rank, Transport* transport,
                    std::map<int, Stage*> stages, at::TensorOptions activation_options)
     : program_(program),
       rank_(rank),
       transport_(transport),
       stages_(std::move(stages)),
-      activation_options_(activation_options) {
+      activation_options_(activation_options),
+      timer_(activation_options.device()) {
   const Layout& layout = program.layout;
   CONVEYOR_CHECK(rank >= 0 && rank < layout.num_ranks())
       << "rank " << rank << " is outside the program's " << layout.num_ranks() << " ranks";
@@ -83,9 +104,9 @@ void Executor::RunForward(const Action& a, const MicroBatch& mb) {
   at::Tensor input = stage.is_first()
                          ? mb.inputs
                          : Take(activations_, {s, mb.index}, Action{Op::kRecvF, s, mb.index});
-  const double start = Now();
+  const RunStart start = StartRun();
   at::Tensor output = inference_ ? stage.Infer(mb, input) : stage.Forward(mb, input);
-  Emit(a, SpanKind::kRun, start, Now());
+  EndRun(a, start);
   const int next = layout.next_stage(s);
   if (next < 0) {
     if (inference_) last_outputs_[mb.index] = output;
@@ -106,10 +127,10 @@ void Executor::RunBackward(const Action& a, const MicroBatch& mb) {
   if (!stage.is_last()) {
     grad_output = Take(gradients_, {s, mb.index}, Action{Op::kRecvB, s, mb.index});
   }
-  const double start = Now();
+  const RunStart start = StartRun();
   at::Tensor grad_input = a.op == Op::kBackward ? stage.Backward(mb, grad_output)
                                                 : stage.BackwardInput(mb, grad_output);
-  Emit(a, SpanKind::kRun, start, Now());
+  EndRun(a, start);
   const int prev = layout.prev_stage(s);
   if (prev < 0) return;
   CONVEYOR_ASSERT(grad_input.defined()) << "stage " << s << " produced no input gradient";
@@ -132,9 +153,9 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
       RunBackward(a, mb(a.microbatch));
       break;
     case Op::kBackwardWeight: {
-      const double start = Now();
+      const RunStart start = StartRun();
       StageAt(a.stage).BackwardWeight(mb(a.microbatch));
-      Emit(a, SpanKind::kRun, start, Now());
+      EndRun(a, start);
       break;
     }
     case Op::kOverlapFB: {
@@ -203,6 +224,7 @@ void Executor::Execute(const std::vector<MicroBatch>& microbatches) {
   for (auto& [index, stage] : stages_) stage->ResetStep();
   const double start = Now();
   stats_ = StepStats{};
+  device_runs_.clear();
   Action current;
   try {
     for (const Action& a : program_.ranks[rank_]) {
@@ -217,6 +239,7 @@ void Executor::Execute(const std::vector<MicroBatch>& microbatches) {
       work->Wait();
       Emit(action, SpanKind::kWait, wait_start, Now());
     }
+    ResolveDeviceRuns();
     stats_.seconds = Now() - start;
   } catch (const std::exception& e) {
     const auto* comm = dynamic_cast<const CommError*>(&e);
@@ -226,6 +249,8 @@ void Executor::Execute(const std::vector<MicroBatch>& microbatches) {
     outputs_to_send_.clear();
     grads_to_send_.clear();
     early_sends_.clear();
+    timer_.Clear();
+    run_marks_.clear();
     std::ostringstream out;
     out << "rank " << rank_ << ", stage " << current.stage << ", micro-batch " << current.microbatch
         << ", action " << current << ": " << e.what();

@@ -15,7 +15,10 @@
 //   REDUCE_GRAD      the stage's gradients are final: calls the reduce-grad hook, when set
 //                    (data-parallel reduction starts there; WithGradReductions places them)
 // Buffers are dropped as soon as their consumer ran. Every span of time is measured (two clock
-// reads per compute, post and wait) and summed into StepStats; a hook, when set, sees each. Any
+// reads per compute, post and wait) and summed into StepStats; a hook, when set, sees each. On
+// a device whose events measure time (a GPU: DeviceTimer) a compute's host span only covers
+// its launch: the computes are also marked with events on the rank's stream, without a host
+// wait, and resolved once at the end of the step (device_runs()). Any
 // error is rethrown as StepError naming rank, stage, micro-batch and action (a CommError stays a
 // CommError, with context).
 //
@@ -34,6 +37,7 @@
 #include <set>
 #include <vector>
 
+#include "conveyor/comm/device_timer.h"
 #include "conveyor/comm/transport.h"
 #include "conveyor/common/error.h"
 #include "conveyor/module/microbatch.h"
@@ -67,7 +71,7 @@ using ReduceGradHook = std::function<void(Stage& stage)>;
 // the step runs (a hook may read it).
 struct StepStats {
   double seconds = 0;      // the whole step, the final wait for sends included
-  double compute_s = 0;    // the kRun spans
+  double compute_s = 0;    // the kRun spans (device_runs() where there are those)
   double comm_wait_s = 0;  // the kWait spans
   double post_s = 0;       // the kPost spans
   int64_t sent_bytes = 0;  // payload of the messages sent so far
@@ -99,6 +103,11 @@ class Executor {
   // Null (the default): REDUCE_GRAD does nothing.
   void set_reduce_grad_hook(ReduceGradHook hook) { reduce_grad_hook_ = std::move(hook); }
   const StepStats& last_stats() const { return stats_; }
+  // The last step's computes as the device ran them, on a device the executor times with
+  // events (DeviceTimer::active()): one kRun span per compute, in the order the hook saw
+  // them, from the start to the end of its work on the rank's stream (Now() times, anchored
+  // at the host's wait for the last one). Empty on the CPU.
+  const std::vector<Span>& device_runs() const { return device_runs_; }
 
   // Seconds on the steady clock: the time base of hook spans.
   static double Now();
@@ -124,6 +133,16 @@ class Executor {
   at::Tensor Take(std::map<Key, Pending>& from, Key key, const Action& recv);
   // Counts a span into stats_ and shows it to the hook.
   void Emit(const Action& a, SpanKind kind, double start, double end);
+  // A compute's start: the host time and, on a timed device, the index of a mark before its
+  // work (-1 otherwise). EndRun marks its end and emits its host span.
+  struct RunStart {
+    double host;
+    int mark;
+  };
+  RunStart StartRun();
+  void EndRun(const Action& a, const RunStart& start);
+  // Waits once for the step's last compute and turns the marks into device_runs_.
+  void ResolveDeviceRuns();
   uint32_t Tag(bool gradient, int stage, int microbatch) const;
   Stage& StageAt(int stage);
 
@@ -134,6 +153,13 @@ class Executor {
   at::TensorOptions activation_options_;
   SpanHook hook_;
   ReduceGradHook reduce_grad_hook_;
+  DeviceTimer timer_;
+  struct RunMarks {
+    Action action;
+    int start, end;  // DeviceTimer mark indices
+  };
+  std::vector<RunMarks> run_marks_;  // this step's computes, until resolved
+  std::vector<Span> device_runs_;
 
   std::map<Key, Pending> activations_;         // inputs of this rank's stages, by consumer
   std::map<Key, Pending> gradients_;           // output gradients of this rank's stages

@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "conveyor/comm/compute_precision.h"
 #include "conveyor/common/error.h"
 
 namespace conveyor {
@@ -14,6 +15,8 @@ Stage::Stage(int index, bool is_first, bool is_last, std::unique_ptr<StageModule
 }
 
 at::Tensor Stage::RunForward(const MicroBatch& mb, const at::Tensor& input) {
+  const ComputePrecisionGuard precision(input.device().type(), compute_dtype_,
+                                        compute_dtype_ != c10::ScalarType::Float);
   WeightGradStore::Recording recording(&store_, mb.index);
   at::Tensor out = module_->Forward(input, mb);
   return is_last_ ? module_->LossSum(out, mb) / mb.loss_denominator : out;
@@ -56,6 +59,8 @@ void Stage::ReleaseOutput(int microbatch) {
 
 at::Tensor Stage::Infer(const MicroBatch& mb, const at::Tensor& input) {
   at::NoGradGuard no_grad;
+  const ComputePrecisionGuard precision(input.device().type(), compute_dtype_,
+                                        compute_dtype_ != c10::ScalarType::Float);
   at::Tensor out = module_->Forward(input, mb);
   if (is_last_ && mb.targets.defined()) {
     AddLoss(module_->LossSum(out, mb) / mb.loss_denominator);

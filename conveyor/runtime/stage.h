@@ -57,6 +57,12 @@ class Stage {
   void set_recompute(bool recompute) { recompute_ = recompute; }
   bool recompute() const { return recompute_; }
 
+  // The dtype of the module's matrix products: every forward (training, recomputed,
+  // inference) runs under autocast with it (ComputePrecisionGuard) for the input's device
+  // type; at::kFloat (the default) leaves autocast off. Parameters, gradients and the loss
+  // stay in their own dtype. Change it only between steps.
+  void set_compute_dtype(c10::ScalarType dtype) { compute_dtype_ = dtype; }
+
   // Forward without autograd and without caching (evaluation, generation). Returns the
   // output; on a last stage also adds the scaled loss to loss() when mb has targets.
   at::Tensor Infer(const MicroBatch& mb, const at::Tensor& input);
@@ -91,6 +97,7 @@ class Stage {
   std::map<int, Cached> cache_;
   at::Tensor loss_;  // () double on the stage's device; undefined before the first loss
   bool recompute_ = false;
+  c10::ScalarType compute_dtype_ = c10::ScalarType::Float;
 };
 
 }  // namespace conveyor

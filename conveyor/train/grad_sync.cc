@@ -100,8 +100,14 @@ void GradSync::SumShared(const NamedTensors& params) {
 
 double GradSync::GlobalNorm(const NamedTensors& params) {
   at::NoGradGuard no_grad;
-  double local = 0;
-  double scattered = 0;  // this replica's range of the scattered parameters
+  // Sums of squares kept on the gradients' device, () double, read once each (not one host
+  // wait per parameter on a GPU); undefined while nothing was added.
+  at::Tensor local_sq, scattered_sq;  // scattered: this replica's range of scattered params
+  const auto add_squares = [](at::Tensor& sum, const at::Tensor& g) {
+    at::Tensor squares = g.to(at::kDouble).pow(2).sum();
+    sum = sum.defined() ? sum + squares : squares;
+  };
+  const auto read = [](const at::Tensor& sum) { return sum.defined() ? sum.item<double>() : 0.0; };
   std::set<std::string> counted;
   for (const auto& [name, p] : params) {
     auto it = owner_.find(name);
@@ -111,12 +117,13 @@ double GradSync::GlobalNorm(const NamedTensors& params) {
     if (zero_ != nullptr && zero_->scattered(name)) {
       const int64_t offset = zero_->OffsetOf(p);
       const auto [lo, hi] = zero_->Overlap(offset, p.numel(), zero_->index());
-      const at::Tensor mine = p.grad().reshape({-1}).narrow(0, lo - offset, hi - lo);
-      scattered += mine.to(at::kDouble).pow(2).sum().item<double>();
+      add_squares(scattered_sq, p.grad().reshape({-1}).narrow(0, lo - offset, hi - lo));
     } else {
-      local += p.grad().to(at::kDouble).pow(2).sum().item<double>();
+      add_squares(local_sq, p.grad());
     }
   }
+  double local = read(local_sq);
+  const double scattered = read(scattered_sq);
   if (zero_ != nullptr) {
     std::vector<at::Tensor> total = {at::full({1}, scattered, at::kDouble)};
     dp_group_->AllReduceSum(total);

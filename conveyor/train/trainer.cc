@@ -171,6 +171,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       at::TensorOptions().dtype(at::kFloat).device(device_));
   for (const auto& [index, stage] : pipeline_->stages()) {
     stage->set_recompute(config_.recompute == Recompute::kFull);
+    stage->set_compute_dtype(config_.dtype == ComputeDtype::kBf16 ? at::kBFloat16 : at::kFloat);
   }
   const auto holders = Holders(layout, layers, partition_);
   // ZeRO-1: the reducer reduce-scatters the gradients of the unshared parameters over
@@ -188,8 +189,8 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   grad_sync_ = std::make_unique<GradSync>(pipeline_group_, holders, tp_,
                                           zero != nullptr ? dp_group_ : nullptr, zero);
   clock_origin_ = SharedClockOrigin(world);
-  recorder_ = std::make_unique<StepRecorder>(pipeline_rank(), layout.num_ranks(), clock_origin_,
-                                             device_);
+  recorder_ =
+      std::make_unique<StepRecorder>(pipeline_rank(), layout.num_ranks(), clock_origin_, device_);
   recorder_->Attach(pipeline_->executor());
   if (pipeline_group_ != nullptr && pipeline_group_->world_size() > 1) {
     const int64_t samples =
@@ -215,6 +216,7 @@ StepMetrics Trainer::Step() {
   const double local_loss =
       pipeline_->Step(SplitBatch(mine, config_.microbatches, CountTargets(batch.targets)));
   const double pipeline_end = Executor::Now() - clock_origin_;
+  recorder_->UseDeviceTimes(pipeline_->executor().device_runs());
   const int64_t pipeline_peak_bytes = recorder_->PeakBytes();  // before the optimizer's state
 
   StepMetrics m;
