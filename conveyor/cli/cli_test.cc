@@ -210,6 +210,49 @@ TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
 // The 3D mesh across real processes over Gloo: dp 2 x tp 2 x pp 2 (8 processes) trains
 // with the per-step losses of the plain 2-rank pipeline, checkpoints whole tensors that a
 // 1-rank run resumes from, and reports its data-parallel reduction.
+// --rank-threads: the same job as threads of one process over the in-process transport has
+// the losses of the processes over Gloo, and its checkpoint is read like theirs.
+TEST(CliTest, RankThreadsTrainLikeRankProcesses) {
+  const std::string dir =
+      ::testing::TempDir() + "conveyor_cli_threads." + std::to_string(::getpid());
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  {
+    std::ofstream out(dir + "/corpus.txt");
+    for (int i = 0; i < 100; ++i) out << "ranks as threads share one process, line " << i << "\n";
+  }
+  const std::string job =
+      "train --dp 2 --pp 2 --schedule zb-h1 --layers 2 --hidden 16 --heads 2 --seq-len 16 "
+      "--batch-size 8 --microbatches 2 --steps 3 --eval-every 0 --sample-tokens 0 --data " +
+      dir + "/corpus.txt ";
+  auto losses = [&](const std::string& file) {
+    std::ifstream in(file);
+    const auto metrics = nlohmann::json::parse(in);
+    std::vector<double> out;
+    for (const auto& step : metrics["steps"]) out.push_back(step["loss"].get<double>());
+    return out;
+  };
+  const Result processes = Conveyor(job + "--metrics " + dir + "/p.json");
+  ASSERT_EQ(processes.code, 0) << processes.err;
+  const Result threads = Conveyor(job + "--rank-threads --metrics " + dir +
+                                  "/t.json --checkpoint-dir " + dir + "/ckpt");
+  ASSERT_EQ(threads.code, 0) << threads.out << threads.err;
+  EXPECT_NE(threads.out.find("mesh: dp 2 x tp 1 x pp 2"), std::string::npos) << threads.out;
+  const std::vector<double> want = losses(dir + "/p.json"), got = losses(dir + "/t.json");
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_EQ(want.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(got[k], want[k], 1e-5 * want[k]) << "step " << k;
+  const Result g = Conveyor("generate --checkpoint " + dir + "/ckpt --prompt ab --tokens 3");
+  EXPECT_EQ(g.code, 0) << g.err;
+  // Under a launcher every process is one rank: threads are refused, naming why.
+  const Result launched =
+      Shell("RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 " +
+            std::string("timeout 60 ") + CONVEYOR_BINARY + " " + job + "--rank-threads");
+  EXPECT_NE(launched.code, 0);
+  EXPECT_NE(launched.err.find("--rank-threads runs every rank in this process"), std::string::npos)
+      << launched.err;
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST(CliTest, MeshOfEightProcessesTrainsLikeThePipeline) {
   const std::string dir = ::testing::TempDir() + "conveyor_cli_mesh." + std::to_string(::getpid());
   std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());

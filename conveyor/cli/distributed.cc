@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -14,6 +15,8 @@
 
 #include "conveyor/cli/blas_check.h"
 #include "conveyor/comm/c10d_transport.h"
+#include "conveyor/comm/local_transport.h"
+#include "conveyor/comm/rank_threads.h"
 #include "conveyor/common/env.h"
 #include "conveyor/common/error.h"
 #include "conveyor/launch/interrupt_watcher.h"
@@ -22,9 +25,61 @@
 #include "conveyor/train/compute_device.h"
 
 namespace conveyor {
+namespace {
+
+// Ranks on one machine share its cores: without --threads or OMP_NUM_THREADS, each of its
+// `local_ranks` ranks gets its share (oversubscribed intra-op threads slow every hand-off
+// between ranks several fold).
+void SetIntraOpThreads(const RanksOptions& options, int local_ranks) {
+  if (options.threads > 0) {
+    at::set_num_threads(options.threads);
+  } else if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    at::set_num_threads(std::max(1, cores / local_ranks));
+  }
+}
+
+// RanksOptions::as_threads. Errors are printed as "conveyor: rank R (thread) failed: ...".
+int RunAsThreads(const RanksOptions& options, const std::function<void(Transport&)>& body) {
+  CONVEYOR_CHECK(!LaunchedAsRank())
+      << "--rank-threads runs every rank in this process; under a launcher (RANK is set), "
+         "start it without --rank-threads";
+  CONVEYOR_CHECK(options.nproc >= 1)
+      << "the number of ranks must be at least 1, got " << options.nproc;
+  WarnAboutBlas();
+  TransportOptions transport;
+  transport.timeout = options.timeout;
+  const auto world = LocalWorld(options.nproc, transport);
+  // The first SIGINT / SIGTERM aborts every rank's communication; the second exits at once.
+  std::atomic<int> interrupted{0};
+  InterruptWatcher watcher([&](int signal, int count) {
+    if (count > 1) _exit(128 + signal);
+    interrupted.store(signal);
+    const std::string why = std::string("interrupted by SIG") + sigabbrev_np(signal);
+    for (const auto& rank : world) rank->ReportFailure(why);
+  });
+  try {
+    RunRankThreads(world, [&](int rank) {
+      SetIntraOpThreads(options, options.nproc);  // per thread: OpenMP's count is per thread
+      body(*world[rank]);
+    });
+  } catch (const std::exception& e) {
+    if (const int signal = interrupted.load()) {
+      std::cerr << "conveyor: interrupted by SIG" << sigabbrev_np(signal)
+                << ": every rank stopped at its next wait\n";
+      return 128 + signal;
+    }
+    std::cerr << "conveyor: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
 
 int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options,
                const std::function<void(Transport&)>& body) {
+  if (options.as_threads) return RunAsThreads(options, body);
   if (!LaunchedAsRank()) {
     CONVEYOR_CHECK(options.nproc >= 1)
         << "the number of ranks must be at least 1, got " << options.nproc;
@@ -57,15 +112,7 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     live->ReportFailure(self + " was interrupted by SIG" + sigabbrev_np(signal));
   });
   if (info.rank == 0) WarnAboutBlas();
-  // Ranks on one machine share its cores: without OMP_NUM_THREADS, give each its share
-  // (oversubscribed intra-op threads slow every hand-off between ranks several fold).
-  if (options.threads > 0) {
-    at::set_num_threads(options.threads);
-  } else if (std::getenv("OMP_NUM_THREADS") == nullptr) {
-    const int local_ranks = static_cast<int>(EnvInt("LOCAL_WORLD_SIZE", 1, 1, 1 << 24));
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    at::set_num_threads(std::max(1, cores / local_ranks));
-  }
+  SetIntraOpThreads(options, static_cast<int>(EnvInt("LOCAL_WORLD_SIZE", 1, 1, 1 << 24)));
   C10dOptions c10d;
   c10d.transport.timeout = options.timeout;
   c10d.connect_timeout = options.timeout;

@@ -6,6 +6,10 @@
 // command line on 127.0.0.1 and waits for them; a rank that fails or stalls stops the others
 // and the launcher prints the error once, then a one-line summary.
 //
+// With `as_threads` (--rank-threads), the `nproc` ranks run instead as threads of this
+// process over the in-process transport (comm/local_transport.h): how ranks share one GPU,
+// each on a stream of its own (NCCL refuses two processes on one GPU). Not under a launcher.
+//
 // Stopping: the first SIGINT or SIGTERM a rank receives (the launcher forwards its own) is
 // published as that rank's failure, so every rank abandons its step at its next wait
 // between ranks; whatever it is writing at that moment is finished first. The rank then
@@ -40,6 +44,7 @@ struct RanksOptions {
   // Where the ranks compute (compute_device.h): when it resolves to CUDA, each rank makes its
   // GPU the current device before connecting and CUDA tensors travel over NCCL.
   DeviceKind device = DeviceKind::kCpu;
+  bool as_threads = false;  // ranks as threads of this process (see the top)
 };
 
 // Returns the process exit code: 0 when every rank succeeded. `args` is this process's

@@ -15,6 +15,9 @@ int MaxLocalRanks() {
 
 void LaunchFlags::Register(CLI::App* cmd) {
   cmd->add_flag("--oversubscribe", oversubscribe, "allow more local ranks than max(64, 8 x cores)");
+  cmd->add_flag("--rank-threads", rank_threads,
+                "run the ranks as threads of this process, not processes (ranks sharing one "
+                "GPU, each on its own stream; on the CPU processes are faster)");
 }
 
 void LaunchFlags::CheckLocalRanks(int64_t nproc, std::string_view flag) const {

@@ -14,8 +14,9 @@ int MaxLocalRanks();
 
 struct LaunchFlags {
   bool oversubscribe = false;
+  bool rank_threads = false;  // RanksOptions::as_threads
 
-  // Adds --oversubscribe to `cmd`; this object must outlive `cmd`.
+  // Adds --oversubscribe and --rank-threads to `cmd`; this object must outlive `cmd`.
   void Register(CLI::App* cmd);
   // Call before starting `nproc` local ranks (the value of `flag`): throws UserError naming
   // the flag, the value and MaxLocalRanks() when nproc is above it and --oversubscribe was

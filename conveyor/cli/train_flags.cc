@@ -143,6 +143,7 @@ RanksOptions MeshRanksOptions(const TrainConfig& config, const LaunchFlags& laun
   options.threads = config.threads;
   options.device = config.device;
   options.output = LaunchOptions::Output::kRank0Direct;
+  options.as_threads = launch.rank_threads;
   return options;
 }
 

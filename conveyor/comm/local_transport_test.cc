@@ -6,7 +6,7 @@
 
 #include <functional>
 
-#include "conveyor/comm/rank_threads_testing.h"
+#include "conveyor/comm/rank_threads.h"
 
 namespace conveyor {
 namespace {

@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "conveyor/comm/local_transport.h"
-#include "conveyor/comm/rank_threads_testing.h"
+#include "conveyor/comm/rank_threads.h"
 #include "conveyor/nn/layer.h"
 #include "conveyor/partition/partition.h"
 #include "conveyor/runtime/pipeline_rank.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "conveyor/comm/local_transport.h"
-#include "conveyor/comm/rank_threads_testing.h"
+#include "conveyor/comm/rank_threads.h"
 #include "conveyor/common/error.h"
 #include "conveyor/module/weight_grad_store.h"
 #include "conveyor/nn/classifier.h"

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "conveyor/comm/local_transport.h"
-#include "conveyor/comm/rank_threads_testing.h"
+#include "conveyor/comm/rank_threads.h"
 #include "conveyor/runtime/pipeline_rank.h"
 #include "conveyor/runtime/synthetic_stage.h"
 #include "conveyor/schedule/lower.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "conveyor/comm/local_transport.h"
-#include "conveyor/comm/rank_threads_testing.h"
+#include "conveyor/comm/rank_threads.h"
 #include "conveyor/common/error.h"
 #include "conveyor/train/tasks.h"
 #include "conveyor/train/train_testing.h"

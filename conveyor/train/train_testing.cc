@@ -9,7 +9,7 @@
 #include <mutex>
 
 #include "conveyor/comm/local_transport.h"
-#include "conveyor/comm/rank_threads_testing.h"
+#include "conveyor/comm/rank_threads.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/tasks.h"
 

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "conveyor/comm/local_transport.h"
-#include "conveyor/comm/rank_threads_testing.h"
+#include "conveyor/comm/rank_threads.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/compute_device.h"
 #include "conveyor/train/rank_metrics.h"
