@@ -47,6 +47,15 @@ Result Conveyor(const std::string& args) {
   return Shell(std::string("timeout 60 ") + CONVEYOR_BINARY + " " + args);
 }
 
+// The per-step losses of a --metrics file.
+std::vector<double> StepLosses(const std::string& metrics_file) {
+  std::ifstream in(metrics_file);
+  const auto metrics = nlohmann::json::parse(in);
+  std::vector<double> out;
+  for (const auto& step : metrics["steps"]) out.push_back(step["loss"].get<double>());
+  return out;
+}
+
 int Lines(const std::string& text) {
   int lines = 0;
   for (char c : text) lines += c == '\n';
@@ -224,20 +233,13 @@ TEST(CliTest, RankThreadsTrainLikeRankProcesses) {
       "train --dp 2 --pp 2 --schedule zb-h1 --layers 2 --hidden 16 --heads 2 --seq-len 16 "
       "--batch-size 8 --microbatches 2 --steps 3 --eval-every 0 --sample-tokens 0 --data " +
       dir + "/corpus.txt ";
-  auto losses = [&](const std::string& file) {
-    std::ifstream in(file);
-    const auto metrics = nlohmann::json::parse(in);
-    std::vector<double> out;
-    for (const auto& step : metrics["steps"]) out.push_back(step["loss"].get<double>());
-    return out;
-  };
   const Result processes = Conveyor(job + "--metrics " + dir + "/p.json");
   ASSERT_EQ(processes.code, 0) << processes.err;
   const Result threads = Conveyor(job + "--rank-threads --metrics " + dir +
                                   "/t.json --checkpoint-dir " + dir + "/ckpt");
   ASSERT_EQ(threads.code, 0) << threads.out << threads.err;
   EXPECT_NE(threads.out.find("mesh: dp 2 x tp 1 x pp 2"), std::string::npos) << threads.out;
-  const std::vector<double> want = losses(dir + "/p.json"), got = losses(dir + "/t.json");
+  const std::vector<double> want = StepLosses(dir + "/p.json"), got = StepLosses(dir + "/t.json");
   ASSERT_EQ(got.size(), 3u);
   ASSERT_EQ(want.size(), 3u);
   for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(got[k], want[k], 1e-5 * want[k]) << "step " << k;
@@ -253,6 +255,41 @@ TEST(CliTest, RankThreadsTrainLikeRankProcesses) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// On a GPU: the pipeline as threads sharing GPU 0 (each rank on its own stream) and, with
+// two GPUs or more, as processes over NCCL, has the CPU's losses (fp32; the GPU's kernels
+// sum in other orders). Skips without a GPU.
+TEST(CliTest, GpuPipelinesTrainLikeTheCpu) {
+  const int gpus = VisibleGpus();
+  if (gpus == 0) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = ::testing::TempDir() + "conveyor_cli_gpu." + std::to_string(::getpid());
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  {
+    std::ofstream out(dir + "/corpus.txt");
+    for (int i = 0; i < 100; ++i) out << "stages on a gpu stream micro-batches, line " << i << "\n";
+  }
+  const std::string job =
+      "train --pp 2 --schedule 1f1b --layers 2 --hidden 32 --heads 2 --seq-len 16 "
+      "--batch-size 8 --microbatches 4 --steps 3 --eval-every 0 --sample-tokens 0 --data " +
+      dir + "/corpus.txt --metrics " + dir;
+  const Result cpu = Conveyor(job + "/cpu.json --device cpu");
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  const std::vector<double> want = StepLosses(dir + "/cpu.json");
+  std::vector<std::string> runs = {"threads"};
+  if (gpus >= 2) runs.push_back("nccl");
+  for (const std::string& run : runs) {
+    const Result r = Conveyor(job + "/" + run + ".json --device cuda" +
+                              (run == "threads" ? " --rank-threads" : ""));
+    ASSERT_EQ(r.code, 0) << run << ": " << r.out << r.err;
+    EXPECT_NE(r.out.find("device: cuda:0"), std::string::npos) << r.out;
+    const std::vector<double> got = StepLosses(dir + "/" + run + ".json");
+    ASSERT_EQ(got.size(), want.size()) << run;
+    for (size_t k = 0; k < got.size(); ++k) {
+      EXPECT_NEAR(got[k], want[k], 1e-4 * want[k]) << run << ", step " << k;
+    }
+  }
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST(CliTest, MeshOfEightProcessesTrainsLikeThePipeline) {
   const std::string dir = ::testing::TempDir() + "conveyor_cli_mesh." + std::to_string(::getpid());
   std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
@@ -264,13 +301,6 @@ TEST(CliTest, MeshOfEightProcessesTrainsLikeThePipeline) {
       "train --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 8 --microbatches 2 "
       "--steps 3 --eval-every 0 --sample-tokens 0 --tie-embeddings --data " +
       dir + "/corpus.txt ";
-  auto losses = [&](const std::string& file) {
-    std::ifstream in(file);
-    const auto metrics = nlohmann::json::parse(in);
-    std::vector<double> out;
-    for (const auto& step : metrics["steps"]) out.push_back(step["loss"].get<double>());
-    return out;
-  };
   const Result pipeline = Conveyor(common + "--pp 2 --schedule 1f1b --metrics " + dir + "/p.json");
   ASSERT_EQ(pipeline.code, 0) << pipeline.err;
   const Result mesh = Conveyor(common + "--dp 2 --tp 2 --pp 2 --schedule zb-h1 --metrics " + dir +
@@ -283,7 +313,7 @@ TEST(CliTest, MeshOfEightProcessesTrainsLikeThePipeline) {
   EXPECT_EQ(mesh.out.find("nan"), std::string::npos) << mesh.out;  // no held-out data is said
   // The mesh table: one row per rank with its coordinates (rank 7 is dp 1, tp 1, pp 1).
   EXPECT_NE(mesh.out.find("\n   7   1   1   1 "), std::string::npos) << mesh.out;
-  const std::vector<double> want = losses(dir + "/p.json"), got = losses(dir + "/m.json");
+  const std::vector<double> want = StepLosses(dir + "/p.json"), got = StepLosses(dir + "/m.json");
   ASSERT_EQ(got.size(), 3u);
   ASSERT_EQ(want.size(), 3u);
   for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(got[k], want[k], 1e-5 * want[k]) << "step " << k;
