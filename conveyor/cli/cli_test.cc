@@ -47,6 +47,16 @@ Result Conveyor(const std::string& args) {
   return Shell(std::string("timeout 60 ") + CONVEYOR_BINARY + " " + args);
 }
 
+// A new folder TempDir()/conveyor_cli_NAME.PID holding corpus.txt, 100 short lines.
+std::string ScratchWithCorpus(const std::string& name) {
+  const std::string dir =
+      ::testing::TempDir() + "conveyor_cli_" + name + "." + std::to_string(::getpid());
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  std::ofstream out(dir + "/corpus.txt");
+  for (int i = 0; i < 100; ++i) out << "a small corpus for a small model, line " << i << "\n";
+  return dir;
+}
+
 // The per-step losses of a --metrics file.
 std::vector<double> StepLosses(const std::string& metrics_file) {
   std::ifstream in(metrics_file);
@@ -131,13 +141,7 @@ TEST(CliTest, CompareHasOneRowPerSchedule) {
 // where no GPU is visible (or libtorch lacks CUDA) is refused by every rank, naming the rank
 // and the way out.
 TEST(CliTest, DeviceIsSaidAndCudaWithoutAGpuIsRefused) {
-  const std::string dir =
-      ::testing::TempDir() + "conveyor_cli_device." + std::to_string(::getpid());
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
-  {
-    std::ofstream out(dir + "/corpus.txt");
-    for (int i = 0; i < 100; ++i) out << "a small corpus for a small model, line " << i << "\n";
-  }
+  const std::string dir = ScratchWithCorpus("device");
   const std::string job =
       "train --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 "
       "--batch-size 4 --microbatches 2 --steps 2 --data " +
@@ -222,13 +226,7 @@ TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
 // --rank-threads: the same job as threads of one process over the in-process transport has
 // the losses of the processes over Gloo, and its checkpoint is read like theirs.
 TEST(CliTest, RankThreadsTrainLikeRankProcesses) {
-  const std::string dir =
-      ::testing::TempDir() + "conveyor_cli_threads." + std::to_string(::getpid());
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
-  {
-    std::ofstream out(dir + "/corpus.txt");
-    for (int i = 0; i < 100; ++i) out << "ranks as threads share one process, line " << i << "\n";
-  }
+  const std::string dir = ScratchWithCorpus("threads");
   const std::string job =
       "train --dp 2 --pp 2 --schedule zb-h1 --layers 2 --hidden 16 --heads 2 --seq-len 16 "
       "--batch-size 8 --microbatches 2 --steps 3 --eval-every 0 --sample-tokens 0 --data " +
@@ -261,12 +259,7 @@ TEST(CliTest, RankThreadsTrainLikeRankProcesses) {
 TEST(CliTest, GpuPipelinesTrainLikeTheCpu) {
   const int gpus = VisibleGpus();
   if (gpus == 0) GTEST_SKIP() << "no CUDA device";
-  const std::string dir = ::testing::TempDir() + "conveyor_cli_gpu." + std::to_string(::getpid());
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
-  {
-    std::ofstream out(dir + "/corpus.txt");
-    for (int i = 0; i < 100; ++i) out << "stages on a gpu stream micro-batches, line " << i << "\n";
-  }
+  const std::string dir = ScratchWithCorpus("gpu");
   const std::string job =
       "train --pp 2 --schedule 1f1b --layers 2 --hidden 32 --heads 2 --seq-len 16 "
       "--batch-size 8 --microbatches 4 --steps 3 --eval-every 0 --sample-tokens 0 --data " +
@@ -291,12 +284,7 @@ TEST(CliTest, GpuPipelinesTrainLikeTheCpu) {
 }
 
 TEST(CliTest, MeshOfEightProcessesTrainsLikeThePipeline) {
-  const std::string dir = ::testing::TempDir() + "conveyor_cli_mesh." + std::to_string(::getpid());
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
-  {
-    std::ofstream out(dir + "/corpus.txt");
-    for (int i = 0; i < 100; ++i) out << "a small corpus for a small mesh, line " << i << "\n";
-  }
+  const std::string dir = ScratchWithCorpus("mesh");
   const std::string common =
       "train --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 8 --microbatches 2 "
       "--steps 3 --eval-every 0 --sample-tokens 0 --tie-embeddings --data " +
@@ -633,12 +621,7 @@ TEST(CliTest, PlanRefusesBadMeshFlagsNamingTheValues) {
 // generate on a mesh of real processes (4 each: replica 0 samples, replica 1 receives; TP
 // ranks load their shards of the global checkpoint) prints what one process prints, once.
 TEST(CliTest, GenerateOnAMeshPrintsWhatOneProcessPrints) {
-  const std::string dir = ::testing::TempDir() + "conveyor_cli_gen." + std::to_string(::getpid());
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
-  {
-    std::ofstream out(dir + "/corpus.txt");
-    for (int i = 0; i < 100; ++i) out << "a small corpus for a small model, line " << i << "\n";
-  }
+  const std::string dir = ScratchWithCorpus("gen");
   const Result t = Conveyor(
       "train --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 4 "
       "--microbatches 2 --steps 2 --eval-every 0 --sample-tokens 0 --data " +
