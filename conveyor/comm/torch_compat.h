@@ -63,6 +63,14 @@ inline void SetAutocastDtype(c10::DeviceType t, c10::ScalarType d) {
 }
 #endif
 
+// c10::Allocator (memory_tracker's counting allocator): allocate lost its const in 2.3, and
+// copy_data became a pure virtual; default_copy_data came with it.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define CONVEYOR_ALLOCATE_CONST
+#else
+#define CONVEYOR_ALLOCATE_CONST const
+#endif
+
 // Device events that measure time: c10::Event gained elapsedTime and synchronize in 2.x (2.6
 // has them); 1.13 has neither, and its Debian build has no CUDA to time anyway.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)

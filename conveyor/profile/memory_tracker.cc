@@ -2,11 +2,13 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
-#include <torch/version.h>
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
+
+#include "conveyor/comm/torch_compat.h"
 
 namespace conveyor {
 namespace {
@@ -23,14 +25,11 @@ class CountingAllocator : public c10::Allocator {
 
   bool usable() const { return base_deleter_ != nullptr; }
 
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
-  c10::DataPtr allocate(size_t n) override { return Allocate(n); }
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    default_copy_data(dest, src, count);
+  c10::DataPtr allocate(size_t n) CONVEYOR_ALLOCATE_CONST override { return Allocate(n); }
+  // Overrides c10::Allocator::copy_data from torch 2.3 on; unused before.
+  void copy_data(void* dest, const void* src, std::size_t count) const {
+    if (count > 0) std::memcpy(dest, src, count);
   }
-#else
-  c10::DataPtr allocate(size_t n) const override { return Allocate(n); }
-#endif
 
   c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
 
