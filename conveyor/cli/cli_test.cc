@@ -1,76 +1,19 @@
-// End-to-end tests of the `conveyor` binary: output formats, and bad input giving one clear
-// line and a non-zero exit.
+// End-to-end tests of the `conveyor` binary: plan, load and compare with their output
+// formats, and bad input giving one clear line and a non-zero exit. Training, generation and
+// the benchmarks that train: train_cli_test.cc.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "conveyor/cli/cli_testing.h"
 #include "conveyor/schedule/registry.h"
-#include "conveyor/train/compute_device.h"
 
 namespace conveyor {
 namespace {
-
-struct Result {
-  int code;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-// Runs `command` in a shell.
-Result Shell(const std::string& command) {
-  // One file per process and call: ctest runs the cases of this binary in parallel.
-  static int calls = 0;
-  const std::string err_path = ::testing::TempDir() + "conveyor_cli_stderr." +
-                               std::to_string(::getpid()) + "." + std::to_string(calls++);
-  Result result{-1, "", ""};
-  FILE* pipe = popen((command + " 2>" + err_path).c_str(), "r");
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-    result.out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  result.err.assign(std::istreambuf_iterator<char>(err), {});
-  return result;
-}
-
-Result Conveyor(const std::string& args) {
-  return Shell(std::string("timeout 60 ") + CONVEYOR_BINARY + " " + args);
-}
-
-// A new folder TempDir()/conveyor_cli_NAME.PID holding corpus.txt, 100 short lines.
-std::string ScratchWithCorpus(const std::string& name) {
-  const std::string dir =
-      ::testing::TempDir() + "conveyor_cli_" + name + "." + std::to_string(::getpid());
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
-  std::ofstream out(dir + "/corpus.txt");
-  for (int i = 0; i < 100; ++i) out << "a small corpus for a small model, line " << i << "\n";
-  return dir;
-}
-
-// The per-step losses of a --metrics file.
-std::vector<double> StepLosses(const std::string& metrics_file) {
-  std::ifstream in(metrics_file);
-  const auto metrics = nlohmann::json::parse(in);
-  std::vector<double> out;
-  for (const auto& step : metrics["steps"]) out.push_back(step["loss"].get<double>());
-  return out;
-}
-
-int Lines(const std::string& text) {
-  int lines = 0;
-  for (char c : text) lines += c == '\n';
-  return lines;
-}
 
 TEST(CliTest, PlanJsonHasTheClosedFormOf1F1B) {
   const Result r = Conveyor("plan --schedule 1f1b --pp 4 --microbatches 8 --format json");
@@ -137,195 +80,6 @@ TEST(CliTest, CompareHasOneRowPerSchedule) {
   }
 }
 
-// --device and --dtype: the CPU and the precision are said in the summary, bf16 trains; CUDA
-// where no GPU is visible (or libtorch lacks CUDA) is refused by every rank, naming the rank
-// and the way out.
-TEST(CliTest, DeviceIsSaidAndCudaWithoutAGpuIsRefused) {
-  const std::string dir = ScratchWithCorpus("device");
-  const std::string job =
-      "train --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 "
-      "--batch-size 4 --microbatches 2 --steps 2 --data " +
-      dir + "/corpus.txt";
-  const Result cpu = Conveyor(job + " --device cpu");
-  ASSERT_EQ(cpu.code, 0) << cpu.out << cpu.err;
-  EXPECT_NE(cpu.out.find("device: cpu; fp32"), std::string::npos) << cpu.out;
-  const Result bf16 = Conveyor(job + " --device cpu --dtype bf16");
-  ASSERT_EQ(bf16.code, 0) << bf16.out << bf16.err;
-  EXPECT_NE(bf16.out.find("device: cpu; bf16 matrix products"), std::string::npos) << bf16.out;
-  EXPECT_NE(bf16.out.find("done: 2 steps"), std::string::npos) << bf16.out;
-  if (VisibleGpus() > 0) GTEST_SKIP() << "a GPU is visible: --device cuda would run";
-  const Result cuda = Conveyor(job + " --device cuda");
-  EXPECT_NE(cuda.code, 0);
-  // Whichever rank checks first names itself.
-  EXPECT_TRUE(cuda.err.find("rank 0: --device cuda, but") != std::string::npos ||
-              cuda.err.find("rank 1: --device cuda, but") != std::string::npos)
-      << cuda.err;
-  EXPECT_NE(cuda.err.find("--device cpu"), std::string::npos) << cuda.err;
-  std::system(("rm -rf " + dir).c_str());
-}
-
-TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
-  const std::string dir = ::testing::TempDir() + "conveyor_cli_train." + std::to_string(::getpid());
-  const std::string corpus = dir + "/corpus.txt";
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
-  {
-    std::ofstream out(corpus);
-    for (int i = 0; i < 100; ++i) out << "a small corpus for a small model, line " << i << "\n";
-  }
-  const Result r = Conveyor(
-      "train --pp 2 --schedule zb-v --layers 2 --hidden 16 --heads 2 "
-      "--seq-len 16 --batch-size 4 --microbatches 2 --steps 3 --data " +
-      corpus + " --metrics " + dir + "/m.json --checkpoint-dir " + dir +
-      "/ckpt --sample-tokens 5 --eval-every 2 --trace " + dir + "/trace");
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("done: 3 steps"), std::string::npos) << r.out;
-  std::ifstream metrics_file(dir + "/m.json");
-  const auto metrics = nlohmann::json::parse(metrics_file);
-  ASSERT_EQ(metrics["steps"].size(), 3u);
-  for (const char* key : {"step", "loss", "lr", "tokens_per_s"}) {
-    EXPECT_TRUE(metrics["steps"][0].contains(key)) << key;
-  }
-  EXPECT_TRUE(metrics["final_loss"].is_number());
-  ASSERT_EQ(metrics["ranks"].size(), 2u);
-  for (const char* key :
-       {"rank", "compute_s", "comm_wait_s", "transfer_wait_s", "dependency_wait_s", "idle_s",
-        "bubble_fraction", "comm_overlap", "sent_bytes", "peak_activation_bytes",
-        "predicted_peak_activation_bytes"}) {
-    EXPECT_TRUE(metrics["ranks"][1].contains(key)) << key;
-  }
-  EXPECT_TRUE(metrics["measured_bubble_fraction"].is_number());
-  EXPECT_TRUE(metrics["predicted_bubble_fraction"].is_number());
-  EXPECT_TRUE(metrics["transfer_wait_fraction"].is_number());
-  std::ifstream trace_file(dir + "/trace/trace.json");
-  const auto trace = nlohmann::json::parse(trace_file);
-  // Both ranks' waits, phases and counters made it into the merged trace.
-  std::set<std::string> categories, counters;
-  for (const auto& event : trace["traceEvents"]) {
-    if (event.contains("cat")) categories.insert(event["cat"].get<std::string>());
-    if (event["ph"] == "C") counters.insert(event["name"].get<std::string>());
-  }
-  for (const char* cat : {"F", "I", "W", "post", "wait", "phase"}) {
-    EXPECT_TRUE(categories.count(cat)) << cat;
-  }
-  EXPECT_EQ(counters, (std::set<std::string>{"activation bytes", "bytes sent"}));
-  EXPECT_TRUE(std::ifstream(dir + "/trace/measured.svg").good());
-  const Result g = Conveyor("generate --checkpoint " + dir + "/ckpt --prompt abc --tokens 4");
-  ASSERT_EQ(g.code, 0) << g.err;
-  EXPECT_EQ(g.out.rfind("abc", 0), 0u) << g.out;
-  // 2 blocks, an embedding and a head: 4 layers cannot fill 8 stages; refused before any
-  // of the 8 processes starts.
-  const Result wide = Conveyor("generate --checkpoint " + dir + "/ckpt --pp 8");
-  EXPECT_EQ(wide.code, 1);
-  EXPECT_NE(wide.err.find("cannot split 4 layers into 8 stages"), std::string::npos) << wide.err;
-  EXPECT_EQ(wide.err.find("rank "), std::string::npos) << wide.err;
-}
-
-// The 3D mesh across real processes over Gloo: dp 2 x tp 2 x pp 2 (8 processes) trains
-// with the per-step losses of the plain 2-rank pipeline, checkpoints whole tensors that a
-// 1-rank run resumes from, and reports its data-parallel reduction.
-// --rank-threads: the same job as threads of one process over the in-process transport has
-// the losses of the processes over Gloo, and its checkpoint is read like theirs.
-TEST(CliTest, RankThreadsTrainLikeRankProcesses) {
-  const std::string dir = ScratchWithCorpus("threads");
-  const std::string job =
-      "train --dp 2 --pp 2 --schedule zb-h1 --layers 2 --hidden 16 --heads 2 --seq-len 16 "
-      "--batch-size 8 --microbatches 2 --steps 3 --eval-every 0 --sample-tokens 0 --data " +
-      dir + "/corpus.txt ";
-  const Result processes = Conveyor(job + "--metrics " + dir + "/p.json");
-  ASSERT_EQ(processes.code, 0) << processes.err;
-  const Result threads = Conveyor(job + "--rank-threads --metrics " + dir +
-                                  "/t.json --checkpoint-dir " + dir + "/ckpt");
-  ASSERT_EQ(threads.code, 0) << threads.out << threads.err;
-  EXPECT_NE(threads.out.find("mesh: dp 2 x tp 1 x pp 2"), std::string::npos) << threads.out;
-  const std::vector<double> want = StepLosses(dir + "/p.json"), got = StepLosses(dir + "/t.json");
-  ASSERT_EQ(got.size(), 3u);
-  ASSERT_EQ(want.size(), 3u);
-  for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(got[k], want[k], 1e-5 * want[k]) << "step " << k;
-  const Result g = Conveyor("generate --checkpoint " + dir + "/ckpt --prompt ab --tokens 3");
-  EXPECT_EQ(g.code, 0) << g.err;
-  // Under a launcher every process is one rank: threads are refused, naming why.
-  const Result launched =
-      Shell("RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 " +
-            std::string("timeout 60 ") + CONVEYOR_BINARY + " " + job + "--rank-threads");
-  EXPECT_NE(launched.code, 0);
-  EXPECT_NE(launched.err.find("--rank-threads runs every rank in this process"), std::string::npos)
-      << launched.err;
-  std::system(("rm -rf " + dir).c_str());
-}
-
-// On a GPU: the pipeline as threads sharing GPU 0 (each rank on its own stream) and, with
-// two GPUs or more, as processes over NCCL, has the CPU's losses (fp32; the GPU's kernels
-// sum in other orders). Skips without a GPU.
-TEST(CliTest, GpuPipelinesTrainLikeTheCpu) {
-  const int gpus = VisibleGpus();
-  if (gpus == 0) GTEST_SKIP() << "no CUDA device";
-  const std::string dir = ScratchWithCorpus("gpu");
-  const std::string job =
-      "train --pp 2 --schedule 1f1b --layers 2 --hidden 32 --heads 2 --seq-len 16 "
-      "--batch-size 8 --microbatches 4 --steps 3 --eval-every 0 --sample-tokens 0 --data " +
-      dir + "/corpus.txt --metrics " + dir;
-  const Result cpu = Conveyor(job + "/cpu.json --device cpu");
-  ASSERT_EQ(cpu.code, 0) << cpu.err;
-  const std::vector<double> want = StepLosses(dir + "/cpu.json");
-  std::vector<std::string> runs = {"threads"};
-  if (gpus >= 2) runs.push_back("nccl");
-  for (const std::string& run : runs) {
-    const Result r = Conveyor(job + "/" + run + ".json --device cuda" +
-                              (run == "threads" ? " --rank-threads" : ""));
-    ASSERT_EQ(r.code, 0) << run << ": " << r.out << r.err;
-    EXPECT_NE(r.out.find("device: cuda:0"), std::string::npos) << r.out;
-    const std::vector<double> got = StepLosses(dir + "/" + run + ".json");
-    ASSERT_EQ(got.size(), want.size()) << run;
-    for (size_t k = 0; k < got.size(); ++k) {
-      EXPECT_NEAR(got[k], want[k], 1e-4 * want[k]) << run << ", step " << k;
-    }
-  }
-  std::system(("rm -rf " + dir).c_str());
-}
-
-TEST(CliTest, MeshOfEightProcessesTrainsLikeThePipeline) {
-  const std::string dir = ScratchWithCorpus("mesh");
-  const std::string common =
-      "train --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 8 --microbatches 2 "
-      "--steps 3 --eval-every 0 --sample-tokens 0 --tie-embeddings --data " +
-      dir + "/corpus.txt ";
-  const Result pipeline = Conveyor(common + "--pp 2 --schedule 1f1b --metrics " + dir + "/p.json");
-  ASSERT_EQ(pipeline.code, 0) << pipeline.err;
-  const Result mesh = Conveyor(common + "--dp 2 --tp 2 --pp 2 --schedule zb-h1 --metrics " + dir +
-                               "/m.json --checkpoint-dir " + dir + "/ckpt");
-  ASSERT_EQ(mesh.code, 0) << mesh.out << mesh.err;
-  EXPECT_NE(mesh.out.find("mesh: dp 2 x tp 2 x pp 2 (8 ranks, order tp-dp-pp)"), std::string::npos)
-      << mesh.out;
-  EXPECT_NE(mesh.out.find("mesh dp 2 x tp 2 x pp 2"), std::string::npos) << mesh.out;
-  EXPECT_NE(mesh.out.find("data parallel: per step"), std::string::npos) << mesh.out;
-  EXPECT_EQ(mesh.out.find("nan"), std::string::npos) << mesh.out;  // no held-out data is said
-  // The mesh table: one row per rank with its coordinates (rank 7 is dp 1, tp 1, pp 1).
-  EXPECT_NE(mesh.out.find("\n   7   1   1   1 "), std::string::npos) << mesh.out;
-  const std::vector<double> want = StepLosses(dir + "/p.json"), got = StepLosses(dir + "/m.json");
-  ASSERT_EQ(got.size(), 3u);
-  ASSERT_EQ(want.size(), 3u);
-  for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(got[k], want[k], 1e-5 * want[k]) << "step " << k;
-  std::ifstream metrics_file(dir + "/m.json");
-  const auto metrics = nlohmann::json::parse(metrics_file);
-  EXPECT_TRUE(metrics["dp_hidden_fraction"].is_number());
-  EXPECT_TRUE(metrics["steps"][0]["dp_comm_s"].is_number());
-  // Replica 0's pipeline wrote one file per pipeline rank, whole tensors: pp = 1 reads them.
-  const Result g = Conveyor("generate --checkpoint " + dir + "/ckpt --prompt ab --tokens 3");
-  ASSERT_EQ(g.code, 0) << g.err;
-  EXPECT_EQ(g.out.rfind("ab", 0), 0u) << g.out;
-  // Refused before any of the ranks starts, naming the numbers.
-  const Result heads = Conveyor(common + "--tp 3");
-  EXPECT_EQ(heads.code, 1);
-  EXPECT_NE(heads.err.find("heads (2) must divide by tp (3)"), std::string::npos) << heads.err;
-  EXPECT_EQ(heads.err.find("conveyor: rank"), std::string::npos) << heads.err;
-  const Result small = Conveyor(common + "--dp 5 --pp 2");
-  EXPECT_EQ(small.code, 1);
-  EXPECT_NE(small.err.find("batch-size (8) must be at least dp x microbatches (5 x 2)"),
-            std::string::npos)
-      << small.err;
-  std::system(("rm -rf " + dir).c_str());
-}
-
 // Issue 10: outputs that cannot be written were found after the whole run, bad corpora
 // inside the ranks. Both are found by the launcher now, before any rank starts.
 TEST(CliTest, BadFilesAreFoundBeforeAnyRankStarts) {
@@ -377,35 +131,6 @@ TEST(CliTest, LoadRefusesATypoedMicroBatch) {
   r = Conveyor("plan --load " + path);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("1F1000001"), std::string::npos) << r.err;
-}
-
-TEST(CliTest, BenchTrainRunsEachScheduleAndOneProcess) {
-  const std::string dir = ::testing::TempDir() + "conveyor_cli_bench." + std::to_string(::getpid());
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
-  {
-    std::ofstream out(dir + "/run.toml");
-    out << "layers = 2\nhidden = 16\nheads = 2\nseq_len = 16\nbatch_size = 4\n"
-           "microbatches = 2\npp = 2\nsteps = 500\n";
-    std::ofstream corpus(dir + "/corpus.txt");
-    for (int i = 0; i < 100; ++i) corpus << "a small corpus for a small model, line " << i << "\n";
-  }
-  const Result r = Conveyor("bench train " + dir + "/run.toml --data " + dir +
-                            "/corpus.txt --steps 2 --schedules 1f1b,dualpipe --format json");
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
-  const auto rows = nlohmann::json::parse(r.out);
-  ASSERT_EQ(rows.size(), 3u) << r.out;
-  EXPECT_EQ(rows[0]["schedule"], "1f1b");
-  for (const char* key :
-       {"step_s", "tokens_per_s", "measured_bubble_fraction", "predicted_bubble_fraction",
-        "transfer_wait_fraction", "peak_activation_bytes", "predicted_peak_activation_bytes"}) {
-    EXPECT_TRUE(rows[0][key].is_number()) << key;
-  }
-  EXPECT_EQ(rows[0]["ranks"].size(), 2u);
-  // DualPipe needs an even number of micro-batches >= 2: 2 is fine, so it ran too.
-  EXPECT_FALSE(rows[1].contains("skipped")) << rows[1];
-  EXPECT_EQ(rows[2]["schedule"], "single process");
-  EXPECT_EQ(rows[2]["pp"], 1);
-  EXPECT_GT(rows[2]["tokens_per_s"].get<double>(), 0);
 }
 
 TEST(CliTest, BenchOverheadMeasuresTracingToo) {
@@ -616,70 +341,6 @@ TEST(CliTest, PlanRefusesBadMeshFlagsNamingTheValues) {
     EXPECT_EQ(Lines(r.err), 1) << args << ":\n" << r.err;
     EXPECT_NE(r.err.find(needle), std::string::npos) << args << ":\n" << r.err;
   }
-}
-
-// generate on a mesh of real processes (4 each: replica 0 samples, replica 1 receives; TP
-// ranks load their shards of the global checkpoint) prints what one process prints, once.
-TEST(CliTest, GenerateOnAMeshPrintsWhatOneProcessPrints) {
-  const std::string dir = ScratchWithCorpus("gen");
-  const Result t = Conveyor(
-      "train --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 4 "
-      "--microbatches 2 --steps 2 --eval-every 0 --sample-tokens 0 --data " +
-      dir + "/corpus.txt --checkpoint-dir " + dir + "/ckpt");
-  ASSERT_EQ(t.code, 0) << t.out << t.err;
-  const std::string generate = "generate --checkpoint " + dir + "/ckpt --prompt ab --tokens 8 ";
-  const Result one = Conveyor(generate + "--pp 1");
-  ASSERT_EQ(one.code, 0) << one.err;
-  EXPECT_EQ(Lines(one.out), 1) << one.out;
-  EXPECT_EQ(one.out.rfind("ab", 0), 0u) << one.out;
-  for (const char* mesh : {"--dp 2 --tp 2 --pp 1", "--dp 2 --pp 2 --mesh-order pp-dp-tp"}) {
-    const Result r = Conveyor(generate + mesh);
-    ASSERT_EQ(r.code, 0) << mesh << ": " << r.err;
-    EXPECT_EQ(r.out, one.out) << mesh;
-  }
-  std::system(("rm -rf " + dir).c_str());
-}
-
-TEST(CliTest, BenchTrainRunsOnAMesh) {
-  const std::string dir =
-      ::testing::TempDir() + "conveyor_cli_bench_mesh." + std::to_string(::getpid());
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
-  {
-    std::ofstream corpus(dir + "/corpus.txt");
-    for (int i = 0; i < 100; ++i) corpus << "a small corpus for a small model, line " << i << "\n";
-  }
-  const Result r = Conveyor(
-      "bench train --dp 2 --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 4 "
-      "--microbatches 2 --steps 2 --schedules 1f1b --data " +
-      dir + "/corpus.txt --format json");
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
-  const auto rows = nlohmann::json::parse(r.out);
-  ASSERT_EQ(rows.size(), 2u) << r.out;
-  EXPECT_EQ(rows[0]["schedule"], "1f1b");
-  EXPECT_EQ(rows[0]["dp"], 2);
-  EXPECT_EQ(rows[0]["tp"], 1);
-  EXPECT_EQ(rows[0]["pp"], 2);
-  EXPECT_EQ(rows[0]["ranks"].size(), 4u);
-  EXPECT_GT(rows[0]["tokens_per_s"].get<double>(), 0);
-  EXPECT_EQ(rows[1]["schedule"], "single process");
-  EXPECT_EQ(rows[1]["dp"], 1);
-  EXPECT_EQ(rows[1]["threads"].get<int>() % 4, 0) << "the threads of the mesh's 4 ranks";
-  std::system(("rm -rf " + dir).c_str());
-}
-
-// Two simulated nodes (bench/nodes --test: network namespaces joined by a rate-limited veth,
-// 2 ranks each, GPT dp 1 x tp 2 x pp 2 with TP inside and across the nodes): both layouts
-// train with the same losses, and the namespaces are gone afterwards. Skipped where
-// namespaces cannot be made (not root, a container without them).
-TEST(CliTest, TwoNodesInNetworkNamespacesTrainAlikeAndCleanUp) {
-  const Result r = Shell(std::string("timeout 280 ") + CONVEYOR_SOURCE_DIR +
-                         "/bench/nodes --test --conveyor " + CONVEYOR_BINARY);
-  if (r.code == 77) GTEST_SKIP() << r.err;
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("\"losses_equal\": true"), std::string::npos) << r.out;
-  EXPECT_NE(r.err.find("nodes: OK"), std::string::npos) << r.err;
-  const Result namespaces = Shell("ip netns list");
-  EXPECT_EQ(namespaces.out.find("cvnode-"), std::string::npos) << namespaces.out;
 }
 
 }  // namespace

@@ -21,13 +21,18 @@ std::vector<MicroBatch> Microbatches(int n, int m) {
   return SplitBatch(batch, m);
 }
 
+// Rank 0 of `program` alone, on synthetic stages; `program` must outlive it.
+PipelineRank SyntheticRank(const Program& program) {
+  return PipelineRank(
+      program, 0, nullptr, [](int stage) { return MakeSyntheticStage(stage, SyntheticCosts{}); },
+      at::kFloat);
+}
+
 TEST(StepRecorderTest, RecordsSpansPhasesAndCounters) {
   ASSERT_TRUE(MemoryTracker::Install());
   // One rank running two stages, two micro-batches.
   const Program program = Lower(BuildSchedule("interleaved-1f1b", ScheduleOptions{1, 2, 2}));
-  PipelineRank rank(
-      program, 0, nullptr, [](int stage) { return MakeSyntheticStage(stage, SyntheticCosts{}); },
-      at::kFloat);
+  PipelineRank rank = SyntheticRank(program);
   const double origin = Executor::Now();
   StepRecorder recorder(0, 1, origin);
   recorder.Attach(rank.executor());
@@ -71,9 +76,7 @@ TEST(StepRecorderTest, RecordsSpansPhasesAndCounters) {
 // times; the counters sampled at a compute's end move with it and stay in time order.
 TEST(StepRecorderTest, DeviceTimesReplaceTheComputesHostTimes) {
   const Program program = Lower(BuildSchedule("gpipe", ScheduleOptions{1, 2, 0}));
-  PipelineRank rank(
-      program, 0, nullptr, [](int stage) { return MakeSyntheticStage(stage, SyntheticCosts{}); },
-      at::kFloat);
+  PipelineRank rank = SyntheticRank(program);
   const double origin = Executor::Now();
   StepRecorder recorder(0, 1, origin);
   recorder.Attach(rank.executor());

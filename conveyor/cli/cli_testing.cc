@@ -1,0 +1,59 @@
+#include "conveyor/cli/cli_testing.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace conveyor {
+
+Result Shell(const std::string& command) {
+  // One file per process and call: ctest runs the cases of a test binary in parallel.
+  static int calls = 0;
+  const std::string err_path = ::testing::TempDir() + "conveyor_cli_stderr." +
+                               std::to_string(::getpid()) + "." + std::to_string(calls++);
+  Result result{-1, "", ""};
+  FILE* pipe = popen((command + " 2>" + err_path).c_str(), "r");
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    result.out.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  result.err.assign(std::istreambuf_iterator<char>(err), {});
+  return result;
+}
+
+Result Conveyor(const std::string& args) {
+  return Shell(std::string("timeout 60 ") + CONVEYOR_BINARY + " " + args);
+}
+
+std::string ScratchWithCorpus(const std::string& name) {
+  const std::string dir =
+      ::testing::TempDir() + "conveyor_cli_" + name + "." + std::to_string(::getpid());
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  std::ofstream out(dir + "/corpus.txt");
+  for (int i = 0; i < 100; ++i) out << "a small corpus for a small model, line " << i << "\n";
+  return dir;
+}
+
+std::vector<double> StepLosses(const std::string& metrics_file) {
+  std::ifstream in(metrics_file);
+  const auto metrics = nlohmann::json::parse(in);
+  std::vector<double> out;
+  for (const auto& step : metrics["steps"]) out.push_back(step["loss"].get<double>());
+  return out;
+}
+
+int Lines(const std::string& text) {
+  int lines = 0;
+  for (char c : text) lines += c == '\n';
+  return lines;
+}
+
+}  // namespace conveyor
