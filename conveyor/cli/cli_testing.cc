@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace conveyor {
 
@@ -42,12 +44,34 @@ std::string ScratchWithCorpus(const std::string& name) {
   return dir;
 }
 
+namespace {
+
+// The per-step losses of a --metrics file.
 std::vector<double> StepLosses(const std::string& metrics_file) {
   std::ifstream in(metrics_file);
   const auto metrics = nlohmann::json::parse(in);
   std::vector<double> out;
   for (const auto& step : metrics["steps"]) out.push_back(step["loss"].get<double>());
   return out;
+}
+
+}  // namespace
+
+::testing::AssertionResult SameLosses(const std::string& want_file, const std::string& got_file,
+                                      size_t steps, double relative) {
+  const std::vector<double> want = StepLosses(want_file), got = StepLosses(got_file);
+  if (want.size() != steps || got.size() != steps) {
+    return ::testing::AssertionFailure() << want.size() << " losses in " << want_file << " and "
+                                         << got.size() << " in " << got_file << ", not " << steps;
+  }
+  ::testing::AssertionResult result = ::testing::AssertionSuccess();
+  for (size_t k = 0; k < steps; ++k) {
+    if (std::abs(got[k] - want[k]) <= relative * std::abs(want[k])) continue;
+    if (result) result = ::testing::AssertionFailure();
+    result << "step " << k << ": " << got[k] << " in " << got_file << ", " << want[k] << " in "
+           << want_file << "; ";
+  }
+  return result;
 }
 
 int Lines(const std::string& text) {

@@ -1,10 +1,11 @@
 // Test support for the end-to-end tests of the `conveyor` binary (cli_test.cc,
-// train_cli_test.cc): running it, scratch folders with a corpus, reading its metrics.
+// train_cli_test.cc): running it, scratch folders with a corpus, comparing its losses.
 #ifndef CONVEYOR_CLI_CLI_TESTING_H_
 #define CONVEYOR_CLI_CLI_TESTING_H_
 
+#include <gtest/gtest.h>
+
 #include <string>
-#include <vector>
 
 namespace conveyor {
 
@@ -24,8 +25,10 @@ Result Conveyor(const std::string& args);
 // A new folder TempDir()/conveyor_cli_NAME.PID holding corpus.txt, 100 short lines.
 std::string ScratchWithCorpus(const std::string& name);
 
-// The per-step losses of a --metrics file.
-std::vector<double> StepLosses(const std::string& metrics_file);
+// Success when the --metrics files `want_file` and `got_file` both hold `steps` losses and
+// each of got's is within `relative` x want's of want's; the failure names every step off.
+::testing::AssertionResult SameLosses(const std::string& want_file, const std::string& got_file,
+                                      size_t steps, double relative);
 
 // The number of '\n' in `text`.
 int Lines(const std::string& text);
