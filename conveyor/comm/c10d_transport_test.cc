@@ -73,6 +73,22 @@ std::string WaitError(Work& work) {
   return "no error";
 }
 
+// A barrier after which rank `failing` returns only once every other rank is past it: a rank
+// can leave a barrier while a peer still waits on its last message, and a failure right after
+// would abort that wait rather than the one a test is about. The others tell `failing` with a
+// send nobody waits on (a wait could be aborted too; a dropped send still goes out).
+void MeetBeforeFailure(Transport& t, int failing) {
+  constexpr std::uint32_t kPastTheBarrier = 99;
+  t.Barrier();
+  if (t.rank() != failing) {
+    t.Send(at::ones({1}), failing, kPastTheBarrier);
+    return;
+  }
+  for (int peer = 0; peer < t.world_size(); ++peer) {
+    if (peer != failing) t.Recv(at::zeros({1}), peer, kPastTheBarrier)->Wait();
+  }
+}
+
 // The /dev/shm entries of conveyor's shared-memory segments.
 std::set<std::string> ShmEntries() {
   std::set<std::string> names;
@@ -327,7 +343,7 @@ TEST(C10dTransportTest, ReduceScatterIsAbortedByAFailedRankNamingIt) {
 CONVEYOR_WORKER(ReduceScatterFailure) {
   std::unique_ptr<Transport> t = ConnectWorker();
   EXPECT_EQ(t->ReduceScatterSum(at::ones({3}), {1, 1, 1}).item<float>(), 3.0f);
-  t->Barrier();
+  MeetBeforeFailure(*t, 1);
   if (t->rank() == 1) {
     t->ReportFailure("loss is NaN");
     return;
@@ -359,7 +375,7 @@ CONVEYOR_WORKER(KilledRank) {
   const int n = t->world_size();
   // Everyone waits on its left neighbour, which never sends: rank 2 waits on rank 1.
   auto recv = t->Recv(at::zeros({1}), (t->rank() + n - 1) % n, 1);
-  t->Barrier();
+  MeetBeforeFailure(*t, 1);
   if (t->rank() == 1) raise(SIGKILL);
   std::string error = WaitError(*recv);
   EXPECT_THAT(error, HasSubstr("rank " + std::to_string(t->rank()) + ": recv from rank"));
@@ -376,7 +392,7 @@ TEST(C10dTransportTest, ReportedFailureStopsOtherRanksNamingTheRank) {
 CONVEYOR_WORKER(ReportedFailure) {
   std::unique_ptr<Transport> t = ConnectWorker();
   auto recv = t->rank() == 1 ? nullptr : t->Recv(at::zeros({1}), 1, 3);
-  t->Barrier();
+  MeetBeforeFailure(*t, 1);
   if (t->rank() == 1) {
     t->ReportFailure("loss is NaN at step 7");
     EXPECT_THROW(t->Barrier(), CommError);
