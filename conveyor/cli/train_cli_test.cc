@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "conveyor/cli/cli_testing.h"
+#include "conveyor/comm/compute_precision.h"
 #include "conveyor/train/compute_device.h"
 
 namespace conveyor {
@@ -39,6 +40,53 @@ TEST(CliTest, DeviceIsSaidAndCudaWithoutAGpuIsRefused) {
               cuda.err.find("rank 1: --device cuda, but") != std::string::npos)
       << cuda.err;
   EXPECT_NE(cuda.err.find("--device cpu"), std::string::npos) << cuda.err;
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// --loss-scale and --dtype fp16: a power-of-two scale on fp32 trains exactly as without one,
+// the scale is said, grows after its window and lands in the metrics; fp16 trains where
+// this libtorch has fp16 products on the CPU and is refused, naming the way out, where not.
+TEST(CliTest, LossScalingIsExactOnFp32AndFp16NeedsItsProducts) {
+  const std::string dir = ScratchWithCorpus("loss_scale");
+  const std::string job =
+      "train --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 4 "
+      "--microbatches 2 --steps 3 --device cpu --sample-tokens 0 --data " +
+      dir + "/corpus.txt";
+  const Result plain = Conveyor(job + " --metrics " + dir + "/plain.json");
+  ASSERT_EQ(plain.code, 0) << plain.out << plain.err;
+  const Result scaled =
+      Conveyor(job + " --loss-scale 1024 --loss-scale-window 2 --metrics " + dir + "/scaled.json");
+  ASSERT_EQ(scaled.code, 0) << scaled.out << scaled.err;
+  EXPECT_NE(scaled.out.find("; fp32; dynamic loss scale from 1024"), std::string::npos)
+      << scaled.out;
+  EXPECT_NE(scaled.out.find("loss scale 2048 at the end; 0 step(s) skipped"), std::string::npos)
+      << scaled.out;
+  EXPECT_TRUE(SameLosses(dir + "/plain.json", dir + "/scaled.json", 3, 0));
+  std::ifstream metrics_file(dir + "/scaled.json");
+  const auto metrics = nlohmann::json::parse(metrics_file);
+  EXPECT_EQ(metrics["steps"][0]["loss_scale"], 1024.0);
+  EXPECT_EQ(metrics["steps"][2]["loss_scale"], 2048.0);
+  EXPECT_EQ(metrics["final_loss_scale"], 2048.0);
+  EXPECT_EQ(metrics["overflow_steps"], 0);
+  const Result fp16 = Conveyor(job + " --dtype fp16");
+  if (AutocastComputesIn(at::kCPU, at::kHalf)) {
+    ASSERT_EQ(fp16.code, 0) << fp16.out << fp16.err;
+    EXPECT_NE(fp16.out.find("fp16 matrix products, fp32 weights, gradients and reductions; "
+                            "dynamic loss scale from 65536"),
+              std::string::npos)
+        << fp16.out;
+  } else {
+    EXPECT_NE(fp16.code, 0);
+    EXPECT_NE(fp16.err.find("--dtype fp16 needs fp16 matrix products under autocast on cpu"),
+              std::string::npos)
+        << fp16.err;
+    EXPECT_NE(fp16.err.find("use --dtype bf16, or a GPU"), std::string::npos) << fp16.err;
+  }
+  const Result bad = Conveyor(job + " --loss-scale 0.5");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--loss-scale must be 0 (the dtype's default) or at least 1, got 0.5"),
+            std::string::npos)
+      << bad.err;
   std::system(("rm -rf " + dir).c_str());
 }
 

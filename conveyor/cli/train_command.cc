@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -28,6 +29,13 @@
 namespace conveyor {
 namespace {
 
+// A loss scale as the progress lines show it: "65536".
+std::string FormatScale(double scale) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", scale);
+  return text;
+}
+
 // The --metrics file: every step's and evaluation's row, then the summary's numbers.
 nlohmann::json MetricsJson(const TrainConfig& config, const TrainSummary& s, double pipeline_s,
                            nlohmann::json steps, nlohmann::json evals) {
@@ -42,6 +50,10 @@ nlohmann::json MetricsJson(const TrainConfig& config, const TrainSummary& s, dou
                             {"microbatches", config.microbatches},
                             {"model", ModelKindName(config.model)},
                             {"skipped_steps", s.skipped_steps}};
+  if (s.loss_scale > 0) {
+    metrics["overflow_steps"] = s.overflow_steps;
+    metrics["final_loss_scale"] = s.loss_scale;
+  }
   metrics["ranks"] = RankRowsJson(s.ranks);
   metrics["measured_bubble_fraction"] = s.measured_bubble;
   metrics["predicted_bubble_fraction"] = s.predicted_bubble;
@@ -79,9 +91,13 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
                   std::string(PartitionByName(config.partition)) + ")");
     progress.Note("device: " + trainer.device().str() +
                   (trainer.device().is_cuda() ? " (each rank on its local rank's GPU)" : "") +
-                  (config.dtype == ComputeDtype::kBf16
-                       ? "; bf16 matrix products, fp32 weights, gradients and reductions"
-                       : "; fp32"));
+                  (config.dtype == ComputeDtype::kFp32
+                       ? "; fp32"
+                       : "; " + std::string(ComputeDtypeName(config.dtype)) +
+                             " matrix products, fp32 weights, gradients and reductions") +
+                  (trainer.loss_scaler().enabled()
+                       ? "; dynamic loss scale from " + FormatScale(trainer.loss_scaler().scale())
+                       : ""));
     if (trainer.mesh().dp() > 1 || trainer.mesh().tp() > 1) {
       summary_mesh = trainer.mesh().Describe();
       progress.Note("mesh: " + summary_mesh);
@@ -120,7 +136,17 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
       summary.dp.scattered_kept_bytes += m.dp.scattered_kept_bytes;
       summary.dp.buckets += m.dp.buckets;
     }
-    if (m.skipped) {
+    if (trainer.loss_scaler().enabled()) row["loss_scale"] = m.loss_scale;
+    if (m.overflow) {
+      row = {{"step", m.step}, {"skipped", true}, {"overflow", true}, {"loss_scale", m.loss_scale}};
+      ++summary.skipped_steps;
+      ++summary.overflow_steps;
+      if (leader) {
+        progress.Note("step " + std::to_string(m.step) +
+                      " skipped: gradients overflowed at loss scale " + FormatScale(m.loss_scale) +
+                      ", now " + FormatScale(trainer.loss_scaler().scale()));
+      }
+    } else if (m.skipped) {
       // JSON has no NaN: the row says which step was skipped, without its numbers.
       row = {{"step", m.step}, {"skipped", true}};
       ++summary.skipped_steps;
@@ -167,6 +193,7 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
   summary.trace_dir = config.trace;
   summary.mesh = summary_mesh;
   summary.optimizer_state_bytes = trainer.optimizer_state_bytes();
+  if (trainer.loss_scaler().enabled()) summary.loss_scale = trainer.loss_scaler().scale();
   if (!config.metrics.empty()) {
     const nlohmann::json metrics = MetricsJson(config, summary, trainer.totals().pipeline_s(),
                                                std::move(steps), std::move(evals));

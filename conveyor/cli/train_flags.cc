@@ -87,7 +87,8 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Choice(cmd, flags, "--recompute", &TrainConfig::recompute, ParseRecompute,
          "activation recomputation: none, full or selective (attention scores)");
   Choice(cmd, flags, "--dtype", &TrainConfig::dtype, ParseComputeDtype,
-         "fp32, or bf16 matrix products with fp32 master weights and gradients");
+         "fp32, or bf16 / fp16 matrix products with fp32 master weights and gradients "
+         "(fp16 with dynamic loss scaling)");
   Flag(cmd, flags, "--batch-size", &TrainConfig::batch_size, "samples per step");
   Flag(cmd, flags, "--steps", &TrainConfig::steps, "optimizer steps");
   Flag(cmd, flags, "--seed", &TrainConfig::seed, "seed of weights, data and sampling");
@@ -96,6 +97,10 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--min-lr-ratio", &TrainConfig::min_lr_ratio, "cosine floor / lr");
   Flag(cmd, flags, "--weight-decay", &TrainConfig::weight_decay, "AdamW weight decay");
   Flag(cmd, flags, "--clip", &TrainConfig::clip, "global gradient-norm clip (0 = off)");
+  Flag(cmd, flags, "--loss-scale", &TrainConfig::loss_scale,
+       "initial dynamic loss scale, >= 1 (0 = 65536 with fp16, off otherwise)");
+  Flag(cmd, flags, "--loss-scale-window", &TrainConfig::loss_scale_window,
+       "steps without overflow before the loss scale doubles");
   Flag(cmd, flags, "--zero", &TrainConfig::zero,
        "shard the AdamW state across the data-parallel replicas (ZeRO stage 1)");
   Flag(cmd, flags, "--eval-every", &TrainConfig::eval_every, "steps between evaluations");

@@ -18,9 +18,13 @@ void PrintTrainSummary(const TrainSummary& s) {
   }
   std::printf("\ndone: %lld steps, final loss %.4f, %s, %.0f tokens/s\n",
               static_cast<long long>(s.steps), s.final_loss, held_out, s.tokens_per_s);
-  if (s.skipped_steps > 0) {
+  if (s.skipped_steps > s.overflow_steps) {
     std::printf("%lld step(s) skipped: non-finite loss or gradient norm\n",
-                static_cast<long long>(s.skipped_steps));
+                static_cast<long long>(s.skipped_steps - s.overflow_steps));
+  }
+  if (s.loss_scale > 0) {
+    std::printf("loss scale %g at the end; %lld step(s) skipped for gradients that overflowed\n",
+                s.loss_scale, static_cast<long long>(s.overflow_steps));
   }
   if (s.final_eval.accuracy >= 0) {
     std::printf("held-out accuracy %s (majority class %s)\n",

@@ -18,7 +18,9 @@ struct TrainSummary {
   int64_t steps = 0;              // the trainer's step at the end
   double final_loss = 0;          // the last step that was not skipped (0 without one)
   double tokens_per_s = 0;        // the last step's
-  int64_t skipped_steps = 0;      // non-finite steps skipped
+  int64_t skipped_steps = 0;      // non-finite steps skipped, overflows included
+  int64_t overflow_steps = 0;     // steps skipped because gradients overflowed the loss scale
+  double loss_scale = 0;          // the loss scale at the end; 0: loss scaling off
   EvalMetrics final_eval;         // accuracy < 0 when the task has none
   double baseline_accuracy = -1;  // the majority class's, with an accuracy
   std::vector<RankMetrics> ranks;

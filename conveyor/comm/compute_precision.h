@@ -9,6 +9,7 @@
 #ifndef CONVEYOR_COMM_COMPUTE_PRECISION_H_
 #define CONVEYOR_COMM_COMPUTE_PRECISION_H_
 
+#include <c10/core/Device.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 
@@ -19,6 +20,11 @@ namespace conveyor {
 // The dtype this thread's autocast gives matrix products on `device_type`, or nullopt when
 // autocast is off there. For code that casts by hand (custom autograd functions).
 std::optional<c10::ScalarType> AutocastDtype(c10::DeviceType device_type);
+
+// Whether this libtorch multiplies matrices in `dtype` under autocast on `device` (tried on a
+// 2x2 product: true when it runs and gives `dtype`). Debian 12's libtorch 1.13, for one, has
+// no fp16 matrix product on the CPU. Leaves this thread's autocast state as it found it.
+bool AutocastComputesIn(c10::Device device, c10::ScalarType dtype);
 
 class ComputePrecisionGuard {
  public:

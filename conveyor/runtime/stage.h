@@ -63,6 +63,11 @@ class Stage {
   // stay in their own dtype. Change it only between steps.
   void set_compute_dtype(c10::ScalarType dtype) { compute_dtype_ = dtype; }
 
+  // A last stage seeds its backward with `scale` instead of 1 (dynamic loss scaling,
+  // loss_scaler.h): every gradient of the step is `scale` times the true one, the loss is
+  // not. 1 by default. Change it only between steps.
+  void set_loss_scale(double scale) { loss_scale_ = scale; }
+
   // Forward without autograd and without caching (evaluation, generation). Returns the
   // output; on a last stage also adds the scaled loss to loss() when mb has targets.
   at::Tensor Infer(const MicroBatch& mb, const at::Tensor& input);
@@ -98,6 +103,7 @@ class Stage {
   at::Tensor loss_;  // () double on the stage's device; undefined before the first loss
   bool recompute_ = false;
   c10::ScalarType compute_dtype_ = c10::ScalarType::Float;
+  double loss_scale_ = 1;
 };
 
 }  // namespace conveyor

@@ -69,7 +69,8 @@ std::vector<int> FailedRanks(Transport* world, bool failed) {
 
 // meta.json, the manifest: the step, the model, and every rank's file with each tensor's
 // dtype, shape and checksum as that file's header records them.
-Json Manifest(const fs::path& folder, int64_t step, const TrainConfig& config, int ranks) {
+Json Manifest(const fs::path& folder, int64_t step, const TrainConfig& config, int ranks,
+              const LossScaler& scaler) {
   Json files = Json::object();
   for (int r = 0; r < ranks; ++r) {
     const std::string name = RankFile(r);
@@ -84,9 +85,13 @@ Json Manifest(const fs::path& folder, int64_t step, const TrainConfig& config, i
     }
     files[name] = {{"tensors", tensors}};
   }
-  return {{"format", kFormat},   {"step", step},        {"model", ModelJson(config)},
-          {"seed", config.seed}, {"data", config.data}, {"schedule", config.schedule},
-          {"pp", config.pp},     {"files", files}};
+  Json manifest = {{"format", kFormat},   {"step", step},        {"model", ModelJson(config)},
+                   {"seed", config.seed}, {"data", config.data}, {"schedule", config.schedule},
+                   {"pp", config.pp},     {"files", files}};
+  if (scaler.enabled()) {
+    manifest["loss_scale"] = {{"scale", scaler.scale()}, {"good_steps", scaler.good_steps()}};
+  }
+  return manifest;
 }
 
 // Moves the finished `temp` folder to `final_dir` and points DIR/latest at it, each step
@@ -308,8 +313,9 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
   // the final name, then latest.
   phase([&] {
     if (!leader) return;
-    WriteFileAtomically((temp / "meta.json").string(),
-                        Manifest(temp, step, config, trainer.mesh().pp()).dump(2) + "\n");
+    WriteFileAtomically(
+        (temp / "meta.json").string(),
+        Manifest(temp, step, config, trainer.mesh().pp(), trainer.loss_scaler()).dump(2) + "\n");
     Publish(dir, temp, final_dir);
   });
   return final_dir.string();
@@ -368,9 +374,19 @@ void LoadCheckpoint(const std::string& path, Trainer& trainer, const TrainConfig
       if (state != all.end()) optim.emplace(name + suffix, shard(name, state->second));
     }
   }
-  // Checks the optimizer state before touching anything, then loads.
+  // Checks the optimizer state and the loss scale before touching anything, then loads.
   AdamW probe(AdamWOptions{});
   probe.LoadState(params, optim);
+  LossScaler scaler = trainer.loss_scaler();
+  if (scaler.enabled() && meta.contains("loss_scale")) {
+    const Json& ls = meta["loss_scale"];
+    CONVEYOR_CHECK(ls.is_object() && ls.contains("scale") && ls["scale"].is_number() &&
+                   ls.contains("good_steps") && ls["good_steps"].is_number_integer())
+        << "checkpoint " << folder
+        << ": meta.json's loss_scale is not {scale, good_steps}: " << ls.dump();
+    scaler.Restore(ls["scale"].get<double>(), ls["good_steps"].get<int64_t>());
+  }
+  trainer.loss_scaler() = scaler;
   trainer.optimizer().LoadState(params, optim);
   at::NoGradGuard no_grad;
   for (const auto& [name, p] : params) p.copy_(mine.at(name));

@@ -6,8 +6,10 @@
 // Layout: DIR/step-000120/rank-R.safetensors (pipeline rank R's parameters "param/<name>" and
 // AdamW state "optim/<name>/exp_avg|exp_avg_sq"; its metadata: the step, the rank, the model
 // and a 64-bit FNV-1a checksum of each tensor's bytes), DIR/step-000120/meta.json (the
-// manifest: step, model, seed, data, schedule, pp, and every rank file with each tensor's
-// dtype, shape and checksum) and DIR/latest naming the newest step folder.
+// manifest: step, model, seed, data, schedule, pp, the dynamic loss scale and its count of
+// good steps when loss scaling is on, and every rank file with each tensor's dtype, shape
+// and checksum) and DIR/latest naming the newest step folder. A run with loss scaling that
+// resumes a checkpoint without a scale keeps its initial one.
 //
 // Saving: every writing rank writes its file durably (AtomicFile) into DIR/step-000120.tmp; the
 // ranks agree that all succeeded (an all-reduce of per-rank failure flags); rank 0 then writes the

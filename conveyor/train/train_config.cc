@@ -46,9 +46,10 @@ constexpr Spellings<DeviceKind, 3> kDeviceKinds = {{
     {DeviceKind::kCpu, "cpu"},
     {DeviceKind::kCuda, "cuda"},
 }};
-constexpr Spellings<ComputeDtype, 2> kComputeDtypes = {{
+constexpr Spellings<ComputeDtype, 3> kComputeDtypes = {{
     {ComputeDtype::kFp32, "fp32"},
     {ComputeDtype::kBf16, "bf16"},
+    {ComputeDtype::kFp16, "fp16"},
 }};
 
 // The value spelt `text`; UserError "<name> must be a, b or c, got '<text>'" otherwise.
@@ -96,6 +97,7 @@ void ForEachInteger(Config& c, Visit&& visit) {
   visit("timeout", c.timeout_s, 1, 7 * 24 * 3600);
   visit("threads", c.threads, 0, 1024);
   visit("zero", c.zero, 0, 1);
+  visit("loss_scale_window", c.loss_scale_window, 1, kMaxSteps);
 }
 
 // The same for the real settings; lo = nullopt means (0, hi]: zero itself is refused.
@@ -105,6 +107,7 @@ void ForEachReal(Config& c, Visit&& visit) {
   visit("min_lr_ratio", c.min_lr_ratio, 0.0, 1.0);
   visit("weight_decay", c.weight_decay, 0.0, 10.0);
   visit("clip", c.clip, 0.0, 1e9);
+  visit("loss_scale", c.loss_scale, 0.0, 0x1p127);
 }
 
 void CheckReal(std::string_view name, double value, std::optional<double> lo, double hi) {
@@ -161,6 +164,8 @@ void TrainConfig::Validate() const {
   ForEachReal(*this, [](std::string_view key, double value, std::optional<double> lo, double hi) {
     CheckReal(FlagName(key), value, lo, hi);
   });
+  CONVEYOR_CHECK(loss_scale == 0 || loss_scale >= 1)
+      << "--loss-scale must be 0 (the dtype's default) or at least 1, got " << loss_scale;
   CONVEYOR_CHECK(hidden % heads == 0)
       << "hidden (" << hidden << ") must be a multiple of heads (" << heads << ")";
   CONVEYOR_CHECK(batch_size >= microbatches)

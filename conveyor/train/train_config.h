@@ -27,9 +27,11 @@ enum class Recompute : uint8_t { kNone, kFull, kSelective };
 // CPU (auto); the CPU; or CUDA, rank r on cuda:(local rank r mod the GPU count).
 enum class DeviceKind : uint8_t { kAuto, kCpu, kCuda };
 
-// The precision of the model's matrix products: fp32 throughout, or bf16 products (autocast)
-// with fp32 master weights, fp32 gradients and fp32 gradient reduction.
-enum class ComputeDtype : uint8_t { kFp32, kBf16 };
+// The precision of the model's matrix products: fp32 throughout, or bf16 / fp16 products
+// (autocast) with fp32 master weights, fp32 gradients and fp32 gradient reduction. fp16 comes
+// with dynamic loss scaling (loss_scaler.h) and needs a device whose libtorch has fp16
+// matrix products under autocast (CUDA; the CPU in recent torch versions).
+enum class ComputeDtype : uint8_t { kFp32, kBf16, kFp16 };
 
 // `text` ("gpt", "classifier") as a ModelKind. Throws UserError naming `name` (the flag, or
 // the file and key), the text and the allowed values.
@@ -45,7 +47,7 @@ std::string_view RecomputeName(Recompute recompute);
 // The same for "auto", "cpu" and "cuda".
 DeviceKind ParseDeviceKind(std::string_view text, std::string_view name);
 std::string_view DeviceKindName(DeviceKind device);
-// The same for "fp32" and "bf16".
+// The same for "fp32", "bf16" and "fp16".
 ComputeDtype ParseComputeDtype(std::string_view text, std::string_view name);
 std::string_view ComputeDtypeName(ComputeDtype dtype);
 
@@ -83,6 +85,11 @@ struct TrainConfig {
   double min_lr_ratio = 0.1;
   double weight_decay = 0.1;
   double clip = 1.0;  // global gradient norm; 0 = off
+  // Dynamic loss scaling (loss_scaler.h): the initial scale, >= 1 to turn it on for any
+  // dtype; 0 = the dtype's default, 65536 for fp16 and off for fp32 and bf16. The scale
+  // doubles after loss_scale_window steps without overflow.
+  double loss_scale = 0;
+  int64_t loss_scale_window = 2000;
   // ZeRO stage: 1 shards the AdamW state across the data-parallel replicas (no effect with
   // dp = 1); 0 keeps it whole on every replica.
   int zero = 0;

@@ -143,8 +143,10 @@ TEST(TrainConfigTest, EnumSettingsParseTheirSpellings) {
   for (const DeviceKind d : {DeviceKind::kAuto, DeviceKind::kCpu, DeviceKind::kCuda}) {
     EXPECT_EQ(ParseDeviceKind(DeviceKindName(d), "--device"), d);
   }
-  EXPECT_EQ(ParseComputeDtype("bf16", "--dtype"), ComputeDtype::kBf16);
-  EXPECT_EQ(ComputeDtypeName(ComputeDtype::kFp32), "fp32");
+  for (const ComputeDtype d : {ComputeDtype::kFp32, ComputeDtype::kBf16, ComputeDtype::kFp16}) {
+    EXPECT_EQ(ParseComputeDtype(ComputeDtypeName(d), "--dtype"), d);
+  }
+  EXPECT_EQ(ComputeDtypeName(ComputeDtype::kFp16), "fp16");
   try {
     ParseDeviceKind("gpu", "--device");
     ADD_FAILURE() << "accepted";
@@ -152,10 +154,10 @@ TEST(TrainConfigTest, EnumSettingsParseTheirSpellings) {
     EXPECT_STREQ(e.what(), "--device must be auto, cpu or cuda, got 'gpu'");
   }
   try {
-    ParseComputeDtype("fp16", "cfg.toml: dtype");
+    ParseComputeDtype("float16", "cfg.toml: dtype");
     ADD_FAILURE() << "accepted";
   } catch (const UserError& e) {
-    EXPECT_STREQ(e.what(), "cfg.toml: dtype must be fp32 or bf16, got 'fp16'");
+    EXPECT_STREQ(e.what(), "cfg.toml: dtype must be fp32, bf16 or fp16, got 'float16'");
   }
   try {
     ParseModelKind("GPT", "--model");
@@ -263,6 +265,21 @@ TEST(TrainConfigTest, SkipNonFiniteStepsIsAKey) {
   TrainConfig c;
   ApplyTomlFile(Write("skip_nonfinite_steps = true\n"), c);
   EXPECT_TRUE(c.skip_nonfinite_steps);
+}
+
+TEST(TrainConfigTest, LossScaleIsZeroOrAtLeastOne) {
+  TrainConfig c;
+  ApplyTomlFile(Write("dtype = \"fp16\"\nloss_scale = 1024.0\nloss_scale_window = 10\n"), c);
+  EXPECT_EQ(c.dtype, ComputeDtype::kFp16);
+  EXPECT_EQ(c.loss_scale, 1024.0);
+  EXPECT_EQ(c.loss_scale_window, 10);
+  EXPECT_NO_THROW(c.Validate());
+  c.loss_scale = 0.5;
+  EXPECT_THROW(c.Validate(), UserError);
+  EXPECT_NE(TomlError("loss_scale = 1e39\n").find("loss_scale must be within [0, 1.70141e+38]"),
+            std::string::npos);
+  EXPECT_NE(TomlError("loss_scale_window = 0\n").find("loss_scale_window must be within [1, "),
+            std::string::npos);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/comm/compute_precision.h"
 #include "conveyor/comm/hop_latency.h"
 #include "conveyor/comm/stream_order.h"
 #include "conveyor/launch/rendezvous.h"
@@ -103,6 +104,27 @@ double RecordCollectives(const std::vector<CollectiveSpan>& spans, PhaseTrack tr
   return TotalSeconds(spans);
 }
 
+// The dtype of the stages' matrix products.
+at::ScalarType ScalarTypeOf(ComputeDtype dtype) {
+  switch (dtype) {
+    case ComputeDtype::kBf16:
+      return at::kBFloat16;
+    case ComputeDtype::kFp16:
+      return at::kHalf;
+    case ComputeDtype::kFp32:
+      break;
+  }
+  return at::kFloat;
+}
+
+// config.loss_scale, or the dtype's default (65536 for fp16, as PyTorch's GradScaler).
+LossScaler MakeLossScaler(const TrainConfig& config) {
+  const double initial = config.loss_scale > 0                 ? config.loss_scale
+                         : config.dtype == ComputeDtype::kFp16 ? 65536.0
+                                                               : 0.0;
+  return initial > 0 ? LossScaler(initial, config.loss_scale_window) : LossScaler();
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task, Transport* world)
@@ -115,9 +137,16 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       coords_(mesh_.coords(rank_)),
       program_(BuildSchedule(config.schedule,
                              ScheduleOptions{config.pp, config.microbatches, config.chunks})),
-      schedule_{config.lr, config.min_lr_ratio, config.warmup_steps, config.steps} {
+      schedule_{config.lr, config.min_lr_ratio, config.warmup_steps, config.steps},
+      loss_scaler_(MakeLossScaler(config)) {
   config_.Validate();
   ComputeOn(device_);
+  CONVEYOR_CHECK(config_.dtype == ComputeDtype::kFp32 ||
+                 AutocastComputesIn(device_, ScalarTypeOf(config_.dtype)))
+      << "rank " << rank_ << ": --dtype " << ComputeDtypeName(config_.dtype) << " needs "
+      << ComputeDtypeName(config_.dtype) << " matrix products under autocast on " << device_.str()
+      << ", which this libtorch does not have (Debian 12's libtorch 1.13 has "
+      << "no fp16 product on the CPU): use --dtype bf16, or a GPU";
   MemoryTracker::Install();
   VerifyOrThrow(program_);
   program_ = Lower(program_);
@@ -171,7 +200,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       at::TensorOptions().dtype(at::kFloat).device(device_));
   for (const auto& [index, stage] : pipeline_->stages()) {
     stage->set_recompute(config_.recompute == Recompute::kFull);
-    stage->set_compute_dtype(config_.dtype == ComputeDtype::kBf16 ? at::kBFloat16 : at::kFloat);
+    stage->set_compute_dtype(ScalarTypeOf(config_.dtype));
   }
   const auto holders = Holders(layout, layers, partition_);
   // ZeRO-1: the reducer reduce-scatters the gradients of the unshared parameters over
@@ -208,6 +237,9 @@ StepMetrics Trainer::Step() {
   const Batch batch = task_->TrainBatch(step_);
   const Batch mine =
       ToDevice(mesh_.dp() > 1 ? SliceBatch(batch, coords_.dp, mesh_.dp()) : batch, device_);
+  StepMetrics m;
+  m.loss_scale = loss_scaler_.scale();
+  for (const auto& [index, stage] : pipeline_->stages()) stage->set_loss_scale(m.loss_scale);
   recorder_->BeginStep();
   // From here on, the collectives of this step (not those of evaluations or checkpoints).
   if (tp_timed_ != nullptr) tp_timed_->TakeSpans();
@@ -219,7 +251,6 @@ StepMetrics Trainer::Step() {
   recorder_->UseDeviceTimes(pipeline_->executor().device_runs());
   const int64_t pipeline_peak_bytes = recorder_->PeakBytes();  // before the optimizer's state
 
-  StepMetrics m;
   double phase = Executor::Now();
   if (dp_reducer_ != nullptr) {
     m.dp = dp_reducer_->Finish();
@@ -229,7 +260,7 @@ StepMetrics Trainer::Step() {
   grad_sync_->SumShared(params);
   recorder_->Phase("sum shared grads", phase);
   phase = Executor::Now();
-  m.grad_norm = grad_sync_->GlobalNorm(params);
+  m.grad_norm = grad_sync_->GlobalNorm(params) / m.loss_scale;  // of the true gradients
   recorder_->Phase("grad norm", phase);
   // One row per rank: the posting time of each send this rank made (zero for the others'
   // sends; the comm breakdown needs all of them), its start and end of the pipeline, and its
@@ -252,16 +283,22 @@ StepMetrics Trainer::Step() {
   m.step = step_ + 1;
   m.lr = schedule_.At(m.step);
   m.skipped = !std::isfinite(m.loss) || !std::isfinite(m.grad_norm);
-  CONVEYOR_CHECK(!m.skipped || config_.skip_nonfinite_steps)
+  m.overflow = m.skipped && std::isfinite(m.loss) && loss_scaler_.ShouldBackOff();
+  CONVEYOR_CHECK(!m.skipped || m.overflow || config_.skip_nonfinite_steps)
       << "step " << m.step << ": the loss is " << m.loss << " and the gradient norm " << m.grad_norm
       << "; stopping before the update (a learning rate too high, or weights "
       << "that hold NaN or inf; --skip-nonfinite-steps skips such steps instead)";
   phase = Executor::Now();
+  if (m.overflow) loss_scaler_.BackOff();
   if (!m.skipped) {
+    // Unscaled and clipped in one pass over the gradients.
+    double factor = 1 / m.loss_scale;
     if (config_.clip > 0 && m.grad_norm > config_.clip) {
-      GradSync::Scale(params, config_.clip / (m.grad_norm + 1e-6));
+      factor *= config_.clip / (m.grad_norm + 1e-6);
     }
+    if (factor != 1) GradSync::Scale(params, factor);
     optimizer_->Step(params, m.lr, m.step);
+    loss_scaler_.Grow();
   }
   step_ = m.step;
   recorder_->Phase("optimizer", phase);

@@ -48,6 +48,7 @@
 #include "conveyor/timeline/timeline.h"
 #include "conveyor/train/data_parallel_reducer.h"
 #include "conveyor/train/grad_sync.h"
+#include "conveyor/train/loss_scaler.h"
 #include "conveyor/train/optimizer.h"
 #include "conveyor/train/rank_totals.h"
 #include "conveyor/train/task.h"
@@ -64,8 +65,11 @@ struct StepMetrics {
   double tokens_per_s = 0;
   DataParallelStats dp;  // the gradient reduction across replicas (zeros when dp == 1)
   // The loss or the gradient norm was NaN or infinite and config.skip_nonfinite_steps is
-  // set: no update was made (without it, Step() throws instead).
+  // set, or the gradients overflowed the loss scale: no update was made (otherwise Step()
+  // throws instead).
   bool skipped = false;
+  bool overflow = false;  // skipped because the scaled gradients overflowed; scale halved
+  double loss_scale = 1;  // the scale the step's backward ran with (1: loss scaling off)
 };
 
 class Trainer {
@@ -79,8 +83,9 @@ class Trainer {
 
   // One optimizer step. Throws UserError naming the step when its loss or gradient norm is
   // NaN or infinite (the update is not made), unless config.skip_nonfinite_steps: then the
-  // step is skipped and counted. Every rank sees the same loss and norm, so every rank
-  // throws or skips alike. Collective.
+  // step is skipped and counted. With loss scaling on, gradients that overflowed the scale
+  // (finite loss, non-finite norm, scale above 1) skip the step and halve the scale instead.
+  // Every rank sees the same loss and norm, so every rank throws or skips alike. Collective.
   StepMetrics Step();
 
   int64_t step() const { return step_; }
@@ -114,6 +119,9 @@ class Trainer {
   PipelineRank& pipeline() { return *pipeline_; }
   // Continue as if `step` updates had been made (after loading a checkpoint).
   void set_step(int64_t step) { step_ = step; }
+  // Dynamic loss scaling (config.loss_scale; off when disabled): its state goes into
+  // checkpoints and comes back from them.
+  LossScaler& loss_scaler() { return loss_scaler_; }
 
   // What this rank measured over the steps this trainer ran.
   const RankTotals& totals() const { return totals_; }
@@ -154,6 +162,7 @@ class Trainer {
   std::unique_ptr<GradSync> grad_sync_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
+  LossScaler loss_scaler_;
   int64_t step_ = 0;
 
   std::unique_ptr<StepRecorder> recorder_;
