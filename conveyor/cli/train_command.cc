@@ -136,28 +136,27 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
       summary.dp.scattered_kept_bytes += m.dp.scattered_kept_bytes;
       summary.dp.buckets += m.dp.buckets;
     }
-    if (trainer.loss_scaler().enabled()) row["loss_scale"] = m.loss_scale;
-    if (m.overflow) {
-      row = {{"step", m.step}, {"skipped", true}, {"overflow", true}, {"loss_scale", m.loss_scale}};
-      ++summary.skipped_steps;
-      ++summary.overflow_steps;
-      if (leader) {
-        progress.Note("step " + std::to_string(m.step) +
-                      " skipped: gradients overflowed at loss scale " + FormatScale(m.loss_scale) +
-                      ", now " + FormatScale(trainer.loss_scaler().scale()));
-      }
-    } else if (m.skipped) {
+    if (m.skipped) {
       // JSON has no NaN: the row says which step was skipped, without its numbers.
       row = {{"step", m.step}, {"skipped", true}};
       ++summary.skipped_steps;
+      if (m.overflow) {
+        row["overflow"] = true;
+        ++summary.overflow_steps;
+      }
       if (leader) {
-        progress.Note("step " + std::to_string(m.step) + " skipped: loss " +
-                      std::to_string(m.loss) + ", gradient norm " + std::to_string(m.grad_norm));
+        progress.Note("step " + std::to_string(m.step) + " skipped: " +
+                      (m.overflow
+                           ? "gradients overflowed at loss scale " + FormatScale(m.loss_scale) +
+                                 ", now " + FormatScale(trainer.loss_scaler().scale())
+                           : "loss " + std::to_string(m.loss) + ", gradient norm " +
+                                 std::to_string(m.grad_norm)));
       }
     } else {
       summary.final_loss = m.loss;
       if (leader) progress.Step(m.step, m.loss, m.lr, m.tokens_per_s);
     }
+    if (trainer.loss_scaler().enabled()) row["loss_scale"] = m.loss_scale;
     steps.push_back(row);
     const bool last = m.step == config.steps;
     if (config.eval_every > 0 && m.step % config.eval_every == 0 && !last) evaluate();

@@ -89,13 +89,9 @@ at::Tensor Stage::RunBackward(const MicroBatch& mb, const at::Tensor& grad_outpu
       if (!is_first_) input = cached.input = cached.input.detach().requires_grad_(true);
       cached.output = RunForward(mb, input);
     }
-    if (is_last_ && loss_scale_ == 1) {
-      torch::autograd::backward({cached.output});
-    } else if (is_last_) {
-      torch::autograd::backward({cached.output}, {at::full_like(cached.output, loss_scale_)});
-    } else {
-      torch::autograd::backward({cached.output}, {grad_output});
-    }
+    // A last stage seeds with the loss scale (1 unless loss scaling is on).
+    torch::autograd::backward({cached.output},
+                              {is_last_ ? at::full_like(cached.output, loss_scale_) : grad_output});
   } catch (...) {
     store_.SetDeferring(mb.index, false);
     throw;

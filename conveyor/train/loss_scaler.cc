@@ -7,9 +7,6 @@
 
 namespace conveyor {
 
-// The largest power of two an fp32 loss can be seeded with.
-constexpr double kMaxScale = 0x1p127;
-
 LossScaler::LossScaler(double initial, int64_t window)
     : enabled_(true), scale_(initial), window_(window) {
   CONVEYOR_CHECK(std::isfinite(initial) && initial >= 1 && initial <= kMaxScale)

@@ -19,6 +19,9 @@ namespace conveyor {
 
 class LossScaler {
  public:
+  // The largest scale: the largest power of two an fp32 loss can be seeded with.
+  static constexpr double kMaxScale = 0x1p127;
+
   // Off: scale() is 1 and nothing moves.
   LossScaler() = default;
   // Starts at `initial` (>= 1) and doubles after `window` (>= 1) good steps in a row.

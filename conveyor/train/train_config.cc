@@ -16,6 +16,7 @@
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/mesh/mesh.h"
 #include "conveyor/schedule/pipeline_limits.h"
+#include "conveyor/train/loss_scaler.h"
 
 namespace conveyor {
 namespace {
@@ -107,7 +108,7 @@ void ForEachReal(Config& c, Visit&& visit) {
   visit("min_lr_ratio", c.min_lr_ratio, 0.0, 1.0);
   visit("weight_decay", c.weight_decay, 0.0, 10.0);
   visit("clip", c.clip, 0.0, 1e9);
-  visit("loss_scale", c.loss_scale, 0.0, 0x1p127);
+  visit("loss_scale", c.loss_scale, 0.0, LossScaler::kMaxScale);
 }
 
 void CheckReal(std::string_view name, double value, std::optional<double> lo, double hi) {

@@ -145,8 +145,11 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
                  AutocastComputesIn(device_, ScalarTypeOf(config_.dtype)))
       << "rank " << rank_ << ": --dtype " << ComputeDtypeName(config_.dtype) << " needs "
       << ComputeDtypeName(config_.dtype) << " matrix products under autocast on " << device_.str()
-      << ", which this libtorch does not have (Debian 12's libtorch 1.13 has "
-      << "no fp16 product on the CPU): use --dtype bf16, or a GPU";
+      << ", which this libtorch does not have"
+      << (config_.dtype == ComputeDtype::kFp16
+              ? " (Debian 12's libtorch 1.13 has no fp16 product on the CPU): use --dtype bf16, "
+                "or a GPU"
+              : ": use --dtype fp32");
   MemoryTracker::Install();
   VerifyOrThrow(program_);
   program_ = Lower(program_);
