@@ -1,13 +1,13 @@
 #include "conveyor/comm/device_timer.h"
 
 #include <ATen/ATen.h>
-#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/cuda.h>
 #include <gtest/gtest.h>
 
 namespace conveyor {
 namespace {
 
-bool HasGpu() { return at::hasCUDA() && at::detail::getCUDAHooks().getNumGPUs() > 0; }
+bool HasGpu() { return torch::cuda::device_count() > 0; }
 
 TEST(DeviceTimerTest, TheCpuIsTimedByTheHost) {
   DeviceTimer timer(c10::Device(c10::DeviceType::CPU));

@@ -1,7 +1,7 @@
 #include "conveyor/comm/stream_order.h"
 
 #include <ATen/ATen.h>
-#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/cuda.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 namespace conveyor {
 namespace {
 
-bool HasGpu() { return at::hasCUDA() && at::detail::getCUDAHooks().getNumGPUs() > 0; }
+bool HasGpu() { return torch::cuda::device_count() > 0; }
 
 TEST(StreamOrderTest, TheCpuHasNoStreamsToOrder) {
   const c10::Device cpu(c10::DeviceType::CPU);

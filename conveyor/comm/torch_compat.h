@@ -6,10 +6,15 @@
 #define CONVEYOR_COMM_TORCH_COMPAT_H_
 
 #include <ATen/autocast_mode.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/Event.h>
 #include <torch/version.h>
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <ATen/ops/scaled_dot_product_attention.h>
+#endif
 
 namespace conveyor {
 
@@ -84,6 +89,24 @@ inline void SynchronizeEvent(const c10::Event& event) { event.synchronize(); }
 inline constexpr bool kHasEventTiming = false;
 inline double EventMilliseconds(const c10::Event&, const c10::Event&) { return 0; }
 inline void SynchronizeEvent(const c10::Event&) {}
+#endif
+
+// Fused attention: at::scaled_dot_product_attention came with libtorch 2.0 (flash and
+// memory-efficient kernels on GPUs, a fused kernel on CPUs from 2.2; each keeps no (T, T)
+// scores for backward). 1.13 has none: callers take their own path where kHasFusedAttention
+// is false.
+#if TORCH_VERSION_MAJOR >= 2
+inline constexpr bool kHasFusedAttention = true;
+// softmax(q k^T / sqrt(d), causal if asked) v for q, k, v (n, H, T, d), no dropout.
+inline at::Tensor FusedAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 bool causal) {
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, causal);
+}
+#else
+inline constexpr bool kHasFusedAttention = false;
+inline at::Tensor FusedAttention(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool) {
+  return {};
+}
 #endif
 
 }  // namespace conveyor

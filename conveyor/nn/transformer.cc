@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "conveyor/comm/compute_precision.h"
+#include "conveyor/comm/torch_compat.h"
 #include "conveyor/common/error.h"
 #include "conveyor/nn/linear.h"
 
@@ -42,10 +43,17 @@ at::Scalar LowestOf(at::ScalarType type) {
   }
 }
 
-// q, k, v (n, H, T, d) -> softmax(q k^T / sqrt(d), masked) v (n, H, T, d). `allowed` is
-// broadcastable to (n, H, T, T), undefined = every key allowed.
-at::Tensor AttentionCore(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                         const at::Tensor& allowed) {
+// q, k, v (n, H, T, d) -> softmax(q k^T / sqrt(d), masked) v (n, H, T, d), the (n, H, T, T)
+// scores materialised. Keys allowed as SelfAttention says; key_mask (n, T) bool or undefined.
+at::Tensor ManualAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           bool causal, const at::Tensor& key_mask) {
+  const int64_t n = q.size(0), t = q.size(2);
+  at::Tensor allowed;  // broadcastable to (n, H, T, T); undefined = everything allowed
+  if (causal) allowed = at::ones({t, t}, q.options().dtype(at::kBool)).tril().view({1, 1, t, t});
+  if (key_mask.defined()) {
+    at::Tensor keys = key_mask.to(at::kBool).view({n, 1, 1, t});
+    allowed = allowed.defined() ? allowed.logical_and(keys) : keys;
+  }
   at::Tensor scores = q.matmul(k.transpose(-2, -1)) / std::sqrt(double(q.size(-1)));
   if (allowed.defined())
     scores = scores.masked_fill(allowed.logical_not(), LowestOf(scores.scalar_type()));
@@ -55,34 +63,46 @@ at::Tensor AttentionCore(const at::Tensor& q, const at::Tensor& k, const at::Ten
   return scores.softmax(-1, softmax_dtype).to(v.scalar_type()).matmul(v);
 }
 
+// The attention of SelfAttention on q, k, v (n, H, T, d): the fused kernel where libtorch has
+// one and no key is masked (a fully masked query row has no defined result there), else the
+// manual path.
+at::Tensor AttentionCore(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         bool causal, const at::Tensor& key_mask) {
+  if (kHasFusedAttention && !key_mask.defined()) return FusedAttention(q, k, v, causal);
+  return ManualAttention(q, k, v, causal, key_mask);
+}
+
 // AttentionCore that keeps only q, k, v for backward and recomputes the rest there, under
 // the autocast (mixed precision) its forward ran with.
 struct RecomputedAttention : public torch::autograd::Function<RecomputedAttention> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
-                            const at::Tensor& v, const at::Tensor& allowed_or_q, bool masked) {
-    const at::Tensor allowed = masked ? allowed_or_q : at::Tensor();
+                            const at::Tensor& v, bool causal, const at::Tensor& key_mask_or_q,
+                            bool masked) {
+    const at::Tensor key_mask = masked ? key_mask_or_q : at::Tensor();
     ctx->save_for_backward({q, k, v});
-    ctx->saved_data["allowed"] = allowed;
+    ctx->saved_data["causal"] = causal;
+    ctx->saved_data["key_mask"] = key_mask;
     const std::optional<c10::ScalarType> autocast = AutocastDtype(q.device().type());
     ctx->saved_data["autocast"] = autocast ? static_cast<int64_t>(*autocast) : int64_t{-1};
     at::NoGradGuard no_grad;
-    return AttentionCore(q, k, v, allowed);
+    return AttentionCore(q, k, v, causal, key_mask);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     variable_list leaves;
     for (const at::Tensor& t : saved) leaves.push_back(t.detach().requires_grad_(true));
-    at::Tensor allowed;
-    if (ctx->saved_data["allowed"].isTensor()) allowed = ctx->saved_data["allowed"].toTensor();
+    at::Tensor key_mask;
+    if (ctx->saved_data["key_mask"].isTensor()) key_mask = ctx->saved_data["key_mask"].toTensor();
     at::AutoGradMode enable(true);
     const int64_t autocast = ctx->saved_data["autocast"].toInt();
     const ComputePrecisionGuard precision(
         leaves[0].device().type(),
         autocast >= 0 ? static_cast<c10::ScalarType>(autocast) : at::kFloat, autocast >= 0);
-    const at::Tensor y = AttentionCore(leaves[0], leaves[1], leaves[2], allowed);
+    const at::Tensor y =
+        AttentionCore(leaves[0], leaves[1], leaves[2], ctx->saved_data["causal"].toBool(), key_mask);
     variable_list g = torch::autograd::grad({y}, leaves, {grads[0]});
-    return {g[0], g[1], g[2], at::Tensor(), at::Tensor()};
+    return {g[0], g[1], g[2], at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -98,20 +118,16 @@ at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t
     return qkv.narrow(2, i * c, c).reshape({n, t, local_heads, d}).transpose(1, 2);
   };
   at::Tensor q = split(0), k = split(1), v = split(2);
-  at::Tensor allowed;  // broadcastable to (n, H/p, T, T); undefined = everything allowed
-  if (causal) allowed = at::ones({t, t}, x.options().dtype(at::kBool)).tril().view({1, 1, t, t});
-  if (key_mask.defined()) {
-    CONVEYOR_CHECK(key_mask.dim() == 2 && key_mask.size(0) == n && key_mask.size(1) == t)
-        << "attention mask of shape " << key_mask.sizes()
-        << " does not match the input's (n, T) = (" << n << ", " << t << ")";
-    at::Tensor keys = key_mask.to(at::kBool).view({n, 1, 1, t});
-    allowed = allowed.defined() ? allowed.logical_and(keys) : keys;
-  }
+  CONVEYOR_CHECK(!key_mask.defined() ||
+                 (key_mask.dim() == 2 && key_mask.size(0) == n && key_mask.size(1) == t))
+      << "attention mask of shape " << key_mask.sizes()
+      << " does not match the input's (n, T) = (" << n << ", " << t << ")";
   at::Tensor y;  // (n, H/p, T, d)
   if (recompute_scores && at::GradMode::is_enabled()) {
-    y = RecomputedAttention::apply(q, k, v, allowed.defined() ? allowed : q, allowed.defined());
+    y = RecomputedAttention::apply(q, k, v, causal, key_mask.defined() ? key_mask : q,
+                                    key_mask.defined());
   } else {
-    y = AttentionCore(q, k, v, allowed);
+    y = AttentionCore(q, k, v, causal, key_mask);
   }
   y = y.transpose(1, 2).reshape({n, t, c});  // (n, T, C/p)
   return RowParallelLinear(y, w.proj_w, w.proj_b, tp);

@@ -1,7 +1,7 @@
 #include "conveyor/profile/device_memory.h"
 
 #include <ATen/ATen.h>
-#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/cuda.h>
 #include <gtest/gtest.h>
 
 namespace conveyor {
@@ -19,7 +19,7 @@ TEST(DeviceMemoryTest, TheCpuHasNoDeviceCounts) {
 // A 64 MiB tensor shows in the allocated and reserved counts and their peaks, and the peak
 // stays after it is freed until the peaks are reset.
 TEST(DeviceMemoryTest, AGpuTensorIsCountedAndPeaksReset) {
-  if (!at::hasCUDA() || at::detail::getCUDAHooks().getNumGPUs() == 0) {
+  if (torch::cuda::device_count() == 0) {
     GTEST_SKIP() << "no CUDA device";
   }
   const c10::Device gpu(c10::DeviceType::CUDA, 0);

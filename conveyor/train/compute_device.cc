@@ -2,7 +2,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/cuda.h>
 
 #include <cstdlib>
 #include <string>
@@ -12,8 +12,8 @@
 namespace conveyor {
 
 int VisibleGpus() {
-  if (!at::globalContext().hasCUDA()) return 0;
-  return static_cast<int>(at::detail::getCUDAHooks().getNumGPUs());
+  // torch::cuda's count, not the CUDA hooks' (their method names changed across 2.x).
+  return static_cast<int>(torch::cuda::device_count());
 }
 
 void MoveParameters(const NamedTensors& params, const c10::Device& device) {
