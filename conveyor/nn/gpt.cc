@@ -72,8 +72,11 @@ class Block : public Layer {
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     const int64_t c = x.size(2);
     at::Tensor h = at::layer_norm(x, {c}, ln1_w_, ln1_b_);
+    // No key mask: a row is a whole window or, at the end of the held-out text, padding whose
+    // targets are not counted; causal attention needs nothing more, and takes the fused
+    // kernel where libtorch has one.
     const at::Tensor out = x + SelfAttention(h, {qkv_w_, qkv_b_, proj_w_, proj_b_}, config_.heads,
-                                             /*causal=*/true, mb.attention_mask,
+                                             /*causal=*/true, at::Tensor(),
                                              config_.recompute_attention, config_.tp);
     return out +
            Mlp(at::layer_norm(out, {c}, ln2_w_, ln2_b_), fc_w_, fc_b_, fc2_w_, fc2_b_, config_.tp);
