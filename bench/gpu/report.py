@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The tables of docs/BENCHMARKS.md "On an H100" from what scripts/gpu-run wrote.
 
-Usage: report.py RESULTS   (the results folder of scripts/gpu-run; env.txt beside it)
+Usage: report.py RESULTS...   (results folders of scripts/gpu-run, env.txt in or beside
+each; where several hold a file, the last one's is used: a rerun's over the first run's)
 
 Reads model.json (layers, hidden, heads, seq_len, batch_size, microbatches), peak.json (the card's measured bf16 rate), eager.json (bench/gpu/eager_gpt.py),
 bench.json (`conveyor bench train` rows), train-pp4.json (`conveyor train --metrics`),
@@ -17,9 +18,19 @@ import sys
 VOCAB = 256
 
 
-def load(folder, name):
-    path = os.path.join(folder, name)
-    if not os.path.exists(path):
+def find(folders, name):
+    """The path of `name` in the last of `folders` that holds it (or beside it), or None."""
+    for folder in reversed(folders):
+        for path in (os.path.join(folder, name),
+                     os.path.join(os.path.dirname(os.path.abspath(folder)), name)):
+            if os.path.exists(path):
+                return path
+    return None
+
+
+def load(folders, name):
+    path = find(folders, name)
+    if path is None or not name.endswith(".json"):
         return None
     with open(path) as f:
         return json.load(f)
@@ -31,13 +42,13 @@ def gpt_params(layers, c, seq_len):
 
 
 def main(argv):
-    if len(argv) != 1:
+    if not argv:
         print(__doc__, file=sys.stderr)
         return 2
-    folder = argv[0]
+    folder = argv
     lines = []
-    env_path = os.path.join(os.path.dirname(os.path.abspath(folder)), "env.txt")
-    if os.path.exists(env_path):
+    env_path = find(folder, "env.txt")
+    if env_path:
         lines.append("Machine (scripts/gpu-run's env.txt):\n")
         lines += ["    " + l.rstrip() for l in open(env_path)]
         lines.append("")
@@ -134,7 +145,7 @@ def main(argv):
         for dtype, m in curves.items():
             if not m:
                 continue
-            losses = [s["loss"] for s in m["steps"]]
+            losses = [s["loss"] for s in m["steps"] if "loss" in s]  # skipped steps have none
             at = lambda f: f"{losses[min(len(losses) - 1, int(f * len(losses)))]:.3f}"
             lines.append(f"| {dtype} | {len(losses)} | {losses[0]:.3f} | {at(0.25)} | {at(0.5)} "
                          f"| {at(0.75)} | {losses[-1]:.3f} | {m.get('overflow_steps', '-')} | "
