@@ -92,6 +92,33 @@ TEST(RecomputeEquivalenceTest, FullAndSelectiveMatchTheFullBatchStep) {
   }
 }
 
+// Half-precision messages: activations and input gradients crossing between stages in bf16
+// or fp16 (the compute in fp32 here, so the casts are the only difference) give exactly what
+// one process gives with the same casts written into the model at the stage boundaries. With
+// split backward, interleaved stages (some boundaries inside one rank), the V placement,
+// DualPipe and full recomputation. Both halve the bytes on the wire.
+TEST(HalfPrecisionMessagesTest, EqualCastsAtTheStageBoundariesByHand) {
+  auto config = SmallGpt();
+  config.layers = 6;
+  const std::vector<Batch> batches = {MakeBatch(config, 9, 7, kSeed),
+                                      MakeBatch(config, 9, 5, kSeed + 1)};
+  const StepOutcome fp32 = RunReference(config, kSeed, batches, 0.1);
+  for (const at::ScalarType dtype : {at::kBFloat16, at::kHalf}) {
+    for (const std::string schedule : {"1f1b", "zb-h1", "interleaved-1f1b", "zb-v", "dualpipe"}) {
+      const Program program = BuildSchedule(schedule, ScheduleOptions{2, 4, 0});
+      const std::string what = schedule + " " + std::string(c10::toString(dtype)) + " messages";
+      const StepOutcome want = RunReference(config, kSeed, batches, 0.1, &program.layout, dtype);
+      ExpectSame(want, RunPipeline(program, config, kSeed, batches, 0.1, false, dtype), what);
+      if (schedule == "1f1b") {
+        ExpectSame(want, RunPipeline(program, config, kSeed, batches, 0.1, true, dtype),
+                   what + ", full recompute");
+      }
+      // The casts are real: the rounded run is not the fp32 one.
+      EXPECT_GT(std::abs(want.loss - fp32.loss), 0) << what;
+    }
+  }
+}
+
 std::vector<std::string> Names() {
   std::vector<std::string> names;
   for (const ScheduleInfo& info : AllSchedules()) names.emplace_back(info.name);

@@ -43,6 +43,27 @@ struct Collected {
   }
 };
 
+// Casts the hidden state to `dtype` and back: x (n, T, C) -> (n, T, C), and its gradient
+// likewise (the casts' own backward).
+class RoundTrip : public Layer {
+ public:
+  RoundTrip(int64_t hidden, at::ScalarType dtype) : hidden_(hidden), dtype_(dtype) {}
+  at::Tensor Forward(const at::Tensor& x, const MicroBatch&) override {
+    return x.to(dtype_).to(x.scalar_type());
+  }
+  NamedTensors NamedParameters() override { return {}; }
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, hidden_);
+  }
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, hidden_);
+  }
+
+ private:
+  int64_t hidden_;
+  at::ScalarType dtype_;
+};
+
 StepOutcome Finish(Collected& collected, double loss) {
   StepOutcome out;
   out.loss = loss;
@@ -97,8 +118,19 @@ StepOutcome RunRankStep(const Program& program, int rank, Transport& transport,
 }
 
 StepOutcome RunReference(const GptConfig& config, uint64_t seed, const std::vector<Batch>& batches,
-                         double lr) {
-  Stage stage(0, true, true, std::make_unique<LayerStack>(BuildGpt(config, seed)));
+                         double lr, const Layout* rounded_at, at::ScalarType dtype) {
+  LayerList layers = BuildGpt(config, seed);
+  if (rounded_at != nullptr) {
+    const auto slices = PartitionEvenly(config.layers + 2, rounded_at->pipeline_length());
+    LayerList rounded;
+    for (size_t part = 0; part < slices.size(); ++part) {
+      const auto [begin, end] = slices[part];
+      rounded.insert(rounded.end(), layers.begin() + begin, layers.begin() + end);
+      if (part + 1 < slices.size()) rounded.push_back(std::make_shared<RoundTrip>(config.hidden, dtype));
+    }
+    layers = rounded;
+  }
+  Stage stage(0, true, true, std::make_unique<LayerStack>(layers));
   Collected collected;
   double loss = 0;
   for (size_t k = 0; k < batches.size(); ++k) {
@@ -115,7 +147,8 @@ StepOutcome RunReference(const GptConfig& config, uint64_t seed, const std::vect
 }
 
 StepOutcome RunPipeline(const Program& compute_program, const GptConfig& config, uint64_t seed,
-                        const std::vector<Batch>& batches, double lr, bool recompute) {
+                        const std::vector<Batch>& batches, double lr, bool recompute,
+                        at::ScalarType message_dtype) {
   const Program program = Lower(compute_program);
   const Layout& layout = program.layout;
   const int p = layout.num_ranks();
@@ -128,8 +161,11 @@ StepOutcome RunPipeline(const Program& compute_program, const GptConfig& config,
   std::vector<std::unique_ptr<PipelineRank>> ranks;
   for (int r = 0; r < p; ++r) {
     ranks.push_back(std::make_unique<PipelineRank>(program, r, transports[r].get(), make,
-                                                   at::TensorOptions().dtype(at::kFloat)));
-    for (const auto& [index, stage] : ranks.back()->stages()) stage->set_recompute(recompute);
+                                                   at::TensorOptions().dtype(message_dtype)));
+    for (const auto& [index, stage] : ranks.back()->stages()) {
+      stage->set_recompute(recompute);
+      stage->set_message_dtype(message_dtype);
+    }
   }
   Collected collected;
   double loss = 0;

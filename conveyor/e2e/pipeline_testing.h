@@ -37,13 +37,20 @@ StepOutcome RunRankStep(const Program& program, int rank, Transport& transport,
                         const GptConfig& config, uint64_t seed, const Batch& batch);
 
 // `steps` steps of plain SGD (lr) over one batch each; outcome of the last step's grads.
+// With `rounded_at` (a layout), the hidden state crossing between two of its parts (as
+// GptStages cuts them) is cast to `dtype` and back in forward, and so its gradient in
+// backward: the reference for a pipeline whose messages are in `dtype`.
 StepOutcome RunReference(const GptConfig& config, uint64_t seed, const std::vector<Batch>& batches,
-                         double lr);
+                         double lr, const Layout* rounded_at = nullptr,
+                         at::ScalarType dtype = at::kFloat);
 // With `recompute`, every stage recomputes its forward at backward time (Stage::set_recompute).
-// The ranks' transports match messages by order, as NCCL does (TransportOptions::
-// match_by_order), so a program posting two ranks' messages in different orders fails.
+// Every stage sends its activations and input gradients in `message_dtype`
+// (Stage::set_message_dtype). The ranks' transports match messages by order, as NCCL does
+// (TransportOptions::match_by_order), so a program posting two ranks' messages in different
+// orders fails.
 StepOutcome RunPipeline(const Program& compute_program, const GptConfig& config, uint64_t seed,
-                        const std::vector<Batch>& batches, double lr, bool recompute = false);
+                        const std::vector<Batch>& batches, double lr, bool recompute = false,
+                        at::ScalarType message_dtype = at::kFloat);
 
 }  // namespace conveyor
 

@@ -14,6 +14,16 @@ Stage::Stage(int index, bool is_first, bool is_last, std::unique_ptr<StageModule
   CONVEYOR_ASSERT(module_ != nullptr);
 }
 
+namespace {
+
+// A received activation in the model's dtype (fp32); token ids and fp32 pass unchanged.
+// Differentiable: the gradient of an input leaf received in bf16 comes back in bf16.
+at::Tensor Widen(const at::Tensor& t) {
+  return t.is_floating_point() && t.scalar_type() != at::kFloat ? t.to(at::kFloat) : t;
+}
+
+}  // namespace
+
 at::Tensor Stage::RunForward(const MicroBatch& mb, const at::Tensor& input) {
   const ComputePrecisionGuard precision(input.device().type(), compute_dtype_,
                                         compute_dtype_ != c10::ScalarType::Float);
@@ -31,12 +41,12 @@ at::Tensor Stage::Forward(const MicroBatch& mb, const at::Tensor& input) {
   if (recompute_) {
     at::NoGradGuard no_grad;
     if (!is_first_) cached.input = input;
-    out = RunForward(mb, input);
+    out = RunForward(mb, Widen(input));
   } else {
     at::Tensor in = input;
     if (!is_first_) {
       cached.input = input.detach().requires_grad_(true);
-      in = cached.input;
+      in = Widen(cached.input);
     }
     out = RunForward(mb, in);
     cached.output = out;
@@ -46,7 +56,7 @@ at::Tensor Stage::Forward(const MicroBatch& mb, const at::Tensor& input) {
     AddLoss(out);
     return at::Tensor();
   }
-  return out.detach();
+  return out.detach().to(message_dtype_);
 }
 
 void Stage::ReleaseOutput(int microbatch) {
@@ -61,10 +71,9 @@ at::Tensor Stage::Infer(const MicroBatch& mb, const at::Tensor& input) {
   at::NoGradGuard no_grad;
   const ComputePrecisionGuard precision(input.device().type(), compute_dtype_,
                                         compute_dtype_ != c10::ScalarType::Float);
-  at::Tensor out = module_->Forward(input, mb);
-  if (is_last_ && mb.targets.defined()) {
-    AddLoss(module_->LossSum(out, mb) / mb.loss_denominator);
-  }
+  at::Tensor out = module_->Forward(Widen(input), mb);
+  if (!is_last_) return out.to(message_dtype_);
+  if (mb.targets.defined()) AddLoss(module_->LossSum(out, mb) / mb.loss_denominator);
   return out;
 }
 
@@ -86,18 +95,20 @@ at::Tensor Stage::RunBackward(const MicroBatch& mb, const at::Tensor& grad_outpu
   try {
     if (recompute_) {  // the forward again, this time with autograd
       at::Tensor input = mb.inputs;
-      if (!is_first_) input = cached.input = cached.input.detach().requires_grad_(true);
+      if (!is_first_) input = Widen(cached.input = cached.input.detach().requires_grad_(true));
       cached.output = RunForward(mb, input);
     }
-    // A last stage seeds with the loss scale (1 unless loss scaling is on).
+    // A last stage seeds with the loss scale (1 unless loss scaling is on); another takes the
+    // received gradient in its output's dtype.
     torch::autograd::backward({cached.output},
-                              {is_last_ ? at::full_like(cached.output, loss_scale_) : grad_output});
+                              {is_last_ ? at::full_like(cached.output, loss_scale_)
+                                        : grad_output.to(cached.output.scalar_type())});
   } catch (...) {
     store_.SetDeferring(mb.index, false);
     throw;
   }
   store_.SetDeferring(mb.index, false);
-  at::Tensor grad_input = is_first_ ? at::Tensor() : cached.input.grad();
+  at::Tensor grad_input = is_first_ ? at::Tensor() : cached.input.grad().to(message_dtype_);
   cache_.erase(it);
   return grad_input;
 }

@@ -63,6 +63,15 @@ class Stage {
   // stay in their own dtype. Change it only between steps.
   void set_compute_dtype(c10::ScalarType dtype) { compute_dtype_ = dtype; }
 
+  // The dtype of what crosses to the neighbouring stages: the output Forward and Infer hand
+  // on (not a last stage's) and the input gradient the backward returns are cast to it; an
+  // input or output gradient received in another floating dtype is widened to the model's
+  // fp32 before use, so the module computes as without the cast. at::kFloat by default;
+  // at::kBFloat16 / at::kHalf halve the bytes of every message (--dtype bf16 / fp16).
+  // Change it only between steps.
+  void set_message_dtype(c10::ScalarType dtype) { message_dtype_ = dtype; }
+  c10::ScalarType message_dtype() const { return message_dtype_; }
+
   // A last stage seeds its backward with `scale` instead of 1 (dynamic loss scaling,
   // loss_scaler.h): every gradient of the step is `scale` times the true one, the loss is
   // not. 1 by default. Change it only between steps.
@@ -103,6 +112,7 @@ class Stage {
   at::Tensor loss_;  // () double on the stage's device; undefined before the first loss
   bool recompute_ = false;
   c10::ScalarType compute_dtype_ = c10::ScalarType::Float;
+  c10::ScalarType message_dtype_ = c10::ScalarType::Float;
   double loss_scale_ = 1;
 };
 

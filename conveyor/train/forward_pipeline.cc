@@ -37,10 +37,11 @@ Executor::Inference ForwardPipeline::Run(const std::vector<MicroBatch>& mbs) {
             .first;
     std::map<int, Stage*> stages;
     for (const auto& [index, stage] : trainer_.pipeline().stages()) stages[index] = stage.get();
-    it->second.executor = std::make_unique<Executor>(it->second.program, trainer_.pipeline_rank(),
-                                                     trainer_.pipeline_group(), stages,
-                                                     at::TensorOptions().dtype(at::kFloat).device(
-                                                         trainer_.device()));
+    // Messages in the stages' own dtype (the training pipeline's).
+    const at::ScalarType message_dtype = stages.begin()->second->message_dtype();
+    it->second.executor = std::make_unique<Executor>(
+        it->second.program, trainer_.pipeline_rank(), trainer_.pipeline_group(), stages,
+        at::TensorOptions().dtype(message_dtype).device(trainer_.device()));
   }
   return it->second.executor->RunInference(mbs);
 }

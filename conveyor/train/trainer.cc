@@ -190,6 +190,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   partition_ = Partition(costs, layout.pipeline_length());
   auto task_ref = task_;
   auto ranges = partition_;
+  // Activations and their gradients cross between stages in the compute dtype: half the
+  // bytes under bf16 / fp16; weights, gradients and reductions stay fp32.
+  const at::ScalarType message_dtype = ScalarTypeOf(config_.dtype);
   pipeline_ = std::make_unique<PipelineRank>(
       program_, pipeline_rank(), pipeline_group_,
       [task_ref, ranges, &layout, tp = tp_, device = device_](int stage) {
@@ -200,10 +203,11 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
         MoveParameters(stack->NamedParameters(), device);
         return stack;
       },
-      at::TensorOptions().dtype(at::kFloat).device(device_));
+      at::TensorOptions().dtype(message_dtype).device(device_));
   for (const auto& [index, stage] : pipeline_->stages()) {
     stage->set_recompute(config_.recompute == Recompute::kFull);
     stage->set_compute_dtype(ScalarTypeOf(config_.dtype));
+    stage->set_message_dtype(message_dtype);
   }
   const auto holders = Holders(layout, layers, partition_);
   // ZeRO-1: the reducer reduce-scatters the gradients of the unshared parameters over
@@ -228,7 +232,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
     const int64_t samples =
         (config_.batch_size / mesh_.dp() + config_.microbatches - 1) / config_.microbatches;
     hop_s_ =
-        MeasureHopLatency(*pipeline_group_, 4 * samples * config_.seq_len * config_.hidden, 20);
+        MeasureHopLatency(*pipeline_group_,
+                          c10::elementSize(message_dtype) * samples * config_.seq_len * config_.hidden,
+                          20);
   }
 }
 
