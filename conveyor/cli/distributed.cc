@@ -69,7 +69,7 @@ int RunAsThreads(const RanksOptions& options, const std::function<void(Transport
                 << ": every rank stopped at its next wait\n";
       return 128 + signal;
     }
-    std::cerr << "conveyor: " << e.what() << "\n";
+    std::cerr << "conveyor: " << ErrorLine(e) << "\n";
     return 1;
   }
   return 0;
@@ -132,7 +132,7 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     }
     transport = ConnectC10d(info, c10d);
   } catch (const std::exception& e) {
-    report(e.what());
+    report(ErrorLine(e));
     return 1;
   }
   auto interruption = [&]() {
@@ -147,10 +147,10 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     }
     body(*transport);
   } catch (const std::exception& e) {
-    transport->ReportFailure(e.what());
+    transport->ReportFailure(ErrorLine(e));
     if (const int signal = interruption()) return 128 + signal;
     const auto* comm = dynamic_cast<const CommError*>(&e);
-    report(e.what());
+    report(ErrorLine(e));
     return comm != nullptr && comm->caused_by_peer() ? kExitPeerFailed : 1;
   }
   if (const int signal = interruption()) return 128 + signal;

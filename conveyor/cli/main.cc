@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::cerr << "conveyor: error: " << e.what() << " (see --help)\n";
     return 2;
-  } catch (const conveyor::Error& e) {
-    std::cerr << "conveyor: error: " << e.what() << "\n";
+  } catch (const std::exception& e) {  // conveyor's kinds and anything libraries throw
+    std::cerr << "conveyor: error: " << conveyor::ErrorLine(e) << "\n";
     return 1;
   }
   return exit_code;

@@ -177,11 +177,6 @@ bool IsLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.starts_with("127.");
 }
 
-std::string Brief(const std::exception& e) {
-  std::string text = e.what();
-  return text.substr(0, text.find('\n'));
-}
-
 C10dWorld::C10dWorld(const RendezvousInfo& info, const C10dOptions& options)
     : info_(info),
       options_(options),

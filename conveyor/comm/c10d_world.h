@@ -32,9 +32,6 @@ namespace conveyor {
 // Whether `host` names this machine's loopback interface ("localhost", 127.x.y.z, "::1").
 bool IsLoopback(const std::string& host);
 
-// The first line of an exception's message (c10 errors append a backtrace).
-std::string Brief(const std::exception& e);
-
 // A c10d operation with everything it needs alive: its tensor and the process group that
 // runs it (held as a type-erased owner so that the group outlives the operation).
 struct C10dOp {

@@ -32,10 +32,10 @@ inline void RunRankThreads(const std::vector<std::unique_ptr<Transport>>& world,
       try {
         body(r);
       } catch (const std::exception& e) {
-        errors[r] = e.what();
+        errors[r] = ErrorLine(e);
         const auto* comm = dynamic_cast<const CommError*>(&e);
         by_peer[r] = comm != nullptr && comm->caused_by_peer();
-        world[r]->ReportFailure(e.what());
+        world[r]->ReportFailure(errors[r]);
       }
     });
   }

@@ -40,6 +40,16 @@ class InternalError : public Error {
   explicit InternalError(const std::string& what) : Error(what) {}
 };
 
+// The first line of e.what(): libtorch's errors append a backtrace after it.
+std::string Brief(const std::exception& e);
+
+// What a user is told of `e`, in one line: Brief(e); for an InternalError, prefixed with
+// kInternalErrorNote (a bug in conveyor, not in the user's input, and where to report it).
+std::string ErrorLine(const std::exception& e);
+inline constexpr char kInternalErrorNote[] =
+    "internal error (a bug in conveyor, not in your input: please report this line and the "
+    "command to conveyor's issue tracker): ";
+
 namespace internal {
 
 // Collects the message the macros below stream. Throwing is left to Raise, so no exception

@@ -39,5 +39,18 @@ TEST(ErrorTest, BothDeriveFromError) {
   EXPECT_THROW(CONVEYOR_ASSERT(false), Error);
 }
 
+
+// What a user reads: one line (libtorch's backtrace after the first line dropped); an
+// InternalError says it is a bug, once, however often it was wrapped.
+TEST(ErrorTest, ErrorLineIsOneLineAndNamesABug) {
+  EXPECT_EQ(ErrorLine(std::runtime_error("CUDA out of memory.\nException raised from malloc")),
+            "CUDA out of memory.");
+  EXPECT_EQ(ErrorLine(UserError("--layers must be within [1, 4096], got 0")),
+            "--layers must be within [1, 4096], got 0");
+  const std::string bug = ErrorLine(InternalError("stage 3 held 2 micro-batches"));
+  EXPECT_EQ(bug, std::string(kInternalErrorNote) + "stage 3 held 2 micro-batches");
+  EXPECT_EQ(ErrorLine(InternalError("rank 1: " + bug)), "rank 1: " + bug);
+}
+
 }  // namespace
 }  // namespace conveyor

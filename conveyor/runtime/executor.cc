@@ -242,7 +242,6 @@ void Executor::Execute(const std::vector<MicroBatch>& microbatches) {
     ResolveDeviceRuns();
     stats_.seconds = Now() - start;
   } catch (const std::exception& e) {
-    const auto* comm = dynamic_cast<const CommError*>(&e);
     sends_.clear();
     activations_.clear();
     gradients_.clear();
@@ -251,11 +250,19 @@ void Executor::Execute(const std::vector<MicroBatch>& microbatches) {
     early_sends_.clear();
     timer_.Clear();
     run_marks_.clear();
-    std::ostringstream out;
-    out << "rank " << rank_ << ", stage " << current.stage << ", micro-batch " << current.microbatch
-        << ", action " << current << ": " << e.what();
-    if (comm != nullptr) throw CommError(out.str(), comm->caused_by_peer());
-    throw StepError(out.str());
+    std::ostringstream where;
+    where << "rank " << rank_ << ", stage " << current.stage << ", micro-batch "
+          << current.microbatch << ", action " << current << ": ";
+    // The context is added, the kind kept; a foreign error (libtorch's, the allocator's)
+    // becomes a StepError with its first line (libtorch appends a backtrace).
+    if (const auto* comm = dynamic_cast<const CommError*>(&e)) {
+      throw CommError(where.str() + e.what(), comm->caused_by_peer());
+    }
+    if (dynamic_cast<const UserError*>(&e) != nullptr) throw UserError(where.str() + e.what());
+    if (dynamic_cast<const InternalError*>(&e) != nullptr) {
+      throw InternalError(where.str() + e.what());
+    }
+    throw StepError(where.str() + (dynamic_cast<const Error*>(&e) ? e.what() : Brief(e)));
   }
   sends_.clear();
   CONVEYOR_ASSERT(activations_.empty() && gradients_.empty() && outputs_to_send_.empty() &&

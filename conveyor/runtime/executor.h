@@ -18,9 +18,10 @@
 // reads per compute, post and wait) and summed into StepStats; a hook, when set, sees each. On
 // a device whose events measure time (a GPU: DeviceTimer) a compute's host span only covers
 // its launch: the computes are also marked with events on the rank's stream, without a host
-// wait, and resolved once at the end of the step (device_runs()). Any
-// error is rethrown as StepError naming rank, stage, micro-batch and action (a CommError stays a
-// CommError, with context).
+// wait, and resolved once at the end of the step (device_runs()). Any error is rethrown
+// with rank, stage, micro-batch and action put before its message, and its kind kept: a
+// CommError, UserError or InternalError stays one; anything else (libtorch's errors, an
+// allocation failure) becomes a StepError carrying the first line of its message.
 //
 // Lifetimes: the executor keeps references to the program, the transport and the stages it is
 // given; all three must outlive it (PipelineRank owns a copy of the program and the stages,
@@ -47,8 +48,9 @@
 
 namespace conveyor {
 
-// A step failed on this rank: a stage's computation (or a shape or input it was given) threw.
-// The message names rank, stage, micro-batch and action, then the original error.
+// A step failed on this rank for a reason outside conveyor's own kinds: libtorch threw (out
+// of memory, a shape its kernel refused) or another library did. The message names rank,
+// stage, micro-batch and action, then the original error's first line.
 class StepError : public Error {
  public:
   explicit StepError(const std::string& what) : Error(what) {}

@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
 #include "conveyor/runtime/pipeline_rank.h"
@@ -96,6 +98,37 @@ TEST(ExecutorTest, ErrorsNameRankStageMicrobatchAndAction) {
     EXPECT_NE(std::string(e.what()).find("rank 0, stage 0, micro-batch 1, action 0F1: boom"),
               std::string::npos)
         << e.what();
+  }
+}
+
+// Context is added, the kind kept: a user's error stays a UserError and a broken invariant an
+// InternalError; only foreign errors become StepError, with their first line.
+TEST(ExecutorTest, ErrorsKeepTheirKind) {
+  const Program program = Lower(BuildSchedule("gpipe", ScheduleOptions{1, 2, 0}));
+  auto step_throwing = [&](std::function<void()> thrower) {
+    class Throwing : public Scale {
+     public:
+      explicit Throwing(std::function<void()> t) : thrower_(std::move(t)) {}
+      at::Tensor Forward(const at::Tensor& input, const MicroBatch& mb) override {
+        thrower_();
+        return Scale::Forward(input, mb);
+      }
+
+     private:
+      std::function<void()> thrower_;
+    };
+    PipelineRank rank(
+        program, 0, nullptr, [&](int) { return std::make_unique<Throwing>(thrower); },
+        at::kFloat);
+    rank.Step(Microbatches(2, 2));
+  };
+  EXPECT_THROW(step_throwing([] { throw UserError("bad input"); }), UserError);
+  EXPECT_THROW(step_throwing([] { throw InternalError("broken"); }), InternalError);
+  try {
+    step_throwing([] { throw std::runtime_error("kernel failed\nbacktrace frame #0"); });
+    FAIL();
+  } catch (const StepError& e) {
+    EXPECT_EQ(std::string(e.what()), "rank 0, stage 0, micro-batch 0, action 0F0: kernel failed");
   }
 }
 
