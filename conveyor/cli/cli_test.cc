@@ -154,6 +154,27 @@ TEST(CliTest, BenchHopMeasuresEachSize) {
   }
 }
 
+// --format json: stdout holds the JSON and nothing else (status and progress lines go to
+// stderr), for every command that writes JSON, so `| python3 -m json.tool` works.
+TEST(CliTest, FormatJsonWritesJsonAloneOnStdout) {
+  const std::string dir = ScratchWithCorpus("json");
+  const std::string commands[] = {
+      "plan -s 1f1b -p 2 -m 4",
+      "compare -p 2 -m 4",
+      "bench fidelity -p 2 -m 2 --f 0.001 --i 0.001 --w 0.001 --steps 1 --schedules 1f1b",
+      "bench overhead --pp 1 --schedules 1f1b --steps 2",
+      "bench hop --pp 2 --round-trips 2",
+      "bench train --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 4 "
+      "--microbatches 2 --steps 2 --schedules 1f1b --no-single --data " + dir + "/corpus.txt",
+  };
+  for (const std::string& command : commands) {
+    const Result r = Conveyor(command + " --format json");
+    ASSERT_EQ(r.code, 0) << command << ": " << r.err;
+    EXPECT_NO_THROW(nlohmann::json::parse(r.out)) << command << " wrote: " << r.out.substr(0, 300);
+  }
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST(CliTest, BadInputGivesOneClearLineAndFails) {
   const std::pair<const char*, const char*> cases[] = {
       {"plan --pp 0", "0"},

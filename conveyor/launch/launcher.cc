@@ -131,7 +131,10 @@ std::string ListRanks(const std::vector<int>& ranks) {
 class Supervisor {
  public:
   Supervisor(int nproc, const LaunchOptions& options)
-      : children_(nproc), options_(options), out_(options.out ? *options.out : std::cout) {}
+      : children_(nproc),
+        options_(options),
+        out_(options.out ? *options.out : std::cout),
+        err_(options.err ? *options.err : std::cerr) {}
 
   LaunchResult Run(const std::vector<std::string>& argv) {
     InterruptWatcher watcher([this](int signal, int count) {
@@ -245,9 +248,9 @@ class Supervisor {
     if (options_.output == LaunchOptions::Output::kAllPrefixed) {
       out_ << "[rank " << outcome.rank << "] " << line << "\n" << std::flush;
     } else if (options_.output == LaunchOptions::Output::kRank0Direct) {
-      if (outcome.rank == 0 && stream == kStderr) std::cerr << line << "\n" << std::flush;
+      if (outcome.rank == 0 && stream == kStderr) err_ << line << "\n" << std::flush;
     } else if (outcome.rank == 0) {
-      out_ << line << "\n" << std::flush;
+      (stream == kStderr ? err_ : out_) << line << "\n" << std::flush;
     }
     if (stream != kStderr) return;
     child.tail.push_back(line);
@@ -370,6 +373,7 @@ class Supervisor {
   std::vector<Child> children_;
   const LaunchOptions& options_;
   std::ostream& out_;
+  std::ostream& err_;
   Clock::time_point start_;
   Clock::time_point last_exit_;
   std::optional<Clock::time_point> kill_at_;

@@ -55,12 +55,17 @@ inline constexpr char kReportFdVariable[] = "CONVEYOR_REPORT_FD";
 bool ReportToLauncher(const std::string& message);
 
 struct LaunchOptions {
-  // kRank0Direct: rank 0 writes straight to the launcher's stdout (a terminal stays a
-  // terminal, for progress bars) and its stderr lines go to std::cerr as they come; the
-  // others' stdout is dropped. Stderr is always read.
+  // kAllPrefixed: every rank's stdout and stderr lines to `out`, "[rank R] " before each.
+  // kRank0Only: rank 0's stdout lines to `out`, its stderr lines to `err`; the others'
+  // output is dropped. kRank0Direct: rank 0 writes straight to the launcher's stdout (a
+  // terminal stays a terminal, for progress bars) and its stderr lines go to `err` as they
+  // come; the others' stdout is dropped. Stderr is always read (for the failure report).
   enum class Output { kAllPrefixed, kRank0Only, kRank0Direct };
   Output output = Output::kAllPrefixed;
   std::ostream* out = nullptr;            // where children's output goes; nullptr: std::cout
+  // Where rank 0's stderr goes under kRank0Only and kRank0Direct (nullptr: std::cerr), so
+  // that progress and status lines never mix into a result written on stdout.
+  std::ostream* err = nullptr;
   int tail_lines = 20;                    // stderr lines kept per rank for the report
   std::chrono::milliseconds grace{5000};  // SIGTERM to SIGKILL; peers' time to stop
   std::chrono::milliseconds deadline{0};  // whole run; 0 = none

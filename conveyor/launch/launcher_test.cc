@@ -43,13 +43,17 @@ TEST(LauncherTest, RanksSeeTheirEnvironmentAndOutputIsPrefixed) {
   EXPECT_THAT(out.str(), HasSubstr("[rank 2] rank=2 of 3 local=2 at 127.0.0.1:"));
 }
 
+// Rank 0's stdout and stderr stay apart (a JSON result on stdout, status lines on stderr).
 TEST(LauncherTest, Rank0OnlyPrintsRank0) {
-  std::ostringstream out;
+  std::ostringstream out, err;
   LaunchOptions options = Bounded(out);
+  options.err = &err;
   options.output = LaunchOptions::Output::kRank0Only;
-  LaunchResult result = LaunchLocal(2, Shell("echo hello from $RANK"), options);
+  LaunchResult result =
+      LaunchLocal(2, Shell("echo hello from $RANK; echo status of $RANK >&2"), options);
   EXPECT_TRUE(result.ok()) << result.Report();
   EXPECT_EQ(out.str(), "hello from 0\n");
+  EXPECT_EQ(err.str(), "status of 0\n");
 }
 
 TEST(LauncherTest, FailingRankStopsTheOthersAndIsReported) {
