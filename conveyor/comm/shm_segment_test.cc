@@ -1,9 +1,13 @@
 #include "conveyor/comm/shm_segment.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <numeric>
+#include <optional>
+#include <string>
 #include <stdexcept>
 #include <vector>
 
@@ -48,11 +52,40 @@ TEST(ShmSegmentTest, RingCopiesWrapAroundTheEnd) {
   EXPECT_EQ(out, in);
 }
 
-TEST(ShmSegmentTest, HostIdentityIsStableAndNamesTheNetworkNamespace) {
-  EXPECT_FALSE(ShmSegment::HostIdentity().empty());
-  EXPECT_EQ(ShmSegment::HostIdentity(), ShmSegment::HostIdentity());
-  // Ranks in other network namespaces count as other hosts.
-  EXPECT_NE(ShmSegment::HostIdentity().find("net:["), std::string::npos);
+// HostIdentity as another process computes it; with `new_network`, after moving to a network
+// namespace of its own (needs CAP_SYS_ADMIN: nullopt when that is refused).
+std::optional<std::string> IdentityInChild(bool new_network) {
+  int fds[2];
+  if (pipe(fds) != 0) return std::nullopt;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    if (new_network && unshare(CLONE_NEWNET) != 0) _exit(3);
+    const std::string id = ShmSegment::HostIdentity();
+    _exit(write(fds[1], id.data(), id.size()) == static_cast<ssize_t>(id.size()) ? 0 : 4);
+  }
+  close(fds[1]);
+  std::string id;
+  char buffer[256];
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof buffer)) > 0;) id.append(buffer, n);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  return id;
+}
+
+// Two processes of one host agree (nothing per-process in the identity); a process in another
+// network namespace counts as another host, so ranks there talk over the network.
+TEST(ShmSegmentTest, HostIdentityIsSharedByProcessesAndNamesTheNetworkNamespace) {
+  const std::string mine = ShmSegment::HostIdentity();
+  EXPECT_NE(mine.find("net:["), std::string::npos) << mine;
+  const std::optional<std::string> sibling = IdentityInChild(false);
+  ASSERT_TRUE(sibling.has_value());
+  EXPECT_EQ(*sibling, mine);
+  const std::optional<std::string> elsewhere = IdentityInChild(true);
+  if (!elsewhere) GTEST_SKIP() << "no permission to make a network namespace here";
+  EXPECT_NE(*elsewhere, mine);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "conveyor/launch/launcher.h"
 #include "conveyor/launch/rendezvous.h"
 #include "conveyor/launch/worker_testing.h"
+#include "conveyor/nn/safetensors.h"
 #include "conveyor/runtime/synthetic_stage.h"
 #include "conveyor/schedule/lower.h"
 #include "conveyor/schedule/registry.h"
@@ -26,40 +27,26 @@ namespace {
 
 constexpr uint64_t kSeed = 11;
 
-// Loss, then (name, numel, floats) per gradient.
+// The loss (a 0-d double under "loss") and every gradient, by name, as safetensors.
 void WriteOutcome(const std::string& path, const StepOutcome& outcome) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(&outcome.loss), sizeof(double));
-  for (const auto& [name, grad] : outcome.grads) {
-    const at::Tensor g = grad.contiguous().to(at::kFloat);
-    const int64_t size = static_cast<int64_t>(name.size()), numel = g.numel();
-    out.write(reinterpret_cast<const char*>(&size), sizeof size);
-    out.write(name.data(), size);
-    out.write(reinterpret_cast<const char*>(&numel), sizeof numel);
-    out.write(reinterpret_cast<const char*>(g.data_ptr<float>()), numel * sizeof(float));
-  }
+  std::map<std::string, at::Tensor> tensors = outcome.grads;
+  tensors["loss"] = at::scalar_tensor(outcome.loss, at::kDouble);
+  SaveSafetensors(path, tensors);
 }
 
 // Adds a rank's file into `sum`.
 void AddOutcome(const std::string& path, StepOutcome& sum) {
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in.good()) << "missing " << path;
-  double loss = 0;
-  in.read(reinterpret_cast<char*>(&loss), sizeof loss);
-  sum.loss += loss;
-  int64_t size = 0;
-  while (in.read(reinterpret_cast<char*>(&size), sizeof size)) {
-    std::string name(size, '\0');
-    int64_t numel = 0;
-    in.read(name.data(), size);
-    in.read(reinterpret_cast<char*>(&numel), sizeof numel);
-    at::Tensor g = at::empty({numel}, at::kFloat);
-    in.read(reinterpret_cast<char*>(g.data_ptr<float>()), numel * sizeof(float));
+  SafetensorsFile file = LoadSafetensors(path);
+  for (auto& [name, tensor] : file.tensors) {
+    if (name == "loss") {
+      sum.loss += tensor.item<double>();
+      continue;
+    }
     auto it = sum.grads.find(name);
     if (it == sum.grads.end()) {
-      sum.grads[name] = g;
+      sum.grads[name] = tensor;
     } else {
-      it->second += g;
+      it->second += tensor;
     }
   }
 }
@@ -133,7 +120,7 @@ TEST(PipelineProcessTest, MatchesFullBatchStepOverGloo) {
       ASSERT_EQ(got.grads.size(), want.grads.size()) << what;
       for (const auto& [name, grad] : want.grads) {
         const double scale = grad.abs().max().item<double>() + 1e-12;
-        const double diff = (got.grads.at(name) - grad.flatten()).abs().max().item<double>();
+        const double diff = (got.grads.at(name) - grad).abs().max().item<double>();
         EXPECT_LE(diff, 1e-4 * scale) << what << ": " << name;
       }
       ++checked;

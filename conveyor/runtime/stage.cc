@@ -114,19 +114,27 @@ at::Tensor Stage::RunBackward(const MicroBatch& mb, const at::Tensor& grad_outpu
 }
 
 at::Tensor Stage::BackwardInput(const MicroBatch& mb, const at::Tensor& grad_output) {
-  return RunBackward(mb, grad_output, /*defer=*/true);
+  at::Tensor grad_input = RunBackward(mb, grad_output, /*defer=*/true);
+  awaiting_weight_.insert(mb.index);
+  return grad_input;
 }
 
-void Stage::BackwardWeight(const MicroBatch& mb) { store_.Run(mb.index); }
+void Stage::BackwardWeight(const MicroBatch& mb) {
+  CONVEYOR_ASSERT(awaiting_weight_.erase(mb.index) == 1)
+      << "stage " << index_ << " ran backward-for-weights of micro-batch " << mb.index
+      << " before its backward-for-inputs";
+  store_.Run(mb.index);
+}
 
 at::Tensor Stage::Backward(const MicroBatch& mb, const at::Tensor& grad_output) {
   return RunBackward(mb, grad_output, /*defer=*/false);
 }
 
 void Stage::ResetStep() {
-  CONVEYOR_ASSERT(cache_.empty() && store_.pending() == 0)
+  CONVEYOR_ASSERT(cache_.empty() && store_.pending() == 0 && awaiting_weight_.empty())
       << "stage " << index_ << " ends a step with " << cache_.size()
-      << " micro-batches still held and " << store_.pending() << " weight tasks pending";
+      << " micro-batches still held, " << awaiting_weight_.size()
+      << " awaiting backward-for-weights and " << store_.pending() << " weight tasks pending";
   loss_ = at::Tensor();
 }
 

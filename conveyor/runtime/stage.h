@@ -20,6 +20,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,7 +44,9 @@ class Stage {
   // last stage, which keeps the loss instead.
   at::Tensor Forward(const MicroBatch& mb, const at::Tensor& input);
   // grad_output: gradient of this stage's output (undefined on a last stage). Returns the
-  // gradient of the input (undefined on a first stage).
+  // gradient of the input (undefined on a first stage). Each micro-batch: Forward once, then
+  // Backward, or BackwardInput then BackwardWeight; anything else is an InternalError (a
+  // program the verifier should have refused).
   at::Tensor BackwardInput(const MicroBatch& mb, const at::Tensor& grad_output);
   void BackwardWeight(const MicroBatch& mb);
   at::Tensor Backward(const MicroBatch& mb, const at::Tensor& grad_output);
@@ -109,6 +112,7 @@ class Stage {
   std::unique_ptr<StageModule> module_;
   WeightGradStore store_;
   std::map<int, Cached> cache_;
+  std::set<int> awaiting_weight_;  // micro-batches whose I ran and W not yet
   at::Tensor loss_;  // () double on the stage's device; undefined before the first loss
   bool recompute_ = false;
   c10::ScalarType compute_dtype_ = c10::ScalarType::Float;
