@@ -22,7 +22,7 @@
 #include "conveyor/launch/interrupt_watcher.h"
 #include "conveyor/launch/launcher.h"
 #include "conveyor/launch/rendezvous.h"
-#include "conveyor/train/compute_device.h"
+#include "conveyor/device/compute_device.h"
 
 namespace conveyor {
 namespace {

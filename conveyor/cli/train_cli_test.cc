@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "conveyor/cli/cli_testing.h"
-#include "conveyor/comm/compute_precision.h"
-#include "conveyor/train/compute_device.h"
+#include "conveyor/device/compute_precision.h"
+#include "conveyor/device/compute_device.h"
 
 namespace conveyor {
 namespace {

@@ -20,7 +20,7 @@
 
 #include "conveyor/comm/heartbeat_monitor.h"
 #include "conveyor/comm/shm_segment.h"
-#include "conveyor/comm/torch_compat.h"
+#include "conveyor/comm/c10d_compat.h"
 #include "conveyor/common/env.h"
 
 namespace conveyor {

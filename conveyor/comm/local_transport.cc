@@ -16,7 +16,7 @@
 
 #include "conveyor/comm/abort_signal.h"
 #include "conveyor/comm/scatter_parts.h"
-#include "conveyor/comm/stream_order.h"
+#include "conveyor/device/stream_order.h"
 #include "conveyor/common/error.h"
 
 namespace conveyor {

@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "conveyor/comm/compute_precision.h"
+#include "conveyor/device/compute_precision.h"
 #include "conveyor/module/weight_grad_store.h"
 
 namespace conveyor {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "conveyor/comm/compute_precision.h"
+#include "conveyor/device/compute_precision.h"
 #include "conveyor/module/weight_grad_store.h"
 
 namespace conveyor {

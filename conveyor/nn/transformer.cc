@@ -8,8 +8,8 @@
 #include <limits>
 #include <optional>
 
-#include "conveyor/comm/compute_precision.h"
-#include "conveyor/comm/torch_compat.h"
+#include "conveyor/device/compute_precision.h"
+#include "conveyor/device/torch_compat.h"
 #include "conveyor/common/error.h"
 #include "conveyor/nn/linear.h"
 

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "conveyor/comm/torch_compat.h"
+#include "conveyor/device/torch_compat.h"
 
 namespace conveyor {
 namespace {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "conveyor/comm/transport.h"
-#include "conveyor/profile/device_memory.h"
+#include "conveyor/device/device_memory.h"
 #include "conveyor/runtime/executor.h"
 #include "conveyor/timeline/timeline.h"
 

@@ -38,7 +38,7 @@
 #include <set>
 #include <vector>
 
-#include "conveyor/comm/device_timer.h"
+#include "conveyor/device/device_timer.h"
 #include "conveyor/comm/transport.h"
 #include "conveyor/common/error.h"
 #include "conveyor/module/microbatch.h"

@@ -4,7 +4,7 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "conveyor/comm/compute_precision.h"
+#include "conveyor/device/compute_precision.h"
 #include "conveyor/common/error.h"
 
 namespace conveyor {

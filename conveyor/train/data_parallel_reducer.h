@@ -42,7 +42,7 @@
 #include <thread>
 #include <vector>
 
-#include "conveyor/comm/stream_order.h"
+#include "conveyor/device/stream_order.h"
 #include "conveyor/comm/transport.h"
 #include "conveyor/module/stage_module.h"
 #include "conveyor/train/shard_layout.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "conveyor/comm/compute_precision.h"
+#include "conveyor/device/compute_precision.h"
 #include "conveyor/common/error.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/tasks.h"

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/spellings.h"
 #include "conveyor/common/range_check.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/mesh/mesh.h"
@@ -22,10 +23,6 @@ namespace conveyor {
 namespace {
 
 constexpr int64_t kMaxSteps = 1'000'000'000'000;  // 10^12 steps: no run gets near
-
-// The spellings of an enum's values, as users write them.
-template <typename E, size_t N>
-using Spellings = std::array<std::pair<E, std::string_view>, N>;
 
 constexpr Spellings<ModelKind, 2> kModelKinds = {{
     {ModelKind::kGpt, "gpt"},
@@ -42,37 +39,6 @@ constexpr Spellings<Recompute, 3> kRecomputes = {{
     {Recompute::kFull, "full"},
     {Recompute::kSelective, "selective"},
 }};
-constexpr Spellings<DeviceKind, 3> kDeviceKinds = {{
-    {DeviceKind::kAuto, "auto"},
-    {DeviceKind::kCpu, "cpu"},
-    {DeviceKind::kCuda, "cuda"},
-}};
-constexpr Spellings<ComputeDtype, 3> kComputeDtypes = {{
-    {ComputeDtype::kFp32, "fp32"},
-    {ComputeDtype::kBf16, "bf16"},
-    {ComputeDtype::kFp16, "fp16"},
-}};
-
-// The value spelt `text`; UserError "<name> must be a, b or c, got '<text>'" otherwise.
-template <typename E, size_t N>
-E Parse(const Spellings<E, N>& spellings, std::string_view text, std::string_view name) {
-  std::string allowed;
-  for (size_t i = 0; i < N; ++i) {
-    if (spellings[i].second == text) return spellings[i].first;
-    allowed += i == 0 ? "" : (i + 1 == N ? " or " : ", ");
-    allowed += spellings[i].second;
-  }
-  CONVEYOR_CHECK(false) << name << " must be " << allowed << ", got '" << text << "'";
-}
-
-template <typename E, size_t N>
-std::string_view Name(const Spellings<E, N>& spellings, E value) {
-  for (const auto& [v, spelling] : spellings) {
-    if (v == value) return spelling;
-  }
-  CONVEYOR_ASSERT(false) << "no spelling for value " << static_cast<int>(value);
-}
-
 // Calls visit(key, field, lo, hi) for every integer setting of `c` (a TrainConfig, const or
 // not): its TOML key, the field and its allowed range [lo, hi]. The one table of ranges.
 template <typename Config, typename Visit>
@@ -129,34 +95,22 @@ std::string FlagName(std::string_view key) {
 }  // namespace
 
 ModelKind ParseModelKind(std::string_view text, std::string_view name) {
-  return Parse(kModelKinds, text, name);
+  return ParseSpelling(kModelKinds, text, name);
 }
 
-std::string_view ModelKindName(ModelKind model) { return Name(kModelKinds, model); }
+std::string_view ModelKindName(ModelKind model) { return SpellingOf(kModelKinds, model); }
 
 PartitionBy ParsePartitionBy(std::string_view text, std::string_view name) {
-  return Parse(kPartitionBys, text, name);
+  return ParseSpelling(kPartitionBys, text, name);
 }
 
-std::string_view PartitionByName(PartitionBy partition) { return Name(kPartitionBys, partition); }
+std::string_view PartitionByName(PartitionBy partition) { return SpellingOf(kPartitionBys, partition); }
 
 Recompute ParseRecompute(std::string_view text, std::string_view name) {
-  return Parse(kRecomputes, text, name);
+  return ParseSpelling(kRecomputes, text, name);
 }
 
-std::string_view RecomputeName(Recompute recompute) { return Name(kRecomputes, recompute); }
-
-DeviceKind ParseDeviceKind(std::string_view text, std::string_view name) {
-  return Parse(kDeviceKinds, text, name);
-}
-
-std::string_view DeviceKindName(DeviceKind device) { return Name(kDeviceKinds, device); }
-
-ComputeDtype ParseComputeDtype(std::string_view text, std::string_view name) {
-  return Parse(kComputeDtypes, text, name);
-}
-
-std::string_view ComputeDtypeName(ComputeDtype dtype) { return Name(kComputeDtypes, dtype); }
+std::string_view RecomputeName(Recompute recompute) { return SpellingOf(kRecomputes, recompute); }
 
 void TrainConfig::Validate() const {
   ForEachInteger(*this, [](std::string_view key, auto value, int64_t lo, int64_t hi) {

@@ -10,6 +10,9 @@
 #include <string>
 #include <string_view>
 
+#include "conveyor/device/compute_device.h"
+#include "conveyor/device/compute_precision.h"
+
 namespace conveyor {
 
 // The model trained: a byte-level GPT, or a classifier of fortune categories.
@@ -23,16 +26,6 @@ enum class PartitionBy : uint8_t { kParams, kFlops, kUniform, kProfile };
 // again before backward); selective (only the attention scores are recomputed).
 enum class Recompute : uint8_t { kNone, kFull, kSelective };
 
-// Where each rank computes: CUDA when this libtorch has it and a GPU is present, else the
-// CPU (auto); the CPU; or CUDA, rank r on cuda:(local rank r mod the GPU count).
-enum class DeviceKind : uint8_t { kAuto, kCpu, kCuda };
-
-// The precision of the model's matrix products: fp32 throughout, or bf16 / fp16 products
-// (autocast) with fp32 master weights, fp32 gradients and fp32 gradient reduction. fp16 comes
-// with dynamic loss scaling (loss_scaler.h) and needs a device whose libtorch has fp16
-// matrix products under autocast (CUDA; the CPU in recent torch versions).
-enum class ComputeDtype : uint8_t { kFp32, kBf16, kFp16 };
-
 // `text` ("gpt", "classifier") as a ModelKind. Throws UserError naming `name` (the flag, or
 // the file and key), the text and the allowed values.
 ModelKind ParseModelKind(std::string_view text, std::string_view name);
@@ -44,12 +37,6 @@ std::string_view PartitionByName(PartitionBy partition);
 // The same for "none", "full" and "selective".
 Recompute ParseRecompute(std::string_view text, std::string_view name);
 std::string_view RecomputeName(Recompute recompute);
-// The same for "auto", "cpu" and "cuda".
-DeviceKind ParseDeviceKind(std::string_view text, std::string_view name);
-std::string_view DeviceKindName(DeviceKind device);
-// The same for "fp32", "bf16" and "fp16".
-ComputeDtype ParseComputeDtype(std::string_view text, std::string_view name);
-std::string_view ComputeDtypeName(ComputeDtype dtype);
 
 struct TrainConfig {
   // Model.

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "conveyor/comm/compute_precision.h"
+#include "conveyor/device/compute_precision.h"
 #include "conveyor/comm/hop_latency.h"
-#include "conveyor/comm/stream_order.h"
+#include "conveyor/device/stream_order.h"
 #include "conveyor/launch/rendezvous.h"
 #include "conveyor/module/microbatch.h"
 #include "conveyor/nn/layer.h"
@@ -23,7 +23,7 @@
 #include "conveyor/schedule/lower.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
-#include "conveyor/train/compute_device.h"
+#include "conveyor/device/compute_device.h"
 #include "conveyor/train/layer_costs.h"
 #include "conveyor/train/sharded_adamw.h"
 #include "conveyor/train/sum_over_ranks.h"
@@ -102,19 +102,6 @@ double RecordCollectives(const std::vector<CollectiveSpan>& spans, PhaseTrack tr
                          StepRecorder& recorder) {
   for (const CollectiveSpan& c : spans) recorder.Phase(CollectiveName(c), c.start, c.end, track);
   return TotalSeconds(spans);
-}
-
-// The dtype of the stages' matrix products.
-at::ScalarType ScalarTypeOf(ComputeDtype dtype) {
-  switch (dtype) {
-    case ComputeDtype::kBf16:
-      return at::kBFloat16;
-    case ComputeDtype::kFp16:
-      return at::kHalf;
-    case ComputeDtype::kFp32:
-      break;
-  }
-  return at::kFloat;
 }
 
 // config.loss_scale, or the dtype's default (65536 for fp16, as PyTorch's GradScaler).

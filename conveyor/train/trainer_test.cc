@@ -16,7 +16,7 @@
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
 #include "conveyor/train/checkpoint.h"
-#include "conveyor/train/compute_device.h"
+#include "conveyor/device/compute_device.h"
 #include "conveyor/train/rank_metrics.h"
 #include "conveyor/train/tasks.h"
 #include "conveyor/train/train_testing.h"

@@ -1,4 +1,4 @@
-#include "conveyor/train/compute_device.h"
+#include "conveyor/device/compute_device.h"
 
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
@@ -8,15 +8,32 @@
 #include <string>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/spellings.h"
 
 namespace conveyor {
+namespace {
+
+constexpr Spellings<DeviceKind, 3> kDeviceKinds = {{
+    {DeviceKind::kAuto, "auto"},
+    {DeviceKind::kCpu, "cpu"},
+    {DeviceKind::kCuda, "cuda"},
+}};
+
+}  // namespace
+
+DeviceKind ParseDeviceKind(std::string_view text, std::string_view name) {
+  return ParseSpelling(kDeviceKinds, text, name);
+}
+
+std::string_view DeviceKindName(DeviceKind device) { return SpellingOf(kDeviceKinds, device); }
 
 int VisibleGpus() {
   // torch::cuda's count, not the CUDA hooks' (their method names changed across 2.x).
   return static_cast<int>(torch::cuda::device_count());
 }
 
-void MoveParameters(const NamedTensors& params, const c10::Device& device) {
+void MoveParameters(const std::vector<std::pair<std::string, at::Tensor>>& params,
+                    const c10::Device& device) {
   for (const auto& [name, p] : params) {
     if (p.device() != device) p.set_data(p.data().to(device));
   }

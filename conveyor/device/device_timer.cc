@@ -1,9 +1,9 @@
-#include "conveyor/comm/device_timer.h"
+#include "conveyor/device/device_timer.h"
 
 #include <c10/core/Event.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
-#include "conveyor/comm/torch_compat.h"
+#include "conveyor/device/torch_compat.h"
 #include "conveyor/common/error.h"
 
 namespace conveyor {

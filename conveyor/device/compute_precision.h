@@ -1,21 +1,37 @@
 // ComputePrecisionGuard: runs this thread's forward passes under autocast (mixed precision)
 // for one device type and lower-precision dtype, restoring the previous autocast state on exit.
-// The libtorch-version differences of the autocast API live in comm/torch_compat.h.
+// The libtorch-version differences of the autocast API live in device/torch_compat.h.
 //
 // Contract: construct on the thread that runs the forward pass; destroy on that same thread
 // (RAII, not movable). On destruction the autocast cast cache is cleared, so weights updated
 // by the optimizer afterwards are never served as stale low-precision copies.
 // Thread-safety: autocast state is thread-local; a guard affects only its own thread.
-#ifndef CONVEYOR_COMM_COMPUTE_PRECISION_H_
-#define CONVEYOR_COMM_COMPUTE_PRECISION_H_
+#ifndef CONVEYOR_DEVICE_COMPUTE_PRECISION_H_
+#define CONVEYOR_DEVICE_COMPUTE_PRECISION_H_
 
 #include <c10/core/Device.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 
+#include <cstdint>
 #include <optional>
+#include <string_view>
 
 namespace conveyor {
+
+// The precision of the model's matrix products (--dtype): fp32 throughout, or bf16 / fp16
+// products (autocast) with fp32 master weights, fp32 gradients and fp32 gradient reduction.
+// fp16 comes with dynamic loss scaling (train/loss_scaler.h) and needs a device whose libtorch
+// has fp16 matrix products under autocast (CUDA; the CPU in torch 2.x).
+enum class ComputeDtype : uint8_t { kFp32, kBf16, kFp16 };
+
+// `text` ("fp32", "bf16", "fp16") as a ComputeDtype. Throws UserError naming `name` (the flag,
+// or the file and key), the text and the allowed values.
+ComputeDtype ParseComputeDtype(std::string_view text, std::string_view name);
+// The spelling ParseComputeDtype reads.
+std::string_view ComputeDtypeName(ComputeDtype dtype);
+// The scalar type of `dtype`'s products: at::kFloat, at::kBFloat16 or at::kHalf.
+c10::ScalarType ScalarTypeOf(ComputeDtype dtype);
 
 // The dtype this thread's autocast gives matrix products on `device_type`, or nullopt when
 // autocast is off there. For code that casts by hand (custom autograd functions).
@@ -44,4 +60,4 @@ class ComputePrecisionGuard {
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_COMM_COMPUTE_PRECISION_H_
+#endif  // CONVEYOR_DEVICE_COMPUTE_PRECISION_H_

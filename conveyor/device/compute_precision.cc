@@ -1,12 +1,40 @@
-#include "conveyor/comm/compute_precision.h"
+#include "conveyor/device/compute_precision.h"
 
 #include <ATen/ATen.h>
 
 #include <exception>
 
-#include "conveyor/comm/torch_compat.h"
+#include "conveyor/common/spellings.h"
+#include "conveyor/device/torch_compat.h"
 
 namespace conveyor {
+namespace {
+
+constexpr Spellings<ComputeDtype, 3> kComputeDtypes = {{
+    {ComputeDtype::kFp32, "fp32"},
+    {ComputeDtype::kBf16, "bf16"},
+    {ComputeDtype::kFp16, "fp16"},
+}};
+
+}  // namespace
+
+ComputeDtype ParseComputeDtype(std::string_view text, std::string_view name) {
+  return ParseSpelling(kComputeDtypes, text, name);
+}
+
+std::string_view ComputeDtypeName(ComputeDtype dtype) { return SpellingOf(kComputeDtypes, dtype); }
+
+c10::ScalarType ScalarTypeOf(ComputeDtype dtype) {
+  switch (dtype) {
+    case ComputeDtype::kBf16:
+      return c10::ScalarType::BFloat16;
+    case ComputeDtype::kFp16:
+      return c10::ScalarType::Half;
+    case ComputeDtype::kFp32:
+      break;
+  }
+  return c10::ScalarType::Float;
+}
 
 std::optional<c10::ScalarType> AutocastDtype(c10::DeviceType device_type) {
   if (!IsAutocastEnabled(device_type)) return std::nullopt;

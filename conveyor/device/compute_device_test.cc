@@ -1,4 +1,4 @@
-#include "conveyor/train/compute_device.h"
+#include "conveyor/device/compute_device.h"
 
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>

@@ -1,34 +1,21 @@
 // Differences between the libtorch versions conveyor builds against (Debian 12's 1.13,
-// Debian 13's 2.6, a pip PyTorch 2.x), kept to this header and comm/'s sources.
+// Debian 13's 2.6, a pip PyTorch 2.x): autocast, events, allocators and kernels here; c10d's
+// in comm/c10d_compat.h and comm/'s sources.
 //
 // Thread-safety: the functions are pure.
-#ifndef CONVEYOR_COMM_TORCH_COMPAT_H_
-#define CONVEYOR_COMM_TORCH_COMPAT_H_
+#ifndef CONVEYOR_DEVICE_TORCH_COMPAT_H_
+#define CONVEYOR_DEVICE_TORCH_COMPAT_H_
 
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Event.h>
 #include <torch/version.h>
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
 #if TORCH_VERSION_MAJOR >= 2
 #include <ATen/ops/scaled_dot_product_attention.h>
 #endif
 
 namespace conveyor {
-
-// Makes `options` ask for TCPStore's classic server and client. libtorch 2.2 added a libuv
-// server and 2.4 made it the default; a libtorch built without libuv (Debian's) refuses every
-// TCPStore, client or server, that asks for it, and whether libuv is there is not exported.
-// Before 2.2 there is only the classic one: nothing to do.
-inline void UseClassicTcpStore(c10d::TCPStoreOptions& options) {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
-  options.useLibUV = false;
-#else
-  (void)options;
-#endif
-}
 
 // Autocast state of this thread for `device_type` (kCPU or kCUDA; others are CUDA's before
 // 2.4). libtorch 2.4 and later take the device type; before, separate CPU and GPU (CUDA)
@@ -111,4 +98,4 @@ inline at::Tensor FusedAttention(const at::Tensor&, const at::Tensor&, const at:
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_COMM_TORCH_COMPAT_H_
+#endif  // CONVEYOR_DEVICE_TORCH_COMPAT_H_

@@ -5,8 +5,8 @@
 // (before 2.6: torch_compat.h), the timer is inactive and callers time with the host clock.
 //
 // Thread-safety: one timer per thread; marks go on that thread's current stream.
-#ifndef CONVEYOR_COMM_DEVICE_TIMER_H_
-#define CONVEYOR_COMM_DEVICE_TIMER_H_
+#ifndef CONVEYOR_DEVICE_DEVICE_TIMER_H_
+#define CONVEYOR_DEVICE_DEVICE_TIMER_H_
 
 #include <c10/core/Device.h>
 
@@ -49,4 +49,4 @@ class DeviceTimer {
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_COMM_DEVICE_TIMER_H_
+#endif  // CONVEYOR_DEVICE_DEVICE_TIMER_H_

@@ -8,8 +8,8 @@
 //
 // Thread-safety: a StreamMark may be waited on by any thread, any number of times; the free
 // functions act on the calling thread's current stream.
-#ifndef CONVEYOR_COMM_STREAM_ORDER_H_
-#define CONVEYOR_COMM_STREAM_ORDER_H_
+#ifndef CONVEYOR_DEVICE_STREAM_ORDER_H_
+#define CONVEYOR_DEVICE_STREAM_ORDER_H_
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -53,4 +53,4 @@ std::optional<c10::Stream> StreamFromPool(const c10::Device& device);
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_COMM_STREAM_ORDER_H_
+#endif  // CONVEYOR_DEVICE_STREAM_ORDER_H_

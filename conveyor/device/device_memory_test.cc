@@ -1,4 +1,4 @@
-#include "conveyor/profile/device_memory.h"
+#include "conveyor/device/device_memory.h"
 
 #include <ATen/ATen.h>
 #include <torch/cuda.h>

@@ -5,15 +5,29 @@
 // them round-robin. kAuto: kCuda when this libtorch has CUDA and a GPU is visible, else kCpu.
 //
 // Thread-safety: the functions may be called from any thread.
-#ifndef CONVEYOR_TRAIN_COMPUTE_DEVICE_H_
-#define CONVEYOR_TRAIN_COMPUTE_DEVICE_H_
+#ifndef CONVEYOR_DEVICE_COMPUTE_DEVICE_H_
+#define CONVEYOR_DEVICE_COMPUTE_DEVICE_H_
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
-#include "conveyor/module/stage_module.h"
-#include "conveyor/train/train_config.h"
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace conveyor {
+
+// Where each rank computes (--device): CUDA when this libtorch has it and a GPU is present,
+// else the CPU (auto); the CPU; or CUDA, rank r on cuda:(local rank r mod the GPU count).
+enum class DeviceKind : uint8_t { kAuto, kCpu, kCuda };
+
+// `text` ("auto", "cpu", "cuda") as a DeviceKind. Throws UserError naming `name` (the flag,
+// or the file and key), the text and the allowed values.
+DeviceKind ParseDeviceKind(std::string_view text, std::string_view name);
+// The spelling ParseDeviceKind reads.
+std::string_view DeviceKindName(DeviceKind device);
 
 // GPUs this process sees through libtorch (0 when libtorch was built without CUDA).
 int VisibleGpus();
@@ -23,14 +37,15 @@ int VisibleGpus();
 // is visible, naming the rank and why.
 c10::Device ComputeDevice(DeviceKind kind, int rank, int local_rank);
 
-// Moves each parameter's data to `device` in place (Tensor::set_data), so that every handle a
+// Moves each parameter's data (NamedTensors, module/stage_module.h) to `device` in place (Tensor::set_data), so that every handle a
 // layer keeps on the parameter sees it there; requires_grad is kept. Call before any
 // forward and before an optimizer holds state for them.
-void MoveParameters(const NamedTensors& params, const c10::Device& device);
+void MoveParameters(const std::vector<std::pair<std::string, at::Tensor>>& params,
+                    const c10::Device& device);
 
 // Whether `kind` resolves to CUDA in this process (kAuto with a visible GPU, or kCuda).
 bool UsesCuda(DeviceKind kind);
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_TRAIN_COMPUTE_DEVICE_H_
+#endif  // CONVEYOR_DEVICE_COMPUTE_DEVICE_H_

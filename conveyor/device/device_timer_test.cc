@@ -1,4 +1,4 @@
-#include "conveyor/comm/device_timer.h"
+#include "conveyor/device/device_timer.h"
 
 #include <ATen/ATen.h>
 #include <torch/cuda.h>

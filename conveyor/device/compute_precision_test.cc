@@ -1,4 +1,4 @@
-#include "conveyor/comm/compute_precision.h"
+#include "conveyor/device/compute_precision.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "conveyor/profile/device_memory.h"
+#include "conveyor/device/device_memory.h"
 
 #ifdef CONVEYOR_WITH_CUDA
 #include <ATen/ops/empty.h>

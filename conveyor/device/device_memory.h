@@ -6,8 +6,8 @@
 // CPU's memory is MemoryTracker's.
 //
 // Thread-safety: the functions may be called from any thread.
-#ifndef CONVEYOR_PROFILE_DEVICE_MEMORY_H_
-#define CONVEYOR_PROFILE_DEVICE_MEMORY_H_
+#ifndef CONVEYOR_DEVICE_DEVICE_MEMORY_H_
+#define CONVEYOR_DEVICE_DEVICE_MEMORY_H_
 
 #include <c10/core/Device.h>
 
@@ -30,4 +30,4 @@ void ResetDeviceMemoryPeaks(const c10::Device& device);
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_PROFILE_DEVICE_MEMORY_H_
+#endif  // CONVEYOR_DEVICE_DEVICE_MEMORY_H_

@@ -1,4 +1,4 @@
-#include "conveyor/comm/stream_order.h"
+#include "conveyor/device/stream_order.h"
 
 #include <c10/core/Event.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
