@@ -15,7 +15,7 @@
 #include "conveyor/train/measured_costs.h"
 #include "conveyor/train/preflight.h"
 #include "conveyor/train/rank_metrics.h"
-#include "conveyor/train/tasks.h"
+#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/trainer.h"
 
 namespace conveyor {
@@ -55,7 +55,7 @@ nlohmann::json BenchSchedule(Transport& transport, TrainConfig config, const std
   const std::vector<RankMetrics> ranks = GatherRankMetrics(trainer);
   row["schedule"] = name;
   row["pp"] = config.pp;
-  row["dp"] = trainer.mesh().dp();
+  row["dp"] = trainer.model().mesh().dp();
   row["tp"] = config.tp;
   row["microbatches"] = config.microbatches;
   row["measured_bubble_fraction"] = MeasuredBubble(ranks, trainer.totals().pipeline_s());

@@ -15,8 +15,8 @@
 #include "conveyor/train/forward_pipeline.h"
 #include "conveyor/train/generate.h"
 #include "conveyor/train/preflight.h"
-#include "conveyor/train/tasks.h"
-#include "conveyor/train/trainer.h"
+#include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/pipeline_model.h"
 
 namespace conveyor {
 
@@ -67,13 +67,16 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
     config.trace.clear();
     config.checkpoint_dir.clear();
     config.resume.clear();
+    // Profiling times layers on training data, which generation has none of; any partition
+    // loads the checkpoint (its tensors are whole, by name).
+    if (config.partition == PartitionBy::kProfile) config.partition = PartitionBy::kParams;
     const RanksOptions options = MeshRanksOptions(config, flags->mesh.launch);
     PreflightCheck(config);  // among others: no more stages than the model has layers
-    PreflightFiles(config);
     *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
-      Trainer trainer(config, MakeTask(config), &transport);
-      LoadCheckpoint(flags->checkpoint, trainer, config);
-      ForwardPipeline forward(trainer);
+      // The model alone: no corpus, no optimizer, no measurement.
+      PipelineModel model(config, MakeModelTask(config), &transport);
+      LoadWeights(flags->checkpoint, model, config);
+      ForwardPipeline forward(model);
       const std::string text =
           Generate(forward, flags->prompt, static_cast<int>(flags->tokens), flags->temperature,
                    static_cast<uint64_t>(flags->seed), config.seq_len);

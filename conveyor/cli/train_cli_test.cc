@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -135,6 +136,8 @@ TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
   }
   EXPECT_EQ(counters, (std::set<std::string>{"activation bytes", "bytes sent"}));
   EXPECT_TRUE(std::ifstream(dir + "/trace/measured.svg").good());
+  // Generation needs the checkpoint alone: the training corpus is gone.
+  std::filesystem::remove(corpus);
   const Result g = Conveyor("generate --checkpoint " + dir + "/ckpt --prompt abc --tokens 4");
   ASSERT_EQ(g.code, 0) << g.err;
   EXPECT_EQ(g.out.rfind("abc", 0), 0u) << g.out;

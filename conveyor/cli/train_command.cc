@@ -23,7 +23,7 @@
 #include "conveyor/train/measured_costs.h"
 #include "conveyor/train/preflight.h"
 #include "conveyor/train/rank_metrics.h"
-#include "conveyor/train/tasks.h"
+#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/trainer.h"
 
 namespace conveyor {
@@ -77,20 +77,20 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
   auto task = MakeTask(config);
   Trainer trainer(config, task, &transport);
   if (!config.resume.empty()) LoadCheckpoint(config.resume, trainer, config);
-  ForwardPipeline forward(trainer);
+  ForwardPipeline forward(trainer.model());
   ProgressBar progress(config.steps, trainer.step(), leader && isatty(STDOUT_FILENO));
   std::string summary_mesh;
   if (leader) {
     std::string parts;
-    for (const LayerRange& r : trainer.partition()) {
+    for (const LayerRange& r : trainer.model().partition()) {
       parts += (parts.empty() ? "" : " | ") + std::to_string(r.size());
     }
     progress.Note(task->Describe());
-    progress.Note("pipeline: " + config.schedule + ", " + trainer.program().layout.Describe() +
+    progress.Note("pipeline: " + config.schedule + ", " + trainer.model().program().layout.Describe() +
                   "; layers per stage " + parts + " (by " +
                   std::string(PartitionByName(config.partition)) + ")");
-    progress.Note("device: " + trainer.device().str() +
-                  (trainer.device().is_cuda() ? " (each rank on its local rank's GPU)" : "") +
+    progress.Note("device: " + trainer.model().device().str() +
+                  (trainer.model().device().is_cuda() ? " (each rank on its local rank's GPU)" : "") +
                   (config.dtype == ComputeDtype::kFp32
                        ? "; fp32"
                        : "; " + std::string(ComputeDtypeName(config.dtype)) +
@@ -98,15 +98,15 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
                   (trainer.loss_scaler().enabled()
                        ? "; dynamic loss scale from " + FormatScale(trainer.loss_scaler().scale())
                        : ""));
-    if (trainer.mesh().dp() > 1 || trainer.mesh().tp() > 1) {
-      summary_mesh = trainer.mesh().Describe();
+    if (trainer.model().mesh().dp() > 1 || trainer.model().mesh().tp() > 1) {
+      summary_mesh = trainer.model().mesh().Describe();
       progress.Note("mesh: " + summary_mesh);
     }
     if (trainer.step() > 0) progress.Note("resumed at step " + std::to_string(trainer.step()));
   }
   nlohmann::json steps = nlohmann::json::array(), evals = nlohmann::json::array();
   auto evaluate = [&] {
-    const EvalMetrics e = Evaluate(forward);
+    const EvalMetrics e = Evaluate(forward, trainer.task(), trainer.step());
     nlohmann::json row = {{"step", e.step}, {"loss", e.loss}, {"batches", e.batches}};
     std::string line = "eval at step " + std::to_string(e.step) + ": " +
                        (e.batches > 0 ? "loss " + std::to_string(e.loss) : "no held-out data");
@@ -169,9 +169,9 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
   summary.final_eval = evaluate();
   summary.ranks = GatherRankMetrics(trainer);
   const SimResult predicted = PredictFromMeasuredCosts(trainer);
-  if (!config.trace.empty() && trainer.leads_replicas()) {  // one pipeline's traces
+  if (!config.trace.empty() && trainer.model().leads_replicas()) {  // one pipeline's traces
     WriteTraces(config.trace, trainer.LastTimeline(), predicted.timeline,
-                *trainer.pipeline_group());
+                *trainer.model().pipeline_group());
   }
   if (!config.checkpoint_dir.empty()) {
     const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, &transport);

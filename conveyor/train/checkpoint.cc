@@ -248,7 +248,7 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
   const int64_t step = trainer.step();
   const fs::path final_dir = fs::path(dir) / StepName(step);
   const fs::path temp = final_dir.string() + ".tmp";
-  const bool leader = trainer.rank() == 0;
+  const bool leader = trainer.model().rank() == 0;
   std::string error;  // this rank's failure
   // Runs `work`, then every rank learns whether any rank failed; if one did, rank 0 removes
   // the temporary folder and every rank throws.
@@ -273,7 +273,7 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
     // Not this rank's failure: the launcher blames the rank that failed.
     std::string ranks;
     for (int r : failed) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    throw CommError("rank " + std::to_string(trainer.rank()) + ": checkpoint " +
+    throw CommError("rank " + std::to_string(trainer.model().rank()) + ": checkpoint " +
                         final_dir.string() + " was not written (rank " + ranks +
                         " failed to write its part)" + kept,
                     /*caused_by_peer=*/true);
@@ -288,26 +288,26 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
   phase([&] {
     // On every rank: with --zero 1 the replicas gather their shards of it (collective).
     const std::map<std::string, at::Tensor> optimizer_state = trainer.optimizer().State();
-    if (trainer.coords().dp != 0) return;  // the other replicas hold the same state
+    if (trainer.model().coords().dp != 0) return;  // the other replicas hold the same state
     // Whole tensors: the tensor-parallel ranks of replica 0 gather their shards.
-    const TensorParallel& tp = trainer.tensor_parallel();
+    const TensorParallel& tp = trainer.model().tensor_parallel();
     auto whole = [&](const std::string& name, const at::Tensor& t) {
       return tp.size > 1 ? GatherShards(t, TensorParallelSplitOf(name), tp) : t;
     };
     std::map<std::string, at::Tensor> tensors;
-    for (const auto& [name, p] : trainer.Parameters()) {
+    for (const auto& [name, p] : trainer.model().Parameters()) {
       tensors.emplace("param/" + name, whole(name, p.detach()));
     }
     for (const auto& [key, t] : optimizer_state) {
       tensors.emplace("optim/" + key, whole(key.substr(0, key.rfind('/')), t));
     }
-    if (!trainer.leads_replicas()) return;
+    if (!trainer.model().leads_replicas()) return;
     std::map<std::string, std::string> metadata = {
         {"step", std::to_string(step)},
-        {"rank", std::to_string(trainer.pipeline_rank())},
+        {"rank", std::to_string(trainer.model().pipeline_rank())},
         {"model", ModelJson(config).dump()}};
     for (const auto& [name, t] : tensors) metadata[kChecksumPrefix + name] = TensorChecksum(t);
-    SaveSafetensors((temp / RankFile(trainer.pipeline_rank())).string(), tensors, metadata);
+    SaveSafetensors((temp / RankFile(trainer.model().pipeline_rank())).string(), tensors, metadata);
   });
   // Every rank's file is durable (each was fsynced with its folder): the manifest, then
   // the final name, then latest.
@@ -315,7 +315,7 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
     if (!leader) return;
     WriteFileAtomically(
         (temp / "meta.json").string(),
-        Manifest(temp, step, config, trainer.mesh().pp(), trainer.loss_scaler()).dump(2) + "\n");
+        Manifest(temp, step, config, trainer.model().mesh().pp(), trainer.loss_scaler()).dump(2) + "\n");
     Publish(dir, temp, final_dir);
   });
   return final_dir.string();
@@ -342,9 +342,25 @@ TrainConfig CheckpointConfig(const std::string& path) {
   return c;
 }
 
-void LoadCheckpoint(const std::string& path, Trainer& trainer, const TrainConfig& config) {
-  const fs::path folder = ResolveStepFolder(path);
-  const Json meta = ReadMeta(folder);
+namespace {
+
+// A checkpoint verified against `model` and read for it: this rank's shard of every
+// parameter and of its AdamW state, and the manifest. Changes nothing.
+struct LoadedShards {
+  fs::path folder;
+  Json meta;
+  NamedTensors params;                      // the model's
+  std::map<std::string, at::Tensor> mine;   // by parameter name
+  std::map<std::string, at::Tensor> optim;  // "<name>/exp_avg", "<name>/exp_avg_sq"
+};
+
+LoadedShards ReadShards(const std::string& path, const PipelineModel& model,
+                        const TrainConfig& config) {
+  LoadedShards loaded;
+  loaded.folder = ResolveStepFolder(path);
+  const fs::path& folder = loaded.folder;
+  loaded.meta = ReadMeta(folder);
+  const Json& meta = loaded.meta;
   // Every rank file, whatever the partition that wrote them, verified.
   const std::map<std::string, at::Tensor> all = ReadVerifiedTensors(folder, meta);
   const Json want = ModelJson(config);
@@ -354,43 +370,57 @@ void LoadCheckpoint(const std::string& path, Trainer& trainer, const TrainConfig
         << (meta["model"].contains(key) ? meta["model"][key].dump() : "nothing")
         << ", this run has " << value.dump();
   }
-  const NamedTensors params = trainer.Parameters();
+  loaded.params = model.Parameters();
   // This rank's tensor-parallel shard of each whole tensor.
-  const TensorParallel& tp = trainer.tensor_parallel();
+  const TensorParallel& tp = model.tensor_parallel();
   auto shard = [&](const std::string& name, const at::Tensor& whole) {
     return TakeShard(whole, TensorParallelSplitOf(name), tp.size, tp.rank).contiguous();
   };
-  std::map<std::string, at::Tensor> mine, optim;
-  for (const auto& [name, p] : params) {
+  for (const auto& [name, p] : loaded.params) {
     auto it = all.find("param/" + name);
     CONVEYOR_CHECK(it != all.end()) << "checkpoint " << folder << " lacks parameter " << name;
     const at::Tensor part = shard(name, it->second);
     CONVEYOR_CHECK(part.sizes() == p.sizes())
         << "checkpoint " << folder << ": parameter " << name << " has shape " << it->second.sizes()
         << ", this model " << p.sizes() << (tp.size > 1 ? " (a tensor-parallel shard)" : "");
-    mine.emplace(name, part);
+    loaded.mine.emplace(name, part);
     for (const char* suffix : {"/exp_avg", "/exp_avg_sq"}) {
       auto state = all.find("optim/" + name + suffix);
-      if (state != all.end()) optim.emplace(name + suffix, shard(name, state->second));
+      if (state != all.end()) loaded.optim.emplace(name + suffix, shard(name, state->second));
     }
   }
+  return loaded;
+}
+
+void CopyWeights(const LoadedShards& loaded) {
+  at::NoGradGuard no_grad;
+  for (const auto& [name, p] : loaded.params) p.copy_(loaded.mine.at(name));
+}
+
+}  // namespace
+
+void LoadCheckpoint(const std::string& path, Trainer& trainer, const TrainConfig& config) {
+  const LoadedShards loaded = ReadShards(path, trainer.model(), config);
   // Checks the optimizer state and the loss scale before touching anything, then loads.
   AdamW probe(AdamWOptions{});
-  probe.LoadState(params, optim);
+  probe.LoadState(loaded.params, loaded.optim);
   LossScaler scaler = trainer.loss_scaler();
-  if (scaler.enabled() && meta.contains("loss_scale")) {
-    const Json& ls = meta["loss_scale"];
+  if (scaler.enabled() && loaded.meta.contains("loss_scale")) {
+    const Json& ls = loaded.meta["loss_scale"];
     CONVEYOR_CHECK(ls.is_object() && ls.contains("scale") && ls["scale"].is_number() &&
                    ls.contains("good_steps") && ls["good_steps"].is_number_integer())
-        << "checkpoint " << folder
+        << "checkpoint " << loaded.folder
         << ": meta.json's loss_scale is not {scale, good_steps}: " << ls.dump();
     scaler.Restore(ls["scale"].get<double>(), ls["good_steps"].get<int64_t>());
   }
   trainer.loss_scaler() = scaler;
-  trainer.optimizer().LoadState(params, optim);
-  at::NoGradGuard no_grad;
-  for (const auto& [name, p] : params) p.copy_(mine.at(name));
-  trainer.set_step(meta["step"].get<int64_t>());
+  trainer.optimizer().LoadState(loaded.params, loaded.optim);
+  CopyWeights(loaded);
+  trainer.set_step(loaded.meta["step"].get<int64_t>());
+}
+
+void LoadWeights(const std::string& path, PipelineModel& model, const TrainConfig& config) {
+  CopyWeights(ReadShards(path, model, config));
 }
 
 }  // namespace conveyor

@@ -36,6 +36,7 @@
 
 #include <string>
 
+#include "conveyor/train/pipeline_model.h"
 #include "conveyor/train/trainer.h"
 
 namespace conveyor {
@@ -51,6 +52,10 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
 // right shape) and throws UserError naming the problem without changing the trainer; then
 // loads and sets the step.
 void LoadCheckpoint(const std::string& path, Trainer& trainer, const TrainConfig& config);
+
+// The weights alone into `model` (generation, evaluation): the same verification, the
+// optimizer state and loss scale left aside.
+void LoadWeights(const std::string& path, PipelineModel& model, const TrainConfig& config);
 
 // The configuration a checkpoint's model was trained with (model sizes, data, seed); the
 // other fields keep their defaults. For `conveyor generate`.

@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "conveyor/nn/safetensors.h"
-#include "conveyor/train/tasks.h"
+#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -128,10 +128,10 @@ TEST_F(CheckpointTest, RefusesACorruptFileWithoutHalfLoading) {
   single.schedule = "gpipe";
   Trainer trainer(single, MakeTask(single), nullptr);
   std::vector<at::Tensor> before;
-  for (const auto& [name, p] : trainer.Parameters()) before.push_back(p.detach().clone());
+  for (const auto& [name, p] : trainer.model().Parameters()) before.push_back(p.detach().clone());
   EXPECT_THROW(LoadCheckpoint(dir_, trainer, single), UserError);
   size_t k = 0;
-  for (const auto& [name, p] : trainer.Parameters()) EXPECT_TRUE(at::equal(p, before[k++])) << name;
+  for (const auto& [name, p] : trainer.model().Parameters()) EXPECT_TRUE(at::equal(p, before[k++])) << name;
   EXPECT_EQ(trainer.step(), 0);
 }
 
@@ -200,7 +200,7 @@ class CheckpointVerifyTest : public ::testing::Test {
     single.schedule = "gpipe";
     Trainer trainer(single, MakeTask(single), nullptr);
     std::vector<at::Tensor> before;
-    for (const auto& [name, p] : trainer.Parameters()) before.push_back(p.detach().clone());
+    for (const auto& [name, p] : trainer.model().Parameters()) before.push_back(p.detach().clone());
     try {
       LoadCheckpoint(path, trainer, single);
       ADD_FAILURE() << "loaded; expected a refusal naming " << *parts.begin();
@@ -211,7 +211,7 @@ class CheckpointVerifyTest : public ::testing::Test {
       }
     }
     size_t k = 0;
-    for (const auto& [name, p] : trainer.Parameters()) EXPECT_TRUE(at::equal(p, before[k++]));
+    for (const auto& [name, p] : trainer.model().Parameters()) EXPECT_TRUE(at::equal(p, before[k++]));
     EXPECT_EQ(trainer.step(), 0);
   }
 

@@ -10,27 +10,26 @@
 
 namespace conveyor {
 
-EvalMetrics Evaluate(ForwardPipeline& forward) {
-  const Trainer& trainer = forward.trainer();
-  const TrainTask& task = trainer.task();
+EvalMetrics Evaluate(ForwardPipeline& forward, const TrainTask& task, int64_t step) {
+  const PipelineModel& model = forward.model();
   EvalMetrics m;
-  m.step = trainer.step();
+  m.step = step;
   double loss = 0, correct = 0, counted = 0;
   const std::vector<Batch> batches = task.EvalBatches();
   m.batches = static_cast<int64_t>(batches.size());
   if (batches.empty()) return m;  // alike on every rank
-  const Mesh& mesh = trainer.mesh();
-  const MeshCoords& coords = trainer.coords();
+  const Mesh& mesh = model.mesh();
+  const MeshCoords& coords = model.coords();
   for (size_t i = 0; i < batches.size(); ++i) {
     const Batch& batch = batches[i];
     counted += static_cast<double>(batch.inputs.size(0));
-    const int mbs = std::min<int>(trainer.config().microbatches, batch.inputs.size(0));
-    CONVEYOR_CHECK(trainer.program().layout.directions() == 1 || mbs >= 2)
+    const int mbs = std::min<int>(model.config().microbatches, batch.inputs.size(0));
+    CONVEYOR_CHECK(model.program().layout.directions() == 1 || mbs >= 2)
         << "evaluation batches need at least 2 samples for two pipeline directions";
     // Each replica evaluates its share of the batches; all of its ranks run them (TP layers
     // are collective).
     if (static_cast<int>(i % mesh.dp()) != coords.dp) continue;
-    const std::vector<MicroBatch> split = SplitBatch(ToDevice(batch, trainer.device()), mbs);
+    const std::vector<MicroBatch> split = SplitBatch(ToDevice(batch, model.device()), mbs);
     const Executor::Inference result = forward.Run(split);
     loss += result.loss;
     if (task.has_accuracy()) {
@@ -43,7 +42,7 @@ EvalMetrics Evaluate(ForwardPipeline& forward) {
   // hold the same ones, so TP rank 0's count.
   const double share = coords.tp == 0 ? 1 : 0;
   const at::Tensor sums = SumOverRanks(
-      trainer.world(), at::tensor(std::vector<double>{share * loss, share * correct}, at::kDouble));
+      model.world(), at::tensor(std::vector<double>{share * loss, share * correct}, at::kDouble));
   m.loss = sums[0].item<double>() / static_cast<double>(batches.size());
   if (task.has_accuracy()) m.accuracy = sums[1].item<double>() / counted;
   return m;

@@ -1,29 +1,30 @@
-// Held-out evaluation of a trainer's model: its task's evaluation batches run through a
-// forward-only pipeline over the trainer's stages.
+// Held-out evaluation of a model: a task's evaluation batches run through a forward-only
+// pipeline over the model's stages.
 #ifndef CONVEYOR_TRAIN_EVALUATE_H_
 #define CONVEYOR_TRAIN_EVALUATE_H_
 
 #include <cstdint>
 
 #include "conveyor/train/forward_pipeline.h"
+#include "conveyor/train/train_task.h"
 
 namespace conveyor {
 
 struct EvalMetrics {
-  int64_t step = 0;      // the trainer's step when evaluated
+  int64_t step = 0;      // the training step when evaluated (as the caller says)
   double loss = 0;       // mean over the evaluation batches
   double accuracy = -1;  // over every evaluation sample; -1 when the task has none
   int64_t batches = 0;   // evaluated; 0 when there is no held-out data (loss 0 then)
 };
 
-// Runs every evaluation batch of the trainer's task (each split into min(microbatches,
-// samples) micro-batches) through `forward`, the batches shared across the data-parallel
+// Runs every evaluation batch of `task` (each split into min(microbatches, samples)
+// micro-batches) through `forward`, the batches shared across the data-parallel
 // replicas (replica d runs batches d, d + dp, ...; every rank of a replica runs them), their
 // losses and counts then summed over the world: the metrics are those of one replica
 // evaluating them all (to rounding). UserError when a schedule with two pipeline directions
 // meets a batch of one sample. Returns the same metrics on every rank. Collective over the
-// trainer's world.
-EvalMetrics Evaluate(ForwardPipeline& forward);
+// model's world. `step` is reported as the metrics' step.
+EvalMetrics Evaluate(ForwardPipeline& forward, const TrainTask& task, int64_t step);
 
 }  // namespace conveyor
 

@@ -17,13 +17,13 @@ namespace {
 EvalMetrics EvaluateAfterTraining(const TrainConfig& c, int rank = 0) {
   EvalMetrics result;
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
-    ForwardPipeline forward(t);
-    const EvalMetrics first = Evaluate(forward);
-    const EvalMetrics second = Evaluate(forward);  // reuses the programs
+    ForwardPipeline forward(t.model());
+    const EvalMetrics first = Evaluate(forward, t.task(), t.step());
+    const EvalMetrics second = Evaluate(forward, t.task(), t.step());  // reuses the programs
     EXPECT_EQ(first.loss, second.loss);
     EXPECT_EQ(forward.built_programs(),
               1);  // every batch has the same micro-batch count
-    if (t.rank() == rank) result = first;
+    if (t.model().rank() == rank) result = first;
   });
   return result;
 }
@@ -68,8 +68,8 @@ TEST(EvaluateTest, MeshesShareTheBatchesAndReportTheLossOfOneProcess) {
                              " x pp " + std::to_string(run.pp) + " " + run.schedule;
     std::vector<EvalMetrics> got(run.dp * run.tp * run.pp);
     TrainOnThreads(c, [&](Trainer& t, Transport&) {
-      ForwardPipeline forward(t);
-      got[t.rank()] = Evaluate(forward);
+      ForwardPipeline forward(t.model());
+      got[t.model().rank()] = Evaluate(forward, t.task(), t.step());
     });
     for (size_t rank = 0; rank < got.size(); ++rank) {
       EXPECT_EQ(got[rank].step, c.steps) << what;
@@ -90,9 +90,9 @@ TEST(EvaluateTest, OnlyTheReplicaOfABatchRunsIt) {
   std::vector<int> built(2);
   std::vector<double> losses(2);
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
-    ForwardPipeline forward(t);
-    losses[t.rank()] = Evaluate(forward).loss;
-    built[t.rank()] = forward.built_programs();
+    ForwardPipeline forward(t.model());
+    losses[t.model().rank()] = Evaluate(forward, t.task(), t.step()).loss;
+    built[t.model().rank()] = forward.built_programs();
   });
   EXPECT_EQ(built, (std::vector<int>{1, 0}));
   for (const double loss : losses) EXPECT_NEAR(loss, reference.loss, 2e-5 * reference.loss);
@@ -109,9 +109,9 @@ TEST(EvaluateTest, AccuracyOnAMeshIsThatOfOneProcess) {
   auto evaluate = [&c] {  // world rank 3's metrics (rank 0's with one rank)
     EvalMetrics last;
     TrainOnThreads(c, [&](Trainer& t, Transport&) {
-      ForwardPipeline forward(t);
-      const EvalMetrics e = Evaluate(forward);
-      if (t.rank() == std::min(3, t.mesh().size() - 1)) last = e;
+      ForwardPipeline forward(t.model());
+      const EvalMetrics e = Evaluate(forward, t.task(), t.step());
+      if (t.model().rank() == std::min(3, t.model().mesh().size() - 1)) last = e;
     });
     return last;
   };

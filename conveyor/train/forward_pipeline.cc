@@ -26,22 +26,22 @@ Layout SameLayoutWith(const Layout& layout, int microbatches) {
 
 }  // namespace
 
-ForwardPipeline::ForwardPipeline(Trainer& trainer) : trainer_(trainer) {}
+ForwardPipeline::ForwardPipeline(PipelineModel& model) : model_(model) {}
 
 Executor::Inference ForwardPipeline::Run(const std::vector<MicroBatch>& mbs) {
   const int m = static_cast<int>(mbs.size());
   auto it = built_.find(m);
   if (it == built_.end()) {
     it =
-        built_.try_emplace(m, Lower(BuildForwardOnly(SameLayoutWith(trainer_.program().layout, m))))
+        built_.try_emplace(m, Lower(BuildForwardOnly(SameLayoutWith(model_.program().layout, m))))
             .first;
     std::map<int, Stage*> stages;
-    for (const auto& [index, stage] : trainer_.pipeline().stages()) stages[index] = stage.get();
+    for (const auto& [index, stage] : model_.pipeline().stages()) stages[index] = stage.get();
     // Messages in the stages' own dtype (the training pipeline's).
     const at::ScalarType message_dtype = stages.begin()->second->message_dtype();
     it->second.executor = std::make_unique<Executor>(
-        it->second.program, trainer_.pipeline_rank(), trainer_.pipeline_group(), stages,
-        at::TensorOptions().dtype(message_dtype).device(trainer_.device()));
+        it->second.program, model_.pipeline_rank(), model_.pipeline_group(), stages,
+        at::TensorOptions().dtype(message_dtype).device(model_.device()));
   }
   return it->second.executor->RunInference(mbs);
 }

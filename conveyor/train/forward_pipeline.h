@@ -1,12 +1,12 @@
-// Forward-only runs over a trainer's stages, for evaluation and generation: the program
-// BuildForwardOnly makes for the trainer's placement (lowered), run by an Executor over this
-// rank's stages, the trainer's own modules (their current weights), without autograd.
+// Forward-only runs over a model's stages, for evaluation and generation: the program
+// BuildForwardOnly makes for the model's placement (lowered), run by an Executor over this
+// rank's stages, the model's own modules (their current weights), without autograd.
 //
 // The program and its executor are built the first time a micro-batch count is run and
 // reused by every later run with that count; the micro-batches' shapes (samples, sequence
 // length) may change from run to run (the executor sizes its buffers from each batch).
 //
-// Borrows the trainer (its stages and transport): the trainer must outlive the pipeline. Not
+// Borrows the model (its stages and transport): the model must outlive the pipeline. Not
 // thread-safe; one per rank.
 #ifndef CONVEYOR_TRAIN_FORWARD_PIPELINE_H_
 #define CONVEYOR_TRAIN_FORWARD_PIPELINE_H_
@@ -18,13 +18,13 @@
 #include "conveyor/module/microbatch.h"
 #include "conveyor/runtime/executor.h"
 #include "conveyor/schedule/program.h"
-#include "conveyor/train/trainer.h"
+#include "conveyor/train/pipeline_model.h"
 
 namespace conveyor {
 
 class ForwardPipeline {
  public:
-  explicit ForwardPipeline(Trainer& trainer);
+  explicit ForwardPipeline(PipelineModel& model);
 
   // Runs `mbs` (indices 0 .. size - 1) through the forward-only program for their count: the
   // summed loss of this rank's last stages, and their outputs by micro-batch index.
@@ -32,7 +32,7 @@ class ForwardPipeline {
   // same order.
   Executor::Inference Run(const std::vector<MicroBatch>& mbs);
 
-  Trainer& trainer() const { return trainer_; }
+  PipelineModel& model() const { return model_; }
   // How many micro-batch counts have had their program and executor built.
   int built_programs() const { return static_cast<int>(built_.size()); }
 
@@ -43,7 +43,7 @@ class ForwardPipeline {
     std::unique_ptr<Executor> executor;  // runs `program`, which it refers to
   };
 
-  Trainer& trainer_;
+  PipelineModel& model_;
   std::map<int, Built> built_;  // by micro-batch count; map nodes never move
 };
 

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "conveyor/train/tasks.h"
+#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -33,15 +33,15 @@ TEST(ForwardPipelineTest, BuildsOneProgramPerMicroBatchCount) {
   std::vector<at::Tensor> reused(2), fresh(2), shorter_out(2);
   std::vector<int> built(2);
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
-    ForwardPipeline forward(t);
+    ForwardPipeline forward(t.model());
     const auto first = forward.Run(Copies(longer, 1));
     const auto pair = forward.Run(Copies(longer, 2));
     const auto again = forward.Run(Copies(shorter, 1));
     const auto last = forward.Run(Copies(longer, 1));
-    built[t.rank()] = forward.built_programs();
-    ForwardPipeline alone(t);
+    built[t.model().rank()] = forward.built_programs();
+    ForwardPipeline alone(t.model());
     const auto expected = alone.Run(Copies(longer, 1));
-    if (t.rank() == 1) {  // the last stage's rank
+    if (t.model().rank() == 1) {  // the last stage's rank
       ASSERT_EQ(last.outputs.size(), 1u);
       ASSERT_EQ(pair.outputs.size(), 2u);
       reused[0] = last.outputs.at(0);

@@ -14,8 +14,8 @@ namespace {
 at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, double temperature,
                       uint64_t seed) {
   // Two directions need two micro-batches: the second carries a copy, its result unused.
-  const int m = forward.trainer().program().layout.directions();
-  const c10::Device device = forward.trainer().device();
+  const int m = forward.model().program().layout.directions();
+  const c10::Device device = forward.model().device();
   std::vector<MicroBatch> mbs(m);
   for (int i = 0; i < m; ++i) {
     mbs[i].index = i;
@@ -27,7 +27,7 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, double
   if (it != result.outputs.end()) {
     at::Tensor logits = it->second.select(1, it->second.size(1) - 1);  // (n, V / tp)
     // Under tensor parallelism each rank holds a slice of the vocabulary: gather it whole.
-    const TensorParallel& tp = forward.trainer().tensor_parallel();
+    const TensorParallel& tp = forward.model().tensor_parallel();
     if (tp.size > 1) logits = GatherShards(logits, TensorParallelSplit{1, 1}, tp);  // (n, V)
     if (temperature <= 0) {
       tokens = logits.argmax(-1);
@@ -39,9 +39,9 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, double
     }
   }
   // The rank of the last stage of micro-batch 0's pipeline sampled them; the others get them.
-  Transport* pipeline = forward.trainer().pipeline_group();
+  Transport* pipeline = forward.model().pipeline_group();
   if (pipeline != nullptr && pipeline->world_size() > 1) {
-    const Layout& layout = forward.trainer().program().layout;
+    const Layout& layout = forward.model().program().layout;
     pipeline->Broadcast(tokens, layout.rank_of(layout.pipeline_length() - 1));
   }
   return tokens;
@@ -54,9 +54,9 @@ std::string Generate(ForwardPipeline& forward, const std::string& prompt, int to
   CONVEYOR_CHECK(tokens >= 0) << "tokens must be >= 0, got " << tokens;
   CONVEYOR_CHECK(context >= 1) << "context must be at least 1, got " << context;
   const ByteTokenizer tokenizer;
-  const Trainer& trainer = forward.trainer();
+  const PipelineModel& model = forward.model();
   // Every replica would sample the same bytes: replica 0 does, the others receive them.
-  const bool samples = trainer.coords().dp == 0;
+  const bool samples = model.coords().dp == 0;
   std::vector<int64_t> out;
   if (samples) {
     std::vector<int64_t> ids = tokenizer.Encode(prompt.empty() ? std::string("\n") : prompt);
@@ -69,10 +69,10 @@ std::string Generate(ForwardPipeline& forward, const std::string& prompt, int to
       out.push_back(next);
     }
   }
-  if (trainer.mesh().dp() > 1 && tokens > 0) {
+  if (model.mesh().dp() > 1 && tokens > 0) {
     // World rank 0 is at (0, 0, 0): in replica 0.
     at::Tensor bytes = samples ? at::tensor(out, at::kLong) : at::empty({tokens}, at::kLong);
-    trainer.world()->Broadcast(bytes, 0);
+    model.world()->Broadcast(bytes, 0);
     out.assign(bytes.data_ptr<int64_t>(), bytes.data_ptr<int64_t>() + tokens);
   }
   return tokenizer.Decode(out);

@@ -16,7 +16,7 @@ namespace conveyor {
 // direction's a copy, its result unused), so `forward` builds its program once for all of
 // them. On a mesh the ranks of data-parallel replica 0 compute the text (all of them: TP
 // layers are collective) and broadcast it over the world; the other replicas only receive
-// it. UserError unless tokens >= 0 and context >= 1. Collective over the trainer's world;
+// it. UserError unless tokens >= 0 and context >= 1. Collective over the model's world;
 // every rank returns the same text (the continuation only).
 std::string Generate(ForwardPipeline& forward, const std::string& prompt, int tokens,
                      double temperature, uint64_t seed, int context);

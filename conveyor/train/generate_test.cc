@@ -11,7 +11,7 @@
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
 #include "conveyor/common/error.h"
-#include "conveyor/train/tasks.h"
+#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -38,8 +38,8 @@ std::vector<std::string> GenerateOnRanks(const TrainConfig& c, const std::string
                                          double temperature) {
   std::vector<std::string> texts(std::max(c.dp, 1) * c.tp * c.pp);
   OnEveryRank(c, [&](Trainer& t) {
-    ForwardPipeline forward(t);
-    texts[t.rank()] = Generate(forward, prompt, 12, temperature, 5, c.seq_len);
+    ForwardPipeline forward(t.model());
+    texts[t.model().rank()] = Generate(forward, prompt, 12, temperature, 5, c.seq_len);
   });
   return texts;
 }
@@ -80,9 +80,9 @@ TEST_F(GenerateTest, OneReplicaComputes) {
   std::vector<int> built(4);
   std::vector<std::string> texts(4);
   OnEveryRank(c, [&](Trainer& t) {
-    ForwardPipeline forward(t);
-    texts[t.rank()] = Generate(forward, "x", 6, 0, 3, c.seq_len);
-    built[t.coords().dp * 2 + t.coords().pp] = forward.built_programs();
+    ForwardPipeline forward(t.model());
+    texts[t.model().rank()] = Generate(forward, "x", 6, 0, 3, c.seq_len);
+    built[t.model().coords().dp * 2 + t.model().coords().pp] = forward.built_programs();
   });
   EXPECT_EQ(built, (std::vector<int>{1, 1, 0, 0}));
   for (const std::string& text : texts) EXPECT_EQ(text, texts[0]);
@@ -97,11 +97,11 @@ TEST_F(GenerateTest, SamplingIsRepeatableAndBuildsOneProgram) {
   std::vector<std::string> first(2), second(2);
   std::vector<int> built(2);
   OnEveryRank(c, [&](Trainer& t) {
-    ForwardPipeline forward(t);
+    ForwardPipeline forward(t.model());
     // A context shorter than the text: the window slides, its length changes.
-    first[t.rank()] = Generate(forward, "", 20, 0.8, 7, 8);
-    second[t.rank()] = Generate(forward, "", 20, 0.8, 7, 8);
-    built[t.rank()] = forward.built_programs();
+    first[t.model().rank()] = Generate(forward, "", 20, 0.8, 7, 8);
+    second[t.model().rank()] = Generate(forward, "", 20, 0.8, 7, 8);
+    built[t.model().rank()] = forward.built_programs();
   });
   EXPECT_EQ(first[0].size(), 20u);
   EXPECT_EQ(first[0], first[1]) << "every rank returns the same text";
@@ -112,7 +112,7 @@ TEST_F(GenerateTest, SamplingIsRepeatableAndBuildsOneProgram) {
 
 TEST_F(GenerateTest, RefusesNegativeTokensAndAnEmptyContext) {
   OnEveryRank(TinyGpt(), [&](Trainer& t) {
-    ForwardPipeline forward(t);
+    ForwardPipeline forward(t.model());
     EXPECT_THROW(Generate(forward, "a", -1, 0, 1, 4), UserError);
     EXPECT_THROW(Generate(forward, "a", 1, 0, 1, 0), UserError);
     EXPECT_EQ(Generate(forward, "a", 0, 0, 1, 4), "");

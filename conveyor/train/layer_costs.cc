@@ -6,6 +6,8 @@
 #include <chrono>
 #include <limits>
 
+#include "conveyor/common/error.h"
+
 namespace conveyor {
 namespace {
 
@@ -36,13 +38,15 @@ std::vector<double> ProfileLayers(const TrainTask& task, const LayerList& layers
 
 }  // namespace
 
-std::vector<double> LayerCosts(const TrainConfig& config, const TrainTask& task,
-                               const LayerList& layers) {
+std::vector<double> LayerCosts(const TrainConfig& config, const ModelTask& model,
+                               const LayerList& layers, const TrainTask* data) {
   switch (config.partition) {
     case PartitionBy::kFlops:
-      return task.LayerFlops();
+      return model.LayerFlops();
     case PartitionBy::kProfile:
-      return ProfileLayers(task, layers, config.microbatches);
+      CONVEYOR_CHECK(data != nullptr)
+          << "--partition profile times the layers on training data, and there is none here";
+      return ProfileLayers(*data, layers, config.microbatches);
     case PartitionBy::kParams:
     case PartitionBy::kUniform:
       break;

@@ -6,20 +6,22 @@
 #include <vector>
 
 #include "conveyor/nn/layer.h"
-#include "conveyor/train/task.h"
+#include "conveyor/train/model_task.h"
+#include "conveyor/train/train_task.h"
 #include "conveyor/train/train_config.h"
 
 namespace conveyor {
 
-// One cost per layer of `layers` (the task's layers, in order), as config.partition asks:
+// One cost per layer of `layers` (the model's layers, in order), as config.partition asks:
 //   params   the layer's parameter count
-//   flops    the task's forward FLOPs per layer (TrainTask::LayerFlops)
+//   flops    the model's forward FLOPs per layer (ModelTask::LayerFlops)
 //   uniform  1 each
 //   profile  the measured seconds of the layer's forward and backward on the first training
-//            micro-batch, the fastest of three rounds; the gradients this leaves on `layers`
-//            are dropped. Timings differ between calls and ranks.
-std::vector<double> LayerCosts(const TrainConfig& config, const TrainTask& task,
-                               const LayerList& layers);
+//            micro-batch of `data`, the fastest of three rounds; the gradients this leaves
+//            on `layers` are dropped. Timings differ between calls and ranks. UserError
+//            without `data` (a model with no training data to time it on).
+std::vector<double> LayerCosts(const TrainConfig& config, const ModelTask& model,
+                               const LayerList& layers, const TrainTask* data);
 
 }  // namespace conveyor
 

@@ -7,7 +7,8 @@
 #include <cmath>
 #include <vector>
 
-#include "conveyor/train/tasks.h"
+#include "conveyor/common/error.h"
+#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -22,8 +23,8 @@ TEST_F(LayerCostsTest, CountsParametersByDefault) {
   const TrainConfig c = TinyGpt();
   ASSERT_EQ(c.partition, PartitionBy::kParams);
   const auto task = MakeTask(c);
-  const LayerList layers = task->BuildLayers({});
-  const std::vector<double> costs = LayerCosts(c, *task, layers);
+  const LayerList layers = task->model()->BuildLayers({});
+  const std::vector<double> costs = LayerCosts(c, *task->model(), layers, task.get());
   ASSERT_EQ(costs.size(), layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {
     int64_t params = 0;
@@ -35,19 +36,19 @@ TEST_F(LayerCostsTest, CountsParametersByDefault) {
 TEST_F(LayerCostsTest, UniformAndFlopsAreTheConfiguredCosts) {
   TrainConfig c = TinyGpt();
   const auto task = MakeTask(c);
-  const LayerList layers = task->BuildLayers({});
+  const LayerList layers = task->model()->BuildLayers({});
   c.partition = PartitionBy::kUniform;
-  EXPECT_EQ(LayerCosts(c, *task, layers), std::vector<double>(layers.size(), 1.0));
+  EXPECT_EQ(LayerCosts(c, *task->model(), layers, task.get()), std::vector<double>(layers.size(), 1.0));
   c.partition = PartitionBy::kFlops;
-  EXPECT_EQ(LayerCosts(c, *task, layers), task->LayerFlops());
+  EXPECT_EQ(LayerCosts(c, *task->model(), layers, task.get()), task->model()->LayerFlops());
 }
 
 TEST_F(LayerCostsTest, ProfileTimesEveryLayerAndLeavesNoGradients) {
   TrainConfig c = TinyGpt();
   c.partition = PartitionBy::kProfile;
   const auto task = MakeTask(c);
-  const LayerList layers = task->BuildLayers({});
-  const std::vector<double> seconds = LayerCosts(c, *task, layers);
+  const LayerList layers = task->model()->BuildLayers({});
+  const std::vector<double> seconds = LayerCosts(c, *task->model(), layers, task.get());
   ASSERT_EQ(seconds.size(), layers.size());
   for (size_t l = 0; l < seconds.size(); ++l) {
     EXPECT_TRUE(std::isfinite(seconds[l]) && seconds[l] > 0) << "layer " << l << ": " << seconds[l];
@@ -57,6 +58,8 @@ TEST_F(LayerCostsTest, ProfileTimesEveryLayerAndLeavesNoGradients) {
       EXPECT_FALSE(p.grad().defined()) << name;
     }
   }
+  // A model without training data cannot be timed.
+  EXPECT_THROW(LayerCosts(c, *task->model(), layers, nullptr), UserError);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 
 #include "conveyor/data/corpus.h"
 #include "conveyor/train/evaluate.h"
-#include "conveyor/train/tasks.h"
+#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -57,9 +57,9 @@ TEST_F(LearningTest, ClassifierBeatsTheMajorityClass) {
   EvalMetrics eval;
   double baseline = 0;
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
-    ForwardPipeline forward(t);
-    const EvalMetrics e = Evaluate(forward);
-    if (t.rank() == 0) eval = e;
+    ForwardPipeline forward(t.model());
+    const EvalMetrics e = Evaluate(forward, t.task(), t.step());
+    if (t.model().rank() == 0) eval = e;
   });
   baseline = MakeTask(c)->BaselineAccuracy();
   EXPECT_GT(baseline, 0.2);

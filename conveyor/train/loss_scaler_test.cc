@@ -13,7 +13,7 @@
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/common/error.h"
 #include "conveyor/train/checkpoint.h"
-#include "conveyor/train/tasks.h"
+#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/train_testing.h"
 #include "conveyor/train/trainer.h"
 
@@ -104,7 +104,7 @@ TEST_F(LossScalingTest, ScaledPipelinesTrainExactlyAsUnscaledOnes) {
     c.loss_scale_window = 2;
     std::vector<double> scales;
     const std::vector<double> got = TrainOnThreads(c, [&](Trainer& t, Transport&) {
-      if (t.pipeline_rank() == 0 && t.coords().dp == 0) scales.push_back(t.loss_scaler().scale());
+      if (t.model().pipeline_rank() == 0 && t.model().coords().dp == 0) scales.push_back(t.loss_scaler().scale());
     });
     EXPECT_EQ(got, want) << schedule;
     EXPECT_EQ(scales, std::vector<double>({4096})) << schedule << ": 1024, doubled twice";
@@ -120,7 +120,7 @@ TEST_F(LossScalingTest, OverflowSkipsTheUpdateAndHalvesTheScaleUntilStepsFit) {
   c.loss_scale = 0x1p127;
   c.loss_scale_window = 1000;
   Trainer trainer(c, MakeTask(c), nullptr);
-  const auto params = trainer.Parameters();
+  const auto params = trainer.model().Parameters();
   const at::Tensor before = params.back().second.detach().clone();
   StepMetrics m = trainer.Step();
   EXPECT_TRUE(m.skipped && m.overflow);
@@ -156,7 +156,7 @@ TEST_F(LossScalingTest, Fp16PipelinesTrainNearFp32) {
   double scale = 0;
   const std::vector<double> fp16 = TrainOnThreads(c, [&](Trainer& t, Transport&) {
     scale = t.loss_scaler().scale();
-    for (const auto& [name, p] : t.Parameters()) {
+    for (const auto& [name, p] : t.model().Parameters()) {
       if (p.scalar_type() != at::kFloat || p.grad().scalar_type() != at::kFloat) {
         not_fp32.push_back(name);
       }

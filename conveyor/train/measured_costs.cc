@@ -12,7 +12,7 @@ CostModel MeasuredCosts(const Trainer& trainer) {
   // Seconds and counts of F, B, I, W per stage; stages live on different ranks, so the
   // ranks' tables are summed.
   constexpr Op kOps[] = {Op::kForward, Op::kBackward, Op::kBackwardInput, Op::kBackwardWeight};
-  const int stages = trainer.program().layout.num_stages();
+  const int stages = trainer.model().program().layout.num_stages();
   at::Tensor table = at::zeros({stages, 4, 2}, at::kDouble);
   for (const auto& [key, time] : trainer.totals().op_times()) {
     for (int k = 0; k < 4; ++k) {
@@ -21,7 +21,7 @@ CostModel MeasuredCosts(const Trainer& trainer) {
       table[key.first][k][1] = static_cast<double>(time.count);
     }
   }
-  table = SumOverRanks(trainer.pipeline_group(), table);
+  table = SumOverRanks(trainer.model().pipeline_group(), table);
   CostModel costs;
   costs.comm_latency = trainer.hop_s();
   for (int s = 0; s < stages; ++s) {
@@ -40,7 +40,7 @@ CostModel MeasuredCosts(const Trainer& trainer) {
 }
 
 SimResult PredictFromMeasuredCosts(const Trainer& trainer) {
-  SimResult result = Simulate(trainer.program(), MeasuredCosts(trainer), SimOptions{1});
+  SimResult result = Simulate(trainer.model().program(), MeasuredCosts(trainer), SimOptions{1});
   result.timeline.time_unit = TimeUnit::kSeconds;
   return result;
 }

@@ -19,9 +19,9 @@ TEST(MeasuredCostsTest, EveryRankGetsEveryStagesMeasuredCosts) {
   std::vector<SimResult> predicted(2);
   std::vector<double> hop_s(2);
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
-    costs[t.rank()] = MeasuredCosts(t);
-    predicted[t.rank()] = PredictFromMeasuredCosts(t);
-    hop_s[t.rank()] = t.hop_s();
+    costs[t.model().rank()] = MeasuredCosts(t);
+    predicted[t.model().rank()] = PredictFromMeasuredCosts(t);
+    hop_s[t.model().rank()] = t.hop_s();
   });
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(costs[r].stages.size(), 2u) << r;

@@ -13,7 +13,7 @@
 #include "conveyor/partition/partition.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
-#include "conveyor/train/tasks.h"
+#include "conveyor/train/builtin_tasks.h"
 
 namespace conveyor {
 namespace {
@@ -63,6 +63,10 @@ void CheckFileCanBeWritten(const std::string& path, std::string_view flag) {
 }  // namespace
 
 void PreflightFiles(const TrainConfig& config) {
+  const std::string path = config.data == "fortunes" ? kFortunesDir : config.data;
+  CONVEYOR_CHECK(std::filesystem::exists(path))
+      << "corpus '" << path << "' does not exist"
+      << (config.data == "fortunes" ? " (apt-get install fortunes)" : "");
   MakeTask(config);
   if (!config.metrics.empty()) CheckFileCanBeWritten(config.metrics, "--metrics");
   if (!config.trace.empty()) CheckFolderCanBeWritten(config.trace, "--trace");
@@ -78,10 +82,6 @@ void PreflightCheck(const TrainConfig& config) {
   VerifyOrThrow(program);
   // The models are an embedding, `layers` blocks and a head.
   PartitionEvenly(config.layers + 2, program.layout.pipeline_length());
-  const std::string path = config.data == "fortunes" ? kFortunesDir : config.data;
-  CONVEYOR_CHECK(std::filesystem::exists(path))
-      << "corpus '" << path << "' does not exist"
-      << (config.data == "fortunes" ? " (apt-get install fortunes)" : "");
 }
 
 }  // namespace conveyor

@@ -9,11 +9,11 @@
 namespace conveyor {
 
 // Checks, cheaply, what would stop a run: the configuration, the schedule's preconditions,
-// enough layers for its stages, the corpus path. UserError.
+// enough layers for its stages. Reads no file (generation runs without the corpus). UserError.
 void PreflightCheck(const TrainConfig& config);
 
 // Checks the files a run reads and writes, so that no run fails after its work is done:
-// builds the task (MakeTask: the corpus loads, is not empty, is longer than a sequence, has
+// the corpus exists, builds the task (MakeTask: the corpus loads, is not empty, is longer than a sequence, has
 // the classes asked for), then checks that the metrics file can be written (its folder
 // exists and takes new files; an existing folder is refused) and that the trace and
 // checkpoint folders take new files, or that their nearest existing parent does. UserError

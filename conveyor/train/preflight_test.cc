@@ -27,11 +27,13 @@ TEST(PreflightTest, RefusesRunsThatCannotStart) {
   c.layers = 1;  // 3 layers cannot fill 2 ranks x 2 chunks
   c.schedule = "zb-v";
   EXPECT_NE(ErrorOf(PreflightCheck, c), "accepted");
+  // The corpus is the files' check (generation runs without one).
   c = TinyGpt();
   c.data = "/nonexistent/corpus";
-  EXPECT_NE(ErrorOf(PreflightCheck, c).find("corpus '/nonexistent/corpus' does not exist"),
+  EXPECT_EQ(ErrorOf(PreflightCheck, c), "accepted");
+  EXPECT_NE(ErrorOf(PreflightFiles, c).find("corpus '/nonexistent/corpus' does not exist"),
             std::string::npos)
-      << ErrorOf(PreflightCheck, c);
+      << ErrorOf(PreflightFiles, c);
 }
 
 TEST(PreflightTest, FindsBadFilesBeforeAnyRank) {

@@ -35,9 +35,9 @@ constexpr int kFields = static_cast<int>(std::size(kMeasuredFields));
 }  // namespace
 
 std::vector<RankMetrics> GatherRankMetrics(const Trainer& trainer) {
-  const Program& program = trainer.program();
+  const Program& program = trainer.model().program();
   const int stages = program.layout.num_stages();
-  RankMetrics mine = trainer.totals().Means(trainer.rank());
+  RankMetrics mine = trainer.totals().Means(trainer.model().rank());
   const DeviceMemory device = trainer.recorder().device_memory();
   mine.device_peak_allocated_bytes = static_cast<double>(device.peak_allocated_bytes);
   mine.device_peak_reserved_bytes = static_cast<double>(device.peak_reserved_bytes);
@@ -47,8 +47,8 @@ std::vector<RankMetrics> GatherRankMetrics(const Trainer& trainer) {
   for (int k = 0; k < kFields; ++k) row[k] = mine.*kMeasuredFields[k];
   for (const auto& [stage, bytes] : trainer.recorder().ForwardBytes()) row[kFields + stage] = bytes;
   const at::Tensor rows =  // (world, kFields + stages)
-      GatherOverRanks(trainer.world(), at::tensor(row, at::kDouble)).contiguous();
-  const Mesh& mesh = trainer.mesh();
+      GatherOverRanks(trainer.model().world(), at::tensor(row, at::kDouble)).contiguous();
+  const Mesh& mesh = trainer.model().mesh();
   // Counted from F until B or W, like the simulator's default.
   const std::vector<double> peaks = PeakActivations(program, 1, 1);
   std::vector<RankMetrics> ranks(rows.size(0));

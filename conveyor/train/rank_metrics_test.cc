@@ -21,9 +21,9 @@ TEST(RankMetricsTest, GathersWhereEachRanksTimeGoes) {
   std::vector<RankMetrics> own(2);
   double pipeline_s = -1;
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
-    gathered[t.rank()] = GatherRankMetrics(t);
-    own[t.rank()] = t.totals().Means(t.rank());
-    if (t.rank() == 0) pipeline_s = t.totals().pipeline_s();
+    gathered[t.model().rank()] = GatherRankMetrics(t);
+    own[t.model().rank()] = t.totals().Means(t.model().rank());
+    if (t.model().rank() == 0) pipeline_s = t.totals().pipeline_s();
   });
   // Every rank holds every rank's row, as that rank measured it.
   ASSERT_EQ(gathered[0].size(), 2u);
@@ -82,8 +82,8 @@ TEST(RankMetricsTest, EveryRankOfAMeshWithItsCollectives) {
   std::vector<std::vector<RankMetrics>> gathered(8);
   std::vector<std::set<PhaseTrack>> tracks(8);
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
-    gathered[t.rank()] = GatherRankMetrics(t);
-    for (const Phase& p : t.LastTimeline().phases) tracks[t.rank()].insert(p.track);
+    gathered[t.model().rank()] = GatherRankMetrics(t);
+    for (const Phase& p : t.LastTimeline().phases) tracks[t.model().rank()].insert(p.track);
   });
   const Mesh mesh = Mesh::Make(8, 2, 2, 2, Mesh::ParseOrder("tp-dp-pp"));
   for (int holder = 0; holder < 8; ++holder) {

@@ -11,7 +11,7 @@
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
 #include "conveyor/train/checkpoint.h"
-#include "conveyor/train/tasks.h"
+#include "conveyor/train/builtin_tasks.h"
 
 namespace conveyor {
 

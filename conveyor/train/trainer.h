@@ -1,37 +1,29 @@
-// One rank's share of a training run: builds its stages from the task's layers (split by
-// cost over the schedule's stages), then runs steps: pipeline forward and backward, sums of
-// shared gradients, global gradient clipping, AdamW with warm-up and cosine decay. Every
-// step is recorded (LastTimeline) and added to this rank's totals (totals()).
+// One rank's share of a training run: a PipelineModel (pipeline_model.h: the rank's device,
+// groups and stages) and what training it takes: each step, the pipeline's forward and
+// backward, sums of shared gradients, global gradient clipping, dynamic loss scaling and
+// AdamW with warm-up and cosine decay. Every step is recorded (LastTimeline) and added to
+// this rank's totals (totals()).
 //
 // What is built on a trainer lives beside it: GatherRankMetrics (rank_metrics.h),
-// PredictFromMeasuredCosts (measured_costs.h), ForwardPipeline for evaluation and generation
-// (forward_pipeline.h, evaluate.h, generate.h), checkpoints (checkpoint.h); the checks made
+// PredictFromMeasuredCosts (measured_costs.h), checkpoints (checkpoint.h); evaluation and
+// generation take its model (forward_pipeline.h, evaluate.h, generate.h); the checks made
 // before any rank starts are in preflight.h.
 //
-// The ranks form a mesh (mesh.h) of dp x tp x pp: each data-parallel replica runs the whole
-// pipeline on its slice of every batch (SliceBatch), and its stages' gradients are summed
-// across the replicas while the pipeline still runs (DataParallelReducer, started at each
-// stage's REDUCE_GRAD). The process groups (every TP group, DP group and pipeline, in that
-// order, then the shared-parameter groups inside each pipeline) are created in the
-// constructor, in one order on every rank. With tp > 1 every stage holds this rank's
-// tensor-parallel shard of its layers (tensor_parallel.h); the replicated parameters are
-// counted once in the gradient norm. With config.zero = 1 and dp > 1 the AdamW state is
-// sharded across each DP group (ZeRO stage 1, sharded_adamw.h): the reducer reduce-scatters
-// the gradients so that each replica receives the sum of its range only (shard_layout.h;
-// shared parameters stay whole), each replica keeps and updates 1/dp of the state and the
-// replicas all-gather the updated weights; with dp = 1 it is the plain AdamW.
-//
-// Devices (config.device, compute_device.h): the stages' parameters, gradients, optimizer
-// state, activations and batches live on this rank's device; losses, timings and metrics are
-// gathered on the CPU. On CUDA the constructing thread gets the device as its current device
-// and a stream of its own from the pool as its current stream (ranks as threads sharing a
-// GPU compute side by side); every later call must come from that thread. Nothing in a
-// step waits for the device until its end (the loss gather).
+// Each data-parallel replica runs the whole pipeline on its slice of every batch
+// (SliceBatch), and its stages' gradients are summed across the replicas while the pipeline
+// still runs (DataParallelReducer, started at each stage's REDUCE_GRAD). With tp > 1 the
+// replicated parameters are counted once in the gradient norm. With config.zero = 1 and dp > 1
+// the AdamW state is sharded across each DP group (ZeRO stage 1, sharded_adamw.h): the
+// reducer reduce-scatters the gradients so that each replica receives the sum of its range
+// only (shard_layout.h; shared parameters stay whole), each replica keeps and updates 1/dp of
+// the state and the replicas all-gather the updated weights; with dp = 1 it is the plain
+// AdamW. Building a trainer installs the counting CPU allocator (memory_tracker.h): it
+// measures. Nothing in a step waits for the device until its end (the loss gather).
 //
 // Every rank constructs a Trainer with the same config and task and calls the same methods
 // in the same order (they are collective). Losses do not depend on the schedule, pp or dp:
 // the weights, data and reductions are functions of (seed, step, layer, sample) only. Not
-// thread-safe; one per rank. `world` must outlive the trainer.
+// thread-safe; one per rank, on the thread that built it. `world` must outlive the trainer.
 #ifndef CONVEYOR_TRAIN_TRAINER_H_
 #define CONVEYOR_TRAIN_TRAINER_H_
 
@@ -39,19 +31,15 @@
 #include <string>
 #include <vector>
 
-#include "conveyor/comm/transport.h"
-#include "conveyor/mesh/mesh.h"
-#include "conveyor/partition/partition.h"
 #include "conveyor/profile/step_recorder.h"
-#include "conveyor/profile/timed_transport.h"
-#include "conveyor/runtime/pipeline_rank.h"
 #include "conveyor/timeline/timeline.h"
 #include "conveyor/train/data_parallel_reducer.h"
 #include "conveyor/train/grad_sync.h"
 #include "conveyor/train/loss_scaler.h"
 #include "conveyor/train/optimizer.h"
 #include "conveyor/train/rank_totals.h"
-#include "conveyor/train/task.h"
+#include "conveyor/train/pipeline_model.h"
+#include "conveyor/train/train_task.h"
 #include "conveyor/train/train_config.h"
 
 namespace conveyor {
@@ -75,10 +63,9 @@ struct StepMetrics {
 class Trainer {
  public:
   // `world` has dp x tp x pp ranks (config.dp 0: as many replicas as fit), or is null for
-  // one rank. Throws UserError for a configuration that cannot run (a world the mesh does
-  // not fill, schedule preconditions, fewer layers than stages, ...) before any step.
-  // Collective: the ranks create the process groups and agree on the partition
-  // (config.partition = "profile" averages their timings), a clock origin and the hop time.
+  // one rank. Throws UserError for a configuration that cannot run (PipelineModel's) before
+  // any step. Collective: the ranks build the model (groups, partition) and agree on a clock
+  // origin and the hop time.
   Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task, Transport* world);
 
   // One optimizer step. Throws UserError naming the step when its loss or gradient norm is
@@ -91,32 +78,13 @@ class Trainer {
   int64_t step() const { return step_; }
   const TrainConfig& config() const { return config_; }
   const TrainTask& task() const { return *task_; }
-  // Every rank of the run (null with one rank) and this rank in it.
-  Transport* world() const { return world_; }
-  int rank() const { return rank_; }
-  // Where this rank computes (config.device resolved).
-  const c10::Device& device() const { return device_; }
-  const Mesh& mesh() const { return mesh_; }
-  const MeshCoords& coords() const { return coords_; }
-  // The pipeline this rank is a stage rank of (the ranks sharing its dp and tp coordinates;
-  // the world itself when it is the whole world; null with one rank) and this rank in it.
-  Transport* pipeline_group() const { return pipeline_group_; }
-  // This rank's tensor-parallel shard of the model (size 1 without TP).
-  const TensorParallel& tensor_parallel() const { return tp_; }
-  int pipeline_rank() const { return coords_.pp; }
-  // Whether this rank's pipeline is the one that writes checkpoints and traces (dp = tp = 0:
-  // the other replicas hold the same weights; the other TP ranks hand it their shards).
-  bool leads_replicas() const { return coords_.dp == 0 && coords_.tp == 0; }
-  // The lowered program this rank runs every step.
-  const Program& program() const { return program_; }
-  const std::vector<LayerRange>& partition() const { return partition_; }
-  // This rank's parameters (global names; a name twice for two local copies).
-  NamedTensors Parameters() const { return pipeline_->NamedParameters(); }
+  // The model on this rank: device, mesh, groups, program, partition, stages.
+  PipelineModel& model() { return model_; }
+  const PipelineModel& model() const { return model_; }
   // AdamW, or its ZeRO-1 sharding (whose State() is collective over the DP group).
   Optimizer& optimizer() { return *optimizer_; }
   // Bytes of optimizer state this rank holds (0 before the first update).
   int64_t optimizer_state_bytes() const { return optimizer_->StateBytes(); }
-  PipelineRank& pipeline() { return *pipeline_; }
   // Continue as if `step` updates had been made (after loading a checkpoint).
   void set_step(int64_t step) { step_ = step; }
   // Dynamic loss scaling (config.loss_scale; off when disabled): its state goes into
@@ -140,25 +108,8 @@ class Trainer {
  private:
   TrainConfig config_;
   std::shared_ptr<const TrainTask> task_;
-  Transport* world_;
-  int rank_;
-  c10::Device device_;
-  Mesh mesh_;
-  MeshCoords coords_;
-  // The groups this rank belongs to, created in the constructor (a group that is the whole
-  // world is `world`; a group of one rank is null, but for the pipeline, which always has
-  // a transport when the world has one).
-  std::unique_ptr<Transport> tp_owned_, dp_owned_, pp_owned_;
-  // The TP and DP groups, timed (their collectives become phases on their tracks).
-  std::unique_ptr<TimedTransport> tp_timed_, dp_timed_;
-  Transport* tp_group_ = nullptr;
-  Transport* dp_group_ = nullptr;
-  Transport* pipeline_group_ = nullptr;
-  TensorParallel tp_;
+  PipelineModel model_;
   std::unique_ptr<DataParallelReducer> dp_reducer_;  // null when dp == 1
-  Program program_;
-  std::vector<LayerRange> partition_;
-  std::unique_ptr<PipelineRank> pipeline_;
   std::unique_ptr<GradSync> grad_sync_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;

@@ -18,7 +18,7 @@
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/device/compute_device.h"
 #include "conveyor/train/rank_metrics.h"
-#include "conveyor/train/tasks.h"
+#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -61,8 +61,8 @@ TEST_F(TrainerTest, TiedEmbeddingsStayEqualAcrossFirstAndLastStage) {
   c.schedule = "1f1b";
   std::vector<at::Tensor> copies(2);
   const std::vector<double> losses = TrainOnThreads(c, [&](Trainer& t, Transport&) {
-    for (const auto& [name, p] : t.Parameters()) {
-      if (name == "embed.wte") copies[t.rank()] = p.detach().clone();
+    for (const auto& [name, p] : t.model().Parameters()) {
+      if (name == "embed.wte") copies[t.model().rank()] = p.detach().clone();
     }
   });
   ExpectSameLosses(reference, losses, "tied pp=2");
@@ -78,15 +78,15 @@ std::vector<double> TrainCollecting(const TrainConfig& c, Weights& weights,
   std::mutex mu;
   return TrainOnThreads(c, [&](Trainer& t, Transport&) {
     Weights mine;
-    for (const auto& [name, p] : t.Parameters()) {
-      const TensorParallel& tp = t.tensor_parallel();
+    for (const auto& [name, p] : t.model().Parameters()) {
+      const TensorParallel& tp = t.model().tensor_parallel();
       mine[name] = (tp.size > 1 ? GatherShards(p.detach(), TensorParallelSplitOf(name), tp)
                                 : p.detach().clone())
                        .to(at::kCPU);
     }
     {
       std::lock_guard<std::mutex> lock(mu);
-      if (t.leads_replicas()) weights.insert(mine.begin(), mine.end());
+      if (t.model().leads_replicas()) weights.insert(mine.begin(), mine.end());
     }
     if (dp == nullptr) return;
     const DataParallelStats stats = t.Step().dp;  // one more step, to see its reduction
@@ -161,7 +161,7 @@ TEST_F(TrainerTest, Bf16PipelinesTrainLikeOneProcessNearFp32) {
   base.dtype = ComputeDtype::kBf16;
   std::vector<std::string> not_fp32;
   const std::vector<double> reference = TrainOnThreads(base, [&](Trainer& t, Transport&) {
-    for (const auto& [name, p] : t.Parameters()) {
+    for (const auto& [name, p] : t.model().Parameters()) {
       if (p.scalar_type() != at::kFloat || p.grad().scalar_type() != at::kFloat) {
         not_fp32.push_back(name);
       }
@@ -285,8 +285,8 @@ TEST_F(TrainerTest, MeshMustFillTheWorld) {
   std::vector<int> replicas(6);
   RunRankThreads(world, [&](int r) {
     Trainer trainer(c, task, world[r].get());
-    replicas[r] = trainer.mesh().dp();
-    EXPECT_EQ(trainer.pipeline_rank(), r / 3);  // tp-dp-pp: the pipeline rank varies slowest
+    replicas[r] = trainer.model().mesh().dp();
+    EXPECT_EQ(trainer.model().pipeline_rank(), r / 3);  // tp-dp-pp: the pipeline rank varies slowest
   });
   EXPECT_EQ(replicas, std::vector<int>(6, 3));
 }
@@ -301,7 +301,7 @@ TEST_F(TrainerTest, RecordsEveryStep) {
   int64_t measured_steps = -1;
   double hop_s = -1;
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
-    if (t.rank() != 0) return;
+    if (t.model().rank() != 0) return;
     for (const Span& s : t.LastTimeline().spans) spans += s.kind == SpanKind::kRun;
     for (const Phase& p : t.LastTimeline().phases) phases.insert(p.name);
     measured_steps = t.totals().measured_steps();
@@ -354,7 +354,7 @@ TEST_F(TrainerTest, RejectsRunsThatCannotStart) {
 TEST_F(TrainerTest, NonFiniteStepStopsTheRunBeforeTheUpdate) {
   const TrainConfig c = TinyGpt();
   Trainer trainer(c, MakeTask(c), nullptr);
-  const auto params = trainer.Parameters();
+  const auto params = trainer.model().Parameters();
   const at::Tensor other = params.back().second.detach().clone();
   {
     at::NoGradGuard no_grad;
@@ -376,7 +376,7 @@ TEST_F(TrainerTest, NonFiniteStepIsSkippedWhenAsked) {
   TrainConfig c = TinyGpt();
   c.skip_nonfinite_steps = true;
   Trainer trainer(c, MakeTask(c), nullptr);
-  const auto params = trainer.Parameters();
+  const auto params = trainer.model().Parameters();
   const at::Tensor other = params.back().second.detach().clone();
   {
     at::NoGradGuard no_grad;
@@ -396,19 +396,19 @@ TEST_F(TrainerTest, PartitionFollowsTheCostChoice) {
   c.partition = PartitionBy::kUniform;
   std::vector<LayerRange> uniform, flops;
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
-    if (t.rank() == 0) uniform = t.partition();
+    if (t.model().rank() == 0) uniform = t.model().partition();
   });
   EXPECT_EQ(uniform[0].size(), 3);  // 6 layers, equal cost
   c.partition = PartitionBy::kFlops;
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
-    if (t.rank() == 0) flops = t.partition();
+    if (t.model().rank() == 0) flops = t.model().partition();
   });
   // The LM head (2 C V per token with V = 256) outweighs a block at this size.
   EXPECT_GT(flops[0].size(), flops[1].size());
   // Measured times differ per rank; the ranks still agree on one partition.
   c.partition = PartitionBy::kProfile;
   std::vector<std::vector<LayerRange>> profiled(2);
-  TrainOnThreads(c, [&](Trainer& t, Transport&) { profiled[t.rank()] = t.partition(); });
+  TrainOnThreads(c, [&](Trainer& t, Transport&) { profiled[t.model().rank()] = t.model().partition(); });
   ASSERT_EQ(profiled[0].size(), 2u);
   EXPECT_EQ(profiled[0][0].end, profiled[1][0].end);
   EXPECT_EQ(profiled[0][1].end, 6);
@@ -436,7 +436,7 @@ TEST_F(TrainerTest, ZeroShardedOptimizerTrainsLikeOneProcessOnHalfTheState) {
     auto bytes_into = [&](std::map<int, int64_t>& bytes) {
       return [&](Trainer& t, Transport&) {
         std::lock_guard<std::mutex> lock(mu);
-        bytes[t.rank()] = t.optimizer_state_bytes();
+        bytes[t.model().rank()] = t.optimizer_state_bytes();
       };
     };
     TrainOnThreads(c, bytes_into(whole));
@@ -474,8 +474,8 @@ TEST_F(TrainerTest, ZeroReduceScattersTheGradientsAndKeepsTheNorm) {
     return [&](Trainer& t, Transport&) {
       const StepMetrics m = t.Step();
       std::lock_guard<std::mutex> lock(mu);
-      metrics[t.rank()] = m;
-      coords[t.rank()] = t.coords();
+      metrics[t.model().rank()] = m;
+      coords[t.model().rank()] = t.model().coords();
     };
   };
   TrainOnThreads(c, step_into(plain));

@@ -1,4 +1,4 @@
-#include "conveyor/train/tasks.h"
+#include "conveyor/train/builtin_tasks.h"
 
 #include <ATen/ATen.h>
 
@@ -34,23 +34,35 @@ std::vector<double> TransformerFlops(int layers, double t, double c, double head
   return flops;
 }
 
-class GptTask : public TrainTask {
+GptConfig GptConfigOf(const TrainConfig& c) {
+  GptConfig config{static_cast<int>(ByteTokenizer::kVocabSize),
+                   c.hidden,
+                   c.heads,
+                   c.layers,
+                   c.seq_len,
+                   c.tie_embeddings,
+                   c.recompute == Recompute::kSelective,
+                   {}};
+  CheckGptConfig(config);
+  return config;
+}
+
+ClassifierConfig ClassifierConfigOf(const TrainConfig& c) {
+  ClassifierConfig config{static_cast<int>(ByteTokenizer::kVocabSize),
+                          c.hidden,
+                          c.heads,
+                          c.layers,
+                          c.seq_len,
+                          c.classes,
+                          c.recompute == Recompute::kSelective,
+                          {}};
+  CheckClassifierConfig(config);
+  return config;
+}
+
+class GptModel : public ModelTask {
  public:
-  explicit GptTask(const TrainConfig& c)
-      : config_{static_cast<int>(ByteTokenizer::kVocabSize),
-                c.hidden,
-                c.heads,
-                c.layers,
-                c.seq_len,
-                c.tie_embeddings,
-                c.recompute == Recompute::kSelective,
-                {}},
-        seed_(c.seed),
-        eval_batches_(c.eval_batches),
-        corpus_(LoadCorpus(c.data)),
-        stream_(corpus_, LmStreamOptions{c.seq_len, c.batch_size, 0.05, c.seed}) {
-    CheckGptConfig(config_);
-  }
+  GptModel(const GptConfig& config, uint64_t seed) : config_(config), seed_(seed) {}
 
   LayerList BuildLayers(const TensorParallel& tp) const override {
     GptConfig config = config_;
@@ -61,6 +73,53 @@ class GptTask : public TrainTask {
     return TransformerFlops(config_.layers, config_.max_seq_len, config_.hidden,
                             2.0 * config_.hidden * config_.vocab);
   }
+  std::string Describe() const override {
+    std::ostringstream out;
+    out << "gpt: " << config_.layers << " blocks, hidden " << config_.hidden << ", "
+        << config_.heads << " heads, " << ParameterCount(BuildLayers({})) / 1e6 << "M parameters";
+    return out.str();
+  }
+
+ private:
+  GptConfig config_;
+  uint64_t seed_;
+};
+
+class ClassifierModel : public ModelTask {
+ public:
+  ClassifierModel(const ClassifierConfig& config, uint64_t seed) : config_(config), seed_(seed) {}
+
+  LayerList BuildLayers(const TensorParallel& tp) const override {
+    ClassifierConfig config = config_;
+    config.tp = tp;
+    return BuildClassifier(config, seed_);
+  }
+  std::vector<double> LayerFlops() const override {
+    return TransformerFlops(
+        config_.layers, config_.max_seq_len, config_.hidden,
+        2.0 * config_.hidden * (config_.hidden + config_.classes) / config_.max_seq_len);
+  }
+  std::string Describe() const override {
+    std::ostringstream out;
+    out << "classifier: " << config_.layers << " blocks, hidden " << config_.hidden << ", "
+        << config_.classes << " classes";
+    return out.str();
+  }
+
+ private:
+  ClassifierConfig config_;
+  uint64_t seed_;
+};
+
+class GptTask : public TrainTask {
+ public:
+  explicit GptTask(const TrainConfig& c)
+      : model_(std::make_shared<GptModel>(GptConfigOf(c), c.seed)),
+        eval_batches_(c.eval_batches),
+        corpus_(LoadCorpus(c.data)),
+        stream_(corpus_, LmStreamOptions{c.seq_len, c.batch_size, 0.05, c.seed}) {}
+
+  std::shared_ptr<const ModelTask> model() const override { return model_; }
   Batch TrainBatch(int64_t step) const override { return stream_.Get(step); }
   std::vector<Batch> EvalBatches() const override {
     std::vector<Batch> batches;
@@ -73,17 +132,15 @@ class GptTask : public TrainTask {
   }
   std::string Describe() const override {
     std::ostringstream out;
-    out << "gpt: " << config_.layers << " blocks, hidden " << config_.hidden << ", "
-        << config_.heads << " heads, " << ParameterCount(BuildLayers({})) / 1e6
-        << "M parameters; corpus " << corpus_.source << ": " << corpus_.documents.size()
-        << " documents, " << corpus_.TotalBytes() << " bytes (" << stream_.train_text().size()
-        << " train / " << stream_.held_out_text().size() << " held out)";
+    out << model_->Describe() << "; corpus " << corpus_.source << ": "
+        << corpus_.documents.size() << " documents, " << corpus_.TotalBytes() << " bytes ("
+        << stream_.train_text().size() << " train / " << stream_.held_out_text().size()
+        << " held out)";
     return out.str();
   }
 
  private:
-  GptConfig config_;
-  uint64_t seed_;
+  std::shared_ptr<const GptModel> model_;
   int eval_batches_;
   Corpus corpus_;
   LmStream stream_;
@@ -92,30 +149,11 @@ class GptTask : public TrainTask {
 class ClassifierTask : public TrainTask {
  public:
   explicit ClassifierTask(const TrainConfig& c)
-      : config_{static_cast<int>(ByteTokenizer::kVocabSize),
-                c.hidden,
-                c.heads,
-                c.layers,
-                c.seq_len,
-                c.classes,
-                c.recompute == Recompute::kSelective,
-                {}},
-        seed_(c.seed),
+      : model_(std::make_shared<ClassifierModel>(ClassifierConfigOf(c), c.seed)),
         corpus_(LoadCorpus(c.data)),
-        task_(corpus_, ClassificationOptions{c.classes, c.seq_len, c.batch_size, 0.15, c.seed}) {
-    CheckClassifierConfig(config_);
-  }
+        task_(corpus_, ClassificationOptions{c.classes, c.seq_len, c.batch_size, 0.15, c.seed}) {}
 
-  LayerList BuildLayers(const TensorParallel& tp) const override {
-    ClassifierConfig config = config_;
-    config.tp = tp;
-    return BuildClassifier(config, seed_);
-  }
-  std::vector<double> LayerFlops() const override {
-    return TransformerFlops(
-        config_.layers, config_.max_seq_len, config_.hidden,
-        2.0 * config_.hidden * (config_.hidden + config_.classes) / config_.max_seq_len);
-  }
+  std::shared_ptr<const ModelTask> model() const override { return model_; }
   Batch TrainBatch(int64_t step) const override { return task_.Get(step); }
   // The whole held-out split: accuracy is over every held-out document.
   std::vector<Batch> EvalBatches() const override {
@@ -132,8 +170,7 @@ class ClassifierTask : public TrainTask {
   }
   std::string Describe() const override {
     std::ostringstream out;
-    out << "classifier: " << config_.layers << " blocks, hidden " << config_.hidden << ", "
-        << config_.classes << " classes (";
+    out << model_->Describe() << " (";
     for (size_t k = 0; k < task_.class_names().size(); ++k) {
       out << (k ? ", " : "") << task_.class_names()[k];
     }
@@ -144,13 +181,19 @@ class ClassifierTask : public TrainTask {
   double BaselineAccuracy() const override { return task_.MajorityRate(); }
 
  private:
-  ClassifierConfig config_;
-  uint64_t seed_;
+  std::shared_ptr<const ClassifierModel> model_;
   Corpus corpus_;
   ClassificationTask task_;
 };
 
 }  // namespace
+
+std::shared_ptr<const ModelTask> MakeModelTask(const TrainConfig& config) {
+  if (config.model == ModelKind::kClassifier) {
+    return std::make_shared<ClassifierModel>(ClassifierConfigOf(config), config.seed);
+  }
+  return std::make_shared<GptModel>(GptConfigOf(config), config.seed);
+}
 
 std::shared_ptr<TrainTask> MakeTask(const TrainConfig& config) {
   if (config.model == ModelKind::kClassifier) return std::make_shared<ClassifierTask>(config);

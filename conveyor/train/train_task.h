@@ -1,17 +1,17 @@
-// A training task: a model (as a list of layers) and its data. The trainer knows nothing
-// else about models or corpora.
+// A training task: a model (ModelTask) and its data. The trainer knows nothing else about
+// models or corpora.
 //
 // Every method is deterministic in its arguments (seed, step): every rank, and every
-// pipeline configuration, sees the same layers and the same batches.
-#ifndef CONVEYOR_TRAIN_TASK_H_
-#define CONVEYOR_TRAIN_TASK_H_
+// pipeline configuration, sees the same batches.
+#ifndef CONVEYOR_TRAIN_TRAIN_TASK_H_
+#define CONVEYOR_TRAIN_TRAIN_TASK_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "conveyor/module/microbatch.h"
-#include "conveyor/nn/layer.h"
-#include "conveyor/nn/tensor_parallel.h"
+#include "conveyor/train/model_task.h"
 
 namespace conveyor {
 
@@ -19,11 +19,8 @@ class TrainTask {
  public:
   virtual ~TrainTask() = default;
 
-  // The model's layers; with tp.size > 1 this rank's tensor-parallel shards of them
-  // (tensor_parallel.h), whose collectives go through tp.group.
-  virtual LayerList BuildLayers(const TensorParallel& tp) const = 0;
-  // Relative compute of each layer for the partitioner (FLOPs of one sample's forward).
-  virtual std::vector<double> LayerFlops() const = 0;
+  // The model this task trains; shared, so that a pipeline built from it may outlive the task.
+  virtual std::shared_ptr<const ModelTask> model() const = 0;
 
   virtual Batch TrainBatch(int64_t step) const = 0;
   virtual std::vector<Batch> EvalBatches() const = 0;
@@ -38,10 +35,10 @@ class TrainTask {
   // The accuracy of always answering the most frequent class (-1 without accuracy).
   virtual double BaselineAccuracy() const { return -1; }
 
-  // One line for the start of a run: model size, corpus, split.
+  // One line for the start of a run: the model, the corpus, the split.
   virtual std::string Describe() const = 0;
 };
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_TRAIN_TASK_H_
+#endif  // CONVEYOR_TRAIN_TRAIN_TASK_H_

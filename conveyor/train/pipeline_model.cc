@@ -1,0 +1,144 @@
+#include "conveyor/train/pipeline_model.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <optional>
+#include <utility>
+
+#include "conveyor/common/error.h"
+#include "conveyor/device/compute_device.h"
+#include "conveyor/device/compute_precision.h"
+#include "conveyor/device/stream_order.h"
+#include "conveyor/launch/rendezvous.h"
+#include "conveyor/schedule/lower.h"
+#include "conveyor/schedule/registry.h"
+#include "conveyor/schedule/verify.h"
+#include "conveyor/train/layer_costs.h"
+#include "conveyor/train/sum_over_ranks.h"
+
+namespace conveyor {
+namespace {
+
+// Which pipeline ranks hold each parameter name, from the layers and the partition alone.
+std::map<std::string, std::vector<int>> Holders(const Layout& layout, const LayerList& layers,
+                                                const std::vector<LayerRange>& partition) {
+  std::map<std::string, std::vector<int>> holders;
+  for (int s = 0; s < layout.num_stages(); ++s) {
+    const LayerRange& range = partition[layout.part_of(s)];
+    for (int l = range.begin; l < range.end; ++l) {
+      for (const auto& [name, p] : layers[l]->NamedParameters()) {
+        holders[name].push_back(layout.rank_of(s));
+      }
+    }
+  }
+  return holders;
+}
+
+// This rank's index among the ranks of its machine: the launcher's, for a process; the
+// world rank, for ranks as threads of this process.
+int LocalRank(int rank) { return LaunchedAsRank() ? RendezvousFromEnvironment().local_rank : rank; }
+
+// Makes `device` the calling thread's current device and a stream of its own from the pool
+// its current stream (both stay after the call). Nothing on the CPU.
+void ComputeOn(const c10::Device& device) {
+  const std::optional<c10::Stream> stream = StreamFromPool(device);
+  if (!stream) return;
+  c10::impl::VirtualGuardImpl guard(device.type());
+  guard.setDevice(device);
+  guard.exchangeStream(*stream);
+}
+
+Mesh MakeMesh(const TrainConfig& c, Transport* world) {
+  return Mesh::Make(world != nullptr ? world->world_size() : 1, c.dp, c.tp, c.pp,
+                    Mesh::ParseOrder(c.mesh_order));
+}
+
+// Creates every group along `axis`, in Mesh::Groups' order (collective over `world`), and
+// returns this rank's. None (null) when the groups would be single ranks, unless `singles`,
+// or the whole world.
+std::unique_ptr<Transport> CreateGroups(Transport* world, const Mesh& mesh, MeshAxis axis,
+                                        bool singles) {
+  const int extent = mesh.extent(axis);
+  if (world == nullptr || extent == mesh.size() || (extent == 1 && !singles)) return nullptr;
+  std::unique_ptr<Transport> mine;
+  for (const std::vector<int>& ranks : mesh.Groups(axis)) {
+    std::unique_ptr<Transport> group = world->NewGroup(ranks);
+    if (group != nullptr) mine = std::move(group);
+  }
+  return mine;
+}
+
+}  // namespace
+
+PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const ModelTask> model,
+                             Transport* world, const TrainTask* data)
+    : config_(config),
+      model_(std::move(model)),
+      world_(world),
+      rank_(world != nullptr ? world->rank() : 0),
+      device_(ComputeDevice(config.device, rank_, LocalRank(rank_))),
+      mesh_(MakeMesh(config, world)),
+      coords_(mesh_.coords(rank_)),
+      program_(BuildSchedule(config.schedule,
+                             ScheduleOptions{config.pp, config.microbatches, config.chunks})) {
+  config_.Validate();
+  ComputeOn(device_);
+  const c10::ScalarType compute_dtype = ScalarTypeOf(config_.dtype);
+  CONVEYOR_CHECK(config_.dtype == ComputeDtype::kFp32 || AutocastComputesIn(device_, compute_dtype))
+      << "rank " << rank_ << ": --dtype " << ComputeDtypeName(config_.dtype) << " needs "
+      << ComputeDtypeName(config_.dtype) << " matrix products under autocast on " << device_.str()
+      << ", which this libtorch does not have"
+      << (config_.dtype == ComputeDtype::kFp16
+              ? " (Debian 12's libtorch 1.13 has no fp16 product on the CPU): use --dtype bf16, "
+                "or a GPU"
+              : ": use --dtype fp32");
+  VerifyOrThrow(program_);
+  program_ = Lower(program_);
+  // The groups, in one order on every rank: TP, DP, pipelines.
+  tp_owned_ = CreateGroups(world, mesh_, MeshAxis::kTp, false);
+  dp_owned_ = CreateGroups(world, mesh_, MeshAxis::kDp, false);
+  pp_owned_ = CreateGroups(world, mesh_, MeshAxis::kPp, true);
+  auto group = [&](const std::unique_ptr<Transport>& owned, MeshAxis axis) -> Transport* {
+    if (owned != nullptr) return owned.get();
+    return mesh_.extent(axis) == mesh_.size() ? world : nullptr;
+  };
+  if (Transport* tp = group(tp_owned_, MeshAxis::kTp)) tp_timed_ = std::make_unique<TimedTransport>(tp);
+  if (mesh_.dp() > 1) dp_timed_ = std::make_unique<TimedTransport>(group(dp_owned_, MeshAxis::kDp));
+  pipeline_group_ = group(pp_owned_, MeshAxis::kPp);
+  tp_ = TensorParallel{mesh_.tp(), coords_.tp, mesh_.tp() > 1 ? tp_timed_.get() : nullptr};
+  if (dp_timed_ != nullptr) program_ = WithGradReductions(program_);
+
+  const Layout& layout = program_.layout;
+  const LayerList layers = model_->BuildLayers({});  // the whole model: names and costs
+  std::vector<double> costs = LayerCosts(config_, *model_, layers, data);
+  if (config_.partition == PartitionBy::kProfile && world != nullptr && world->world_size() > 1) {
+    // Timings differ between ranks: every rank must cut at the same places.
+    const at::Tensor sum = SumOverRanks(world, at::tensor(costs, at::kDouble));
+    for (size_t l = 0; l < costs.size(); ++l) {
+      costs[l] = sum[l].item<double>() / world->world_size();
+    }
+  }
+  partition_ = Partition(costs, layout.pipeline_length());
+  holders_ = Holders(layout, layers, partition_);
+  // Activations and their gradients cross between stages in the compute dtype: half the
+  // bytes under bf16 / fp16; weights, gradients and reductions stay fp32.
+  pipeline_ = std::make_unique<PipelineRank>(
+      program_, pipeline_rank(), pipeline_group_,
+      [model = model_, ranges = partition_, &layout, tp = tp_, device = device_](int stage) {
+        const LayerList all = model->BuildLayers(tp);
+        const LayerRange& r = ranges[layout.part_of(stage)];
+        auto stack =
+            std::make_unique<LayerStack>(LayerList(all.begin() + r.begin, all.begin() + r.end));
+        MoveParameters(stack->NamedParameters(), device);
+        return stack;
+      },
+      at::TensorOptions().dtype(compute_dtype).device(device_));
+  for (const auto& [index, stage] : pipeline_->stages()) {
+    stage->set_recompute(config_.recompute == Recompute::kFull);
+    stage->set_compute_dtype(compute_dtype);
+    stage->set_message_dtype(compute_dtype);
+  }
+}
+
+}  // namespace conveyor

@@ -1,0 +1,110 @@
+// The model on a mesh: one rank's share of a model split over dp x tp x pp ranks. It resolves
+// the rank's device and precision, creates the process groups, cuts the model's layers into
+// the schedule's stages by cost and builds this rank's stages (their tensor-parallel shards,
+// on its device). Everything that running the model needs and nothing that training it needs:
+// the optimizer, the gradient reduction and sync, loss scaling and the step are Trainer's
+// (trainer.h); evaluation, generation and checkpoints take a PipelineModel.
+//
+// Groups: every TP group, DP group and pipeline are created in that order, on every rank
+// (collective over `world`); the TP and DP groups are timed (TimedTransport), so that a step's
+// collectives can be traced on their own tracks. With dp > 1 the program carries REDUCE_GRAD
+// actions (WithGradReductions), which do nothing until a hook is set on the executor.
+//
+// Devices: the stages' parameters, activations and messages live on this rank's device. On
+// CUDA the constructing thread gets the device as its current device and a stream of its own
+// from the pool as its current stream (ranks as threads sharing a GPU compute side by side);
+// every later call must come from that thread. Messages between stages are in the compute
+// dtype (bf16 / fp16 halve their bytes; Stage::set_message_dtype).
+//
+// Every rank constructs one with the same config and model (collective). Not thread-safe;
+// `world` must outlive it.
+#ifndef CONVEYOR_TRAIN_PIPELINE_MODEL_H_
+#define CONVEYOR_TRAIN_PIPELINE_MODEL_H_
+
+#include <c10/core/Device.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conveyor/comm/transport.h"
+#include "conveyor/mesh/mesh.h"
+#include "conveyor/nn/tensor_parallel.h"
+#include "conveyor/partition/partition.h"
+#include "conveyor/profile/timed_transport.h"
+#include "conveyor/runtime/pipeline_rank.h"
+#include "conveyor/schedule/program.h"
+#include "conveyor/train/model_task.h"
+#include "conveyor/train/train_config.h"
+#include "conveyor/train/train_task.h"
+
+namespace conveyor {
+
+class PipelineModel {
+ public:
+  // `world` has dp x tp x pp ranks (config.dp 0: as many replicas as fit), or is null for one
+  // rank. `data`, when given, is what config.partition = profile times the layers on (the
+  // ranks average their timings, so they all cut alike); without it, profile is refused.
+  // Throws UserError for a configuration that cannot run (a world the mesh does not fill,
+  // schedule preconditions, fewer layers than stages, a dtype the device cannot compute in).
+  PipelineModel(const TrainConfig& config, std::shared_ptr<const ModelTask> model,
+                Transport* world, const TrainTask* data = nullptr);
+
+  const TrainConfig& config() const { return config_; }
+  const ModelTask& model() const { return *model_; }
+  // Every rank of the run (null with one rank) and this rank in it.
+  Transport* world() const { return world_; }
+  int rank() const { return rank_; }
+  // Where this rank computes (config.device resolved).
+  const c10::Device& device() const { return device_; }
+  const Mesh& mesh() const { return mesh_; }
+  const MeshCoords& coords() const { return coords_; }
+  // The pipeline this rank is a stage rank of (the ranks sharing its dp and tp coordinates;
+  // the world itself when it is the whole world; null with one rank) and this rank in it.
+  Transport* pipeline_group() const { return pipeline_group_; }
+  int pipeline_rank() const { return coords_.pp; }
+  // This rank's data-parallel and tensor-parallel groups, timed (null when that axis has one
+  // rank).
+  TimedTransport* dp_group() const { return dp_timed_.get(); }
+  TimedTransport* tp_group() const { return tp_timed_.get(); }
+  // This rank's tensor-parallel shard of the model (size 1 without TP).
+  const TensorParallel& tensor_parallel() const { return tp_; }
+  // Whether this rank's pipeline is the one that writes checkpoints and traces (dp = tp = 0:
+  // the other replicas hold the same weights; the other TP ranks hand it their shards).
+  bool leads_replicas() const { return coords_.dp == 0 && coords_.tp == 0; }
+  // The lowered program this rank runs every step.
+  const Program& program() const { return program_; }
+  const std::vector<LayerRange>& partition() const { return partition_; }
+  // Which pipeline ranks hold each parameter name (several for a tied embedding, DualPipe's
+  // two copies).
+  const std::map<std::string, std::vector<int>>& holders() const { return holders_; }
+  // This rank's parameters (global names; a name twice for two local copies).
+  NamedTensors Parameters() const { return pipeline_->NamedParameters(); }
+  PipelineRank& pipeline() { return *pipeline_; }
+  const PipelineRank& pipeline() const { return *pipeline_; }
+
+ private:
+  TrainConfig config_;
+  std::shared_ptr<const ModelTask> model_;
+  Transport* world_;
+  int rank_;
+  c10::Device device_;
+  Mesh mesh_;
+  MeshCoords coords_;
+  // The groups this rank belongs to (a group that is the whole world is `world`; a group of
+  // one rank is null, but for the pipeline, which always has a transport when the world has
+  // one).
+  std::unique_ptr<Transport> tp_owned_, dp_owned_, pp_owned_;
+  std::unique_ptr<TimedTransport> tp_timed_, dp_timed_;
+  Transport* pipeline_group_ = nullptr;
+  TensorParallel tp_;
+  Program program_;
+  std::vector<LayerRange> partition_;
+  std::map<std::string, std::vector<int>> holders_;
+  std::unique_ptr<PipelineRank> pipeline_;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAIN_PIPELINE_MODEL_H_
