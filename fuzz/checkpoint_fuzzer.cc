@@ -18,8 +18,8 @@
 
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/common/error.h"
-#include "conveyor/train/checkpoint.h"
 #include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/checkpoint.h"
 #include "fuzz/scratch_dir.h"
 
 namespace conveyor::fuzz {

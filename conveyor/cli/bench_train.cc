@@ -12,10 +12,10 @@
 #include "conveyor/cli/metrics_json.h"
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/common/error.h"
+#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/measured_costs.h"
 #include "conveyor/train/preflight.h"
 #include "conveyor/train/rank_metrics.h"
-#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/trainer.h"
 
 namespace conveyor {

@@ -165,7 +165,8 @@ TEST(CliTest, FormatJsonWritesJsonAloneOnStdout) {
       "bench overhead --pp 1 --schedules 1f1b --steps 2",
       "bench hop --pp 2 --round-trips 2",
       "bench train --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 4 "
-      "--microbatches 2 --steps 2 --schedules 1f1b --no-single --data " + dir + "/corpus.txt",
+      "--microbatches 2 --steps 2 --schedules 1f1b --no-single --data " +
+          dir + "/corpus.txt",
   };
   for (const std::string& command : commands) {
     const Result r = Conveyor(command + " --format json");

@@ -19,10 +19,10 @@
 #include "conveyor/comm/rank_threads.h"
 #include "conveyor/common/env.h"
 #include "conveyor/common/error.h"
+#include "conveyor/device/compute_device.h"
 #include "conveyor/launch/interrupt_watcher.h"
 #include "conveyor/launch/launcher.h"
 #include "conveyor/launch/rendezvous.h"
-#include "conveyor/device/compute_device.h"
 
 namespace conveyor {
 namespace {

@@ -11,12 +11,12 @@
 #include "conveyor/common/error.h"
 #include "conveyor/common/range_check.h"
 #include "conveyor/data/byte_tokenizer.h"
+#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/forward_pipeline.h"
 #include "conveyor/train/generate.h"
-#include "conveyor/train/preflight.h"
-#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/pipeline_model.h"
+#include "conveyor/train/preflight.h"
 
 namespace conveyor {
 
@@ -26,7 +26,7 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
     std::string checkpoint;
     std::string prompt;
     int64_t tokens = 200;
-    double temperature = 0.8;
+    double temperature = kDefaultTemperature;
     int64_t seed = 1;
     TrainFlags mesh;  // --pp, --dp, --tp, --mesh-order and the launch flags
   };

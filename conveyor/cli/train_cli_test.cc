@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "conveyor/cli/cli_testing.h"
-#include "conveyor/device/compute_precision.h"
 #include "conveyor/device/compute_device.h"
+#include "conveyor/device/compute_precision.h"
 
 namespace conveyor {
 namespace {

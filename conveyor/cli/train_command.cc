@@ -16,6 +16,7 @@
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/cli/train_summary.h"
 #include "conveyor/data/byte_tokenizer.h"
+#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/evaluate.h"
 #include "conveyor/train/forward_pipeline.h"
@@ -23,7 +24,6 @@
 #include "conveyor/train/measured_costs.h"
 #include "conveyor/train/preflight.h"
 #include "conveyor/train/rank_metrics.h"
-#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/trainer.h"
 
 namespace conveyor {
@@ -86,18 +86,19 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
       parts += (parts.empty() ? "" : " | ") + std::to_string(r.size());
     }
     progress.Note(task->Describe());
-    progress.Note("pipeline: " + config.schedule + ", " + trainer.model().program().layout.Describe() +
-                  "; layers per stage " + parts + " (by " +
-                  std::string(PartitionByName(config.partition)) + ")");
-    progress.Note("device: " + trainer.model().device().str() +
-                  (trainer.model().device().is_cuda() ? " (each rank on its local rank's GPU)" : "") +
-                  (config.dtype == ComputeDtype::kFp32
-                       ? "; fp32"
-                       : "; " + std::string(ComputeDtypeName(config.dtype)) +
-                             " matrix products, fp32 weights, gradients and reductions") +
-                  (trainer.loss_scaler().enabled()
-                       ? "; dynamic loss scale from " + FormatScale(trainer.loss_scaler().scale())
-                       : ""));
+    progress.Note("pipeline: " + config.schedule + ", " +
+                  trainer.model().program().layout.Describe() + "; layers per stage " + parts +
+                  " (by " + std::string(PartitionByName(config.partition)) + ")");
+    progress.Note(
+        "device: " + trainer.model().device().str() +
+        (trainer.model().device().is_cuda() ? " (each rank on its local rank's GPU)" : "") +
+        (config.dtype == ComputeDtype::kFp32
+             ? "; fp32"
+             : "; " + std::string(ComputeDtypeName(config.dtype)) +
+                   " matrix products, fp32 weights, gradients and reductions") +
+        (trainer.loss_scaler().enabled()
+             ? "; dynamic loss scale from " + FormatScale(trainer.loss_scaler().scale())
+             : ""));
     if (trainer.model().mesh().dp() > 1 || trainer.model().mesh().tp() > 1) {
       summary_mesh = trainer.model().mesh().Describe();
       progress.Note("mesh: " + summary_mesh);
@@ -178,8 +179,8 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
     if (leader) progress.Note("checkpoint " + where);
   }
   if (config.model == ModelKind::kGpt && config.sample_tokens > 0) {
-    summary.sample = ByteTokenizer::Printable(
-        Generate(forward, "", config.sample_tokens, 0.8, config.seed, config.seq_len));
+    summary.sample = ByteTokenizer::Printable(Generate(
+        forward, "", config.sample_tokens, kDefaultTemperature, config.seed, config.seq_len));
   }
   progress.Finish();
   if (!leader) return;

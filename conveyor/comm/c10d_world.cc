@@ -18,9 +18,9 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
 
+#include "conveyor/comm/c10d_compat.h"
 #include "conveyor/comm/heartbeat_monitor.h"
 #include "conveyor/comm/shm_segment.h"
-#include "conveyor/comm/c10d_compat.h"
 #include "conveyor/common/env.h"
 
 namespace conveyor {
@@ -124,7 +124,8 @@ c10::intrusive_ptr<c10d::Store> ConnectAnswering(const RendezvousInfo& info,
   std::future<c10::intrusive_ptr<c10d::Store>> answer = result->get_future();
   std::thread([info, connect_timeout, result, connected] {
     try {
-      c10::intrusive_ptr<c10d::Store> store = ConnectStore(info, ServesStore(info), connect_timeout);
+      c10::intrusive_ptr<c10d::Store> store =
+          ConnectStore(info, ServesStore(info), connect_timeout);
       connected->store(true);
       store->set(HeartbeatKey(info.rank), Bytes("0"));
       store->wait({HeartbeatKey(info.rank)}, kProbeTimeout);

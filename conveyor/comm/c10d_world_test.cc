@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/comm/c10d_compat.h"
 #include "conveyor/comm/c10d_transport.h"
 #include "conveyor/comm/comm_error.h"
-#include "conveyor/comm/c10d_compat.h"
 #include "conveyor/launch/rendezvous.h"
 
 namespace conveyor {

@@ -16,8 +16,8 @@
 
 #include "conveyor/comm/abort_signal.h"
 #include "conveyor/comm/scatter_parts.h"
-#include "conveyor/device/stream_order.h"
 #include "conveyor/common/error.h"
+#include "conveyor/device/stream_order.h"
 
 namespace conveyor {
 namespace {
@@ -238,7 +238,8 @@ class LocalTransport : public Transport {
 
   void Barrier() override {
     Meet(
-        "barrier", c10::Device(c10::DeviceType::CPU), [](Collective&) { return std::string(); }, [](const Collective&) {});
+        "barrier", c10::Device(c10::DeviceType::CPU), [](Collective&) { return std::string(); },
+        [](const Collective&) {});
   }
 
   std::unique_ptr<Transport> NewGroup(const std::vector<int>& ranks) override {

@@ -7,8 +7,8 @@
 
 #include <numeric>
 #include <optional>
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace conveyor {

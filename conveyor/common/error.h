@@ -89,11 +89,11 @@ std::string AssertPrefix(const char* condition, const char* file, int line);
   } else                          \
     ::conveyor::internal::Raise<::conveyor::UserError>() & ::conveyor::internal::Message("")
 
-#define CONVEYOR_ASSERT(condition)                          \
-  if (condition) {                                          \
-  } else                                                    \
+#define CONVEYOR_ASSERT(condition)                             \
+  if (condition) {                                             \
+  } else                                                       \
     ::conveyor::internal::Raise<::conveyor::InternalError>() & \
-        ::conveyor::internal::Message(                      \
+        ::conveyor::internal::Message(                         \
             ::conveyor::internal::AssertPrefix(#condition, __FILE__, __LINE__))
 
 #endif  // CONVEYOR_COMMON_ERROR_H_

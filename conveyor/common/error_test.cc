@@ -39,7 +39,6 @@ TEST(ErrorTest, BothDeriveFromError) {
   EXPECT_THROW(CONVEYOR_ASSERT(false), Error);
 }
 
-
 // What a user reads: one line (libtorch's backtrace after the first line dropped); an
 // InternalError says it is a bug, once, however often it was wrapped.
 TEST(ErrorTest, ErrorLineIsOneLineAndNamesABug) {

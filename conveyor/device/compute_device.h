@@ -37,9 +37,9 @@ int VisibleGpus();
 // is visible, naming the rank and why.
 c10::Device ComputeDevice(DeviceKind kind, int rank, int local_rank);
 
-// Moves each parameter's data (NamedTensors, module/stage_module.h) to `device` in place (Tensor::set_data), so that every handle a
-// layer keeps on the parameter sees it there; requires_grad is kept. Call before any
-// forward and before an optimizer holds state for them.
+// Moves each parameter's data (NamedTensors, module/stage_module.h) to `device` in place
+// (Tensor::set_data), so that every handle a layer keeps on the parameter sees it there;
+// requires_grad is kept. Call before any forward and before an optimizer holds state for them.
 void MoveParameters(const std::vector<std::pair<std::string, at::Tensor>>& params,
                     const c10::Device& device);
 

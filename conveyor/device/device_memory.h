@@ -16,9 +16,9 @@
 namespace conveyor {
 
 struct DeviceMemory {
-  bool has_counts = false;       // whether the device's allocator was read
-  int64_t allocated_bytes = 0;   // held by tensors now
-  int64_t reserved_bytes = 0;    // held by the caching allocator now (allocated + cached)
+  bool has_counts = false;           // whether the device's allocator was read
+  int64_t allocated_bytes = 0;       // held by tensors now
+  int64_t reserved_bytes = 0;        // held by the caching allocator now (allocated + cached)
   int64_t peak_allocated_bytes = 0;  // since the last ResetDeviceMemoryPeaks
   int64_t peak_reserved_bytes = 0;
 };

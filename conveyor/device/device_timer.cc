@@ -3,8 +3,8 @@
 #include <c10/core/Event.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
-#include "conveyor/device/torch_compat.h"
 #include "conveyor/common/error.h"
+#include "conveyor/device/torch_compat.h"
 
 namespace conveyor {
 

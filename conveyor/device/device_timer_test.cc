@@ -1,8 +1,8 @@
 #include "conveyor/device/device_timer.h"
 
 #include <ATen/ATen.h>
-#include <torch/cuda.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 namespace conveyor {
 namespace {

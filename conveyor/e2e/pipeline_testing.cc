@@ -126,7 +126,8 @@ StepOutcome RunReference(const GptConfig& config, uint64_t seed, const std::vect
     for (size_t part = 0; part < slices.size(); ++part) {
       const auto [begin, end] = slices[part];
       rounded.insert(rounded.end(), layers.begin() + begin, layers.begin() + end);
-      if (part + 1 < slices.size()) rounded.push_back(std::make_shared<RoundTrip>(config.hidden, dtype));
+      if (part + 1 < slices.size())
+        rounded.push_back(std::make_shared<RoundTrip>(config.hidden, dtype));
     }
     layers = rounded;
   }

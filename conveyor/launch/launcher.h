@@ -62,7 +62,7 @@ struct LaunchOptions {
   // come; the others' stdout is dropped. Stderr is always read (for the failure report).
   enum class Output { kAllPrefixed, kRank0Only, kRank0Direct };
   Output output = Output::kAllPrefixed;
-  std::ostream* out = nullptr;            // where children's output goes; nullptr: std::cout
+  std::ostream* out = nullptr;  // where children's output goes; nullptr: std::cout
   // Where rank 0's stderr goes under kRank0Only and kRank0Direct (nullptr: std::cerr), so
   // that progress and status lines never mix into a result written on stdout.
   std::ostream* err = nullptr;

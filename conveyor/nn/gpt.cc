@@ -14,14 +14,18 @@ namespace conveyor {
 namespace {
 
 constexpr char kTokenEmbedding[] = "embed.wte";
+// GPT-2's initialisation: weights N(0, 0.02), position embeddings N(0, 0.01), and the
+// projections into the residual stream scaled down by sqrt(2 x layers) (Radford et al., 2019).
+constexpr double kInitStd = 0.02;
+constexpr double kPositionInitStd = 0.01;
 constexpr char kLmHead[] = "head.lm.weight";
 
 class Embedding : public Layer {
  public:
   Embedding(const GptConfig& c, uint64_t seed) : config_(c) {
     at::Generator gen = LayerGenerator(seed, 0);
-    wte_ = ShardParam(kTokenEmbedding, NormalParam(gen, {c.vocab, c.hidden}, 0.02), c.tp);
-    wpe_ = NormalParam(gen, {c.max_seq_len, c.hidden}, 0.01);
+    wte_ = ShardParam(kTokenEmbedding, NormalParam(gen, {c.vocab, c.hidden}, kInitStd), c.tp);
+    wpe_ = NormalParam(gen, {c.max_seq_len, c.hidden}, kPositionInitStd);
   }
 
   // ids (n, T) -> (n, T, C)
@@ -50,19 +54,19 @@ class Block : public Layer {
       : config_(c), prefix_("blocks." + std::to_string(block) + ".") {
     at::Generator gen = LayerGenerator(seed, block + 1);
     const int64_t h = c.hidden;
-    const double proj_std = 0.02 / std::sqrt(2.0 * c.layers);
+    const double proj_std = kInitStd / std::sqrt(2.0 * c.layers);
     auto shard = [&](const char* name, const at::Tensor& full) {
       return ShardParam(prefix_ + name, full, c.tp);
     };
     ln1_w_ = OnesParam({h});
     ln1_b_ = ZerosParam({h});
-    qkv_w_ = shard("attn.qkv.weight", NormalParam(gen, {3 * h, h}, 0.02));
+    qkv_w_ = shard("attn.qkv.weight", NormalParam(gen, {3 * h, h}, kInitStd));
     qkv_b_ = shard("attn.qkv.bias", ZerosParam({3 * h}));
     proj_w_ = shard("attn.proj.weight", NormalParam(gen, {h, h}, proj_std));
     proj_b_ = ZerosParam({h});
     ln2_w_ = OnesParam({h});
     ln2_b_ = ZerosParam({h});
-    fc_w_ = shard("mlp.fc.weight", NormalParam(gen, {4 * h, h}, 0.02));
+    fc_w_ = shard("mlp.fc.weight", NormalParam(gen, {4 * h, h}, kInitStd));
     fc_b_ = shard("mlp.fc.bias", ZerosParam({4 * h}));
     fc2_w_ = shard("mlp.proj.weight", NormalParam(gen, {h, 4 * h}, proj_std));
     fc2_b_ = ZerosParam({h});
@@ -75,9 +79,9 @@ class Block : public Layer {
     // No key mask: a row is a whole window or, at the end of the held-out text, padding whose
     // targets are not counted; causal attention needs nothing more, and takes the fused
     // kernel where libtorch has one.
-    const at::Tensor out = x + SelfAttention(h, {qkv_w_, qkv_b_, proj_w_, proj_b_}, config_.heads,
-                                             /*causal=*/true, at::Tensor(),
-                                             config_.recompute_attention, config_.tp);
+    const at::Tensor out =
+        x + SelfAttention(h, {qkv_w_, qkv_b_, proj_w_, proj_b_}, config_.heads,
+                          /*causal=*/true, at::Tensor(), config_.recompute_attention, config_.tp);
     return out +
            Mlp(at::layer_norm(out, {c}, ln2_w_, ln2_b_), fc_w_, fc_b_, fc2_w_, fc2_b_, config_.tp);
   }
@@ -117,7 +121,7 @@ class Head : public Layer {
     // Tied: the same initial values as the embedding's copy (drawn first from layer 0's
     // stream), under the same name, so the same row shard.
     at::Generator gen = LayerGenerator(seed, c.tie_embeddings ? 0 : c.layers + 1);
-    lm_head_ = ShardParam(lm_head_name(), NormalParam(gen, {c.vocab, c.hidden}, 0.02), c.tp);
+    lm_head_ = ShardParam(lm_head_name(), NormalParam(gen, {c.vocab, c.hidden}, kInitStd), c.tp);
   }
 
   // x (n, T, C) -> logits (n, T, V/p) of this rank's vocabulary rows

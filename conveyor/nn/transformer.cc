@@ -8,9 +8,9 @@
 #include <limits>
 #include <optional>
 
+#include "conveyor/common/error.h"
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/device/torch_compat.h"
-#include "conveyor/common/error.h"
 #include "conveyor/nn/linear.h"
 
 namespace conveyor {
@@ -66,8 +66,8 @@ at::Tensor ManualAttention(const at::Tensor& q, const at::Tensor& k, const at::T
 // The attention of SelfAttention on q, k, v (n, H, T, d): the fused kernel where libtorch has
 // one and no key is masked (a fully masked query row has no defined result there), else the
 // manual path.
-at::Tensor AttentionCore(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                         bool causal, const at::Tensor& key_mask) {
+at::Tensor AttentionCore(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                         const at::Tensor& key_mask) {
   if (kHasFusedAttention && !key_mask.defined()) return FusedAttention(q, k, v, causal);
   return ManualAttention(q, k, v, causal, key_mask);
 }
@@ -99,8 +99,8 @@ struct RecomputedAttention : public torch::autograd::Function<RecomputedAttentio
     const ComputePrecisionGuard precision(
         leaves[0].device().type(),
         autocast >= 0 ? static_cast<c10::ScalarType>(autocast) : at::kFloat, autocast >= 0);
-    const at::Tensor y =
-        AttentionCore(leaves[0], leaves[1], leaves[2], ctx->saved_data["causal"].toBool(), key_mask);
+    const at::Tensor y = AttentionCore(leaves[0], leaves[1], leaves[2],
+                                       ctx->saved_data["causal"].toBool(), key_mask);
     variable_list g = torch::autograd::grad({y}, leaves, {grads[0]});
     return {g[0], g[1], g[2], at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -120,12 +120,12 @@ at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t
   at::Tensor q = split(0), k = split(1), v = split(2);
   CONVEYOR_CHECK(!key_mask.defined() ||
                  (key_mask.dim() == 2 && key_mask.size(0) == n && key_mask.size(1) == t))
-      << "attention mask of shape " << key_mask.sizes()
-      << " does not match the input's (n, T) = (" << n << ", " << t << ")";
+      << "attention mask of shape " << key_mask.sizes() << " does not match the input's (n, T) = ("
+      << n << ", " << t << ")";
   at::Tensor y;  // (n, H/p, T, d)
   if (recompute_scores && at::GradMode::is_enabled()) {
     y = RecomputedAttention::apply(q, k, v, causal, key_mask.defined() ? key_mask : q,
-                                    key_mask.defined());
+                                   key_mask.defined());
   } else {
     y = AttentionCore(q, k, v, causal, key_mask);
   }

@@ -62,8 +62,8 @@ TEST(TransformerTest, FusedAttentionMatchesTheManualPath) {
         const at::Tensor y = SelfAttention(x, w, heads, causal, all_real, recompute);
         const at::Tensor g = at::normal(0.0, 1.0, {n, t, c}, gen);
         y.backward(g);
-        results[path] = {y.detach(), x.grad(), w.qkv_w.grad(), w.qkv_b.grad(), w.proj_w.grad(),
-                         w.proj_b.grad()};
+        results[path] = {y.detach(),     x.grad(),        w.qkv_w.grad(),
+                         w.qkv_b.grad(), w.proj_w.grad(), w.proj_b.grad()};
       }
       for (size_t i = 0; i < results[0].size(); ++i) {
         EXPECT_TRUE(at::allclose(results[0][i], results[1][i], 1e-4, 1e-5))

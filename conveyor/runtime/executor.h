@@ -38,9 +38,9 @@
 #include <set>
 #include <vector>
 
-#include "conveyor/device/device_timer.h"
 #include "conveyor/comm/transport.h"
 #include "conveyor/common/error.h"
+#include "conveyor/device/device_timer.h"
 #include "conveyor/module/microbatch.h"
 #include "conveyor/runtime/stage.h"
 #include "conveyor/schedule/program.h"

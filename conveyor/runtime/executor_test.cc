@@ -118,8 +118,7 @@ TEST(ExecutorTest, ErrorsKeepTheirKind) {
       std::function<void()> thrower_;
     };
     PipelineRank rank(
-        program, 0, nullptr, [&](int) { return std::make_unique<Throwing>(thrower); },
-        at::kFloat);
+        program, 0, nullptr, [&](int) { return std::make_unique<Throwing>(thrower); }, at::kFloat);
     rank.Step(Microbatches(2, 2));
   };
   EXPECT_THROW(step_throwing([] { throw UserError("bad input"); }), UserError);

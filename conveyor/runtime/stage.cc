@@ -4,8 +4,8 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "conveyor/device/compute_precision.h"
 #include "conveyor/common/error.h"
+#include "conveyor/device/compute_precision.h"
 
 namespace conveyor {
 

@@ -132,10 +132,9 @@ class GptTask : public TrainTask {
   }
   std::string Describe() const override {
     std::ostringstream out;
-    out << model_->Describe() << "; corpus " << corpus_.source << ": "
-        << corpus_.documents.size() << " documents, " << corpus_.TotalBytes() << " bytes ("
-        << stream_.train_text().size() << " train / " << stream_.held_out_text().size()
-        << " held out)";
+    out << model_->Describe() << "; corpus " << corpus_.source << ": " << corpus_.documents.size()
+        << " documents, " << corpus_.TotalBytes() << " bytes (" << stream_.train_text().size()
+        << " train / " << stream_.held_out_text().size() << " held out)";
     return out.str();
   }
 

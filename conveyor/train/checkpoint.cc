@@ -315,7 +315,8 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
     if (!leader) return;
     WriteFileAtomically(
         (temp / "meta.json").string(),
-        Manifest(temp, step, config, trainer.model().mesh().pp(), trainer.loss_scaler()).dump(2) + "\n");
+        Manifest(temp, step, config, trainer.model().mesh().pp(), trainer.loss_scaler()).dump(2) +
+            "\n");
     Publish(dir, temp, final_dir);
   });
   return final_dir.string();

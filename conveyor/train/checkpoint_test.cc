@@ -131,7 +131,8 @@ TEST_F(CheckpointTest, RefusesACorruptFileWithoutHalfLoading) {
   for (const auto& [name, p] : trainer.model().Parameters()) before.push_back(p.detach().clone());
   EXPECT_THROW(LoadCheckpoint(dir_, trainer, single), UserError);
   size_t k = 0;
-  for (const auto& [name, p] : trainer.model().Parameters()) EXPECT_TRUE(at::equal(p, before[k++])) << name;
+  for (const auto& [name, p] : trainer.model().Parameters())
+    EXPECT_TRUE(at::equal(p, before[k++])) << name;
   EXPECT_EQ(trainer.step(), 0);
 }
 
@@ -211,7 +212,8 @@ class CheckpointVerifyTest : public ::testing::Test {
       }
     }
     size_t k = 0;
-    for (const auto& [name, p] : trainer.model().Parameters()) EXPECT_TRUE(at::equal(p, before[k++]));
+    for (const auto& [name, p] : trainer.model().Parameters())
+      EXPECT_TRUE(at::equal(p, before[k++]));
     EXPECT_EQ(trainer.step(), 0);
   }
 

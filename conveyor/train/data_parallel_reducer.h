@@ -42,8 +42,8 @@
 #include <thread>
 #include <vector>
 
-#include "conveyor/device/stream_order.h"
 #include "conveyor/comm/transport.h"
+#include "conveyor/device/stream_order.h"
 #include "conveyor/module/stage_module.h"
 #include "conveyor/train/shard_layout.h"
 

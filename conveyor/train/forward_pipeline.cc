@@ -32,9 +32,8 @@ Executor::Inference ForwardPipeline::Run(const std::vector<MicroBatch>& mbs) {
   const int m = static_cast<int>(mbs.size());
   auto it = built_.find(m);
   if (it == built_.end()) {
-    it =
-        built_.try_emplace(m, Lower(BuildForwardOnly(SameLayoutWith(model_.program().layout, m))))
-            .first;
+    it = built_.try_emplace(m, Lower(BuildForwardOnly(SameLayoutWith(model_.program().layout, m))))
+             .first;
     std::map<int, Stage*> stages;
     for (const auto& [index, stage] : model_.pipeline().stages()) stages[index] = stage.get();
     // Messages in the stages' own dtype (the training pipeline's).

@@ -9,6 +9,9 @@
 
 namespace conveyor {
 
+// The sampling temperature of `generate` and of train's closing sample unless told otherwise.
+inline constexpr double kDefaultTemperature = 0.8;
+
 // Appends `tokens` bytes to `prompt` (empty: starts from a newline), each the next token
 // after the last `context` bytes: the last position's logits sampled at `temperature` (0 =
 // greedy) with a generator drawn from (seed + k, window length) for the k-th byte. Every

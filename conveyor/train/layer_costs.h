@@ -7,8 +7,8 @@
 
 #include "conveyor/nn/layer.h"
 #include "conveyor/train/model_task.h"
-#include "conveyor/train/train_task.h"
 #include "conveyor/train/train_config.h"
+#include "conveyor/train/train_task.h"
 
 namespace conveyor {
 

@@ -38,7 +38,8 @@ TEST_F(LayerCostsTest, UniformAndFlopsAreTheConfiguredCosts) {
   const auto task = MakeTask(c);
   const LayerList layers = task->model()->BuildLayers({});
   c.partition = PartitionBy::kUniform;
-  EXPECT_EQ(LayerCosts(c, *task->model(), layers, task.get()), std::vector<double>(layers.size(), 1.0));
+  EXPECT_EQ(LayerCosts(c, *task->model(), layers, task.get()),
+            std::vector<double>(layers.size(), 1.0));
   c.partition = PartitionBy::kFlops;
   EXPECT_EQ(LayerCosts(c, *task->model(), layers, task.get()), task->model()->LayerFlops());
 }

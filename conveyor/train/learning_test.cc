@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "conveyor/data/corpus.h"
-#include "conveyor/train/evaluate.h"
 #include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/evaluate.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "conveyor/device/compute_precision.h"
 #include "conveyor/common/error.h"
-#include "conveyor/train/checkpoint.h"
+#include "conveyor/device/compute_precision.h"
 #include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/checkpoint.h"
 #include "conveyor/train/train_testing.h"
 #include "conveyor/train/trainer.h"
 
@@ -104,7 +104,8 @@ TEST_F(LossScalingTest, ScaledPipelinesTrainExactlyAsUnscaledOnes) {
     c.loss_scale_window = 2;
     std::vector<double> scales;
     const std::vector<double> got = TrainOnThreads(c, [&](Trainer& t, Transport&) {
-      if (t.model().pipeline_rank() == 0 && t.model().coords().dp == 0) scales.push_back(t.loss_scaler().scale());
+      if (t.model().pipeline_rank() == 0 && t.model().coords().dp == 0)
+        scales.push_back(t.loss_scaler().scale());
     });
     EXPECT_EQ(got, want) << schedule;
     EXPECT_EQ(scales, std::vector<double>({4096})) << schedule << ": 1024, doubled twice";

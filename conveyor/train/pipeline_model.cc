@@ -103,7 +103,8 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
     if (owned != nullptr) return owned.get();
     return mesh_.extent(axis) == mesh_.size() ? world : nullptr;
   };
-  if (Transport* tp = group(tp_owned_, MeshAxis::kTp)) tp_timed_ = std::make_unique<TimedTransport>(tp);
+  if (Transport* tp = group(tp_owned_, MeshAxis::kTp))
+    tp_timed_ = std::make_unique<TimedTransport>(tp);
   if (mesh_.dp() > 1) dp_timed_ = std::make_unique<TimedTransport>(group(dp_owned_, MeshAxis::kDp));
   pipeline_group_ = group(pp_owned_, MeshAxis::kPp);
   tp_ = TensorParallel{mesh_.tp(), coords_.tp, mesh_.tp() > 1 ? tp_timed_.get() : nullptr};

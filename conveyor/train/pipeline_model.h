@@ -48,8 +48,8 @@ class PipelineModel {
   // ranks average their timings, so they all cut alike); without it, profile is refused.
   // Throws UserError for a configuration that cannot run (a world the mesh does not fill,
   // schedule preconditions, fewer layers than stages, a dtype the device cannot compute in).
-  PipelineModel(const TrainConfig& config, std::shared_ptr<const ModelTask> model,
-                Transport* world, const TrainTask* data = nullptr);
+  PipelineModel(const TrainConfig& config, std::shared_ptr<const ModelTask> model, Transport* world,
+                const TrainTask* data = nullptr);
 
   const TrainConfig& config() const { return config_; }
   const ModelTask& model() const { return *model_; }

@@ -13,9 +13,9 @@ namespace conveyor {
 void PreflightCheck(const TrainConfig& config);
 
 // Checks the files a run reads and writes, so that no run fails after its work is done:
-// the corpus exists, builds the task (MakeTask: the corpus loads, is not empty, is longer than a sequence, has
-// the classes asked for), then checks that the metrics file can be written (its folder
-// exists and takes new files; an existing folder is refused) and that the trace and
+// the corpus exists, builds the task (MakeTask: the corpus loads, is not empty, is longer than a
+// sequence, has the classes asked for), then checks that the metrics file can be written (its
+// folder exists and takes new files; an existing folder is refused) and that the trace and
 // checkpoint folders take new files, or that their nearest existing parent does. UserError
 // naming the flag and the path. Creates no file that outlives the call.
 void PreflightFiles(const TrainConfig& config);

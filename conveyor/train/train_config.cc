@@ -12,8 +12,8 @@
 #include <utility>
 
 #include "conveyor/common/error.h"
-#include "conveyor/common/spellings.h"
 #include "conveyor/common/range_check.h"
+#include "conveyor/common/spellings.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/mesh/mesh.h"
 #include "conveyor/schedule/pipeline_limits.h"
@@ -104,7 +104,9 @@ PartitionBy ParsePartitionBy(std::string_view text, std::string_view name) {
   return ParseSpelling(kPartitionBys, text, name);
 }
 
-std::string_view PartitionByName(PartitionBy partition) { return SpellingOf(kPartitionBys, partition); }
+std::string_view PartitionByName(PartitionBy partition) {
+  return SpellingOf(kPartitionBys, partition);
+}
 
 Recompute ParseRecompute(std::string_view text, std::string_view name) {
   return ParseSpelling(kRecomputes, text, name);

@@ -10,8 +10,8 @@
 
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
-#include "conveyor/train/checkpoint.h"
 #include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/checkpoint.h"
 
 namespace conveyor {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "conveyor/device/compute_precision.h"
 #include "conveyor/comm/hop_latency.h"
+#include "conveyor/device/compute_precision.h"
 #include "conveyor/module/microbatch.h"
 #include "conveyor/profile/comm_breakdown.h"
 #include "conveyor/profile/memory_tracker.h"
@@ -95,8 +95,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   if (pipeline_group != nullptr && pipeline_group->world_size() > 1) {
     const int64_t samples =
         (config_.batch_size / model_.mesh().dp() + config_.microbatches - 1) / config_.microbatches;
-    const int64_t message_bytes = static_cast<int64_t>(c10::elementSize(ScalarTypeOf(config_.dtype))) *
-                                  samples * config_.seq_len * config_.hidden;
+    const int64_t message_bytes =
+        static_cast<int64_t>(c10::elementSize(ScalarTypeOf(config_.dtype))) * samples *
+        config_.seq_len * config_.hidden;
     hop_s_ = MeasureHopLatency(*pipeline_group, message_bytes, 20);
   }
 }
@@ -192,8 +193,7 @@ StepMetrics Trainer::Step() {
   }
   totals_.Add(recorder_->step(), pipeline.executor().last_stats(),
               BreakDownComm(layout, recorder_->step(), model_.pipeline_rank(), post_times),
-              last - first,
-              pipeline_peak_bytes, axes);
+              last - first, pipeline_peak_bytes, axes);
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.tokens_per_s = task_->TokensPerBatch() / m.seconds;
   return m;

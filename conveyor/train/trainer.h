@@ -37,10 +37,10 @@
 #include "conveyor/train/grad_sync.h"
 #include "conveyor/train/loss_scaler.h"
 #include "conveyor/train/optimizer.h"
-#include "conveyor/train/rank_totals.h"
 #include "conveyor/train/pipeline_model.h"
-#include "conveyor/train/train_task.h"
+#include "conveyor/train/rank_totals.h"
 #include "conveyor/train/train_config.h"
+#include "conveyor/train/train_task.h"
 
 namespace conveyor {
 

@@ -15,10 +15,10 @@
 
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
-#include "conveyor/train/checkpoint.h"
 #include "conveyor/device/compute_device.h"
-#include "conveyor/train/rank_metrics.h"
 #include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/checkpoint.h"
+#include "conveyor/train/rank_metrics.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -286,7 +286,8 @@ TEST_F(TrainerTest, MeshMustFillTheWorld) {
   RunRankThreads(world, [&](int r) {
     Trainer trainer(c, task, world[r].get());
     replicas[r] = trainer.model().mesh().dp();
-    EXPECT_EQ(trainer.model().pipeline_rank(), r / 3);  // tp-dp-pp: the pipeline rank varies slowest
+    EXPECT_EQ(trainer.model().pipeline_rank(),
+              r / 3);  // tp-dp-pp: the pipeline rank varies slowest
   });
   EXPECT_EQ(replicas, std::vector<int>(6, 3));
 }
@@ -408,7 +409,8 @@ TEST_F(TrainerTest, PartitionFollowsTheCostChoice) {
   // Measured times differ per rank; the ranks still agree on one partition.
   c.partition = PartitionBy::kProfile;
   std::vector<std::vector<LayerRange>> profiled(2);
-  TrainOnThreads(c, [&](Trainer& t, Transport&) { profiled[t.model().rank()] = t.model().partition(); });
+  TrainOnThreads(
+      c, [&](Trainer& t, Transport&) { profiled[t.model().rank()] = t.model().partition(); });
   ASSERT_EQ(profiled[0].size(), 2u);
   EXPECT_EQ(profiled[0][0].end, profiled[1][0].end);
   EXPECT_EQ(profiled[0][1].end, 6);
