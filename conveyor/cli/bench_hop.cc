@@ -47,7 +47,8 @@ void AddBenchHop(CLI::App& bench, const std::vector<std::string>& args, int* exi
     CheckInRange("--round-trips", flags->round_trips, 1, 100000);
     RanksOptions options;
     options.nproc = static_cast<int>(flags->pp);
-    *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
+    *exit_code = RunAsRanks(args, options, [&](const RankContext& rank) {
+      Transport& transport = *rank.world;
       const std::string p2p = EnvFlag("CONVEYOR_SHM", true) ? "default" : "gloo";
       nlohmann::json rows = nlohmann::json::array();
       for (int64_t bytes : {int64_t{4}, int64_t{32} << 10, int64_t{256} << 10}) {

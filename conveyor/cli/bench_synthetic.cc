@@ -125,7 +125,8 @@ int RunSyntheticBench(
   RanksOptions options;
   options.nproc = flags.pp;
   options.timeout = std::chrono::seconds(flags.timeout_s);
-  return RunAsRanks(args, options, [&](Transport& transport) {
+  return RunAsRanks(args, options, [&](const RankContext& rank) {
+    Transport& transport = *rank.world;
     CONVEYOR_CHECK(transport.world_size() == flags.pp)
         << "--pp " << flags.pp << " needs " << flags.pp << " ranks, the launcher started "
         << transport.world_size();

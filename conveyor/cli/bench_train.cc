@@ -41,7 +41,8 @@ nlohmann::json TrainRow(Trainer& trainer, const TrainTask& task, int steps) {
   return {{"step_s", step_s}, {"tokens_per_s", task.TokensPerBatch() / step_s}};
 }
 
-nlohmann::json BenchSchedule(Transport& transport, TrainConfig config, const std::string& name) {
+nlohmann::json BenchSchedule(const RankContext& rank, TrainConfig config,
+                             const std::string& name) {
   config.schedule = name;
   config.chunks = 0;
   try {
@@ -50,7 +51,7 @@ nlohmann::json BenchSchedule(Transport& transport, TrainConfig config, const std
     return {{"schedule", name}, {"skipped", e.what()}};
   }
   const auto task = MakeTask(config);
-  Trainer trainer(config, task, &transport);
+  Trainer trainer(config, task, rank);
   nlohmann::json row = TrainRow(trainer, *task, static_cast<int>(config.steps));
   const std::vector<RankMetrics> ranks = GatherRankMetrics(trainer);
   row["schedule"] = name;
@@ -89,7 +90,7 @@ nlohmann::json BenchSingleProcess(TrainConfig config, int threads) {
   const int before = at::get_num_threads();
   at::set_num_threads(threads);
   const auto task = MakeTask(config);
-  Trainer trainer(config, task, nullptr);
+  Trainer trainer(config, task, InProcessRank(nullptr, config.device));
   nlohmann::json row = TrainRow(trainer, *task, static_cast<int>(config.steps));
   at::set_num_threads(before);
   row["schedule"] = "single process";
@@ -154,12 +155,13 @@ void AddBenchTrain(CLI::App& bench, const std::vector<std::string>& args, int* e
     // Progress on stderr, the table on stdout.
     const RanksOptions options = MeshRanksOptions(config, flags->train.launch);
     PreflightFiles(config);
-    *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
-      const bool leader = transport.rank() == 0;
+    *exit_code = RunAsRanks(args, options, [&](const RankContext& rank) {
+      Transport& transport = *rank.world;
+      const bool leader = rank.rank == 0;
       nlohmann::json rows = nlohmann::json::array();
       for (const std::string& name : names) {
         if (leader) std::fprintf(stderr, "bench train: %s\n", name.c_str());
-        rows.push_back(BenchSchedule(transport, config, name));
+        rows.push_back(BenchSchedule(rank, config, name));
       }
       if (flags->single) {
         // Rank 0 alone; the others wait for it.

@@ -40,7 +40,8 @@ void SetIntraOpThreads(const RanksOptions& options, int local_ranks) {
 }
 
 // RanksOptions::as_threads. Errors are printed as "conveyor: rank R (thread) failed: ...".
-int RunAsThreads(const RanksOptions& options, const std::function<void(Transport&)>& body) {
+int RunAsThreads(const RanksOptions& options,
+                 const std::function<void(const RankContext&)>& body) {
   CONVEYOR_CHECK(!LaunchedAsRank())
       << "--rank-threads runs every rank in this process; under a launcher (RANK is set), "
          "start it without --rank-threads";
@@ -61,7 +62,7 @@ int RunAsThreads(const RanksOptions& options, const std::function<void(Transport
   try {
     RunRankThreads(world, [&](int rank) {
       SetIntraOpThreads(options, options.nproc);  // per thread: OpenMP's count is per thread
-      body(*world[rank]);
+      body(InProcessRank(world[rank].get(), options.device));
     });
   } catch (const std::exception& e) {
     if (const int signal = interrupted.load()) {
@@ -78,7 +79,7 @@ int RunAsThreads(const RanksOptions& options, const std::function<void(Transport
 }  // namespace
 
 int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options,
-               const std::function<void(Transport&)>& body) {
+               const std::function<void(const RankContext&)>& body) {
   if (options.as_threads) return RunAsThreads(options, body);
   if (!LaunchedAsRank()) {
     CONVEYOR_CHECK(options.nproc >= 1)
@@ -124,13 +125,15 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     if (!ReportToLauncher(message)) std::cerr << "conveyor: " << message << "\n";
   };
   std::unique_ptr<Transport> transport;
+  RankContext context{nullptr, info.rank, info.local_rank};
   try {
-    if (UsesCuda(options.device)) {
-      const c10::Device device = ComputeDevice(options.device, info.rank, info.local_rank);
-      c10::impl::VirtualGuardImpl(device.type()).setDevice(device);
+    context.device = ComputeDevice(options.device, info.rank, info.local_rank);
+    if (context.device.is_cuda()) {
+      c10::impl::VirtualGuardImpl(context.device.type()).setDevice(context.device);
       c10d.use_nccl = true;
     }
     transport = ConnectC10d(info, c10d);
+    context.world = transport.get();
   } catch (const std::exception& e) {
     report(ErrorLine(e));
     return 1;
@@ -145,7 +148,7 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
       std::lock_guard<std::mutex> lock(mutex);
       live = transport.get();
     }
-    body(*transport);
+    body(context);
   } catch (const std::exception& e) {
     transport->ReportFailure(ErrorLine(e));
     if (const int signal = interruption()) return 128 + signal;

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/comm/rank_context.h"
 #include "conveyor/comm/transport.h"
 #include "conveyor/launch/launcher.h"
 #include "conveyor/launch/rendezvous.h"
@@ -49,11 +50,12 @@ struct RanksOptions {
 
 // Returns the process exit code: 0 when every rank succeeded. `args` is this process's
 // command line without argv[0]. Rank 0 warns once when libtorch runs on a slow BLAS (blas_check.h).
-// In a rank, an exception from `body` is reported to every
+// `body` gets the rank's context (rank_context.h): its transport, rank, local rank and
+// device, resolved here once. In a rank, an exception from `body` is reported to every
 // rank and to the launcher (under another launcher: printed as "conveyor: rank R: ..."),
 // and turned into exit code 1, or kExitPeerFailed when another rank failed first.
 int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options,
-               const std::function<void(Transport&)>& body);
+               const std::function<void(const RankContext&)>& body);
 
 }  // namespace conveyor
 

@@ -72,15 +72,15 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
     if (config.partition == PartitionBy::kProfile) config.partition = PartitionBy::kParams;
     const RanksOptions options = MeshRanksOptions(config, flags->mesh.launch);
     PreflightCheck(config);  // among others: no more stages than the model has layers
-    *exit_code = RunAsRanks(args, options, [&](Transport& transport) {
+    *exit_code = RunAsRanks(args, options, [&](const RankContext& rank) {
       // The model alone: no corpus, no optimizer, no measurement.
-      PipelineModel model(config, MakeModelTask(config), &transport);
+      PipelineModel model(config, MakeModelTask(config), rank);
       LoadWeights(flags->checkpoint, model, config);
       ForwardPipeline forward(model);
       const std::string text =
           Generate(forward, flags->prompt, static_cast<int>(flags->tokens), flags->temperature,
                    static_cast<uint64_t>(flags->seed), config.seq_len);
-      if (transport.rank() == 0) {
+      if (rank.rank == 0) {
         std::printf("%s%s\n", flags->prompt.c_str(), ByteTokenizer::Printable(text).c_str());
       }
     });

@@ -72,10 +72,10 @@ nlohmann::json MetricsJson(const TrainConfig& config, const TrainSummary& s, dou
   return metrics;
 }
 
-void TrainRank(const TrainConfig& config, Transport& transport) {
-  const bool leader = transport.rank() == 0;
+void TrainRank(const TrainConfig& config, const RankContext& rank) {
+  const bool leader = rank.rank == 0;
   auto task = MakeTask(config);
-  Trainer trainer(config, task, &transport);
+  Trainer trainer(config, task, rank);
   if (!config.resume.empty()) LoadCheckpoint(config.resume, trainer, config);
   ForwardPipeline forward(trainer.model());
   ProgressBar progress(config.steps, trainer.step(), leader && isatty(STDOUT_FILENO));
@@ -163,7 +163,7 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
     if (config.eval_every > 0 && m.step % config.eval_every == 0 && !last) evaluate();
     if (!config.checkpoint_dir.empty() && !last && config.checkpoint_every > 0 &&
         m.step % config.checkpoint_every == 0) {
-      const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, &transport);
+      const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, rank.world);
       if (leader) progress.Note("checkpoint " + where);
     }
   }
@@ -175,7 +175,7 @@ void TrainRank(const TrainConfig& config, Transport& transport) {
                 *trainer.model().pipeline_group());
   }
   if (!config.checkpoint_dir.empty()) {
-    const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, &transport);
+    const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, rank.world);
     if (leader) progress.Note("checkpoint " + where);
   }
   if (config.model == ModelKind::kGpt && config.sample_tokens > 0) {
@@ -214,7 +214,7 @@ void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* e
     PreflightCheck(config);
     PreflightFiles(config);
     *exit_code =
-        RunAsRanks(args, options, [&](Transport& transport) { TrainRank(config, transport); });
+        RunAsRanks(args, options, [&](const RankContext& rank) { TrainRank(config, rank); });
   });
 }
 

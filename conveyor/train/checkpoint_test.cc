@@ -126,7 +126,7 @@ TEST_F(CheckpointTest, RefusesACorruptFileWithoutHalfLoading) {
   TrainConfig single = config_;
   single.pp = 1;
   single.schedule = "gpipe";
-  Trainer trainer(single, MakeTask(single), nullptr);
+  Trainer trainer(single, MakeTask(single), InProcessRank(nullptr, single.device));
   std::vector<at::Tensor> before;
   for (const auto& [name, p] : trainer.model().Parameters()) before.push_back(p.detach().clone());
   EXPECT_THROW(LoadCheckpoint(dir_, trainer, single), UserError);
@@ -199,7 +199,7 @@ class CheckpointVerifyTest : public ::testing::Test {
     TrainConfig single = Config();
     single.pp = 1;
     single.schedule = "gpipe";
-    Trainer trainer(single, MakeTask(single), nullptr);
+    Trainer trainer(single, MakeTask(single), InProcessRank(nullptr, single.device));
     std::vector<at::Tensor> before;
     for (const auto& [name, p] : trainer.model().Parameters()) before.push_back(p.detach().clone());
     try {
@@ -396,7 +396,7 @@ TEST_F(CheckpointVerifyTest, AFailedSaveKeepsThePreviousCheckpointLatest) {
   TrainConfig single = Config();
   single.pp = 1;
   single.schedule = "gpipe";
-  Trainer trainer(single, MakeTask(single), nullptr);
+  Trainer trainer(single, MakeTask(single), InProcessRank(nullptr, single.device));
   LoadCheckpoint(dir_, trainer, single);
   EXPECT_EQ(trainer.step(), 2);
 }

@@ -28,7 +28,7 @@ void OnEveryRank(const TrainConfig& c, const std::function<void(Trainer&)>& body
   const auto world = LocalWorld(std::max(c.dp, 1) * c.tp * c.pp);
   const auto task = MakeTask(c);
   RunRankThreads(world, [&](int r) {
-    Trainer trainer(c, task, world[r].get());
+    Trainer trainer(c, task, InProcessRank(world[r].get(), c.device));
     body(trainer);
   });
 }

@@ -120,7 +120,7 @@ TEST_F(LossScalingTest, OverflowSkipsTheUpdateAndHalvesTheScaleUntilStepsFit) {
   c.steps = 10;
   c.loss_scale = 0x1p127;
   c.loss_scale_window = 1000;
-  Trainer trainer(c, MakeTask(c), nullptr);
+  Trainer trainer(c, MakeTask(c), InProcessRank(nullptr, c.device));
   const auto params = trainer.model().Parameters();
   const at::Tensor before = params.back().second.detach().clone();
   StepMetrics m = trainer.Step();

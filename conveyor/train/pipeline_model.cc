@@ -7,10 +7,8 @@
 #include <utility>
 
 #include "conveyor/common/error.h"
-#include "conveyor/device/compute_device.h"
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/device/stream_order.h"
-#include "conveyor/launch/rendezvous.h"
 #include "conveyor/schedule/lower.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
@@ -34,10 +32,6 @@ std::map<std::string, std::vector<int>> Holders(const Layout& layout, const Laye
   }
   return holders;
 }
-
-// This rank's index among the ranks of its machine: the launcher's, for a process; the
-// world rank, for ranks as threads of this process.
-int LocalRank(int rank) { return LaunchedAsRank() ? RendezvousFromEnvironment().local_rank : rank; }
 
 // Makes `device` the calling thread's current device and a stream of its own from the pool
 // its current stream (both stay after the call). Nothing on the CPU.
@@ -72,13 +66,13 @@ std::unique_ptr<Transport> CreateGroups(Transport* world, const Mesh& mesh, Mesh
 }  // namespace
 
 PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const ModelTask> model,
-                             Transport* world, const TrainTask* data)
+                             const RankContext& rank, const TrainTask* data)
     : config_(config),
       model_(std::move(model)),
-      world_(world),
-      rank_(world != nullptr ? world->rank() : 0),
-      device_(ComputeDevice(config.device, rank_, LocalRank(rank_))),
-      mesh_(MakeMesh(config, world)),
+      world_(rank.world),
+      rank_(rank.rank),
+      device_(rank.device),
+      mesh_(MakeMesh(config, world_)),
       coords_(mesh_.coords(rank_)),
       program_(BuildSchedule(config.schedule,
                              ScheduleOptions{config.pp, config.microbatches, config.chunks})) {
@@ -96,12 +90,12 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   VerifyOrThrow(program_);
   program_ = Lower(program_);
   // The groups, in one order on every rank: TP, DP, pipelines.
-  tp_owned_ = CreateGroups(world, mesh_, MeshAxis::kTp, false);
-  dp_owned_ = CreateGroups(world, mesh_, MeshAxis::kDp, false);
-  pp_owned_ = CreateGroups(world, mesh_, MeshAxis::kPp, true);
+  tp_owned_ = CreateGroups(world_, mesh_, MeshAxis::kTp, false);
+  dp_owned_ = CreateGroups(world_, mesh_, MeshAxis::kDp, false);
+  pp_owned_ = CreateGroups(world_, mesh_, MeshAxis::kPp, true);
   auto group = [&](const std::unique_ptr<Transport>& owned, MeshAxis axis) -> Transport* {
     if (owned != nullptr) return owned.get();
-    return mesh_.extent(axis) == mesh_.size() ? world : nullptr;
+    return mesh_.extent(axis) == mesh_.size() ? world_ : nullptr;
   };
   if (Transport* tp = group(tp_owned_, MeshAxis::kTp))
     tp_timed_ = std::make_unique<TimedTransport>(tp);
@@ -113,11 +107,11 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   const Layout& layout = program_.layout;
   const LayerList layers = model_->BuildLayers({});  // the whole model: names and costs
   std::vector<double> costs = LayerCosts(config_, *model_, layers, data);
-  if (config_.partition == PartitionBy::kProfile && world != nullptr && world->world_size() > 1) {
+  if (config_.partition == PartitionBy::kProfile && world_ != nullptr && world_->world_size() > 1) {
     // Timings differ between ranks: every rank must cut at the same places.
-    const at::Tensor sum = SumOverRanks(world, at::tensor(costs, at::kDouble));
+    const at::Tensor sum = SumOverRanks(world_, at::tensor(costs, at::kDouble));
     for (size_t l = 0; l < costs.size(); ++l) {
-      costs[l] = sum[l].item<double>() / world->world_size();
+      costs[l] = sum[l].item<double>() / world_->world_size();
     }
   }
   partition_ = Partition(costs, layout.pipeline_length());

@@ -17,7 +17,7 @@
 // dtype (bf16 / fp16 halve their bytes; Stage::set_message_dtype).
 //
 // Every rank constructs one with the same config and model (collective). Not thread-safe;
-// `world` must outlive it.
+// the rank's world must outlive it.
 #ifndef CONVEYOR_TRAIN_PIPELINE_MODEL_H_
 #define CONVEYOR_TRAIN_PIPELINE_MODEL_H_
 
@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/comm/rank_context.h"
 #include "conveyor/comm/transport.h"
 #include "conveyor/mesh/mesh.h"
 #include "conveyor/nn/tensor_parallel.h"
@@ -43,13 +44,14 @@ namespace conveyor {
 
 class PipelineModel {
  public:
-  // `world` has dp x tp x pp ranks (config.dp 0: as many replicas as fit), or is null for one
-  // rank. `data`, when given, is what config.partition = profile times the layers on (the
-  // ranks average their timings, so they all cut alike); without it, profile is refused.
-  // Throws UserError for a configuration that cannot run (a world the mesh does not fill,
-  // schedule preconditions, fewer layers than stages, a dtype the device cannot compute in).
-  PipelineModel(const TrainConfig& config, std::shared_ptr<const ModelTask> model, Transport* world,
-                const TrainTask* data = nullptr);
+  // `rank.world` has dp x tp x pp ranks (config.dp 0: as many replicas as fit), or is null
+  // for one rank; the model computes on `rank.device`. `data`, when given, is what
+  // config.partition = profile times the layers on (the ranks average their timings, so they
+  // all cut alike); without it, profile is refused. Throws UserError for a configuration that
+  // cannot run (a world the mesh does not fill, schedule preconditions, fewer layers than
+  // stages, a dtype the device cannot compute in).
+  PipelineModel(const TrainConfig& config, std::shared_ptr<const ModelTask> model,
+                const RankContext& rank, const TrainTask* data = nullptr);
 
   const TrainConfig& config() const { return config_; }
   const ModelTask& model() const { return *model_; }

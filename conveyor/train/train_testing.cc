@@ -60,7 +60,7 @@ std::vector<double> TrainOnThreads(const TrainConfig& config,
   auto task = MakeTask(config);
   std::vector<double> losses;
   RunRankThreads(world, [&](int r) {
-    Trainer trainer(config, task, world[r].get());
+    Trainer trainer(config, task, InProcessRank(world[r].get(), config.device));
     if (!config.resume.empty()) LoadCheckpoint(config.resume, trainer, config);
     while (trainer.step() < last) {
       const double loss = trainer.Step().loss;

@@ -56,10 +56,11 @@ LossScaler MakeLossScaler(const TrainConfig& config) {
 
 }  // namespace
 
-Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task, Transport* world)
+Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task,
+                 const RankContext& rank)
     : config_(config),
       task_(std::move(task)),
-      model_(config, task_->model(), world, task_.get()),
+      model_(config, task_->model(), rank, task_.get()),
       schedule_{config.lr, config.min_lr_ratio, config.warmup_steps, config.steps},
       loss_scaler_(MakeLossScaler(config)) {
   MemoryTracker::Install();
@@ -86,7 +87,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   grad_sync_ = std::make_unique<GradSync>(model_.pipeline_group(), model_.holders(),
                                           model_.tensor_parallel(),
                                           zero != nullptr ? dp_group : nullptr, zero);
-  clock_origin_ = SharedClockOrigin(world);
+  clock_origin_ = SharedClockOrigin(rank.world);
   const Layout& layout = model_.program().layout;
   recorder_ = std::make_unique<StepRecorder>(model_.pipeline_rank(), layout.num_ranks(),
                                              clock_origin_, model_.device());

@@ -23,7 +23,8 @@
 // Every rank constructs a Trainer with the same config and task and calls the same methods
 // in the same order (they are collective). Losses do not depend on the schedule, pp or dp:
 // the weights, data and reductions are functions of (seed, step, layer, sample) only. Not
-// thread-safe; one per rank, on the thread that built it. `world` must outlive the trainer.
+// thread-safe; one per rank, on the thread that built it. The rank's world must outlive the
+// trainer.
 #ifndef CONVEYOR_TRAIN_TRAINER_H_
 #define CONVEYOR_TRAIN_TRAINER_H_
 
@@ -62,11 +63,12 @@ struct StepMetrics {
 
 class Trainer {
  public:
-  // `world` has dp x tp x pp ranks (config.dp 0: as many replicas as fit), or is null for
-  // one rank. Throws UserError for a configuration that cannot run (PipelineModel's) before
+  // `rank.world` has dp x tp x pp ranks (config.dp 0: as many replicas as fit), or is null
+  // for one rank. Throws UserError for a configuration that cannot run (PipelineModel's) before
   // any step. Collective: the ranks build the model (groups, partition) and agree on a clock
   // origin and the hop time.
-  Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task, Transport* world);
+  Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task,
+          const RankContext& rank);
 
   // One optimizer step. Throws UserError naming the step when its loss or gradient norm is
   // NaN or infinite (the update is not made), unless config.skip_nonfinite_steps: then the

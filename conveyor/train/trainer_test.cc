@@ -273,7 +273,7 @@ TEST_F(TrainerTest, MeshMustFillTheWorld) {
   std::vector<std::string> errors(6);
   RunRankThreads(world, [&](int r) {
     try {
-      Trainer trainer(c, task, world[r].get());
+      Trainer trainer(c, task, InProcessRank(world[r].get(), c.device));
     } catch (const UserError& e) {
       errors[r] = e.what();
     }
@@ -284,7 +284,7 @@ TEST_F(TrainerTest, MeshMustFillTheWorld) {
   c.dp = 0;  // 6 ranks make 3 replicas of 2
   std::vector<int> replicas(6);
   RunRankThreads(world, [&](int r) {
-    Trainer trainer(c, task, world[r].get());
+    Trainer trainer(c, task, InProcessRank(world[r].get(), c.device));
     replicas[r] = trainer.model().mesh().dp();
     EXPECT_EQ(trainer.model().pipeline_rank(),
               r / 3);  // tp-dp-pp: the pipeline rank varies slowest
@@ -354,7 +354,7 @@ TEST_F(TrainerTest, RejectsRunsThatCannotStart) {
 // the end and exit 0.
 TEST_F(TrainerTest, NonFiniteStepStopsTheRunBeforeTheUpdate) {
   const TrainConfig c = TinyGpt();
-  Trainer trainer(c, MakeTask(c), nullptr);
+  Trainer trainer(c, MakeTask(c), InProcessRank(nullptr, c.device));
   const auto params = trainer.model().Parameters();
   const at::Tensor other = params.back().second.detach().clone();
   {
@@ -376,7 +376,7 @@ TEST_F(TrainerTest, NonFiniteStepStopsTheRunBeforeTheUpdate) {
 TEST_F(TrainerTest, NonFiniteStepIsSkippedWhenAsked) {
   TrainConfig c = TinyGpt();
   c.skip_nonfinite_steps = true;
-  Trainer trainer(c, MakeTask(c), nullptr);
+  Trainer trainer(c, MakeTask(c), InProcessRank(nullptr, c.device));
   const auto params = trainer.model().Parameters();
   const at::Tensor other = params.back().second.detach().clone();
   {

@@ -1,0 +1,30 @@
+// Who a rank is, resolved once where the ranks start: RunAsRanks (cli/distributed.h) reads
+// the launcher's environment (launch/rendezvous.h) and resolves the device there, and hands
+// this to the rank's body; the model and the trainer read it, never the environment.
+//
+// Ownership: `world` is borrowed; it must outlive whatever the context is given to.
+#ifndef CONVEYOR_COMM_RANK_CONTEXT_H_
+#define CONVEYOR_COMM_RANK_CONTEXT_H_
+
+#include <c10/core/Device.h>
+
+#include "conveyor/comm/transport.h"
+#include "conveyor/device/compute_device.h"
+
+namespace conveyor {
+
+struct RankContext {
+  Transport* world = nullptr;  // every rank of the run; null for a lone rank without one
+  int rank = 0;                // in the world
+  int local_rank = 0;          // among the ranks of its machine (threads: the rank)
+  c10::Device device = c10::Device(c10::DeviceType::CPU);  // where it computes
+};
+
+// A rank of this process: the rank of `world` (an in-process world: its ranks are threads;
+// null: the only rank), whose local rank is its world rank, computing on `kind` resolved
+// (ComputeDevice: UserError naming the rank when CUDA is asked for and there is none).
+RankContext InProcessRank(Transport* world, DeviceKind kind);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_COMM_RANK_CONTEXT_H_
