@@ -16,6 +16,7 @@
 #include "conveyor/module/microbatch.h"
 #include "conveyor/profile/comm_breakdown.h"
 #include "conveyor/profile/memory_tracker.h"
+#include "conveyor/train/pipeline_step_report.h"
 #include "conveyor/train/sharded_adamw.h"
 #include "conveyor/train/sum_over_ranks.h"
 
@@ -140,23 +141,14 @@ StepMetrics Trainer::Step() {
   phase = Executor::Now();
   m.grad_norm = grad_sync_->GlobalNorm(params) / m.loss_scale;  // of the true gradients
   recorder_->Phase("grad norm", phase);
-  // One row per rank: the posting time of each send this rank made (zero for the others'
-  // sends; the comm breakdown needs all of them), its start and end of the pipeline, and its
-  // loss. Gathered before the update, so that every rank knows whether the step is finite.
   phase = Executor::Now();
   const Layout& layout = model_.program().layout;
-  std::vector<double> row = SendPostTimes(layout, recorder_->step());
-  const int64_t posts = static_cast<int64_t>(row.size());
-  row.insert(row.end(), {pipeline_start, pipeline_end, local_loss});
-  const at::Tensor rows =
-      GatherOverRanks(model_.pipeline_group(), at::tensor(row, at::kDouble));  // (p, posts + 3)
-  const at::Tensor post_sums = rows.narrow(1, 0, posts).sum(0).contiguous();
-  const std::vector<double> post_times(post_sums.data_ptr<double>(),
-                                       post_sums.data_ptr<double>() + posts);
-  const double first = rows.select(1, posts).min().item<double>();
-  const double last = rows.select(1, posts + 1).max().item<double>();
-  m.loss = SumOverRanks(dp_timed, rows.select(1, posts + 2).sum().reshape({1}))
-               .item<double>();  // every replica's share of the batch
+  const PipelineStepReport pipeline_step = GatherStepReports(
+      model_.pipeline_group(), RankStepReport{SendPostTimes(layout, recorder_->step()),
+                                              pipeline_start, pipeline_end, local_loss});
+  // Every replica's share of the batch.
+  m.loss = SumOverRanks(dp_timed, at::tensor(std::vector<double>{pipeline_step.loss}, at::kDouble))
+               .item<double>();
   recorder_->Phase("gather loss", phase);
   m.step = step_ + 1;
   m.lr = schedule_.At(m.step);
@@ -192,9 +184,10 @@ StepMetrics Trainer::Step() {
   if (tp_timed != nullptr) {
     axes.tp_s = RecordCollectives(tp_timed->TakeSpans(), PhaseTrack::kTensorParallel, *recorder_);
   }
-  totals_.Add(recorder_->step(), pipeline.executor().last_stats(),
-              BreakDownComm(layout, recorder_->step(), model_.pipeline_rank(), post_times),
-              last - first, pipeline_peak_bytes, axes);
+  totals_.Add(
+      recorder_->step(), pipeline.executor().last_stats(),
+      BreakDownComm(layout, recorder_->step(), model_.pipeline_rank(), pipeline_step.send_posts),
+      pipeline_step.last_end - pipeline_step.first_start, pipeline_peak_bytes, axes);
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.tokens_per_s = task_->TokensPerBatch() / m.seconds;
   return m;

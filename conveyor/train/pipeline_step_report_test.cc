@@ -1,0 +1,44 @@
+#include "conveyor/train/pipeline_step_report.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "conveyor/comm/local_transport.h"
+#include "conveyor/comm/rank_threads.h"
+
+namespace conveyor {
+namespace {
+
+// Three ranks, each posting one of three sends: the report sums the posts, takes the earliest
+// start and the latest end, and adds the losses; every rank gets the same report.
+TEST(PipelineStepReportTest, SumsPostsSpansTheRanksAndAddsLosses) {
+  auto world = LocalWorld(3);
+  std::vector<PipelineStepReport> got(3);
+  RunRankThreads(world, [&](int r) {
+    RankStepReport mine;
+    mine.send_posts = {0, 0, 0};
+    mine.send_posts[r] = 10.0 + r;
+    mine.start = 1.0 + r;
+    mine.end = 5.0 - r;
+    mine.loss = r == 2 ? 0.75 : 0.0;
+    got[r] = GatherStepReports(world[r].get(), mine);
+  });
+  for (const PipelineStepReport& report : got) {
+    EXPECT_EQ(report.send_posts, (std::vector<double>{10, 11, 12}));
+    EXPECT_EQ(report.first_start, 1.0);
+    EXPECT_EQ(report.last_end, 5.0);
+    EXPECT_EQ(report.loss, 0.75);
+  }
+}
+
+TEST(PipelineStepReportTest, ALoneRankReportsItself) {
+  const PipelineStepReport report = GatherStepReports(nullptr, RankStepReport{{2.5}, 1, 3, 0.5});
+  EXPECT_EQ(report.send_posts, std::vector<double>{2.5});
+  EXPECT_EQ(report.first_start, 1);
+  EXPECT_EQ(report.last_end, 3);
+  EXPECT_EQ(report.loss, 0.5);
+}
+
+}  // namespace
+}  // namespace conveyor
