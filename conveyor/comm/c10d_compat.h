@@ -7,6 +7,7 @@
 
 #include <torch/version.h>
 
+#include <exception>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 namespace conveyor {
@@ -20,6 +21,22 @@ inline void UseClassicTcpStore(c10d::TCPStoreOptions& options) {
   options.useLibUV = false;
 #else
   (void)options;
+#endif
+}
+
+// Shuts a process group (ProcessGroupNCCL) down before it is destroyed; errors of a group
+// that already failed are ignored (nothing more to release). libtorch 2.3 added shutdown()
+// and warns at exit when a group is destroyed without it (seen on torch 2.11); before 2.3
+// there is nothing to do.
+template <typename ProcessGroup>
+void ShutDownProcessGroup(ProcessGroup& group) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  try {
+    group.shutdown();
+  } catch (const std::exception&) {
+  }
+#else
+  (void)group;
 #endif
 }
 

@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <utility>
 
+#include "conveyor/comm/c10d_compat.h"
 #include "conveyor/comm/c10d_world.h"
 #include "conveyor/comm/scatter_parts.h"
 #include "conveyor/common/error.h"
@@ -40,17 +41,8 @@ struct Backends {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
 #if CONVEYOR_HAS_NCCL
   c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
-  // NCCL's group is shut down before it is destroyed: without it, libtorch 2.3 and later
-  // warn at exit that destroy_process_group() was not called (seen on torch 2.11).
   ~Backends() {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
-    if (nccl) {
-      try {
-        nccl->shutdown();
-      } catch (const std::exception&) {  // a failed group: nothing more to release
-      }
-    }
-#endif
+    if (nccl) ShutDownProcessGroup(*nccl);
   }
 #endif
 };

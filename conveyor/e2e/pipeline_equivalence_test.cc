@@ -30,6 +30,11 @@ void ExpectSame(const StepOutcome& want, const StepOutcome& got, const std::stri
   }
 }
 
+// Two steps' batches of 9 samples (uneven over 2 or 4 micro-batches), lengths 7 then 5.
+std::vector<Batch> TwoBatchesOfNine(const GptConfig& config) {
+  return {MakeBatch(config, 9, 7, kSeed), MakeBatch(config, 9, 5, kSeed + 1)};
+}
+
 struct Case {
   int pp;
   int m;
@@ -78,8 +83,7 @@ TEST_P(PipelineEquivalenceTest, MatchesFullBatchStep) {
 TEST(RecomputeEquivalenceTest, FullAndSelectiveMatchTheFullBatchStep) {
   auto config = SmallGpt();
   config.layers = 4;
-  const std::vector<Batch> batches = {MakeBatch(config, 9, 7, kSeed),
-                                      MakeBatch(config, 9, 5, kSeed + 1)};
+  const std::vector<Batch> batches = TwoBatchesOfNine(config);
   const StepOutcome want = RunReference(config, kSeed, batches, 0.1);
   for (const std::string schedule : {"1f1b", "zb-h1", "zb-v", "interleaved-1f1b"}) {
     const Program program = BuildSchedule(schedule, ScheduleOptions{2, 4, 0});
@@ -100,8 +104,7 @@ TEST(RecomputeEquivalenceTest, FullAndSelectiveMatchTheFullBatchStep) {
 TEST(HalfPrecisionMessagesTest, EqualCastsAtTheStageBoundariesByHand) {
   auto config = SmallGpt();
   config.layers = 6;
-  const std::vector<Batch> batches = {MakeBatch(config, 9, 7, kSeed),
-                                      MakeBatch(config, 9, 5, kSeed + 1)};
+  const std::vector<Batch> batches = TwoBatchesOfNine(config);
   const StepOutcome fp32 = RunReference(config, kSeed, batches, 0.1);
   for (const at::ScalarType dtype : {at::kBFloat16, at::kHalf}) {
     for (const std::string schedule : {"1f1b", "zb-h1", "interleaved-1f1b", "zb-v", "dualpipe"}) {

@@ -73,7 +73,6 @@ class Stage {
   // at::kBFloat16 / at::kHalf halve the bytes of every message (--dtype bf16 / fp16).
   // Change it only between steps.
   void set_message_dtype(c10::ScalarType dtype) { message_dtype_ = dtype; }
-  c10::ScalarType message_dtype() const { return message_dtype_; }
 
   // A last stage seeds its backward with `scale` instead of 1 (dynamic loss scaling,
   // loss_scaler.h): every gradient of the step is `scale` times the true one, the loss is

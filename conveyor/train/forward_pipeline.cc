@@ -36,11 +36,9 @@ Executor::Inference ForwardPipeline::Run(const std::vector<MicroBatch>& mbs) {
              .first;
     std::map<int, Stage*> stages;
     for (const auto& [index, stage] : model_.pipeline().stages()) stages[index] = stage.get();
-    // Messages in the stages' own dtype (the training pipeline's).
-    const at::ScalarType message_dtype = stages.begin()->second->message_dtype();
     it->second.executor = std::make_unique<Executor>(
         it->second.program, model_.pipeline_rank(), model_.pipeline_group(), stages,
-        at::TensorOptions().dtype(message_dtype).device(model_.device()));
+        at::TensorOptions().dtype(model_.message_dtype()).device(model_.device()));
   }
   return it->second.executor->RunInference(mbs);
 }

@@ -79,6 +79,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   config_.Validate();
   ComputeOn(device_);
   const c10::ScalarType compute_dtype = ScalarTypeOf(config_.dtype);
+  message_dtype_ = compute_dtype;
   CONVEYOR_CHECK(config_.dtype == ComputeDtype::kFp32 || AutocastComputesIn(device_, compute_dtype))
       << "rank " << rank_ << ": --dtype " << ComputeDtypeName(config_.dtype) << " needs "
       << ComputeDtypeName(config_.dtype) << " matrix products under autocast on " << device_.str()
@@ -128,11 +129,11 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
         MoveParameters(stack->NamedParameters(), device);
         return stack;
       },
-      at::TensorOptions().dtype(compute_dtype).device(device_));
+      at::TensorOptions().dtype(message_dtype_).device(device_));
   for (const auto& [index, stage] : pipeline_->stages()) {
     stage->set_recompute(config_.recompute == Recompute::kFull);
     stage->set_compute_dtype(compute_dtype);
-    stage->set_message_dtype(compute_dtype);
+    stage->set_message_dtype(message_dtype_);
   }
 }
 

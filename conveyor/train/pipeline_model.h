@@ -54,7 +54,6 @@ class PipelineModel {
                 const RankContext& rank, const TrainTask* data = nullptr);
 
   const TrainConfig& config() const { return config_; }
-  const ModelTask& model() const { return *model_; }
   // Every rank of the run (null with one rank) and this rank in it.
   Transport* world() const { return world_; }
   int rank() const { return rank_; }
@@ -84,7 +83,8 @@ class PipelineModel {
   // This rank's parameters (global names; a name twice for two local copies).
   NamedTensors Parameters() const { return pipeline_->NamedParameters(); }
   PipelineRank& pipeline() { return *pipeline_; }
-  const PipelineRank& pipeline() const { return *pipeline_; }
+  // The dtype of the messages between stages: the compute dtype (fp32, bf16 or fp16).
+  c10::ScalarType message_dtype() const { return message_dtype_; }
 
  private:
   TrainConfig config_;
@@ -104,6 +104,7 @@ class PipelineModel {
   Program program_;
   std::vector<LayerRange> partition_;
   std::map<std::string, std::vector<int>> holders_;
+  c10::ScalarType message_dtype_;
   std::unique_ptr<PipelineRank> pipeline_;
 };
 

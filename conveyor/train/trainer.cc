@@ -59,15 +59,14 @@ LossScaler MakeLossScaler(const TrainConfig& config) {
 
 Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task,
                  const RankContext& rank)
-    : config_(config),
-      task_(std::move(task)),
+    : task_(std::move(task)),
       model_(config, task_->model(), rank, task_.get()),
       schedule_{config.lr, config.min_lr_ratio, config.warmup_steps, config.steps},
       loss_scaler_(MakeLossScaler(config)) {
   MemoryTracker::Install();
   Transport* dp_group = model_.dp_group();
   const AdamWOptions adamw{.weight_decay = config.weight_decay};
-  if (config_.zero == 1 && dp_group != nullptr) {
+  if (config.zero == 1 && dp_group != nullptr) {
     optimizer_ = std::make_unique<ShardedAdamW>(adamw, dp_group);
   } else {
     optimizer_ = std::make_unique<AdamW>(adamw);
@@ -75,7 +74,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   // ZeRO-1: the reducer reduce-scatters the gradients of the unshared parameters over
   // ShardedAdamW's ranges (shard_layout.h); the shared ones stay whole for SumShared.
   std::shared_ptr<const ShardLayout> zero;
-  if (config_.zero == 1 && dp_group != nullptr) {
+  if (config.zero == 1 && dp_group != nullptr) {
     zero = std::make_shared<const ShardLayout>(model_.Parameters(), dp_group->world_size(),
                                                dp_group->rank(),
                                                GradSync::SharedNames(model_.holders()));
@@ -96,10 +95,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   Transport* pipeline_group = model_.pipeline_group();
   if (pipeline_group != nullptr && pipeline_group->world_size() > 1) {
     const int64_t samples =
-        (config_.batch_size / model_.mesh().dp() + config_.microbatches - 1) / config_.microbatches;
-    const int64_t message_bytes =
-        static_cast<int64_t>(c10::elementSize(ScalarTypeOf(config_.dtype))) * samples *
-        config_.seq_len * config_.hidden;
+        (config.batch_size / model_.mesh().dp() + config.microbatches - 1) / config.microbatches;
+    const int64_t message_bytes = static_cast<int64_t>(c10::elementSize(model_.message_dtype())) *
+                                  samples * config.seq_len * config.hidden;
     hop_s_ = MeasureHopLatency(*pipeline_group, message_bytes, 20);
   }
 }
@@ -125,7 +123,7 @@ StepMetrics Trainer::Step() {
   if (dp_timed != nullptr) dp_timed->TakeSpans();
   const double pipeline_start = Executor::Now() - clock_origin_;
   const double local_loss =
-      pipeline.Step(SplitBatch(mine, config_.microbatches, CountTargets(batch.targets)));
+      pipeline.Step(SplitBatch(mine, config().microbatches, CountTargets(batch.targets)));
   const double pipeline_end = Executor::Now() - clock_origin_;
   recorder_->UseDeviceTimes(pipeline.executor().device_runs());
   const int64_t pipeline_peak_bytes = recorder_->PeakBytes();  // before the optimizer's state
@@ -154,7 +152,7 @@ StepMetrics Trainer::Step() {
   m.lr = schedule_.At(m.step);
   m.skipped = !std::isfinite(m.loss) || !std::isfinite(m.grad_norm);
   m.overflow = m.skipped && std::isfinite(m.loss) && loss_scaler_.ShouldBackOff();
-  CONVEYOR_CHECK(!m.skipped || m.overflow || config_.skip_nonfinite_steps)
+  CONVEYOR_CHECK(!m.skipped || m.overflow || config().skip_nonfinite_steps)
       << "step " << m.step << ": the loss is " << m.loss << " and the gradient norm " << m.grad_norm
       << "; stopping before the update (a learning rate too high, or weights "
       << "that hold NaN or inf; --skip-nonfinite-steps skips such steps instead)";
@@ -163,8 +161,8 @@ StepMetrics Trainer::Step() {
   if (!m.skipped) {
     // Unscaled and clipped in one pass over the gradients.
     double factor = 1 / m.loss_scale;
-    if (config_.clip > 0 && m.grad_norm > config_.clip) {
-      factor *= config_.clip / (m.grad_norm + 1e-6);
+    if (config().clip > 0 && m.grad_norm > config().clip) {
+      factor *= config().clip / (m.grad_norm + 1e-6);
     }
     if (factor != 1) GradSync::Scale(params, factor);
     optimizer_->Step(params, m.lr, m.step);

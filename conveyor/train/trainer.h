@@ -78,7 +78,7 @@ class Trainer {
   StepMetrics Step();
 
   int64_t step() const { return step_; }
-  const TrainConfig& config() const { return config_; }
+  const TrainConfig& config() const { return model_.config(); }
   const TrainTask& task() const { return *task_; }
   // The model on this rank: device, mesh, groups, program, partition, stages.
   PipelineModel& model() { return model_; }
@@ -108,7 +108,6 @@ class Trainer {
   double hop_s() const { return hop_s_; }
 
  private:
-  TrainConfig config_;
   std::shared_ptr<const TrainTask> task_;
   PipelineModel model_;
   std::unique_ptr<DataParallelReducer> dp_reducer_;  // null when dp == 1
