@@ -346,7 +346,7 @@ TrainConfig CheckpointConfig(const std::string& path) {
 namespace {
 
 // A checkpoint verified against `model` and read for it: this rank's shard of every
-// parameter and of its AdamW state, and the manifest. Changes nothing.
+// parameter, with `optimizer_state` of its AdamW state too, and the manifest. Changes nothing.
 struct LoadedShards {
   fs::path folder;
   Json meta;
@@ -356,7 +356,7 @@ struct LoadedShards {
 };
 
 LoadedShards ReadShards(const std::string& path, const PipelineModel& model,
-                        const TrainConfig& config) {
+                        const TrainConfig& config, bool optimizer_state) {
   LoadedShards loaded;
   loaded.folder = ResolveStepFolder(path);
   const fs::path& folder = loaded.folder;
@@ -385,6 +385,7 @@ LoadedShards ReadShards(const std::string& path, const PipelineModel& model,
         << "checkpoint " << folder << ": parameter " << name << " has shape " << it->second.sizes()
         << ", this model " << p.sizes() << (tp.size > 1 ? " (a tensor-parallel shard)" : "");
     loaded.mine.emplace(name, part);
+    if (!optimizer_state) continue;
     for (const char* suffix : {"/exp_avg", "/exp_avg_sq"}) {
       auto state = all.find("optim/" + name + suffix);
       if (state != all.end()) loaded.optim.emplace(name + suffix, shard(name, state->second));
@@ -401,7 +402,7 @@ void CopyWeights(const LoadedShards& loaded) {
 }  // namespace
 
 void LoadCheckpoint(const std::string& path, Trainer& trainer, const TrainConfig& config) {
-  const LoadedShards loaded = ReadShards(path, trainer.model(), config);
+  const LoadedShards loaded = ReadShards(path, trainer.model(), config, /*optimizer_state=*/true);
   // Checks the optimizer state and the loss scale before touching anything, then loads.
   AdamW probe(AdamWOptions{});
   probe.LoadState(loaded.params, loaded.optim);
@@ -421,7 +422,7 @@ void LoadCheckpoint(const std::string& path, Trainer& trainer, const TrainConfig
 }
 
 void LoadWeights(const std::string& path, PipelineModel& model, const TrainConfig& config) {
-  CopyWeights(ReadShards(path, model, config));
+  CopyWeights(ReadShards(path, model, config, /*optimizer_state=*/false));
 }
 
 }  // namespace conveyor
