@@ -23,7 +23,7 @@ PyTorch's own pipelining library, the job `conveyor train` runs:
   split   the embedding, the blocks and the head are `layers + 2` entries cut into
           contiguous stages with conveyor's partition (default: by parameter count, the
           lightest maximum, earliest cut on ties; or --partition even).
-  optim   conveyor/train/optimizer.cc: AdamW (betas 0.9/0.95, eps 1e-8, decoupled weight
+  optim   conveyor/optim/optimizer.cc: AdamW (betas 0.9/0.95, eps 1e-8, decoupled weight
           decay 0.1 on tensors of 2+ dimensions only), linear warm-up over 20 steps then
           cosine to 10% of lr at --steps, the global gradient norm (all ranks) clipped to 1.0
           with factor clip / (norm + 1e-6).
@@ -176,7 +176,7 @@ def uniform_index(h, n):
 
 
 def layer_seed(seed, layer_index):
-    """The seed conveyor's LayerGenerator gives the CPU generator of a layer."""
+    """The seed conveyor's LayerInitGenerator gives the CPU generator of a layer."""
     z = (seed * 0x9E3779B97F4A7C15 + layer_index + 1) & MASK64
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "conveyor/cli/bench_support.h"
-#include "conveyor/cli/distributed.h"
+#include "conveyor/cli/run_as_ranks.h"
 #include "conveyor/comm/hop_latency.h"
 #include "conveyor/common/env.h"
 #include "conveyor/common/range_check.h"

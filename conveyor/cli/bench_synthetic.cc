@@ -6,7 +6,7 @@
 #include <chrono>
 #include <memory>
 
-#include "conveyor/cli/distributed.h"
+#include "conveyor/cli/run_as_ranks.h"
 #include "conveyor/common/error.h"
 #include "conveyor/common/range_check.h"
 #include "conveyor/profile/step_recorder.h"

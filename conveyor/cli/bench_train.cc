@@ -8,14 +8,15 @@
 #include <nlohmann/json.hpp>
 
 #include "conveyor/cli/bench_support.h"
-#include "conveyor/cli/distributed.h"
 #include "conveyor/cli/metrics_json.h"
+#include "conveyor/cli/run_as_ranks.h"
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/common/error.h"
+#include "conveyor/launch/launcher.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/measured_costs.h"
 #include "conveyor/train/preflight.h"
-#include "conveyor/train/rank_metrics.h"
+#include "conveyor/train/rank_report.h"
 #include "conveyor/train/trainer.h"
 
 namespace conveyor {
@@ -41,8 +42,7 @@ nlohmann::json TrainRow(Trainer& trainer, const TrainTask& task, int steps) {
   return {{"step_s", step_s}, {"tokens_per_s", task.TokensPerBatch() / step_s}};
 }
 
-nlohmann::json BenchSchedule(const RankContext& rank, TrainConfig config,
-                             const std::string& name) {
+nlohmann::json BenchSchedule(const RankContext& rank, TrainConfig config, const std::string& name) {
   config.schedule = name;
   config.chunks = 0;
   try {
@@ -53,23 +53,23 @@ nlohmann::json BenchSchedule(const RankContext& rank, TrainConfig config,
   const auto task = MakeTask(config);
   Trainer trainer(config, task, rank);
   nlohmann::json row = TrainRow(trainer, *task, static_cast<int>(config.steps));
-  const std::vector<RankMetrics> ranks = GatherRankMetrics(trainer);
+  const std::vector<RankReport> ranks = trainer.RankReports();
   row["schedule"] = name;
   row["pp"] = config.pp;
   row["dp"] = trainer.model().mesh().dp();
   row["tp"] = config.tp;
   row["microbatches"] = config.microbatches;
-  row["measured_bubble_fraction"] = MeasuredBubble(ranks, trainer.totals().pipeline_s());
+  row["measured_bubble_fraction"] = MeasuredBubble(ranks, trainer.measurements().pipeline_s());
   const SimResult predicted = PredictFromMeasuredCosts(trainer);
   row["predicted_bubble_fraction"] = predicted.bubble_fraction;
   // The step with its pipeline part as fast as the simulator says the schedule allows.
   double pipeline_s = 0;
-  for (const RankMetrics& r : ranks) pipeline_s = std::max(pipeline_s, r.step_s);
+  for (const RankReport& r : ranks) pipeline_s = std::max(pipeline_s, r.step_s);
   const double limit_s = row["step_s"].get<double>() - pipeline_s + predicted.makespan;
   row["predicted_tokens_per_s"] = task->TokensPerBatch() / limit_s;
   row["transfer_wait_fraction"] = ExposedCommFraction(ranks);
   double peak = 0, predicted_peak = 0;
-  for (const RankMetrics& r : ranks) {
+  for (const RankReport& r : ranks) {
     peak = std::max(peak, r.peak_activation_bytes);
     predicted_peak = std::max(predicted_peak, r.predicted_peak_activation_bytes);
   }
@@ -154,7 +154,7 @@ void AddBenchTrain(CLI::App& bench, const std::vector<std::string>& args, int* e
     const std::vector<std::string> names = SelectedSchedules(flags->schedules);
     // Progress on stderr, the table on stdout.
     const RanksOptions options = MeshRanksOptions(config, flags->train.launch);
-    PreflightFiles(config);
+    if (!LaunchedByConveyor()) PreflightFiles(config);  // as in `conveyor train`
     *exit_code = RunAsRanks(args, options, [&](const RankContext& rank) {
       Transport& transport = *rank.world;
       const bool leader = rank.rank == 0;

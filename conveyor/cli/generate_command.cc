@@ -6,7 +6,7 @@
 #include <limits>
 #include <memory>
 
-#include "conveyor/cli/distributed.h"
+#include "conveyor/cli/run_as_ranks.h"
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/common/error.h"
 #include "conveyor/common/range_check.h"

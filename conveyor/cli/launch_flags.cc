@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "conveyor/cli/distributed.h"
+#include "conveyor/cli/run_as_ranks.h"
 #include "conveyor/common/error.h"
 
 namespace conveyor {

@@ -2,9 +2,9 @@
 
 namespace conveyor {
 
-nlohmann::json RankRowsJson(const std::vector<RankMetrics>& ranks) {
+nlohmann::json RankRowsJson(const std::vector<RankReport>& ranks) {
   nlohmann::json rows = nlohmann::json::array();
-  for (const RankMetrics& r : ranks) {
+  for (const RankReport& r : ranks) {
     rows.push_back({{"rank", r.rank},
                     {"dp", r.coords.dp},
                     {"tp", r.coords.tp},

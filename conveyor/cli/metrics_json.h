@@ -6,12 +6,12 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "conveyor/train/rank_metrics.h"
+#include "conveyor/train/rank_report.h"
 
 namespace conveyor {
 
-// One object per rank with every field of RankMetrics under its own name.
-nlohmann::json RankRowsJson(const std::vector<RankMetrics>& ranks);
+// One object per rank with every field of RankReport under its own name.
+nlohmann::json RankRowsJson(const std::vector<RankReport>& ranks);
 
 }  // namespace conveyor
 

@@ -6,64 +6,15 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <sstream>
 #include <vector>
 
 #include "conveyor/cli/output.h"
 #include "conveyor/timeline/chrome_trace.h"
 #include "conveyor/timeline/svg_renderer.h"
+#include "conveyor/timeline/timeline_text.h"
 
 namespace conveyor {
 namespace {
-
-// One line per span, phase and counter sample of `t`, exact to the last bit of each time.
-std::string TimelineText(const Timeline& t) {
-  std::ostringstream out;
-  out.precision(17);
-  for (const Span& s : t.spans) {
-    out << "S " << static_cast<int>(s.kind) << " " << s.start << " " << s.end << " " << s.action
-        << "\n";
-  }
-  for (const Phase& p : t.phases) {
-    out << "P " << p.start << " " << p.end << " " << static_cast<int>(p.track) << " " << p.name
-        << "\n";
-  }
-  for (const CounterSample& c : t.counters) {
-    out << "C " << c.time << " " << c.value << " " << c.name << "\n";
-  }
-  return out.str();
-}
-
-// Adds the events in `text` (TimelineText of rank `rank`'s timeline) to `into`.
-void ParseTimelineText(const std::string& text, int rank, Timeline& into) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line.substr(2));
-    if (line[0] == 'S') {
-      Span s;
-      int kind = 0;
-      std::string action;
-      fields >> kind >> s.start >> s.end >> action;
-      s.rank = rank;
-      s.kind = static_cast<SpanKind>(kind);
-      s.action = ParseAction(action);
-      into.spans.push_back(s);
-    } else {
-      double a = 0, b = 0;
-      int track = 0;
-      std::string name;
-      fields >> a >> b;
-      if (line[0] == 'P') fields >> track;
-      fields >> std::ws;
-      std::getline(fields, name);
-      if (line[0] == 'P') {
-        into.phases.push_back(Phase{rank, name, a, b, static_cast<PhaseTrack>(track)});
-      }
-      if (line[0] == 'C') into.counters.push_back(CounterSample{rank, name, a, b});
-    }
-  }
-}
 
 // Every rank's `text`, in rank order: the lengths are gathered first, then the bytes padded
 // to the longest. Collective.
@@ -97,7 +48,7 @@ void StartAtZero(Timeline& t) {
 
 void WriteTraces(const std::string& dir, const Timeline& mine, const Timeline& predicted,
                  Transport& transport) {
-  const std::vector<std::string> texts = GatherTexts(transport, TimelineText(mine));
+  const std::vector<std::string> texts = GatherTexts(transport, EncodeTimelineText(mine));
   if (transport.rank() != 0) return;
   std::filesystem::create_directories(dir);
   Timeline measured;
@@ -107,7 +58,7 @@ void WriteTraces(const std::string& dir, const Timeline& mine, const Timeline& p
     Timeline rank;
     rank.num_ranks = mine.num_ranks;
     rank.time_unit = mine.time_unit;
-    ParseTimelineText(texts[r], r, rank);
+    DecodeTimelineText(texts[r], r, rank);
     const std::string name = std::to_string(r);
     WriteOutput(dir + "/rank-" + name + ".json", RenderChromeTrace(rank, "rank " + name));
     measured.spans.insert(measured.spans.end(), rank.spans.begin(), rank.spans.end());

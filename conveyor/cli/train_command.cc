@@ -8,14 +8,15 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "conveyor/cli/distributed.h"
 #include "conveyor/cli/metrics_json.h"
 #include "conveyor/cli/output.h"
 #include "conveyor/cli/progress_bar.h"
+#include "conveyor/cli/run_as_ranks.h"
 #include "conveyor/cli/trace_gather.h"
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/cli/train_summary.h"
 #include "conveyor/data/byte_tokenizer.h"
+#include "conveyor/launch/launcher.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/evaluate.h"
@@ -23,7 +24,7 @@
 #include "conveyor/train/generate.h"
 #include "conveyor/train/measured_costs.h"
 #include "conveyor/train/preflight.h"
-#include "conveyor/train/rank_metrics.h"
+#include "conveyor/train/rank_report.h"
 #include "conveyor/train/trainer.h"
 
 namespace conveyor {
@@ -168,7 +169,7 @@ void TrainRank(const TrainConfig& config, const RankContext& rank) {
     }
   }
   summary.final_eval = evaluate();
-  summary.ranks = GatherRankMetrics(trainer);
+  summary.ranks = trainer.RankReports();
   const SimResult predicted = PredictFromMeasuredCosts(trainer);
   if (!config.trace.empty() && trainer.model().leads_replicas()) {  // one pipeline's traces
     WriteTraces(config.trace, trainer.LastTimeline(), predicted.timeline,
@@ -186,7 +187,7 @@ void TrainRank(const TrainConfig& config, const RankContext& rank) {
   if (!leader) return;
   summary.steps = trainer.step();
   summary.baseline_accuracy = task->BaselineAccuracy();
-  summary.measured_bubble = MeasuredBubble(summary.ranks, trainer.totals().pipeline_s());
+  summary.measured_bubble = MeasuredBubble(summary.ranks, trainer.measurements().pipeline_s());
   summary.predicted_bubble = predicted.bubble_fraction;
   summary.hop_s = trainer.hop_s();
   summary.exposed_comm = ExposedCommFraction(summary.ranks);
@@ -195,7 +196,7 @@ void TrainRank(const TrainConfig& config, const RankContext& rank) {
   summary.optimizer_state_bytes = trainer.optimizer_state_bytes();
   if (trainer.loss_scaler().enabled()) summary.loss_scale = trainer.loss_scaler().scale();
   if (!config.metrics.empty()) {
-    const nlohmann::json metrics = MetricsJson(config, summary, trainer.totals().pipeline_s(),
+    const nlohmann::json metrics = MetricsJson(config, summary, trainer.measurements().pipeline_s(),
                                                std::move(steps), std::move(evals));
     WriteOutput(config.metrics, metrics.dump(2) + "\n");
   }
@@ -211,8 +212,13 @@ void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* e
   cmd->callback([flags, args, exit_code] {
     const TrainConfig config = ResolveTrainConfig(*flags);
     const RanksOptions options = MeshRanksOptions(config, flags->launch);  // process count first
-    PreflightCheck(config);
-    PreflightFiles(config);
+    // The launching process checks the run (and loads the corpus to do so) once; the ranks it
+    // starts parse the same command line but skip the checks. Under torchrun or Slurm every
+    // rank checks.
+    if (!LaunchedByConveyor()) {
+      PreflightCheck(config);
+      PreflightFiles(config);
+    }
     *exit_code =
         RunAsRanks(args, options, [&](const RankContext& rank) { TrainRank(config, rank); });
   });

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "conveyor/cli/distributed.h"
 #include "conveyor/cli/launch_flags.h"
+#include "conveyor/cli/run_as_ranks.h"
 #include "conveyor/train/train_config.h"
 
 namespace conveyor {

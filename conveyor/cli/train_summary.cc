@@ -36,7 +36,7 @@ void PrintTrainSummary(const TrainSummary& s) {
       "hidden behind other work; peak memory measured, and predicted by the simulator:\n");
   std::printf(
       "rank     step  compute  dependency  transfer  bubble  overlap  peak MiB  predicted\n");
-  for (const RankMetrics& r : s.ranks) {
+  for (const RankReport& r : s.ranks) {
     std::printf("%4d %8.2f %8.2f %11.2f %9.2f %6.1f%% %7.1f%% %9.2f %6.2f (%.1f mb)\n", r.rank,
                 1e3 * r.step_s, 1e3 * r.compute_s, 1e3 * r.dependency_wait_s,
                 1e3 * r.transfer_wait_s, 100 * r.bubble_fraction, 100 * r.comm_overlap,
@@ -50,7 +50,7 @@ void PrintTrainSummary(const TrainSummary& s) {
       Percent(s.exposed_comm).c_str());
   if (!s.ranks.empty() && s.ranks.front().device_peak_reserved_bytes > 0) {
     std::printf("GPU memory in the last step, per rank (MiB): peak allocated / peak reserved:");
-    for (const RankMetrics& r : s.ranks) {
+    for (const RankReport& r : s.ranks) {
       std::printf(" %d: %.0f / %.0f", r.rank, r.device_peak_allocated_bytes / (1 << 20),
                   r.device_peak_reserved_bytes / (1 << 20));
     }
@@ -62,7 +62,7 @@ void PrintTrainSummary(const TrainSummary& s) {
         "behind the pipeline) and of the tensor-parallel all-reduces; mesh %s:\n"
         "rank  dp  tp  pp   dp comm  hidden   tp comm\n",
         s.mesh.c_str());
-    for (const RankMetrics& r : s.ranks) {
+    for (const RankReport& r : s.ranks) {
       std::printf("%4d %3d %3d %3d %9.2f %6.1f%% %9.2f\n", r.rank, r.coords.dp, r.coords.tp,
                   r.coords.pp, 1e3 * r.dp_comm_s, 100 * r.dp_hidden_fraction(), 1e3 * r.tp_comm_s);
     }

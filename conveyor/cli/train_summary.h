@@ -10,7 +10,7 @@
 
 #include "conveyor/train/data_parallel_reducer.h"
 #include "conveyor/train/evaluate.h"
-#include "conveyor/train/rank_metrics.h"
+#include "conveyor/train/rank_report.h"
 
 namespace conveyor {
 
@@ -23,16 +23,16 @@ struct TrainSummary {
   double loss_scale = 0;          // the loss scale at the end; 0: loss scaling off
   EvalMetrics final_eval;         // accuracy < 0 when the task has none
   double baseline_accuracy = -1;  // the majority class's, with an accuracy
-  std::vector<RankMetrics> ranks;
+  std::vector<RankReport> ranks;
   double measured_bubble = 0;   // MeasuredBubble
   double predicted_bubble = 0;  // the simulator's, from measured costs
   double hop_s = 0;
-  double exposed_comm = 0;  // ExposedCommFraction
-  std::string mesh;         // Mesh::Describe when dp or tp > 1; empty otherwise
-  DataParallelStats dp;     // rank 0's gradient reduction, summed over the steps
+  double exposed_comm = 0;            // ExposedCommFraction
+  std::string mesh;                   // Mesh::Describe when dp or tp > 1; empty otherwise
+  DataParallelStats dp;               // rank 0's gradient reduction, summed over the steps
   int64_t optimizer_state_bytes = 0;  // rank 0's AdamW state (1/dp of it with --zero 1)
-  std::string trace_dir;    // empty: no traces written
-  std::string sample;       // printable sample text; empty: none
+  std::string trace_dir;              // empty: no traces written
+  std::string sample;                 // printable sample text; empty: none
 };
 
 // "12.3%" for 0.123.

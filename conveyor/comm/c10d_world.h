@@ -24,8 +24,9 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "conveyor/comm/abort_signal.h"
-#include "conveyor/comm/c10d_transport.h"
+#include "conveyor/comm/c10d_options.h"
 #include "conveyor/comm/shm_channel.h"
+#include "conveyor/launch/rendezvous.h"
 
 namespace conveyor {
 

@@ -1,4 +1,4 @@
-// Who a rank is, resolved once where the ranks start: RunAsRanks (cli/distributed.h) reads
+// Who a rank is, resolved once where the ranks start: RunAsRanks (cli/run_as_ranks.h) reads
 // the launcher's environment (launch/rendezvous.h) and resolves the device there, and hands
 // this to the rank's body; the model and the trainer read it, never the environment.
 //

@@ -21,7 +21,7 @@ namespace conveyor {
 
 // The precision of the model's matrix products (--dtype): fp32 throughout, or bf16 / fp16
 // products (autocast) with fp32 master weights, fp32 gradients and fp32 gradient reduction.
-// fp16 comes with dynamic loss scaling (train/loss_scaler.h) and needs a device whose libtorch
+// fp16 comes with dynamic loss scaling (optim/loss_scaler.h) and needs a device whose libtorch
 // has fp16 matrix products under autocast (CUDA; the CPU in torch 2.x).
 enum class ComputeDtype : uint8_t { kFp32, kBf16, kFp16 };
 

@@ -85,7 +85,7 @@ GptConfig SmallGpt() {
 }
 
 Batch MakeBatch(const GptConfig& config, int n, int t, uint64_t seed) {
-  at::Generator gen = LayerGenerator(seed, 1000);
+  at::Generator gen = LayerInitGenerator(seed, 1000);
   Batch batch;
   batch.inputs = at::randint(config.vocab, {n, t}, gen, at::kLong);
   batch.targets = at::randint(config.vocab, {n, t}, gen, at::kLong);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <iomanip>
@@ -389,6 +390,8 @@ class Supervisor {
 };
 
 }  // namespace
+
+bool LaunchedByConveyor() { return std::getenv(kReportFdVariable) != nullptr; }
 
 bool ReportToLauncher(const std::string& message) {
   const int fd = static_cast<int>(EnvInt(kReportFdVariable, -1, 0, INT_MAX));

@@ -19,7 +19,7 @@
 // its last stderr lines instead.
 //
 // Signals: while LaunchLocal runs, SIGINT and SIGTERM sent to this process are forwarded to
-// every rank's process group (the ranks stop on their own: see cli/distributed.h), and the
+// every rank's process group (the ranks stop on their own: see cli/run_as_ranks.h), and the
 // ranks still running after the grace period are killed; a second signal kills them at
 // once. Each child also gets a parent-death signal (SIGKILL), so no rank outlives a launcher
 // that is killed outright, and a child whose launcher died before that was in place exits.
@@ -53,6 +53,10 @@ inline constexpr char kReportFdVariable[] = "CONVEYOR_REPORT_FD";
 // launcher and returns true. Returns false, sending nothing, in any other process. Throws
 // UserError when kReportFdVariable is set to something that is not a descriptor number.
 bool ReportToLauncher(const std::string& message);
+
+// True in a rank that LaunchLocal started (kReportFdVariable is set): the launching process
+// has run the command's checks already, so the rank need not repeat them.
+bool LaunchedByConveyor();
 
 struct LaunchOptions {
   // kAllPrefixed: every rank's stdout and stderr lines to `out`, "[rank R] " before each.

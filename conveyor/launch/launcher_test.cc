@@ -43,6 +43,18 @@ TEST(LauncherTest, RanksSeeTheirEnvironmentAndOutputIsPrefixed) {
   EXPECT_THAT(out.str(), HasSubstr("[rank 2] rank=2 of 3 local=2 at 127.0.0.1:"));
 }
 
+// A rank knows LaunchLocal started it (and so that its command was checked); this process,
+// started otherwise, does not.
+TEST(LauncherTest, RanksKnowConveyorLaunchedThem) {
+  EXPECT_FALSE(LaunchedByConveyor());
+  std::ostringstream out;
+  LaunchResult result =
+      LaunchLocal(2, Shell(std::string("test -n \"$") + kReportFdVariable + "\" && echo launched"),
+                  Bounded(out));
+  EXPECT_TRUE(result.ok()) << result.Report();
+  EXPECT_THAT(out.str(), HasSubstr("[rank 1] launched"));
+}
+
 // Rank 0's stdout and stderr stay apart (a JSON result on stdout, status lines on stderr).
 TEST(LauncherTest, Rank0OnlyPrintsRank0) {
   std::ostringstream out, err;

@@ -16,7 +16,7 @@ constexpr double kInitStd = 0.02;  // BERT's initializer_range
 class Embedding : public Layer {
  public:
   Embedding(const ClassifierConfig& c, uint64_t seed) : config_(c) {
-    at::Generator gen = LayerGenerator(seed, 0);
+    at::Generator gen = LayerInitGenerator(seed, 0);
     tok_ = NormalParam(gen, {c.vocab, c.hidden}, kInitStd);
     pos_ = NormalParam(gen, {c.max_seq_len, c.hidden}, kInitStd);
     ln_w_ = OnesParam({c.hidden});
@@ -54,7 +54,7 @@ class Block : public Layer {
  public:
   Block(const ClassifierConfig& c, uint64_t seed, int block)
       : config_(c), prefix_("blocks." + std::to_string(block) + ".") {
-    at::Generator gen = LayerGenerator(seed, block + 1);
+    at::Generator gen = LayerInitGenerator(seed, block + 1);
     const int64_t h = c.hidden;
     auto shard = [&](const char* name, const at::Tensor& full) {
       return ShardParam(prefix_ + name, full, c.tp);
@@ -118,7 +118,7 @@ class Block : public Layer {
 class Head : public Layer {
  public:
   Head(const ClassifierConfig& c, uint64_t seed) : config_(c) {
-    at::Generator gen = LayerGenerator(seed, c.layers + 1);
+    at::Generator gen = LayerInitGenerator(seed, c.layers + 1);
     pre_w_ = NormalParam(gen, {c.hidden, c.hidden}, kInitStd);
     pre_b_ = ZerosParam({c.hidden});
     out_w_ = NormalParam(gen, {c.classes, c.hidden}, kInitStd);

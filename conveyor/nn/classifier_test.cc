@@ -72,7 +72,7 @@ TEST(ClassifierTest, AppendedPaddingDoesNotChangeLogits) {
   const LayerList layers = BuildClassifier(c, 3);
   const MicroBatch mb = ClassifierMicroBatch(c, 4, 6, 4);
   MicroBatch padded = mb;
-  at::Tensor junk = at::randint(c.vocab, {4, 6}, LayerGenerator(5, 0), at::kLong);
+  at::Tensor junk = at::randint(c.vocab, {4, 6}, LayerInitGenerator(5, 0), at::kLong);
   padded.inputs = at::cat({mb.inputs, junk.narrow(1, 0, 5)}, 1);
   padded.attention_mask = at::cat({mb.attention_mask, at::zeros({4, 5}, at::kBool)}, 1);
   EXPECT_TRUE(at::allclose(Logits(layers, mb), Logits(layers, padded), 1e-5, 1e-6));
@@ -155,7 +155,7 @@ TEST(ClassifierTest, LearnsWhetherTokenSevenAppears) {
   c.max_seq_len = 8;
   c.classes = 2;
   LayerStack model(BuildClassifier(c, 21));
-  at::Generator gen = LayerGenerator(22, 0);
+  at::Generator gen = LayerInitGenerator(22, 0);
   NamedTensors params = model.NamedParameters();
   std::vector<at::Tensor> m1, m2;  // Adam moments
   for (auto& [name, p] : params) {

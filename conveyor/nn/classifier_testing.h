@@ -25,7 +25,7 @@ inline ClassifierConfig SmallClassifier() {
 // n samples of length t, sample i with 1 + (i % t) real tokens, random classes.
 inline MicroBatch ClassifierMicroBatch(const ClassifierConfig& c, int64_t n, int64_t t,
                                        uint64_t seed) {
-  at::Generator gen = LayerGenerator(seed, 1000);
+  at::Generator gen = LayerInitGenerator(seed, 1000);
   MicroBatch mb;
   mb.inputs = at::randint(c.vocab, {n, t}, gen, at::kLong);
   mb.targets = at::randint(c.classes, {n}, gen, at::kLong);

@@ -23,7 +23,7 @@ constexpr char kLmHead[] = "head.lm.weight";
 class Embedding : public Layer {
  public:
   Embedding(const GptConfig& c, uint64_t seed) : config_(c) {
-    at::Generator gen = LayerGenerator(seed, 0);
+    at::Generator gen = LayerInitGenerator(seed, 0);
     wte_ = ShardParam(kTokenEmbedding, NormalParam(gen, {c.vocab, c.hidden}, kInitStd), c.tp);
     wpe_ = NormalParam(gen, {c.max_seq_len, c.hidden}, kPositionInitStd);
   }
@@ -52,7 +52,7 @@ class Block : public Layer {
  public:
   Block(const GptConfig& c, uint64_t seed, int block)
       : config_(c), prefix_("blocks." + std::to_string(block) + ".") {
-    at::Generator gen = LayerGenerator(seed, block + 1);
+    at::Generator gen = LayerInitGenerator(seed, block + 1);
     const int64_t h = c.hidden;
     const double proj_std = kInitStd / std::sqrt(2.0 * c.layers);
     auto shard = [&](const char* name, const at::Tensor& full) {
@@ -120,7 +120,7 @@ class Head : public Layer {
     lnf_b_ = ZerosParam({c.hidden});
     // Tied: the same initial values as the embedding's copy (drawn first from layer 0's
     // stream), under the same name, so the same row shard.
-    at::Generator gen = LayerGenerator(seed, c.tie_embeddings ? 0 : c.layers + 1);
+    at::Generator gen = LayerInitGenerator(seed, c.tie_embeddings ? 0 : c.layers + 1);
     lm_head_ = ShardParam(lm_head_name(), NormalParam(gen, {c.vocab, c.hidden}, kInitStd), c.tp);
   }
 

@@ -50,7 +50,7 @@ std::vector<int64_t> HiddenShape(const MicroBatch& mb, int64_t hidden) {
   return {mb.size(), mb.seq_len(), hidden};
 }
 
-at::Generator LayerGenerator(uint64_t seed, int layer_index) {
+at::Generator LayerInitGenerator(uint64_t seed, int layer_index) {
   // The SplitMix64 mix of (seed, index): independent streams per layer.
   return at::detail::createCPUGenerator(
       SplitMixFinalize(seed * kSplitMixGamma + static_cast<uint64_t>(layer_index) + 1));

@@ -54,7 +54,7 @@ std::vector<int64_t> HiddenShape(const MicroBatch& mb, int64_t hidden);
 
 // A CPU generator seeded from (seed, global layer index): the only source of randomness a
 // layer's initialisation may use.
-at::Generator LayerGenerator(uint64_t seed, int layer_index);
+at::Generator LayerInitGenerator(uint64_t seed, int layer_index);
 
 }  // namespace conveyor
 

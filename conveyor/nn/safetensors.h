@@ -7,7 +7,8 @@
 //   the rest     the data: each tensor's bytes, row-major, little-endian, at
 //                [begin, end) relative to the end of the header
 //
-// Dtypes: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL (ATen has no U16 / U32 / U64 / F8 here).
+// Dtypes: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL, on every libtorch conveyor builds against
+// (1.13 has no U16 / U32 / U64 / F8, so none of them is read on any version).
 //
 // Loading trusts nothing in the file: a file too short for its header, a header that is not
 // a JSON object of well-formed entries, a duplicate name, an unknown dtype, a byte range

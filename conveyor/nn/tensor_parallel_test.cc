@@ -161,7 +161,7 @@ GptConfig TinyGpt() {
 // n sequences of length T: random lengths with padding after them (masked, target -1), and
 // a few more targets ignored inside.
 MicroBatch GptMicroBatch(const GptConfig& c, int64_t n, int64_t t, uint64_t seed) {
-  at::Generator gen = LayerGenerator(seed, 1000);
+  at::Generator gen = LayerInitGenerator(seed, 1000);
   MicroBatch mb;
   mb.inputs = at::randint(c.vocab, {n, t}, gen, at::kLong);
   mb.targets = at::randint(c.vocab, {n, t}, gen, at::kLong);

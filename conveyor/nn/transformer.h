@@ -1,7 +1,7 @@
 // Building blocks shared by the model zoo's transformers.
 //
 // Parameters are leaf tensors that require grad, drawn only from the generator a layer gets
-// from LayerGenerator. Every linear map goes through Linear, so its weight gradient can
+// from LayerInitGenerator. Every linear map goes through Linear, so its weight gradient can
 // be deferred (split backward).
 //
 // Shapes: x (n, T, C); key_mask (n, T) bool, true = a real token; heads divides C.

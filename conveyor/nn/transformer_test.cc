@@ -11,7 +11,7 @@ namespace conveyor {
 namespace {
 
 AttentionWeights Weights(int64_t c, at::ScalarType dtype) {
-  at::Generator gen = LayerGenerator(5, 0);
+  at::Generator gen = LayerInitGenerator(5, 0);
   AttentionWeights w;
   w.qkv_w = at::normal(0.0, 0.3, {3 * c, c}, gen).to(dtype);
   w.qkv_b = at::normal(0.0, 0.3, {3 * c}, gen).to(dtype);
@@ -27,7 +27,7 @@ TEST(TransformerTest, MaskedKeysGetNoWeightInEveryDtype) {
   const int64_t c = 8, heads = 2, real = 3, t = 5;
   for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16}) {
     const AttentionWeights w = Weights(c, dtype);
-    at::Generator gen = LayerGenerator(6, 0);
+    at::Generator gen = LayerInitGenerator(6, 0);
     const at::Tensor x = at::normal(0.0, 1.0, {1, t, c}, gen).to(dtype);
     at::Tensor mask = at::zeros({1, t}, at::kBool);
     mask.narrow(1, 0, real).fill_(true);
@@ -56,7 +56,7 @@ TEST(TransformerTest, FusedAttentionMatchesTheManualPath) {
       for (int path = 0; path < 2; ++path) {
         AttentionWeights w = Weights(c, at::kFloat);
         for (at::Tensor* p : {&w.qkv_w, &w.qkv_b, &w.proj_w, &w.proj_b}) p->requires_grad_(true);
-        at::Generator gen = LayerGenerator(7, 0);
+        at::Generator gen = LayerInitGenerator(7, 0);
         const at::Tensor x = at::normal(0.0, 1.0, {n, t, c}, gen).requires_grad_(true);
         const at::Tensor all_real = path == 0 ? at::ones({n, t}, at::kBool) : at::Tensor();
         const at::Tensor y = SelfAttention(x, w, heads, causal, all_real, recompute);

@@ -5,11 +5,11 @@
 #include <sstream>
 
 #include "conveyor/common/error.h"
+#include "conveyor/schedule/activation_memory.h"
 
 namespace conveyor {
 namespace {
 
-// Where each compute of one (stage, micro-batch) sits, and how often it appears.
 // Where the copies of one communication action sit, and whether a transfer needs it.
 struct CommSlot {
   int count = 0;
@@ -30,6 +30,7 @@ int CommIndex(Op op) {
   }
 }
 
+// Where each compute of one (stage, micro-batch) sits, and how often it appears.
 struct Slot {
   int f = 0, b = 0, i = 0, w = 0;          // counts
   int f_at = -1, back_at = -1, w_at = -1;  // index in the rank's list (first seen)
@@ -399,58 +400,6 @@ void VerifyOrThrow(const Program& program, const VerifyOptions& options) {
   const std::vector<Finding> findings = Verify(program, options);
   CONVEYOR_CHECK(findings.empty()) << "the program has " << findings.size() << " problem(s):\n"
                                    << FormatFindings(findings);
-}
-
-std::vector<double> PeakActivations(const Program& program, double mem_b, double mem_w) {
-  return PeakActivations(program, std::vector<double>(program.layout.num_stages(), mem_b),
-                         mem_b > 0 ? mem_w / mem_b : 0);
-}
-
-std::vector<double> PeakActivations(const Program& program, const std::vector<double>& mem_b,
-                                    double w_share) {
-  CONVEYOR_CHECK(static_cast<int>(mem_b.size()) == program.layout.num_stages())
-      << "activation sizes for " << mem_b.size() << " stages, the program has "
-      << program.layout.num_stages();
-  std::vector<double> peaks;
-  for (const auto& actions : program.ranks) {
-    double now = 0, peak = 0;
-    auto apply = [&](Op op, int stage) {
-      const double b = mem_b[stage], w = w_share * b;
-      switch (op) {
-        case Op::kForward:
-          now += b;
-          break;
-        case Op::kBackward:
-          now -= b;
-          break;
-        case Op::kBackwardInput:
-          now -= b - w;
-          break;
-        case Op::kBackwardWeight:
-          now -= w;
-          break;
-        default:
-          break;
-      }
-      peak = std::max(peak, now);
-    };
-    for (const Action& a : actions) {
-      if (a.op == Op::kOverlapFB) {
-        apply(Op::kForward, a.stage);
-        apply(a.overlap_op, a.BackwardHalf().stage);
-      } else {
-        apply(a.op, a.stage);
-      }
-    }
-    peaks.push_back(peak);
-  }
-  return peaks;
-}
-
-std::vector<int> PeakInFlight(const Program& program) {
-  std::vector<int> peaks;
-  for (double peak : PeakActivations(program, 1, 1)) peaks.push_back(static_cast<int>(peak));
-  return peaks;
 }
 
 }  // namespace conveyor

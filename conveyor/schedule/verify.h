@@ -66,18 +66,6 @@ std::string FormatFindings(const std::vector<Finding>& findings);
 // Throws UserError with all findings when Verify() reports any.
 void VerifyOrThrow(const Program& program, const VerifyOptions& options = {});
 
-// Activations each rank holds at its peak, in (stage, micro-batch) units, following each
-// rank's own order (F adds one, B or W frees one).
-std::vector<int> PeakInFlight(const Program& program);
-
-// The same with weights: F adds `mem_b`, I frees mem_b - mem_w, W frees mem_w, B frees mem_b.
-std::vector<double> PeakActivations(const Program& program, double mem_b, double mem_w);
-
-// The same with a size per stage: F of stage s adds mem_b[s], W frees w_share of it, I the
-// rest, B all of it. UserError when mem_b does not have one entry per stage.
-std::vector<double> PeakActivations(const Program& program, const std::vector<double>& mem_b,
-                                    double w_share);
-
 }  // namespace conveyor
 
 #endif  // CONVEYOR_SCHEDULE_VERIFY_H_

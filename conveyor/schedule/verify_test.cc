@@ -163,7 +163,6 @@ TEST(VerifyTest, EveryLoweredScheduleHasOneMessageOrderPerPairOfRanks) {
 
 TEST(VerifyTest, MemoryBound) {
   const Program p = MakeProgram(Layout::Loop(2, 1, 2), kGpipe);
-  EXPECT_EQ(PeakInFlight(p), (std::vector<int>{2, 2}));
   EXPECT_EQ(Kinds(p, {.max_in_flight = 1}),
             (std::vector<FindingKind>{FindingKind::kMemoryBound, FindingKind::kMemoryBound}));
   EXPECT_TRUE(Kinds(p, {.max_in_flight = 2}).empty());
@@ -180,17 +179,6 @@ TEST(VerifyTest, VerifyOrThrowListsAllFindings) {
     EXPECT_NE(what.find("[missing] stage 0"), std::string::npos) << what;
     EXPECT_NE(what.find("[missing] stage 1"), std::string::npos) << what;
   }
-}
-
-TEST(PeakActivationsTest, PerStageSizes) {
-  // One rank running stages 0 and 1.
-  const Program full = MakeProgram(Layout::Loop(1, 2, 1), {"0F0 1F0 1B0 0B0"});
-  EXPECT_EQ(PeakActivations(full, std::vector<double>{1, 3}, 1), std::vector<double>{4});
-  // Split backward, W holding half: 2, 6, then I1 frees 2, I0 1, W0 1, W1 2.
-  const Program split = MakeProgram(Layout::Loop(1, 2, 1), {"0F0 1F0 1I0 0I0 0W0 1W0"});
-  EXPECT_EQ(PeakActivations(split, std::vector<double>{2, 4}, 0.5), std::vector<double>{6});
-  EXPECT_EQ(PeakActivations(split, 1.0, 1.0), std::vector<double>{2});
-  EXPECT_THROW(PeakActivations(split, std::vector<double>{1}, 1), UserError);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "conveyor/common/error.h"
+#include "conveyor/schedule/activation_memory.h"
 #include "conveyor/schedule/lower.h"
 #include "conveyor/schedule/verify.h"
 

@@ -45,7 +45,7 @@
 #include "conveyor/comm/transport.h"
 #include "conveyor/device/stream_order.h"
 #include "conveyor/module/stage_module.h"
-#include "conveyor/train/shard_layout.h"
+#include "conveyor/optim/shard_layout.h"
 
 namespace conveyor {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "conveyor/common/error.h"
-#include "conveyor/train/sum_over_ranks.h"
+#include "conveyor/train/world_collectives.h"
 
 namespace conveyor {
 

@@ -32,7 +32,7 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, double
     if (temperature <= 0) {
       tokens = logits.argmax(-1);
     } else {
-      at::Generator gen = LayerGenerator(seed, static_cast<int>(inputs.size(1)));
+      at::Generator gen = LayerInitGenerator(seed, static_cast<int>(inputs.size(1)));
       // Sampled on the CPU, with its generator, whatever the device: the same tokens anywhere.
       const at::Tensor probs = (logits / temperature).softmax(-1).to(at::kCPU);
       tokens = at::multinomial(probs, 1, false, gen).squeeze(-1).to(device);

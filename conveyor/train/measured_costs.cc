@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "conveyor/train/sum_over_ranks.h"
+#include "conveyor/train/world_collectives.h"
 
 namespace conveyor {
 
@@ -14,7 +14,7 @@ CostModel MeasuredCosts(const Trainer& trainer) {
   constexpr Op kOps[] = {Op::kForward, Op::kBackward, Op::kBackwardInput, Op::kBackwardWeight};
   const int stages = trainer.model().program().layout.num_stages();
   at::Tensor table = at::zeros({stages, 4, 2}, at::kDouble);
-  for (const auto& [key, time] : trainer.totals().op_times()) {
+  for (const auto& [key, time] : trainer.measurements().op_times()) {
     for (int k = 0; k < 4; ++k) {
       if (key.second != kOps[k]) continue;
       table[key.first][k][0] = time.seconds;

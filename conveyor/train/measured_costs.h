@@ -11,7 +11,7 @@
 namespace conveyor {
 
 // One StageCost per stage of the trainer's program: the mean measured seconds of its F, B, I
-// and W over every rank's measured steps (RankTotals), 0 for an op never run (B: -1, which
+// and W over every rank's measured steps (RankMeasurements), 0 for an op never run (B: -1, which
 // the simulator reads as I + W); comm_latency = trainer.hop_s(). Collective over the
 // trainer's world (the stages live on different ranks).
 CostModel MeasuredCosts(const Trainer& trainer);

@@ -13,7 +13,7 @@
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
 #include "conveyor/train/layer_costs.h"
-#include "conveyor/train/sum_over_ranks.h"
+#include "conveyor/train/world_collectives.h"
 
 namespace conveyor {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "conveyor/train/sum_over_ranks.h"
+#include "conveyor/train/world_collectives.h"
 
 namespace conveyor {
 

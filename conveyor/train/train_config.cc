@@ -16,8 +16,8 @@
 #include "conveyor/common/spellings.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/mesh/mesh.h"
+#include "conveyor/optim/loss_scaler.h"
 #include "conveyor/schedule/pipeline_limits.h"
-#include "conveyor/train/loss_scaler.h"
 
 namespace conveyor {
 namespace {

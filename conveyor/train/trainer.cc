@@ -14,11 +14,11 @@
 #include "conveyor/comm/hop_latency.h"
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/module/microbatch.h"
+#include "conveyor/optim/sharded_adamw.h"
 #include "conveyor/profile/comm_breakdown.h"
 #include "conveyor/profile/memory_tracker.h"
 #include "conveyor/train/pipeline_step_report.h"
-#include "conveyor/train/sharded_adamw.h"
-#include "conveyor/train/sum_over_ranks.h"
+#include "conveyor/train/world_collectives.h"
 
 namespace conveyor {
 namespace {
@@ -63,7 +63,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       model_(config, task_->model(), rank, task_.get()),
       schedule_{config.lr, config.min_lr_ratio, config.warmup_steps, config.steps},
       loss_scaler_(MakeLossScaler(config)) {
-  MemoryTracker::Install();
+  // Activation memory on the CPU is counted by wrapping its allocator; a GPU's caching
+  // allocator keeps its own counts (device_memory.h), so the CPU's is left alone there.
+  if (!model_.device().is_cuda()) MemoryTracker::Install();
   Transport* dp_group = model_.dp_group();
   const AdamWOptions adamw{.weight_decay = config.weight_decay};
   if (config.zero == 1 && dp_group != nullptr) {
@@ -77,16 +79,16 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   if (config.zero == 1 && dp_group != nullptr) {
     zero = std::make_shared<const ShardLayout>(model_.Parameters(), dp_group->world_size(),
                                                dp_group->rank(),
-                                               GradSync::SharedNames(model_.holders()));
+                                               PipelineGradients::SharedNames(model_.holders()));
   }
   if (dp_group != nullptr) {
     dp_reducer_ = std::make_unique<DataParallelReducer>(dp_group, kBucketBytes, zero);
     model_.pipeline().executor().set_reduce_grad_hook(
         [this](Stage& stage) { dp_reducer_->Start(stage.module().NamedParameters()); });
   }
-  grad_sync_ = std::make_unique<GradSync>(model_.pipeline_group(), model_.holders(),
-                                          model_.tensor_parallel(),
-                                          zero != nullptr ? dp_group : nullptr, zero);
+  gradients_ = std::make_unique<PipelineGradients>(model_.pipeline_group(), model_.holders(),
+                                                   model_.tensor_parallel(),
+                                                   zero != nullptr ? dp_group : nullptr, zero);
   clock_origin_ = SharedClockOrigin(rank.world);
   const Layout& layout = model_.program().layout;
   recorder_ = std::make_unique<StepRecorder>(model_.pipeline_rank(), layout.num_ranks(),
@@ -134,10 +136,10 @@ StepMetrics Trainer::Step() {
     recorder_->Phase("dp reduce wait", phase);
   }
   phase = Executor::Now();
-  grad_sync_->SumShared(params);
+  gradients_->SumShared(params);
   recorder_->Phase("sum shared grads", phase);
   phase = Executor::Now();
-  m.grad_norm = grad_sync_->GlobalNorm(params) / m.loss_scale;  // of the true gradients
+  m.grad_norm = gradients_->GlobalNorm(params) / m.loss_scale;  // of the true gradients
   recorder_->Phase("grad norm", phase);
   phase = Executor::Now();
   const Layout& layout = model_.program().layout;
@@ -164,7 +166,7 @@ StepMetrics Trainer::Step() {
     if (config().clip > 0 && m.grad_norm > config().clip) {
       factor *= config().clip / (m.grad_norm + 1e-6);
     }
-    if (factor != 1) GradSync::Scale(params, factor);
+    if (factor != 1) PipelineGradients::Scale(params, factor);
     optimizer_->Step(params, m.lr, m.step);
     loss_scaler_.Grow();
   }
@@ -182,13 +184,17 @@ StepMetrics Trainer::Step() {
   if (tp_timed != nullptr) {
     axes.tp_s = RecordCollectives(tp_timed->TakeSpans(), PhaseTrack::kTensorParallel, *recorder_);
   }
-  totals_.Add(
+  measurements_.Add(
       recorder_->step(), pipeline.executor().last_stats(),
       BreakDownComm(layout, recorder_->step(), model_.pipeline_rank(), pipeline_step.send_posts),
       pipeline_step.last_end - pipeline_step.first_start, pipeline_peak_bytes, axes);
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.tokens_per_s = task_->TokensPerBatch() / m.seconds;
   return m;
+}
+
+std::vector<RankReport> Trainer::RankReports() const {
+  return GatherRankReports(model_, measurements_.Means(model_.rank()), *recorder_);
 }
 
 }  // namespace conveyor

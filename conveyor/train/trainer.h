@@ -2,9 +2,9 @@
 // groups and stages) and what training it takes: each step, the pipeline's forward and
 // backward, sums of shared gradients, global gradient clipping, dynamic loss scaling and
 // AdamW with warm-up and cosine decay. Every step is recorded (LastTimeline) and added to
-// this rank's totals (totals()).
+// this rank's measurements (measurements()); RankReports gathers them from every rank.
 //
-// What is built on a trainer lives beside it: GatherRankMetrics (rank_metrics.h),
+// What is built on a trainer lives beside it: the rank reports (rank_report.h),
 // PredictFromMeasuredCosts (measured_costs.h), checkpoints (checkpoint.h); evaluation and
 // generation take its model (forward_pipeline.h, evaluate.h, generate.h); the checks made
 // before any rank starts are in preflight.h.
@@ -32,14 +32,15 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/optim/loss_scaler.h"
+#include "conveyor/optim/optimizer.h"
 #include "conveyor/profile/step_recorder.h"
 #include "conveyor/timeline/timeline.h"
 #include "conveyor/train/data_parallel_reducer.h"
-#include "conveyor/train/grad_sync.h"
-#include "conveyor/train/loss_scaler.h"
-#include "conveyor/train/optimizer.h"
+#include "conveyor/train/pipeline_gradients.h"
 #include "conveyor/train/pipeline_model.h"
-#include "conveyor/train/rank_totals.h"
+#include "conveyor/train/rank_measurements.h"
+#include "conveyor/train/rank_report.h"
 #include "conveyor/train/train_config.h"
 #include "conveyor/train/train_task.h"
 
@@ -94,7 +95,9 @@ class Trainer {
   LossScaler& loss_scaler() { return loss_scaler_; }
 
   // What this rank measured over the steps this trainer ran.
-  const RankTotals& totals() const { return totals_; }
+  const RankMeasurements& measurements() const { return measurements_; }
+  // Every rank's report of the steps so far (GatherRankReports): collective over the world.
+  std::vector<RankReport> RankReports() const;
   // Records every step; its ForwardBytes() are the bytes each forward of this rank's stages
   // left allocated.
   const StepRecorder& recorder() const { return *recorder_; }
@@ -111,7 +114,7 @@ class Trainer {
   std::shared_ptr<const TrainTask> task_;
   PipelineModel model_;
   std::unique_ptr<DataParallelReducer> dp_reducer_;  // null when dp == 1
-  std::unique_ptr<GradSync> grad_sync_;
+  std::unique_ptr<PipelineGradients> gradients_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
   LossScaler loss_scaler_;
@@ -120,7 +123,7 @@ class Trainer {
   std::unique_ptr<StepRecorder> recorder_;
   double clock_origin_ = 0;  // SharedClockOrigin
   double hop_s_ = 0;
-  RankTotals totals_;
+  RankMeasurements measurements_;
 };
 
 }  // namespace conveyor

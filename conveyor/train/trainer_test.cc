@@ -18,7 +18,7 @@
 #include "conveyor/device/compute_device.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
-#include "conveyor/train/rank_metrics.h"
+#include "conveyor/train/rank_report.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -305,7 +305,7 @@ TEST_F(TrainerTest, RecordsEveryStep) {
     if (t.model().rank() != 0) return;
     for (const Span& s : t.LastTimeline().spans) spans += s.kind == SpanKind::kRun;
     for (const Phase& p : t.LastTimeline().phases) phases.insert(p.name);
-    measured_steps = t.totals().measured_steps();
+    measured_steps = t.measurements().measured_steps();
     hop_s = t.hop_s();
   });
   EXPECT_EQ(spans, 2u * 4u);  // rank 0: F and B of each of the 4 micro-batches
@@ -325,9 +325,8 @@ TEST_F(TrainerTest, RecomputationLowersPeakMemoryAndKeepsTheLosses) {
     const std::string mode(RecomputeName(recompute));
     TrainConfig c = TinyGpt();
     c.recompute = recompute;
-    losses[mode] = TrainOnThreads(c, [&](Trainer& t, Transport&) {
-      peak[mode] = GatherRankMetrics(t)[0].peak_activation_bytes;
-    });
+    losses[mode] = TrainOnThreads(
+        c, [&](Trainer& t, Transport&) { peak[mode] = t.RankReports()[0].peak_activation_bytes; });
   }
   EXPECT_LT(peak["full"], peak["selective"]);
   EXPECT_LT(peak["selective"], peak["none"]);

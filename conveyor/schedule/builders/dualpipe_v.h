@@ -9,7 +9,6 @@
 // Preconditions: pp >= 1, microbatches >= 1, chunks 0 or 2. The phases need m >= 2p; with
 // fewer micro-batches there is nothing to overlap and conveyor uses ZB-V's order on the
 // same placement.
-// DualPipe).
 #ifndef CONVEYOR_SCHEDULE_BUILDERS_DUALPIPE_V_H_
 #define CONVEYOR_SCHEDULE_BUILDERS_DUALPIPE_V_H_
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "conveyor/schedule/activation_memory.h"
 #include "conveyor/schedule/builders/builder_testing.h"
 #include "conveyor/schedule/verify.h"
 

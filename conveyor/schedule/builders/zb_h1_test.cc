@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "conveyor/schedule/activation_memory.h"
 #include "conveyor/schedule/builders/1f1b.h"
 #include "conveyor/schedule/builders/builder_testing.h"
 #include "conveyor/schedule/verify.h"

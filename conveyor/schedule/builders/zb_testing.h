@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "conveyor/common/error.h"
+#include "conveyor/schedule/activation_memory.h"
 #include "conveyor/schedule/lower.h"
 #include "conveyor/schedule/program.h"
 #include "conveyor/schedule/verify.h"

@@ -1,4 +1,4 @@
-#include "conveyor/train/sum_over_ranks.h"
+#include "conveyor/train/world_collectives.h"
 
 #include <ATen/ATen.h>
 

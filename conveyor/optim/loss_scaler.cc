@@ -1,4 +1,4 @@
-#include "conveyor/train/loss_scaler.h"
+#include "conveyor/optim/loss_scaler.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "conveyor/train/grad_sync.h"
+#include "conveyor/train/pipeline_gradients.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -12,8 +12,8 @@
 namespace conveyor {
 namespace {
 
-TEST(GradSyncTest, SharedNamesAreThoseWithTwoCopiesOrMore) {
-  EXPECT_EQ(GradSync::SharedNames({{"a", {0}}, {"tied", {0, 3}}, {"twice", {1, 1}}}),
+TEST(PipelineGradientsTest, SharedNamesAreThoseWithTwoCopiesOrMore) {
+  EXPECT_EQ(PipelineGradients::SharedNames({{"a", {0}}, {"tied", {0, 3}}, {"twice", {1, 1}}}),
             (std::set<std::string>{"tied", "twice"}));
 }
 
@@ -21,11 +21,11 @@ TEST(GradSyncTest, SharedNamesAreThoseWithTwoCopiesOrMore) {
 // replica holding the summed gradient only in its range ([0, 4) and [4, 7) of the 7 flat
 // elements) and garbage elsewhere; "tied" (1 element at flat 6, two holders: shared) is whole.
 // The norm counts each element of the summed gradient once, like one process's.
-TEST(GradSyncTest, ZeroNormCountsEachReplicasRangeOnce) {
+TEST(PipelineGradientsTest, ZeroNormCountsEachReplicasRangeOnce) {
   const at::Tensor summed_w = at::arange(1, 7, at::kFloat).view({2, 3});
   const at::Tensor summed_tied = at::full({1}, 2.0);
   const std::map<std::string, std::vector<int>> holders = {{"w", {0}}, {"tied", {0, 0}}};
-  GradSync one_process(nullptr, holders);
+  PipelineGradients one_process(nullptr, holders);
   NamedTensors whole = {{"w", at::zeros({2, 3})}, {"tied", at::zeros({1})}};
   whole[0].second.mutable_grad() = summed_w.clone();
   whole[1].second.mutable_grad() = summed_tied.clone();
@@ -36,14 +36,15 @@ TEST(GradSyncTest, ZeroNormCountsEachReplicasRangeOnce) {
   std::vector<double> got(2);
   RunRankThreads(dp, [&](int r) {
     NamedTensors params = {{"w", at::zeros({2, 3})}, {"tied", at::zeros({1})}};
-    auto layout = std::make_shared<const ShardLayout>(params, 2, r, GradSync::SharedNames(holders));
+    auto layout =
+        std::make_shared<const ShardLayout>(params, 2, r, PipelineGradients::SharedNames(holders));
     const auto [begin, end] = layout->range(r);
     at::Tensor w = at::full({6}, 100.0);  // unsummed outside the range
     w.narrow(0, begin, std::min<int64_t>(end, 6) - begin)
         .copy_(summed_w.view({-1}).narrow(0, begin, std::min<int64_t>(end, 6) - begin));
     params[0].second.mutable_grad() = w.view({2, 3});
     params[1].second.mutable_grad() = summed_tied.clone();
-    GradSync sync(nullptr, holders, {}, dp[r].get(), layout);
+    PipelineGradients sync(nullptr, holders, {}, dp[r].get(), layout);
     got[r] = sync.GlobalNorm(params);
   });
   EXPECT_DOUBLE_EQ(got[0], want);

@@ -1,4 +1,4 @@
-#include "conveyor/train/rank_totals.h"
+#include "conveyor/train/rank_measurements.h"
 
 #include <gtest/gtest.h>
 
@@ -37,12 +37,12 @@ CommBreakdown Comm(double dependency_s, double transfer_s, double in_flight_s,
   return c;
 }
 
-TEST(RankTotalsTest, OneStepIsItsOwnMean) {
-  RankTotals totals;
+TEST(RankMeasurementsTest, OneStepIsItsOwnMean) {
+  RankMeasurements totals;
   totals.Add(Step(1, 2), Stats(10, 4, 5, 100), Comm(3, 2, 4, 1), 12, 1000);
   EXPECT_EQ(totals.measured_steps(), 0);
   EXPECT_EQ(totals.pipeline_s(), 12);
-  const RankMetrics m = totals.Means(3);
+  const RankReport m = totals.Means(3);
   EXPECT_EQ(m.rank, 3);
   EXPECT_EQ(m.step_s, 10);
   EXPECT_EQ(m.compute_s, 4);
@@ -65,14 +65,14 @@ TEST(RankTotalsTest, OneStepIsItsOwnMean) {
 }
 
 // The first step's sums go when the second comes; the peak covers all steps.
-TEST(RankTotalsTest, TheFirstStepIsDroppedFromTheMeans) {
-  RankTotals totals;
+TEST(RankMeasurementsTest, TheFirstStepIsDroppedFromTheMeans) {
+  RankMeasurements totals;
   totals.Add(Step(100, 100), Stats(1000, 900, 50, 7), Comm(1, 1, 1, 1), 1000, 5000);
   totals.Add(Step(1, 2), Stats(10, 4, 5, 100), Comm(3, 2, 4, 1), 12, 1000);
   totals.Add(Step(3, 4), Stats(20, 6, 7, 300), Comm(5, 2, 4, 3), 14, 2000);
   EXPECT_EQ(totals.measured_steps(), 2);
   EXPECT_EQ(totals.pipeline_s(), 13);
-  const RankMetrics m = totals.Means(0);
+  const RankReport m = totals.Means(0);
   EXPECT_EQ(m.step_s, 15);
   EXPECT_EQ(m.compute_s, 5);
   EXPECT_EQ(m.comm_wait_s, 6);

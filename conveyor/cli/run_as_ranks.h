@@ -14,8 +14,8 @@
 // published as that rank's failure, so every rank abandons its step at its next wait
 // between ranks; whatever it is writing at that moment is finished first. The rank then
 // exits with 128 + the signal. A second signal exits at once.
-#ifndef CONVEYOR_CLI_DISTRIBUTED_H_
-#define CONVEYOR_CLI_DISTRIBUTED_H_
+#ifndef CONVEYOR_CLI_RUN_AS_RANKS_H_
+#define CONVEYOR_CLI_RUN_AS_RANKS_H_
 
 #include <chrono>
 #include <functional>
@@ -59,4 +59,4 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_CLI_DISTRIBUTED_H_
+#endif  // CONVEYOR_CLI_RUN_AS_RANKS_H_

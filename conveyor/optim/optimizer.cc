@@ -1,4 +1,4 @@
-#include "conveyor/train/optimizer.h"
+#include "conveyor/optim/optimizer.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -10,8 +10,8 @@
 namespace conveyor {
 
 void AdamW::Update(const AdamWOptions& options, const at::Tensor& param, const at::Tensor& grad,
-                   const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq, double lr,
-                   int64_t step, bool decay) {
+                   const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq, double lr, int64_t step,
+                   bool decay) {
   at::NoGradGuard no_grad;
   const double bias1 = 1 - std::pow(options.beta1, static_cast<double>(step));
   const double bias2 = 1 - std::pow(options.beta2, static_cast<double>(step));
@@ -22,8 +22,8 @@ void AdamW::Update(const AdamWOptions& options, const at::Tensor& param, const a
   param.addcdiv_(exp_avg, denom, -lr / bias1);
 }
 
-at::Tensor AdamW::StateEntry(const std::map<std::string, at::Tensor>& state,
-                             const std::string& key, const at::Tensor& param) {
+at::Tensor AdamW::StateEntry(const std::map<std::string, at::Tensor>& state, const std::string& key,
+                             const at::Tensor& param) {
   auto it = state.find(key);
   CONVEYOR_CHECK(it != state.end()) << "optimizer state lacks '" << key << "'";
   CONVEYOR_CHECK(it->second.sizes() == param.sizes())

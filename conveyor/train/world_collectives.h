@@ -1,8 +1,8 @@
 // The two collectives the training code is built on, for a world that may be null (one
 // process): the element-wise sum of a tensor over the ranks (evaluation, measured costs) and
 // the gather of one tensor per rank (the step's totals, per-rank metrics).
-#ifndef CONVEYOR_TRAIN_SUM_OVER_RANKS_H_
-#define CONVEYOR_TRAIN_SUM_OVER_RANKS_H_
+#ifndef CONVEYOR_TRAIN_WORLD_COLLECTIVES_H_
+#define CONVEYOR_TRAIN_WORLD_COLLECTIVES_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -21,4 +21,4 @@ at::Tensor GatherOverRanks(Transport* world, const at::Tensor& t);
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_TRAIN_SUM_OVER_RANKS_H_
+#endif  // CONVEYOR_TRAIN_WORLD_COLLECTIVES_H_

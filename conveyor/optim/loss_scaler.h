@@ -10,8 +10,8 @@
 // scaling (ShouldBackOff says so, and the trainer treats them as any non-finite step).
 // Every rank of a run sees the same global norm, so every rank's scaler moves alike.
 // Pure (no torch); not thread-safe.
-#ifndef CONVEYOR_TRAIN_LOSS_SCALER_H_
-#define CONVEYOR_TRAIN_LOSS_SCALER_H_
+#ifndef CONVEYOR_OPTIM_LOSS_SCALER_H_
+#define CONVEYOR_OPTIM_LOSS_SCALER_H_
 
 #include <cstdint>
 
@@ -53,4 +53,4 @@ class LossScaler {
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_TRAIN_LOSS_SCALER_H_
+#endif  // CONVEYOR_OPTIM_LOSS_SCALER_H_

@@ -1,23 +1,23 @@
 // Where each rank's pipeline time went over a run, as one table every rank holds: what each
-// rank measured (its RankTotals, averaged), next to the simulator's activation model for the
-// same program.
-#ifndef CONVEYOR_TRAIN_RANK_METRICS_H_
-#define CONVEYOR_TRAIN_RANK_METRICS_H_
+// rank measured (its RankMeasurements, averaged), next to the simulator's activation model
+// for the same program.
+#ifndef CONVEYOR_TRAIN_RANK_REPORT_H_
+#define CONVEYOR_TRAIN_RANK_REPORT_H_
 
 #include <vector>
 
 #include "conveyor/mesh/mesh.h"
+#include "conveyor/profile/step_recorder.h"
+#include "conveyor/train/pipeline_model.h"
 
 namespace conveyor {
-
-class Trainer;
 
 // Where one rank's pipeline time went, averaged over the steps after the first (seconds per
 // step; the whole step when only one ran), and what the collectives of the other parallel
 // axes cost it. bubble_fraction = idle / pipeline step time,
 // where idle = step - compute: waiting for messages, posting them, bookkeeping. The waits
 // are split as CommBreakdown (conveyor/profile/comm_breakdown.h) describes.
-struct RankMetrics {
+struct RankReport {
   int rank = 0;          // in the world
   MeshCoords coords;     // its place in the mesh (pp: its rank in its pipeline)
   double step_s = 0;     // the pipeline part of a step (the executor's)
@@ -57,21 +57,22 @@ struct RankMetrics {
   double dp_hidden_fraction() const;
 };
 
-// Every rank's metrics, in world rank order, on every rank: each rank's own measurements
-// (trainer.totals().Means) and the forward bytes of its stages travel through
-// Transport::AllGather, field by field; the predicted fields come from the simulator's
-// activation model under the bytes of that rank's pipeline. Collective over the trainer's
-// world: every rank calls it at the same point of the run.
-std::vector<RankMetrics> GatherRankMetrics(const Trainer& trainer);
+// Every rank's report, in world rank order, on every rank: each rank's own means (`mine`,
+// RankMeasurements::Means) and the forward bytes its `recorder` measured for its stages
+// travel through Transport::AllGather, field by field; the predicted fields come from the
+// simulator's activation model under the bytes of that rank's pipeline. Collective over
+// `model`'s world: every rank calls it at the same point of the run (Trainer::RankReports).
+std::vector<RankReport> GatherRankReports(const PipelineModel& model, RankReport mine,
+                                          const StepRecorder& recorder);
 
 // The whole pipeline's bubble as the simulator counts it: 1 - (sum of the ranks' compute) /
 // (ranks x pipeline_s), pipeline_s being the time from the first rank's start of the
-// pipeline to the last rank's end (RankTotals::pipeline_s()).
-double MeasuredBubble(const std::vector<RankMetrics>& ranks, double pipeline_s);
+// pipeline to the last rank's end (RankMeasurements::pipeline_s()).
+double MeasuredBubble(const std::vector<RankReport>& ranks, double pipeline_s);
 // The share of the ranks' step time blocked on messages in transit: sum of transfer_wait_s
 // over sum of step_s.
-double ExposedCommFraction(const std::vector<RankMetrics>& ranks);
+double ExposedCommFraction(const std::vector<RankReport>& ranks);
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_TRAIN_RANK_METRICS_H_
+#endif  // CONVEYOR_TRAIN_RANK_REPORT_H_

@@ -1,4 +1,4 @@
-#include "conveyor/train/rank_metrics.h"
+#include "conveyor/train/rank_report.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -12,25 +12,25 @@
 namespace conveyor {
 namespace {
 
-TEST(RankMetricsTest, GathersWhereEachRanksTimeGoes) {
+TEST(RankReportTest, GathersWhereEachRanksTimeGoes) {
   at::set_num_threads(1);
   TrainConfig c = TinyGpt();
   c.pp = 2;
   c.schedule = "1f1b";
-  std::vector<std::vector<RankMetrics>> gathered(2);
-  std::vector<RankMetrics> own(2);
+  std::vector<std::vector<RankReport>> gathered(2);
+  std::vector<RankReport> own(2);
   double pipeline_s = -1;
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
-    gathered[t.model().rank()] = GatherRankMetrics(t);
-    own[t.model().rank()] = t.totals().Means(t.model().rank());
-    if (t.model().rank() == 0) pipeline_s = t.totals().pipeline_s();
+    gathered[t.model().rank()] = t.RankReports();
+    own[t.model().rank()] = t.measurements().Means(t.model().rank());
+    if (t.model().rank() == 0) pipeline_s = t.measurements().pipeline_s();
   });
   // Every rank holds every rank's row, as that rank measured it.
   ASSERT_EQ(gathered[0].size(), 2u);
   ASSERT_EQ(gathered[1].size(), 2u);
   for (int r = 0; r < 2; ++r) {
     for (int holder = 0; holder < 2; ++holder) {
-      const RankMetrics& m = gathered[holder][r];
+      const RankReport& m = gathered[holder][r];
       EXPECT_EQ(m.rank, r);
       EXPECT_EQ(m.step_s, own[r].step_s) << r << " on " << holder;
       EXPECT_EQ(m.compute_s, own[r].compute_s) << r << " on " << holder;
@@ -40,13 +40,13 @@ TEST(RankMetricsTest, GathersWhereEachRanksTimeGoes) {
       EXPECT_EQ(m.predicted_peak_activation_bytes, gathered[0][r].predicted_peak_activation_bytes);
     }
   }
-  const std::vector<RankMetrics>& ranks = gathered[0];
+  const std::vector<RankReport>& ranks = gathered[0];
   // The pipeline's makespan spans every rank's own step.
-  for (const RankMetrics& r : ranks) EXPECT_GE(pipeline_s, r.step_s) << r.rank;
+  for (const RankReport& r : ranks) EXPECT_GE(pipeline_s, r.step_s) << r.rank;
   const double bubble = MeasuredBubble(ranks, pipeline_s);
   EXPECT_GT(bubble, 0);
   EXPECT_LT(bubble, 1);
-  for (const RankMetrics& r : ranks) {
+  for (const RankReport& r : ranks) {
     EXPECT_GT(r.compute_s, 0) << r.rank;
     EXPECT_LE(r.compute_s + r.comm_wait_s, r.step_s * 1.0001) << r.rank;
     EXPECT_GE(r.bubble_fraction, 0);
@@ -71,7 +71,7 @@ TEST(RankMetricsTest, GathersWhereEachRanksTimeGoes) {
 // On a mesh, every rank of the world has its row, with its coordinates, the time of its
 // data- and tensor-parallel collectives, and the prediction for its own pipeline; the
 // collectives are on their tracks of the rank's timeline.
-TEST(RankMetricsTest, EveryRankOfAMeshWithItsCollectives) {
+TEST(RankReportTest, EveryRankOfAMeshWithItsCollectives) {
   at::set_num_threads(1);
   TrainConfig c = TinyGpt();
   c.dp = 2;
@@ -79,10 +79,10 @@ TEST(RankMetricsTest, EveryRankOfAMeshWithItsCollectives) {
   c.pp = 2;
   c.batch_size = 8;
   c.schedule = "1f1b";
-  std::vector<std::vector<RankMetrics>> gathered(8);
+  std::vector<std::vector<RankReport>> gathered(8);
   std::vector<std::set<PhaseTrack>> tracks(8);
   TrainOnThreads(c, [&](Trainer& t, Transport&) {
-    gathered[t.model().rank()] = GatherRankMetrics(t);
+    gathered[t.model().rank()] = t.RankReports();
     for (const Phase& p : t.LastTimeline().phases) tracks[t.model().rank()].insert(p.track);
   });
   const Mesh mesh = Mesh::Make(8, 2, 2, 2, Mesh::ParseOrder("tp-dp-pp"));
@@ -92,7 +92,7 @@ TEST(RankMetricsTest, EveryRankOfAMeshWithItsCollectives) {
         << holder;
     ASSERT_EQ(gathered[holder].size(), 8u);
     for (int r = 0; r < 8; ++r) {
-      const RankMetrics& m = gathered[holder][r];
+      const RankReport& m = gathered[holder][r];
       EXPECT_EQ(m.rank, r);
       EXPECT_EQ(m.coords, mesh.coords(r));
       EXPECT_EQ(m.dp_comm_s, gathered[0][r].dp_comm_s);
@@ -108,8 +108,8 @@ TEST(RankMetricsTest, EveryRankOfAMeshWithItsCollectives) {
   }
 }
 
-TEST(RankMetricsTest, HiddenShareOfTheDataParallelCommunication) {
-  RankMetrics m;
+TEST(RankReportTest, HiddenShareOfTheDataParallelCommunication) {
+  RankReport m;
   EXPECT_EQ(m.dp_hidden_fraction(), 1);  // nothing to hide
   m.dp_comm_s = 4, m.dp_exposed_s = 1;
   EXPECT_DOUBLE_EQ(m.dp_hidden_fraction(), 0.75);
@@ -117,8 +117,8 @@ TEST(RankMetricsTest, HiddenShareOfTheDataParallelCommunication) {
   EXPECT_EQ(m.dp_hidden_fraction(), 0);
 }
 
-TEST(RankMetricsTest, BubbleAndExposedCommunicationOverAllRanks) {
-  std::vector<RankMetrics> ranks(2);
+TEST(RankReportTest, BubbleAndExposedCommunicationOverAllRanks) {
+  std::vector<RankReport> ranks(2);
   ranks[0].compute_s = 3, ranks[0].step_s = 5, ranks[0].transfer_wait_s = 1;
   ranks[1].compute_s = 1, ranks[1].step_s = 3, ranks[1].transfer_wait_s = 1;
   EXPECT_DOUBLE_EQ(MeasuredBubble(ranks, 8), 0.75);  // 1 - 4 / (2 x 8)

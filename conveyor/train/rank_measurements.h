@@ -7,8 +7,8 @@
 // while it is the only one). The peak covers every step.
 //
 // Not thread-safe; one per rank (the trainer adds each step it runs).
-#ifndef CONVEYOR_TRAIN_RANK_TOTALS_H_
-#define CONVEYOR_TRAIN_RANK_TOTALS_H_
+#ifndef CONVEYOR_TRAIN_RANK_MEASUREMENTS_H_
+#define CONVEYOR_TRAIN_RANK_MEASUREMENTS_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -19,11 +19,11 @@
 #include "conveyor/runtime/executor.h"
 #include "conveyor/schedule/action.h"
 #include "conveyor/timeline/timeline.h"
-#include "conveyor/train/rank_metrics.h"
+#include "conveyor/train/rank_report.h"
 
 namespace conveyor {
 
-// One step's collectives of the data- and tensor-parallel axes, seconds (RankMetrics says
+// One step's collectives of the data- and tensor-parallel axes, seconds (RankReport says
 // what each covers).
 struct AxisCommTimes {
   double dp_s = 0;
@@ -31,7 +31,7 @@ struct AxisCommTimes {
   double tp_s = 0;
 };
 
-class RankTotals {
+class RankMeasurements {
  public:
   struct OpTime {
     double seconds = 0;
@@ -51,10 +51,10 @@ class RankTotals {
   double pipeline_s() const { return pipeline_total_s_ / Divisor(); }
   // Summed compute seconds and counts per (stage, op) of this rank's stages.
   const std::map<std::pair<int, Op>, OpTime>& op_times() const { return op_times_; }
-  // This rank's means as RankMetrics: every field but the predicted ones (left 0), with
+  // This rank's means as RankReport: every field but the predicted ones (left 0), with
   // idle_s = max(0, step_s - compute_s) and bubble_fraction = idle_s / step_s (0 if no
   // time).
-  RankMetrics Means(int rank) const;
+  RankReport Means(int rank) const;
 
  private:
   double Divisor() const { return static_cast<double>(std::max<int64_t>(measured_steps_, 1)); }
@@ -71,4 +71,4 @@ class RankTotals {
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_TRAIN_RANK_TOTALS_H_
+#endif  // CONVEYOR_TRAIN_RANK_MEASUREMENTS_H_

@@ -1,4 +1,4 @@
-#include "conveyor/train/grad_sync.h"
+#include "conveyor/train/pipeline_gradients.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -25,9 +25,10 @@ at::Tensor GradOrZeros(const at::Tensor& p) {
 
 }  // namespace
 
-GradSync::GradSync(Transport* world, const std::map<std::string, std::vector<int>>& holders,
-                   const TensorParallel& tp, Transport* dp_group,
-                   std::shared_ptr<const ShardLayout> zero)
+PipelineGradients::PipelineGradients(Transport* world,
+                                     const std::map<std::string, std::vector<int>>& holders,
+                                     const TensorParallel& tp, Transport* dp_group,
+                                     std::shared_ptr<const ShardLayout> zero)
     : world_(world),
       rank_(world != nullptr ? world->rank() : 0),
       tp_(tp),
@@ -59,7 +60,7 @@ GradSync::GradSync(Transport* world, const std::map<std::string, std::vector<int
   }
 }
 
-std::set<std::string> GradSync::SharedNames(
+std::set<std::string> PipelineGradients::SharedNames(
     const std::map<std::string, std::vector<int>>& holders) {
   std::set<std::string> shared;
   for (const auto& [name, ranks] : holders) {
@@ -68,7 +69,7 @@ std::set<std::string> GradSync::SharedNames(
   return shared;
 }
 
-void GradSync::SumShared(const NamedTensors& params) {
+void PipelineGradients::SumShared(const NamedTensors& params) {
   at::NoGradGuard no_grad;
   auto by_name = ByName(params);
   // Local copies first.
@@ -98,7 +99,7 @@ void GradSync::SumShared(const NamedTensors& params) {
   }
 }
 
-double GradSync::GlobalNorm(const NamedTensors& params) {
+double PipelineGradients::GlobalNorm(const NamedTensors& params) {
   at::NoGradGuard no_grad;
   // Sums of squares kept on the gradients' device, () double, read once each (not one host
   // wait per parameter on a GPU); undefined while nothing was added.
@@ -142,7 +143,7 @@ double GradSync::GlobalNorm(const NamedTensors& params) {
   return std::sqrt(local);
 }
 
-void GradSync::Scale(const NamedTensors& params, double factor) {
+void PipelineGradients::Scale(const NamedTensors& params, double factor) {
   at::NoGradGuard no_grad;
   for (const auto& [name, p] : params) {
     if (p.grad().defined()) p.mutable_grad().mul_(factor);

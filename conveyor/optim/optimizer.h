@@ -8,8 +8,8 @@
 // DualPipe's two model copies) given the same gradient get the same update and stay equal.
 //
 // Not thread-safe; one optimizer per rank.
-#ifndef CONVEYOR_TRAIN_OPTIMIZER_H_
-#define CONVEYOR_TRAIN_OPTIMIZER_H_
+#ifndef CONVEYOR_OPTIM_OPTIMIZER_H_
+#define CONVEYOR_OPTIM_OPTIMIZER_H_
 
 #include <map>
 #include <string>
@@ -93,4 +93,4 @@ struct LrSchedule {
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_TRAIN_OPTIMIZER_H_
+#endif  // CONVEYOR_OPTIM_OPTIMIZER_H_

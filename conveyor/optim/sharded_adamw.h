@@ -20,8 +20,8 @@
 // Step and State are collective over the DP group (every replica calls them in the same
 // order); LoadState is not. Not thread-safe; one per rank. REQUIRES: `group` outlives the
 // optimizer, and no other thread uses it during Step and State.
-#ifndef CONVEYOR_TRAIN_SHARDED_ADAMW_H_
-#define CONVEYOR_TRAIN_SHARDED_ADAMW_H_
+#ifndef CONVEYOR_OPTIM_SHARDED_ADAMW_H_
+#define CONVEYOR_OPTIM_SHARDED_ADAMW_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "conveyor/comm/transport.h"
-#include "conveyor/train/optimizer.h"
-#include "conveyor/train/shard_layout.h"
+#include "conveyor/optim/optimizer.h"
+#include "conveyor/optim/shard_layout.h"
 
 namespace conveyor {
 
@@ -82,4 +82,4 @@ class ShardedAdamW : public Optimizer {
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_TRAIN_SHARDED_ADAMW_H_
+#endif  // CONVEYOR_OPTIM_SHARDED_ADAMW_H_

@@ -1,4 +1,4 @@
-#include "conveyor/cli/distributed.h"
+#include "conveyor/cli/run_as_ranks.h"
 
 #include <ATen/Parallel.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -40,8 +40,7 @@ void SetIntraOpThreads(const RanksOptions& options, int local_ranks) {
 }
 
 // RanksOptions::as_threads. Errors are printed as "conveyor: rank R (thread) failed: ...".
-int RunAsThreads(const RanksOptions& options,
-                 const std::function<void(const RankContext&)>& body) {
+int RunAsThreads(const RanksOptions& options, const std::function<void(const RankContext&)>& body) {
   CONVEYOR_CHECK(!LaunchedAsRank())
       << "--rank-threads runs every rank in this process; under a launcher (RANK is set), "
          "start it without --rank-threads";

@@ -11,8 +11,8 @@
 // exchanging anything), so the sub-groups are created in one fixed order on every rank.
 //
 // Not thread-safe; one per rank. Collective: every rank calls each method in the same order.
-#ifndef CONVEYOR_TRAIN_GRAD_SYNC_H_
-#define CONVEYOR_TRAIN_GRAD_SYNC_H_
+#ifndef CONVEYOR_TRAIN_PIPELINE_GRADIENTS_H_
+#define CONVEYOR_TRAIN_PIPELINE_GRADIENTS_H_
 
 #include <map>
 #include <memory>
@@ -23,22 +23,22 @@
 #include "conveyor/comm/transport.h"
 #include "conveyor/module/stage_module.h"
 #include "conveyor/nn/tensor_parallel.h"
-#include "conveyor/train/shard_layout.h"
+#include "conveyor/optim/shard_layout.h"
 
 namespace conveyor {
 
-class GradSync {
+class PipelineGradients {
  public:
   // `holders`: for every parameter name, the ranks of `world` holding a copy (any order,
   // duplicates allowed: a rank may hold two copies). `world` (the pipeline's ranks) may be
   // null for a single rank. `tp`: the tensor-parallel shard this rank holds of each of its
-  // parameters (tensor_parallel.h); `tp.group` must outlive the GradSync.
+  // parameters (tensor_parallel.h); `tp.group` must outlive the PipelineGradients.
   // `dp_group` and `zero`: both null, or this rank's DP group and the ZeRO-1 layout of its
   // parameters (shards = the group's size, index = its rank; every shared name whole), both
-  // outliving the GradSync.
-  GradSync(Transport* world, const std::map<std::string, std::vector<int>>& holders,
-           const TensorParallel& tp = {}, Transport* dp_group = nullptr,
-           std::shared_ptr<const ShardLayout> zero = nullptr);
+  // outliving the PipelineGradients.
+  PipelineGradients(Transport* world, const std::map<std::string, std::vector<int>>& holders,
+                    const TensorParallel& tp = {}, Transport* dp_group = nullptr,
+                    std::shared_ptr<const ShardLayout> zero = nullptr);
 
   // The names SumShared sums: those with two copies or more in `holders`.
   static std::set<std::string> SharedNames(const std::map<std::string, std::vector<int>>& holders);
@@ -72,4 +72,4 @@ class GradSync {
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_TRAIN_GRAD_SYNC_H_
+#endif  // CONVEYOR_TRAIN_PIPELINE_GRADIENTS_H_

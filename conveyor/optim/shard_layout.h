@@ -1,6 +1,6 @@
 // ShardLayout: how ZeRO stage 1 cuts one rank's parameters among the replicas of its
 // data-parallel group, as the optimizer (ShardedAdamW), the gradient reduction
-// (DataParallelReducer) and the gradient norm (GradSync) all see it.
+// (DataParallelReducer) and the gradient norm (PipelineGradients) all see it.
 //
 // The parameters, in the order given (the trainer's Parameters(): a name twice for two local
 // copies gives two entries), are flattened into one vector of numel() elements, which is cut
@@ -10,12 +10,12 @@
 // Gradients: those of parameters outside `whole` are reduce-scattered across the replicas,
 // so that each replica holds the summed gradient of its own range of them only (scattered());
 // those named in `whole` (parameters with copies on other pipeline ranks or twice on this
-// one, whose gradients GradSync::SumShared later sums as whole tensors) are all-reduced.
+// one, whose gradients PipelineGradients::SumShared later sums as whole tensors) are all-reduced.
 //
 // Value type; immutable; thread-safe. The parameters are identified by their tensors (the
 // same TensorImpl), which must outlive the layout's use.
-#ifndef CONVEYOR_TRAIN_SHARD_LAYOUT_H_
-#define CONVEYOR_TRAIN_SHARD_LAYOUT_H_
+#ifndef CONVEYOR_OPTIM_SHARD_LAYOUT_H_
+#define CONVEYOR_OPTIM_SHARD_LAYOUT_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -65,4 +65,4 @@ class ShardLayout {
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_TRAIN_SHARD_LAYOUT_H_
+#endif  // CONVEYOR_OPTIM_SHARD_LAYOUT_H_

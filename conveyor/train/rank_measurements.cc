@@ -1,11 +1,11 @@
-#include "conveyor/train/rank_totals.h"
+#include "conveyor/train/rank_measurements.h"
 
 #include <algorithm>
 
 namespace conveyor {
 
-void RankTotals::Add(const Timeline& step, const StepStats& stats, const CommBreakdown& comm,
-                     double pipeline_s, int64_t peak_bytes, const AxisCommTimes& axes) {
+void RankMeasurements::Add(const Timeline& step, const StepStats& stats, const CommBreakdown& comm,
+                           double pipeline_s, int64_t peak_bytes, const AxisCommTimes& axes) {
   peak_bytes_ = std::max(peak_bytes_, peak_bytes);
   if (++steps_added_ == 2) {  // the first step only warmed up: its sums go
     op_times_.clear();
@@ -33,9 +33,9 @@ void RankTotals::Add(const Timeline& step, const StepStats& stats, const CommBre
   axes_.tp_s += axes.tp_s;
 }
 
-RankMetrics RankTotals::Means(int rank) const {
+RankReport RankMeasurements::Means(int rank) const {
   const double n = Divisor();
-  RankMetrics m;
+  RankReport m;
   m.rank = rank;
   m.step_s = stats_.seconds / n;
   m.compute_s = stats_.compute_s / n;

@@ -1,4 +1,4 @@
-#include "conveyor/train/optimizer.h"
+#include "conveyor/optim/optimizer.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

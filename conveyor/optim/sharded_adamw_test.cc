@@ -1,4 +1,4 @@
-#include "conveyor/train/sharded_adamw.h"
+#include "conveyor/optim/sharded_adamw.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "conveyor/train/shard_layout.h"
+#include "conveyor/optim/shard_layout.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
