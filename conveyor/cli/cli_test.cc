@@ -198,7 +198,7 @@ TEST(CliTest, BadInputGivesOneClearLineAndFails) {
       {"bench train --heads 3", "multiple of heads (3)"},
       {"bench hop --pp 1", "--pp must be within [2, 64], got 1"},
       {"train --recompute some", "recompute must be none, full or selective"},
-      {"train --model bert", "--model must be gpt or classifier, got 'bert'"},
+      {"train --model bert", "--model must be gpt, classifier or llama, got 'bert'"},
       {"bench train --partition size",
        "--partition must be params, flops, uniform or profile, got 'size'"},
       {"train --threads -2", "threads must be within [0, 1024]"},

@@ -31,7 +31,8 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
     TrainFlags mesh;  // --pp, --dp, --tp, --mesh-order and the launch flags
   };
   auto flags = std::make_shared<GenerateFlags>();
-  CLI::App* cmd = app.add_subcommand("generate", "sample text from a trained GPT checkpoint");
+  CLI::App* cmd = app.add_subcommand(
+      "generate", "sample text from a trained language model's checkpoint (gpt, llama)");
   cmd->add_option("--checkpoint", flags->checkpoint, "a checkpoint folder (or its parent)")
       ->required();
   cmd->add_option("--prompt", flags->prompt, "text to continue");
@@ -50,9 +51,9 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
         << "--temperature must be 0 (greedy) or within [0.001, 100], got " << t;
     CheckInRange("--seed", flags->seed, 0, std::numeric_limits<int64_t>::max());
     TrainConfig config = CheckpointConfig(flags->checkpoint);
-    CONVEYOR_CHECK(config.model == ModelKind::kGpt)
-        << "generate needs a GPT checkpoint, '" << flags->checkpoint << "' holds a "
-        << ModelKindName(config.model);
+    CONVEYOR_CHECK(IsLanguageModel(config.model))
+        << "generate needs a language model's checkpoint (gpt or llama), '" << flags->checkpoint
+        << "' holds a " << ModelKindName(config.model);
     // One rank unless the flags say otherwise, whatever mesh trained the checkpoint.
     config.pp = 1;
     config.dp = 1;

@@ -149,6 +149,37 @@ TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
   EXPECT_EQ(wide.err.find("rank "), std::string::npos) << wide.err;
 }
 
+// A Llama from the command line (grouped-query attention, tied embeddings, tp 2 x pp 2):
+// it trains, its checkpoint keeps its shape (a resume with other key-value heads is
+// refused), and generate reads it without the corpus.
+TEST(CliTest, LlamaTrainsResumesAndGenerates) {
+  const std::string dir = ScratchWithCorpus("llama");
+  const std::string job =
+      "train --model llama --tp 2 --pp 2 --layers 2 --hidden 32 --heads 4 "
+      "--rope-theta 500000 --tie-embeddings --seq-len 16 --batch-size 4 --microbatches 2 "
+      "--eval-every 0 --sample-tokens 4 --data " +
+      dir + "/corpus.txt ";
+  const Result r = Conveyor(job + "--kv-heads 2 --steps 2 --checkpoint-dir " + dir + "/ckpt");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("llama: 2 layers, hidden 32, 4 heads (2 key-value), MLP 88"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("done: 2 steps"), std::string::npos) << r.out;
+  const Result resumed = Conveyor(job + "--kv-heads 2 --steps 3 --resume " + dir + "/ckpt");
+  EXPECT_EQ(resumed.code, 0) << resumed.err;
+  const Result other = Conveyor(job + "--kv-heads 4 --steps 3 --resume " + dir + "/ckpt");
+  EXPECT_NE(other.code, 0);
+  EXPECT_NE(other.err.find("kv_heads"), std::string::npos) << other.err;
+  const Result bad = Conveyor(job + "--kv-heads 3 --steps 1");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("kv-heads (3) must divide heads (4)"), std::string::npos) << bad.err;
+  std::filesystem::remove(dir + "/corpus.txt");
+  const Result g = Conveyor("generate --checkpoint " + dir + "/ckpt --prompt ab --tokens 3");
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_EQ(g.out.rfind("ab", 0), 0u) << g.out;
+  std::system(("rm -rf " + dir).c_str());
+}
+
 // --rank-threads: the same job as threads of one process over the in-process transport has
 // the losses of the processes over Gloo, and its checkpoint is read like theirs.
 TEST(CliTest, RankThreadsTrainLikeRankProcesses) {

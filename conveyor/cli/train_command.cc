@@ -179,7 +179,7 @@ void TrainRank(const TrainConfig& config, const RankContext& rank) {
     const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, rank.world);
     if (leader) progress.Note("checkpoint " + where);
   }
-  if (config.model == ModelKind::kGpt && config.sample_tokens > 0) {
+  if (IsLanguageModel(config.model) && config.sample_tokens > 0) {
     summary.sample = ByteTokenizer::Printable(Generate(
         forward, "", config.sample_tokens, kDefaultTemperature, config.seed, config.seq_len));
   }

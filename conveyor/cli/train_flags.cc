@@ -70,10 +70,15 @@ void RegisterMeshFlags(CLI::App* cmd, TrainFlags& flags) {
 void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_option("config", flags.config_file, "a TOML file of settings (flags override it)")
       ->check(CLI::ExistingFile);
-  Choice(cmd, flags, "--model", &TrainConfig::model, ParseModelKind, "gpt or classifier");
+  Choice(cmd, flags, "--model", &TrainConfig::model, ParseModelKind, "gpt, llama or classifier");
   Flag(cmd, flags, "--layers", &TrainConfig::layers, "transformer blocks");
   Flag(cmd, flags, "--hidden", &TrainConfig::hidden, "model width");
   Flag(cmd, flags, "--heads", &TrainConfig::heads, "attention heads");
+  Flag(cmd, flags, "--kv-heads", &TrainConfig::kv_heads,
+       "llama: key-value heads, dividing heads (0 = heads)");
+  Flag(cmd, flags, "--intermediate", &TrainConfig::intermediate,
+       "llama: MLP units (0 = 8/3 x hidden, rounded up to a multiple of 8)");
+  Flag(cmd, flags, "--rope-theta", &TrainConfig::rope_theta, "llama: rotary embedding base");
   Flag(cmd, flags, "--seq-len", &TrainConfig::seq_len, "tokens per sample");
   Flag(cmd, flags, "--classes", &TrainConfig::classes, "classifier: the K largest fortune files");
   Flag(cmd, flags, "--data", &TrainConfig::data, "fortunes, or a text file or folder");
@@ -104,7 +109,8 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--zero", &TrainConfig::zero,
        "shard the AdamW state across the data-parallel replicas (ZeRO stage 1)");
   Flag(cmd, flags, "--eval-every", &TrainConfig::eval_every, "steps between evaluations");
-  Flag(cmd, flags, "--eval-batches", &TrainConfig::eval_batches, "gpt: held-out batches per eval");
+  Flag(cmd, flags, "--eval-batches", &TrainConfig::eval_batches,
+       "gpt, llama: held-out batches per eval");
   Flag(cmd, flags, "--metrics", &TrainConfig::metrics, "write metrics JSON here");
   Flag(cmd, flags, "--trace", &TrainConfig::trace,
        "write the last step's measured and predicted timelines here");
@@ -112,12 +118,13 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--checkpoint-every", &TrainConfig::checkpoint_every,
        "steps between checkpoints (0 = at the end)");
   Flag(cmd, flags, "--resume", &TrainConfig::resume, "continue from this checkpoint");
-  Flag(cmd, flags, "--sample-tokens", &TrainConfig::sample_tokens, "gpt: bytes sampled at the end");
+  Flag(cmd, flags, "--sample-tokens", &TrainConfig::sample_tokens,
+       "gpt, llama: bytes sampled at the end");
   Flag(cmd, flags, "--timeout", &TrainConfig::timeout_s, "seconds any wait between ranks may take");
   Flag(cmd, flags, "--threads", &TrainConfig::threads,
        "intra-op threads per rank (overrides OMP_NUM_THREADS; 0 = cores / local ranks)");
   Switch(cmd, flags, "--tie-embeddings", &TrainConfig::tie_embeddings,
-         "gpt: input embedding and LM head share weights");
+         "gpt, llama: input embedding and LM head share weights");
   Switch(cmd, flags, "--skip-nonfinite-steps", &TrainConfig::skip_nonfinite_steps,
          "skip a step whose loss or gradient norm is NaN or infinite (default: stop the run)");
   flags.launch.Register(cmd);

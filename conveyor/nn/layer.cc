@@ -56,4 +56,13 @@ at::Generator LayerInitGenerator(uint64_t seed, int layer_index) {
       SplitMixFinalize(seed * kSplitMixGamma + static_cast<uint64_t>(layer_index) + 1));
 }
 
+at::Generator TensorInitGenerator(uint64_t seed, std::string_view name) {
+  // Every byte of the name mixed into the state in turn: distinct names, distinct streams.
+  uint64_t state = SplitMixFinalize(seed * kSplitMixGamma + 1);
+  for (const char byte : name) {
+    state = SplitMixFinalize(state * kSplitMixGamma + static_cast<uint8_t>(byte) + 1);
+  }
+  return at::detail::createCPUGenerator(state);
+}
+
 }  // namespace conveyor

@@ -12,6 +12,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "conveyor/module/stage_module.h"
@@ -55,6 +56,11 @@ std::vector<int64_t> HiddenShape(const MicroBatch& mb, int64_t hidden);
 // A CPU generator seeded from (seed, global layer index): the only source of randomness a
 // layer's initialisation may use.
 at::Generator LayerInitGenerator(uint64_t seed, int layer_index);
+
+// A CPU generator seeded from (seed, a parameter's global name): one independent stream per
+// tensor, so that a tensor's initial value depends on nothing but the seed and its name
+// (not on which other tensors a rank builds, or in which order).
+at::Generator TensorInitGenerator(uint64_t seed, std::string_view name);
 
 }  // namespace conveyor
 

@@ -99,9 +99,24 @@ TensorParallelSplit TensorParallelSplitOf(std::string_view name) {
     TensorParallelSplit split;
   };
   static constexpr Rule kRules[] = {
-      {".attn.qkv.weight", {0, 3}}, {".attn.qkv.bias", {0, 3}}, {".attn.proj.weight", {1, 1}},
-      {".mlp.fc.weight", {0, 1}},   {".mlp.fc.bias", {0, 1}},   {".mlp.proj.weight", {1, 1}},
-      {"embed.wte", {0, 1}},        {"head.lm.weight", {0, 1}},
+      {".attn.qkv.weight", {0, 3}},
+      {".attn.qkv.bias", {0, 3}},
+      {".attn.proj.weight", {1, 1}},
+      {".mlp.fc.weight", {0, 1}},
+      {".mlp.fc.bias", {0, 1}},
+      {".mlp.proj.weight", {1, 1}},
+      {"embed.wte", {0, 1}},
+      {"head.lm.weight", {0, 1}},
+      // Llama, in Hugging Face's names.
+      {".self_attn.q_proj.weight", {0, 1}},
+      {".self_attn.k_proj.weight", {0, 1}},
+      {".self_attn.v_proj.weight", {0, 1}},
+      {".self_attn.o_proj.weight", {1, 1}},
+      {".mlp.gate_proj.weight", {0, 1}},
+      {".mlp.up_proj.weight", {0, 1}},
+      {".mlp.down_proj.weight", {1, 1}},
+      {"model.embed_tokens.weight", {0, 1}},
+      {"lm_head.weight", {0, 1}},
   };
   for (const Rule& rule : kRules) {
     if (EndsWith(name, rule.suffix)) return rule.split;

@@ -66,13 +66,21 @@ struct TensorParallelSplit {
   bool replicated() const { return dim < 0; }
 };
 
-// The split of the parameter named `name`, a global name of BuildGpt or BuildClassifier (its
-// gradient is split the same way); any other name is replicated. Independent of the TP size.
+// The split of the parameter named `name`, a global name of BuildGpt, BuildClassifier or
+// BuildLlama (its gradient is split the same way); any other name is replicated. Independent
+// of the TP size.
 //   blocks.i.attn.qkv.weight / .bias   dim 0, 3 blocks  (3C, C) -> (3C/p, C), (3C) -> (3C/p)
 //   blocks.i.attn.proj.weight          dim 1            (C, C) -> (C, C/p)
 //   blocks.i.mlp.fc.weight / .bias     dim 0            (4C, C) -> (4C/p, C), (4C) -> (4C/p)
 //   blocks.i.mlp.proj.weight           dim 1            (C, 4C) -> (C, 4C/p)
 //   embed.wte, head.lm.weight (GPT)    dim 0            (V, C) -> (V/p, C)
+// Llama (BuildLlama, Hugging Face's names; H heads, KV key-value heads of d, F MLP units):
+//   model.layers.i.self_attn.q_proj.weight          dim 0   (H d, C) -> (H d/p, C)
+//   model.layers.i.self_attn.k_proj / v_proj.weight dim 0   (KV d, C) -> (KV d/p, C)
+//   model.layers.i.self_attn.o_proj.weight          dim 1   (C, H d) -> (C, H d/p)
+//   model.layers.i.mlp.gate_proj / up_proj.weight   dim 0   (F, C) -> (F/p, C)
+//   model.layers.i.mlp.down_proj.weight             dim 1   (C, F) -> (C, F/p)
+//   model.embed_tokens.weight, lm_head.weight       dim 0   (V, C) -> (V/p, C)
 // Replicated: layer norms, position embeddings, the row-parallel linears' biases, and the
 // classifier's embedding and head. To count a gradient norm once, add replicated parameters
 // on TP rank 0 only and split ones on every rank.

@@ -19,6 +19,7 @@
 #include "conveyor/nn/classifier_testing.h"
 #include "conveyor/nn/gpt.h"
 #include "conveyor/nn/layer.h"
+#include "conveyor/nn/llama.h"
 #include "conveyor/nn/vocab_parallel.h"
 
 namespace conveyor {
@@ -160,11 +161,11 @@ GptConfig TinyGpt() {
 
 // n sequences of length T: random lengths with padding after them (masked, target -1), and
 // a few more targets ignored inside.
-MicroBatch GptMicroBatch(const GptConfig& c, int64_t n, int64_t t, uint64_t seed) {
+MicroBatch TokenMicroBatch(int vocab, int64_t n, int64_t t, uint64_t seed) {
   at::Generator gen = LayerInitGenerator(seed, 1000);
   MicroBatch mb;
-  mb.inputs = at::randint(c.vocab, {n, t}, gen, at::kLong);
-  mb.targets = at::randint(c.vocab, {n, t}, gen, at::kLong);
+  mb.inputs = at::randint(vocab, {n, t}, gen, at::kLong);
+  mb.targets = at::randint(vocab, {n, t}, gen, at::kLong);
   mb.attention_mask = at::ones({n, t}, at::kBool);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t length = t - 2 * i;
@@ -176,7 +177,7 @@ MicroBatch GptMicroBatch(const GptConfig& c, int64_t n, int64_t t, uint64_t seed
 }
 
 void ExpectGptMatches(GptConfig c, int p, bool defer) {
-  const MicroBatch mb = GptMicroBatch(c, 3, 8, 11);
+  const MicroBatch mb = TokenMicroBatch(c.vocab, 3, 8, 11);
   const Pass whole = Backprop(BuildGpt(c, 5), mb, false);
   const auto ranks = BackpropTensorParallel(
       p,
@@ -215,6 +216,41 @@ TEST(TensorParallelTest, DeferredWeightGradientsMatchTheUnshardedModel) {
   GptConfig c = TinyGpt();
   c.tie_embeddings = true;
   ExpectGptMatches(c, 2, /*defer=*/true);
+}
+
+// Llama's heads split with their key-value heads (2 query heads per key-value head), the
+// SwiGLU units and the vocabulary; deferred weight gradients at tp 2, tied embeddings at 4.
+TEST(TensorParallelTest, LlamaMatchesTheUnshardedModel) {
+  LlamaConfig c;
+  c.vocab = 32;
+  c.hidden = 32;
+  c.intermediate = 48;
+  c.heads = 8;
+  c.kv_heads = 4;
+  c.layers = 2;
+  c.max_seq_len = 8;
+  for (int p : {2, 4}) {
+    SCOPED_TRACE("tp " + std::to_string(p));
+    c.tie_embeddings = p == 4;
+    const MicroBatch mb = TokenMicroBatch(c.vocab, 3, 8, 13);
+    const Pass whole = Backprop(BuildLlama(c, 21), mb, false);
+    const auto ranks = BackpropTensorParallel(
+        p,
+        [&](const TensorParallel& tp) {
+          LlamaConfig sharded = c;
+          sharded.tp = tp;
+          return BuildLlama(sharded, 21);
+        },
+        mb, /*defer=*/p == 2);
+    for (const RankPass& rank : ranks) {
+      EXPECT_EQ(rank.local.output_shape, (std::vector<int64_t>{3, 8, c.vocab / p}));
+      EXPECT_EQ(rank.local.params.at("model.layers.1.self_attn.k_proj.weight").sizes(),
+                (std::vector<int64_t>{c.kv_heads * 4 / p, c.hidden}));
+      EXPECT_EQ(rank.local.params.at("model.layers.0.mlp.down_proj.weight").sizes(),
+                (std::vector<int64_t>{c.hidden, c.intermediate / p}));
+    }
+    RecordError(p, ExpectMatches(whole, ranks));
+  }
 }
 
 TEST(TensorParallelTest, ClassifierMatchesTheUnshardedModel) {

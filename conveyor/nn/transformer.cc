@@ -108,6 +108,15 @@ struct RecomputedAttention : public torch::autograd::Function<RecomputedAttentio
 
 }  // namespace
 
+at::Tensor AttentionHeads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          bool causal, const at::Tensor& key_mask, bool recompute_scores) {
+  if (recompute_scores && at::GradMode::is_enabled()) {
+    return RecomputedAttention::apply(q, k, v, causal, key_mask.defined() ? key_mask : q,
+                                      key_mask.defined());
+  }
+  return AttentionCore(q, k, v, causal, key_mask);
+}
+
 at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t heads, bool causal,
                          const at::Tensor& key_mask, bool recompute_scores,
                          const TensorParallel& tp) {
@@ -122,14 +131,10 @@ at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t
                  (key_mask.dim() == 2 && key_mask.size(0) == n && key_mask.size(1) == t))
       << "attention mask of shape " << key_mask.sizes() << " does not match the input's (n, T) = ("
       << n << ", " << t << ")";
-  at::Tensor y;  // (n, H/p, T, d)
-  if (recompute_scores && at::GradMode::is_enabled()) {
-    y = RecomputedAttention::apply(q, k, v, causal, key_mask.defined() ? key_mask : q,
-                                   key_mask.defined());
-  } else {
-    y = AttentionCore(q, k, v, causal, key_mask);
-  }
-  y = y.transpose(1, 2).reshape({n, t, c});  // (n, T, C/p)
+  const at::Tensor y =  // (n, T, C/p)
+      AttentionHeads(q, k, v, causal, key_mask, recompute_scores)
+          .transpose(1, 2)
+          .reshape({n, t, c});
   return RowParallelLinear(y, w.proj_w, w.proj_b, tp);
 }
 

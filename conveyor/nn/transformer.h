@@ -43,6 +43,12 @@ at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t
                          const at::Tensor& key_mask, bool recompute_scores = false,
                          const TensorParallel& tp = {});
 
+// The attention of SelfAttention on heads already projected: q (n, H, T, d), k and v
+// (n, H, T, d) -> (n, H, T, d), keys allowed as SelfAttention says, `recompute_scores` as
+// there. For models that project (and rotate) their heads themselves.
+at::Tensor AttentionHeads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          bool causal, const at::Tensor& key_mask, bool recompute_scores);
+
 // Two-layer MLP with GELU: x (..., C) -> fc (4C/p, C) -> gelu -> proj (C, 4C/p) -> (..., C).
 // fc column-parallel (fc_b (4C/p) split), proj row-parallel (proj_b (C) replicated).
 at::Tensor Mlp(const at::Tensor& x, const at::Tensor& fc_w, const at::Tensor& fc_b,

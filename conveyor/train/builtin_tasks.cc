@@ -10,6 +10,7 @@
 #include "conveyor/data/lm_stream.h"
 #include "conveyor/nn/classifier.h"
 #include "conveyor/nn/gpt.h"
+#include "conveyor/nn/llama.h"
 
 namespace conveyor {
 namespace {
@@ -44,6 +45,22 @@ GptConfig GptConfigOf(const TrainConfig& c) {
                    c.recompute == Recompute::kSelective,
                    {}};
   CheckGptConfig(config);
+  return config;
+}
+
+LlamaConfig LlamaConfigOf(const TrainConfig& c) {
+  LlamaConfig config;
+  config.vocab = static_cast<int>(ByteTokenizer::kVocabSize);
+  config.hidden = c.hidden;
+  config.intermediate = LlamaIntermediate(c);
+  config.heads = c.heads;
+  config.kv_heads = LlamaKvHeads(c);
+  config.layers = c.layers;
+  config.max_seq_len = c.seq_len;
+  config.rope_theta = c.rope_theta;
+  config.tie_embeddings = c.tie_embeddings;
+  config.recompute_attention = c.recompute == Recompute::kSelective;
+  CheckLlamaConfig(config);
   return config;
 }
 
@@ -85,6 +102,40 @@ class GptModel : public ModelTask {
   uint64_t seed_;
 };
 
+class LlamaModel : public ModelTask {
+ public:
+  LlamaModel(const LlamaConfig& config, uint64_t seed) : config_(config), seed_(seed) {}
+
+  LayerList BuildLayers(const TensorParallel& tp) const override {
+    LlamaConfig config = config_;
+    config.tp = tp;
+    return BuildLlama(config, seed_);
+  }
+  std::vector<double> LayerFlops() const override {
+    // Per token of a decoder layer: q and o (2 C^2 each), k and v (2 C KV d each), the
+    // three MLP matrices (2 C F each), attention (4 T C); as TransformerFlops counts it.
+    const double t = config_.max_seq_len, c = config_.hidden;
+    const double kv = static_cast<double>(config_.kv_heads) * c / config_.heads;
+    std::vector<double> flops = {t * c};
+    for (int l = 0; l < config_.layers; ++l) {
+      flops.push_back(t * (4 * c * c + 4 * c * kv + 6 * c * config_.intermediate + 4 * t * c));
+    }
+    flops.push_back(2.0 * c * config_.vocab * t);
+    return flops;
+  }
+  std::string Describe() const override {
+    std::ostringstream out;
+    out << "llama: " << config_.layers << " layers, hidden " << config_.hidden << ", "
+        << config_.heads << " heads (" << config_.kv_heads << " key-value), MLP "
+        << config_.intermediate << ", " << ParameterCount(BuildLayers({})) / 1e6 << "M parameters";
+    return out.str();
+  }
+
+ private:
+  LlamaConfig config_;
+  uint64_t seed_;
+};
+
 class ClassifierModel : public ModelTask {
  public:
   ClassifierModel(const ClassifierConfig& config, uint64_t seed) : config_(config), seed_(seed) {}
@@ -111,10 +162,11 @@ class ClassifierModel : public ModelTask {
   uint64_t seed_;
 };
 
-class GptTask : public TrainTask {
+// Next-byte prediction on a corpus, for a language model (gpt, llama).
+class LanguageModelTask : public TrainTask {
  public:
-  explicit GptTask(const TrainConfig& c)
-      : model_(std::make_shared<GptModel>(GptConfigOf(c), c.seed)),
+  LanguageModelTask(const TrainConfig& c, std::shared_ptr<const ModelTask> model)
+      : model_(std::move(model)),
         eval_batches_(c.eval_batches),
         corpus_(LoadCorpus(c.data)),
         stream_(corpus_, LmStreamOptions{c.seq_len, c.batch_size, 0.05, c.seed}) {}
@@ -139,7 +191,7 @@ class GptTask : public TrainTask {
   }
 
  private:
-  std::shared_ptr<const GptModel> model_;
+  std::shared_ptr<const ModelTask> model_;
   int eval_batches_;
   Corpus corpus_;
   LmStream stream_;
@@ -188,15 +240,20 @@ class ClassifierTask : public TrainTask {
 }  // namespace
 
 std::shared_ptr<const ModelTask> MakeModelTask(const TrainConfig& config) {
-  if (config.model == ModelKind::kClassifier) {
-    return std::make_shared<ClassifierModel>(ClassifierConfigOf(config), config.seed);
+  switch (config.model) {
+    case ModelKind::kClassifier:
+      return std::make_shared<ClassifierModel>(ClassifierConfigOf(config), config.seed);
+    case ModelKind::kLlama:
+      return std::make_shared<LlamaModel>(LlamaConfigOf(config), config.seed);
+    case ModelKind::kGpt:
+      break;
   }
   return std::make_shared<GptModel>(GptConfigOf(config), config.seed);
 }
 
 std::shared_ptr<TrainTask> MakeTask(const TrainConfig& config) {
   if (config.model == ModelKind::kClassifier) return std::make_shared<ClassifierTask>(config);
-  return std::make_shared<GptTask>(config);
+  return std::make_shared<LanguageModelTask>(config, MakeModelTask(config));
 }
 
 }  // namespace conveyor

@@ -1,5 +1,6 @@
-// The tasks `conveyor train` knows: a byte-level GPT on a corpus (next-byte prediction), and
-// an encoder classifier telling which fortune file a text comes from.
+// The tasks `conveyor train` knows: a byte-level language model (GPT or Llama) on a corpus
+// (next-byte prediction), and an encoder classifier telling which fortune file a text comes
+// from.
 #ifndef CONVEYOR_TRAIN_BUILTIN_TASKS_H_
 #define CONVEYOR_TRAIN_BUILTIN_TASKS_H_
 

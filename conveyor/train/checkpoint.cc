@@ -28,13 +28,19 @@ constexpr char kChecksumPrefix[] = "fnv1a64/";
 
 // The fields a checkpoint must agree on with the run that loads it.
 Json ModelJson(const TrainConfig& c) {
-  return {{"model", ModelKindName(c.model)},
-          {"layers", c.layers},
-          {"hidden", c.hidden},
-          {"heads", c.heads},
-          {"seq_len", c.seq_len},
-          {"tie_embeddings", c.tie_embeddings},
-          {"classes", c.classes}};
+  Json model = {{"model", ModelKindName(c.model)},
+                {"layers", c.layers},
+                {"hidden", c.hidden},
+                {"heads", c.heads},
+                {"seq_len", c.seq_len},
+                {"tie_embeddings", c.tie_embeddings},
+                {"classes", c.classes}};
+  if (c.model == ModelKind::kLlama) {  // resolved, so that the defaults never drift apart
+    model["kv_heads"] = LlamaKvHeads(c);
+    model["intermediate"] = LlamaIntermediate(c);
+    model["rope_theta"] = c.rope_theta;
+  }
+  return model;
 }
 
 std::string StepName(int64_t step) {
@@ -334,6 +340,11 @@ TrainConfig CheckpointConfig(const std::string& path) {
     c.seq_len = m.at("seq_len");
     c.tie_embeddings = m.at("tie_embeddings");
     c.classes = m.at("classes");
+    if (c.model == ModelKind::kLlama) {
+      c.kv_heads = m.at("kv_heads");
+      c.intermediate = m.at("intermediate");
+      c.rope_theta = m.at("rope_theta");
+    }
     c.seed = meta.value("seed", c.seed);
     c.data = meta.value("data", c.data);
   } catch (const Json::exception& e) {
@@ -384,11 +395,21 @@ LoadedShards ReadShards(const std::string& path, const PipelineModel& model,
     CONVEYOR_CHECK(part.sizes() == p.sizes())
         << "checkpoint " << folder << ": parameter " << name << " has shape " << it->second.sizes()
         << ", this model " << p.sizes() << (tp.size > 1 ? " (a tensor-parallel shard)" : "");
+    // Never cast: a tensor stored in another dtype than the model keeps is a wrong file, not a
+    // value to convert (an I32 weight would load as its integers).
+    auto same_dtype = [&](const std::string& stored, const at::Tensor& t) {
+      CONVEYOR_CHECK(t.scalar_type() == p.scalar_type())
+          << "checkpoint " << folder << ": " << stored << " is stored as " << t.scalar_type()
+          << ", this model keeps " << name << " as " << p.scalar_type();
+    };
+    same_dtype("param/" + name, it->second);
     loaded.mine.emplace(name, part);
     if (!optimizer_state) continue;
     for (const char* suffix : {"/exp_avg", "/exp_avg_sq"}) {
       auto state = all.find("optim/" + name + suffix);
-      if (state != all.end()) loaded.optim.emplace(name + suffix, shard(name, state->second));
+      if (state == all.end()) continue;
+      same_dtype(state->first, state->second);
+      loaded.optim.emplace(name + suffix, shard(name, state->second));
     }
   }
   return loaded;

@@ -298,6 +298,23 @@ TEST_F(CheckpointVerifyTest, RefusesADtypeChangedInAHeader) {
   ExpectRefused(dir_, {"rank-0.safetensors", tensor, "dtype I32", "F32"});
 }
 
+// The header and the manifest agree on I32 (the bytes, and so the checksum, unchanged): the
+// file is consistent, but the model keeps that weight in fp32; loading it would cast its
+// bits' integers into the weights.
+TEST_F(CheckpointVerifyTest, RefusesAWeightStoredInAnotherDtypeThanTheModels) {
+  const fs::path file = Step(4) / "rank-0.safetensors";
+  const std::string tensor = FirstParam(file);
+  std::string bytes = ReadBytes(file);
+  const size_t dtype = bytes.find("\"F32\"", bytes.find("\"" + tensor + "\":"));
+  ASSERT_NE(dtype, std::string::npos);
+  bytes.replace(dtype, 5, "\"I32\"");
+  WriteBytes(file, bytes);
+  nlohmann::json meta = ReadJson(Step(4) / "meta.json");
+  meta["files"]["rank-0.safetensors"]["tensors"][tensor]["dtype"] = "I32";
+  WriteJson(Step(4) / "meta.json", meta);
+  ExpectRefused(dir_, {tensor, "stored as Int", "keeps", "Float"});
+}
+
 TEST_F(CheckpointVerifyTest, RefusesNaNOrInfinityWrittenOverAWeight) {
   const fs::path file = Step(4) / "rank-1.safetensors";
   const std::string tensor = FirstParam(file);
@@ -343,7 +360,7 @@ TEST_F(CheckpointVerifyTest, MetaJsonSpellsTheModelAsTheFlagDoes) {
     CheckpointConfig(dir_);
     ADD_FAILURE() << "accepted";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find(": model must be gpt or classifier, got 'gpt2'"),
+    EXPECT_NE(std::string(e.what()).find(": model must be gpt, classifier or llama, got 'gpt2'"),
               std::string::npos)
         << e.what();
   }

@@ -24,9 +24,10 @@ namespace {
 
 constexpr int64_t kMaxSteps = 1'000'000'000'000;  // 10^12 steps: no run gets near
 
-constexpr Spellings<ModelKind, 2> kModelKinds = {{
+constexpr Spellings<ModelKind, 3> kModelKinds = {{
     {ModelKind::kGpt, "gpt"},
     {ModelKind::kClassifier, "classifier"},
+    {ModelKind::kLlama, "llama"},
 }};
 constexpr Spellings<PartitionBy, 4> kPartitionBys = {{
     {PartitionBy::kParams, "params"},
@@ -65,6 +66,8 @@ void ForEachInteger(Config& c, Visit&& visit) {
   visit("threads", c.threads, 0, 1024);
   visit("zero", c.zero, 0, 1);
   visit("loss_scale_window", c.loss_scale_window, 1, kMaxSteps);
+  visit("kv_heads", c.kv_heads, 0, 4096);
+  visit("intermediate", c.intermediate, 0, 1 << 20);
 }
 
 // The same for the real settings; lo = nullopt means (0, hi]: zero itself is refused.
@@ -75,6 +78,7 @@ void ForEachReal(Config& c, Visit&& visit) {
   visit("weight_decay", c.weight_decay, 0.0, 10.0);
   visit("clip", c.clip, 0.0, 1e9);
   visit("loss_scale", c.loss_scale, 0.0, LossScaler::kMaxScale);
+  visit("rope_theta", c.rope_theta, std::nullopt, 1e12);
 }
 
 void CheckReal(std::string_view name, double value, std::optional<double> lo, double hi) {
@@ -99,6 +103,18 @@ ModelKind ParseModelKind(std::string_view text, std::string_view name) {
 }
 
 std::string_view ModelKindName(ModelKind model) { return SpellingOf(kModelKinds, model); }
+
+bool IsLanguageModel(ModelKind model) { return model != ModelKind::kClassifier; }
+
+int LlamaKvHeads(const TrainConfig& config) {
+  return config.kv_heads > 0 ? config.kv_heads : config.heads;
+}
+
+int LlamaIntermediate(const TrainConfig& config) {
+  if (config.intermediate > 0) return config.intermediate;
+  const int units = (8 * config.hidden + 2) / 3;  // ceil(8 hidden / 3)
+  return (units + 7) / 8 * 8;
+}
 
 PartitionBy ParsePartitionBy(std::string_view text, std::string_view name) {
   return ParseSpelling(kPartitionBys, text, name);
@@ -133,7 +149,19 @@ void TrainConfig::Validate() const {
   Mesh::ParseOrder(mesh_order);
   CONVEYOR_CHECK(heads % tp == 0) << "heads (" << heads << ") must divide by tp (" << tp
                                   << "): each tensor-parallel rank holds heads / tp of them";
-  CONVEYOR_CHECK(model != ModelKind::kGpt || ByteTokenizer::kVocabSize % tp == 0)
+  if (model == ModelKind::kLlama) {
+    const int kv = LlamaKvHeads(*this);
+    CONVEYOR_CHECK(heads % kv == 0)
+        << "kv-heads (" << kv << ") must divide heads (" << heads << ")";
+    CONVEYOR_CHECK(kv % tp == 0) << "kv-heads (" << kv << ") must divide by tp (" << tp
+                                 << "): each tensor-parallel rank holds whole key-value heads";
+    CONVEYOR_CHECK(LlamaIntermediate(*this) % tp == 0)
+        << "intermediate (" << LlamaIntermediate(*this) << ") must divide by tp (" << tp << ")";
+    CONVEYOR_CHECK((hidden / heads) % 2 == 0)
+        << "the head size hidden / heads = " << hidden / heads
+        << " must be even: rotary embeddings rotate pairs of dimensions";
+  }
+  CONVEYOR_CHECK(!IsLanguageModel(model) || ByteTokenizer::kVocabSize % tp == 0)
       << "the byte vocabulary of " << ByteTokenizer::kVocabSize << " must divide by tp (" << tp
       << "): each tensor-parallel rank holds a slice of it";
   CheckPipelineSize(schedule, ScheduleOptions{pp, microbatches, chunks});

@@ -15,8 +15,13 @@
 
 namespace conveyor {
 
-// The model trained: a byte-level GPT, or a classifier of fortune categories.
-enum class ModelKind : uint8_t { kGpt, kClassifier };
+// The model trained: a byte-level GPT, a byte-level Llama (nn/llama.h), or a classifier of
+// fortune categories.
+enum class ModelKind : uint8_t { kGpt, kClassifier, kLlama };
+
+// Whether `model` predicts the next token (gpt, llama): it can be evaluated by its held-out
+// loss and sampled from.
+bool IsLanguageModel(ModelKind model);
 
 // What a layer's cost is when the layers are partitioned over the stages: its parameter
 // count, its forward FLOPs, 1 for every layer, or its measured time.
@@ -26,10 +31,10 @@ enum class PartitionBy : uint8_t { kParams, kFlops, kUniform, kProfile };
 // again before backward); selective (only the attention scores are recomputed).
 enum class Recompute : uint8_t { kNone, kFull, kSelective };
 
-// `text` ("gpt", "classifier") as a ModelKind. Throws UserError naming `name` (the flag, or
-// the file and key), the text and the allowed values.
+// `text` ("gpt", "classifier", "llama") as a ModelKind. Throws UserError naming `name` (the flag,
+// or the file and key), the text and the allowed values.
 ModelKind ParseModelKind(std::string_view text, std::string_view name);
-// The spelling ParseModelKind reads: "gpt" / "classifier".
+// The spelling ParseModelKind reads: "gpt" / "classifier" / "llama".
 std::string_view ModelKindName(ModelKind model);
 // The same for "params", "flops", "uniform" and "profile".
 PartitionBy ParsePartitionBy(std::string_view text, std::string_view name);
@@ -38,6 +43,14 @@ std::string_view PartitionByName(PartitionBy partition);
 Recompute ParseRecompute(std::string_view text, std::string_view name);
 std::string_view RecomputeName(Recompute recompute);
 
+struct TrainConfig;
+
+// A Llama's key-value heads and MLP units under `config`: kv_heads or heads, and intermediate
+// or 8/3 hidden rounded up to a multiple of 8 (Llama's SwiGLU width for the parameters of a
+// 4 hidden GELU MLP).
+int LlamaKvHeads(const TrainConfig& config);
+int LlamaIntermediate(const TrainConfig& config);
+
 struct TrainConfig {
   // Model.
   ModelKind model = ModelKind::kGpt;
@@ -45,8 +58,11 @@ struct TrainConfig {
   int hidden = 64;
   int heads = 4;
   int seq_len = 64;
-  bool tie_embeddings = false;  // gpt: input embedding and LM head share weights
+  bool tie_embeddings = false;  // gpt, llama: input embedding and LM head share weights
   int classes = 4;              // classifier: the largest fortune categories
+  int kv_heads = 0;             // llama: key-value heads (0 = heads: no grouping)
+  int intermediate = 0;         // llama: the MLP's units (0 = LlamaIntermediate's default)
+  double rope_theta = 10000;    // llama: the rotary embeddings' base
   // Data.
   std::string data = "fortunes";  // "fortunes" or a text file / directory
   // Pipeline.

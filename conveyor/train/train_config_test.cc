@@ -163,7 +163,7 @@ TEST(TrainConfigTest, EnumSettingsParseTheirSpellings) {
     ParseModelKind("GPT", "--model");
     ADD_FAILURE() << "accepted";
   } catch (const UserError& e) {
-    EXPECT_STREQ(e.what(), "--model must be gpt or classifier, got 'GPT'");
+    EXPECT_STREQ(e.what(), "--model must be gpt, classifier or llama, got 'GPT'");
   }
   try {
     ParsePartitionBy("", "--partition");
@@ -196,7 +196,8 @@ TEST(TrainConfigTest, TomlModelAndPartitionAreParsed) {
   EXPECT_EQ(c.model, ModelKind::kClassifier);
   EXPECT_EQ(c.partition, PartitionBy::kProfile);
   const std::string model = TomlError("model = \"bert\"\n");
-  EXPECT_NE(model.find(".toml: model must be gpt or classifier, got 'bert'"), std::string::npos)
+  EXPECT_NE(model.find(".toml: model must be gpt, classifier or llama, got 'bert'"),
+            std::string::npos)
       << model;
   EXPECT_NE(TomlError("partition = 3\n").find("'partition' must be a string"), std::string::npos);
 }

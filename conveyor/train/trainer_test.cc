@@ -220,6 +220,40 @@ TEST_F(TrainerTest, RanksSharingOneGpuTrainLikeOneProcessOnTheCpu) {
 // over every schedule family: the losses and the whole weights after AdamW steps are those of
 // one process. The GPT with tied embeddings (vocabulary-parallel embedding, head and loss),
 // and the classifier.
+// A Llama (grouped-query attention, untied; then tied with split backward and a mesh) trains
+// like one process under every schedule: the same losses and the same weights.
+TEST_F(TrainerTest, LlamaTrainsLikeOneProcessUnderEverySchedule) {
+  TrainConfig base = TinyGpt();
+  base.model = ModelKind::kLlama;
+  base.hidden = 32;
+  base.heads = 4;
+  base.kv_heads = 2;
+  base.batch_size = 8;
+  Weights want;
+  const std::vector<double> reference = TrainCollecting(base, want);
+  ASSERT_EQ(reference.size(), 3u);
+  EXPECT_LT(reference.back(), reference.front());
+  struct Run {
+    int dp, tp, pp;
+    const char* schedule;
+  };
+  for (const Run& run : {Run{1, 1, 2, "1f1b"}, Run{1, 1, 2, "interleaved-1f1b"},
+                         Run{1, 1, 3, "zb-h1"}, Run{1, 1, 2, "zb-v"}, Run{1, 1, 2, "dualpipe-v"},
+                         Run{1, 1, 2, "dualpipe"}, Run{2, 2, 2, "zb-h2"}}) {
+    TrainConfig c = base;
+    c.dp = run.dp;
+    c.tp = run.tp;
+    c.pp = run.pp;
+    c.schedule = run.schedule;
+    const std::string what = "llama dp " + std::to_string(run.dp) + " x tp " +
+                             std::to_string(run.tp) + " x pp " + std::to_string(run.pp) + " " +
+                             run.schedule;
+    Weights got;
+    ExpectSameLosses(reference, TrainCollecting(c, got), what);
+    ExpectSameWeights(want, got, c.lr, what);
+  }
+}
+
 TEST_F(TrainerTest, TensorAndDataParallelMeshesTrainLikeOneProcess) {
   for (const ModelKind model : {ModelKind::kGpt, ModelKind::kClassifier}) {
     TrainConfig base = TinyGpt();

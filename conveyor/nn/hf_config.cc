@@ -1,0 +1,145 @@
+#include "conveyor/nn/hf_config.h"
+
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "conveyor/common/error.h"
+
+namespace conveyor {
+namespace {
+
+using Json = nlohmann::json;
+
+// Fields that change nothing conveyor computes.
+const std::set<std::string> kIgnoredFields = {
+    "_name_or_path",     "architectures", "transformers_version", "torch_dtype",
+    "bos_token_id",      "eos_token_id",  "pad_token_id",         "use_cache",
+    "initializer_range", "model_type"};
+
+class Fields {
+ public:
+  Fields(const Json& json, const std::string& path) : json_(json), path_(path) {}
+
+  // The field `key` as an integer in [lo, hi]; `fallback` when absent (nullopt: required).
+  int Integer(const std::string& key, std::optional<int> fallback, int64_t lo = 1,
+              int64_t hi = std::numeric_limits<int>::max()) {
+    read_.insert(key);
+    if (!json_.contains(key) || json_[key].is_null()) {
+      CONVEYOR_CHECK(fallback.has_value()) << path_ << ": lacks \"" << key << "\"";
+      return *fallback;
+    }
+    const Json& v = json_[key];
+    CONVEYOR_CHECK(v.is_number_integer() && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi)
+        << path_ << ": \"" << key << "\" must be an integer in [" << lo << ", " << hi << "], got "
+        << v.dump();
+    return static_cast<int>(v.get<int64_t>());
+  }
+
+  double Positive(const std::string& key, std::optional<double> fallback) {
+    read_.insert(key);
+    if (!json_.contains(key) || json_[key].is_null()) {
+      CONVEYOR_CHECK(fallback.has_value()) << path_ << ": lacks \"" << key << "\"";
+      return *fallback;
+    }
+    const Json& v = json_[key];
+    CONVEYOR_CHECK(v.is_number() && v.get<double>() > 0)
+        << path_ << ": \"" << key << "\" must be a positive number, got " << v.dump();
+    return v.get<double>();
+  }
+
+  bool Boolean(const std::string& key, bool fallback) {
+    read_.insert(key);
+    if (!json_.contains(key) || json_[key].is_null()) return fallback;
+    CONVEYOR_CHECK(json_[key].is_boolean())
+        << path_ << ": \"" << key << "\" must be true or false, got " << json_[key].dump();
+    return json_[key].get<bool>();
+  }
+
+  // The field, when present, must be one of `allowed` (null counting as absent).
+  void Only(const std::string& key, const std::vector<Json>& allowed, const char* why) {
+    read_.insert(key);
+    if (!json_.contains(key) || json_[key].is_null()) return;
+    for (const Json& value : allowed) {
+      if (json_[key] == value) return;
+    }
+    CONVEYOR_CHECK(false) << path_ << ": \"" << key << "\" = " << json_[key].dump()
+                          << " is not supported (" << why << ")";
+  }
+
+  // Every field was read, checked or is known to change nothing.
+  void RefuseTheRest() const {
+    for (const auto& [key, value] : json_.items()) {
+      CONVEYOR_CHECK(read_.count(key) || kIgnoredFields.count(key))
+          << path_ << ": field \"" << key << "\" (= " << value.dump()
+          << ") is not supported: conveyor would not compute the model it describes";
+    }
+  }
+
+ private:
+  const Json& json_;
+  const std::string& path_;
+  std::set<std::string> read_;
+};
+
+}  // namespace
+
+LlamaConfig ParseHfLlamaConfig(const std::string& text, const std::string& path) {
+  Json json;
+  try {
+    json = Json::parse(text);
+  } catch (const Json::exception& e) {
+    CONVEYOR_CHECK(false) << path << ": not JSON: " << e.what();
+  }
+  CONVEYOR_CHECK(json.is_object()) << path << ": not a JSON object";
+  const std::string type = json.contains("model_type") && json["model_type"].is_string()
+                               ? json["model_type"].get<std::string>()
+                               : std::string();
+  CONVEYOR_CHECK(type == "llama") << path << ": model_type \"" << type
+                                  << "\" is not supported here (llama)";
+  Fields f(json, path);
+  LlamaConfig c;
+  c.hidden = f.Integer("hidden_size", std::nullopt);
+  c.intermediate = f.Integer("intermediate_size", std::nullopt);
+  c.heads = f.Integer("num_attention_heads", std::nullopt);
+  c.kv_heads = f.Integer("num_key_value_heads", c.heads);
+  c.layers = f.Integer("num_hidden_layers", std::nullopt);
+  c.vocab = f.Integer("vocab_size", std::nullopt, 2);
+  c.max_seq_len = f.Integer("max_position_embeddings", 2048);
+  c.rms_norm_eps = f.Positive("rms_norm_eps", std::nullopt);
+  c.rope_theta = f.Positive("rope_theta", 10000.0);
+  c.tie_embeddings = f.Boolean("tie_word_embeddings", false);
+  f.Only("hidden_act", {"silu"}, "the MLP is SwiGLU: silu");
+  f.Only("attention_bias", {false}, "the projections have no biases");
+  f.Only("mlp_bias", {false}, "the projections have no biases");
+  f.Only("rope_scaling", {}, "rotary embeddings are not scaled");
+  f.Only("sliding_window", {}, "attention is over the whole sequence");
+  f.Only("use_sliding_window", {false}, "attention is over the whole sequence");
+  f.Only("attention_dropout", {0, 0.0}, "no dropout");
+  f.Only("pretraining_tp", {1}, "the plain linear maps");
+  f.Only("head_dim", {c.heads > 0 ? c.hidden / c.heads : 0},
+         "the head size is hidden_size / num_attention_heads");
+  f.RefuseTheRest();
+  try {
+    CheckLlamaConfig(c);
+  } catch (const UserError& e) {
+    CONVEYOR_CHECK(false) << path << ": " << e.what();
+  }
+  return c;
+}
+
+LlamaConfig ReadHfLlamaConfig(const std::string& path) {
+  std::ifstream in(path);
+  CONVEYOR_CHECK(in.good()) << "cannot read " << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseHfLlamaConfig(text.str(), path);
+}
+
+}  // namespace conveyor

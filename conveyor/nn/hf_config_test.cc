@@ -1,0 +1,116 @@
+#include "conveyor/nn/hf_config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "conveyor/common/error.h"
+
+namespace conveyor {
+namespace {
+
+// The shape of a Llama 3 config.json as Hugging Face writes it, at a small size.
+std::string LlamaJson(const std::string& extra = "") {
+  return R"({
+  "_name_or_path": "tiny",
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "head_dim": 16,
+  "hidden_act": "silu",
+  "hidden_size": 64,
+  "initializer_range": 0.02,
+  "intermediate_size": 176,
+  "max_position_embeddings": 512,
+  "mlp_bias": false,
+  "model_type": "llama",
+  "num_attention_heads": 4,
+  "num_hidden_layers": 3,
+  "num_key_value_heads": 2,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-06,
+  "rope_scaling": null,
+  "rope_theta": 500000.0,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.44.0",
+  "use_cache": true,)" +
+         extra + R"(
+  "vocab_size": 320
+})";
+}
+
+void ExpectRefused(const std::string& json, const std::string& text) {
+  try {
+    ParseHfLlamaConfig(json, "m/config.json");
+    ADD_FAILURE() << "accepted; expected: " << text;
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("m/config.json"), std::string::npos) << what;
+    EXPECT_NE(what.find(text), std::string::npos) << what;
+  }
+}
+
+TEST(HfConfigTest, ReadsALlamaConfig) {
+  const LlamaConfig c = ParseHfLlamaConfig(LlamaJson(), "m/config.json");
+  EXPECT_EQ(c.hidden, 64);
+  EXPECT_EQ(c.intermediate, 176);
+  EXPECT_EQ(c.heads, 4);
+  EXPECT_EQ(c.kv_heads, 2);
+  EXPECT_EQ(c.layers, 3);
+  EXPECT_EQ(c.vocab, 320);
+  EXPECT_EQ(c.max_seq_len, 512);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 500000);
+  EXPECT_TRUE(c.tie_embeddings);
+}
+
+TEST(HfConfigTest, DefaultsAreHuggingFaces) {
+  const std::string minimal = R"({"model_type": "llama", "hidden_size": 32,
+      "intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1,
+      "vocab_size": 100, "rms_norm_eps": 1e-5})";
+  const LlamaConfig c = ParseHfLlamaConfig(minimal, "m/config.json");
+  EXPECT_EQ(c.kv_heads, 4);  // no grouping
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000);
+  EXPECT_FALSE(c.tie_embeddings);
+  EXPECT_EQ(c.max_seq_len, 2048);
+}
+
+// Whatever conveyor would compute differently is refused, naming the field and its value.
+TEST(HfConfigTest, RefusesWhatConveyorWouldComputeDifferently) {
+  ExpectRefused(LlamaJson(R"( "rope_scaling": {"type": "linear", "factor": 2.0},)"),
+                "\"rope_scaling\"");
+  ExpectRefused(LlamaJson(R"( "sliding_window": 4096,)"), "\"sliding_window\" = 4096");
+  ExpectRefused(LlamaJson(R"( "quantization_config": {},)"), "field \"quantization_config\"");
+  std::string gelu = LlamaJson();
+  gelu.replace(gelu.find("\"silu\""), 6, "\"gelu\"");
+  ExpectRefused(gelu, "\"hidden_act\" = \"gelu\"");
+  std::string bias = LlamaJson();
+  bias.replace(bias.find("\"attention_bias\": false"), 23, "\"attention_bias\": true");
+  ExpectRefused(bias, "\"attention_bias\" = true");
+  std::string head = LlamaJson();
+  head.replace(head.find("\"head_dim\": 16"), 14, "\"head_dim\": 32");
+  ExpectRefused(head, "\"head_dim\" = 32");
+}
+
+TEST(HfConfigTest, RefusesMissingOrMalformedFields) {
+  std::string missing = LlamaJson();
+  missing.replace(missing.find("\"intermediate_size\": 176,"), 25, "");
+  ExpectRefused(missing, "lacks \"intermediate_size\"");
+  std::string text = LlamaJson();
+  text.replace(text.find("\"num_hidden_layers\": 3"), 22, "\"num_hidden_layers\": \"3\"");
+  ExpectRefused(text, "\"num_hidden_layers\" must be an integer");
+  std::string type = LlamaJson();
+  type.replace(type.find("\"llama\""), 7, "\"gpt2\"");
+  ExpectRefused(type, "model_type \"gpt2\"");
+  ExpectRefused("[1, 2]", "not a JSON object");
+  ExpectRefused("{", "not JSON");
+  std::string groups = LlamaJson();
+  groups.replace(groups.find("\"num_key_value_heads\": 2"), 24, "\"num_key_value_heads\": 3");
+  ExpectRefused(groups, "kv_heads (3) must divide heads (4)");
+}
+
+}  // namespace
+}  // namespace conveyor

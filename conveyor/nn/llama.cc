@@ -1,0 +1,230 @@
+#include "conveyor/nn/llama.h"
+
+#include <ATen/ATen.h>
+
+#include <string>
+
+#include "conveyor/common/error.h"
+#include "conveyor/nn/linear.h"
+#include "conveyor/nn/transformer.h"
+#include "conveyor/nn/vocab_parallel.h"
+
+namespace conveyor {
+namespace {
+
+constexpr double kInitStd = 0.02;  // Hugging Face's LlamaConfig.initializer_range
+constexpr char kEmbedding[] = "model.embed_tokens.weight";
+constexpr char kLmHead[] = "lm_head.weight";
+
+// The parameter `name` of a model built for tp, drawn N(0, std) from its own stream.
+at::Tensor NormalTensor(const std::string& name, at::IntArrayRef shape, uint64_t seed,
+                        const TensorParallel& tp) {
+  at::Generator gen = TensorInitGenerator(seed, name);
+  return ShardParam(name, NormalParam(gen, shape, kInitStd), tp);
+}
+
+class LlamaEmbedding : public Layer {
+ public:
+  LlamaEmbedding(const LlamaConfig& c, uint64_t seed)
+      : config_(c), weight_(NormalTensor(kEmbedding, {c.vocab, c.hidden}, seed, c.tp)) {}
+
+  // ids (n, T) -> (n, T, C)
+  at::Tensor Forward(const at::Tensor& ids, const MicroBatch& mb) override {
+    CONVEYOR_CHECK(ids.size(1) <= config_.max_seq_len)
+        << "sequence length " << ids.size(1) << " exceeds the model's max_seq_len "
+        << config_.max_seq_len;
+    return VocabParallelEmbedding(ids, weight_, config_.tp);
+  }
+
+  NamedTensors NamedParameters() override { return {{kEmbedding, weight_}}; }
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override { return TokenShape(mb); }
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, config_.hidden);
+  }
+
+ private:
+  LlamaConfig config_;
+  at::Tensor weight_;  // (V/p, C): this rank's vocabulary rows
+};
+
+class LlamaDecoderLayer : public Layer {
+ public:
+  LlamaDecoderLayer(const LlamaConfig& c, uint64_t seed, int index)
+      : config_(c), prefix_("model.layers." + std::to_string(index) + ".") {
+    const int64_t h = c.hidden, d = c.hidden / c.heads;
+    auto normal = [&](const char* name, at::IntArrayRef shape) {
+      return NormalTensor(prefix_ + name, shape, seed, c.tp);
+    };
+    input_norm_ = OnesParam({h});
+    q_ = normal("self_attn.q_proj.weight", {c.heads * d, h});
+    k_ = normal("self_attn.k_proj.weight", {c.kv_heads * d, h});
+    v_ = normal("self_attn.v_proj.weight", {c.kv_heads * d, h});
+    o_ = normal("self_attn.o_proj.weight", {h, c.heads * d});
+    mlp_norm_ = OnesParam({h});
+    gate_ = normal("mlp.gate_proj.weight", {c.intermediate, h});
+    up_ = normal("mlp.up_proj.weight", {c.intermediate, h});
+    down_ = normal("mlp.down_proj.weight", {h, c.intermediate});
+  }
+
+  // x (n, T, C) -> (n, T, C): pre-norm attention and MLP, both residual.
+  at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
+    const at::Tensor out = x + Attention(RmsNorm(x, input_norm_, config_.rms_norm_eps));
+    const at::Tensor h =
+        CopyToTensorParallel(RmsNorm(out, mlp_norm_, config_.rms_norm_eps), config_.tp);
+    const at::Tensor units = at::silu(Linear(h, gate_, {})) * Linear(h, up_, {});  // (n, T, F/p)
+    return out + RowParallelLinear(units, down_, {}, config_.tp);
+  }
+
+  NamedTensors NamedParameters() override {
+    return {{prefix_ + "input_layernorm.weight", input_norm_},
+            {prefix_ + "self_attn.q_proj.weight", q_},
+            {prefix_ + "self_attn.k_proj.weight", k_},
+            {prefix_ + "self_attn.v_proj.weight", v_},
+            {prefix_ + "self_attn.o_proj.weight", o_},
+            {prefix_ + "post_attention_layernorm.weight", mlp_norm_},
+            {prefix_ + "mlp.gate_proj.weight", gate_},
+            {prefix_ + "mlp.up_proj.weight", up_},
+            {prefix_ + "mlp.down_proj.weight", down_}};
+  }
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, config_.hidden);
+  }
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, config_.hidden);
+  }
+
+ private:
+  // h (n, T, C), normalised -> (n, T, C): causal grouped-query attention of this rank's
+  // heads, the output projection summed over the TP group.
+  at::Tensor Attention(const at::Tensor& h) {
+    const int64_t n = h.size(0), t = h.size(1), d = config_.hidden / config_.heads;
+    const int64_t heads = config_.heads / config_.tp.size;
+    const int64_t kv_heads = config_.kv_heads / config_.tp.size;
+    const at::Tensor x = CopyToTensorParallel(h, config_.tp);
+    auto project = [&](const at::Tensor& w, int64_t count) {  // (n, count, T, d)
+      return Linear(x, w, {}).view({n, t, count, d}).transpose(1, 2);
+    };
+    const at::Tensor q = RotaryEmbedding(project(q_, heads), config_.rope_theta);
+    at::Tensor k = RotaryEmbedding(project(k_, kv_heads), config_.rope_theta);
+    at::Tensor v = project(v_, kv_heads);
+    if (kv_heads != heads) {  // each key-value head serves heads / kv_heads query heads
+      k = k.repeat_interleave(heads / kv_heads, 1);
+      v = v.repeat_interleave(heads / kv_heads, 1);
+    }
+    const at::Tensor y =  // (n, T, H d/p)
+        AttentionHeads(q, k, v, /*causal=*/true, at::Tensor(), config_.recompute_attention)
+            .transpose(1, 2)
+            .reshape({n, t, heads * d});
+    return RowParallelLinear(y, o_, {}, config_.tp);
+  }
+
+  LlamaConfig config_;
+  std::string prefix_;
+  // p = config_.tp.size: split parameters hold this rank's part, the norms are replicated.
+  at::Tensor input_norm_;  // (C)
+  at::Tensor q_;           // (H d/p, C)
+  at::Tensor k_, v_;       // (KV d/p, C)
+  at::Tensor o_;           // (C, H d/p)
+  at::Tensor mlp_norm_;    // (C)
+  at::Tensor gate_, up_;   // (F/p, C)
+  at::Tensor down_;        // (C, F/p)
+};
+
+class LlamaHead : public Layer {
+ public:
+  LlamaHead(const LlamaConfig& c, uint64_t seed)
+      : config_(c),
+        norm_(OnesParam({c.hidden})),
+        // Tied: the embedding's name, so its initial value and its row shard.
+        lm_head_(NormalTensor(lm_head_name(), {c.vocab, c.hidden}, seed, c.tp)) {}
+
+  // x (n, T, C) -> logits (n, T, V/p) of this rank's vocabulary rows
+  at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
+    const at::Tensor h = RmsNorm(x, norm_, config_.rms_norm_eps);
+    return Linear(CopyToTensorParallel(h, config_.tp), lm_head_, at::Tensor());
+  }
+
+  bool has_loss() const override { return true; }
+
+  at::Tensor LossSum(const at::Tensor& logits, const MicroBatch& mb) override {
+    return VocabParallelCrossEntropySum(logits.reshape({-1, logits.size(-1)}),
+                                        mb.targets.reshape({-1}), config_.tp);
+  }
+
+  NamedTensors NamedParameters() override {
+    return {{"model.norm.weight", norm_}, {lm_head_name(), lm_head_}};
+  }
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, config_.hidden);
+  }
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
+    return {mb.size(), mb.seq_len(), config_.vocab / config_.tp.size};
+  }
+
+ private:
+  const char* lm_head_name() const { return config_.tie_embeddings ? kEmbedding : kLmHead; }
+
+  LlamaConfig config_;
+  at::Tensor norm_;     // (C), replicated
+  at::Tensor lm_head_;  // (V/p, C): this rank's vocabulary rows; the embedding's when tied
+};
+
+}  // namespace
+
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const at::Tensor x32 = x.to(at::kFloat);
+  const at::Tensor normed = x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * normed.to(x.scalar_type());
+}
+
+at::Tensor RotaryEmbedding(const at::Tensor& x, double theta) {
+  const int64_t t = x.size(2), d = x.size(3), half = d / 2;
+  const at::TensorOptions fp32 = x.options().dtype(at::kFloat);
+  // Angles (T, d): position times theta^(-2j/d), the d/2 frequencies twice.
+  const at::Tensor inv_freq = 1.0 / at::pow(theta, at::arange(0, d, 2, fp32) / d);  // (d/2)
+  const at::Tensor angles = at::outer(at::arange(t, fp32), inv_freq);               // (T, d/2)
+  const at::Tensor both = at::cat({angles, angles}, -1);                            // (T, d)
+  const at::Tensor cos = both.cos().to(x.scalar_type()), sin = both.sin().to(x.scalar_type());
+  const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
+void CheckLlamaConfig(const LlamaConfig& c) {
+  CONVEYOR_CHECK(c.vocab >= 2) << "vocab must be at least 2, got " << c.vocab;
+  CONVEYOR_CHECK(c.hidden >= 1) << "hidden must be at least 1, got " << c.hidden;
+  CONVEYOR_CHECK(c.heads >= 1 && c.hidden % c.heads == 0)
+      << "hidden (" << c.hidden << ") must be a multiple of heads (" << c.heads << ")";
+  CONVEYOR_CHECK((c.hidden / c.heads) % 2 == 0)
+      << "the head size hidden / heads = " << c.hidden / c.heads
+      << " must be even: rotary embeddings rotate pairs of dimensions";
+  CONVEYOR_CHECK(c.kv_heads >= 1 && c.heads % c.kv_heads == 0)
+      << "kv_heads (" << c.kv_heads << ") must divide heads (" << c.heads << ")";
+  CONVEYOR_CHECK(c.intermediate >= 1) << "intermediate must be at least 1, got " << c.intermediate;
+  CONVEYOR_CHECK(c.layers >= 1) << "layers must be at least 1, got " << c.layers;
+  CONVEYOR_CHECK(c.max_seq_len >= 1) << "max_seq_len must be at least 1, got " << c.max_seq_len;
+  CONVEYOR_CHECK(c.rms_norm_eps > 0) << "rms_norm_eps must be positive, got " << c.rms_norm_eps;
+  CONVEYOR_CHECK(c.rope_theta > 0) << "rope_theta must be positive, got " << c.rope_theta;
+  CheckTensorParallel(c.tp, c.heads);
+  CONVEYOR_CHECK(c.kv_heads % c.tp.size == 0)
+      << "kv_heads (" << c.kv_heads << ") must divide by the tensor-parallel size (" << c.tp.size
+      << "): every TP rank keeps whole key-value heads";
+  CONVEYOR_CHECK(c.intermediate % c.tp.size == 0)
+      << "intermediate (" << c.intermediate << ") must divide by the tensor-parallel size ("
+      << c.tp.size << ")";
+  CONVEYOR_CHECK(c.vocab % c.tp.size == 0)
+      << "the vocabulary of " << c.vocab << " tokens must divide by the tensor-parallel size ("
+      << c.tp.size << "): the embedding and LM head are split by vocabulary rows";
+}
+
+LayerList BuildLlama(const LlamaConfig& config, uint64_t seed) {
+  CheckLlamaConfig(config);
+  LayerList layers;
+  layers.push_back(std::make_shared<LlamaEmbedding>(config, seed));
+  for (int i = 0; i < config.layers; ++i) {
+    layers.push_back(std::make_shared<LlamaDecoderLayer>(config, seed, i));
+  }
+  layers.push_back(std::make_shared<LlamaHead>(config, seed));
+  return layers;
+}
+
+}  // namespace conveyor

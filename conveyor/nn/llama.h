@@ -1,0 +1,73 @@
+// A Llama-family decoder (Touvron et al., 2023) as a list of layers, with Hugging Face's
+// parameter names (LlamaForCausalLM), so that its checkpoints map tensor for tensor:
+//
+//   model.embed_tokens.weight                        (V, C)
+//   model.layers.i.input_layernorm.weight            (C)        RMSNorm before attention
+//   model.layers.i.self_attn.q_proj.weight           (H d, C)   d = C / H
+//   model.layers.i.self_attn.k_proj.weight           (KV d, C)  grouped-query attention
+//   model.layers.i.self_attn.v_proj.weight           (KV d, C)
+//   model.layers.i.self_attn.o_proj.weight           (C, H d)
+//   model.layers.i.post_attention_layernorm.weight   (C)        RMSNorm before the MLP
+//   model.layers.i.mlp.gate_proj.weight              (F, C)     SwiGLU (Shazeer, 2020)
+//   model.layers.i.mlp.up_proj.weight                (F, C)
+//   model.layers.i.mlp.down_proj.weight              (C, F)
+//   model.norm.weight                                (C)
+//   lm_head.weight                                   (V, C)     absent when tied: the head
+//                                                               uses model.embed_tokens.weight
+// No biases. Queries and keys are rotated (RoPE, Su et al., 2021) in Hugging Face's
+// rotate-half convention: dimension j < d/2 pairs with j + d/2, at angle
+// position x rope_theta^(-2j/d). Each group of H / KV query heads shares one key-value head
+// (head h uses key-value head h / (H / KV)). Causal attention; targets -1 are not counted.
+//
+// Shapes: ids (n, T) -> embedding (n, T, C) -> decoder layers (n, T, C) -> head logits
+// (n, T, V/p). Every projection goes through Linear, so its weight gradient can be deferred.
+//
+// Initialisation: every matrix N(0, 0.02) (Hugging Face's initializer_range), norms 1, each
+// tensor drawn from its own stream (TensorInitGenerator(seed, name)): any split of the model
+// builds the same weights.
+//
+// Tensor parallelism over p = tp.size ranks (tensor_parallel.h, the splits listed there):
+// query heads, key-value heads, MLP units and vocabulary rows split; p must divide H, KV, F
+// and V. Activations between layers stay replicated (n, T, C).
+#ifndef CONVEYOR_NN_LLAMA_H_
+#define CONVEYOR_NN_LLAMA_H_
+
+#include <cstdint>
+
+#include "conveyor/nn/layer.h"
+#include "conveyor/nn/tensor_parallel.h"
+
+namespace conveyor {
+
+struct LlamaConfig {
+  int vocab = 256;         // V
+  int hidden = 64;         // C
+  int intermediate = 176;  // F: the MLP's units
+  int heads = 4;           // H: C must be a multiple
+  int kv_heads = 2;        // KV: must divide H
+  int layers = 4;          // decoder layers
+  int max_seq_len = 128;   // T at most
+  double rms_norm_eps = 1e-5;
+  double rope_theta = 10000;
+  bool tie_embeddings = false;
+  bool recompute_attention = false;  // selective recomputation of the attention scores
+  TensorParallel tp;
+};
+
+// Checks the config (UserError naming the bad value), tp included.
+void CheckLlamaConfig(const LlamaConfig& config);
+
+// layers + 2 entries: the embedding, the decoder layers, the head (final norm and LM head).
+// Global layer index = position.
+LayerList BuildLlama(const LlamaConfig& config, uint64_t seed);
+
+// RMSNorm as Llama computes it: x / sqrt(mean(x^2 over the last dim) + eps), in fp32, back in
+// x's dtype, times weight. x (..., C), weight (C).
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// x (n, heads, T, d) rotated by its positions 0..T-1 (rotate-half, above).
+at::Tensor RotaryEmbedding(const at::Tensor& x, double theta);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_NN_LLAMA_H_

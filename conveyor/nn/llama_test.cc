@@ -1,0 +1,234 @@
+#include "conveyor/nn/llama.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "conveyor/common/error.h"
+#include "conveyor/nn/safetensors.h"
+
+namespace conveyor {
+namespace {
+
+using Named = std::map<std::string, at::Tensor>;
+
+LlamaConfig TinyLlama() {
+  LlamaConfig c;
+  c.vocab = 48;
+  c.hidden = 32;
+  c.intermediate = 40;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.layers = 2;
+  c.max_seq_len = 16;
+  c.rope_theta = 500000;
+  return c;
+}
+
+Named Parameters(const LayerList& layers) {
+  Named named;
+  for (const auto& layer : layers) {
+    for (const auto& [name, p] : layer->NamedParameters()) named[name] = p.detach();
+  }
+  return named;
+}
+
+// The model's logits (n, T, V) for ids (n, T), without gradients.
+at::Tensor Logits(const LayerList& layers, const at::Tensor& ids) {
+  at::NoGradGuard no_grad;
+  MicroBatch mb;
+  mb.inputs = ids;
+  mb.targets = at::zeros_like(ids);
+  LayerStack stack(layers);
+  return stack.Forward(ids, mb);
+}
+
+at::Tensor RandomIds(const LlamaConfig& c, int64_t n, int64_t t, uint64_t seed) {
+  at::Generator gen = LayerInitGenerator(seed, 0);
+  return at::randint(c.vocab, {n, t}, gen, at::kLong);
+}
+
+// Copies `values` into the parameters of `layers` with the same names.
+void Load(const LayerList& layers, const Named& values) {
+  at::NoGradGuard no_grad;
+  for (const auto& layer : layers) {
+    for (const auto& [name, p] : layer->NamedParameters()) p.copy_(values.at(name));
+  }
+}
+
+TEST(LlamaTest, NamesAndShapesAreHuggingFaces) {
+  const LlamaConfig c = TinyLlama();  // d = 8
+  const Named named = Parameters(BuildLlama(c, 1));
+  const std::map<std::string, std::vector<int64_t>> expected = {
+      {"model.embed_tokens.weight", {48, 32}},
+      {"model.norm.weight", {32}},
+      {"lm_head.weight", {48, 32}},
+      {"model.layers.1.input_layernorm.weight", {32}},
+      {"model.layers.1.self_attn.q_proj.weight", {32, 32}},
+      {"model.layers.1.self_attn.k_proj.weight", {16, 32}},
+      {"model.layers.1.self_attn.v_proj.weight", {16, 32}},
+      {"model.layers.1.self_attn.o_proj.weight", {32, 32}},
+      {"model.layers.1.post_attention_layernorm.weight", {32}},
+      {"model.layers.1.mlp.gate_proj.weight", {40, 32}},
+      {"model.layers.1.mlp.up_proj.weight", {40, 32}},
+      {"model.layers.1.mlp.down_proj.weight", {32, 40}},
+  };
+  EXPECT_EQ(named.size(), 3u + 9u * c.layers);
+  for (const auto& [name, shape] : expected) {
+    ASSERT_TRUE(named.count(name)) << name;
+    EXPECT_EQ(named.at(name).sizes().vec(), shape) << name;
+  }
+  LlamaConfig tied = c;
+  tied.tie_embeddings = true;
+  const Named tied_named = Parameters(BuildLlama(tied, 1));
+  EXPECT_FALSE(tied_named.count("lm_head.weight"));
+  EXPECT_EQ(tied_named.size(), 2u + 9u * c.layers);
+}
+
+// Each tensor's initial value depends on the seed and its name alone: a deeper model shares
+// the shallower one's tensors exactly, the LM head is not the embedding, another seed draws
+// other values.
+TEST(LlamaTest, InitialWeightsDependOnSeedAndNameAlone) {
+  LlamaConfig deeper = TinyLlama();
+  deeper.layers = 3;
+  const Named two = Parameters(BuildLlama(TinyLlama(), 7));
+  const Named three = Parameters(BuildLlama(deeper, 7));
+  for (const auto& [name, value] : two) {
+    EXPECT_TRUE(at::equal(value, three.at(name))) << name;
+  }
+  EXPECT_FALSE(at::equal(two.at("lm_head.weight"), two.at("model.embed_tokens.weight")));
+  EXPECT_FALSE(
+      at::equal(two.at("model.layers.0.mlp.up_proj.weight"),
+                Parameters(BuildLlama(TinyLlama(), 8)).at("model.layers.0.mlp.up_proj.weight")));
+  EXPECT_NEAR(two.at("model.layers.1.mlp.gate_proj.weight").std().item<double>(), 0.02, 0.002);
+}
+
+TEST(LlamaTest, APositionSeesNoLaterToken) {
+  const LayerList model = BuildLlama(TinyLlama(), 3);
+  const at::Tensor ids = RandomIds(TinyLlama(), 2, 10, 5);
+  at::Tensor changed = ids.clone();
+  changed.select(1, 9).fill_(0);
+  changed.select(1, 8).fill_(1);
+  const at::Tensor a = Logits(model, ids), b = Logits(model, changed);
+  EXPECT_TRUE(at::allclose(a.narrow(1, 0, 8), b.narrow(1, 0, 8), 0, 0));
+  EXPECT_FALSE(at::allclose(a.narrow(1, 8, 2), b.narrow(1, 8, 2)));
+}
+
+// Grouped-query attention is multi-head attention whose key and value projections repeat
+// each key-value head for its group of query heads.
+TEST(LlamaTest, GroupedQueryAttentionIsMultiHeadWithSharedKeyValueHeads) {
+  const LlamaConfig gqa = TinyLlama();  // 4 heads, 2 key-value heads of d = 8
+  LlamaConfig mha = gqa;
+  mha.kv_heads = gqa.heads;
+  const LayerList grouped = BuildLlama(gqa, 4), full = BuildLlama(mha, 4);
+  Named values = Parameters(grouped);
+  for (int i = 0; i < gqa.layers; ++i) {
+    for (const char* proj : {"k_proj", "v_proj"}) {
+      const std::string name =
+          "model.layers." + std::to_string(i) + ".self_attn." + proj + ".weight";
+      values[name] = values[name]
+                         .view({gqa.kv_heads, 8, gqa.hidden})
+                         .repeat_interleave(2, 0)
+                         .reshape({mha.kv_heads * 8, gqa.hidden});
+    }
+  }
+  Load(full, values);
+  const at::Tensor ids = RandomIds(gqa, 3, 12, 9);
+  EXPECT_TRUE(at::allclose(Logits(grouped, ids), Logits(full, ids), 1e-5, 1e-6));
+}
+
+TEST(LlamaTest, RotaryEmbeddingTurnsPairsByPosition) {
+  // d = 4, theta 100: pair (0, 2) turns by p rad, pair (1, 3) by p / 10 rad at position p.
+  const at::Tensor x = at::tensor({1.0f, 0.0f, 0.0f, 1.0f}).repeat({1, 1, 3, 1});  // (1, 1, 3, 4)
+  const at::Tensor y = RotaryEmbedding(x, 100);
+  for (int p = 0; p < 3; ++p) {
+    const at::Tensor row = y[0][0][p];
+    EXPECT_NEAR(row[0].item<double>(), std::cos(p), 1e-6);
+    EXPECT_NEAR(row[2].item<double>(), std::sin(p), 1e-6);
+    EXPECT_NEAR(row[1].item<double>(), -std::sin(p / 10.0), 1e-6);
+    EXPECT_NEAR(row[3].item<double>(), std::cos(p / 10.0), 1e-6);
+  }
+}
+
+TEST(LlamaTest, RmsNormScalesEachVectorToUnitRootMeanSquare) {
+  const at::Tensor x = at::tensor({3.0f, 4.0f, 0.0f, 0.0f}).view({1, 4});
+  const at::Tensor w = at::tensor({1.0f, 2.0f, 1.0f, 1.0f});
+  const at::Tensor y = RmsNorm(x, w, 0);  // rms = 2.5
+  EXPECT_TRUE(at::allclose(y, at::tensor({1.2f, 3.2f, 0.0f, 0.0f}).view({1, 4})));
+}
+
+TEST(LlamaTest, BadConfigurationsAreRefusedNamingTheNumbers) {
+  auto refused = [](LlamaConfig c, const std::string& text) {
+    try {
+      BuildLlama(c, 1);
+      ADD_FAILURE() << "accepted; expected: " << text;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  LlamaConfig c = TinyLlama();
+  c.kv_heads = 3;
+  refused(c, "kv_heads (3) must divide heads (4)");
+  c = TinyLlama();
+  c.hidden = 36;  // d = 9
+  refused(c, "must be even");
+  c = TinyLlama();
+  c.rope_theta = 0;
+  refused(c, "rope_theta");
+}
+
+// Debian's interpreter, the one python3-torch installs for (scripts/install-deps --tests);
+// not whichever python3 comes first on PATH.
+constexpr char kPython[] = "/usr/bin/python3";
+
+bool PythonHasTorch() {
+  return std::system((std::string(kPython) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+}
+
+// The logits equal those of an independent plain-PyTorch implementation of Hugging Face's
+// Llama (testdata/reference/llama.py) on the same weights, written as a Hugging Face
+// checkpoint folder (config.json and model.safetensors), tied and untied.
+TEST(LlamaTest, MatchesThePlainPyTorchReference) {
+  if (!PythonHasTorch()) GTEST_SKIP() << kPython << " cannot import torch (python3-torch)";
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    LlamaConfig c = TinyLlama();
+    c.tie_embeddings = tied;
+    c.layers = 3;
+    const LayerList model = BuildLlama(c, 11);
+    const std::string dir = ::testing::TempDir() + "conveyor_llama_ref_" +
+                            std::to_string(::getpid()) + (tied ? "_tied" : "_untied");
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/config.json")
+        << "{\"model_type\": \"llama\", \"hidden_size\": " << c.hidden
+        << ", \"intermediate_size\": " << c.intermediate << ", \"num_attention_heads\": " << c.heads
+        << ", \"num_key_value_heads\": " << c.kv_heads << ", \"num_hidden_layers\": " << c.layers
+        << ", \"vocab_size\": " << c.vocab << ", \"rms_norm_eps\": " << c.rms_norm_eps
+        << ", \"rope_theta\": " << c.rope_theta
+        << ", \"tie_word_embeddings\": " << (tied ? "true" : "false") << "}\n";
+    SaveSafetensors(dir + "/model.safetensors", Parameters(model));
+    const at::Tensor ids = RandomIds(c, 2, 13, 17);
+    SaveSafetensors(dir + "/ids.safetensors", {{"ids", ids}});
+    const std::string command =
+        std::string(kPython) + " " CONVEYOR_TESTDATA_DIR "/reference/llama.py " + dir + " 2>&1";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    const at::Tensor expected = LoadSafetensors(dir + "/logits.safetensors").tensors.at("logits");
+    const at::Tensor got = Logits(model, ids);
+    ASSERT_EQ(got.sizes(), expected.sizes());
+    const double error =
+        (got - expected).abs().max().item<double>() / expected.abs().max().item<double>();
+    EXPECT_LE(error, 1e-5);
+    std::filesystem::remove_all(dir);
+  }
+}
+
+}  // namespace
+}  // namespace conveyor
