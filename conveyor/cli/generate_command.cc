@@ -54,6 +54,9 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
     CONVEYOR_CHECK(IsLanguageModel(config.model))
         << "generate needs a language model's checkpoint (gpt or llama), '" << flags->checkpoint
         << "' holds a " << ModelKindName(config.model);
+    CONVEYOR_CHECK(ModelVocab(config) == static_cast<int>(ByteTokenizer::kVocabSize))
+        << "generate reads and writes bytes; '" << flags->checkpoint << "' holds a model of "
+        << ModelVocab(config) << " tokens, whose tokenizer conveyor does not have yet";
     // One rank unless the flags say otherwise, whatever mesh trained the checkpoint.
     config.pp = 1;
     config.dp = 1;

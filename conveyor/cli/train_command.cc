@@ -179,7 +179,9 @@ void TrainRank(const TrainConfig& config, const RankContext& rank) {
     const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, rank.world);
     if (leader) progress.Note("checkpoint " + where);
   }
-  if (IsLanguageModel(config.model) && config.sample_tokens > 0) {
+  // Samples are bytes: not from a model of another vocabulary (its tokenizer is not here).
+  if (IsLanguageModel(config.model) && config.sample_tokens > 0 &&
+      ModelVocab(config) == static_cast<int>(ByteTokenizer::kVocabSize)) {
     summary.sample = ByteTokenizer::Printable(Generate(
         forward, "", config.sample_tokens, kDefaultTemperature, config.seed, config.seq_len));
   }

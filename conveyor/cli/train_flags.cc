@@ -70,7 +70,12 @@ void RegisterMeshFlags(CLI::App* cmd, TrainFlags& flags) {
 void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   cmd->add_option("config", flags.config_file, "a TOML file of settings (flags override it)")
       ->check(CLI::ExistingFile);
-  Choice(cmd, flags, "--model", &TrainConfig::model, ParseModelKind, "gpt, llama or classifier");
+  std::string& model = flags.choices["--model"];
+  flags.options.emplace_back(
+      cmd->add_option("--model", model,
+                      "gpt, llama, classifier, or a Hugging Face Llama folder (config.json and "
+                      "safetensors weights: the architecture and the initial weights)"),
+      [&model](TrainConfig& c) { SetModel(c, model, "--model"); });
   Flag(cmd, flags, "--layers", &TrainConfig::layers, "transformer blocks");
   Flag(cmd, flags, "--hidden", &TrainConfig::hidden, "model width");
   Flag(cmd, flags, "--heads", &TrainConfig::heads, "attention heads");
@@ -134,6 +139,7 @@ TrainConfig ResolveTrainConfig(const TrainFlags& flags) {
   TrainConfig config;
   if (!flags.config_file.empty()) ApplyTomlFile(flags.config_file, config);
   ApplyGivenFlags(flags, config);
+  ApplyModelFolder(config);
   config.Validate();
   return config;
 }

@@ -216,6 +216,26 @@ void CheckLlamaConfig(const LlamaConfig& c) {
       << c.tp.size << "): the embedding and LM head are split by vocabulary rows";
 }
 
+std::map<std::string, std::vector<int64_t>> LlamaParameterShapes(const LlamaConfig& c) {
+  const int64_t h = c.hidden, d = c.hidden / c.heads;
+  std::map<std::string, std::vector<int64_t>> shapes = {{kEmbedding, {c.vocab, h}},
+                                                        {"model.norm.weight", {h}}};
+  if (!c.tie_embeddings) shapes[kLmHead] = {c.vocab, h};
+  for (int i = 0; i < c.layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    shapes[p + "input_layernorm.weight"] = {h};
+    shapes[p + "self_attn.q_proj.weight"] = {c.heads * d, h};
+    shapes[p + "self_attn.k_proj.weight"] = {c.kv_heads * d, h};
+    shapes[p + "self_attn.v_proj.weight"] = {c.kv_heads * d, h};
+    shapes[p + "self_attn.o_proj.weight"] = {h, c.heads * d};
+    shapes[p + "post_attention_layernorm.weight"] = {h};
+    shapes[p + "mlp.gate_proj.weight"] = {c.intermediate, h};
+    shapes[p + "mlp.up_proj.weight"] = {c.intermediate, h};
+    shapes[p + "mlp.down_proj.weight"] = {h, c.intermediate};
+  }
+  return shapes;
+}
+
 LayerList BuildLlama(const LlamaConfig& config, uint64_t seed) {
   CheckLlamaConfig(config);
   LayerList layers;

@@ -33,6 +33,9 @@
 #define CONVEYOR_NN_LLAMA_H_
 
 #include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "conveyor/nn/layer.h"
 #include "conveyor/nn/tensor_parallel.h"
@@ -60,6 +63,10 @@ void CheckLlamaConfig(const LlamaConfig& config);
 // layers + 2 entries: the embedding, the decoder layers, the head (final norm and LM head).
 // Global layer index = position.
 LayerList BuildLlama(const LlamaConfig& config, uint64_t seed);
+
+// The name and full (unsharded) shape of every parameter BuildLlama makes for `config`,
+// without building anything: what a checkpoint of that model must hold.
+std::map<std::string, std::vector<int64_t>> LlamaParameterShapes(const LlamaConfig& config);
 
 // RMSNorm as Llama computes it: x / sqrt(mean(x^2 over the last dim) + eps), in fp32, back in
 // x's dtype, times weight. x (..., C), weight (C).

@@ -7,12 +7,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "conveyor/common/error.h"
+#include "conveyor/nn/hf_checkpoint_testing.h"
 #include "conveyor/nn/safetensors.h"
 
 namespace conveyor {
@@ -91,6 +91,12 @@ TEST(LlamaTest, NamesAndShapesAreHuggingFaces) {
   const Named tied_named = Parameters(BuildLlama(tied, 1));
   EXPECT_FALSE(tied_named.count("lm_head.weight"));
   EXPECT_EQ(tied_named.size(), 2u + 9u * c.layers);
+  // LlamaParameterShapes says the same without building.
+  for (const LlamaConfig& config : {c, tied}) {
+    std::map<std::string, std::vector<int64_t>> built;
+    for (const auto& [name, p] : Parameters(BuildLlama(config, 1))) built[name] = p.sizes().vec();
+    EXPECT_EQ(LlamaParameterShapes(config), built);
+  }
 }
 
 // Each tensor's initial value depends on the seed and its name alone: a deeper model shares
@@ -207,14 +213,7 @@ TEST(LlamaTest, MatchesThePlainPyTorchReference) {
     const std::string dir = ::testing::TempDir() + "conveyor_llama_ref_" +
                             std::to_string(::getpid()) + (tied ? "_tied" : "_untied");
     std::filesystem::create_directories(dir);
-    std::ofstream(dir + "/config.json")
-        << "{\"model_type\": \"llama\", \"hidden_size\": " << c.hidden
-        << ", \"intermediate_size\": " << c.intermediate << ", \"num_attention_heads\": " << c.heads
-        << ", \"num_key_value_heads\": " << c.kv_heads << ", \"num_hidden_layers\": " << c.layers
-        << ", \"vocab_size\": " << c.vocab << ", \"rms_norm_eps\": " << c.rms_norm_eps
-        << ", \"rope_theta\": " << c.rope_theta
-        << ", \"tie_word_embeddings\": " << (tied ? "true" : "false") << "}\n";
-    SaveSafetensors(dir + "/model.safetensors", Parameters(model));
+    WriteHfLlamaFolder(dir, c, Parameters(model), at::kFloat, /*shards=*/false);
     const at::Tensor ids = RandomIds(c, 2, 13, 17);
     SaveSafetensors(dir + "/ids.safetensors", {{"ids", ids}});
     const std::string command =

@@ -202,6 +202,26 @@ ParsedFile Parse(const std::string& path) {
   return file;
 }
 
+// The tensor of entry `e` of `file`, read from its bytes alone.
+at::Tensor ReadEntry(ParsedFile& file, const Entry& e, const std::string& path) {
+  const std::string where = Where(path);
+  at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype->type));
+  ReadExactly(file.in, file.data_start + e.begin, t.data_ptr(), e.end - e.begin,
+              where + "tensor '" + e.name + "': ");
+  CONVEYOR_CHECK(e.dtype->type != at::kBool || !t.view(at::kByte).gt(1).any().item<bool>())
+      << where << "tensor '" << e.name << "' of dtype BOOL holds bytes other than 0 and 1";
+  return t;
+}
+
+SafetensorsHeader HeaderOf(const ParsedFile& file) {
+  SafetensorsHeader result;
+  result.metadata = file.metadata;
+  for (const Entry& e : file.entries) {
+    result.tensors.emplace(e.name, SafetensorsEntry{e.dtype->name, e.shape});
+  }
+  return result;
+}
+
 }  // namespace
 
 void SaveSafetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,
@@ -246,29 +266,34 @@ void SaveSafetensors(const std::string& path, const std::map<std::string, at::Te
 }
 
 SafetensorsFile LoadSafetensors(const std::string& path) {
-  const std::string where = Where(path);
   ParsedFile file = Parse(path);
   SafetensorsFile result;
   result.metadata = std::move(file.metadata);
-  for (const Entry& e : file.entries) {
-    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype->type));
-    ReadExactly(file.in, file.data_start + e.begin, t.data_ptr(), e.end - e.begin,
-                where + "tensor '" + e.name + "': ");
-    CONVEYOR_CHECK(e.dtype->type != at::kBool || !t.view(at::kByte).gt(1).any().item<bool>())
-        << where << "tensor '" << e.name << "' of dtype BOOL holds bytes other than 0 and 1";
-    result.tensors.emplace(e.name, std::move(t));
-  }
+  for (const Entry& e : file.entries) result.tensors.emplace(e.name, ReadEntry(file, e, path));
   return result;
 }
 
-SafetensorsHeader LoadSafetensorsHeader(const std::string& path) {
-  ParsedFile file = Parse(path);
-  SafetensorsHeader result;
-  result.metadata = std::move(file.metadata);
-  for (const Entry& e : file.entries) {
-    result.tensors.emplace(e.name, SafetensorsEntry{e.dtype->name, e.shape});
-  }
-  return result;
+SafetensorsHeader LoadSafetensorsHeader(const std::string& path) { return HeaderOf(Parse(path)); }
+
+struct SafetensorsReader::File {
+  ParsedFile parsed;
+  std::map<std::string, const Entry*> by_name;
+};
+
+SafetensorsReader::SafetensorsReader(const std::string& path)
+    : path_(path), file_(std::make_unique<File>(File{Parse(path), {}})) {
+  header_ = HeaderOf(file_->parsed);
+  for (const Entry& e : file_->parsed.entries) file_->by_name.emplace(e.name, &e);
+}
+
+SafetensorsReader::~SafetensorsReader() = default;
+SafetensorsReader::SafetensorsReader(SafetensorsReader&&) noexcept = default;
+SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&&) noexcept = default;
+
+at::Tensor SafetensorsReader::Read(const std::string& name) {
+  const auto it = file_->by_name.find(name);
+  CONVEYOR_CHECK(it != file_->by_name.end()) << Where(path_) << "has no tensor '" << name << "'";
+  return ReadEntry(file_->parsed, *it->second, path_);
 }
 
 }  // namespace conveyor

@@ -21,6 +21,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,31 @@ SafetensorsFile LoadSafetensors(const std::string& path);
 // Reads and checks the header as LoadSafetensors does (the layout against the file's size
 // included) without reading any tensor's data.
 SafetensorsHeader LoadSafetensorsHeader(const std::string& path);
+
+// One file opened to read its tensors one at a time: the header is read and checked as
+// LoadSafetensorsHeader does; each Read seeks to one tensor's bytes and reads those alone,
+// so a caller holds no more of the file than the tensors it asks for (a rank loading its
+// slice of a model larger than its memory). Not thread-safe; the file stays open while the
+// reader lives.
+class SafetensorsReader {
+ public:
+  explicit SafetensorsReader(const std::string& path);
+  ~SafetensorsReader();
+  SafetensorsReader(SafetensorsReader&&) noexcept;
+  SafetensorsReader& operator=(SafetensorsReader&&) noexcept;
+
+  const std::string& path() const { return path_; }
+  const SafetensorsHeader& header() const { return header_; }
+  // The tensor `name` (CPU, contiguous, its stored dtype). UserError when the file has no
+  // tensor of that name, or its bytes cannot be read.
+  at::Tensor Read(const std::string& name);
+
+ private:
+  struct File;
+  std::string path_;
+  SafetensorsHeader header_;
+  std::unique_ptr<File> file_;
+};
 
 }  // namespace conveyor
 

@@ -162,6 +162,27 @@ TEST_F(SafetensorsTest, HeaderAloneGivesDtypesShapesAndMetadata) {
   EXPECT_THROW(LoadSafetensorsHeader(path), UserError);
 }
 
+// A reader reads the tensors asked for, in any order, each from its own bytes.
+TEST_F(SafetensorsTest, AReaderReadsOneTensorAtATime) {
+  const std::string path = Path("r.safetensors");
+  const at::Tensor w = at::arange(6, at::kFloat).view({2, 3});
+  const at::Tensor n = at::arange(4, at::kLong) * 10;
+  SaveSafetensors(path, {{"w", w}, {"n", n}, {"b", at::ones({2}, at::kBool)}});
+  SafetensorsReader reader(path);
+  EXPECT_EQ(reader.header().tensors.size(), 3u);
+  EXPECT_TRUE(at::equal(reader.Read("n"), n));
+  EXPECT_TRUE(at::equal(reader.Read("w"), w));
+  EXPECT_TRUE(at::equal(reader.Read("n"), n));
+  try {
+    reader.Read("v");
+    ADD_FAILURE() << "read a tensor the file does not have";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("has no tensor 'v'"), std::string::npos) << e.what();
+  }
+  fs::resize_file(path, fs::file_size(path) - 1);
+  EXPECT_THROW(SafetensorsReader{path}, UserError);  // the layout is checked on opening
+}
+
 TEST_F(SafetensorsTest, SaveRefusesBadNames) {
   EXPECT_THROW(SaveSafetensors(Path("x"), {{"", at::ones({1})}}), UserError);
   EXPECT_THROW(SaveSafetensors(Path("x"), {{"__metadata__", at::ones({1})}}), UserError);

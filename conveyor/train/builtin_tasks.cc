@@ -10,6 +10,7 @@
 #include "conveyor/data/lm_stream.h"
 #include "conveyor/nn/classifier.h"
 #include "conveyor/nn/gpt.h"
+#include "conveyor/nn/hf_checkpoint.h"
 #include "conveyor/nn/llama.h"
 
 namespace conveyor {
@@ -45,22 +46,6 @@ GptConfig GptConfigOf(const TrainConfig& c) {
                    c.recompute == Recompute::kSelective,
                    {}};
   CheckGptConfig(config);
-  return config;
-}
-
-LlamaConfig LlamaConfigOf(const TrainConfig& c) {
-  LlamaConfig config;
-  config.vocab = static_cast<int>(ByteTokenizer::kVocabSize);
-  config.hidden = c.hidden;
-  config.intermediate = LlamaIntermediate(c);
-  config.heads = c.heads;
-  config.kv_heads = LlamaKvHeads(c);
-  config.layers = c.layers;
-  config.max_seq_len = c.seq_len;
-  config.rope_theta = c.rope_theta;
-  config.tie_embeddings = c.tie_embeddings;
-  config.recompute_attention = c.recompute == Recompute::kSelective;
-  CheckLlamaConfig(config);
   return config;
 }
 
@@ -104,7 +89,9 @@ class GptModel : public ModelTask {
 
 class LlamaModel : public ModelTask {
  public:
-  LlamaModel(const LlamaConfig& config, uint64_t seed) : config_(config), seed_(seed) {}
+  // `folder`: a Hugging Face folder holding the initial weights (empty: drawn from the seed).
+  LlamaModel(const LlamaConfig& config, uint64_t seed, std::string folder)
+      : config_(config), seed_(seed), folder_(std::move(folder)) {}
 
   LayerList BuildLayers(const TensorParallel& tp) const override {
     LlamaConfig config = config_;
@@ -125,15 +112,20 @@ class LlamaModel : public ModelTask {
   }
   std::string Describe() const override {
     std::ostringstream out;
-    out << "llama: " << config_.layers << " layers, hidden " << config_.hidden << ", "
-        << config_.heads << " heads (" << config_.kv_heads << " key-value), MLP "
-        << config_.intermediate << ", " << ParameterCount(BuildLayers({})) / 1e6 << "M parameters";
+    out << "llama" << (folder_.empty() ? "" : " from " + folder_) << ": " << config_.layers
+        << " layers, hidden " << config_.hidden << ", " << config_.heads << " heads ("
+        << config_.kv_heads << " key-value), MLP " << config_.intermediate << ", vocabulary "
+        << config_.vocab << ", " << ParameterCount(BuildLayers({})) / 1e6 << "M parameters";
     return out.str();
+  }
+  void LoadInitialWeights(const NamedTensors& params, const TensorParallel& tp) const override {
+    if (!folder_.empty()) HfCheckpoint(folder_).LoadInto(params, tp);
   }
 
  private:
   LlamaConfig config_;
   uint64_t seed_;
+  std::string folder_;
 };
 
 class ClassifierModel : public ModelTask {
@@ -239,12 +231,29 @@ class ClassifierTask : public TrainTask {
 
 }  // namespace
 
+LlamaConfig LlamaConfigOf(const TrainConfig& c) {
+  LlamaConfig config;
+  config.vocab = ModelVocab(c);
+  config.hidden = c.hidden;
+  config.intermediate = LlamaIntermediate(c);
+  config.rms_norm_eps = c.rms_norm_eps;
+  config.heads = c.heads;
+  config.kv_heads = LlamaKvHeads(c);
+  config.layers = c.layers;
+  config.max_seq_len = c.seq_len;
+  config.rope_theta = c.rope_theta;
+  config.tie_embeddings = c.tie_embeddings;
+  config.recompute_attention = c.recompute == Recompute::kSelective;
+  CheckLlamaConfig(config);
+  return config;
+}
+
 std::shared_ptr<const ModelTask> MakeModelTask(const TrainConfig& config) {
   switch (config.model) {
     case ModelKind::kClassifier:
       return std::make_shared<ClassifierModel>(ClassifierConfigOf(config), config.seed);
     case ModelKind::kLlama:
-      return std::make_shared<LlamaModel>(LlamaConfigOf(config), config.seed);
+      return std::make_shared<LlamaModel>(LlamaConfigOf(config), config.seed, config.model_dir);
     case ModelKind::kGpt:
       break;
   }

@@ -6,11 +6,17 @@
 
 #include <memory>
 
+#include "conveyor/nn/llama.h"
 #include "conveyor/train/model_task.h"
 #include "conveyor/train/train_config.h"
 #include "conveyor/train/train_task.h"
 
 namespace conveyor {
+
+// The Llama `config` describes (model llama): its vocabulary, key-value heads and MLP units
+// resolved (ModelVocab, LlamaKvHeads, LlamaIntermediate), max_seq_len = seq_len. Checked
+// (CheckLlamaConfig).
+LlamaConfig LlamaConfigOf(const TrainConfig& config);
 
 // config.model's model alone, from the configuration (no corpus is read). Throws UserError
 // for an impossible model configuration.

@@ -39,6 +39,8 @@ Json ModelJson(const TrainConfig& c) {
     model["kv_heads"] = LlamaKvHeads(c);
     model["intermediate"] = LlamaIntermediate(c);
     model["rope_theta"] = c.rope_theta;
+    model["vocab"] = ModelVocab(c);
+    model["rms_norm_eps"] = c.rms_norm_eps;
   }
   return model;
 }
@@ -344,6 +346,8 @@ TrainConfig CheckpointConfig(const std::string& path) {
       c.kv_heads = m.at("kv_heads");
       c.intermediate = m.at("intermediate");
       c.rope_theta = m.at("rope_theta");
+      c.vocab = m.at("vocab");
+      c.rms_norm_eps = m.at("rms_norm_eps");
     }
     c.seed = meta.value("seed", c.seed);
     c.data = meta.value("data", c.data);

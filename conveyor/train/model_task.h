@@ -3,7 +3,8 @@
 // needs a TrainTask (train_task.h), which holds one.
 //
 // Every method is deterministic in its arguments: every rank, and every pipeline
-// configuration, sees the same layers (weights drawn from (seed, layer)).
+// configuration, sees the same layers (weights drawn from the seed, or read from a model
+// folder).
 #ifndef CONVEYOR_TRAIN_MODEL_TASK_H_
 #define CONVEYOR_TRAIN_MODEL_TASK_H_
 
@@ -26,6 +27,10 @@ class ModelTask {
   virtual std::vector<double> LayerFlops() const = 0;
   // One line: the architecture and its size ("gpt: 4 blocks, hidden 64, ...").
   virtual std::string Describe() const = 0;
+  // Overwrites `params` (parameters of BuildLayers(tp)'s layers, by global name, as this rank
+  // holds them) with the model's initial weights where those come from outside (a Hugging
+  // Face folder), reading only those tensors; the default keeps the weights BuildLayers drew.
+  virtual void LoadInitialWeights(const NamedTensors& params, const TensorParallel& tp) const {}
 };
 
 }  // namespace conveyor

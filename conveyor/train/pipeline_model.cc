@@ -126,6 +126,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
         const LayerRange& r = ranges[layout.part_of(stage)];
         auto stack =
             std::make_unique<LayerStack>(LayerList(all.begin() + r.begin, all.begin() + r.end));
+        model->LoadInitialWeights(stack->NamedParameters(), tp);
         MoveParameters(stack->NamedParameters(), device);
         return stack;
       },

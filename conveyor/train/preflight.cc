@@ -10,6 +10,7 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/data/corpus.h"
+#include "conveyor/nn/hf_checkpoint.h"
 #include "conveyor/partition/partition.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
@@ -68,6 +69,9 @@ void PreflightFiles(const TrainConfig& config) {
       << "corpus '" << path << "' does not exist"
       << (config.data == "fortunes" ? " (apt-get install fortunes)" : "");
   MakeTask(config);
+  // The model folder's weights: every tensor's name, shape and dtype against its config.json,
+  // from the files' headers (HfCheckpoint reads no tensor to open).
+  if (!config.model_dir.empty()) HfCheckpoint checked(config.model_dir);
   if (!config.metrics.empty()) CheckFileCanBeWritten(config.metrics, "--metrics");
   if (!config.trace.empty()) CheckFolderCanBeWritten(config.trace, "--trace");
   if (!config.checkpoint_dir.empty()) {

@@ -14,7 +14,8 @@ void PreflightCheck(const TrainConfig& config);
 
 // Checks the files a run reads and writes, so that no run fails after its work is done:
 // the corpus exists, builds the task (MakeTask: the corpus loads, is not empty, is longer than a
-// sequence, has the classes asked for), then checks that the metrics file can be written (its
+// sequence, has the classes asked for), checks a model folder's weights against its
+// config.json (HfCheckpoint, headers only), then checks that the metrics file can be written (its
 // folder exists and takes new files; an existing folder is refused) and that the trace and
 // checkpoint folders take new files, or that their nearest existing parent does. UserError
 // naming the flag and the path. Creates no file that outlives the call.

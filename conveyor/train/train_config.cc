@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <map>
@@ -16,6 +17,7 @@
 #include "conveyor/common/spellings.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/mesh/mesh.h"
+#include "conveyor/nn/hf_config.h"
 #include "conveyor/optim/loss_scaler.h"
 #include "conveyor/schedule/pipeline_limits.h"
 
@@ -106,6 +108,47 @@ std::string_view ModelKindName(ModelKind model) { return SpellingOf(kModelKinds,
 
 bool IsLanguageModel(ModelKind model) { return model != ModelKind::kClassifier; }
 
+int ModelVocab(const TrainConfig& config) {
+  return config.model == ModelKind::kLlama && config.vocab > 0
+             ? config.vocab
+             : static_cast<int>(ByteTokenizer::kVocabSize);
+}
+
+void SetModel(TrainConfig& config, std::string_view text, std::string_view name) {
+  const bool path = text.find('/') != std::string_view::npos || std::filesystem::is_directory(text);
+  if (!path) {
+    config.model = ParseModelKind(text, name);
+    config.model_dir.clear();
+    return;
+  }
+  CONVEYOR_CHECK(std::filesystem::is_regular_file(std::filesystem::path(text) / "config.json"))
+      << name << ": '" << text << "' is not a model folder (no config.json there)";
+  config.model = ModelKind::kLlama;
+  config.model_dir = std::string(text);
+}
+
+void ApplyModelFolder(TrainConfig& c) {
+  if (c.model_dir.empty()) return;
+  const std::string path = (std::filesystem::path(c.model_dir) / "config.json").string();
+  const LlamaConfig llama = ReadHfLlamaConfig(path);
+  c.model = ModelKind::kLlama;
+  c.hidden = llama.hidden;
+  c.heads = llama.heads;
+  c.kv_heads = llama.kv_heads;
+  c.layers = llama.layers;
+  c.intermediate = llama.intermediate;
+  c.vocab = llama.vocab;
+  c.rms_norm_eps = llama.rms_norm_eps;
+  c.rope_theta = llama.rope_theta;
+  c.tie_embeddings = llama.tie_embeddings;
+  CONVEYOR_CHECK(c.seq_len <= llama.max_seq_len)
+      << "--seq-len " << c.seq_len << " exceeds " << path << "'s max_position_embeddings ("
+      << llama.max_seq_len << ")";
+  CONVEYOR_CHECK(llama.vocab >= static_cast<int>(ByteTokenizer::kVocabSize))
+      << path << ": a vocabulary of " << llama.vocab << " cannot hold the byte tokenizer's "
+      << ByteTokenizer::kVocabSize << " ids";
+}
+
 int LlamaKvHeads(const TrainConfig& config) {
   return config.kv_heads > 0 ? config.kv_heads : config.heads;
 }
@@ -161,8 +204,8 @@ void TrainConfig::Validate() const {
         << "the head size hidden / heads = " << hidden / heads
         << " must be even: rotary embeddings rotate pairs of dimensions";
   }
-  CONVEYOR_CHECK(!IsLanguageModel(model) || ByteTokenizer::kVocabSize % tp == 0)
-      << "the byte vocabulary of " << ByteTokenizer::kVocabSize << " must divide by tp (" << tp
+  CONVEYOR_CHECK(!IsLanguageModel(model) || ModelVocab(*this) % tp == 0)
+      << "the vocabulary of " << ModelVocab(*this) << " must divide by tp (" << tp
       << "): each tensor-parallel rank holds a slice of it";
   CheckPipelineSize(schedule, ScheduleOptions{pp, microbatches, chunks});
 }
@@ -242,7 +285,10 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
     };
   };
   const std::map<std::string, Setter> setters = {
-      {"model", choice(c.model, ParseModelKind)},
+      {"model",
+       [&c, &path, string_of](const toml::node& n, const std::string& key) {
+         SetModel(c, string_of(n, key), path + ": " + key);
+       }},
       {"tie_embeddings", boolean(c.tie_embeddings)},
       {"recompute", choice(c.recompute, ParseRecompute)},
       {"device", choice(c.device, ParseDeviceKind)},

@@ -50,6 +50,20 @@ struct TrainConfig;
 // 4 hidden GELU MLP).
 int LlamaKvHeads(const TrainConfig& config);
 int LlamaIntermediate(const TrainConfig& config);
+// The vocabulary a model of `config` has: config.vocab for a llama that sets it, else the
+// byte tokenizer's 256 ids.
+int ModelVocab(const TrainConfig& config);
+
+// `text` as --model (or the TOML key `name`): a kind ("gpt", "classifier", "llama"), or a
+// Hugging Face Llama folder (a path holding config.json), which sets model = llama and
+// model_dir. UserError naming `name` and the text otherwise.
+void SetModel(TrainConfig& config, std::string_view text, std::string_view name);
+
+// With config.model_dir set: the architecture fields (hidden, heads, kv_heads, layers,
+// intermediate, vocab, rms_norm_eps, rope_theta, tie_embeddings) from its config.json
+// (nn/hf_config.h), whatever flags said; UserError when the file is refused, seq_len exceeds
+// its max_position_embeddings, or its vocabulary cannot hold the byte tokenizer's 256 ids.
+void ApplyModelFolder(TrainConfig& config);
 
 struct TrainConfig {
   // Model.
@@ -63,6 +77,11 @@ struct TrainConfig {
   int kv_heads = 0;             // llama: key-value heads (0 = heads: no grouping)
   int intermediate = 0;         // llama: the MLP's units (0 = LlamaIntermediate's default)
   double rope_theta = 10000;    // llama: the rotary embeddings' base
+  // llama from a Hugging Face folder (--model DIR): its config.json sets the architecture
+  // (ApplyModelFolder), its weights are the initial ones. Empty: weights drawn from the seed.
+  std::string model_dir;
+  int vocab = 0;               // llama: 0 = the byte tokenizer's 256 ids; else config.json's
+  double rms_norm_eps = 1e-5;  // llama
   // Data.
   std::string data = "fortunes";  // "fortunes" or a text file / directory
   // Pipeline.

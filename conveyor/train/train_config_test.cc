@@ -1,12 +1,15 @@
 #include "conveyor/train/train_config.h"
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <limits>
 
 #include "conveyor/common/error.h"
+#include "conveyor/nn/hf_checkpoint_testing.h"
 
 namespace conveyor {
 namespace {
@@ -118,7 +121,7 @@ TEST(TrainConfigTest, MeshAndThreadsAreChecked) {
   c.hidden = 96;
   c.heads = 6;
   c.tp = 3;
-  expect_error(c, "the byte vocabulary of 256 must divide by tp (3)");
+  expect_error(c, "the vocabulary of 256 must divide by tp (3)");
   c.tp = 1;
   c.mesh_order = "tp-pp";
   expect_error(c, "the mesh order must name tp, dp and pp once each");
@@ -203,6 +206,50 @@ TEST(TrainConfigTest, TomlModelAndPartitionAreParsed) {
 }
 
 // Integers once wrapped: 4294967298 became 2 layers, pp 2 and seed -1 a huge seed.
+// --model takes a kind or a Hugging Face folder, whose config.json then sets the architecture.
+TEST(TrainConfigTest, ModelIsAKindOrAModelFolder) {
+  TrainConfig c;
+  SetModel(c, "llama", "--model");
+  EXPECT_EQ(c.model, ModelKind::kLlama);
+  EXPECT_TRUE(c.model_dir.empty());
+  const std::string dir = ::testing::TempDir() + "conveyor_model_dir_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  try {
+    SetModel(c, dir, "--model");
+    FAIL() << "a folder without config.json was taken";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("no config.json"), std::string::npos) << e.what();
+  }
+  LlamaConfig llama;
+  llama.vocab = 320;
+  llama.hidden = 48;
+  llama.intermediate = 96;
+  llama.heads = 6;
+  llama.kv_heads = 2;
+  llama.layers = 3;
+  llama.max_seq_len = 64;
+  llama.rope_theta = 500000;
+  WriteHfLlamaFolder(dir, llama, LlamaWeights(llama, 1), at::kFloat, false);
+  SetModel(c, dir, "--model");
+  c.hidden = 8;  // the folder wins
+  ApplyModelFolder(c);
+  EXPECT_EQ(c.model, ModelKind::kLlama);
+  EXPECT_EQ(c.model_dir, dir);
+  EXPECT_EQ(c.hidden, 48);
+  EXPECT_EQ(c.heads, 6);
+  EXPECT_EQ(LlamaKvHeads(c), 2);
+  EXPECT_EQ(LlamaIntermediate(c), 96);
+  EXPECT_EQ(c.layers, 3);
+  EXPECT_EQ(ModelVocab(c), 320);
+  EXPECT_EQ(c.rope_theta, 500000);
+  EXPECT_NO_THROW(c.Validate());
+  c.seq_len = 65;
+  EXPECT_THROW(ApplyModelFolder(c), UserError);  // past max_position_embeddings
+  SetModel(c, "gpt", "--model");
+  EXPECT_TRUE(c.model_dir.empty());
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TrainConfigTest, TomlIntegersAreRangeCheckedNotWrapped) {
   const std::string layers = TomlError("layers = 4294967298\n");
   EXPECT_NE(layers.find(": layers must be within [1, 4096], got 4294967298"), std::string::npos)

@@ -48,6 +48,16 @@ TrainConfig TinyGpt() {
   return c;
 }
 
+TrainConfig TinyLlama() {
+  TrainConfig c = TinyGpt();
+  c.model = ModelKind::kLlama;
+  c.hidden = 32;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.batch_size = 8;
+  return c;
+}
+
 std::vector<double> TrainOnThreads(const TrainConfig& config,
                                    const std::function<void(Trainer&, Transport&)>& after,
                                    int64_t stop_at) {

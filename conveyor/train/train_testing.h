@@ -16,6 +16,8 @@ std::string TinyCorpus();
 
 // A GPT small enough for tests, on TinyCorpus().
 TrainConfig TinyGpt();
+// TinyGpt's run with a Llama: hidden 32, 4 heads sharing 2 key-value heads, batch 8.
+TrainConfig TinyLlama();
 
 // Trains until step `stop_at` (0: config.steps), from a checkpoint when config.resume is
 // set, on dp x tp x pp threads (dp 0 counts as 1); then calls `after` on every rank's

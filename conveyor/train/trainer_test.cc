@@ -16,6 +16,7 @@
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
 #include "conveyor/device/compute_device.h"
+#include "conveyor/nn/hf_checkpoint_testing.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/rank_report.h"
@@ -216,19 +217,10 @@ TEST_F(TrainerTest, RanksSharingOneGpuTrainLikeOneProcessOnTheCpu) {
   }
 }
 
-// Tensor parallelism, alone with the pipeline and in the full 3D mesh (8 ranks as threads),
-// over every schedule family: the losses and the whole weights after AdamW steps are those of
-// one process. The GPT with tied embeddings (vocabulary-parallel embedding, head and loss),
-// and the classifier.
-// A Llama (grouped-query attention, untied; then tied with split backward and a mesh) trains
-// like one process under every schedule: the same losses and the same weights.
+// A Llama (grouped-query attention, untied) trains like one process under every schedule
+// and on a dp x tp x pp mesh: the same losses and the same weights.
 TEST_F(TrainerTest, LlamaTrainsLikeOneProcessUnderEverySchedule) {
-  TrainConfig base = TinyGpt();
-  base.model = ModelKind::kLlama;
-  base.hidden = 32;
-  base.heads = 4;
-  base.kv_heads = 2;
-  base.batch_size = 8;
+  const TrainConfig base = TinyLlama();
   Weights want;
   const std::vector<double> reference = TrainCollecting(base, want);
   ASSERT_EQ(reference.size(), 3u);
@@ -254,6 +246,45 @@ TEST_F(TrainerTest, LlamaTrainsLikeOneProcessUnderEverySchedule) {
   }
 }
 
+// A Llama started from a Hugging Face folder (--model DIR) starts from its weights: the
+// folder of the weights the seed draws trains exactly as from scratch, on a mesh from a sharded
+// bf16 folder as one process from the same folder; another folder's weights give other losses.
+TEST_F(TrainerTest, LlamaStartsFromAHuggingFaceFolder) {
+  TrainConfig c = TinyLlama();
+  c.pp = 2;
+  c.schedule = "1f1b";
+  const std::vector<double> scratch = TrainOnThreads(c);
+  const LlamaConfig llama = LlamaConfigOf(c);
+  const std::string dir =
+      ::testing::TempDir() + "conveyor_trainer_hf_" + std::to_string(::getpid());
+  auto folder = [&](const std::map<std::string, at::Tensor>& weights, at::ScalarType dtype,
+                    bool shards) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    WriteHfLlamaFolder(dir, llama, weights, dtype, shards);
+    TrainConfig from = c;
+    SetModel(from, dir, "--model");
+    ApplyModelFolder(from);
+    return from;
+  };
+  ExpectSameLosses(scratch, TrainOnThreads(folder(LlamaWeights(llama, c.seed), at::kFloat, false)),
+                   "from the folder", 0);
+  std::map<std::string, at::Tensor> larger = LlamaWeights(llama, c.seed + 1);
+  for (auto& [name, w] : larger) w = w * 3;  // logits far from uniform: another first loss
+  TrainConfig bf16 = folder(larger, at::kBFloat16, true);
+  const std::vector<double> other = TrainOnThreads(bf16);
+  EXPECT_GT(std::abs(other[0] - scratch[0]), 0.1) << "the folder's weights were not loaded";
+  bf16.tp = 2;
+  bf16.dp = 2;
+  bf16.schedule = "zb-h1";
+  ExpectSameLosses(other, TrainOnThreads(bf16), "dp 2 x tp 2 x pp 2 from a sharded bf16 folder");
+  std::filesystem::remove_all(dir);
+}
+
+// Tensor parallelism, alone with the pipeline and in the full 3D mesh (8 ranks as threads),
+// over every schedule family: the losses and the whole weights after AdamW steps are those of
+// one process. The GPT with tied embeddings (vocabulary-parallel embedding, head and loss),
+// and the classifier.
 TEST_F(TrainerTest, TensorAndDataParallelMeshesTrainLikeOneProcess) {
   for (const ModelKind model : {ModelKind::kGpt, ModelKind::kClassifier}) {
     TrainConfig base = TinyGpt();

@@ -1,0 +1,132 @@
+#include "conveyor/nn/hf_checkpoint.h"
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "conveyor/common/error.h"
+#include "conveyor/nn/hf_config.h"
+
+namespace conveyor {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+constexpr char kSingleFile[] = "model.safetensors";
+constexpr char kIndexFile[] = "model.safetensors.index.json";
+
+// tensor -> file, from the index's weight_map.
+std::map<std::string, std::string> ReadWeightMap(const std::string& path) {
+  std::ifstream in(path);
+  CONVEYOR_CHECK(in.good()) << "cannot read " << path;
+  Json index;
+  try {
+    index = Json::parse(in);
+  } catch (const Json::exception& e) {
+    CONVEYOR_CHECK(false) << path << ": not JSON: " << e.what();
+  }
+  CONVEYOR_CHECK(index.is_object() && index.contains("weight_map") &&
+                 index["weight_map"].is_object())
+      << path << ": has no \"weight_map\" object";
+  std::map<std::string, std::string> files;
+  for (const auto& [tensor, file] : index["weight_map"].items()) {
+    CONVEYOR_CHECK(file.is_string() &&
+                   fs::path(file.get<std::string>()).filename().string() == file.get<std::string>())
+        << path << ": tensor '" << tensor << "' maps to " << file.dump()
+        << ", which is not a file name in this folder";
+    files[tensor] = file.get<std::string>();
+  }
+  return files;
+}
+
+}  // namespace
+
+HfCheckpoint::HfCheckpoint(const std::string& dir)
+    : dir_(dir), config_(ReadHfLlamaConfig((fs::path(dir) / "config.json").string())) {
+  const std::string where = "model folder " + dir + ": ";
+  // tensor -> the file that must hold it
+  std::map<std::string, std::string> wanted;
+  const fs::path index = fs::path(dir) / kIndexFile;
+  if (fs::exists(index)) {
+    wanted = ReadWeightMap(index.string());
+  } else {
+    CONVEYOR_CHECK(fs::exists(fs::path(dir) / kSingleFile))
+        << where << "has neither " << kSingleFile << " nor " << kIndexFile;
+  }
+  std::set<std::string> names;
+  for (const auto& [tensor, file] : wanted) names.insert(file);
+  if (wanted.empty()) names.insert(kSingleFile);
+  for (const std::string& name : names) {
+    const fs::path path = fs::path(dir) / name;
+    CONVEYOR_CHECK(fs::exists(path))
+        << where << kIndexFile << " names " << name << ", which is not in the folder";
+    files_.emplace_back(path.string());
+  }
+  for (SafetensorsReader& file : files_) {
+    const std::string name = fs::path(file.path()).filename().string();
+    for (const auto& [tensor, entry] : file.header().tensors) {
+      CONVEYOR_CHECK(wanted.empty() || (wanted.count(tensor) && wanted.at(tensor) == name))
+          << where << name << " holds tensor '" << tensor << "', which " << kIndexFile
+          << (wanted.count(tensor) ? " places in " + wanted.at(tensor) : " does not list");
+      CONVEYOR_CHECK(file_of_.emplace(tensor, &file).second)
+          << where << "tensor '" << tensor << "' is in two files";
+    }
+  }
+  const auto shapes = LlamaParameterShapes(config_);
+  for (const auto& [tensor, shape] : shapes) {
+    const auto it = file_of_.find(tensor);
+    CONVEYOR_CHECK(it != file_of_.end()) << where << "lacks tensor '" << tensor << "'";
+    const std::string file = fs::path(it->second->path()).filename().string();
+    const SafetensorsEntry& entry = it->second->header().tensors.at(tensor);
+    CONVEYOR_CHECK(entry.shape == shape)
+        << where << file << ": tensor '" << tensor << "' has shape " << at::IntArrayRef(entry.shape)
+        << ", config.json's model needs " << at::IntArrayRef(shape);
+    CONVEYOR_CHECK(entry.dtype == "F32" || entry.dtype == "BF16" || entry.dtype == "F16")
+        << where << file << ": tensor '" << tensor << "' is stored as " << entry.dtype
+        << "; a weight must be F32, BF16 or F16";
+  }
+  for (const auto& [tensor, file] : file_of_) {
+    CONVEYOR_CHECK(shapes.count(tensor))
+        << where << fs::path(file->path()).filename().string() << " holds tensor '" << tensor
+        << "', which the model config.json describes does not have"
+        << (config_.tie_embeddings && tensor == "lm_head.weight" ? " (its embeddings are tied)"
+                                                                 : "");
+  }
+  for (const auto& [tensor, file] : wanted) {
+    CONVEYOR_CHECK(file_of_.count(tensor)) << where << kIndexFile << " places tensor '" << tensor
+                                           << "' in " << file << ", which does not hold it";
+  }
+}
+
+at::Tensor HfCheckpoint::Read(const std::string& name) {
+  const auto it = file_of_.find(name);
+  CONVEYOR_CHECK(it != file_of_.end())
+      << "model folder " << dir_ << " has no tensor '" << name << "'";
+  ++reads_;
+  return it->second->Read(name).to(at::kFloat);
+}
+
+void HfCheckpoint::LoadInto(const NamedTensors& params, const TensorParallel& tp) {
+  // Every name and shard shape checked from the headers first: nothing changes on a refusal.
+  for (const auto& [name, p] : params) {
+    const auto it = file_of_.find(name);
+    CONVEYOR_CHECK(it != file_of_.end())
+        << "model folder " << dir_ << " has no tensor '" << name << "' for this model";
+    std::vector<int64_t> shape = it->second->header().tensors.at(name).shape;
+    const TensorParallelSplit split = TensorParallelSplitOf(name);
+    if (!split.replicated() && tp.size > 1) shape[split.dim] /= tp.size;
+    CONVEYOR_CHECK(at::IntArrayRef(shape) == p.sizes())
+        << "model folder " << dir_ << ": tensor '" << name << "' gives this rank a part of shape "
+        << at::IntArrayRef(shape) << ", its parameter has shape " << p.sizes();
+  }
+  at::NoGradGuard no_grad;
+  for (const auto& [name, p] : params) {
+    p.copy_(TakeShard(Read(name), TensorParallelSplitOf(name), tp.size, tp.rank));
+  }
+}
+
+}  // namespace conveyor

@@ -1,0 +1,61 @@
+// A Hugging Face model folder opened for loading: config.json (hf_config.h) and the weights,
+// either model.safetensors or the shards that model.safetensors.index.json lists
+// ({"weight_map": {tensor: file}}).
+//
+// Opening reads config.json and every weight file's header, never a tensor's data, and checks
+// before anything is loaded that the folder holds exactly the model config.json describes:
+// every tensor of LlamaParameterShapes present once, in the file the index names, of its
+// shape, stored as F32, BF16 or F16; no other tensor; no index entry naming a file that is not
+// there; no file whose header promises more bytes than it has (a truncated shard). Each
+// problem throws UserError naming the tensor and the file.
+//
+// Read then reads one tensor alone (SafetensorsReader): a rank loading its stages reads
+// those tensors and nothing else, holding at most one of them beyond its own weights.
+//
+// Not thread-safe; the files stay open while the checkpoint lives.
+#ifndef CONVEYOR_NN_HF_CHECKPOINT_H_
+#define CONVEYOR_NN_HF_CHECKPOINT_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "conveyor/module/stage_module.h"
+#include "conveyor/nn/llama.h"
+#include "conveyor/nn/safetensors.h"
+#include "conveyor/nn/tensor_parallel.h"
+
+namespace conveyor {
+
+class HfCheckpoint {
+ public:
+  // Opens the folder `dir` (checks above).
+  explicit HfCheckpoint(const std::string& dir);
+
+  const LlamaConfig& config() const { return config_; }
+  // Tensors read so far (to show that a rank read only its own).
+  int reads() const { return reads_; }
+
+  // The tensor `name` in fp32 (widened from BF16 / F16), read from its file alone.
+  // UserError when the model has no such tensor.
+  at::Tensor Read(const std::string& name);
+
+  // Copies into each of `params` (a model's parameters, by Hugging Face name, as held by
+  // tensor-parallel rank tp.rank: TensorParallelSplitOf) its part of the checkpoint's tensor;
+  // nothing else is read. UserError for a name the checkpoint lacks or a shard of another
+  // shape; then no parameter has changed.
+  void LoadInto(const NamedTensors& params, const TensorParallel& tp);
+
+ private:
+  std::string dir_;
+  LlamaConfig config_;
+  std::vector<SafetensorsReader> files_;
+  std::map<std::string, SafetensorsReader*> file_of_;  // tensor name -> its file
+  int reads_ = 0;
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_NN_HF_CHECKPOINT_H_

@@ -1,0 +1,162 @@
+#include "conveyor/nn/hf_checkpoint.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "conveyor/common/error.h"
+#include "conveyor/nn/hf_checkpoint_testing.h"
+
+namespace conveyor {
+namespace {
+
+namespace fs = std::filesystem;
+using Named = std::map<std::string, at::Tensor>;
+
+LlamaConfig SmallLlama() {
+  LlamaConfig c;
+  c.vocab = 40;
+  c.hidden = 16;
+  c.intermediate = 24;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.layers = 2;
+  return c;
+}
+
+class HfCheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "conveyor_hf_" + std::to_string(::getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A fresh folder of `weights` (WriteHfLlamaFolder).
+  void Write(const LlamaConfig& c, const Named& weights, at::ScalarType dtype, bool shards) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    WriteHfLlamaFolder(dir_, c, weights, dtype, shards);
+  }
+
+  void ExpectRefused(std::initializer_list<std::string> parts) {
+    try {
+      HfCheckpoint checkpoint(dir_);
+      ADD_FAILURE() << "opened; expected a refusal naming " << *parts.begin();
+    } catch (const UserError& e) {
+      for (const std::string& part : parts) {
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+            << "no '" << part << "' in: " << e.what();
+      }
+    }
+  }
+
+  std::string dir_;
+};
+
+TEST_F(HfCheckpointTest, ReadsEveryTensorFromOneFileOrShards) {
+  const LlamaConfig c = SmallLlama();
+  const Named weights = LlamaWeights(c, 3);
+  for (const bool shards : {false, true}) {
+    for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+      SCOPED_TRACE(std::string(shards ? "shards, " : "one file, ") + c10::toString(dtype));
+      Write(c, weights, dtype, shards);
+      HfCheckpoint checkpoint(dir_);
+      EXPECT_EQ(checkpoint.config().kv_heads, 2);
+      EXPECT_EQ(checkpoint.config().layers, 2);
+      for (const auto& [name, t] : weights) {
+        const at::Tensor got = checkpoint.Read(name);
+        EXPECT_EQ(got.scalar_type(), at::kFloat);
+        EXPECT_TRUE(at::equal(got, t.to(dtype).to(at::kFloat))) << name;
+      }
+      EXPECT_EQ(checkpoint.reads(), static_cast<int>(weights.size()));
+    }
+  }
+}
+
+// A tensor-parallel rank's parameters of one layer get their parts, and nothing else is read.
+TEST_F(HfCheckpointTest, LoadsARanksShardsReadingOnlyItsTensors) {
+  const LlamaConfig c = SmallLlama();
+  const Named weights = LlamaWeights(c, 5);
+  Write(c, weights, at::kFloat, /*shards=*/true);
+  HfCheckpoint checkpoint(dir_);
+  NamedTensors mine;
+  for (const char* name :
+       {"model.layers.1.self_attn.k_proj.weight", "model.layers.1.self_attn.o_proj.weight",
+        "model.layers.1.input_layernorm.weight"}) {
+    const TensorParallelSplit split = TensorParallelSplitOf(name);
+    mine.emplace_back(name, at::zeros_like(TakeShard(weights.at(name), split, 2, 1)));
+  }
+  checkpoint.LoadInto(mine, TensorParallel{2, 1, nullptr});
+  EXPECT_EQ(checkpoint.reads(), 3);
+  for (const auto& [name, p] : mine) {
+    EXPECT_TRUE(at::equal(p, TakeShard(weights.at(name), TensorParallelSplitOf(name), 2, 1)))
+        << name;
+  }
+  // A parameter of another shape is refused before anything is copied.
+  NamedTensors wrong = {{"model.norm.weight", at::zeros({3})},
+                        {"model.layers.0.input_layernorm.weight", at::zeros({c.hidden})}};
+  try {
+    checkpoint.LoadInto({wrong[1], wrong[0]}, TensorParallel{});
+    ADD_FAILURE() << "loaded a tensor of another shape";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.norm.weight"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(at::equal(wrong[1].second, at::zeros({c.hidden})));
+}
+
+TEST_F(HfCheckpointTest, RefusesAFolderThatIsNotTheModelOfItsConfig) {
+  const LlamaConfig c = SmallLlama();
+  Named weights = LlamaWeights(c, 7);
+  const std::string q = "model.layers.0.self_attn.q_proj.weight";
+  {
+    Named missing = weights;
+    missing.erase(q);
+    Write(c, missing, at::kFloat, false);
+    ExpectRefused({"lacks tensor '" + q + "'"});
+  }
+  {
+    Named extra = weights;
+    extra["model.layers.0.self_attn.q_proj.bias"] = at::zeros({16});
+    Write(c, extra, at::kFloat, false);
+    ExpectRefused({"model.safetensors", "q_proj.bias"});
+  }
+  {
+    Named reshaped = weights;
+    reshaped[q] = at::zeros({8, 16});
+    Write(c, reshaped, at::kFloat, true);
+    ExpectRefused({"model-00001-of-00002.safetensors", q, "[8, 16]", "[16, 16]"});
+  }
+  {
+    Write(c, weights, at::kFloat, false);
+    Named stored = weights;
+    stored[q] = stored[q].to(at::kInt);
+    SaveSafetensors(dir_ + "/model.safetensors", stored);
+    ExpectRefused({"model.safetensors", q, "stored as I32"});
+  }
+  LlamaConfig tied = c;
+  tied.tie_embeddings = true;
+  Write(tied, weights, at::kFloat, false);  // still has lm_head.weight
+  ExpectRefused({"lm_head.weight", "tied"});
+}
+
+TEST_F(HfCheckpointTest, RefusesABrokenIndexOrATruncatedShard) {
+  const LlamaConfig c = SmallLlama();
+  Write(c, LlamaWeights(c, 9), at::kBFloat16, true);
+  const std::string second = dir_ + "/model-00002-of-00002.safetensors";
+  fs::resize_file(second, fs::file_size(second) - 10);
+  ExpectRefused({"model-00002-of-00002.safetensors", "truncated file?"});
+  fs::remove(second);
+  ExpectRefused({"model-00002-of-00002.safetensors", "not in the folder"});
+  fs::remove(dir_ + "/model.safetensors.index.json");
+  ExpectRefused({"neither model.safetensors nor model.safetensors.index.json"});
+}
+
+}  // namespace
+}  // namespace conveyor
