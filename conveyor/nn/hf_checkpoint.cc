@@ -1,6 +1,7 @@
 #include "conveyor/nn/hf_checkpoint.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <filesystem>
 #include <fstream>
