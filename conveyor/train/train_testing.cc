@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -46,6 +47,14 @@ TrainConfig TinyGpt() {
   c.timeout_s = 60;
   c.device = DeviceKind::kCpu;  // GPU tests ask for CUDA themselves
   return c;
+}
+
+void ExpectSameLosses(const std::vector<double>& want, const std::vector<double>& got,
+                      const std::string& what, double relative) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t k = 0; k < want.size(); ++k) {
+    EXPECT_NEAR(got[k], want[k], relative * std::abs(want[k])) << what << " step " << k + 1;
+  }
 }
 
 TrainConfig TinyLlama() {

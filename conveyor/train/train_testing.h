@@ -19,6 +19,11 @@ TrainConfig TinyGpt();
 // TinyGpt's run with a Llama: hidden 32, 4 heads sharing 2 key-value heads, batch 8.
 TrainConfig TinyLlama();
 
+// Expects `got` to hold as many losses as `want`, each within `relative` of its own; `what`
+// names the run in failures.
+void ExpectSameLosses(const std::vector<double>& want, const std::vector<double>& got,
+                      const std::string& what, double relative = 2e-5);
+
 // Trains until step `stop_at` (0: config.steps), from a checkpoint when config.resume is
 // set, on dp x tp x pp threads (dp 0 counts as 1); then calls `after` on every rank's
 // trainer (on its thread). Returns the loss of every step run (rank 0's). With config.device

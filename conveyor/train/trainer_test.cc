@@ -16,7 +16,6 @@
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
 #include "conveyor/device/compute_device.h"
-#include "conveyor/nn/hf_checkpoint_testing.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/rank_report.h"
@@ -29,14 +28,6 @@ class TrainerTest : public ::testing::Test {
  protected:
   void SetUp() override { at::set_num_threads(1); }
 };
-
-void ExpectSameLosses(const std::vector<double>& want, const std::vector<double>& got,
-                      const std::string& what, double relative = 2e-5) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t k = 0; k < want.size(); ++k) {
-    EXPECT_NEAR(got[k], want[k], relative * std::abs(want[k])) << what << " step " << k + 1;
-  }
-}
 
 TEST_F(TrainerTest, LossesDoNotDependOnScheduleOrPp) {
   const std::vector<double> reference = TrainOnThreads(TinyGpt());
@@ -244,41 +235,6 @@ TEST_F(TrainerTest, LlamaTrainsLikeOneProcessUnderEverySchedule) {
     ExpectSameLosses(reference, TrainCollecting(c, got), what);
     ExpectSameWeights(want, got, c.lr, what);
   }
-}
-
-// A Llama started from a Hugging Face folder (--model DIR) starts from its weights: the
-// folder of the weights the seed draws trains exactly as from scratch, on a mesh from a sharded
-// bf16 folder as one process from the same folder; another folder's weights give other losses.
-TEST_F(TrainerTest, LlamaStartsFromAHuggingFaceFolder) {
-  TrainConfig c = TinyLlama();
-  c.pp = 2;
-  c.schedule = "1f1b";
-  const std::vector<double> scratch = TrainOnThreads(c);
-  const LlamaConfig llama = LlamaConfigOf(c);
-  const std::string dir =
-      ::testing::TempDir() + "conveyor_trainer_hf_" + std::to_string(::getpid());
-  auto folder = [&](const std::map<std::string, at::Tensor>& weights, at::ScalarType dtype,
-                    bool shards) {
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    WriteHfLlamaFolder(dir, llama, weights, dtype, shards);
-    TrainConfig from = c;
-    SetModel(from, dir, "--model");
-    ApplyModelFolder(from);
-    return from;
-  };
-  ExpectSameLosses(scratch, TrainOnThreads(folder(LlamaWeights(llama, c.seed), at::kFloat, false)),
-                   "from the folder", 0);
-  std::map<std::string, at::Tensor> larger = LlamaWeights(llama, c.seed + 1);
-  for (auto& [name, w] : larger) w = w * 3;  // logits far from uniform: another first loss
-  TrainConfig bf16 = folder(larger, at::kBFloat16, true);
-  const std::vector<double> other = TrainOnThreads(bf16);
-  EXPECT_GT(std::abs(other[0] - scratch[0]), 0.1) << "the folder's weights were not loaded";
-  bf16.tp = 2;
-  bf16.dp = 2;
-  bf16.schedule = "zb-h1";
-  ExpectSameLosses(other, TrainOnThreads(bf16), "dp 2 x tp 2 x pp 2 from a sharded bf16 folder");
-  std::filesystem::remove_all(dir);
 }
 
 // Tensor parallelism, alone with the pipeline and in the full 3D mesh (8 ranks as threads),
