@@ -180,15 +180,14 @@ void CheckClassifierConfig(const ClassifierConfig& c) {
   CheckTensorParallel(c.tp, c.heads);
 }
 
-LayerList BuildClassifier(const ClassifierConfig& config, uint64_t seed) {
+LayerList BuildClassifier(const ClassifierConfig& config, uint64_t seed, int begin, int end) {
   CheckClassifierConfig(config);
-  LayerList layers;
-  layers.push_back(std::make_shared<Embedding>(config, seed));
-  for (int b = 0; b < config.layers; ++b) {
-    layers.push_back(std::make_shared<Block>(config, seed, b));
-  }
-  layers.push_back(std::make_shared<Head>(config, seed));
-  return layers;
+  const int count = config.layers + 2;
+  return BuildLayerRange(count, begin, end, [&](int l) -> std::shared_ptr<Layer> {
+    if (l == 0) return std::make_shared<Embedding>(config, seed);
+    if (l == count - 1) return std::make_shared<Head>(config, seed);
+    return std::make_shared<Block>(config, seed, l - 1);
+  });
 }
 
 int64_t CountCorrect(const at::Tensor& logits, const at::Tensor& targets) {

@@ -44,8 +44,10 @@ struct ClassifierConfig {
 // Checks the config (UserError naming the bad value), tp included (CheckTensorParallel).
 void CheckClassifierConfig(const ClassifierConfig& config);
 
-// layers + 2 entries: the embedding, the blocks, the head. Global layer index = position.
-LayerList BuildClassifier(const ClassifierConfig& config, uint64_t seed);
+// The model's layers + 2 layers: the embedding (global index 0), the blocks, the head. Only
+// those with a global index in [begin, end) are built (end < 0: through the last), each as it
+// is in the whole model; precondition 0 <= begin <= end.
+LayerList BuildClassifier(const ClassifierConfig& config, uint64_t seed, int begin = 0, int end = -1);
 
 // For accuracy: how many counted targets (>= 0) of `targets` (n,) equal the argmax of
 // `logits` (n, K), the head's output.

@@ -37,8 +37,10 @@ struct GptConfig {
 // Checks the config (UserError naming the bad value), tp included (CheckTensorParallel).
 void CheckGptConfig(const GptConfig& config);
 
-// layers + 2 entries: the embedding, the blocks, the head. Global layer index = position.
-LayerList BuildGpt(const GptConfig& config, uint64_t seed);
+// The model's layers + 2 layers: the embedding (global index 0), the blocks, the head. Only
+// those with a global index in [begin, end) are built (end < 0: through the last), each as it
+// is in the whole model; precondition 0 <= begin <= end.
+LayerList BuildGpt(const GptConfig& config, uint64_t seed, int begin = 0, int end = -1);
 
 }  // namespace conveyor
 

@@ -13,6 +13,16 @@ at::Tensor Layer::LossSum(const at::Tensor&, const MicroBatch&) {
   return {};
 }
 
+LayerList BuildLayerRange(int count, int begin, int end,
+                          const std::function<std::shared_ptr<Layer>(int)>& make) {
+  if (end < 0) end = count;
+  CONVEYOR_ASSERT(0 <= begin && begin <= end && end <= count)
+      << "layers [" << begin << ", " << end << ") of a model of " << count;
+  LayerList layers;
+  for (int l = begin; l < end; ++l) layers.push_back(make(l));
+  return layers;
+}
+
 LayerStack::LayerStack(LayerList layers) : layers_(std::move(layers)) {
   CONVEYOR_ASSERT(!layers_.empty()) << "a stage needs at least one layer";
 }

@@ -11,7 +11,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -34,6 +37,9 @@ class Layer {
 
 using LayerList = std::vector<std::shared_ptr<Layer>>;
 
+// Parameters by global name, as (unsharded) shapes: what a layer holds, without its values.
+using ParameterShapes = std::map<std::string, std::vector<int64_t>>;
+
 class LayerStack : public StageModule {
  public:
   // Precondition: layers non-empty.
@@ -48,6 +54,11 @@ class LayerStack : public StageModule {
  private:
   LayerList layers_;
 };
+
+// Layers [begin, end) of a model of `count` layers (end < 0: through the last), make(l)
+// building the layer of global index l. Precondition 0 <= begin <= end <= count.
+LayerList BuildLayerRange(int count, int begin, int end,
+                          const std::function<std::shared_ptr<Layer>(int)>& make);
 
 // The shapes between layers: token ids (n, T) and hidden states (n, T, C) of micro-batch mb.
 std::vector<int64_t> TokenShape(const MicroBatch& mb);

@@ -16,17 +16,38 @@ constexpr double kInitStd = 0.02;  // Hugging Face's LlamaConfig.initializer_ran
 constexpr char kEmbedding[] = "model.embed_tokens.weight";
 constexpr char kLmHead[] = "lm_head.weight";
 
-// The parameter `name` of a model built for tp, drawn N(0, std) from its own stream.
-at::Tensor NormalTensor(const std::string& name, at::IntArrayRef shape, uint64_t seed,
-                        const TensorParallel& tp) {
+// The parameter `name` of full shape `shape` in a model built for c.tp: drawn N(0, std) from
+// its own stream, or (c.draw_weights false) this rank's shard allocated undrawn.
+at::Tensor NormalTensor(const std::string& name, std::vector<int64_t> shape, uint64_t seed,
+                        const LlamaConfig& c) {
+  if (!c.draw_weights) {
+    const TensorParallelSplit split = TensorParallelSplitOf(name);
+    if (!split.replicated()) shape[split.dim] /= c.tp.size;
+    return at::empty(shape, at::kFloat).requires_grad_(true);
+  }
   at::Generator gen = TensorInitGenerator(seed, name);
-  return ShardParam(name, NormalParam(gen, shape, kInitStd), tp);
+  return ShardParam(name, NormalParam(gen, shape, kInitStd), c.tp);
+}
+
+// The parameters of decoder layer i (global layer index i + 1), full shapes.
+ParameterShapes DecoderShapes(const LlamaConfig& c, int i) {
+  const int64_t h = c.hidden, d = c.hidden / c.heads;
+  const std::string p = "model.layers." + std::to_string(i) + ".";
+  return {{p + "input_layernorm.weight", {h}},
+          {p + "self_attn.q_proj.weight", {c.heads * d, h}},
+          {p + "self_attn.k_proj.weight", {c.kv_heads * d, h}},
+          {p + "self_attn.v_proj.weight", {c.kv_heads * d, h}},
+          {p + "self_attn.o_proj.weight", {h, c.heads * d}},
+          {p + "post_attention_layernorm.weight", {h}},
+          {p + "mlp.gate_proj.weight", {c.intermediate, h}},
+          {p + "mlp.up_proj.weight", {c.intermediate, h}},
+          {p + "mlp.down_proj.weight", {h, c.intermediate}}};
 }
 
 class LlamaEmbedding : public Layer {
  public:
   LlamaEmbedding(const LlamaConfig& c, uint64_t seed)
-      : config_(c), weight_(NormalTensor(kEmbedding, {c.vocab, c.hidden}, seed, c.tp)) {}
+      : config_(c), weight_(NormalTensor(kEmbedding, {c.vocab, c.hidden}, seed, c)) {}
 
   // ids (n, T) -> (n, T, C)
   at::Tensor Forward(const at::Tensor& ids, const MicroBatch& mb) override {
@@ -51,19 +72,19 @@ class LlamaDecoderLayer : public Layer {
  public:
   LlamaDecoderLayer(const LlamaConfig& c, uint64_t seed, int index)
       : config_(c), prefix_("model.layers." + std::to_string(index) + ".") {
-    const int64_t h = c.hidden, d = c.hidden / c.heads;
-    auto normal = [&](const char* name, at::IntArrayRef shape) {
-      return NormalTensor(prefix_ + name, shape, seed, c.tp);
+    const ParameterShapes shapes = DecoderShapes(c, index);
+    auto normal = [&](const char* name) {
+      return NormalTensor(prefix_ + name, shapes.at(prefix_ + name), seed, c);
     };
-    input_norm_ = OnesParam({h});
-    q_ = normal("self_attn.q_proj.weight", {c.heads * d, h});
-    k_ = normal("self_attn.k_proj.weight", {c.kv_heads * d, h});
-    v_ = normal("self_attn.v_proj.weight", {c.kv_heads * d, h});
-    o_ = normal("self_attn.o_proj.weight", {h, c.heads * d});
-    mlp_norm_ = OnesParam({h});
-    gate_ = normal("mlp.gate_proj.weight", {c.intermediate, h});
-    up_ = normal("mlp.up_proj.weight", {c.intermediate, h});
-    down_ = normal("mlp.down_proj.weight", {h, c.intermediate});
+    input_norm_ = OnesParam({c.hidden});
+    q_ = normal("self_attn.q_proj.weight");
+    k_ = normal("self_attn.k_proj.weight");
+    v_ = normal("self_attn.v_proj.weight");
+    o_ = normal("self_attn.o_proj.weight");
+    mlp_norm_ = OnesParam({c.hidden});
+    gate_ = normal("mlp.gate_proj.weight");
+    up_ = normal("mlp.up_proj.weight");
+    down_ = normal("mlp.down_proj.weight");
   }
 
   // x (n, T, C) -> (n, T, C): pre-norm attention and MLP, both residual.
@@ -136,7 +157,7 @@ class LlamaHead : public Layer {
       : config_(c),
         norm_(OnesParam({c.hidden})),
         // Tied: the embedding's name, so its initial value and its row shard.
-        lm_head_(NormalTensor(lm_head_name(), {c.vocab, c.hidden}, seed, c.tp)) {}
+        lm_head_(NormalTensor(lm_head_name(), {c.vocab, c.hidden}, seed, c)) {}
 
   // x (n, T, C) -> logits (n, T, V/p) of this rank's vocabulary rows
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
@@ -216,35 +237,29 @@ void CheckLlamaConfig(const LlamaConfig& c) {
       << c.tp.size << "): the embedding and LM head are split by vocabulary rows";
 }
 
-std::map<std::string, std::vector<int64_t>> LlamaParameterShapes(const LlamaConfig& c) {
-  const int64_t h = c.hidden, d = c.hidden / c.heads;
-  std::map<std::string, std::vector<int64_t>> shapes = {{kEmbedding, {c.vocab, h}},
-                                                        {"model.norm.weight", {h}}};
-  if (!c.tie_embeddings) shapes[kLmHead] = {c.vocab, h};
-  for (int i = 0; i < c.layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    shapes[p + "input_layernorm.weight"] = {h};
-    shapes[p + "self_attn.q_proj.weight"] = {c.heads * d, h};
-    shapes[p + "self_attn.k_proj.weight"] = {c.kv_heads * d, h};
-    shapes[p + "self_attn.v_proj.weight"] = {c.kv_heads * d, h};
-    shapes[p + "self_attn.o_proj.weight"] = {h, c.heads * d};
-    shapes[p + "post_attention_layernorm.weight"] = {h};
-    shapes[p + "mlp.gate_proj.weight"] = {c.intermediate, h};
-    shapes[p + "mlp.up_proj.weight"] = {c.intermediate, h};
-    shapes[p + "mlp.down_proj.weight"] = {h, c.intermediate};
-  }
-  return shapes;
+std::vector<ParameterShapes> LlamaLayerShapes(const LlamaConfig& c) {
+  const std::vector<int64_t> table = {c.vocab, c.hidden};
+  std::vector<ParameterShapes> layers = {{{kEmbedding, table}}};
+  for (int i = 0; i < c.layers; ++i) layers.push_back(DecoderShapes(c, i));
+  layers.push_back({{"model.norm.weight", {c.hidden}},
+                    {c.tie_embeddings ? kEmbedding : kLmHead, table}});
+  return layers;
 }
 
-LayerList BuildLlama(const LlamaConfig& config, uint64_t seed) {
+ParameterShapes LlamaParameterShapes(const LlamaConfig& config) {
+  ParameterShapes all;
+  for (const ParameterShapes& layer : LlamaLayerShapes(config)) all.insert(layer.begin(), layer.end());
+  return all;
+}
+
+LayerList BuildLlama(const LlamaConfig& config, uint64_t seed, int begin, int end) {
   CheckLlamaConfig(config);
-  LayerList layers;
-  layers.push_back(std::make_shared<LlamaEmbedding>(config, seed));
-  for (int i = 0; i < config.layers; ++i) {
-    layers.push_back(std::make_shared<LlamaDecoderLayer>(config, seed, i));
-  }
-  layers.push_back(std::make_shared<LlamaHead>(config, seed));
-  return layers;
+  const int count = config.layers + 2;
+  return BuildLayerRange(count, begin, end, [&](int l) -> std::shared_ptr<Layer> {
+    if (l == 0) return std::make_shared<LlamaEmbedding>(config, seed);
+    if (l == count - 1) return std::make_shared<LlamaHead>(config, seed);
+    return std::make_shared<LlamaDecoderLayer>(config, seed, l - 1);
+  });
 }
 
 }  // namespace conveyor

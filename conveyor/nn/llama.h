@@ -54,19 +54,27 @@ struct LlamaConfig {
   double rope_theta = 10000;
   bool tie_embeddings = false;
   bool recompute_attention = false;  // selective recomputation of the attention scores
+  // false: matrices allocated but not drawn (their values undefined), for weights that are
+  // read from a checkpoint next; the norms are still 1.
+  bool draw_weights = true;
   TensorParallel tp;
 };
 
 // Checks the config (UserError naming the bad value), tp included.
 void CheckLlamaConfig(const LlamaConfig& config);
 
-// layers + 2 entries: the embedding, the decoder layers, the head (final norm and LM head).
-// Global layer index = position.
-LayerList BuildLlama(const LlamaConfig& config, uint64_t seed);
+// The model's layers + 2 layers: the embedding (global index 0), the decoder layers, the head
+// (final norm and LM head). Only those with a global index in [begin, end) are built (end < 0:
+// through the last), each as it is in the whole model; precondition 0 <= begin <= end.
+LayerList BuildLlama(const LlamaConfig& config, uint64_t seed, int begin = 0, int end = -1);
 
-// The name and full (unsharded) shape of every parameter BuildLlama makes for `config`,
-// without building anything: what a checkpoint of that model must hold.
-std::map<std::string, std::vector<int64_t>> LlamaParameterShapes(const LlamaConfig& config);
+// For each of BuildLlama's layers, the name and full (unsharded) shape of its parameters,
+// without building anything.
+std::vector<ParameterShapes> LlamaLayerShapes(const LlamaConfig& config);
+
+// Every parameter of the model once (a tied embedding is one tensor): what a checkpoint of
+// it must hold.
+ParameterShapes LlamaParameterShapes(const LlamaConfig& config);
 
 // RMSNorm as Llama computes it: x / sqrt(mean(x^2 over the last dim) + eps), in fp32, back in
 // x's dtype, times weight. x (..., C), weight (C).

@@ -100,6 +100,40 @@ TEST(LlamaTest, NamesAndShapesAreHuggingFaces) {
   }
 }
 
+// Any range of layers is built as those layers are in the whole model, with the parameters
+// LlamaLayerShapes lists for them; undrawn, the shapes are the same.
+TEST(LlamaTest, ARangeOfLayersIsThatPartOfTheWholeModel) {
+  LlamaConfig c = TinyLlama();
+  c.tie_embeddings = true;
+  const LayerList whole = BuildLlama(c, 5);
+  const std::vector<ParameterShapes> shapes = LlamaLayerShapes(c);
+  ASSERT_EQ(whole.size(), shapes.size());
+  for (int begin = 0; begin < static_cast<int>(whole.size()); ++begin) {
+    for (int end = begin; end <= static_cast<int>(whole.size()); ++end) {
+      const LayerList part = BuildLlama(c, 5, begin, end);
+      ASSERT_EQ(part.size(), static_cast<size_t>(end - begin));
+      for (int l = begin; l < end; ++l) {
+        const NamedTensors mine = part[l - begin]->NamedParameters();
+        const NamedTensors theirs = whole[l]->NamedParameters();
+        ASSERT_EQ(mine.size(), theirs.size()) << "layer " << l;
+        ParameterShapes listed;
+        for (size_t i = 0; i < mine.size(); ++i) {
+          EXPECT_EQ(mine[i].first, theirs[i].first);
+          EXPECT_TRUE(at::equal(mine[i].second, theirs[i].second)) << mine[i].first;
+          listed[mine[i].first] = mine[i].second.sizes().vec();
+        }
+        EXPECT_EQ(listed, shapes[l]) << "layer " << l;
+      }
+    }
+  }
+  c.draw_weights = false;
+  const LayerList undrawn = BuildLlama(c, 5, 1, 2);
+  for (const auto& [name, p] : undrawn[0]->NamedParameters()) {
+    EXPECT_EQ(p.sizes().vec(), shapes[1].at(name)) << name;
+    EXPECT_TRUE(p.requires_grad()) << name;
+  }
+}
+
 // Each tensor's initial value depends on the seed and its name alone: a deeper model shares
 // the shallower one's tensors exactly, the LM head is not the embedding, another seed draws
 // other values.

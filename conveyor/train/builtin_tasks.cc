@@ -20,14 +20,6 @@ Corpus LoadCorpus(const std::string& source) {
   return source == "fortunes" ? LoadFortunes() : LoadTextPath(source);
 }
 
-double ParameterCount(const LayerList& layers) {
-  double total = 0;
-  for (const auto& layer : layers) {
-    for (const auto& [name, p] : layer->NamedParameters()) total += static_cast<double>(p.numel());
-  }
-  return total;
-}
-
 // Forward FLOPs per sample of a transformer stack: embedding, blocks, then `head` per token.
 std::vector<double> TransformerFlops(int layers, double t, double c, double head_per_token) {
   std::vector<double> flops = {t * c};  // embedding: a lookup and an add
@@ -66,10 +58,11 @@ class GptModel : public ModelTask {
  public:
   GptModel(const GptConfig& config, uint64_t seed) : config_(config), seed_(seed) {}
 
-  LayerList BuildLayers(const TensorParallel& tp) const override {
+  int num_layers() const override { return config_.layers + 2; }
+  LayerList BuildLayers(const TensorParallel& tp, LayerRange range) const override {
     GptConfig config = config_;
     config.tp = tp;
-    return BuildGpt(config, seed_);
+    return BuildGpt(config, seed_, range.begin, range.end);
   }
   std::vector<double> LayerFlops() const override {
     return TransformerFlops(config_.layers, config_.max_seq_len, config_.hidden,
@@ -78,7 +71,7 @@ class GptModel : public ModelTask {
   std::string Describe() const override {
     std::ostringstream out;
     out << "gpt: " << config_.layers << " blocks, hidden " << config_.hidden << ", "
-        << config_.heads << " heads, " << ParameterCount(BuildLayers({})) / 1e6 << "M parameters";
+        << config_.heads << " heads, " << CountParameters(LayerShapes()) / 1e6 << "M parameters";
     return out.str();
   }
 
@@ -93,11 +86,24 @@ class LlamaModel : public ModelTask {
   LlamaModel(const LlamaConfig& config, uint64_t seed, std::string folder)
       : config_(config), seed_(seed), folder_(std::move(folder)) {}
 
-  LayerList BuildLayers(const TensorParallel& tp) const override {
+  int num_layers() const override { return config_.layers + 2; }
+  // Weights from a folder are read into undrawn parameters: drawing them first would cost
+  // about as much as reading them.
+  LayerList BuildLayers(const TensorParallel& tp, LayerRange range) const override {
     LlamaConfig config = config_;
     config.tp = tp;
-    return BuildLlama(config, seed_);
+    config.draw_weights = folder_.empty();
+    LayerList layers = BuildLlama(config, seed_, range.begin, range.end);
+    if (!folder_.empty()) {
+      NamedTensors params;
+      for (const auto& layer : layers) {
+        for (auto& named : layer->NamedParameters()) params.push_back(std::move(named));
+      }
+      HfCheckpoint(folder_).LoadInto(params, tp);
+    }
+    return layers;
   }
+  std::vector<ParameterShapes> LayerShapes() const override { return LlamaLayerShapes(config_); }
   std::vector<double> LayerFlops() const override {
     // Per token of a decoder layer: q and o (2 C^2 each), k and v (2 C KV d each), the
     // three MLP matrices (2 C F each), attention (4 T C); as TransformerFlops counts it.
@@ -115,11 +121,8 @@ class LlamaModel : public ModelTask {
     out << "llama" << (folder_.empty() ? "" : " from " + folder_) << ": " << config_.layers
         << " layers, hidden " << config_.hidden << ", " << config_.heads << " heads ("
         << config_.kv_heads << " key-value), MLP " << config_.intermediate << ", vocabulary "
-        << config_.vocab << ", " << ParameterCount(BuildLayers({})) / 1e6 << "M parameters";
+        << config_.vocab << ", " << CountParameters(LayerShapes()) / 1e6 << "M parameters";
     return out.str();
-  }
-  void LoadInitialWeights(const NamedTensors& params, const TensorParallel& tp) const override {
-    if (!folder_.empty()) HfCheckpoint(folder_).LoadInto(params, tp);
   }
 
  private:
@@ -132,10 +135,11 @@ class ClassifierModel : public ModelTask {
  public:
   ClassifierModel(const ClassifierConfig& config, uint64_t seed) : config_(config), seed_(seed) {}
 
-  LayerList BuildLayers(const TensorParallel& tp) const override {
+  int num_layers() const override { return config_.layers + 2; }
+  LayerList BuildLayers(const TensorParallel& tp, LayerRange range) const override {
     ClassifierConfig config = config_;
     config.tp = tp;
-    return BuildClassifier(config, seed_);
+    return BuildClassifier(config, seed_, range.begin, range.end);
   }
   std::vector<double> LayerFlops() const override {
     return TransformerFlops(

@@ -11,27 +11,27 @@
 namespace conveyor {
 namespace {
 
-// Forward + backward seconds of each layer on the first training micro-batch.
-std::vector<double> ProfileLayers(const TrainTask& task, const LayerList& layers,
-                                  int microbatches) {
+// Forward + backward seconds of each layer on the first training micro-batch, built one at
+// a time; each layer's input is the output of the one before.
+std::vector<double> ProfileLayers(const TrainTask& task, int microbatches) {
+  const ModelTask& model = *task.model();
   const MicroBatch mb = SplitBatch(task.TrainBatch(0), microbatches)[0];
-  std::vector<double> seconds(layers.size(), std::numeric_limits<double>::infinity());
-  for (int round = 0; round < 3; ++round) {  // the fastest of three: less noise
-    at::Tensor x = mb.inputs;
-    for (size_t l = 0; l < layers.size(); ++l) {
+  std::vector<double> seconds(model.num_layers(), std::numeric_limits<double>::infinity());
+  at::Tensor x = mb.inputs;
+  for (int l = 0; l < model.num_layers(); ++l) {
+    const std::shared_ptr<Layer> layer = model.BuildLayers({}, {l, l + 1}).at(0);
+    at::Tensor out;
+    for (int round = 0; round < 3; ++round) {  // the fastest of three: less noise
       const at::Tensor in = l == 0 ? x : x.detach().requires_grad_(true);
       const auto start = std::chrono::steady_clock::now();
-      at::Tensor out = layers[l]->Forward(in, mb);
-      at::Tensor loss = layers[l]->has_loss() ? layers[l]->LossSum(out, mb) : out.sum();
+      out = layer->Forward(in, mb);
+      at::Tensor loss = layer->has_loss() ? layer->LossSum(out, mb) : out.sum();
       loss.backward();
       seconds[l] =
           std::min(seconds[l],
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      x = out.detach();
     }
-  }
-  for (const auto& layer : layers) {
-    for (const auto& [name, p] : layer->NamedParameters()) p.mutable_grad() = at::Tensor();
+    x = out.detach();
   }
   return seconds;
 }
@@ -39,23 +39,23 @@ std::vector<double> ProfileLayers(const TrainTask& task, const LayerList& layers
 }  // namespace
 
 std::vector<double> LayerCosts(const TrainConfig& config, const ModelTask& model,
-                               const LayerList& layers, const TrainTask* data) {
+                               const TrainTask* data) {
   switch (config.partition) {
     case PartitionBy::kFlops:
       return model.LayerFlops();
     case PartitionBy::kProfile:
       CONVEYOR_CHECK(data != nullptr)
           << "--partition profile times the layers on training data, and there is none here";
-      return ProfileLayers(*data, layers, config.microbatches);
+      return ProfileLayers(*data, config.microbatches);
     case PartitionBy::kParams:
     case PartitionBy::kUniform:
       break;
   }
   std::vector<double> costs;
-  for (const auto& layer : layers) {
-    double params = 0;
-    for (const auto& [name, p] : layer->NamedParameters()) params += static_cast<double>(p.numel());
-    costs.push_back(config.partition == PartitionBy::kUniform ? 1.0 : params);
+  for (const ParameterShapes& layer : model.LayerShapes()) {
+    costs.push_back(config.partition == PartitionBy::kUniform
+                        ? 1.0
+                        : static_cast<double>(CountParameters({layer})));
   }
   return costs;
 }

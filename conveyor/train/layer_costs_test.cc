@@ -23,8 +23,8 @@ TEST_F(LayerCostsTest, CountsParametersByDefault) {
   const TrainConfig c = TinyGpt();
   ASSERT_EQ(c.partition, PartitionBy::kParams);
   const auto task = MakeTask(c);
-  const LayerList layers = task->model()->BuildLayers({});
-  const std::vector<double> costs = LayerCosts(c, *task->model(), layers, task.get());
+  const LayerList layers = BuildAllLayers(*task->model());
+  const std::vector<double> costs = LayerCosts(c, *task->model(), task.get());
   ASSERT_EQ(costs.size(), layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {
     int64_t params = 0;
@@ -36,31 +36,24 @@ TEST_F(LayerCostsTest, CountsParametersByDefault) {
 TEST_F(LayerCostsTest, UniformAndFlopsAreTheConfiguredCosts) {
   TrainConfig c = TinyGpt();
   const auto task = MakeTask(c);
-  const LayerList layers = task->model()->BuildLayers({});
   c.partition = PartitionBy::kUniform;
-  EXPECT_EQ(LayerCosts(c, *task->model(), layers, task.get()),
-            std::vector<double>(layers.size(), 1.0));
+  EXPECT_EQ(LayerCosts(c, *task->model(), task.get()),
+            std::vector<double>(task->model()->num_layers(), 1.0));
   c.partition = PartitionBy::kFlops;
-  EXPECT_EQ(LayerCosts(c, *task->model(), layers, task.get()), task->model()->LayerFlops());
+  EXPECT_EQ(LayerCosts(c, *task->model(), task.get()), task->model()->LayerFlops());
 }
 
-TEST_F(LayerCostsTest, ProfileTimesEveryLayerAndLeavesNoGradients) {
+TEST_F(LayerCostsTest, ProfileTimesEveryLayer) {
   TrainConfig c = TinyGpt();
   c.partition = PartitionBy::kProfile;
   const auto task = MakeTask(c);
-  const LayerList layers = task->model()->BuildLayers({});
-  const std::vector<double> seconds = LayerCosts(c, *task->model(), layers, task.get());
-  ASSERT_EQ(seconds.size(), layers.size());
+  const std::vector<double> seconds = LayerCosts(c, *task->model(), task.get());
+  ASSERT_EQ(seconds.size(), static_cast<size_t>(task->model()->num_layers()));
   for (size_t l = 0; l < seconds.size(); ++l) {
     EXPECT_TRUE(std::isfinite(seconds[l]) && seconds[l] > 0) << "layer " << l << ": " << seconds[l];
   }
-  for (const auto& layer : layers) {
-    for (const auto& [name, p] : layer->NamedParameters()) {
-      EXPECT_FALSE(p.grad().defined()) << name;
-    }
-  }
   // A model without training data cannot be timed.
-  EXPECT_THROW(LayerCosts(c, *task->model(), layers, nullptr), UserError);
+  EXPECT_THROW(LayerCosts(c, *task->model(), nullptr), UserError);
 }
 
 }  // namespace

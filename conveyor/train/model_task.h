@@ -4,15 +4,18 @@
 //
 // Every method is deterministic in its arguments: every rank, and every pipeline
 // configuration, sees the same layers (weights drawn from the seed, or read from a model
-// folder).
+// folder), and a rank builds only the layers of its own stages: no rank ever holds the whole
+// model.
 #ifndef CONVEYOR_TRAIN_MODEL_TASK_H_
 #define CONVEYOR_TRAIN_MODEL_TASK_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "conveyor/nn/layer.h"
 #include "conveyor/nn/tensor_parallel.h"
+#include "conveyor/partition/partition.h"
 
 namespace conveyor {
 
@@ -20,18 +23,30 @@ class ModelTask {
  public:
   virtual ~ModelTask() = default;
 
-  // The model's layers; with tp.size > 1 this rank's tensor-parallel shards of them
-  // (tensor_parallel.h), whose collectives go through tp.group.
-  virtual LayerList BuildLayers(const TensorParallel& tp) const = 0;
+  // How many layers the model has (the partitioner cuts between them).
+  virtual int num_layers() const = 0;
+  // The model's layers of global index in [range.begin, range.end), and nothing of the
+  // others, as they start training: their weights drawn from the seed or read from a model
+  // folder (only those layers' tensors). With tp.size > 1, this rank's tensor-parallel shards
+  // of them (tensor_parallel.h), whose collectives go through tp.group. Precondition:
+  // 0 <= range.begin <= range.end <= num_layers().
+  virtual LayerList BuildLayers(const TensorParallel& tp, LayerRange range) const = 0;
+  // Each layer's parameters, by global name, with their full (unsharded) shapes. The default
+  // builds the layers one at a time; a model that knows them from its configuration says so
+  // without building anything.
+  virtual std::vector<ParameterShapes> LayerShapes() const;
   // Relative compute of each layer for the partitioner (FLOPs of one sample's forward).
   virtual std::vector<double> LayerFlops() const = 0;
   // One line: the architecture and its size ("gpt: 4 blocks, hidden 64, ...").
   virtual std::string Describe() const = 0;
-  // Overwrites `params` (parameters of BuildLayers(tp)'s layers, by global name, as this rank
-  // holds them) with the model's initial weights where those come from outside (a Hugging
-  // Face folder), reading only those tensors; the default keeps the weights BuildLayers drew.
-  virtual void LoadInitialWeights(const NamedTensors& params, const TensorParallel& tp) const {}
 };
+
+// The model's layers, all of them (one rank holding the whole model: tests and tools).
+LayerList BuildAllLayers(const ModelTask& model, const TensorParallel& tp = {});
+
+// How many numbers the model's parameters hold, a tensor two layers share (a tied embedding)
+// counted once.
+int64_t CountParameters(const std::vector<ParameterShapes>& layers);
 
 }  // namespace conveyor
 

@@ -18,14 +18,16 @@
 namespace conveyor {
 namespace {
 
-// Which pipeline ranks hold each parameter name, from the layers and the partition alone.
-std::map<std::string, std::vector<int>> Holders(const Layout& layout, const LayerList& layers,
+// Which pipeline ranks hold each parameter name, from the layers' parameters and the
+// partition alone.
+std::map<std::string, std::vector<int>> Holders(const Layout& layout,
+                                                const std::vector<ParameterShapes>& layers,
                                                 const std::vector<LayerRange>& partition) {
   std::map<std::string, std::vector<int>> holders;
   for (int s = 0; s < layout.num_stages(); ++s) {
     const LayerRange& range = partition[layout.part_of(s)];
     for (int l = range.begin; l < range.end; ++l) {
-      for (const auto& [name, p] : layers[l]->NamedParameters()) {
+      for (const auto& [name, shape] : layers[l]) {
         holders[name].push_back(layout.rank_of(s));
       }
     }
@@ -106,8 +108,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   if (dp_timed_ != nullptr) program_ = WithGradReductions(program_);
 
   const Layout& layout = program_.layout;
-  const LayerList layers = model_->BuildLayers({});  // the whole model: names and costs
-  std::vector<double> costs = LayerCosts(config_, *model_, layers, data);
+  std::vector<double> costs = LayerCosts(config_, *model_, data);
   if (config_.partition == PartitionBy::kProfile && world_ != nullptr && world_->world_size() > 1) {
     // Timings differ between ranks: every rank must cut at the same places.
     const at::Tensor sum = SumOverRanks(world_, at::tensor(costs, at::kDouble));
@@ -116,17 +117,14 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
     }
   }
   partition_ = Partition(costs, layout.pipeline_length());
-  holders_ = Holders(layout, layers, partition_);
+  holders_ = Holders(layout, model_->LayerShapes(), partition_);
   // Activations and their gradients cross between stages in the compute dtype: half the
   // bytes under bf16 / fp16; weights, gradients and reductions stay fp32.
   pipeline_ = std::make_unique<PipelineRank>(
       program_, pipeline_rank(), pipeline_group_,
       [model = model_, ranges = partition_, &layout, tp = tp_, device = device_](int stage) {
-        const LayerList all = model->BuildLayers(tp);
-        const LayerRange& r = ranges[layout.part_of(stage)];
         auto stack =
-            std::make_unique<LayerStack>(LayerList(all.begin() + r.begin, all.begin() + r.end));
-        model->LoadInitialWeights(stack->NamedParameters(), tp);
+            std::make_unique<LayerStack>(model->BuildLayers(tp, ranges[layout.part_of(stage)]));
         MoveParameters(stack->NamedParameters(), device);
         return stack;
       },

@@ -1,7 +1,9 @@
 // The model on a mesh: one rank's share of a model split over dp x tp x pp ranks. It resolves
 // the rank's device and precision, creates the process groups, cuts the model's layers into
 // the schedule's stages by cost and builds this rank's stages (their tensor-parallel shards,
-// on its device). Everything that running the model needs and nothing that training it needs:
+// on its device). A rank builds the layers of its own stages and no others, one stage at a
+// time, and reads only their weights; the cut is made from the model's costs and parameter
+// shapes without building anything. Everything that running the model needs and nothing that training it needs:
 // the optimizer, the gradient reduction and sync, loss scaling and the step are Trainer's
 // (trainer.h); evaluation, generation and checkpoints take a PipelineModel.
 //

@@ -1,0 +1,36 @@
+#include "conveyor/train/model_task.h"
+
+#include <set>
+
+namespace conveyor {
+
+std::vector<ParameterShapes> ModelTask::LayerShapes() const {
+  std::vector<ParameterShapes> shapes;
+  for (int l = 0; l < num_layers(); ++l) {
+    ParameterShapes& layer = shapes.emplace_back();
+    for (const auto& built : BuildLayers({}, {l, l + 1})) {
+      for (const auto& [name, p] : built->NamedParameters()) layer[name] = p.sizes().vec();
+    }
+  }
+  return shapes;
+}
+
+LayerList BuildAllLayers(const ModelTask& model, const TensorParallel& tp) {
+  return model.BuildLayers(tp, {0, model.num_layers()});
+}
+
+int64_t CountParameters(const std::vector<ParameterShapes>& layers) {
+  std::set<std::string> counted;
+  int64_t total = 0;
+  for (const ParameterShapes& layer : layers) {
+    for (const auto& [name, shape] : layer) {
+      if (!counted.insert(name).second) continue;
+      int64_t numel = 1;
+      for (int64_t d : shape) numel *= d;
+      total += numel;
+    }
+  }
+  return total;
+}
+
+}  // namespace conveyor
