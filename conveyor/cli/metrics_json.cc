@@ -27,7 +27,9 @@ nlohmann::json RankRowsJson(const std::vector<RankReport>& ranks) {
                     {"dp_hidden_fraction", r.dp_hidden_fraction()},
                     {"tp_comm_s", r.tp_comm_s},
                     {"device_peak_allocated_bytes", r.device_peak_allocated_bytes},
-                    {"device_peak_reserved_bytes", r.device_peak_reserved_bytes}});
+                    {"device_peak_reserved_bytes", r.device_peak_reserved_bytes},
+                    {"peak_resident_bytes", r.peak_resident_bytes},
+                    {"startup_s", r.startup_s}});
   }
   return rows;
 }

@@ -48,6 +48,13 @@ void PrintTrainSummary(const TrainSummary& s) {
       "exposed communication %s of the step\n",
       Percent(s.measured_bubble).c_str(), Percent(s.predicted_bubble).c_str(), 1e6 * s.hop_s,
       Percent(s.exposed_comm).c_str());
+  if (!s.ranks.empty()) {
+    std::printf("start-up (process start to first step) and peak resident memory, per rank:");
+    for (const RankReport& r : s.ranks) {
+      std::printf(" %d: %.2f s / %.0f MiB", r.rank, r.startup_s, r.peak_resident_bytes / (1 << 20));
+    }
+    std::printf("\n");
+  }
   if (!s.ranks.empty() && s.ranks.front().device_peak_reserved_bytes > 0) {
     std::printf("GPU memory in the last step, per rank (MiB): peak allocated / peak reserved:");
     for (const RankReport& r : s.ranks) {

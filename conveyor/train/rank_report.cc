@@ -28,7 +28,9 @@ constexpr double RankReport::*kMeasuredFields[] = {&RankReport::step_s,
                                                    &RankReport::dp_exposed_s,
                                                    &RankReport::tp_comm_s,
                                                    &RankReport::device_peak_allocated_bytes,
-                                                   &RankReport::device_peak_reserved_bytes};
+                                                   &RankReport::device_peak_reserved_bytes,
+                                                   &RankReport::peak_resident_bytes,
+                                                   &RankReport::startup_s};
 constexpr int kFields = static_cast<int>(std::size(kMeasuredFields));
 
 }  // namespace

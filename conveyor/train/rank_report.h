@@ -44,6 +44,12 @@ struct RankReport {
   // counts, not relative to the step's start; ranks sharing a GPU see the same counts.
   double device_peak_allocated_bytes = 0;
   double device_peak_reserved_bytes = 0;
+  // The process's peak resident memory so far (PeakResidentBytes: everything it ever held at
+  // once, weights and optimizer state included; ranks as threads share one count), and the
+  // seconds from the process's start to its first step (reading the weights, building the
+  // stages, connecting the groups).
+  double peak_resident_bytes = 0;
+  double startup_s = 0;
   // The collectives of the data- and tensor-parallel axes (zero without them), seconds per
   // step: all of the rank's data-parallel communication (the gradient reduction, ZeRO's
   // all-gather, the loss sum); the part of it that blocked the rank's own thread (the rest

@@ -6,6 +6,7 @@
 #include <set>
 #include <vector>
 
+#include "conveyor/common/process_stats.h"
 #include "conveyor/train/train_testing.h"
 #include "conveyor/train/trainer.h"
 
@@ -60,6 +61,10 @@ TEST(RankReportTest, GathersWhereEachRanksTimeGoes) {
     EXPECT_EQ(r.sent_bytes, 4.0 * c.batch_size * c.seq_len * c.hidden) << r.rank;
     EXPECT_GT(r.peak_activation_bytes, 0);
     EXPECT_GT(r.predicted_peak_activation_bytes, 0);
+    // Threads of this process: its whole resident memory, and time since it started.
+    EXPECT_GE(r.peak_resident_bytes, r.peak_activation_bytes) << r.rank;
+    EXPECT_GE(r.startup_s, 0) << r.rank;
+    EXPECT_LE(r.startup_s, SecondsSinceProcessStart()) << r.rank;
   }
   // 1F1B holds min(p - rank, m) micro-batches.
   EXPECT_EQ(ranks[0].predicted_peak_microbatches, 2);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/common/process_stats.h"
 #include "conveyor/comm/hop_latency.h"
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/module/microbatch.h"
@@ -105,6 +106,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
 }
 
 StepMetrics Trainer::Step() {
+  if (startup_s_ < 0) startup_s_ = SecondsSinceProcessStart();
   const auto start = std::chrono::steady_clock::now();
   const NamedTensors params = model_.Parameters();
   for (const auto& [name, p] : params) p.mutable_grad() = at::Tensor();
@@ -194,7 +196,10 @@ StepMetrics Trainer::Step() {
 }
 
 std::vector<RankReport> Trainer::RankReports() const {
-  return GatherRankReports(model_, measurements_.Means(model_.rank()), *recorder_);
+  RankReport mine = measurements_.Means(model_.rank());
+  mine.startup_s = std::max(startup_s_, 0.0);
+  mine.peak_resident_bytes = static_cast<double>(PeakResidentBytes());
+  return GatherRankReports(model_, mine, *recorder_);
 }
 
 }  // namespace conveyor

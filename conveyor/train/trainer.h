@@ -123,6 +123,7 @@ class Trainer {
   std::unique_ptr<StepRecorder> recorder_;
   double clock_origin_ = 0;  // SharedClockOrigin
   double hop_s_ = 0;
+  double startup_s_ = -1;  // process start to this trainer's first step; -1 before it
   RankMeasurements measurements_;
 };
 

@@ -1,0 +1,38 @@
+#include "conveyor/common/process_stats.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "conveyor/common/error.h"
+
+namespace conveyor {
+
+double SecondsSinceProcessStart() {
+  std::ifstream uptime_file("/proc/uptime"), stat_file("/proc/self/stat");
+  double uptime = 0;
+  uptime_file >> uptime;
+  std::string stat;
+  std::getline(stat_file, stat);
+  // Field 22 is the start time; the name (field 2) may hold spaces, so count after its ')'.
+  const size_t close = stat.rfind(')');
+  CONVEYOR_ASSERT(uptime_file && close != std::string::npos) << "cannot read /proc";
+  std::istringstream fields(stat.substr(close + 2));
+  std::string field;
+  for (int k = 3; k < 22; ++k) fields >> field;
+  long long start_ticks = 0;
+  fields >> start_ticks;
+  CONVEYOR_ASSERT(fields) << "cannot read the start time in /proc/self/stat";
+  return uptime - static_cast<double>(start_ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+int64_t PeakResidentBytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux counts kilobytes
+}
+
+}  // namespace conveyor

@@ -1,0 +1,21 @@
+// What the operating system counts for this process: how long ago it started and the most
+// memory it has held resident. Linux (/proc and getrusage). Thread-safe.
+#ifndef CONVEYOR_COMMON_PROCESS_STATS_H_
+#define CONVEYOR_COMMON_PROCESS_STATS_H_
+
+#include <cstdint>
+
+namespace conveyor {
+
+// Seconds since this process started (the kernel's start time, in clock ticks of 10 ms on
+// most systems): everything the process did before its first line of main included.
+double SecondsSinceProcessStart();
+
+// The process's peak resident set size in bytes (getrusage's ru_maxrss): its weights,
+// optimizer state, activations, libraries and allocator caches, at their highest. With ranks
+// as threads of one process, all of them together.
+int64_t PeakResidentBytes();
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_COMMON_PROCESS_STATS_H_
