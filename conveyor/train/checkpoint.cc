@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "conveyor/comm/comm_error.h"
@@ -191,63 +192,83 @@ void CheckFileOrigin(const std::map<std::string, std::string>& metadata, const J
                                          << ", but meta.json says " << meta["model"].dump();
 }
 
-// Every tensor of the checkpoint in `folder`. Each file is checked against the manifest
-// before its data is read (listed, its step, its model, its tensors' names, dtypes and
-// shapes), then each tensor's data (finite, checksum). Throws UserError naming the file and
+// The rank files of the checkpoint in `folder`, opened and checked against the manifest
+// before any data is read (listed, its step, its model, its tensors' names, dtypes and
+// shapes); Read then reads one tensor alone and checks its data (finite, checksum). A rank
+// reads the tensors of its own stages and no others. Throws UserError naming the file and
 // the tensor.
-std::map<std::string, at::Tensor> ReadVerifiedTensors(const fs::path& folder, const Json& meta) {
-  const std::string where = "checkpoint " + folder.string() + ": ";
-  const Json& files = meta["files"];
-  for (const auto& entry : fs::directory_iterator(folder)) {
-    const std::string name = entry.path().filename().string();
-    CONVEYOR_CHECK(entry.path().extension() != ".safetensors" || files.contains(name))
-        << where << name << " is not listed in meta.json (a file from another checkpoint?)";
-  }
-  std::map<std::string, at::Tensor> all;
-  try {
-    for (const auto& [name, listed] : files.items()) {
-      const std::string file = where + name + ": ";
-      CONVEYOR_CHECK(fs::path(name).filename() == name &&
-                     fs::path(name).extension() == ".safetensors")
-          << where << "meta.json lists '" << name << "', which is not a rank file's name";
-      const std::string path = (folder / name).string();
-      CONVEYOR_CHECK(fs::exists(path)) << file << "missing (meta.json lists it)";
-      const SafetensorsHeader header = LoadSafetensorsHeader(path);
-      CheckFileOrigin(header.metadata, meta, file);
-      const Json& tensors = listed.at("tensors");
-      for (const auto& [tensor, entry] : header.tensors) {
-        CONVEYOR_CHECK(tensors.contains(tensor))
-            << file << "tensor '" << tensor << "' is not listed in meta.json";
-      }
-      for (const auto& [tensor, want] : tensors.items()) {
-        const auto found = header.tensors.find(tensor);
-        CONVEYOR_CHECK(found != header.tensors.end())
-            << file << "lacks tensor '" << tensor << "' (meta.json lists it)";
-        const std::string dtype = want.at("dtype");
-        CONVEYOR_CHECK(found->second.dtype == dtype)
-            << file << "tensor '" << tensor << "' has dtype " << found->second.dtype
-            << ", meta.json says " << dtype;
-        CONVEYOR_CHECK(Json(found->second.shape) == want.at("shape"))
-            << file << "tensor '" << tensor << "' has shape " << Json(found->second.shape).dump()
-            << ", meta.json says " << want.at("shape").dump();
-      }
-      SafetensorsFile data = LoadSafetensors(path);
-      for (auto& [tensor, t] : data.tensors) {
-        CONVEYOR_CHECK(!at::isFloatingType(t.scalar_type()) || at::isfinite(t).all().item<bool>())
-            << file << "tensor '" << tensor << "' holds NaN or infinite values";
-        const std::string checksum = TensorChecksum(t);
-        const std::string want = tensors.at(tensor).at("fnv1a64");
-        CONVEYOR_CHECK(checksum == want)
-            << file << "tensor '" << tensor << "' fails its checksum (its bytes give " << checksum
-            << ", meta.json says " << want << "): the file is corrupt";
-        all.emplace(tensor, std::move(t));
-      }
+class CheckpointFiles {
+ public:
+  CheckpointFiles(const fs::path& folder, const Json& meta) {
+    const std::string where = "checkpoint " + folder.string() + ": ";
+    const Json& files = meta["files"];
+    for (const auto& entry : fs::directory_iterator(folder)) {
+      const std::string name = entry.path().filename().string();
+      CONVEYOR_CHECK(entry.path().extension() != ".safetensors" || files.contains(name))
+          << where << name << " is not listed in meta.json (a file from another checkpoint?)";
     }
-  } catch (const Json::exception& e) {
-    CONVEYOR_CHECK(false) << where << "meta.json is corrupt: " << e.what();
+    try {
+      for (const auto& [name, listed] : files.items()) {
+        const std::string file = where + name + ": ";
+        CONVEYOR_CHECK(fs::path(name).filename() == name &&
+                       fs::path(name).extension() == ".safetensors")
+            << where << "meta.json lists '" << name << "', which is not a rank file's name";
+        const std::string path = (folder / name).string();
+        CONVEYOR_CHECK(fs::exists(path)) << file << "missing (meta.json lists it)";
+        auto reader = std::make_unique<SafetensorsReader>(path);
+        const SafetensorsHeader& header = reader->header();
+        CheckFileOrigin(header.metadata, meta, file);
+        const Json& tensors = listed.at("tensors");
+        for (const auto& [tensor, entry] : header.tensors) {
+          CONVEYOR_CHECK(tensors.contains(tensor))
+              << file << "tensor '" << tensor << "' is not listed in meta.json";
+        }
+        for (const auto& [tensor, want] : tensors.items()) {
+          const auto found = header.tensors.find(tensor);
+          CONVEYOR_CHECK(found != header.tensors.end())
+              << file << "lacks tensor '" << tensor << "' (meta.json lists it)";
+          const std::string dtype = want.at("dtype");
+          CONVEYOR_CHECK(found->second.dtype == dtype)
+              << file << "tensor '" << tensor << "' has dtype " << found->second.dtype
+              << ", meta.json says " << dtype;
+          CONVEYOR_CHECK(Json(found->second.shape) == want.at("shape"))
+              << file << "tensor '" << tensor << "' has shape "
+              << Json(found->second.shape).dump() << ", meta.json says "
+              << want.at("shape").dump();
+          // A tensor in several files (a tied embedding): the first file's copy.
+          located_.emplace(tensor, Located{reader.get(), file, want.at("fnv1a64")});
+        }
+        readers_.push_back(std::move(reader));
+      }
+    } catch (const Json::exception& e) {
+      CONVEYOR_CHECK(false) << where << "meta.json is corrupt: " << e.what();
+    }
   }
-  return all;
-}
+
+  bool Has(const std::string& tensor) const { return located_.count(tensor) > 0; }
+
+  // Precondition: Has(tensor).
+  at::Tensor Read(const std::string& tensor) {
+    const Located& at = located_.at(tensor);
+    at::Tensor t = at.reader->Read(tensor);
+    CONVEYOR_CHECK(!at::isFloatingType(t.scalar_type()) || at::isfinite(t).all().item<bool>())
+        << at.file << "tensor '" << tensor << "' holds NaN or infinite values";
+    const std::string checksum = TensorChecksum(t);
+    CONVEYOR_CHECK(checksum == at.checksum)
+        << at.file << "tensor '" << tensor << "' fails its checksum (its bytes give " << checksum
+        << ", meta.json says " << at.checksum << "): the file is corrupt";
+    return t;
+  }
+
+ private:
+  struct Located {
+    SafetensorsReader* reader;
+    std::string file;  // "checkpoint DIR: rank-R.safetensors: ", for messages
+    std::string checksum;
+  };
+  std::vector<std::unique_ptr<SafetensorsReader>> readers_;
+  std::map<std::string, Located> located_;
+};
 
 }  // namespace
 
@@ -377,8 +398,8 @@ LoadedShards ReadShards(const std::string& path, const PipelineModel& model,
   const fs::path& folder = loaded.folder;
   loaded.meta = ReadMeta(folder);
   const Json& meta = loaded.meta;
-  // Every rank file, whatever the partition that wrote them, verified.
-  const std::map<std::string, at::Tensor> all = ReadVerifiedTensors(folder, meta);
+  // Every rank file, whatever the partition that wrote them; only this rank's tensors read.
+  CheckpointFiles files(folder, meta);
   const Json want = ModelJson(config);
   for (const auto& [key, value] : want.items()) {
     CONVEYOR_CHECK(meta["model"].contains(key) && meta["model"][key] == value)
@@ -390,14 +411,17 @@ LoadedShards ReadShards(const std::string& path, const PipelineModel& model,
   // This rank's tensor-parallel shard of each whole tensor.
   const TensorParallel& tp = model.tensor_parallel();
   auto shard = [&](const std::string& name, const at::Tensor& whole) {
-    return TakeShard(whole, TensorParallelSplitOf(name), tp.size, tp.rank).contiguous();
+    // A copy: a view would keep the whole tensor alive.
+    return TakeShard(whole, TensorParallelSplitOf(name), tp.size, tp.rank)
+        .clone(at::MemoryFormat::Contiguous);
   };
   for (const auto& [name, p] : loaded.params) {
-    auto it = all.find("param/" + name);
-    CONVEYOR_CHECK(it != all.end()) << "checkpoint " << folder << " lacks parameter " << name;
-    const at::Tensor part = shard(name, it->second);
+    const std::string stored = "param/" + name;
+    CONVEYOR_CHECK(files.Has(stored)) << "checkpoint " << folder << " lacks parameter " << name;
+    const at::Tensor whole = files.Read(stored);
+    const at::Tensor part = shard(name, whole);
     CONVEYOR_CHECK(part.sizes() == p.sizes())
-        << "checkpoint " << folder << ": parameter " << name << " has shape " << it->second.sizes()
+        << "checkpoint " << folder << ": parameter " << name << " has shape " << whole.sizes()
         << ", this model " << p.sizes() << (tp.size > 1 ? " (a tensor-parallel shard)" : "");
     // Never cast: a tensor stored in another dtype than the model keeps is a wrong file, not a
     // value to convert (an I32 weight would load as its integers).
@@ -406,14 +430,15 @@ LoadedShards ReadShards(const std::string& path, const PipelineModel& model,
           << "checkpoint " << folder << ": " << stored << " is stored as " << t.scalar_type()
           << ", this model keeps " << name << " as " << p.scalar_type();
     };
-    same_dtype("param/" + name, it->second);
+    same_dtype(stored, whole);
     loaded.mine.emplace(name, part);
     if (!optimizer_state) continue;
     for (const char* suffix : {"/exp_avg", "/exp_avg_sq"}) {
-      auto state = all.find("optim/" + name + suffix);
-      if (state == all.end()) continue;
-      same_dtype(state->first, state->second);
-      loaded.optim.emplace(name + suffix, shard(name, state->second));
+      const std::string state = "optim/" + name + suffix;
+      if (!files.Has(state)) continue;
+      const at::Tensor value = files.Read(state);
+      same_dtype(state, value);
+      loaded.optim.emplace(name + suffix, shard(name, value));
     }
   }
   return loaded;

@@ -22,15 +22,17 @@
 // folder whose name disagrees with meta.json's step, a rank file not listed or missing, a
 // file written at another step or for another model (every model field compared), a tensor
 // missing, unlisted, or of another dtype or shape than the manifest says, NaN or infinity in
-// any floating tensor, a checksum mismatch. Checkpoints of the format before checksums
-// ("conveyor-checkpoint-1") cannot be verified and are refused.
+// any floating tensor the loading rank reads, a checksum mismatch. Checkpoints of the format
+// before checksums ("conveyor-checkpoint-1") cannot be verified and are refused.
 //
 // Data position and randomness need no state of their own: batches and sampling are
 // functions of (seed, step), so the step is the position.
 //
 // SaveCheckpoint is collective over `world` (every rank of the run); DIR must be on a filesystem
-// they all see. LoadCheckpoint and CheckpointConfig are not collective (each rank reads every
-// file).
+// they all see. LoadCheckpoint and CheckpointConfig are not collective: each rank checks every
+// file's header and reads only the tensors of its own stages (each data check above is made
+// as a tensor is read), holding its slice twice at most (the weights and the state it loads,
+// until they are copied in).
 #ifndef CONVEYOR_TRAIN_CHECKPOINT_H_
 #define CONVEYOR_TRAIN_CHECKPOINT_H_
 
