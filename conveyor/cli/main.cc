@@ -4,6 +4,7 @@
 
 #include "conveyor/cli/bench_command.h"
 #include "conveyor/cli/compare_command.h"
+#include "conveyor/cli/export_command.h"
 #include "conveyor/cli/generate_command.h"
 #include "conveyor/cli/plan_command.h"
 #include "conveyor/cli/train_command.h"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   conveyor::AddBenchCommand(app, args, &exit_code);
   conveyor::AddTrainCommand(app, args, &exit_code);
   conveyor::AddGenerateCommand(app, args, &exit_code);
+  conveyor::AddExportCommand(app);
   bool long_list = false;
   CLI::App* list = app.add_subcommand("list", "print the schedule names, one per line");
   list->add_flag("--long,-l", long_list, "with a one-line summary each");

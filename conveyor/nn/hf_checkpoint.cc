@@ -3,11 +3,13 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "conveyor/common/atomic_file.h"
 #include "conveyor/common/error.h"
 #include "conveyor/nn/hf_config.h"
 
@@ -128,6 +130,81 @@ void HfCheckpoint::LoadInto(const NamedTensors& params, const TensorParallel& tp
   for (const auto& [name, p] : params) {
     p.copy_(TakeShard(Read(name), TensorParallelSplitOf(name), tp.size, tp.rank));
   }
+}
+
+std::vector<std::string> WriteHfCheckpoint(
+    const std::string& dir, const LlamaConfig& config, const HfWriteOptions& options,
+    const std::function<at::Tensor(const std::string&)>& tensor) {
+  const at::ScalarType dtype = options.dtype;
+  CONVEYOR_CHECK(dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf)
+      << "a Hugging Face folder stores weights as fp32, bf16 or fp16, not " << dtype;
+  CONVEYOR_CHECK(options.shard_bytes >= 1)
+      << "the shard size must be at least 1 byte, got " << options.shard_bytes;
+  fs::path target = fs::path(dir).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();  // "out/"
+  CONVEYOR_CHECK(!target.empty() && (!fs::exists(target) || (fs::is_directory(target) &&
+                                                               fs::is_empty(target))))
+      << dir << " exists and is not an empty folder: nothing is written over it";
+  // The files: consecutive tensors in model order while they fit.
+  const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
+  std::vector<std::vector<std::pair<std::string, std::vector<int64_t>>>> files(1);
+  int64_t file_bytes = 0, total_bytes = 0;
+  std::set<std::string> placed;  // a tied embedding once
+  for (const ParameterShapes& layer : LlamaLayerShapes(config)) {
+    for (const auto& [name, shape] : layer) {
+      if (!placed.insert(name).second) continue;
+      int64_t bytes = element;
+      for (int64_t d : shape) bytes *= d;
+      if (!files.back().empty() && file_bytes + bytes > options.shard_bytes) {
+        files.emplace_back();
+        file_bytes = 0;
+      }
+      files.back().emplace_back(name, shape);
+      file_bytes += bytes;
+      total_bytes += bytes;
+    }
+  }
+  const fs::path temp = target.string() + ".tmp";
+  std::vector<std::string> names;
+  try {
+    fs::remove_all(temp);
+    fs::create_directories(temp);
+    const char* torch_dtype = dtype == at::kFloat ? "float32" : dtype == at::kBFloat16 ? "bfloat16"
+                                                                                      : "float16";
+    WriteFileAtomically((temp / "config.json").string(), HfLlamaConfigJson(config, torch_dtype));
+    Json weight_map = Json::object();
+    for (size_t f = 0; f < files.size(); ++f) {
+      char name[64];
+      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", f + 1, files.size());
+      names.push_back(files.size() == 1 ? kSingleFile : name);
+      std::map<std::string, at::Tensor> tensors;
+      for (const auto& [tensor_name, shape] : files[f]) {
+        const at::Tensor t = tensor(tensor_name);
+        CONVEYOR_ASSERT(t.sizes() == at::IntArrayRef(shape))
+            << "tensor '" << tensor_name << "' has shape " << t.sizes() << ", the model "
+            << at::IntArrayRef(shape);
+        tensors[tensor_name] = t.to(dtype);
+        weight_map[tensor_name] = names.back();
+      }
+      SaveSafetensors((temp / names.back()).string(), tensors, {{"format", "pt"}});
+    }
+    if (files.size() > 1) {
+      const Json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
+      WriteFileAtomically((temp / kIndexFile).string(), index.dump(2) + "\n");
+    }
+    if (fs::exists(target)) fs::remove(target);  // empty, checked above
+    fs::rename(temp, target);
+    SyncFolder(fs::absolute(target).parent_path().string());
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(temp, ignored);
+    try {
+      throw;
+    } catch (const fs::filesystem_error& e) {
+      CONVEYOR_CHECK(false) << "cannot write " << dir << ": " << e.what();
+    }
+  }
+  return names;
 }
 
 }  // namespace conveyor

@@ -18,6 +18,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -55,6 +57,24 @@ class HfCheckpoint {
   std::map<std::string, SafetensorsReader*> file_of_;  // tensor name -> its file
   int reads_ = 0;
 };
+
+struct HfWriteOptions {
+  at::ScalarType dtype = at::kFloat;     // how the tensors are stored: fp32, bf16 or fp16
+  int64_t shard_bytes = 5'000'000'000;  // most bytes of tensor data in one file
+};
+
+// Writes the Hugging Face folder `dir` for `config`: config.json (HfLlamaConfigJson) and
+// every tensor of LlamaParameterShapes, asked of `tensor(name)` one at a time (fp32, full
+// shape) and stored as options.dtype, in the model's order (embedding, layers, norm, head), in
+// files of at most options.shard_bytes of data (a larger tensor alone in its file):
+// model.safetensors when one file holds them all, else model-0000i-of-0000n.safetensors and
+// model.safetensors.index.json ({"metadata": {"total_size"}, "weight_map"}). Holds one
+// file's tensors at a time. `dir` must not exist or be an empty folder (UserError otherwise);
+// the files are written into dir + ".tmp", renamed to `dir` once all are complete, so a
+// failure leaves nothing at `dir`. Returns the weight files' names.
+std::vector<std::string> WriteHfCheckpoint(
+    const std::string& dir, const LlamaConfig& config, const HfWriteOptions& options,
+    const std::function<at::Tensor(const std::string&)>& tensor);
 
 }  // namespace conveyor
 

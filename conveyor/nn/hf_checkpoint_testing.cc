@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "conveyor/nn/hf_config.h"
 #include "conveyor/nn/safetensors.h"
 
 namespace conveyor {
@@ -11,13 +12,7 @@ namespace conveyor {
 void WriteHfLlamaFolder(const std::string& dir, const LlamaConfig& c,
                         const std::map<std::string, at::Tensor>& weights, at::ScalarType dtype,
                         bool shards) {
-  std::ofstream(dir + "/config.json")
-      << "{\"model_type\": \"llama\", \"hidden_size\": " << c.hidden
-      << ", \"intermediate_size\": " << c.intermediate << ", \"num_attention_heads\": " << c.heads
-      << ", \"num_key_value_heads\": " << c.kv_heads << ", \"num_hidden_layers\": " << c.layers
-      << ", \"vocab_size\": " << c.vocab << ", \"max_position_embeddings\": " << c.max_seq_len
-      << ", \"rms_norm_eps\": " << c.rms_norm_eps << ", \"rope_theta\": " << c.rope_theta
-      << ", \"tie_word_embeddings\": " << (c.tie_embeddings ? "true" : "false") << "}\n";
+  std::ofstream(dir + "/config.json") << HfLlamaConfigJson(c, "float32");
   std::map<std::string, std::map<std::string, at::Tensor>> files;
   for (const auto& [name, t] : weights) {
     const bool second = shards && name.find("layers.1.") != std::string::npos;

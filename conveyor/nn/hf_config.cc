@@ -142,4 +142,24 @@ LlamaConfig ReadHfLlamaConfig(const std::string& path) {
   return ParseHfLlamaConfig(text.str(), path);
 }
 
+std::string HfLlamaConfigJson(const LlamaConfig& c, const std::string& torch_dtype) {
+  const Json json = {{"architectures", {"LlamaForCausalLM"}},
+                     {"model_type", "llama"},
+                     {"hidden_size", c.hidden},
+                     {"intermediate_size", c.intermediate},
+                     {"num_attention_heads", c.heads},
+                     {"num_key_value_heads", c.kv_heads},
+                     {"num_hidden_layers", c.layers},
+                     {"vocab_size", c.vocab},
+                     {"max_position_embeddings", c.max_seq_len},
+                     {"rms_norm_eps", c.rms_norm_eps},
+                     {"rope_theta", c.rope_theta},
+                     {"tie_word_embeddings", c.tie_embeddings},
+                     {"hidden_act", "silu"},
+                     {"attention_bias", false},
+                     {"mlp_bias", false},
+                     {"torch_dtype", torch_dtype}};
+  return json.dump(2) + "\n";
+}
+
 }  // namespace conveyor

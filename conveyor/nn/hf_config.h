@@ -29,6 +29,11 @@ LlamaConfig ParseHfLlamaConfig(const std::string& text, const std::string& path)
 // ParseHfLlamaConfig of the file at `path`; UserError when it cannot be read.
 LlamaConfig ReadHfLlamaConfig(const std::string& path);
 
+// config.json for `config` (tp ignored), as Hugging Face's LlamaForCausalLM writes it:
+// every field ParseHfLlamaConfig reads, with hidden_act "silu" and `torch_dtype` ("float32",
+// "bfloat16" or "float16"). ParseHfLlamaConfig gives `config` back.
+std::string HfLlamaConfigJson(const LlamaConfig& config, const std::string& torch_dtype);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_NN_HF_CONFIG_H_

@@ -67,6 +67,24 @@ TEST(HfConfigTest, ReadsALlamaConfig) {
   EXPECT_TRUE(c.tie_embeddings);
 }
 
+// What conveyor writes it reads back as the same model, field by field.
+TEST(HfConfigTest, WritesWhatItReads) {
+  const LlamaConfig c = ParseHfLlamaConfig(LlamaJson(), "m/config.json");
+  const std::string json = HfLlamaConfigJson(c, "bfloat16");
+  EXPECT_NE(json.find("\"torch_dtype\": \"bfloat16\""), std::string::npos) << json;
+  const LlamaConfig back = ParseHfLlamaConfig(json, "out/config.json");
+  EXPECT_EQ(back.hidden, c.hidden);
+  EXPECT_EQ(back.intermediate, c.intermediate);
+  EXPECT_EQ(back.heads, c.heads);
+  EXPECT_EQ(back.kv_heads, c.kv_heads);
+  EXPECT_EQ(back.layers, c.layers);
+  EXPECT_EQ(back.vocab, c.vocab);
+  EXPECT_EQ(back.max_seq_len, c.max_seq_len);
+  EXPECT_EQ(back.rms_norm_eps, c.rms_norm_eps);
+  EXPECT_EQ(back.rope_theta, c.rope_theta);
+  EXPECT_EQ(back.tie_embeddings, c.tie_embeddings);
+}
+
 TEST(HfConfigTest, DefaultsAreHuggingFaces) {
   const std::string minimal = R"({"model_type": "llama", "hidden_size": 32,
       "intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1,

@@ -192,6 +192,8 @@ void CheckFileOrigin(const std::map<std::string, std::string>& metadata, const J
                                          << ", but meta.json says " << meta["model"].dump();
 }
 
+}  // namespace
+
 // The rank files of the checkpoint in `folder`, opened and checked against the manifest
 // before any data is read (listed, its step, its model, its tensors' names, dtypes and
 // shapes); Read then reads one tensor alone and checks its data (finite, checksum). A rank
@@ -270,7 +272,6 @@ class CheckpointFiles {
   std::map<std::string, Located> located_;
 };
 
-}  // namespace
 
 std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const TrainConfig& config,
                            Transport* world) {
@@ -377,6 +378,22 @@ TrainConfig CheckpointConfig(const std::string& path) {
                           << ": incomplete model description: " << e.what();
   }
   return c;
+}
+
+CheckpointWeights::CheckpointWeights(const std::string& path)
+    : config_(CheckpointConfig(path)) {
+  const fs::path folder = ResolveStepFolder(path);
+  const Json meta = ReadMeta(folder);
+  step_ = meta["step"].get<int64_t>();
+  files_ = std::make_unique<CheckpointFiles>(folder, meta);
+  where_ = "checkpoint " + folder.string();
+}
+
+CheckpointWeights::~CheckpointWeights() = default;
+
+at::Tensor CheckpointWeights::Read(const std::string& name) {
+  CONVEYOR_CHECK(files_->Has("param/" + name)) << where_ << " lacks parameter " << name;
+  return files_->Read("param/" + name);
 }
 
 namespace {

@@ -36,6 +36,10 @@
 #ifndef CONVEYOR_TRAIN_CHECKPOINT_H_
 #define CONVEYOR_TRAIN_CHECKPOINT_H_
 
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "conveyor/train/pipeline_model.h"
@@ -62,6 +66,30 @@ void LoadWeights(const std::string& path, PipelineModel& model, const TrainConfi
 // The configuration a checkpoint's model was trained with (model sizes, data, seed); the
 // other fields keep their defaults. For `conveyor generate`.
 TrainConfig CheckpointConfig(const std::string& path);
+
+class CheckpointFiles;
+
+// A checkpoint's weights read one at a time, without a model (`conveyor export`): opening
+// checks the manifest and every file's header as loading does; Read checks the data of the
+// tensor it reads. Not thread-safe.
+class CheckpointWeights {
+ public:
+  explicit CheckpointWeights(const std::string& path);
+  ~CheckpointWeights();
+
+  // CheckpointConfig(path), and the step the checkpoint was saved at.
+  const TrainConfig& config() const { return config_; }
+  int64_t step() const { return step_; }
+  // The parameter of global name `name`, whole (every TP shard joined), as saved (fp32).
+  // UserError when the checkpoint lacks it or its data fails a check.
+  at::Tensor Read(const std::string& name);
+
+ private:
+  TrainConfig config_;
+  int64_t step_ = 0;
+  std::string where_;  // "checkpoint DIR", for messages
+  std::unique_ptr<CheckpointFiles> files_;
+};
 
 }  // namespace conveyor
 

@@ -70,7 +70,7 @@ TrainConfig TinyLlama() {
 std::vector<double> TrainOnThreads(const TrainConfig& config,
                                    const std::function<void(Trainer&, Transport&)>& after,
                                    int64_t stop_at) {
-  const int64_t last = stop_at > 0 ? stop_at : config.steps;
+  const int64_t last = stop_at == 0 ? config.steps : std::max<int64_t>(stop_at, 0);
   TransportOptions options;
   options.timeout = std::chrono::seconds(config.timeout_s);
   // On CUDA the messages match by order alone, as NCCL matches them between processes.

@@ -1,0 +1,54 @@
+#include "conveyor/cli/export_command.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "conveyor/common/error.h"
+#include "conveyor/train/hf_export.h"
+
+namespace conveyor {
+
+void AddExportCommand(CLI::App& app) {
+  struct ExportFlags {
+    std::string checkpoint;
+    std::string out;
+    std::string dtype = "fp32";
+    int64_t shard_bytes = HfWriteOptions{}.shard_bytes;
+  };
+  auto flags = std::make_shared<ExportFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "export", "write a llama checkpoint (any mesh) as a Hugging Face model folder");
+  cmd->add_option("--checkpoint", flags->checkpoint, "a checkpoint folder (or its parent)")
+      ->required();
+  cmd->add_option("--out", flags->out, "the new Hugging Face folder (absent or empty)")
+      ->required();
+  cmd->add_option("--dtype", flags->dtype, "how the weights are stored: fp32, bf16 or fp16")
+      ->capture_default_str();
+  cmd->add_option("--shard-size", flags->shard_bytes,
+                  "most bytes of weights per file (5GB, 500MB, 2GiB or a number)")
+      ->transform(CLI::AsSizeValue(/*kb_is_1000=*/true))
+      ->capture_default_str();
+  cmd->callback([flags] {
+    HfWriteOptions options;
+    options.shard_bytes = flags->shard_bytes;
+    const std::string& d = flags->dtype;
+    CONVEYOR_CHECK(d == "fp32" || d == "bf16" || d == "fp16")
+        << "--dtype must be fp32, bf16 or fp16, got '" << d << "'";
+    options.dtype = d == "fp32" ? at::kFloat : d == "bf16" ? at::kBFloat16 : at::kHalf;
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<std::string> files =
+        ExportHfCheckpoint(flags->checkpoint, flags->out, options);
+    uintmax_t bytes = 0;
+    for (const std::string& file : files) {
+      bytes += std::filesystem::file_size(std::filesystem::path(flags->out) / file);
+    }
+    std::printf("wrote %s: config.json and %zu weight file(s), %.1f MB as %s, in %.1f s\n",
+                flags->out.c_str(), files.size(), static_cast<double>(bytes) / 1e6, d.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  });
+}
+
+}  // namespace conveyor
