@@ -177,7 +177,24 @@ TEST(CliTest, LlamaTrainsResumesAndGenerates) {
   const Result g = Conveyor("generate --checkpoint " + dir + "/ckpt --prompt ab --tokens 3");
   ASSERT_EQ(g.code, 0) << g.err;
   EXPECT_EQ(g.out.rfind("ab", 0), 0u) << g.out;
-  std::system(("rm -rf " + dir).c_str());
+  // Exported as a Hugging Face folder, it is a model to start from.
+  const Result e = Conveyor("export --checkpoint " + dir + "/ckpt --out " + dir +
+                            "/hf --dtype bf16 --shard-size 20kB");
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_NE(e.out.find("as bf16"), std::string::npos) << e.out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/hf/model.safetensors.index.json"));
+  const Result again = Conveyor("export --checkpoint " + dir + "/ckpt --out " + dir + "/hf");
+  EXPECT_EQ(again.code, 1);
+  EXPECT_NE(again.err.find("not an empty folder"), std::string::npos) << again.err;
+  const std::string data = ScratchWithCorpus("llama_from_hf");
+  const Result from = Conveyor("train --model " + dir +
+                               "/hf --seq-len 16 --batch-size 4 --microbatches 2 --steps 1 "
+                               "--eval-every 0 "
+                               "--sample-tokens 0 --data " +
+                               data + "/corpus.txt");
+  EXPECT_EQ(from.code, 0) << from.err;
+  EXPECT_NE(from.out.find("llama from " + dir + "/hf"), std::string::npos) << from.out;
+  std::system(("rm -rf " + dir + " " + data).c_str());
 }
 
 // --rank-threads: the same job as threads of one process over the in-process transport has
