@@ -23,8 +23,7 @@ void AddExportCommand(CLI::App& app) {
       "export", "write a llama checkpoint (any mesh) as a Hugging Face model folder");
   cmd->add_option("--checkpoint", flags->checkpoint, "a checkpoint folder (or its parent)")
       ->required();
-  cmd->add_option("--out", flags->out, "the new Hugging Face folder (absent or empty)")
-      ->required();
+  cmd->add_option("--out", flags->out, "the new Hugging Face folder (absent or empty)")->required();
   cmd->add_option("--dtype", flags->dtype, "how the weights are stored: fp32, bf16 or fp16")
       ->capture_default_str();
   cmd->add_option("--shard-size", flags->shard_bytes,

@@ -11,7 +11,7 @@ namespace {
 TEST(ProcessStatsTest, TheProcessStartedBeforeNowAndAfterBoot) {
   const double first = SecondsSinceProcessStart();
   EXPECT_GE(first, 0);
-  EXPECT_LT(first, 24 * 3600.0);  // a test process is not a day old
+  EXPECT_LT(first, 24 * 3600.0);                         // a test process is not a day old
   EXPECT_GE(SecondsSinceProcessStart(), first - 0.011);  // it never goes back (one tick of 10 ms)
 }
 

@@ -47,7 +47,8 @@ void CheckClassifierConfig(const ClassifierConfig& config);
 // The model's layers + 2 layers: the embedding (global index 0), the blocks, the head. Only
 // those with a global index in [begin, end) are built (end < 0: through the last), each as it
 // is in the whole model; precondition 0 <= begin <= end.
-LayerList BuildClassifier(const ClassifierConfig& config, uint64_t seed, int begin = 0, int end = -1);
+LayerList BuildClassifier(const ClassifierConfig& config, uint64_t seed, int begin = 0,
+                          int end = -1);
 
 // For accuracy: how many counted targets (>= 0) of `targets` (n,) equal the argmax of
 // `logits` (n, K), the head's output.

@@ -142,8 +142,8 @@ std::vector<std::string> WriteHfCheckpoint(
       << "the shard size must be at least 1 byte, got " << options.shard_bytes;
   fs::path target = fs::path(dir).lexically_normal();
   if (target.filename().empty()) target = target.parent_path();  // "out/"
-  CONVEYOR_CHECK(!target.empty() && (!fs::exists(target) || (fs::is_directory(target) &&
-                                                               fs::is_empty(target))))
+  CONVEYOR_CHECK(!target.empty() &&
+                 (!fs::exists(target) || (fs::is_directory(target) && fs::is_empty(target))))
       << dir << " exists and is not an empty folder: nothing is written over it";
   // The files: consecutive tensors in model order while they fit.
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
@@ -169,8 +169,9 @@ std::vector<std::string> WriteHfCheckpoint(
   try {
     fs::remove_all(temp);
     fs::create_directories(temp);
-    const char* torch_dtype = dtype == at::kFloat ? "float32" : dtype == at::kBFloat16 ? "bfloat16"
-                                                                                      : "float16";
+    const char* torch_dtype = dtype == at::kFloat      ? "float32"
+                              : dtype == at::kBFloat16 ? "bfloat16"
+                                                       : "float16";
     WriteFileAtomically((temp / "config.json").string(), HfLlamaConfigJson(config, torch_dtype));
     Json weight_map = Json::object();
     for (size_t f = 0; f < files.size(); ++f) {

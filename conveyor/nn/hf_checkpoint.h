@@ -59,7 +59,7 @@ class HfCheckpoint {
 };
 
 struct HfWriteOptions {
-  at::ScalarType dtype = at::kFloat;     // how the tensors are stored: fp32, bf16 or fp16
+  at::ScalarType dtype = at::kFloat;    // how the tensors are stored: fp32, bf16 or fp16
   int64_t shard_bytes = 5'000'000'000;  // most bytes of tensor data in one file
 };
 

@@ -241,14 +241,15 @@ std::vector<ParameterShapes> LlamaLayerShapes(const LlamaConfig& c) {
   const std::vector<int64_t> table = {c.vocab, c.hidden};
   std::vector<ParameterShapes> layers = {{{kEmbedding, table}}};
   for (int i = 0; i < c.layers; ++i) layers.push_back(DecoderShapes(c, i));
-  layers.push_back({{"model.norm.weight", {c.hidden}},
-                    {c.tie_embeddings ? kEmbedding : kLmHead, table}});
+  layers.push_back(
+      {{"model.norm.weight", {c.hidden}}, {c.tie_embeddings ? kEmbedding : kLmHead, table}});
   return layers;
 }
 
 ParameterShapes LlamaParameterShapes(const LlamaConfig& config) {
   ParameterShapes all;
-  for (const ParameterShapes& layer : LlamaLayerShapes(config)) all.insert(layer.begin(), layer.end());
+  for (const ParameterShapes& layer : LlamaLayerShapes(config))
+    all.insert(layer.begin(), layer.end());
   return all;
 }
 

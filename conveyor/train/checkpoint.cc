@@ -234,9 +234,8 @@ class CheckpointFiles {
               << file << "tensor '" << tensor << "' has dtype " << found->second.dtype
               << ", meta.json says " << dtype;
           CONVEYOR_CHECK(Json(found->second.shape) == want.at("shape"))
-              << file << "tensor '" << tensor << "' has shape "
-              << Json(found->second.shape).dump() << ", meta.json says "
-              << want.at("shape").dump();
+              << file << "tensor '" << tensor << "' has shape " << Json(found->second.shape).dump()
+              << ", meta.json says " << want.at("shape").dump();
           // A tensor in several files (a tied embedding): the first file's copy.
           located_.emplace(tensor, Located{reader.get(), file, want.at("fnv1a64")});
         }
@@ -271,7 +270,6 @@ class CheckpointFiles {
   std::vector<std::unique_ptr<SafetensorsReader>> readers_;
   std::map<std::string, Located> located_;
 };
-
 
 std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const TrainConfig& config,
                            Transport* world) {
@@ -380,8 +378,7 @@ TrainConfig CheckpointConfig(const std::string& path) {
   return c;
 }
 
-CheckpointWeights::CheckpointWeights(const std::string& path)
-    : config_(CheckpointConfig(path)) {
+CheckpointWeights::CheckpointWeights(const std::string& path) : config_(CheckpointConfig(path)) {
   const fs::path folder = ResolveStepFolder(path);
   const Json meta = ReadMeta(folder);
   step_ = meta["step"].get<int64_t>();

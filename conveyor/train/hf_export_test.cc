@@ -82,7 +82,8 @@ TEST_F(HfExportTest, ImportThenExportIsBitIdentical) {
   for (const std::string& file : files) {
     int64_t bytes = 0;
     for (const auto& [name, t] : LoadSafetensors(out + "/" + file).tensors) bytes += t.nbytes();
-    EXPECT_TRUE(bytes <= options.shard_bytes || LoadSafetensors(out + "/" + file).tensors.size() == 1)
+    EXPECT_TRUE(bytes <= options.shard_bytes ||
+                LoadSafetensors(out + "/" + file).tensors.size() == 1)
         << file << " holds " << bytes << " bytes";
   }
   const std::map<std::string, at::Tensor> before = Tensors(in), after = Tensors(out);

@@ -3,9 +3,9 @@
 // the schedule's stages by cost and builds this rank's stages (their tensor-parallel shards,
 // on its device). A rank builds the layers of its own stages and no others, one stage at a
 // time, and reads only their weights; the cut is made from the model's costs and parameter
-// shapes without building anything. Everything that running the model needs and nothing that training it needs:
-// the optimizer, the gradient reduction and sync, loss scaling and the step are Trainer's
-// (trainer.h); evaluation, generation and checkpoints take a PipelineModel.
+// shapes without building anything. Everything that running the model needs and nothing that
+// training it needs: the optimizer, the gradient reduction and sync, loss scaling and the step are
+// Trainer's (trainer.h); evaluation, generation and checkpoints take a PipelineModel.
 //
 // Groups: every TP group, DP group and pipeline are created in that order, on every rank
 // (collective over `world`); the TP and DP groups are timed (TimedTransport), so that a step's

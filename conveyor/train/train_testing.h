@@ -24,9 +24,9 @@ TrainConfig TinyLlama();
 void ExpectSameLosses(const std::vector<double>& want, const std::vector<double>& got,
                       const std::string& what, double relative = 2e-5);
 
-// Trains until step `stop_at` (0: config.steps; negative: no step at all), from a checkpoint when config.resume is
-// set, on dp x tp x pp threads (dp 0 counts as 1); then calls `after` on every rank's
-// trainer (on its thread). Returns the loss of every step run (rank 0's). With config.device
+// Trains until step `stop_at` (0: config.steps; negative: no step at all), from a checkpoint when
+// config.resume is set, on dp x tp x pp threads (dp 0 counts as 1); then calls `after` on every
+// rank's trainer (on its thread). Returns the loss of every step run (rank 0's). With config.device
 // kCuda the messages between ranks match by order only (TransportOptions::match_by_order),
 // as over NCCL.
 std::vector<double> TrainOnThreads(const TrainConfig& config,

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "conveyor/common/process_stats.h"
 #include "conveyor/comm/hop_latency.h"
+#include "conveyor/common/process_stats.h"
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/module/microbatch.h"
 #include "conveyor/optim/sharded_adamw.h"
