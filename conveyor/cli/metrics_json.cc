@@ -29,7 +29,8 @@ nlohmann::json RankRowsJson(const std::vector<RankReport>& ranks) {
                     {"device_peak_allocated_bytes", r.device_peak_allocated_bytes},
                     {"device_peak_reserved_bytes", r.device_peak_reserved_bytes},
                     {"peak_resident_bytes", r.peak_resident_bytes},
-                    {"startup_s", r.startup_s}});
+                    {"startup_s", r.startup_s},
+                    {"stage_build_s", r.stage_build_s}});
   }
   return rows;
 }

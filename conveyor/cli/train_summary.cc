@@ -49,9 +49,12 @@ void PrintTrainSummary(const TrainSummary& s) {
       Percent(s.measured_bubble).c_str(), Percent(s.predicted_bubble).c_str(), 1e6 * s.hop_s,
       Percent(s.exposed_comm).c_str());
   if (!s.ranks.empty()) {
-    std::printf("start-up (process start to first step) and peak resident memory, per rank:");
+    std::printf(
+        "start-up (process start to first step; of it, building the stages) and peak resident "
+        "memory, per rank:");
     for (const RankReport& r : s.ranks) {
-      std::printf(" %d: %.2f s / %.0f MiB", r.rank, r.startup_s, r.peak_resident_bytes / (1 << 20));
+      std::printf(" %d: %.2f s (%.2f s) / %.0f MiB", r.rank, r.startup_s, r.stage_build_s,
+                  r.peak_resident_bytes / (1 << 20));
     }
     std::printf("\n");
   }

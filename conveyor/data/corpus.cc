@@ -152,4 +152,8 @@ Corpus LoadTextPath(const std::string& path) {
   return MakeCorpus(path, std::move(documents));
 }
 
+Corpus LoadCorpus(const std::string& source) {
+  return source == "fortunes" ? LoadFortunes() : LoadTextPath(source);
+}
+
 }  // namespace conveyor

@@ -52,6 +52,9 @@ Corpus LoadFortunes(const std::string& dir = kFortunesDir);
 // are skipped; a single binary file is an error.
 Corpus LoadTextPath(const std::string& path);
 
+// "fortunes": LoadFortunes(); anything else: LoadTextPath(source).
+Corpus LoadCorpus(const std::string& source);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_DATA_CORPUS_H_

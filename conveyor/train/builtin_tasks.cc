@@ -16,10 +16,6 @@
 namespace conveyor {
 namespace {
 
-Corpus LoadCorpus(const std::string& source) {
-  return source == "fortunes" ? LoadFortunes() : LoadTextPath(source);
-}
-
 // Forward FLOPs per sample of a transformer stack: embedding, blocks, then `head` per token.
 std::vector<double> TransformerFlops(int layers, double t, double c, double head_per_token) {
   std::vector<double> flops = {t * c};  // embedding: a lookup and an add

@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <vector>
 
 #include "conveyor/common/error.h"
@@ -10,41 +12,71 @@
 
 namespace conveyor {
 
-EvalMetrics Evaluate(ForwardPipeline& forward, const TrainTask& task, int64_t step) {
+namespace {
+
+// Runs `batches` through `forward`, batch i on replica i % dp (every rank of a replica runs
+// it: TP layers are collective), each split into min(microbatches, samples) micro-batches of
+// `loss_denominator` (0: the batch's own count of targets); calls `visit` with each result
+// this rank computed and its micro-batches, and returns the sum of the world's losses (TP
+// rank 0's count: a pipeline's TP ranks hold the same ones) with that of `extra`.
+std::vector<double> RunOnReplicas(
+    ForwardPipeline& forward, const std::vector<Batch>& batches, double loss_denominator,
+    const std::function<double(const Executor::Inference&, const std::vector<MicroBatch>&)>&
+        extra) {
   const PipelineModel& model = forward.model();
-  EvalMetrics m;
-  m.step = step;
-  double loss = 0, correct = 0, counted = 0;
-  const std::vector<Batch> batches = task.EvalBatches();
-  m.batches = static_cast<int64_t>(batches.size());
-  if (batches.empty()) return m;  // alike on every rank
   const Mesh& mesh = model.mesh();
   const MeshCoords& coords = model.coords();
+  double loss = 0, more = 0;
   for (size_t i = 0; i < batches.size(); ++i) {
     const Batch& batch = batches[i];
-    counted += static_cast<double>(batch.inputs.size(0));
     const int mbs = std::min<int>(model.config().microbatches, batch.inputs.size(0));
     CONVEYOR_CHECK(model.program().layout.directions() == 1 || mbs >= 2)
         << "evaluation batches need at least 2 samples for two pipeline directions";
-    // Each replica evaluates its share of the batches; all of its ranks run them (TP layers
-    // are collective).
     if (static_cast<int>(i % mesh.dp()) != coords.dp) continue;
-    const std::vector<MicroBatch> split = SplitBatch(ToDevice(batch, model.device()), mbs);
+    const std::vector<MicroBatch> split =
+        SplitBatch(ToDevice(batch, model.device()), mbs, loss_denominator);
     const Executor::Inference result = forward.Run(split);
     loss += result.loss;
-    if (task.has_accuracy()) {
-      for (const auto& [index, logits] : result.outputs) {
-        correct += task.CountCorrect(logits, split[index]);
-      }
-    }
+    if (extra) more += extra(result, split);
   }
-  // The last stages of every pipeline hold its batches' losses; the TP ranks of a pipeline
-  // hold the same ones, so TP rank 0's count.
   const double share = coords.tp == 0 ? 1 : 0;
   const at::Tensor sums = SumOverRanks(
-      model.world(), at::tensor(std::vector<double>{share * loss, share * correct}, at::kDouble));
-  m.loss = sums[0].item<double>() / static_cast<double>(batches.size());
-  if (task.has_accuracy()) m.accuracy = sums[1].item<double>() / counted;
+      model.world(), at::tensor(std::vector<double>{share * loss, share * more}, at::kDouble));
+  return {sums[0].item<double>(), sums[1].item<double>()};
+}
+
+}  // namespace
+
+EvalMetrics Evaluate(ForwardPipeline& forward, const TrainTask& task, int64_t step) {
+  EvalMetrics m;
+  m.step = step;
+  const std::vector<Batch> batches = task.EvalBatches();
+  m.batches = static_cast<int64_t>(batches.size());
+  if (batches.empty()) return m;  // alike on every rank
+  double counted = 0;
+  for (const Batch& batch : batches) counted += static_cast<double>(batch.inputs.size(0));
+  std::function<double(const Executor::Inference&, const std::vector<MicroBatch>&)> correct;
+  if (task.has_accuracy()) {
+    correct = [&](const Executor::Inference& result, const std::vector<MicroBatch>& split) {
+      double n = 0;
+      for (const auto& [index, logits] : result.outputs) {
+        n += task.CountCorrect(logits, split[index]);
+      }
+      return n;
+    };
+  }
+  const std::vector<double> sums = RunOnReplicas(forward, batches, 0, correct);
+  m.loss = sums[0] / static_cast<double>(batches.size());
+  if (task.has_accuracy()) m.accuracy = sums[1] / counted;
+  return m;
+}
+
+TokenEvalMetrics EvaluateTokens(ForwardPipeline& forward, const std::vector<Batch>& windows) {
+  TokenEvalMetrics m;
+  for (const Batch& batch : windows) m.tokens += static_cast<int64_t>(CountTargets(batch.targets));
+  CONVEYOR_CHECK(m.tokens > 0) << "no token to predict";
+  m.loss = RunOnReplicas(forward, windows, 1, nullptr)[0] / static_cast<double>(m.tokens);
+  m.perplexity = std::exp(m.loss);
   return m;
 }
 

@@ -4,6 +4,7 @@
 #define CONVEYOR_TRAIN_EVALUATE_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "conveyor/train/forward_pipeline.h"
 #include "conveyor/train/train_task.h"
@@ -25,6 +26,20 @@ struct EvalMetrics {
 // meets a batch of one sample. Returns the same metrics on every rank. Collective over the
 // model's world. `step` is reported as the metrics' step.
 EvalMetrics Evaluate(ForwardPipeline& forward, const TrainTask& task, int64_t step);
+
+// The mean next-token cross-entropy over the windows of a token stream (NextTokenWindows,
+// data/token_windows.h): the summed loss of every counted target over their count, each
+// window's loss taken whole (never a mean of means), and its exponential.
+struct TokenEvalMetrics {
+  int64_t tokens = 0;  // targets predicted: N - 1 for a stream of N tokens
+  double loss = 0;
+  double perplexity = 0;
+};
+
+// Runs `windows` (batches whose targets -1 are not counted) through `forward`, shared across
+// the data-parallel replicas as Evaluate shares them; the same metrics on every rank.
+// Collective over the model's world. UserError when no target is counted.
+TokenEvalMetrics EvaluateTokens(ForwardPipeline& forward, const std::vector<Batch>& windows);
 
 }  // namespace conveyor
 

@@ -1,5 +1,6 @@
 #include "conveyor/train/evaluate.h"
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
@@ -8,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/data/token_windows.h"
+#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -122,6 +125,66 @@ TEST(EvaluateTest, AccuracyOnAMeshIsThatOfOneProcess) {
   const EvalMetrics mesh = evaluate();
   EXPECT_NEAR(mesh.loss, reference.loss, 2e-5 * reference.loss);
   EXPECT_DOUBLE_EQ(mesh.accuracy, reference.accuracy);
+}
+
+}  // namespace
+}  // namespace conveyor
+
+namespace conveyor {
+namespace {
+
+// The windows' mean loss computed directly: the whole model on one process, every window's
+// summed cross-entropy over its counted targets, over their count.
+double DirectWindowLoss(const TrainConfig& c, const std::vector<Batch>& windows) {
+  const LayerList layers = BuildAllLayers(*MakeModelTask(c));
+  double sum = 0, count = 0;
+  for (const Batch& b : windows) {
+    MicroBatch mb;
+    mb.inputs = b.inputs;
+    mb.targets = b.targets;
+    at::Tensor x = b.inputs;
+    for (const auto& layer : layers) x = layer->Forward(x, mb);
+    sum += at::cross_entropy_loss(x.reshape({-1, x.size(-1)}), b.targets.reshape({-1}), {},
+                                  at::Reduction::Sum, -1)
+               .item<double>();
+    count += b.targets.ge(0).sum().item<double>();
+  }
+  return sum / count;
+}
+
+// The exact windows' loss is that of the whole model on one process, on every mesh; the
+// count is N - 1.
+TEST(EvaluateTokensTest, EveryMeshGivesTheDirectLossOfTheWindows) {
+  at::set_num_threads(1);
+  TrainConfig c = TinyLlama();
+  const at::Tensor stream = at::randint(0, 256, {203}, at::kLong);
+  const std::vector<Batch> windows = NextTokenWindows(stream, c.seq_len, 3);
+  const double direct = DirectWindowLoss(c, windows);
+  TrainConfig mesh = c;
+  mesh.dp = 2;
+  mesh.tp = 2;
+  mesh.pp = 2;
+  mesh.schedule = "1f1b";
+  mesh.microbatches = 2;
+  TrainConfig pp4 = c;
+  pp4.pp = 4;
+  pp4.schedule = "interleaved-1f1b";
+  pp4.layers = 6;
+  pp4.chunks = 2;
+  pp4.microbatches = 4;
+  for (const TrainConfig& config : {c, mesh, pp4}) {
+    const double want = config.layers == c.layers ? direct : DirectWindowLoss(config, windows);
+    TrainOnThreads(
+        config,
+        [&](Trainer& t, Transport&) {
+          ForwardPipeline forward(t.model());
+          const TokenEvalMetrics m = EvaluateTokens(forward, windows);
+          EXPECT_EQ(m.tokens, 202);
+          EXPECT_NEAR(m.loss, want, 1e-5 * want) << "pp " << config.pp << " tp " << config.tp;
+          EXPECT_NEAR(m.perplexity, std::exp(want), 1e-4 * std::exp(want));
+        },
+        -1);
+  }
 }
 
 }  // namespace

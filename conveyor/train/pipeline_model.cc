@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <chrono>
 #include <optional>
 #include <utility>
 
@@ -120,6 +121,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   holders_ = Holders(layout, model_->LayerShapes(), partition_);
   // Activations and their gradients cross between stages in the compute dtype: half the
   // bytes under bf16 / fp16; weights, gradients and reductions stay fp32.
+  const auto build_start = std::chrono::steady_clock::now();
   pipeline_ = std::make_unique<PipelineRank>(
       program_, pipeline_rank(), pipeline_group_,
       [model = model_, ranges = partition_, &layout, tp = tp_, device = device_](int stage) {
@@ -129,6 +131,8 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
         return stack;
       },
       at::TensorOptions().dtype(message_dtype_).device(device_));
+  stage_build_s_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - build_start).count();
   for (const auto& [index, stage] : pipeline_->stages()) {
     stage->set_recompute(config_.recompute == Recompute::kFull);
     stage->set_compute_dtype(compute_dtype);

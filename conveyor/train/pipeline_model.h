@@ -87,6 +87,9 @@ class PipelineModel {
   PipelineRank& pipeline() { return *pipeline_; }
   // The dtype of the messages between stages: the compute dtype (fp32, bf16 or fp16).
   c10::ScalarType message_dtype() const { return message_dtype_; }
+  // Seconds this rank spent building its stages: drawing or reading their weights, moving
+  // them to its device.
+  double stage_build_s() const { return stage_build_s_; }
 
  private:
   TrainConfig config_;
@@ -107,6 +110,7 @@ class PipelineModel {
   std::vector<LayerRange> partition_;
   std::map<std::string, std::vector<int>> holders_;
   c10::ScalarType message_dtype_;
+  double stage_build_s_ = 0;
   std::unique_ptr<PipelineRank> pipeline_;
 };
 

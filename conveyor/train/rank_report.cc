@@ -30,7 +30,8 @@ constexpr double RankReport::*kMeasuredFields[] = {&RankReport::step_s,
                                                    &RankReport::device_peak_allocated_bytes,
                                                    &RankReport::device_peak_reserved_bytes,
                                                    &RankReport::peak_resident_bytes,
-                                                   &RankReport::startup_s};
+                                                   &RankReport::startup_s,
+                                                   &RankReport::stage_build_s};
 constexpr int kFields = static_cast<int>(std::size(kMeasuredFields));
 
 }  // namespace

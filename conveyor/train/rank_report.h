@@ -50,6 +50,7 @@ struct RankReport {
   // stages, connecting the groups).
   double peak_resident_bytes = 0;
   double startup_s = 0;
+  double stage_build_s = 0;  // of startup_s: PipelineModel::stage_build_s
   // The collectives of the data- and tensor-parallel axes (zero without them), seconds per
   // step: all of the rank's data-parallel communication (the gradient reduction, ZeRO's
   // all-gather, the loss sum); the part of it that blocked the rank's own thread (the rest

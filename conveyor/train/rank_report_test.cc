@@ -64,6 +64,7 @@ TEST(RankReportTest, GathersWhereEachRanksTimeGoes) {
     // Threads of this process: its whole resident memory, and time since it started.
     EXPECT_GE(r.peak_resident_bytes, r.peak_activation_bytes) << r.rank;
     EXPECT_GE(r.startup_s, 0) << r.rank;
+    EXPECT_GT(r.stage_build_s, 0) << r.rank;
     EXPECT_LE(r.startup_s, SecondsSinceProcessStart()) << r.rank;
   }
   // 1F1B holds min(p - rank, m) micro-batches.

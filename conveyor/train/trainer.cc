@@ -199,6 +199,7 @@ std::vector<RankReport> Trainer::RankReports() const {
   RankReport mine = measurements_.Means(model_.rank());
   mine.startup_s = std::max(startup_s_, 0.0);
   mine.peak_resident_bytes = static_cast<double>(PeakResidentBytes());
+  mine.stage_build_s = model_.stage_build_s();
   return GatherRankReports(model_, mine, *recorder_);
 }
 

@@ -1,0 +1,86 @@
+#include "conveyor/cli/eval_command.h"
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "conveyor/cli/run_as_ranks.h"
+#include "conveyor/cli/train_flags.h"
+#include "conveyor/common/error.h"
+#include "conveyor/data/byte_tokenizer.h"
+#include "conveyor/data/corpus.h"
+#include "conveyor/data/token_windows.h"
+#include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/checkpoint.h"
+#include "conveyor/train/evaluate.h"
+#include "conveyor/train/forward_pipeline.h"
+#include "conveyor/train/pipeline_model.h"
+#include "conveyor/train/preflight.h"
+
+namespace conveyor {
+
+void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code) {
+  struct EvalFlags {
+    TrainFlags train;
+    std::string format = "text";
+  };
+  auto flags = std::make_shared<EvalFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "eval", "mean next-token loss and perplexity of a language model over a data set");
+  RegisterTrainFlags(cmd, flags->train);
+  cmd->add_option("--format", flags->format, "text or json (the result alone on stdout)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  cmd->callback([flags, args, exit_code] {
+    TrainConfig config = ResolveTrainConfig(flags->train);
+    const std::string checkpoint = config.resume;
+    if (!checkpoint.empty()) {
+      // The checkpoint's model, with the flags given over it (data, windows, mesh).
+      config = CheckpointConfig(checkpoint);
+      ApplyGivenFlags(flags->train, config);
+      config.resume.clear();
+      config.Validate();
+    }
+    CONVEYOR_CHECK(IsLanguageModel(config.model))
+        << "eval measures a language model (gpt or llama), not a " << ModelKindName(config.model);
+    CONVEYOR_CHECK(ModelVocab(config) == static_cast<int>(ByteTokenizer::kVocabSize))
+        << "eval reads its data as bytes; this model has a vocabulary of " << ModelVocab(config)
+        << " tokens, whose tokenizer conveyor does not have yet";
+    // Evaluation writes nothing of a training run; profiling would time layers on training
+    // batches, which it has none of.
+    config.metrics.clear();
+    config.trace.clear();
+    config.checkpoint_dir.clear();
+    if (config.partition == PartitionBy::kProfile) config.partition = PartitionBy::kParams;
+    const RanksOptions options = MeshRanksOptions(config, flags->train.launch);
+    PreflightCheck(config);
+    const auto start = std::chrono::steady_clock::now();
+    *exit_code = RunAsRanks(args, options, [&](const RankContext& rank) {
+      const Corpus corpus = LoadCorpus(config.data);
+      const std::vector<Batch> windows =
+          NextTokenWindows(CorpusByteStream(corpus), config.seq_len, config.batch_size);
+      PipelineModel model(config, MakeModelTask(config), rank);
+      if (!checkpoint.empty()) LoadWeights(checkpoint, model, config);
+      ForwardPipeline forward(model);
+      const TokenEvalMetrics m = EvaluateTokens(forward, windows);
+      if (rank.rank != 0) return;
+      if (flags->format == "json") {
+        const nlohmann::json result = {
+            {"tokens", m.tokens}, {"loss", m.loss}, {"perplexity", m.perplexity}};
+        std::printf("%s\n", result.dump().c_str());
+        return;
+      }
+      std::printf(
+          "%s: %lld tokens predicted (%s, %zu documents, in windows of %lld): loss %.6f, "
+          "perplexity %.4f, %.0f tokens/s\n",
+          checkpoint.empty() ? MakeModelTask(config)->Describe().c_str() : checkpoint.c_str(),
+          static_cast<long long>(m.tokens), corpus.source.c_str(), corpus.documents.size(),
+          static_cast<long long>(config.seq_len), m.loss, m.perplexity,
+          static_cast<double>(m.tokens) /
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    });
+  });
+}
+
+}  // namespace conveyor

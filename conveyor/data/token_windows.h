@@ -1,0 +1,35 @@
+// Evaluation windows over one stream of tokens, with exact semantics, so that anyone can
+// reproduce a reported loss: the stream t[0..N-1] is cut into consecutive windows of T
+// tokens; window k has inputs t[kT .. kT+T-1] and targets t[kT+1 .. kT+T], for k = 0, 1, ...
+// while kT + 1 < N, the last window shorter (its inputs padded with token 0 and its targets
+// with -1, which no loss counts). Every token t[1..N-1] is a target exactly once, with every
+// token before it in its window as context; the mean next-token loss is over those N - 1
+// predictions.
+//
+// Thread-safety: pure functions.
+#ifndef CONVEYOR_DATA_TOKEN_WINDOWS_H_
+#define CONVEYOR_DATA_TOKEN_WINDOWS_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "conveyor/data/corpus.h"
+#include "conveyor/module/microbatch.h"
+
+namespace conveyor {
+
+// The corpus as one stream of byte tokens: its documents in order, each followed by '\n'
+// but the last. (N) int64.
+at::Tensor CorpusByteStream(const Corpus& corpus);
+
+// The windows of `tokens` ((N) int64, N >= 2) of `seq_len` tokens, `batch_size` windows a
+// batch (the last batch smaller): inputs and targets (n, seq_len). UserError for N < 2 or
+// sizes < 1.
+std::vector<Batch> NextTokenWindows(const at::Tensor& tokens, int64_t seq_len,
+                                    int64_t batch_size);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_DATA_TOKEN_WINDOWS_H_
