@@ -2,9 +2,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "conveyor/cli/progress_bar.h"
 #include "conveyor/cli/run_as_ranks.h"
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/common/error.h"
@@ -63,7 +65,22 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
       PipelineModel model(config, MakeModelTask(config), rank);
       if (!checkpoint.empty()) LoadWeights(checkpoint, model, config);
       ForwardPipeline forward(model);
-      const TokenEvalMetrics m = EvaluateTokens(forward, windows);
+      // Progress on stderr from rank 0, at most every two seconds: stdout keeps the result.
+      const auto eval_start = std::chrono::steady_clock::now();
+      auto last = eval_start;
+      std::function<void(int64_t, int64_t)> progress;
+      if (rank.rank == 0) {
+        progress = [&](int64_t done, int64_t total) {
+          const auto now = std::chrono::steady_clock::now();
+          if (now - last < std::chrono::seconds(2) || done == total) return;
+          last = now;
+          const double elapsed = std::chrono::duration<double>(now - eval_start).count();
+          std::fprintf(stderr, "eval: %lld/%lld batches, eta %s\n", static_cast<long long>(done),
+                       static_cast<long long>(total),
+                       FormatDuration(elapsed * static_cast<double>(total - done) / done).c_str());
+        };
+      }
+      const TokenEvalMetrics m = EvaluateTokens(forward, windows, progress);
       if (rank.rank != 0) return;
       if (flags->format == "json") {
         const nlohmann::json result = {

@@ -113,6 +113,26 @@ at::Tensor HfCheckpoint::Read(const std::string& name) {
   return it->second->Read(name).to(at::kFloat);
 }
 
+at::Tensor HfCheckpoint::ReadShard(const std::string& name, const TensorParallel& tp) {
+  const TensorParallelSplit split = TensorParallelSplitOf(name);
+  if (split.replicated() || tp.size == 1) return Read(name);
+  const auto it = file_of_.find(name);
+  CONVEYOR_CHECK(it != file_of_.end())
+      << "model folder " << dir_ << " has no tensor '" << name << "'";
+  const std::vector<int64_t>& shape = it->second->header().tensors.at(name).shape;
+  CONVEYOR_CHECK(split.dim < static_cast<int>(shape.size()) &&
+                 shape[split.dim] % (split.blocks * tp.size) == 0)
+      << "model folder " << dir_ << ": tensor '" << name << "' of shape " << at::IntArrayRef(shape)
+      << " does not split into " << tp.size << " tensor-parallel parts";
+  const int64_t block = shape[split.dim] / split.blocks, part = block / tp.size;
+  std::vector<at::Tensor> parts;
+  for (int b = 0; b < split.blocks; ++b) {
+    parts.push_back(it->second->ReadSlice(name, split.dim, b * block + tp.rank * part, part));
+  }
+  ++reads_;
+  return (parts.size() == 1 ? parts[0] : at::cat(parts, split.dim)).to(at::kFloat);
+}
+
 void HfCheckpoint::LoadInto(const NamedTensors& params, const TensorParallel& tp) {
   // Every name and shard shape checked from the headers first: nothing changes on a refusal.
   for (const auto& [name, p] : params) {
@@ -127,9 +147,7 @@ void HfCheckpoint::LoadInto(const NamedTensors& params, const TensorParallel& tp
         << at::IntArrayRef(shape) << ", its parameter has shape " << p.sizes();
   }
   at::NoGradGuard no_grad;
-  for (const auto& [name, p] : params) {
-    p.copy_(TakeShard(Read(name), TensorParallelSplitOf(name), tp.size, tp.rank));
-  }
+  for (const auto& [name, p] : params) p.copy_(ReadShard(name, tp));
 }
 
 std::vector<std::string> WriteHfCheckpoint(

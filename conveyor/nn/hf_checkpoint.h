@@ -9,8 +9,9 @@
 // there; no file whose header promises more bytes than it has (a truncated shard). Each
 // problem throws UserError naming the tensor and the file.
 //
-// Read then reads one tensor alone (SafetensorsReader): a rank loading its stages reads
-// those tensors and nothing else, holding at most one of them beyond its own weights.
+// Read then reads one tensor alone (SafetensorsReader), ReadShard one tensor-parallel rank's
+// part of it alone: a rank loading its stages reads its part of their tensors and nothing
+// else, holding at most one of them beyond its own weights.
 //
 // Not thread-safe; the files stay open while the checkpoint lives.
 #ifndef CONVEYOR_NN_HF_CHECKPOINT_H_
@@ -43,6 +44,10 @@ class HfCheckpoint {
   // The tensor `name` in fp32 (widened from BF16 / F16), read from its file alone.
   // UserError when the model has no such tensor.
   at::Tensor Read(const std::string& name);
+
+  // Tensor-parallel rank tp.rank's part of the tensor `name` (TensorParallelSplitOf) in fp32,
+  // reading that part's bytes alone; Read(name) when the tensor is replicated.
+  at::Tensor ReadShard(const std::string& name, const TensorParallel& tp);
 
   // Copies into each of `params` (a model's parameters, by Hugging Face name, as held by
   // tensor-parallel rank tp.rank: TensorParallelSplitOf) its part of the checkpoint's tensor;

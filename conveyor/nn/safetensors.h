@@ -76,6 +76,10 @@ class SafetensorsReader {
   // The tensor `name` (CPU, contiguous, its stored dtype). UserError when the file has no
   // tensor of that name, or its bytes cannot be read.
   at::Tensor Read(const std::string& name);
+  // Read(name).narrow(dim, start, length), reading those bytes alone (one run of bytes per
+  // index of the dimensions before `dim`): a tensor-parallel rank's part of a weight. UserError
+  // for a slice outside the tensor or a BOOL tensor.
+  at::Tensor ReadSlice(const std::string& name, int dim, int64_t start, int64_t length);
 
  private:
   struct File;

@@ -183,6 +183,32 @@ TEST_F(SafetensorsTest, AReaderReadsOneTensorAtATime) {
   EXPECT_THROW(SafetensorsReader{path}, UserError);  // the layout is checked on opening
 }
 
+// A slice along any dimension is the tensor's narrow, of every stored dtype; a slice outside
+// the tensor is refused.
+TEST_F(SafetensorsTest, AReaderReadsASliceAlone) {
+  const std::string path = Path("s.safetensors");
+  const at::Tensor w = at::arange(60, at::kFloat).view({3, 4, 5});
+  SaveSafetensors(path, {{"w", w}, {"h", w.to(at::kBFloat16)}, {"b", at::ones({2}, at::kBool)}});
+  SafetensorsReader reader(path);
+  for (const char* name : {"w", "h"}) {
+    const at::Tensor whole = reader.Read(name);
+    for (int dim = 0; dim < 3; ++dim) {
+      for (int64_t start = 0; start < w.size(dim); ++start) {
+        for (int64_t length = 0; start + length <= w.size(dim); ++length) {
+          EXPECT_TRUE(at::equal(reader.ReadSlice(name, dim, start, length),
+                                whole.narrow(dim, start, length)))
+              << name << " dim " << dim << " [" << start << ", " << start + length << ")";
+        }
+      }
+    }
+  }
+  EXPECT_THROW(reader.ReadSlice("w", 1, 3, 2), UserError);
+  EXPECT_THROW(reader.ReadSlice("w", 3, 0, 1), UserError);
+  EXPECT_THROW(reader.ReadSlice("w", 0, -1, 1), UserError);
+  EXPECT_THROW(reader.ReadSlice("b", 0, 0, 1), UserError);
+  EXPECT_THROW(reader.ReadSlice("v", 0, 0, 1), UserError);
+}
+
 TEST_F(SafetensorsTest, SaveRefusesBadNames) {
   EXPECT_THROW(SaveSafetensors(Path("x"), {{"", at::ones({1})}}), UserError);
   EXPECT_THROW(SaveSafetensors(Path("x"), {{"__metadata__", at::ones({1})}}), UserError);

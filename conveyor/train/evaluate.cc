@@ -21,8 +21,8 @@ namespace {
 // rank 0's count: a pipeline's TP ranks hold the same ones) with that of `extra`.
 std::vector<double> RunOnReplicas(
     ForwardPipeline& forward, const std::vector<Batch>& batches, double loss_denominator,
-    const std::function<double(const Executor::Inference&, const std::vector<MicroBatch>&)>&
-        extra) {
+    const std::function<double(const Executor::Inference&, const std::vector<MicroBatch>&)>& extra,
+    const std::function<void(int64_t, int64_t)>& progress = {}) {
   const PipelineModel& model = forward.model();
   const Mesh& mesh = model.mesh();
   const MeshCoords& coords = model.coords();
@@ -38,6 +38,7 @@ std::vector<double> RunOnReplicas(
     const Executor::Inference result = forward.Run(split);
     loss += result.loss;
     if (extra) more += extra(result, split);
+    if (progress) progress(static_cast<int64_t>(i) + 1, static_cast<int64_t>(batches.size()));
   }
   const double share = coords.tp == 0 ? 1 : 0;
   const at::Tensor sums = SumOverRanks(
@@ -71,11 +72,12 @@ EvalMetrics Evaluate(ForwardPipeline& forward, const TrainTask& task, int64_t st
   return m;
 }
 
-TokenEvalMetrics EvaluateTokens(ForwardPipeline& forward, const std::vector<Batch>& windows) {
+TokenEvalMetrics EvaluateTokens(ForwardPipeline& forward, const std::vector<Batch>& windows,
+                                const std::function<void(int64_t, int64_t)>& progress) {
   TokenEvalMetrics m;
   for (const Batch& batch : windows) m.tokens += static_cast<int64_t>(CountTargets(batch.targets));
   CONVEYOR_CHECK(m.tokens > 0) << "no token to predict";
-  m.loss = RunOnReplicas(forward, windows, 1, nullptr)[0] / static_cast<double>(m.tokens);
+  m.loss = RunOnReplicas(forward, windows, 1, nullptr, progress)[0] / static_cast<double>(m.tokens);
   m.perplexity = std::exp(m.loss);
   return m;
 }

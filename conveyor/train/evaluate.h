@@ -4,6 +4,7 @@
 #define CONVEYOR_TRAIN_EVALUATE_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "conveyor/train/forward_pipeline.h"
@@ -38,8 +39,11 @@ struct TokenEvalMetrics {
 
 // Runs `windows` (batches whose targets -1 are not counted) through `forward`, shared across
 // the data-parallel replicas as Evaluate shares them; the same metrics on every rank.
-// Collective over the model's world. UserError when no target is counted.
-TokenEvalMetrics EvaluateTokens(ForwardPipeline& forward, const std::vector<Batch>& windows);
+// `progress`, when set, is called after each batch this rank ran with (batches up to and
+// including it, all batches). Collective over the model's world. UserError when no target is
+// counted.
+TokenEvalMetrics EvaluateTokens(ForwardPipeline& forward, const std::vector<Batch>& windows,
+                                const std::function<void(int64_t, int64_t)>& progress = {});
 
 }  // namespace conveyor
 
