@@ -1,7 +1,9 @@
 #include "conveyor/nn/hf_checkpoint_testing.h"
 
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "conveyor/nn/hf_config.h"
@@ -32,6 +34,25 @@ void WriteHfLlamaFolder(const std::string& dir, const LlamaConfig& c,
     std::ofstream(dir + "/model.safetensors.index.json")
         << "{\"metadata\": {}, \"weight_map\": {" << map << "}}\n";
   }
+}
+
+namespace {
+constexpr char kPython[] = "/usr/bin/python3";
+}  // namespace
+
+bool PythonHasTorch() {
+  return std::system((std::string(kPython) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+}
+
+at::Tensor ReferenceLlamaLogits(const std::string& dir, const at::Tensor& ids) {
+  SaveSafetensors(dir + "/ids.safetensors", {{"ids", ids}});
+  const std::string command =
+      std::string(kPython) + " " CONVEYOR_TESTDATA_DIR "/reference/llama.py " + dir + " 2>&1";
+  if (std::system(command.c_str()) != 0) {
+    ADD_FAILURE() << command << " failed";
+    return {};
+  }
+  return LoadSafetensors(dir + "/logits.safetensors").tensors.at("logits");
 }
 
 std::map<std::string, at::Tensor> LlamaWeights(const LlamaConfig& config, uint64_t seed) {

@@ -226,19 +226,11 @@ TEST(LlamaTest, BadConfigurationsAreRefusedNamingTheNumbers) {
   refused(c, "rope_theta");
 }
 
-// Debian's interpreter, the one python3-torch installs for (scripts/install-deps --tests);
-// not whichever python3 comes first on PATH.
-constexpr char kPython[] = "/usr/bin/python3";
-
-bool PythonHasTorch() {
-  return std::system((std::string(kPython) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
-}
-
 // The logits equal those of an independent plain-PyTorch implementation of Hugging Face's
 // Llama (testdata/reference/llama.py) on the same weights, written as a Hugging Face
 // checkpoint folder (config.json and model.safetensors), tied and untied.
 TEST(LlamaTest, MatchesThePlainPyTorchReference) {
-  if (!PythonHasTorch()) GTEST_SKIP() << kPython << " cannot import torch (python3-torch)";
+  if (!PythonHasTorch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch (python3-torch)";
   for (bool tied : {false, true}) {
     SCOPED_TRACE(tied ? "tied" : "untied");
     LlamaConfig c = TinyLlama();
@@ -250,11 +242,8 @@ TEST(LlamaTest, MatchesThePlainPyTorchReference) {
     std::filesystem::create_directories(dir);
     WriteHfLlamaFolder(dir, c, Parameters(model), at::kFloat, /*shards=*/false);
     const at::Tensor ids = RandomIds(c, 2, 13, 17);
-    SaveSafetensors(dir + "/ids.safetensors", {{"ids", ids}});
-    const std::string command =
-        std::string(kPython) + " " CONVEYOR_TESTDATA_DIR "/reference/llama.py " + dir + " 2>&1";
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
-    const at::Tensor expected = LoadSafetensors(dir + "/logits.safetensors").tensors.at("logits");
+    const at::Tensor expected = ReferenceLlamaLogits(dir, ids);
+    ASSERT_TRUE(expected.defined());
     const at::Tensor got = Logits(model, ids);
     ASSERT_EQ(got.sizes(), expected.sizes());
     const double error =

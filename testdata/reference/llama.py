@@ -3,9 +3,10 @@
 
     python3 testdata/reference/llama.py DIR
 
-DIR holds config.json (Hugging Face LlamaConfig fields), model.safetensors (the weights under
-Hugging Face's names) and ids.safetensors (one int64 tensor "ids", (n, T)). Writes
-DIR/logits.safetensors: "logits", float32 (n, T, V).
+DIR holds config.json (Hugging Face LlamaConfig fields), the weights under Hugging Face's
+names (model.safetensors, or the shards model.safetensors.index.json names) and
+ids.safetensors (one int64 tensor "ids", (n, T)). Writes DIR/logits.safetensors: "logits",
+float32 (n, T, V).
 
 Written from the published Llama architecture and Hugging Face's conventions (rotate-half
 rotary embeddings, RMSNorm in fp32, SwiGLU, grouped-query attention with key-value heads
@@ -14,6 +15,7 @@ format is read and written here by hand (the Debian torch has no safetensors pac
 """
 import json
 import math
+import os
 import struct
 import sys
 
@@ -107,7 +109,15 @@ def main():
     folder = sys.argv[1]
     with open(folder + "/config.json") as f:
         config = json.load(f)
-    weights = {k: v.float() for k, v in load(folder + "/model.safetensors").items()}
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.exists(index):  # shards: every file the index names
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    weights = {}
+    for name in files:
+        weights.update({k: v.float() for k, v in load(os.path.join(folder, name)).items()})
     ids = load(folder + "/ids.safetensors")["ids"].long()
     with torch.no_grad():
         logits = forward(config, weights, ids)
