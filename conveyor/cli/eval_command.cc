@@ -13,6 +13,7 @@
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/data/corpus.h"
 #include "conveyor/data/token_windows.h"
+#include "conveyor/launch/launcher.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/evaluate.h"
@@ -56,7 +57,12 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
     config.checkpoint_dir.clear();
     if (config.partition == PartitionBy::kProfile) config.partition = PartitionBy::kParams;
     const RanksOptions options = MeshRanksOptions(config, flags->train.launch);
-    PreflightCheck(config);
+    // Checked once, before any rank starts (the data found and long enough, a model folder's
+    // tensors against its config.json), as train checks them.
+    if (!LaunchedByConveyor()) {
+      PreflightCheck(config);
+      PreflightFiles(config);
+    }
     const auto start = std::chrono::steady_clock::now();
     *exit_code = RunAsRanks(args, options, [&](const RankContext& rank) {
       const Corpus corpus = LoadCorpus(config.data);
