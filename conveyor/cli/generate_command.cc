@@ -1,10 +1,13 @@
 #include "conveyor/cli/generate_command.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <sstream>
+#include <string>
 
 #include "conveyor/cli/run_as_ranks.h"
 #include "conveyor/cli/train_flags.h"
@@ -20,43 +23,114 @@
 
 namespace conveyor {
 
+namespace {
+
+// "1,2, 3" or "1 2 3" -> {1, 2, 3}, each within [0, vocab). UserError naming the flag.
+std::vector<int64_t> ParseTokenIds(const std::string& text, int vocab) {
+  std::vector<int64_t> ids;
+  std::string item;
+  std::istringstream in(text);
+  while (in >> item) {
+    std::istringstream parts(item);
+    std::string part;
+    while (std::getline(parts, part, ',')) {
+      if (part.empty()) continue;
+      size_t used = 0;
+      int64_t id = -1;
+      try {
+        id = std::stoll(part, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      CONVEYOR_CHECK(used == part.size() && id >= 0 && id < vocab)
+          << "--prompt-tokens: '" << part << "' is not a token id of this model (0 to " << vocab - 1
+          << ")";
+      ids.push_back(id);
+    }
+  }
+  CONVEYOR_CHECK(!ids.empty()) << "--prompt-tokens holds no token id";
+  return ids;
+}
+
+}  // namespace
+
 void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code) {
   // Numbers as 64 bits: a value too large for an int is refused by name, not wrapped.
   struct GenerateFlags {
     std::string checkpoint;
+    std::string model;  // a Hugging Face folder
     std::string prompt;
+    std::string prompt_tokens;
     int64_t tokens = 200;
-    double temperature = kDefaultTemperature;
+    int64_t context = 0;
+    Sampling sampling;
     int64_t seed = 1;
     TrainFlags mesh;  // --pp, --dp, --tp, --mesh-order and the launch flags
   };
   auto flags = std::make_shared<GenerateFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "generate", "sample text from a trained language model's checkpoint (gpt, llama)");
-  cmd->add_option("--checkpoint", flags->checkpoint, "a checkpoint folder (or its parent)")
-      ->required();
-  cmd->add_option("--prompt", flags->prompt, "text to continue");
-  cmd->add_option("--tokens", flags->tokens, "bytes to generate, up to 1048576")
+      "generate",
+      "continue a prompt with a language model (a checkpoint or a Hugging Face folder)");
+  CLI::Option* checkpoint =
+      cmd->add_option("--checkpoint", flags->checkpoint, "a checkpoint folder (or its parent)");
+  cmd->add_option("--model", flags->model, "a Hugging Face Llama folder")->excludes(checkpoint);
+  CLI::Option* prompt = cmd->add_option("--prompt", flags->prompt, "text to continue (bytes)");
+  cmd->add_option("--prompt-tokens", flags->prompt_tokens,
+                  "token ids to continue (\"1,2,3\"); the continuation is printed as ids")
+      ->excludes(prompt);
+  cmd->add_option("--tokens", flags->tokens, "tokens to generate, up to 1048576")
       ->capture_default_str();
-  cmd->add_option("--temperature", flags->temperature, "0 = greedy, else within [0.001, 100]")
+  cmd->add_option("--context", flags->context,
+                  "most tokens the model sees (0: its sequence length: a checkpoint's "
+                  "--seq-len, a folder's max_position_embeddings)")
+      ->capture_default_str();
+  cmd->add_option("--temperature", flags->sampling.temperature,
+                  "0 = greedy, else within [0.001, 100]")
+      ->capture_default_str();
+  cmd->add_option("--top-k", flags->sampling.top_k, "sample among the k most probable (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--top-p", flags->sampling.top_p,
+                  "sample among the most probable tokens holding this much probability (1: all)")
       ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "sampling seed")->capture_default_str();
   RegisterMeshFlags(cmd, flags->mesh);
   flags->mesh.launch.Register(cmd);
   cmd->callback([flags, args, exit_code] {
+    CONVEYOR_CHECK(!flags->checkpoint.empty() || !flags->model.empty())
+        << "generate needs a model: --checkpoint CKPT, or --model DIR (a Hugging Face folder)";
     CheckInRange("--tokens", flags->tokens, 0, 1 << 20);
-    // Below 0.001 the scaled logits overflow a float; NaN fails every comparison.
-    const double t = flags->temperature;
-    CONVEYOR_CHECK(t == 0 || (t >= 1e-3 && t <= 100))
-        << "--temperature must be 0 (greedy) or within [0.001, 100], got " << t;
+    CheckInRange("--context", flags->context, 0, 65536);
+    CheckSampling(flags->sampling);
     CheckInRange("--seed", flags->seed, 0, std::numeric_limits<int64_t>::max());
-    TrainConfig config = CheckpointConfig(flags->checkpoint);
+    TrainConfig config;
+    if (!flags->checkpoint.empty()) {
+      config = CheckpointConfig(flags->checkpoint);
+    } else {
+      SetModel(config, flags->model, "--model");
+      CONVEYOR_CHECK(!config.model_dir.empty())
+          << "--model: '" << flags->model << "' is not a Hugging Face folder (for gpt or "
+          << "llama, train one and pass its --checkpoint)";
+      config.seq_len = std::min(ModelFolderPositions(config.model_dir), 65536);
+      ApplyModelFolder(config);
+    }
+    const int context = flags->context > 0 ? static_cast<int>(flags->context) : config.seq_len;
+    // A GPT's position table has seq_len rows; a Llama's rotary positions have no bound.
+    CONVEYOR_CHECK(context <= config.seq_len || config.model == ModelKind::kLlama)
+        << "--context " << context << " exceeds the " << config.seq_len
+        << " positions this GPT has";
+    if (config.model == ModelKind::kLlama) config.seq_len = std::max(config.seq_len, context);
     CONVEYOR_CHECK(IsLanguageModel(config.model))
-        << "generate needs a language model's checkpoint (gpt or llama), '" << flags->checkpoint
-        << "' holds a " << ModelKindName(config.model);
-    CONVEYOR_CHECK(ModelVocab(config) == static_cast<int>(ByteTokenizer::kVocabSize))
-        << "generate reads and writes bytes; '" << flags->checkpoint << "' holds a model of "
-        << ModelVocab(config) << " tokens, whose tokenizer conveyor does not have yet";
+        << "generate needs a language model (gpt or llama), '" << flags->checkpoint << "' holds a "
+        << ModelKindName(config.model);
+    const bool as_text = flags->prompt_tokens.empty();
+    const int vocab = ModelVocab(config);
+    CONVEYOR_CHECK(!as_text || vocab == static_cast<int>(ByteTokenizer::kVocabSize))
+        << "this model has a vocabulary of " << vocab << " tokens, whose tokenizer conveyor "
+        << "does not have yet: give --prompt-tokens and read the ids it prints";
+    const ByteTokenizer tokenizer;
+    const std::vector<int64_t> prompt =
+        as_text ? tokenizer.Encode(flags->prompt.empty() ? std::string("\n") : flags->prompt)
+                : ParseTokenIds(flags->prompt_tokens, vocab);
     // One rank unless the flags say otherwise, whatever mesh trained the checkpoint.
     config.pp = 1;
     config.dp = 1;
@@ -79,14 +153,26 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
     *exit_code = RunAsRanks(args, options, [&](const RankContext& rank) {
       // The model alone: no corpus, no optimizer, no measurement.
       PipelineModel model(config, MakeModelTask(config), rank);
-      LoadWeights(flags->checkpoint, model, config);
+      if (!flags->checkpoint.empty()) LoadWeights(flags->checkpoint, model, config);
       ForwardPipeline forward(model);
-      const std::string text =
-          Generate(forward, flags->prompt, static_cast<int>(flags->tokens), flags->temperature,
-                   static_cast<uint64_t>(flags->seed), config.seq_len);
-      if (rank.rank == 0) {
-        std::printf("%s%s\n", flags->prompt.c_str(), ByteTokenizer::Printable(text).c_str());
+      const auto start = std::chrono::steady_clock::now();
+      const std::vector<int64_t> out =
+          GenerateTokens(forward, prompt, static_cast<int>(flags->tokens), flags->sampling,
+                         static_cast<uint64_t>(flags->seed), context);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (rank.rank != 0) return;
+      if (as_text) {
+        std::printf("%s%s\n", flags->prompt.c_str(),
+                    ByteTokenizer::Printable(tokenizer.Decode(out)).c_str());
+      } else {
+        std::string ids;
+        for (int64_t id : out) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+        std::printf("%s\n", ids.c_str());
       }
+      // On stderr: stdout holds the continuation alone.
+      std::fprintf(stderr, "generated %zu tokens in %.2f s: %.1f tokens/s\n", out.size(), seconds,
+                   seconds > 0 ? static_cast<double>(out.size()) / seconds : 0.0);
     });
   });
 }

@@ -2,6 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
+#include <tuple>
+
 #include "conveyor/common/error.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/nn/layer.h"
@@ -11,7 +14,7 @@ namespace conveyor {
 namespace {
 
 // The next token after each sample of `inputs` (n, T), the same on every rank.
-at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, double temperature,
+at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, const Sampling& sampling,
                       uint64_t seed) {
   // Two directions need two micro-batches: the second carries a copy, its result unused.
   const int m = forward.model().program().layout.directions();
@@ -29,14 +32,8 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, double
     // Under tensor parallelism each rank holds a slice of the vocabulary: gather it whole.
     const TensorParallel& tp = forward.model().tensor_parallel();
     if (tp.size > 1) logits = GatherShards(logits, TensorParallelSplit{1, 1}, tp);  // (n, V)
-    if (temperature <= 0) {
-      tokens = logits.argmax(-1);
-    } else {
-      at::Generator gen = LayerInitGenerator(seed, static_cast<int>(inputs.size(1)));
-      // Sampled on the CPU, with its generator, whatever the device: the same tokens anywhere.
-      const at::Tensor probs = (logits / temperature).softmax(-1).to(at::kCPU);
-      tokens = at::multinomial(probs, 1, false, gen).squeeze(-1).to(device);
-    }
+    tokens =
+        SampleTokens(logits, sampling, LayerInitGenerator(seed, static_cast<int>(inputs.size(1))));
   }
   // The rank of the last stage of micro-batch 0's pipeline sampled them; the others get them.
   Transport* pipeline = forward.model().pipeline_group();
@@ -49,33 +46,75 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, double
 
 }  // namespace
 
-std::string Generate(ForwardPipeline& forward, const std::string& prompt, int tokens,
-                     double temperature, uint64_t seed, int context) {
+void CheckSampling(const Sampling& s) {
+  // NaN fails every comparison.
+  CONVEYOR_CHECK(s.temperature == 0 || (s.temperature >= 1e-3 && s.temperature <= 100))
+      << "the temperature must be 0 (greedy) or within [0.001, 100], got " << s.temperature;
+  CONVEYOR_CHECK(s.top_k >= 0) << "top-k must be >= 0 (0: every token), got " << s.top_k;
+  CONVEYOR_CHECK(s.top_p > 0 && s.top_p <= 1)
+      << "top-p must be within (0, 1] (1: every token), got " << s.top_p;
+}
+
+at::Tensor SampleTokens(const at::Tensor& logits, const Sampling& sampling, at::Generator gen) {
+  CheckSampling(sampling);
+  if (sampling.temperature == 0) return logits.argmax(-1);
+  // On the CPU, in fp32, with its generator, whatever the device: the same tokens anywhere.
+  at::Tensor scaled = logits.to(at::kCPU, at::kFloat) / sampling.temperature;  // (n, V)
+  const int64_t vocab = scaled.size(-1);
+  if (sampling.top_k > 0 && sampling.top_k < vocab) {
+    const at::Tensor kth = std::get<0>(scaled.topk(sampling.top_k, -1)).select(-1, -1);
+    scaled = scaled.masked_fill(scaled < kth.unsqueeze(-1), -INFINITY);
+  }
+  if (sampling.top_p < 1) {
+    const auto [sorted, order] = scaled.sort(-1, /*descending=*/true);
+    const at::Tensor before = sorted.softmax(-1).cumsum(-1) - sorted.softmax(-1);  // mass ahead
+    // Dropped: the tokens with top_p already reached before them (never the first).
+    const at::Tensor dropped_sorted = before >= sampling.top_p;
+    const at::Tensor dropped = at::zeros_like(dropped_sorted).scatter(-1, order, dropped_sorted);
+    scaled = scaled.masked_fill(dropped, -INFINITY);
+  }
+  return at::multinomial(scaled.softmax(-1), 1, false, gen).squeeze(-1).to(logits.device());
+}
+
+std::vector<int64_t> GenerateTokens(ForwardPipeline& forward, std::vector<int64_t> prompt,
+                                    int tokens, const Sampling& sampling, uint64_t seed,
+                                    int context) {
   CONVEYOR_CHECK(tokens >= 0) << "tokens must be >= 0, got " << tokens;
   CONVEYOR_CHECK(context >= 1) << "context must be at least 1, got " << context;
-  const ByteTokenizer tokenizer;
+  CONVEYOR_CHECK(!prompt.empty()) << "the prompt has no token";
+  CheckSampling(sampling);
   const PipelineModel& model = forward.model();
-  // Every replica would sample the same bytes: replica 0 does, the others receive them.
+  // Every replica would sample the same tokens: replica 0 does, the others receive them.
   const bool samples = model.coords().dp == 0;
   std::vector<int64_t> out;
   if (samples) {
-    std::vector<int64_t> ids = tokenizer.Encode(prompt.empty() ? std::string("\n") : prompt);
     for (int k = 0; k < tokens; ++k) {
-      const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(ids.size()) - context);
+      const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(prompt.size()) - context);
       const at::Tensor window =
-          at::tensor(std::vector<int64_t>(ids.begin() + start, ids.end()), at::kLong).unsqueeze(0);
-      const int64_t next = NextTokens(forward, window, temperature, seed + k)[0].item<int64_t>();
-      ids.push_back(next);
+          at::tensor(std::vector<int64_t>(prompt.begin() + start, prompt.end()), at::kLong)
+              .unsqueeze(0);
+      const int64_t next = NextTokens(forward, window, sampling, seed + k)[0].item<int64_t>();
+      prompt.push_back(next);
       out.push_back(next);
     }
   }
   if (model.mesh().dp() > 1 && tokens > 0) {
     // World rank 0 is at (0, 0, 0): in replica 0.
-    at::Tensor bytes = samples ? at::tensor(out, at::kLong) : at::empty({tokens}, at::kLong);
-    model.world()->Broadcast(bytes, 0);
-    out.assign(bytes.data_ptr<int64_t>(), bytes.data_ptr<int64_t>() + tokens);
+    at::Tensor ids = samples ? at::tensor(out, at::kLong) : at::empty({tokens}, at::kLong);
+    model.world()->Broadcast(ids, 0);
+    out.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + tokens);
   }
-  return tokenizer.Decode(out);
+  return out;
+}
+
+std::string Generate(ForwardPipeline& forward, const std::string& prompt, int tokens,
+                     double temperature, uint64_t seed, int context) {
+  const ByteTokenizer tokenizer;
+  Sampling sampling;
+  sampling.temperature = temperature;
+  return tokenizer.Decode(
+      GenerateTokens(forward, tokenizer.Encode(prompt.empty() ? std::string("\n") : prompt), tokens,
+                     sampling, seed, context));
 }
 
 }  // namespace conveyor

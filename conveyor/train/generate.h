@@ -1,9 +1,14 @@
-// Text from a trained byte-level GPT, its stages run as a forward-only pipeline.
+// Text (or token ids) from a trained language model, its stages run as a forward-only
+// pipeline.
 #ifndef CONVEYOR_TRAIN_GENERATE_H_
 #define CONVEYOR_TRAIN_GENERATE_H_
 
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "conveyor/train/forward_pipeline.h"
 
@@ -11,6 +16,32 @@ namespace conveyor {
 
 // The sampling temperature of `generate` and of train's closing sample unless told otherwise.
 inline constexpr double kDefaultTemperature = 0.8;
+
+// How the next token is drawn from the last position's logits: temperature 0 takes the
+// largest (greedy); otherwise the logits are divided by the temperature, only the top_k
+// largest kept (0: all), then only the most probable tokens whose probabilities first reach
+// top_p in total (1: all; the most probable is always kept), and one is drawn from the rest
+// renormalised.
+struct Sampling {
+  double temperature = kDefaultTemperature;
+  int64_t top_k = 0;
+  double top_p = 1;
+};
+
+// Checks `sampling` (UserError naming the value): temperature 0 or within [0.001, 100] (below
+// that the scaled logits overflow a float), top_k >= 0, top_p in (0, 1].
+void CheckSampling(const Sampling& sampling);
+
+// One token per row of `logits` (n, V), drawn as `sampling` says with `gen` (CPU), (n) int64
+// on logits' device.
+at::Tensor SampleTokens(const at::Tensor& logits, const Sampling& sampling, at::Generator gen);
+
+// GenerateTokens over token ids: appends `tokens` ids to `prompt` (non-empty, each within the
+// model's vocabulary), the k-th drawn with a generator from (seed + k, window length);
+// returns the continuation alone, the same on every rank. As Generate below otherwise.
+std::vector<int64_t> GenerateTokens(ForwardPipeline& forward, std::vector<int64_t> prompt,
+                                    int tokens, const Sampling& sampling, uint64_t seed,
+                                    int context);
 
 // Appends `tokens` bytes to `prompt` (empty: starts from a newline), each the next token
 // after the last `context` bytes: the last position's logits sampled at `temperature` (0 =

@@ -1,16 +1,19 @@
 #include "conveyor/train/generate.h"
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
 #include "conveyor/common/error.h"
+#include "conveyor/nn/layer.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/train_testing.h"
 
@@ -118,6 +121,45 @@ TEST_F(GenerateTest, RefusesNegativeTokensAndAnEmptyContext) {
     EXPECT_EQ(Generate(forward, "a", 0, 0, 1, 4), "");
     EXPECT_EQ(forward.built_programs(), 0);
   });
+}
+
+}  // namespace
+}  // namespace conveyor
+
+namespace conveyor {
+namespace {
+
+// The set of tokens SampleTokens draws over 4000 rows of probabilities [0.5, 0.3, 0.15, 0.05].
+std::set<int64_t> Drawn(const Sampling& sampling) {
+  const at::Tensor logits = at::tensor({0.5, 0.3, 0.15, 0.05}, at::kFloat).log().repeat({4000, 1});
+  const at::Tensor tokens = SampleTokens(logits, sampling, LayerInitGenerator(3, 0));
+  std::set<int64_t> drawn;
+  for (int64_t i = 0; i < tokens.size(0); ++i) drawn.insert(tokens[i].item<int64_t>());
+  return drawn;
+}
+
+TEST(SampleTokensTest, TopKAndTopPKeepOnlyTheMostProbable) {
+  auto with = [](double temperature, int64_t top_k, double top_p) {
+    Sampling s;
+    s.temperature = temperature;
+    s.top_k = top_k;
+    s.top_p = top_p;
+    return s;
+  };
+  EXPECT_EQ(Drawn(with(0, 0, 1)), (std::set<int64_t>{0}));  // greedy
+  EXPECT_EQ(Drawn(with(1, 0, 1)), (std::set<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(Drawn(with(1, 1, 1)), (std::set<int64_t>{0}));
+  EXPECT_EQ(Drawn(with(1, 2, 1)), (std::set<int64_t>{0, 1}));
+  // Mass ahead of each token: 0, 0.5, 0.8, 0.95; kept while below top_p.
+  EXPECT_EQ(Drawn(with(1, 0, 0.5)), (std::set<int64_t>{0}));
+  EXPECT_EQ(Drawn(with(1, 0, 0.6)), (std::set<int64_t>{0, 1}));
+  EXPECT_EQ(Drawn(with(1, 0, 0.9)), (std::set<int64_t>{0, 1, 2}));
+  EXPECT_EQ(Drawn(with(1, 3, 0.6)), (std::set<int64_t>{0, 1}));  // both: the stricter wins
+  EXPECT_EQ(Drawn(with(1, 0, 1e-9)), (std::set<int64_t>{0}));    // the first is always kept
+  EXPECT_THROW(Drawn(with(1, -1, 1)), UserError);
+  EXPECT_THROW(Drawn(with(1, 0, 0)), UserError);
+  EXPECT_THROW(Drawn(with(1, 0, 1.5)), UserError);
+  EXPECT_THROW(Drawn(with(1e-4, 0, 1)), UserError);
 }
 
 }  // namespace

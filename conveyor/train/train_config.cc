@@ -149,6 +149,10 @@ void ApplyModelFolder(TrainConfig& c) {
       << ByteTokenizer::kVocabSize << " ids";
 }
 
+int ModelFolderPositions(const std::string& dir) {
+  return ReadHfLlamaConfig((std::filesystem::path(dir) / "config.json").string()).max_seq_len;
+}
+
 int LlamaKvHeads(const TrainConfig& config) {
   return config.kv_heads > 0 ? config.kv_heads : config.heads;
 }

@@ -65,6 +65,9 @@ void SetModel(TrainConfig& config, std::string_view text, std::string_view name)
 // its max_position_embeddings, or its vocabulary cannot hold the byte tokenizer's 256 ids.
 void ApplyModelFolder(TrainConfig& config);
 
+// The max_position_embeddings of the Hugging Face folder `dir` (its config.json, checked).
+int ModelFolderPositions(const std::string& dir);
+
 struct TrainConfig {
   // Model.
   ModelKind model = ModelKind::kGpt;

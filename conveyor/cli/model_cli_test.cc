@@ -1,7 +1,8 @@
-// `conveyor eval` end to end: exact token counts, JSON alone on stdout, the same loss on any
-// mesh, a checkpoint's model, refusals.
+// `conveyor eval` and `generate` end to end on a Llama: exact token counts, JSON alone on
+// stdout, the same results on any mesh, from a checkpoint or a Hugging Face folder, refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -57,6 +58,42 @@ TEST(CliTest, EvalIsExactOnAnyMeshAndReadsCheckpoints) {
   const Result classifier = Conveyor("eval --model classifier --data " + corpus);
   EXPECT_EQ(classifier.code, 1);
   EXPECT_NE(classifier.err.find("language model"), std::string::npos) << classifier.err;
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// Greedy generation from token ids: the checkpoint and its fp32 export continue alike, on
+// one rank and on tp 2 x pp 2; sampling flags are checked; tokens/s goes to stderr.
+TEST(CliTest, GenerateFromACheckpointOrAFolderWithTokenIds) {
+  const std::string dir = ScratchWithCorpus("generate_ids");
+  const Result train = Conveyor(
+      "train --model llama --layers 2 --hidden 32 --heads 4 --kv-heads 2 --seq-len 16 "
+      "--batch-size 4 --microbatches 2 --steps 2 --eval-every 0 --sample-tokens 0 --data " +
+      dir + "/corpus.txt --checkpoint-dir " + dir + "/ckpt");
+  ASSERT_EQ(train.code, 0) << train.err;
+  ASSERT_EQ(Conveyor("export --checkpoint " + dir + "/ckpt --out " + dir + "/hf").code, 0);
+  const std::string ask = "--prompt-tokens 97,98,99 --tokens 5 --temperature 0";
+  const Result a = Conveyor("generate --checkpoint " + dir + "/ckpt " + ask);
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(std::count(a.out.begin(), a.out.end(), ','), 4) << a.out;
+  EXPECT_NE(a.err.find("tokens/s"), std::string::npos) << a.err;
+  const Result b = Conveyor("generate --model " + dir + "/hf " + ask);
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(b.out, a.out);
+  const Result c = Conveyor("generate --model " + dir + "/hf --tp 2 --pp 2 " + ask);
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_EQ(c.out, a.out);
+  const Result sampled = Conveyor("generate --model " + dir +
+                                  "/hf --prompt-tokens 97 --tokens 5 --top-k 3 --top-p 0.9");
+  EXPECT_EQ(sampled.code, 0) << sampled.err;
+  const Result bad_p = Conveyor("generate --model " + dir + "/hf --prompt-tokens 97 --top-p 0");
+  EXPECT_EQ(bad_p.code, 1);
+  EXPECT_NE(bad_p.err.find("top-p"), std::string::npos) << bad_p.err;
+  const Result bad_id = Conveyor("generate --model " + dir + "/hf --prompt-tokens 97,256");
+  EXPECT_EQ(bad_id.code, 1);
+  EXPECT_NE(bad_id.err.find("'256' is not a token id"), std::string::npos) << bad_id.err;
+  const Result none = Conveyor("generate --prompt a");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("needs a model"), std::string::npos) << none.err;
   std::system(("rm -rf " + dir).c_str());
 }
 
