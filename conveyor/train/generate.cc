@@ -49,10 +49,10 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, const 
 void CheckSampling(const Sampling& s) {
   // NaN fails every comparison.
   CONVEYOR_CHECK(s.temperature == 0 || (s.temperature >= 1e-3 && s.temperature <= 100))
-      << "the temperature must be 0 (greedy) or within [0.001, 100], got " << s.temperature;
-  CONVEYOR_CHECK(s.top_k >= 0) << "top-k must be >= 0 (0: every token), got " << s.top_k;
+      << "--temperature must be 0 (greedy) or within [0.001, 100], got " << s.temperature;
+  CONVEYOR_CHECK(s.top_k >= 0) << "--top-k must be >= 0 (0: every token), got " << s.top_k;
   CONVEYOR_CHECK(s.top_p > 0 && s.top_p <= 1)
-      << "top-p must be within (0, 1] (1: every token), got " << s.top_p;
+      << "--top-p must be within (0, 1] (1: every token), got " << s.top_p;
 }
 
 at::Tensor SampleTokens(const at::Tensor& logits, const Sampling& sampling, at::Generator gen) {

@@ -28,7 +28,7 @@ struct Sampling {
   double top_p = 1;
 };
 
-// Checks `sampling` (UserError naming the value): temperature 0 or within [0.001, 100] (below
+// Checks `sampling` (UserError naming the flag and the value): temperature 0 or within [0.001, 100] (below
 // that the scaled logits overflow a float), top_k >= 0, top_p in (0, 1].
 void CheckSampling(const Sampling& sampling);
 
