@@ -39,7 +39,7 @@ std::vector<double> ProfileLayers(const TrainTask& task, int microbatches) {
 }  // namespace
 
 std::vector<double> LayerCosts(const TrainConfig& config, const ModelTask& model,
-                               const TrainTask* data) {
+                               const std::vector<ParameterShapes>& shapes, const TrainTask* data) {
   switch (config.partition) {
     case PartitionBy::kFlops:
       return model.LayerFlops();
@@ -52,7 +52,7 @@ std::vector<double> LayerCosts(const TrainConfig& config, const ModelTask& model
       break;
   }
   std::vector<double> costs;
-  for (const ParameterShapes& layer : model.LayerShapes()) {
+  for (const ParameterShapes& layer : shapes) {
     costs.push_back(config.partition == PartitionBy::kUniform
                         ? 1.0
                         : static_cast<double>(CountParameters({layer})));

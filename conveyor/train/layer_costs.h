@@ -12,7 +12,7 @@
 namespace conveyor {
 
 // One cost per layer of `model`, as config.partition asks:
-//   params   the layer's parameter count (ModelTask::LayerShapes)
+//   params   the layer's parameter count (`shapes`: the model's ModelTask::LayerShapes)
 //   flops    the model's forward FLOPs per layer (ModelTask::LayerFlops)
 //   uniform  1 each
 //   profile  the measured seconds of the layer's forward and backward on the first training
@@ -21,7 +21,7 @@ namespace conveyor {
 //            layer more than before. Timings differ between calls and ranks. UserError
 //            without `data` (a model with no training data to time it on).
 std::vector<double> LayerCosts(const TrainConfig& config, const ModelTask& model,
-                               const TrainTask* data);
+                               const std::vector<ParameterShapes>& shapes, const TrainTask* data);
 
 }  // namespace conveyor
 

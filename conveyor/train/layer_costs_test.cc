@@ -24,7 +24,8 @@ TEST_F(LayerCostsTest, CountsParametersByDefault) {
   ASSERT_EQ(c.partition, PartitionBy::kParams);
   const auto task = MakeTask(c);
   const LayerList layers = BuildAllLayers(*task->model());
-  const std::vector<double> costs = LayerCosts(c, *task->model(), task.get());
+  const std::vector<double> costs =
+      LayerCosts(c, *task->model(), task->model()->LayerShapes(), task.get());
   ASSERT_EQ(costs.size(), layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {
     int64_t params = 0;
@@ -37,23 +38,25 @@ TEST_F(LayerCostsTest, UniformAndFlopsAreTheConfiguredCosts) {
   TrainConfig c = TinyGpt();
   const auto task = MakeTask(c);
   c.partition = PartitionBy::kUniform;
-  EXPECT_EQ(LayerCosts(c, *task->model(), task.get()),
+  EXPECT_EQ(LayerCosts(c, *task->model(), task->model()->LayerShapes(), task.get()),
             std::vector<double>(task->model()->num_layers(), 1.0));
   c.partition = PartitionBy::kFlops;
-  EXPECT_EQ(LayerCosts(c, *task->model(), task.get()), task->model()->LayerFlops());
+  EXPECT_EQ(LayerCosts(c, *task->model(), task->model()->LayerShapes(), task.get()),
+            task->model()->LayerFlops());
 }
 
 TEST_F(LayerCostsTest, ProfileTimesEveryLayer) {
   TrainConfig c = TinyGpt();
   c.partition = PartitionBy::kProfile;
   const auto task = MakeTask(c);
-  const std::vector<double> seconds = LayerCosts(c, *task->model(), task.get());
+  const std::vector<double> seconds =
+      LayerCosts(c, *task->model(), task->model()->LayerShapes(), task.get());
   ASSERT_EQ(seconds.size(), static_cast<size_t>(task->model()->num_layers()));
   for (size_t l = 0; l < seconds.size(); ++l) {
     EXPECT_TRUE(std::isfinite(seconds[l]) && seconds[l] > 0) << "layer " << l << ": " << seconds[l];
   }
   // A model without training data cannot be timed.
-  EXPECT_THROW(LayerCosts(c, *task->model(), nullptr), UserError);
+  EXPECT_THROW(LayerCosts(c, *task->model(), task->model()->LayerShapes(), nullptr), UserError);
 }
 
 }  // namespace

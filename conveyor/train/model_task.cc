@@ -15,10 +15,6 @@ std::vector<ParameterShapes> ModelTask::LayerShapes() const {
   return shapes;
 }
 
-LayerList BuildAllLayers(const ModelTask& model, const TensorParallel& tp) {
-  return model.BuildLayers(tp, {0, model.num_layers()});
-}
-
 int64_t CountParameters(const std::vector<ParameterShapes>& layers) {
   std::set<std::string> counted;
   int64_t total = 0;

@@ -41,9 +41,6 @@ class ModelTask {
   virtual std::string Describe() const = 0;
 };
 
-// The model's layers, all of them (one rank holding the whole model: tests and tools).
-LayerList BuildAllLayers(const ModelTask& model, const TensorParallel& tp = {});
-
 // How many numbers the model's parameters hold, a tensor two layers share (a tied embedding)
 // counted once.
 int64_t CountParameters(const std::vector<ParameterShapes>& layers);

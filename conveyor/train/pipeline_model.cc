@@ -109,7 +109,9 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   if (dp_timed_ != nullptr) program_ = WithGradReductions(program_);
 
   const Layout& layout = program_.layout;
-  std::vector<double> costs = LayerCosts(config_, *model_, data);
+  // Listed once: a model without its own list builds its layers, one at a time, to list them.
+  const std::vector<ParameterShapes> shapes = model_->LayerShapes();
+  std::vector<double> costs = LayerCosts(config_, *model_, shapes, data);
   if (config_.partition == PartitionBy::kProfile && world_ != nullptr && world_->world_size() > 1) {
     // Timings differ between ranks: every rank must cut at the same places.
     const at::Tensor sum = SumOverRanks(world_, at::tensor(costs, at::kDouble));
@@ -118,7 +120,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
     }
   }
   partition_ = Partition(costs, layout.pipeline_length());
-  holders_ = Holders(layout, model_->LayerShapes(), partition_);
+  holders_ = Holders(layout, shapes, partition_);
   // Activations and their gradients cross between stages in the compute dtype: half the
   // bytes under bf16 / fp16; weights, gradients and reductions stay fp32.
   const auto build_start = std::chrono::steady_clock::now();

@@ -29,6 +29,10 @@ std::string TinyCorpus() {
   return path;
 }
 
+LayerList BuildAllLayers(const ModelTask& model) {
+  return model.BuildLayers({}, {0, model.num_layers()});
+}
+
 TrainConfig TinyGpt() {
   TrainConfig c;
   c.data = TinyCorpus();

@@ -14,6 +14,9 @@ namespace conveyor {
 // A small text corpus written once into the test's temp folder; returns its path.
 std::string TinyCorpus();
 
+// The model's layers, all of them, unsharded: the whole model on one rank, as references.
+LayerList BuildAllLayers(const ModelTask& model);
+
 // A GPT small enough for tests, on TinyCorpus().
 TrainConfig TinyGpt();
 // TinyGpt's run with a Llama: hidden 32, 4 heads sharing 2 key-value heads, batch 8.
