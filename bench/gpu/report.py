@@ -4,11 +4,14 @@
 Usage: report.py RESULTS...   (results folders of scripts/gpu-run, env.txt in or beside
 each; where several hold a file, the last one's is used: a rerun's over the first run's)
 
-Reads model.json (layers, hidden, heads, seq_len, batch_size, microbatches), peak.json (the card's measured bf16 rate), eager.json (bench/gpu/eager_gpt.py),
-bench.json (`conveyor bench train` rows), train-pp4.json (`conveyor train --metrics`),
-bf16.json and fp16.json; whatever is missing is left out of the tables. Model FLOPs per
-token: 6 N + 12 L C T (N parameters, L blocks, C hidden, T sequence; the attention's
-products counted whole, as Megatron's and PaLM's MFU do); MFU = achieved / measured peak.
+Reads peak.json (the card's measured bf16 rate); for the GPT model.json (layers, hidden,
+heads, seq_len, batch_size, microbatches), eager.json and eager-no-foreach.json
+(bench/gpu/eager.py), bench.json (`conveyor bench train` rows), train-pp4.json and
+train-pp1.json (`conveyor train --metrics`) with trace-pp1/rank-0.json (its phases); for the
+Llama llama-model.json, eager-llama.json and bench-llama.json; bf16.json and fp16.json.
+Whatever is missing is left out of the tables. Model FLOPs per token: 6 N + 12 L C T (N
+parameters, L blocks, C hidden, T sequence; the attention's products counted whole, as
+Megatron's and PaLM's MFU do); MFU = achieved / measured peak.
 """
 
 import json
@@ -41,40 +44,27 @@ def gpt_params(layers, c, seq_len):
     return layers * block + VOCAB * c + seq_len * c + 2 * c + VOCAB * c
 
 
-def main(argv):
-    if not argv:
-        print(__doc__, file=sys.stderr)
-        return 2
-    folder = argv
-    lines = []
-    env_path = find(folder, "env.txt")
-    if env_path:
-        lines.append("Machine (scripts/gpu-run's env.txt):\n")
-        lines += ["    " + l.rstrip() for l in open(env_path)]
-        lines.append("")
-    peak = load(folder, "peak.json")
-    eager = load(folder, "eager.json")
-    bench = load(folder, "bench.json") or []
-    peak_tflops = peak["bf16_tflops"] if peak else None
-    if peak:
-        lines.append(f"Measured peak: bf16 {peak['n']}^3 matrix product, "
-                     f"{peak_tflops:.0f} TFLOP/s (median of 10).\n")
+def llama_params(layers, c, heads, kv_heads, intermediate):
+    kv = c // heads * kv_heads
+    intermediate = intermediate or (8 * c // 3 + 7) // 8 * 8
+    block = 2 * c * c + 2 * c * kv + 3 * c * intermediate + 2 * c
+    return layers * block + 2 * VOCAB * c + c
 
-    shape = load(folder, "model.json") or eager or {}
-    layers, hidden, seq_len = shape.get("layers"), shape.get("hidden"), shape.get("seq_len")
-    batch = shape.get("batch_size")
-    flops_per_token = None
-    if layers:
-        n = gpt_params(layers, hidden, seq_len)
-        flops_per_token = 6 * n + 12 * layers * hidden * seq_len
-        lines.append(f"Model: GPT, {layers} blocks x hidden {hidden}, {shape['heads']} heads, "
-                     f"sequence {seq_len}, {n / 1e9:.2f} B parameters; batch {batch} sequences "
-                     f"in {shape['microbatches']} micro-batches; bf16 autocast, fp32 master "
-                     f"weights; {flops_per_token / 1e9:.1f} GFLOP per token.\n")
+
+def model_table(lines, name, shape, n, eager, bench, peak_tflops):
+    """Appends `name`'s description, its table (eager and conveyor's rows) and the checks of
+    its targets; n is its parameter count."""
+    layers, hidden, seq_len = shape["layers"], shape["hidden"], shape["seq_len"]
+    flops_per_token = 6 * n + 12 * layers * hidden * seq_len
+    heads = f"{shape['heads']} heads"
+    if shape.get("kv_heads", shape["heads"]) != shape["heads"]:
+        heads += f" sharing {shape['kv_heads']} key-value heads"
+    lines.append(f"Model: {name}, {layers} blocks x hidden {hidden}, {heads}, "
+                 f"sequence {seq_len}, {n / 1e9:.2f} B parameters; batch {shape['batch_size']} "
+                 f"sequences in {shape['microbatches']} micro-batches; bf16 autocast, fp32 "
+                 f"master weights; {flops_per_token / 1e9:.1f} GFLOP per token.\n")
 
     def rate_cells(tokens_per_s):
-        if not flops_per_token:
-            return ["", ""]
         tflops = tokens_per_s * flops_per_token / 1e12
         mfu = f"{100 * tflops / peak_tflops:.1f}%" if peak_tflops else ""
         return [f"{tflops:.0f}", mfu]
@@ -100,13 +90,13 @@ def main(argv):
         tps = row["tokens_per_s"]
         if row["schedule"] == "single process":
             single = row
-            name = "conveyor pp 1 (one process)"
+            label = "conveyor pp 1 (one process)"
             bubble = ["", ""]
         else:
-            name = f"conveyor pp {row['pp']} {row['schedule']} (rank threads)"
+            label = f"conveyor pp {row['pp']} {row['schedule']} (rank threads)"
             bubble = [f"{100 * row['measured_bubble_fraction']:.1f}%",
                       f"{100 * row['predicted_bubble_fraction']:.1f}%"]
-        rows.append([name, f"{1e3 * row['step_s']:.0f}", f"{tps:.0f}"] + rate_cells(tps) +
+        rows.append([label, f"{1e3 * row['step_s']:.0f}", f"{tps:.0f}"] + rate_cells(tps) +
                     [peak_gib(row)] + bubble +
                     [f"{tps / eager_tps:.2f}x" if eager_tps else ""])
     if rows:
@@ -128,6 +118,79 @@ def main(argv):
     lines += ["- " + c for c in checks]
     if checks:
         lines.append("")
+
+
+def trace_phases(path):
+    """Seconds per phase name ("optimizer", "grad norm", ...) in a Chrome trace of one rank."""
+    with open(path) as f:
+        events = json.load(f)
+    events = events.get("traceEvents", events) if isinstance(events, dict) else events
+    phases = {}
+    for e in events:
+        if e.get("cat") == "phase" and e.get("ph") == "X":
+            phases[e["name"]] = phases.get(e["name"], 0.0) + e["dur"] / 1e6
+    return phases
+
+
+def step_parts(lines, folder):
+    """Where one step's time goes: eager's parts (with and without foreach) against conveyor's
+    pp 1 (the schedule's compute, then each phase after it)."""
+    rows = []
+    for name, label in (("eager.json", "PyTorch eager, foreach"),
+                        ("eager-no-foreach.json", "PyTorch eager, one kernel per tensor")):
+        e = load(folder, name)
+        if e and "part_s" in e:
+            p = e["part_s"]
+            rows.append([label, f"{1e3 * e['step_s']:.0f}", f"{1e3 * p['forward_backward']:.0f}",
+                         f"{1e3 * p['norm_clip']:.0f}", f"{1e3 * p['optimizer']:.0f}"])
+    trained, trace = load(folder, "train-pp1.json"), find(folder, "trace-pp1/rank-0.json")
+    if trained and trace:
+        r = trained["ranks"][0]
+        phases = trace_phases(trace)
+        rows.append(["conveyor pp 1 (last step)", f"{1e3 * (r['step_s'] + sum(phases.values())):.0f}",
+                     f"{1e3 * r['compute_s']:.0f} (schedule {1e3 * r['step_s']:.0f})",
+                     f"{1e3 * phases.get('grad norm', 0):.0f}",
+                     f"{1e3 * phases.get('optimizer', 0):.0f}"])
+    if rows:
+        lines.append("Where a GPT step goes (ms; eager: medians, each part ended by a "
+                     "synchronisation):\n")
+        lines.append("| run | step | forward + backward | norm (and clip) | optimizer |")
+        lines.append("|---|---|---|---|---|")
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        lines.append("")
+
+
+def main(argv):
+    if not argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    folder = argv
+    lines = []
+    env_path = find(folder, "env.txt")
+    if env_path:
+        lines.append("Machine (scripts/gpu-run's env.txt):\n")
+        lines += ["    " + l.rstrip() for l in open(env_path)]
+        lines.append("")
+    peak = load(folder, "peak.json")
+    eager = load(folder, "eager.json")
+    bench = load(folder, "bench.json") or []
+    peak_tflops = peak["bf16_tflops"] if peak else None
+    if peak:
+        lines.append(f"Measured peak: bf16 {peak['n']}^3 matrix product, "
+                     f"{peak_tflops:.0f} TFLOP/s (median of 10).\n")
+
+    shape = load(folder, "model.json") or eager
+    if shape:
+        n = gpt_params(shape["layers"], shape["hidden"], shape["seq_len"])
+        model_table(lines, "GPT", shape, n, eager, bench, peak_tflops)
+    step_parts(lines, folder)
+    eager_llama = load(folder, "eager-llama.json")
+    shape = load(folder, "llama-model.json") or eager_llama
+    if shape:
+        n = llama_params(shape["layers"], shape["hidden"], shape["heads"], shape["kv_heads"],
+                         shape["intermediate"])
+        model_table(lines, "Llama", shape, n, eager_llama, load(folder, "bench-llama.json") or [],
+                    peak_tflops)
 
     trained = load(folder, "train-pp4.json")
     if trained:
