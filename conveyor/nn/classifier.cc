@@ -144,7 +144,8 @@ class Head : public Layer {
     CONVEYOR_CHECK(mb.targets.dim() == 1 && mb.targets.size(0) == logits.size(0))
         << "the classifier wants one target per sample, shape (" << logits.size(0) << "), got "
         << mb.targets.sizes();
-    return at::cross_entropy_loss(logits, mb.targets, /*weight=*/{}, at::Reduction::Sum,
+    return at::cross_entropy_loss(logits.to(at::kFloat), mb.targets, /*weight=*/{},
+                                  at::Reduction::Sum,
                                   /*ignore_index=*/-1);
   }
 

@@ -28,7 +28,7 @@ void AccumulateWeightGrad(at::Tensor weight, const at::Tensor& x2d, const at::Te
 struct LinearFunction : public torch::autograd::Function<LinearFunction> {
   // Under autocast (mixed precision) x, weight and bias are cast to its dtype for the
   // product (x's cast is saved for backward, the weight is cast again there rather than
-  // kept twice); the output comes back in x's dtype.
+  // kept twice); the output stays in that dtype.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             bool has_bias, const at::Tensor& bias_or_weight) {
     const std::optional<c10::ScalarType> autocast = AutocastDtype(x.device().type());
@@ -42,7 +42,7 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
     WeightGradStore* store = WeightGradStore::RecordingStore();
     ctx->saved_data["store"] = reinterpret_cast<int64_t>(store);
     ctx->saved_data["key"] = static_cast<int64_t>(WeightGradStore::RecordingKey());
-    return at::linear(xc, wc, bias).to(x.scalar_type());
+    return at::linear(xc, wc, bias);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -57,7 +57,8 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
     at::Tensor grad_x = g.matmul(wc).to(ctx->saved_data["input_dtype"].toScalarType());
     at::Tensor grad_bias;
     if (ctx->saved_data["has_bias"].toBool()) {
-      grad_bias = grad_outputs[0].reshape({-1, out}).sum(0).to(weight.scalar_type());
+      grad_bias = grad_outputs[0].reshape({-1, out}).sum(at::IntArrayRef{0}, /*keepdim=*/false,
+                                                         weight.scalar_type());
     }
     at::Tensor grad_weight;
     auto* store = reinterpret_cast<WeightGradStore*>(ctx->saved_data["store"].toInt());

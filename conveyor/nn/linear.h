@@ -8,9 +8,10 @@
 // WeightGradStore::Run(key) applies it later. Result is the same gradient either way.
 //
 // Mixed precision: under autocast (ComputePrecisionGuard) the products of forward and
-// backward run in autocast's dtype (bf16) on casts of x, weight and bias; the output and
-// x's gradient come back in x's dtype and the weight and bias gradients in theirs (fp32),
-// deferred or not.
+// backward run in autocast's dtype (bf16) on casts of x, weight and bias; the output stays
+// in that dtype, as at::linear's does under autocast (what follows it, an activation or the
+// next product, reads half the bytes; a residual sum widens it again). x's gradient comes
+// back in x's dtype, the weight and bias gradients in theirs (fp32), deferred or not.
 #ifndef CONVEYOR_NN_LINEAR_H_
 #define CONVEYOR_NN_LINEAR_H_
 

@@ -89,7 +89,9 @@ at::Tensor ReduceFromTensorParallel(const at::Tensor& x, const TensorParallel& t
 at::Tensor RowParallelLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              const TensorParallel& tp) {
   if (tp.size == 1) return Linear(x, weight, bias);
-  const at::Tensor sum = ReduceFromTensorParallel(Linear(x, weight, at::Tensor()), tp);
+  // The partial products are summed in the weight's dtype (fp32), not autocast's.
+  const at::Tensor sum =
+      ReduceFromTensorParallel(Linear(x, weight, at::Tensor()).to(weight.scalar_type()), tp);
   return bias.defined() ? sum + bias : sum;
 }
 

@@ -75,8 +75,9 @@ at::Tensor VocabParallelEmbedding(const at::Tensor& ids, const at::Tensor& weigh
   return ReduceFromTensorParallel(mine, tp);
 }
 
-at::Tensor VocabParallelCrossEntropySum(const at::Tensor& logits, const at::Tensor& targets,
-                                        const TensorParallel& tp) {
+at::Tensor VocabParallelCrossEntropySum(const at::Tensor& half_or_float_logits,
+                                        const at::Tensor& targets, const TensorParallel& tp) {
+  const at::Tensor logits = half_or_float_logits.to(at::kFloat);  // bf16 under autocast
   if (tp.size == 1) {
     return at::cross_entropy_loss(logits, targets, /*weight=*/{}, at::Reduction::Sum,
                                   /*ignore_index=*/-1);

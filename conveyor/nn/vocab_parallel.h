@@ -21,12 +21,13 @@ namespace conveyor {
 at::Tensor VocabParallelEmbedding(const at::Tensor& ids, const at::Tensor& weight,
                                   const TensorParallel& tp);
 
-// logits (N, V / p) this rank's vocabulary columns, targets (N) in [0, V) or -1 (not counted)
-// -> the cross-entropy summed over the counted targets, a scalar equal on every rank. The
+// logits (N, V / p) this rank's vocabulary columns (any floating dtype; the loss is computed
+// in fp32), targets (N) in [0, V) or -1 (not counted) -> the cross-entropy summed over the
+// counted targets, a scalar equal on every rank. The
 // backward gives each rank (softmax - onehot) on its columns. Throws UserError naming the
 // range when a target is outside [-1, V).
-at::Tensor VocabParallelCrossEntropySum(const at::Tensor& logits, const at::Tensor& targets,
-                                        const TensorParallel& tp);
+at::Tensor VocabParallelCrossEntropySum(const at::Tensor& half_or_float_logits,
+                                        const at::Tensor& targets, const TensorParallel& tp);
 
 }  // namespace conveyor
 
