@@ -65,6 +65,7 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
     int64_t context = 0;
     Sampling sampling;
     int64_t seed = 1;
+    bool no_kv_cache = false;
     TrainFlags mesh;  // --pp, --dp, --tp, --mesh-order and the launch flags
   };
   auto flags = std::make_shared<GenerateFlags>();
@@ -93,6 +94,9 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
                   "sample among the most probable tokens holding this much probability (1: all)")
       ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "sampling seed")->capture_default_str();
+  cmd->add_flag("--no-kv-cache", flags->no_kv_cache,
+                "run the whole window for every token instead of keeping each layer's keys and "
+                "values (slower; the same tokens)");
   RegisterMeshFlags(cmd, flags->mesh);
   flags->mesh.launch.Register(cmd);
   cmd->callback([flags, args, exit_code] {
@@ -158,7 +162,7 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
       const auto start = std::chrono::steady_clock::now();
       const std::vector<int64_t> out =
           GenerateTokens(forward, prompt, static_cast<int>(flags->tokens), flags->sampling,
-                         static_cast<uint64_t>(flags->seed), context);
+                         static_cast<uint64_t>(flags->seed), context, !flags->no_kv_cache);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (rank.rank != 0) return;
@@ -171,8 +175,9 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
         std::printf("%s\n", ids.c_str());
       }
       // On stderr: stdout holds the continuation alone.
-      std::fprintf(stderr, "generated %zu tokens in %.2f s: %.1f tokens/s\n", out.size(), seconds,
-                   seconds > 0 ? static_cast<double>(out.size()) / seconds : 0.0);
+      std::fprintf(stderr, "generated %zu tokens in %.2f s: %.1f tokens/s (%s)\n", out.size(),
+                   seconds, seconds > 0 ? static_cast<double>(out.size()) / seconds : 0.0,
+                   flags->no_kv_cache ? "every window computed whole" : "key-value cache");
     });
   });
 }

@@ -62,7 +62,8 @@ TEST(CliTest, EvalIsExactOnAnyMeshAndReadsCheckpoints) {
 }
 
 // Greedy generation from token ids: the checkpoint and its fp32 export continue alike, on
-// one rank and on tp 2 x pp 2; sampling flags are checked; tokens/s goes to stderr.
+// one rank and on tp 2 x pp 2, with the key-value cache or without; sampling flags are
+// checked; tokens/s goes to stderr.
 TEST(CliTest, GenerateFromACheckpointOrAFolderWithTokenIds) {
   const std::string dir = ScratchWithCorpus("generate_ids");
   const Result train = Conveyor(
@@ -75,7 +76,11 @@ TEST(CliTest, GenerateFromACheckpointOrAFolderWithTokenIds) {
   const Result a = Conveyor("generate --checkpoint " + dir + "/ckpt " + ask);
   ASSERT_EQ(a.code, 0) << a.err;
   EXPECT_EQ(std::count(a.out.begin(), a.out.end(), ','), 4) << a.out;
-  EXPECT_NE(a.err.find("tokens/s"), std::string::npos) << a.err;
+  EXPECT_NE(a.err.find("tokens/s (key-value cache)"), std::string::npos) << a.err;
+  const Result whole = Conveyor("generate --checkpoint " + dir + "/ckpt --no-kv-cache " + ask);
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  EXPECT_EQ(whole.out, a.out);
+  EXPECT_NE(whole.err.find("every window computed whole"), std::string::npos) << whole.err;
   const Result b = Conveyor("generate --model " + dir + "/hf " + ask);
   ASSERT_EQ(b.code, 0) << b.err;
   EXPECT_EQ(b.out, a.out);

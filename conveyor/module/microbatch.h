@@ -30,6 +30,9 @@ struct MicroBatch {
   at::Tensor targets;           // (n, T) or (n,)
   at::Tensor attention_mask;    // (n, T) or undefined
   double loss_denominator = 1;  // counted targets in the whole batch
+  // Generation with a key-value cache (conveyor/nn/kv_cache.h): the position of inputs'
+  // first token, whose predecessors' keys and values the attention layers kept; -1: none.
+  int64_t cache_position = -1;
 
   int64_t size() const { return inputs.size(0); }
   int64_t seq_len() const { return inputs.dim() > 1 ? inputs.size(1) : 1; }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "conveyor/common/error.h"
+#include "conveyor/nn/kv_cache.h"
 #include "conveyor/nn/linear.h"
 #include "conveyor/nn/transformer.h"
 #include "conveyor/nn/vocab_parallel.h"
@@ -28,12 +29,14 @@ class Embedding : public Layer {
     wpe_ = NormalParam(gen, {c.max_seq_len, c.hidden}, kPositionInitStd);
   }
 
-  // ids (n, T) -> (n, T, C)
+  // ids (n, T) of the positions [p, p + T) (p = 0 but when generating with a cache) ->
+  // (n, T, C)
   at::Tensor Forward(const at::Tensor& ids, const MicroBatch& mb) override {
-    const int64_t t = ids.size(1);
-    CONVEYOR_CHECK(t <= config_.max_seq_len)
-        << "sequence length " << t << " exceeds the model's max_seq_len " << config_.max_seq_len;
-    return VocabParallelEmbedding(ids, wte_, config_.tp) + wpe_.narrow(0, 0, t).unsqueeze(0);
+    const int64_t t = ids.size(1), p = KvCache::FirstPosition(mb);
+    CONVEYOR_CHECK(p + t <= config_.max_seq_len)
+        << "sequence length " << p + t << " exceeds the model's max_seq_len "
+        << config_.max_seq_len;
+    return VocabParallelEmbedding(ids, wte_, config_.tp) + wpe_.narrow(0, p, t).unsqueeze(0);
   }
 
   NamedTensors NamedParameters() override { return {{kTokenEmbedding, wte_}, {"embed.wpe", wpe_}}; }
@@ -79,9 +82,9 @@ class Block : public Layer {
     // No key mask: a row is a whole window or, at the end of the held-out text, padding whose
     // targets are not counted; causal attention needs nothing more, and takes the fused
     // kernel where libtorch has one.
-    const at::Tensor out =
-        x + SelfAttention(h, {qkv_w_, qkv_b_, proj_w_, proj_b_}, config_.heads,
-                          /*causal=*/true, at::Tensor(), config_.recompute_attention, config_.tp);
+    const at::Tensor out = x + SelfAttention(h, {qkv_w_, qkv_b_, proj_w_, proj_b_}, config_.heads,
+                                             /*causal=*/true, at::Tensor(),
+                                             config_.recompute_attention, config_.tp, &cache_, mb);
     return out +
            Mlp(at::layer_norm(out, {c}, ln2_w_, ln2_b_), fc_w_, fc_b_, fc2_w_, fc2_b_, config_.tp);
   }
@@ -111,6 +114,7 @@ class Block : public Layer {
   at::Tensor ln2_w_, ln2_b_;    // (C), (C): layer norm before the MLP
   at::Tensor fc_w_, fc_b_;      // (4C/p, C), (4C/p): MLP up-projection
   at::Tensor fc2_w_, fc2_b_;    // (C, 4C/p), (C): MLP down-projection
+  KvCache cache_;               // keys and values while generating
 };
 
 class Head : public Layer {

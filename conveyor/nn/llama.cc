@@ -3,8 +3,10 @@
 #include <ATen/ATen.h>
 
 #include <string>
+#include <tuple>
 
 #include "conveyor/common/error.h"
+#include "conveyor/nn/kv_cache.h"
 #include "conveyor/nn/linear.h"
 #include "conveyor/nn/transformer.h"
 #include "conveyor/nn/vocab_parallel.h"
@@ -49,11 +51,12 @@ class LlamaEmbedding : public Layer {
   LlamaEmbedding(const LlamaConfig& c, uint64_t seed)
       : config_(c), weight_(NormalTensor(kEmbedding, {c.vocab, c.hidden}, seed, c)) {}
 
-  // ids (n, T) -> (n, T, C)
+  // ids (n, T) of the positions [p, p + T) (p = 0 but when generating with a cache) ->
+  // (n, T, C)
   at::Tensor Forward(const at::Tensor& ids, const MicroBatch& mb) override {
-    CONVEYOR_CHECK(ids.size(1) <= config_.max_seq_len)
-        << "sequence length " << ids.size(1) << " exceeds the model's max_seq_len "
-        << config_.max_seq_len;
+    const int64_t end = KvCache::FirstPosition(mb) + ids.size(1);
+    CONVEYOR_CHECK(end <= config_.max_seq_len)
+        << "sequence length " << end << " exceeds the model's max_seq_len " << config_.max_seq_len;
     return VocabParallelEmbedding(ids, weight_, config_.tp);
   }
 
@@ -89,7 +92,7 @@ class LlamaDecoderLayer : public Layer {
 
   // x (n, T, C) -> (n, T, C): pre-norm attention and MLP, both residual.
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
-    const at::Tensor out = x + Attention(RmsNorm(x, input_norm_, config_.rms_norm_eps));
+    const at::Tensor out = x + Attention(RmsNorm(x, input_norm_, config_.rms_norm_eps), mb);
     const at::Tensor h =
         CopyToTensorParallel(RmsNorm(out, mlp_norm_, config_.rms_norm_eps), config_.tp);
     const at::Tensor units = at::silu(Linear(h, gate_, {})) * Linear(h, up_, {});  // (n, T, F/p)
@@ -116,8 +119,9 @@ class LlamaDecoderLayer : public Layer {
 
  private:
   // h (n, T, C), normalised -> (n, T, C): causal grouped-query attention of this rank's
-  // heads, the output projection summed over the TP group.
-  at::Tensor Attention(const at::Tensor& h) {
+  // heads, the output projection summed over the TP group; through the cache when mb
+  // generates with one.
+  at::Tensor Attention(const at::Tensor& h, const MicroBatch& mb) {
     const int64_t n = h.size(0), t = h.size(1), d = config_.hidden / config_.heads;
     const int64_t heads = config_.heads / config_.tp.size;
     const int64_t kv_heads = config_.kv_heads / config_.tp.size;
@@ -125,15 +129,17 @@ class LlamaDecoderLayer : public Layer {
     auto project = [&](const at::Tensor& w, int64_t count) {  // (n, count, T, d)
       return Linear(x, w, {}).view({n, t, count, d}).transpose(1, 2);
     };
-    const at::Tensor q = RotaryEmbedding(project(q_, heads), config_.rope_theta);
-    at::Tensor k = RotaryEmbedding(project(k_, kv_heads), config_.rope_theta);
+    const int64_t first = KvCache::FirstPosition(mb);
+    const at::Tensor q = RotaryEmbedding(project(q_, heads), config_.rope_theta, first);
+    at::Tensor k = RotaryEmbedding(project(k_, kv_heads), config_.rope_theta, first);
     at::Tensor v = project(v_, kv_heads);
+    std::tie(k, v) = cache_.Extend(mb, k, v);  // (n, KV/p, p + T, d) with a cache
     if (kv_heads != heads) {  // each key-value head serves heads / kv_heads query heads
       k = k.repeat_interleave(heads / kv_heads, 1);
       v = v.repeat_interleave(heads / kv_heads, 1);
     }
     const at::Tensor y =  // (n, T, H d/p)
-        AttentionHeads(q, k, v, /*causal=*/true, at::Tensor(), config_.recompute_attention)
+        AttentionHeads(q, k, v, KvCache::Causal(mb), at::Tensor(), config_.recompute_attention)
             .transpose(1, 2)
             .reshape({n, t, heads * d});
     return RowParallelLinear(y, o_, {}, config_.tp);
@@ -149,6 +155,7 @@ class LlamaDecoderLayer : public Layer {
   at::Tensor mlp_norm_;    // (C)
   at::Tensor gate_, up_;   // (F/p, C)
   at::Tensor down_;        // (C, F/p)
+  KvCache cache_;          // keys and values while generating
 };
 
 class LlamaHead : public Layer {
@@ -198,13 +205,14 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   return weight * normed.to(x.scalar_type());
 }
 
-at::Tensor RotaryEmbedding(const at::Tensor& x, double theta) {
+at::Tensor RotaryEmbedding(const at::Tensor& x, double theta, int64_t first_position) {
   const int64_t t = x.size(2), d = x.size(3), half = d / 2;
   const at::TensorOptions fp32 = x.options().dtype(at::kFloat);
   // Angles (T, d): position times theta^(-2j/d), the d/2 frequencies twice.
   const at::Tensor inv_freq = 1.0 / at::pow(theta, at::arange(0, d, 2, fp32) / d);  // (d/2)
-  const at::Tensor angles = at::outer(at::arange(t, fp32), inv_freq);               // (T, d/2)
-  const at::Tensor both = at::cat({angles, angles}, -1);                            // (T, d)
+  const at::Tensor positions = at::arange(first_position, first_position + t, fp32);
+  const at::Tensor angles = at::outer(positions, inv_freq);  // (T, d/2)
+  const at::Tensor both = at::cat({angles, angles}, -1);     // (T, d)
   const at::Tensor cos = both.cos().to(x.scalar_type()), sin = both.sin().to(x.scalar_type());
   const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   return x * cos + rotated * sin;

@@ -80,8 +80,9 @@ ParameterShapes LlamaParameterShapes(const LlamaConfig& config);
 // x's dtype, times weight. x (..., C), weight (C).
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
-// x (n, heads, T, d) rotated by its positions 0..T-1 (rotate-half, above).
-at::Tensor RotaryEmbedding(const at::Tensor& x, double theta);
+// x (n, heads, T, d) rotated by its positions first_position .. first_position + T - 1
+// (rotate-half, above).
+at::Tensor RotaryEmbedding(const at::Tensor& x, double theta, int64_t first_position = 0);
 
 }  // namespace conveyor
 

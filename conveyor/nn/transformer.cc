@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <tuple>
 
 #include "conveyor/common/error.h"
 #include "conveyor/device/compute_precision.h"
@@ -119,7 +120,7 @@ at::Tensor AttentionHeads(const at::Tensor& q, const at::Tensor& k, const at::Te
 
 at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t heads, bool causal,
                          const at::Tensor& key_mask, bool recompute_scores,
-                         const TensorParallel& tp) {
+                         const TensorParallel& tp, KvCache* cache, const MicroBatch& mb) {
   const int64_t n = x.size(0), t = x.size(1), d = x.size(2) / heads;
   const int64_t local_heads = heads / tp.size, c = local_heads * d;        // c = C/p
   at::Tensor qkv = Linear(CopyToTensorParallel(x, tp), w.qkv_w, w.qkv_b);  // (n, T, 3C/p)
@@ -127,6 +128,11 @@ at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t
     return qkv.narrow(2, i * c, c).reshape({n, t, local_heads, d}).transpose(1, 2);
   };
   at::Tensor q = split(0), k = split(1), v = split(2);
+  if (mb.cache_position >= 0) {
+    CONVEYOR_ASSERT(cache != nullptr) << "a cached forward through attention without a cache";
+    std::tie(k, v) = cache->Extend(mb, k, v);
+    causal = causal && KvCache::Causal(mb);
+  }
   CONVEYOR_CHECK(!key_mask.defined() ||
                  (key_mask.dim() == 2 && key_mask.size(0) == n && key_mask.size(1) == t))
       << "attention mask of shape " << key_mask.sizes() << " does not match the input's (n, T) = ("

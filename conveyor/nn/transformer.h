@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "conveyor/module/microbatch.h"
+#include "conveyor/nn/kv_cache.h"
 #include "conveyor/nn/tensor_parallel.h"
 
 namespace conveyor {
@@ -38,10 +40,13 @@ struct AttentionWeights {
 // backward: it computes them again from q, k, v (selective activation recomputation; the
 // same gradients). Throws UserError when key_mask is defined and not of shape (n, T).
 // `heads` is the model's head count H; under TP this rank computes H / p of them (the QKV
-// projection column-parallel, the output projection row-parallel).
+// projection column-parallel, the output projection row-parallel). Generation: with
+// mb.cache_position >= 0, keys and values go through `cache` (not null then) as
+// conveyor/nn/kv_cache.h says, and x holds the tokens from that position on.
 at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t heads, bool causal,
                          const at::Tensor& key_mask, bool recompute_scores = false,
-                         const TensorParallel& tp = {});
+                         const TensorParallel& tp = {}, KvCache* cache = nullptr,
+                         const MicroBatch& mb = MicroBatch{});
 
 // The attention of SelfAttention on heads already projected: q (n, H, T, d), k and v
 // (n, H, T, d) -> (n, H, T, d), keys allowed as SelfAttention says, `recompute_scores` as

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -13,9 +14,11 @@
 namespace conveyor {
 namespace {
 
-// The next token after each sample of `inputs` (n, T), the same on every rank.
-at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, const Sampling& sampling,
-                      uint64_t seed) {
+// The next token after each sample of `inputs` (n, T), the tokens from `cache_position` on
+// (MicroBatch::cache_position), the same on every rank; drawn with the generator of (seed,
+// window), window the length of the sequence the model sees.
+at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, int64_t cache_position,
+                      int64_t window, const Sampling& sampling, uint64_t seed) {
   // Two directions need two micro-batches: the second carries a copy, its result unused.
   const int m = forward.model().program().layout.directions();
   const c10::Device device = forward.model().device();
@@ -23,6 +26,7 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, const 
   for (int i = 0; i < m; ++i) {
     mbs[i].index = i;
     mbs[i].inputs = inputs.to(device);
+    mbs[i].cache_position = cache_position;
   }
   const Executor::Inference result = forward.Run(mbs);
   at::Tensor tokens = at::zeros({inputs.size(0)}, at::TensorOptions(at::kLong).device(device));
@@ -32,8 +36,7 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, const 
     // Under tensor parallelism each rank holds a slice of the vocabulary: gather it whole.
     const TensorParallel& tp = forward.model().tensor_parallel();
     if (tp.size > 1) logits = GatherShards(logits, TensorParallelSplit{1, 1}, tp);  // (n, V)
-    tokens =
-        SampleTokens(logits, sampling, LayerInitGenerator(seed, static_cast<int>(inputs.size(1))));
+    tokens = SampleTokens(logits, sampling, LayerInitGenerator(seed, static_cast<int>(window)));
   }
   // The rank of the last stage of micro-batch 0's pipeline sampled them; the others get them.
   Transport* pipeline = forward.model().pipeline_group();
@@ -78,7 +81,7 @@ at::Tensor SampleTokens(const at::Tensor& logits, const Sampling& sampling, at::
 
 std::vector<int64_t> GenerateTokens(ForwardPipeline& forward, std::vector<int64_t> prompt,
                                     int tokens, const Sampling& sampling, uint64_t seed,
-                                    int context) {
+                                    int context, bool kv_cache) {
   CONVEYOR_CHECK(tokens >= 0) << "tokens must be >= 0, got " << tokens;
   CONVEYOR_CHECK(context >= 1) << "context must be at least 1, got " << context;
   CONVEYOR_CHECK(!prompt.empty()) << "the prompt has no token";
@@ -88,12 +91,24 @@ std::vector<int64_t> GenerateTokens(ForwardPipeline& forward, std::vector<int64_
   const bool samples = model.coords().dp == 0;
   std::vector<int64_t> out;
   if (samples) {
+    int64_t cached = 0;  // positions the attention layers' caches hold
     for (int k = 0; k < tokens; ++k) {
-      const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(prompt.size()) - context);
-      const at::Tensor window =
+      const int64_t length = static_cast<int64_t>(prompt.size());
+      // While the sequence fits the context: the prefill, then one token per step. Once it
+      // no longer does, the window slides and every position moves: no cache, the window
+      // computed whole.
+      int64_t start = std::max<int64_t>(0, length - context), position = -1;
+      if (kv_cache && length <= context) {
+        position = cached > 0 && cached == length - 1 ? cached : 0;
+        start = position;
+      }
+      const at::Tensor inputs =
           at::tensor(std::vector<int64_t>(prompt.begin() + start, prompt.end()), at::kLong)
               .unsqueeze(0);
-      const int64_t next = NextTokens(forward, window, sampling, seed + k)[0].item<int64_t>();
+      const int64_t window = std::min<int64_t>(length, context);
+      const int64_t next =
+          NextTokens(forward, inputs, position, window, sampling, seed + k)[0].item<int64_t>();
+      cached = position >= 0 ? length : 0;
       prompt.push_back(next);
       out.push_back(next);
     }

@@ -28,8 +28,8 @@ struct Sampling {
   double top_p = 1;
 };
 
-// Checks `sampling` (UserError naming the flag and the value): temperature 0 or within [0.001, 100] (below
-// that the scaled logits overflow a float), top_k >= 0, top_p in (0, 1].
+// Checks `sampling` (UserError naming the flag and the value): temperature 0 or within [0.001, 100]
+// (below that the scaled logits overflow a float), top_k >= 0, top_p in (0, 1].
 void CheckSampling(const Sampling& sampling);
 
 // One token per row of `logits` (n, V), drawn as `sampling` says with `gen` (CPU), (n) int64
@@ -39,19 +39,23 @@ at::Tensor SampleTokens(const at::Tensor& logits, const Sampling& sampling, at::
 // GenerateTokens over token ids: appends `tokens` ids to `prompt` (non-empty, each within the
 // model's vocabulary), the k-th drawn with a generator from (seed + k, window length);
 // returns the continuation alone, the same on every rank. As Generate below otherwise.
+// With `kv_cache`, while the sequence fits `context` each stage's attention layers keep
+// their keys and values (conveyor/nn/kv_cache.h): the prompt is run once, then one token
+// per step; past the context every step computes the window whole, as without it. The
+// tokens are those of recomputation (up to floating-point rounding).
 std::vector<int64_t> GenerateTokens(ForwardPipeline& forward, std::vector<int64_t> prompt,
                                     int tokens, const Sampling& sampling, uint64_t seed,
-                                    int context);
+                                    int context, bool kv_cache = true);
 
 // Appends `tokens` bytes to `prompt` (empty: starts from a newline), each the next token
 // after the last `context` bytes: the last position's logits sampled at `temperature` (0 =
 // greedy) with a generator drawn from (seed + k, window length) for the k-th byte. Every
 // byte is a run of `forward` with one micro-batch per pipeline direction (the second
 // direction's a copy, its result unused), so `forward` builds its program once for all of
-// them. On a mesh the ranks of data-parallel replica 0 compute the text (all of them: TP
-// layers are collective) and broadcast it over the world; the other replicas only receive
-// it. UserError unless tokens >= 0 and context >= 1. Collective over the model's world;
-// every rank returns the same text (the continuation only).
+// them; through the key-value cache as GenerateTokens says. On a mesh the ranks of data-parallel
+// replica 0 compute the text (all of them: TP layers are collective) and broadcast it over the
+// world; the other replicas only receive it. UserError unless tokens >= 0 and context >= 1.
+// Collective over the model's world; every rank returns the same text (the continuation only).
 std::string Generate(ForwardPipeline& forward, const std::string& prompt, int tokens,
                      double temperature, uint64_t seed, int context);
 

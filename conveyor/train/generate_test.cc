@@ -113,6 +113,42 @@ TEST_F(GenerateTest, SamplingIsRepeatableAndBuildsOneProgram) {
   EXPECT_EQ(built[1], 1);
 }
 
+// The key-value cache gives the tokens of recomputing the window at every step: greedy and
+// sampled, a GPT and a Llama, on pipelines of every kind of layout, before and after the
+// sequence outgrows the context (from there on no cache).
+TEST_F(GenerateTest, TheCacheGivesTheTokensOfRecomputation) {
+  struct Run {
+    int tp, pp;
+    const char* schedule;
+  };
+  for (TrainConfig c : {TinyGpt(), TinyLlama()}) {
+    for (const Run& run : {Run{1, 1, "1f1b"}, Run{1, 2, "1f1b"}, Run{1, 2, "dualpipe-v"},
+                           Run{2, 2, "interleaved-1f1b"}}) {
+      c.tp = run.tp;
+      c.pp = run.pp;
+      c.schedule = run.schedule;
+      for (const double temperature : {0.0, 0.8}) {
+        Sampling sampling;
+        sampling.temperature = temperature;
+        std::vector<std::vector<int64_t>> cached(run.tp * run.pp), recomputed(run.tp * run.pp);
+        OnEveryRank(c, [&](Trainer& t) {
+          ForwardPipeline forward(t.model());
+          const int r = t.model().rank();
+          // 3 prompt tokens + 12 > a context of 10: the last 5 steps slide the window.
+          cached[r] = GenerateTokens(forward, {5, 9, 2}, 12, sampling, 4, 10, true);
+          recomputed[r] = GenerateTokens(forward, {5, 9, 2}, 12, sampling, 4, 10, false);
+        });
+        const std::string what = std::string(ModelKindName(c.model)) + " tp " +
+                                 std::to_string(run.tp) + " x pp " + std::to_string(run.pp) + " " +
+                                 run.schedule + " at temperature " + std::to_string(temperature);
+        EXPECT_EQ(cached[0].size(), 12u) << what;
+        EXPECT_EQ(cached[0], recomputed[0]) << what;
+        for (const auto& tokens : cached) EXPECT_EQ(tokens, cached[0]) << what;
+      }
+    }
+  }
+}
+
 TEST_F(GenerateTest, RefusesNegativeTokensAndAnEmptyContext) {
   OnEveryRank(TinyGpt(), [&](Trainer& t) {
     ForwardPipeline forward(t.model());
