@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""conveyor's GPT trained with torch.distributed.pipelining, one process per rank.
+"""conveyor's GPT or Llama trained with torch.distributed.pipelining, one process per rank.
 
 The PyTorch side of the conveyor-vs-PyTorch comparison (bench/peer/compare). It runs inside
 the Debian 13 root that bench/peer/setup builds (python3-torch 2.6) and rebuilds, in
@@ -11,6 +11,11 @@ PyTorch's own pipelining library, the job `conveyor train` runs:
           4x MLP with exact GELU, residual), final LayerNorm, LM head without bias. The
           initial weights are drawn like conveyor's (one CPU generator per layer, seeded
           with SplitMix64 of (seed, layer), the same normal draws in the same order).
+          --model llama: conveyor/nn/llama.cc (RMSNorm in fp32, q/k/v/o without bias,
+          rotate-half rotary embeddings, key-value heads repeated per group, causal
+          scaled_dot_product_attention, SwiGLU MLP, untied head), each weight drawn N(0,
+          0.02) from its own generator seeded by SplitMix64 over (seed, its Hugging Face
+          name), as conveyor's TensorInitGenerator does; norms 1.
   loss    cross-entropy summed over a micro-batch, divided by the tokens of the whole batch,
           so the micro-batch losses add up to the batch's mean (conveyor's loss_denominator).
   data    conveyor/data: the fortune files' documents (--data; regular files that are not
@@ -98,6 +103,11 @@ def parse_args(argv):
     )
     p.add_argument("--schedule", default="1f1b", choices=sorted(SCHEDULES))
     p.add_argument("--pp", type=int, default=4, help="ranks (processes)")
+    p.add_argument("--model", default="gpt", choices=["gpt", "llama"])
+    p.add_argument("--kv-heads", type=int, default=0, help="llama: key-value heads (0 = heads)")
+    p.add_argument("--intermediate", type=int, default=0,
+                   help="llama: MLP units (0 = 8/3 hidden rounded up to a multiple of 8)")
+    p.add_argument("--rope-theta", type=float, default=10000.0)
     p.add_argument("--layers", type=int, default=4, help="transformer blocks")
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
@@ -135,6 +145,10 @@ def parse_args(argv):
         problems.append("--layers, --hidden, --heads and --seq-len must be at least 1")
     elif a.hidden % a.heads:
         problems.append(f"--hidden ({a.hidden}) must be a multiple of --heads ({a.heads})")
+    a.kv_heads = a.kv_heads or a.heads
+    a.intermediate = a.intermediate or (8 * a.hidden // 3 + 7) // 8 * 8
+    if a.heads % a.kv_heads:
+        problems.append(f"--kv-heads ({a.kv_heads}) must divide --heads ({a.heads})")
     if a.microbatches < 1 or a.batch_size < a.microbatches:
         problems.append(f"--batch-size ({a.batch_size}) must be at least --microbatches "
                         f"({a.microbatches}) >= 1")
@@ -326,9 +340,26 @@ def partition_evenly(n, stages):
     return ranges
 
 
+def tensor_seed(seed, name):
+    """The seed conveyor's TensorInitGenerator gives the CPU generator of tensor `name`."""
+    def mix(x):
+        z = x & MASK64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return z ^ (z >> 31)
+    state = mix(seed * 0x9E3779B97F4A7C15 + 1)
+    for byte in name.encode():
+        state = mix(state * 0x9E3779B97F4A7C15 + byte + 1)
+    return state
+
+
 def layer_params(a):
     """Parameters of each entry: embedding, blocks, head."""
     c = a.hidden
+    if a.model == "llama":
+        kv = a.kv_heads * (c // a.heads)
+        block = 2 * c + 2 * c * c + 2 * c * kv + 3 * c * a.intermediate
+        return [VOCAB * c] + [block] * a.layers + [c + VOCAB * c]
     embedding = VOCAB * c + a.seq_len * c
     block = 12 * c * c + 13 * c
     head = 2 * c + VOCAB * c
@@ -428,19 +459,84 @@ def build_layer_classes():
         def forward(self, x):
             return F.linear(F.layer_norm(x, (x.shape[-1],), self.ln_w, self.ln_b), self.lm_w)
 
+    def drawn(seed, name, shape):
+        g = torch.Generator()
+        g.manual_seed(tensor_seed(seed, name))
+        return normal(g, shape, 0.02)
+
+    def rms_norm(x, weight):  # (..., C), in fp32
+        x32 = x.float()
+        return weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-5)).to(x.dtype)
+
+    class LlamaEmbedding(nn.Module):
+        def __init__(self, a):
+            super().__init__()
+            self.weight = drawn(a.seed, "model.embed_tokens.weight", (VOCAB, a.hidden))
+
+        def forward(self, ids):  # (n, T) -> (n, T, C)
+            return F.embedding(ids, self.weight)
+
+    class LlamaLayer(nn.Module):
+        def __init__(self, a, i):
+            super().__init__()
+            c, d = a.hidden, a.hidden // a.heads
+            self.heads, self.kv_heads, self.d, self.theta = a.heads, a.kv_heads, d, a.rope_theta
+            p = f"model.layers.{i}."
+            self.input_norm = nn.Parameter(torch.ones(c))
+            self.q = drawn(a.seed, p + "self_attn.q_proj.weight", (c, c))
+            self.k = drawn(a.seed, p + "self_attn.k_proj.weight", (a.kv_heads * d, c))
+            self.v = drawn(a.seed, p + "self_attn.v_proj.weight", (a.kv_heads * d, c))
+            self.o = drawn(a.seed, p + "self_attn.o_proj.weight", (c, c))
+            self.mlp_norm = nn.Parameter(torch.ones(c))
+            self.gate = drawn(a.seed, p + "mlp.gate_proj.weight", (a.intermediate, c))
+            self.up = drawn(a.seed, p + "mlp.up_proj.weight", (a.intermediate, c))
+            self.down = drawn(a.seed, p + "mlp.down_proj.weight", (c, a.intermediate))
+
+        def rotate(self, x):  # (n, heads, T, d): pair (j, j + d/2) turned by t theta^(-2j/d)
+            t, d = x.shape[2], self.d
+            inv_freq = 1.0 / self.theta ** (torch.arange(0, d, 2).float() / d)
+            angles = torch.outer(torch.arange(t).float(), inv_freq)
+            angles = torch.cat([angles, angles], dim=-1)  # (T, d)
+            rotated = torch.cat([-x[..., d // 2:], x[..., : d // 2]], dim=-1)
+            return x * angles.cos() + rotated * angles.sin()
+
+        def forward(self, x):  # (n, T, C) -> (n, T, C)
+            n, t, c = x.shape
+            h = rms_norm(x, self.input_norm)
+            q = self.rotate(F.linear(h, self.q).view(n, t, self.heads, self.d).transpose(1, 2))
+            k = self.rotate(F.linear(h, self.k).view(n, t, self.kv_heads, self.d).transpose(1, 2))
+            v = F.linear(h, self.v).view(n, t, self.kv_heads, self.d).transpose(1, 2)
+            group = self.heads // self.kv_heads
+            k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (n, H, T, d)
+            out = x + F.linear(y.transpose(1, 2).reshape(n, t, c), self.o)
+            h = rms_norm(out, self.mlp_norm)
+            return out + F.linear(F.silu(F.linear(h, self.gate)) * F.linear(h, self.up), self.down)
+
+    class LlamaHead(nn.Module):
+        def __init__(self, a):
+            super().__init__()
+            self.norm = nn.Parameter(torch.ones(a.hidden))
+            self.weight = drawn(a.seed, "lm_head.weight", (VOCAB, a.hidden))
+
+        def forward(self, x):  # (n, T, C) -> (n, T, V)
+            return F.linear(rms_norm(x, self.norm), self.weight)
+
     class StageModule(nn.Module):
         """Layers [begin, end) of the model, applied in order."""
 
         def __init__(self, a, begin, end):
             super().__init__()
+            first, block, last = ((LlamaEmbedding, LlamaLayer, LlamaHead) if a.model == "llama"
+                                  else (Embedding, Block, Head))
             layers = []
             for index in range(begin, end):
                 if index == 0:
-                    layers.append(Embedding(a))
+                    layers.append(first(a))
                 elif index == a.layers + 1:
-                    layers.append(Head(a))
+                    layers.append(last(a))
                 else:
-                    layers.append(Block(a, index - 1))
+                    layers.append(block(a, index - 1))
             self.layers = nn.ModuleList(layers)
 
         def forward(self, x):

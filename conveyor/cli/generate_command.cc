@@ -74,7 +74,8 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
       "continue a prompt with a language model (a checkpoint or a Hugging Face folder)");
   CLI::Option* checkpoint =
       cmd->add_option("--checkpoint", flags->checkpoint, "a checkpoint folder (or its parent)");
-  cmd->add_option("--model", flags->model, "a Hugging Face Llama folder")->excludes(checkpoint);
+  cmd->add_option("--model", flags->model, "a Hugging Face Llama or GPT-2 folder")
+      ->excludes(checkpoint);
   CLI::Option* prompt = cmd->add_option("--prompt", flags->prompt, "text to continue (bytes)");
   cmd->add_option("--prompt-tokens", flags->prompt_tokens,
                   "token ids to continue (\"1,2,3\"); the continuation is printed as ids")

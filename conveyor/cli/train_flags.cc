@@ -72,9 +72,10 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
       ->check(CLI::ExistingFile);
   std::string& model = flags.choices["--model"];
   flags.options.emplace_back(
-      cmd->add_option("--model", model,
-                      "gpt, llama, classifier, or a Hugging Face Llama folder (config.json and "
-                      "safetensors weights: the architecture and the initial weights)"),
+      cmd->add_option(
+          "--model", model,
+          "gpt, llama, classifier, or a Hugging Face Llama or GPT-2 folder (config.json and "
+          "safetensors weights: the architecture and the initial weights)"),
       [&model](TrainConfig& c) { SetModel(c, model, "--model"); });
   Flag(cmd, flags, "--layers", &TrainConfig::layers, "transformer blocks");
   Flag(cmd, flags, "--hidden", &TrainConfig::hidden, "model width");

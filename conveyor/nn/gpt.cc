@@ -85,8 +85,8 @@ class Block : public Layer {
     const at::Tensor out = x + SelfAttention(h, {qkv_w_, qkv_b_, proj_w_, proj_b_}, config_.heads,
                                              /*causal=*/true, at::Tensor(),
                                              config_.recompute_attention, config_.tp, &cache_, mb);
-    return out +
-           Mlp(at::layer_norm(out, {c}, ln2_w_, ln2_b_), fc_w_, fc_b_, fc2_w_, fc2_b_, config_.tp);
+    return out + Mlp(at::layer_norm(out, {c}, ln2_w_, ln2_b_), fc_w_, fc_b_, fc2_w_, fc2_b_,
+                     config_.tp, config_.gelu_tanh);
   }
 
   NamedTensors NamedParameters() override {
@@ -172,6 +172,31 @@ void CheckGptConfig(const GptConfig& c) {
   CONVEYOR_CHECK(c.vocab % c.tp.size == 0)
       << "the vocabulary of " << c.vocab << " tokens must divide by the tensor-parallel size ("
       << c.tp.size << "): the embedding and LM head are split by vocabulary rows";
+}
+
+std::vector<ParameterShapes> GptLayerShapes(const GptConfig& c) {
+  const int64_t h = c.hidden;
+  std::vector<ParameterShapes> layers;
+  layers.push_back({{kTokenEmbedding, {c.vocab, h}}, {"embed.wpe", {c.max_seq_len, h}}});
+  for (int i = 0; i < c.layers; ++i) {
+    const std::string p = "blocks." + std::to_string(i) + ".";
+    layers.push_back({{p + "ln1.weight", {h}},
+                      {p + "ln1.bias", {h}},
+                      {p + "attn.qkv.weight", {3 * h, h}},
+                      {p + "attn.qkv.bias", {3 * h}},
+                      {p + "attn.proj.weight", {h, h}},
+                      {p + "attn.proj.bias", {h}},
+                      {p + "ln2.weight", {h}},
+                      {p + "ln2.bias", {h}},
+                      {p + "mlp.fc.weight", {4 * h, h}},
+                      {p + "mlp.fc.bias", {4 * h}},
+                      {p + "mlp.proj.weight", {h, 4 * h}},
+                      {p + "mlp.proj.bias", {h}}});
+  }
+  layers.push_back({{"head.ln.weight", {h}},
+                    {"head.ln.bias", {h}},
+                    {c.tie_embeddings ? kTokenEmbedding : kLmHead, {c.vocab, h}}});
+  return layers;
 }
 
 LayerList BuildGpt(const GptConfig& config, uint64_t seed, int begin, int end) {

@@ -32,6 +32,8 @@ struct GptConfig {
   bool tie_embeddings = false;
   bool recompute_attention = false;  // selective recomputation of the attention scores
   TensorParallel tp;                 // p = tp.size must divide heads and vocab
+  // GPT-2's "gelu_new": the MLP's GELU in its tanh approximation; false: exact (erf).
+  bool gelu_tanh = false;
 };
 
 // Checks the config (UserError naming the bad value), tp included (CheckTensorParallel).
@@ -41,6 +43,10 @@ void CheckGptConfig(const GptConfig& config);
 // those with a global index in [begin, end) are built (end < 0: through the last), each as it
 // is in the whole model; precondition 0 <= begin <= end.
 LayerList BuildGpt(const GptConfig& config, uint64_t seed, int begin = 0, int end = -1);
+
+// For each of BuildGpt's layers, the name and full (unsharded) shape of its parameters,
+// without building them (a tied head lists the embedding's name again).
+std::vector<ParameterShapes> GptLayerShapes(const GptConfig& config);
 
 }  // namespace conveyor
 

@@ -46,10 +46,71 @@ std::map<std::string, std::string> ReadWeightMap(const std::string& path) {
   return files;
 }
 
+// GPT-2's name in a Hugging Face folder (without the prefix) of the GPT parameter `param`,
+// and whether the folder stores it transposed (Conv1D).
+std::pair<std::string, bool> Gpt2Name(const std::string& param) {
+  static const std::map<std::string, std::pair<std::string, bool>> kWhole = {
+      {"embed.wte", {"wte.weight", false}},
+      {"embed.wpe", {"wpe.weight", false}},
+      {"head.ln.weight", {"ln_f.weight", false}},
+      {"head.ln.bias", {"ln_f.bias", false}},
+      {"head.lm.weight", {"lm_head.weight", false}}};
+  static const std::map<std::string, std::pair<std::string, bool>> kBlock = {
+      {"ln1.weight", {"ln_1.weight", false}},
+      {"ln1.bias", {"ln_1.bias", false}},
+      {"attn.qkv.weight", {"attn.c_attn.weight", true}},
+      {"attn.qkv.bias", {"attn.c_attn.bias", false}},
+      {"attn.proj.weight", {"attn.c_proj.weight", true}},
+      {"attn.proj.bias", {"attn.c_proj.bias", false}},
+      {"ln2.weight", {"ln_2.weight", false}},
+      {"ln2.bias", {"ln_2.bias", false}},
+      {"mlp.fc.weight", {"mlp.c_fc.weight", true}},
+      {"mlp.fc.bias", {"mlp.c_fc.bias", false}},
+      {"mlp.proj.weight", {"mlp.c_proj.weight", true}},
+      {"mlp.proj.bias", {"mlp.c_proj.bias", false}}};
+  if (kWhole.count(param)) return kWhole.at(param);
+  // "blocks.<i>.<rest>" -> "h.<i>.<hf rest>"
+  const size_t dot = param.find('.', 7);
+  CONVEYOR_ASSERT(param.rfind("blocks.", 0) == 0 && dot != std::string::npos &&
+                  kBlock.count(param.substr(dot + 1)))
+      << "no GPT-2 name for parameter '" << param << "'";
+  const auto& [name, transposed] = kBlock.at(param.substr(dot + 1));
+  return {"h." + param.substr(7, dot - 7) + "." + name, transposed};
+}
+
+// GPT-2's attention-mask buffers, which some files hold: not weights.
+bool IsGpt2Buffer(const std::string& name) {
+  auto ends_with = [&](const std::string& s) {
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  return ends_with(".attn.bias") || ends_with(".attn.masked_bias");
+}
+
 }  // namespace
 
+std::vector<HfTensor> HfTensors(const HfModelConfig& config, const std::string& gpt2_prefix) {
+  const bool gpt2 = config.type == "gpt2";
+  std::vector<HfTensor> tensors;
+  std::set<std::string> listed;  // a tied weight once
+  for (const ParameterShapes& layer :
+       gpt2 ? GptLayerShapes(config.gpt) : LlamaLayerShapes(config.llama)) {
+    for (const auto& [param, shape] : layer) {
+      if (!listed.insert(param).second) continue;
+      HfTensor t{param, param, shape, false};
+      if (gpt2) {
+        const auto [name, transposed] = Gpt2Name(param);
+        t.name = name == "lm_head.weight" ? name : gpt2_prefix + name;
+        t.transposed = transposed;
+        if (transposed) std::swap(t.shape[0], t.shape[1]);
+      }
+      tensors.push_back(std::move(t));
+    }
+  }
+  return tensors;
+}
+
 HfCheckpoint::HfCheckpoint(const std::string& dir)
-    : dir_(dir), config_(ReadHfLlamaConfig((fs::path(dir) / "config.json").string())) {
+    : dir_(dir), config_(ReadHfModelConfig((fs::path(dir) / "config.json").string())) {
   const std::string where = "model folder " + dir + ": ";
   // tensor -> the file that must hold it
   std::map<std::string, std::string> wanted;
@@ -79,7 +140,13 @@ HfCheckpoint::HfCheckpoint(const std::string& dir)
           << where << "tensor '" << tensor << "' is in two files";
     }
   }
-  const auto shapes = LlamaParameterShapes(config_);
+  // GPT2LMHeadModel saves "transformer.wte.weight", GPT2Model "wte.weight".
+  const bool bare = config_.type == "gpt2" && file_of_.count("wte.weight");
+  std::map<std::string, std::vector<int64_t>> shapes;  // by name in the folder
+  for (HfTensor& t : HfTensors(config_, bare ? "" : "transformer.")) {
+    shapes[t.name] = t.shape;
+    tensors_.emplace(t.param, std::move(t));
+  }
   for (const auto& [tensor, shape] : shapes) {
     const auto it = file_of_.find(tensor);
     CONVEYOR_CHECK(it != file_of_.end()) << where << "lacks tensor '" << tensor << "'";
@@ -93,11 +160,13 @@ HfCheckpoint::HfCheckpoint(const std::string& dir)
         << "; a weight must be F32, BF16 or F16";
   }
   for (const auto& [tensor, file] : file_of_) {
-    CONVEYOR_CHECK(shapes.count(tensor))
+    CONVEYOR_CHECK(shapes.count(tensor) || (config_.type == "gpt2" && IsGpt2Buffer(tensor)))
         << where << fs::path(file->path()).filename().string() << " holds tensor '" << tensor
         << "', which the model config.json describes does not have"
-        << (config_.tie_embeddings && tensor == "lm_head.weight" ? " (its embeddings are tied)"
-                                                                 : "");
+        << ((config_.type == "gpt2" ? config_.gpt.tie_embeddings : config_.llama.tie_embeddings) &&
+                    tensor == "lm_head.weight"
+                ? " (its embeddings are tied)"
+                : "");
   }
   for (const auto& [tensor, file] : wanted) {
     CONVEYOR_CHECK(file_of_.count(tensor)) << where << kIndexFile << " places tensor '" << tensor
@@ -105,45 +174,50 @@ HfCheckpoint::HfCheckpoint(const std::string& dir)
   }
 }
 
-at::Tensor HfCheckpoint::Read(const std::string& name) {
-  const auto it = file_of_.find(name);
-  CONVEYOR_CHECK(it != file_of_.end())
-      << "model folder " << dir_ << " has no tensor '" << name << "'";
-  ++reads_;
-  return it->second->Read(name).to(at::kFloat);
+const HfTensor& HfCheckpoint::Find(const std::string& param) const {
+  const auto it = tensors_.find(param);
+  CONVEYOR_CHECK(it != tensors_.end())
+      << "model folder " << dir_ << " has no tensor for parameter '" << param << "'";
+  return it->second;
 }
 
-at::Tensor HfCheckpoint::ReadShard(const std::string& name, const TensorParallel& tp) {
-  const TensorParallelSplit split = TensorParallelSplitOf(name);
-  if (split.replicated() || tp.size == 1) return Read(name);
-  const auto it = file_of_.find(name);
-  CONVEYOR_CHECK(it != file_of_.end())
-      << "model folder " << dir_ << " has no tensor '" << name << "'";
-  const std::vector<int64_t>& shape = it->second->header().tensors.at(name).shape;
-  CONVEYOR_CHECK(split.dim < static_cast<int>(shape.size()) &&
-                 shape[split.dim] % (split.blocks * tp.size) == 0)
-      << "model folder " << dir_ << ": tensor '" << name << "' of shape " << at::IntArrayRef(shape)
-      << " does not split into " << tp.size << " tensor-parallel parts";
-  const int64_t block = shape[split.dim] / split.blocks, part = block / tp.size;
+at::Tensor HfCheckpoint::Read(const std::string& param) {
+  const HfTensor& t = Find(param);
+  ++reads_;
+  const at::Tensor stored = file_of_.at(t.name)->Read(t.name).to(at::kFloat);
+  return t.transposed ? stored.t().contiguous() : stored;
+}
+
+at::Tensor HfCheckpoint::ReadShard(const std::string& param, const TensorParallel& tp) {
+  const TensorParallelSplit split = TensorParallelSplitOf(param);
+  if (split.replicated() || tp.size == 1) return Read(param);
+  const HfTensor& t = Find(param);
+  // The split's dimension as stored: a transposed (2-D) tensor's other one.
+  const int dim = t.transposed ? 1 - split.dim : split.dim;
+  const std::vector<int64_t>& shape = t.shape;
+  CONVEYOR_CHECK(dim < static_cast<int>(shape.size()) && shape[dim] % (split.blocks * tp.size) == 0)
+      << "model folder " << dir_ << ": tensor '" << t.name << "' of shape "
+      << at::IntArrayRef(shape) << " does not split into " << tp.size << " tensor-parallel parts";
+  const int64_t block = shape[dim] / split.blocks, part = block / tp.size;
   std::vector<at::Tensor> parts;
   for (int b = 0; b < split.blocks; ++b) {
-    parts.push_back(it->second->ReadSlice(name, split.dim, b * block + tp.rank * part, part));
+    parts.push_back(file_of_.at(t.name)->ReadSlice(t.name, dim, b * block + tp.rank * part, part));
   }
   ++reads_;
-  return (parts.size() == 1 ? parts[0] : at::cat(parts, split.dim)).to(at::kFloat);
+  const at::Tensor stored = (parts.size() == 1 ? parts[0] : at::cat(parts, dim)).to(at::kFloat);
+  return t.transposed ? stored.t().contiguous() : stored;
 }
 
 void HfCheckpoint::LoadInto(const NamedTensors& params, const TensorParallel& tp) {
   // Every name and shard shape checked from the headers first: nothing changes on a refusal.
   for (const auto& [name, p] : params) {
-    const auto it = file_of_.find(name);
-    CONVEYOR_CHECK(it != file_of_.end())
-        << "model folder " << dir_ << " has no tensor '" << name << "' for this model";
-    std::vector<int64_t> shape = it->second->header().tensors.at(name).shape;
+    const HfTensor& t = Find(name);
+    std::vector<int64_t> shape = t.shape;
+    if (t.transposed) std::swap(shape[0], shape[1]);  // the parameter's layout
     const TensorParallelSplit split = TensorParallelSplitOf(name);
     if (!split.replicated() && tp.size > 1) shape[split.dim] /= tp.size;
     CONVEYOR_CHECK(at::IntArrayRef(shape) == p.sizes())
-        << "model folder " << dir_ << ": tensor '" << name << "' gives this rank a part of shape "
+        << "model folder " << dir_ << ": tensor '" << t.name << "' gives this rank a part of shape "
         << at::IntArrayRef(shape) << ", its parameter has shape " << p.sizes();
   }
   at::NoGradGuard no_grad;
@@ -151,7 +225,7 @@ void HfCheckpoint::LoadInto(const NamedTensors& params, const TensorParallel& tp
 }
 
 std::vector<std::string> WriteHfCheckpoint(
-    const std::string& dir, const LlamaConfig& config, const HfWriteOptions& options,
+    const std::string& dir, const HfModelConfig& config, const HfWriteOptions& options,
     const std::function<at::Tensor(const std::string&)>& tensor) {
   const at::ScalarType dtype = options.dtype;
   CONVEYOR_CHECK(dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf)
@@ -165,22 +239,18 @@ std::vector<std::string> WriteHfCheckpoint(
       << dir << " exists and is not an empty folder: nothing is written over it";
   // The files: consecutive tensors in model order while they fit.
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
-  std::vector<std::vector<std::pair<std::string, std::vector<int64_t>>>> files(1);
+  std::vector<std::vector<HfTensor>> files(1);
   int64_t file_bytes = 0, total_bytes = 0;
-  std::set<std::string> placed;  // a tied embedding once
-  for (const ParameterShapes& layer : LlamaLayerShapes(config)) {
-    for (const auto& [name, shape] : layer) {
-      if (!placed.insert(name).second) continue;
-      int64_t bytes = element;
-      for (int64_t d : shape) bytes *= d;
-      if (!files.back().empty() && file_bytes + bytes > options.shard_bytes) {
-        files.emplace_back();
-        file_bytes = 0;
-      }
-      files.back().emplace_back(name, shape);
-      file_bytes += bytes;
-      total_bytes += bytes;
+  for (HfTensor& t : HfTensors(config)) {
+    int64_t bytes = element;
+    for (int64_t d : t.shape) bytes *= d;
+    if (!files.back().empty() && file_bytes + bytes > options.shard_bytes) {
+      files.emplace_back();
+      file_bytes = 0;
     }
+    files.back().push_back(std::move(t));
+    file_bytes += bytes;
+    total_bytes += bytes;
   }
   const fs::path temp = target.string() + ".tmp";
   std::vector<std::string> names;
@@ -190,20 +260,21 @@ std::vector<std::string> WriteHfCheckpoint(
     const char* torch_dtype = dtype == at::kFloat      ? "float32"
                               : dtype == at::kBFloat16 ? "bfloat16"
                                                        : "float16";
-    WriteFileAtomically((temp / "config.json").string(), HfLlamaConfigJson(config, torch_dtype));
+    WriteFileAtomically((temp / "config.json").string(), HfModelConfigJson(config, torch_dtype));
     Json weight_map = Json::object();
     for (size_t f = 0; f < files.size(); ++f) {
       char name[64];
       std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", f + 1, files.size());
       names.push_back(files.size() == 1 ? kSingleFile : name);
       std::map<std::string, at::Tensor> tensors;
-      for (const auto& [tensor_name, shape] : files[f]) {
-        const at::Tensor t = tensor(tensor_name);
-        CONVEYOR_ASSERT(t.sizes() == at::IntArrayRef(shape))
-            << "tensor '" << tensor_name << "' has shape " << t.sizes() << ", the model "
-            << at::IntArrayRef(shape);
-        tensors[tensor_name] = t.to(dtype);
-        weight_map[tensor_name] = names.back();
+      for (const HfTensor& hf : files[f]) {
+        at::Tensor t = tensor(hf.param);
+        if (hf.transposed) t = t.t();
+        CONVEYOR_ASSERT(t.sizes() == at::IntArrayRef(hf.shape))
+            << "parameter '" << hf.param << "' has shape " << t.sizes() << ", the folder's '"
+            << hf.name << "' " << at::IntArrayRef(hf.shape);
+        tensors[hf.name] = t.to(dtype).contiguous();
+        weight_map[hf.name] = names.back();
       }
       SaveSafetensors((temp / names.back()).string(), tensors, {{"format", "pt"}});
     }

@@ -4,10 +4,14 @@
 //
 // Opening reads config.json and every weight file's header, never a tensor's data, and checks
 // before anything is loaded that the folder holds exactly the model config.json describes:
-// every tensor of LlamaParameterShapes present once, in the file the index names, of its
-// shape, stored as F32, BF16 or F16; no other tensor; no index entry naming a file that is not
-// there; no file whose header promises more bytes than it has (a truncated shard). Each
-// problem throws UserError naming the tensor and the file.
+// every tensor of HfTensors present once, in the file the index names, of its shape, stored
+// as F32, BF16 or F16; no other tensor (but GPT-2's attention-mask buffers, which are
+// skipped); no index entry naming a file that is not there; no file whose header promises
+// more bytes than it has (a truncated shard). Each problem throws UserError naming the
+// tensor and the file.
+//
+// Tensors are asked for by conveyor's parameter names (a Llama's are Hugging Face's; a
+// GPT-2's are conveyor's GPT's, its Conv1D weights transposed on the way).
 //
 // Read then reads one tensor alone (SafetensorsReader), ReadShard one tensor-parallel rank's
 // part of it alone: a rank loading its stages reads its part of their tensors and nothing
@@ -26,40 +30,60 @@
 #include <vector>
 
 #include "conveyor/module/stage_module.h"
-#include "conveyor/nn/llama.h"
+#include "conveyor/nn/hf_config.h"
 #include "conveyor/nn/safetensors.h"
 #include "conveyor/nn/tensor_parallel.h"
 
 namespace conveyor {
+
+// One tensor of a Hugging Face folder: the conveyor parameter it is, and its name and shape
+// in the folder, which stores it transposed against the parameter when `transposed` (GPT-2's
+// Conv1D weights are (in, out)).
+struct HfTensor {
+  std::string param;
+  std::string name;
+  std::vector<int64_t> shape;
+  bool transposed = false;
+};
+
+// The tensors of `config`'s model, in the model's order (embedding, layers, final norm,
+// head; a tied weight once). GPT-2's names but lm_head.weight carry `gpt2_prefix`
+// ("transformer." as GPT2LMHeadModel saves them; some files have none).
+std::vector<HfTensor> HfTensors(const HfModelConfig& config,
+                                const std::string& gpt2_prefix = "transformer.");
 
 class HfCheckpoint {
  public:
   // Opens the folder `dir` (checks above).
   explicit HfCheckpoint(const std::string& dir);
 
-  const LlamaConfig& config() const { return config_; }
+  const HfModelConfig& config() const { return config_; }
   // Tensors read so far (to show that a rank read only its own).
   int reads() const { return reads_; }
 
-  // The tensor `name` in fp32 (widened from BF16 / F16), read from its file alone.
-  // UserError when the model has no such tensor.
-  at::Tensor Read(const std::string& name);
+  // The parameter `param` in fp32 (widened from BF16 / F16), in the parameter's layout,
+  // read from its file alone. UserError when the model has no such parameter.
+  at::Tensor Read(const std::string& param);
 
-  // Tensor-parallel rank tp.rank's part of the tensor `name` (TensorParallelSplitOf) in fp32,
-  // reading that part's bytes alone; Read(name) when the tensor is replicated.
-  at::Tensor ReadShard(const std::string& name, const TensorParallel& tp);
+  // Tensor-parallel rank tp.rank's part of the parameter `param` (TensorParallelSplitOf) in
+  // fp32, reading that part's bytes alone; Read(param) when it is replicated.
+  at::Tensor ReadShard(const std::string& param, const TensorParallel& tp);
 
-  // Copies into each of `params` (a model's parameters, by Hugging Face name, as held by
-  // tensor-parallel rank tp.rank: TensorParallelSplitOf) its part of the checkpoint's tensor;
-  // nothing else is read. UserError for a name the checkpoint lacks or a shard of another
-  // shape; then no parameter has changed.
+  // Copies into each of `params` (a model's parameters, by name, as held by tensor-parallel
+  // rank tp.rank: TensorParallelSplitOf) its part of the checkpoint's tensor; nothing else
+  // is read. UserError for a name the checkpoint lacks or a shard of another shape; then no
+  // parameter has changed.
   void LoadInto(const NamedTensors& params, const TensorParallel& tp);
 
  private:
+  // The folder's tensor of `param`, and the file holding it; UserError when there is none.
+  const HfTensor& Find(const std::string& param) const;
+
   std::string dir_;
-  LlamaConfig config_;
+  HfModelConfig config_;
   std::vector<SafetensorsReader> files_;
   std::map<std::string, SafetensorsReader*> file_of_;  // tensor name -> its file
+  std::map<std::string, HfTensor> tensors_;            // by parameter name
   int reads_ = 0;
 };
 
@@ -68,9 +92,9 @@ struct HfWriteOptions {
   int64_t shard_bytes = 5'000'000'000;  // most bytes of tensor data in one file
 };
 
-// Writes the Hugging Face folder `dir` for `config`: config.json (HfLlamaConfigJson) and
-// every tensor of LlamaParameterShapes, asked of `tensor(name)` one at a time (fp32, full
-// shape) and stored as options.dtype, in the model's order (embedding, layers, norm, head), in
+// Writes the Hugging Face folder `dir` for `config`: config.json (HfModelConfigJson) and
+// every tensor of HfTensors, asked of `tensor(param)` one at a time (fp32, the parameter's
+// full shape) and stored as options.dtype, in the model's order, in
 // files of at most options.shard_bytes of data (a larger tensor alone in its file):
 // model.safetensors when one file holds them all, else model-0000i-of-0000n.safetensors and
 // model.safetensors.index.json ({"metadata": {"total_size"}, "weight_map"}). Holds one
@@ -78,7 +102,7 @@ struct HfWriteOptions {
 // the files are written into dir + ".tmp", renamed to `dir` once all are complete, so a
 // failure leaves nothing at `dir`. Returns the weight files' names.
 std::vector<std::string> WriteHfCheckpoint(
-    const std::string& dir, const LlamaConfig& config, const HfWriteOptions& options,
+    const std::string& dir, const HfModelConfig& config, const HfWriteOptions& options,
     const std::function<at::Tensor(const std::string&)>& tensor);
 
 }  // namespace conveyor

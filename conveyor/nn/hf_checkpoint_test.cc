@@ -10,7 +10,9 @@
 #include <string>
 
 #include "conveyor/common/error.h"
+#include "conveyor/nn/gpt.h"
 #include "conveyor/nn/hf_checkpoint_testing.h"
+#include "conveyor/nn/safetensors.h"
 
 namespace conveyor {
 namespace {
@@ -68,8 +70,8 @@ TEST_F(HfCheckpointTest, ReadsEveryTensorFromOneFileOrShards) {
       SCOPED_TRACE(std::string(shards ? "shards, " : "one file, ") + c10::toString(dtype));
       Write(c, weights, dtype, shards);
       HfCheckpoint checkpoint(dir_);
-      EXPECT_EQ(checkpoint.config().kv_heads, 2);
-      EXPECT_EQ(checkpoint.config().layers, 2);
+      EXPECT_EQ(checkpoint.config().llama.kv_heads, 2);
+      EXPECT_EQ(checkpoint.config().llama.layers, 2);
       for (const auto& [name, t] : weights) {
         const at::Tensor got = checkpoint.Read(name);
         EXPECT_EQ(got.scalar_type(), at::kFloat);
@@ -156,6 +158,39 @@ TEST_F(HfCheckpointTest, RefusesABrokenIndexOrATruncatedShard) {
   ExpectRefused({"model-00002-of-00002.safetensors", "not in the folder"});
   fs::remove(dir_ + "/model.safetensors.index.json");
   ExpectRefused({"neither model.safetensors nor model.safetensors.index.json"});
+}
+
+// A GPT-2 saved without the "transformer." prefix (as GPT2Model saves it) and holding the
+// attention-mask buffers of older files opens, and reads as the one conveyor wrote; another
+// unexpected tensor is still refused.
+TEST_F(HfCheckpointTest, AGpt2WithoutPrefixOrWithMaskBuffersOpens) {
+  HfModelConfig config;
+  config.type = "gpt2";
+  config.gpt.hidden = 16;
+  config.gpt.heads = 2;
+  config.gpt.layers = 2;
+  config.gpt.max_seq_len = 8;
+  config.gpt.vocab = 30;
+  config.gpt.tie_embeddings = true;
+  std::map<std::string, at::Tensor> weights;
+  for (const ParameterShapes& layer : GptLayerShapes(config.gpt)) {
+    for (const auto& [name, shape] : layer) weights[name] = at::randn(shape);
+  }
+  fs::remove_all(dir_);
+  WriteHfCheckpoint(dir_, config, {}, [&](const std::string& name) { return weights.at(name); });
+  std::map<std::string, at::Tensor> bare;
+  for (auto& [name, t] : LoadSafetensors(dir_ + "/model.safetensors").tensors) {
+    ASSERT_EQ(name.rfind("transformer.", 0), 0u) << name;
+    bare[name.substr(12)] = t;
+  }
+  bare["h.0.attn.bias"] = at::ones({1, 1, 8, 8});
+  bare["h.1.attn.masked_bias"] = at::full({}, -1e4);
+  SaveSafetensors(dir_ + "/model.safetensors", bare);
+  HfCheckpoint checkpoint(dir_);
+  for (const auto& [name, t] : weights) EXPECT_TRUE(at::equal(checkpoint.Read(name), t)) << name;
+  bare["h.0.attn.extra"] = at::ones({2});
+  SaveSafetensors(dir_ + "/model.safetensors", bare);
+  ExpectRefused({"h.0.attn.extra", "does not have"});
 }
 
 }  // namespace

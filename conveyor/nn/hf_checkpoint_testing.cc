@@ -44,10 +44,11 @@ bool PythonHasTorch() {
   return std::system((std::string(kPython) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
 }
 
-at::Tensor ReferenceLlamaLogits(const std::string& dir, const at::Tensor& ids) {
+at::Tensor ReferenceLogits(const std::string& dir, const at::Tensor& ids) {
   SaveSafetensors(dir + "/ids.safetensors", {{"ids", ids}});
+  const std::string script = ReadHfModelConfig(dir + "/config.json").type + ".py ";
   const std::string command =
-      std::string(kPython) + " " CONVEYOR_TESTDATA_DIR "/reference/llama.py " + dir + " 2>&1";
+      std::string(kPython) + " " CONVEYOR_TESTDATA_DIR "/reference/" + script + dir + " 2>&1";
   if (std::system(command.c_str()) != 0) {
     ADD_FAILURE() << command << " failed";
     return {};

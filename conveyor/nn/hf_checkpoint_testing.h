@@ -23,10 +23,11 @@ void WriteHfLlamaFolder(const std::string& dir, const LlamaConfig& config,
 // whichever python3 comes first on PATH) can import torch: the reference tests skip without.
 bool PythonHasTorch();
 
-// Runs the plain-PyTorch Llama (testdata/reference/llama.py) on the folder `dir` (a Hugging
-// Face Llama folder holding ids.safetensors: "ids" (n, T) int64) and returns its logits,
-// (n, T, V) fp32. Fails the test (and returns an undefined tensor) when the script fails.
-at::Tensor ReferenceLlamaLogits(const std::string& dir, const at::Tensor& ids);
+// Runs the plain-PyTorch model of the folder `dir`'s architecture (testdata/reference/
+// llama.py or gpt2.py) on ids (n, T) int64 (written to dir/ids.safetensors) and returns its
+// logits, (n, T, V) fp32. Fails the test (and returns an undefined tensor) when the script
+// fails.
+at::Tensor ReferenceLogits(const std::string& dir, const at::Tensor& ids);
 
 // The parameters of BuildLlama(config, seed), by name, detached.
 std::map<std::string, at::Tensor> LlamaWeights(const LlamaConfig& config, uint64_t seed);

@@ -73,6 +73,9 @@ class Fields {
                           << " is not supported (" << why << ")";
   }
 
+  // A field read and deliberately not applied.
+  void Ignore(const std::string& key) { read_.insert(key); }
+
   // Every field was read, checked or is known to change nothing.
   void RefuseTheRest() const {
     for (const auto& [key, value] : json_.items()) {
@@ -88,9 +91,7 @@ class Fields {
   std::set<std::string> read_;
 };
 
-}  // namespace
-
-LlamaConfig ParseHfLlamaConfig(const std::string& text, const std::string& path) {
+Json ParseObject(const std::string& text, const std::string& path) {
   Json json;
   try {
     json = Json::parse(text);
@@ -98,9 +99,39 @@ LlamaConfig ParseHfLlamaConfig(const std::string& text, const std::string& path)
     CONVEYOR_CHECK(false) << path << ": not JSON: " << e.what();
   }
   CONVEYOR_CHECK(json.is_object()) << path << ": not a JSON object";
-  const std::string type = json.contains("model_type") && json["model_type"].is_string()
-                               ? json["model_type"].get<std::string>()
-                               : std::string();
+  return json;
+}
+
+std::string ModelType(const Json& json) {
+  return json.contains("model_type") && json["model_type"].is_string()
+             ? json["model_type"].get<std::string>()
+             : std::string();
+}
+
+// The model's config.json checked by `check` (CheckLlamaConfig, CheckGptConfig), its
+// UserError naming the file.
+template <typename Config>
+void CheckIn(const std::string& path, const Config& config, void (*check)(const Config&)) {
+  try {
+    check(config);
+  } catch (const UserError& e) {
+    CONVEYOR_CHECK(false) << path << ": " << e.what();
+  }
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  CONVEYOR_CHECK(in.good()) << "cannot read " << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+LlamaConfig ParseHfLlamaConfig(const std::string& text, const std::string& path) {
+  const Json json = ParseObject(text, path);
+  const std::string type = ModelType(json);
   CONVEYOR_CHECK(type == "llama") << path << ": model_type \"" << type
                                   << "\" is not supported here (llama)";
   Fields f(json, path);
@@ -126,20 +157,80 @@ LlamaConfig ParseHfLlamaConfig(const std::string& text, const std::string& path)
   f.Only("head_dim", {c.heads > 0 ? c.hidden / c.heads : 0},
          "the head size is hidden_size / num_attention_heads");
   f.RefuseTheRest();
-  try {
-    CheckLlamaConfig(c);
-  } catch (const UserError& e) {
-    CONVEYOR_CHECK(false) << path << ": " << e.what();
-  }
+  CheckIn(path, c, &CheckLlamaConfig);
   return c;
 }
 
-LlamaConfig ReadHfLlamaConfig(const std::string& path) {
-  std::ifstream in(path);
-  CONVEYOR_CHECK(in.good()) << "cannot read " << path;
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseHfLlamaConfig(text.str(), path);
+GptConfig ParseHfGpt2Config(const std::string& text, const std::string& path) {
+  const Json json = ParseObject(text, path);
+  const std::string type = ModelType(json);
+  CONVEYOR_CHECK(type == "gpt2") << path << ": model_type \"" << type
+                                 << "\" is not supported here (gpt2)";
+  Fields f(json, path);
+  GptConfig c;
+  c.hidden = f.Integer("n_embd", std::nullopt);
+  c.heads = f.Integer("n_head", std::nullopt);
+  c.layers = f.Integer("n_layer", std::nullopt);
+  c.max_seq_len = f.Integer("n_positions", 1024);
+  c.vocab = f.Integer("vocab_size", std::nullopt, 2);
+  c.tie_embeddings = f.Boolean("tie_word_embeddings", true);
+  f.Only("activation_function", {"gelu_new", "gelu_pytorch_tanh", "gelu"},
+         "the MLP's GELU, exact or in its tanh approximation");
+  c.gelu_tanh = json.value("activation_function", Json("gelu_new")) != Json("gelu");
+  f.Only("n_inner", {4 * c.hidden}, "the MLP is 4 x n_embd wide");
+  f.Only("n_ctx", {c.max_seq_len}, "the positions are n_positions");
+  f.Only("layer_norm_epsilon", {1e-5}, "LayerNorm's epsilon is 1e-5");
+  f.Only("scale_attn_weights", {true}, "attention scores are scaled by 1/sqrt(head size)");
+  f.Only("scale_attn_by_inverse_layer_idx", {false}, "attention scores are not scaled by layer");
+  f.Only("reorder_and_upcast_attn", {false}, "attention in the model's precision");
+  f.Only("add_cross_attention", {false}, "a decoder alone");
+  // Dropout rates (conveyor trains without dropout) and the sequence-classification head's
+  // settings (unused by a language model): read, not applied.
+  for (const char* key : {"resid_pdrop", "embd_pdrop", "attn_pdrop", "summary_first_dropout",
+                          "summary_type", "summary_use_proj", "summary_activation",
+                          "summary_proj_to_labels", "task_specific_params"}) {
+    f.Ignore(key);
+  }
+  f.RefuseTheRest();
+  CheckIn(path, c, &CheckGptConfig);
+  return c;
+}
+
+HfModelConfig ReadHfModelConfig(const std::string& path) {
+  const std::string text = ReadText(path);
+  HfModelConfig config;
+  config.type = ModelType(ParseObject(text, path));
+  if (config.type == "gpt2") {
+    config.gpt = ParseHfGpt2Config(text, path);
+  } else {
+    CONVEYOR_CHECK(config.type == "llama")
+        << path << ": model_type \"" << config.type << "\" is not supported (llama, gpt2)";
+    config.llama = ParseHfLlamaConfig(text, path);
+  }
+  return config;
+}
+
+std::string HfModelConfigJson(const HfModelConfig& config, const std::string& torch_dtype) {
+  return config.type == "gpt2" ? HfGpt2ConfigJson(config.gpt, torch_dtype)
+                               : HfLlamaConfigJson(config.llama, torch_dtype);
+}
+
+std::string HfGpt2ConfigJson(const GptConfig& c, const std::string& torch_dtype) {
+  const Json json = {{"architectures", {"GPT2LMHeadModel"}},
+                     {"model_type", "gpt2"},
+                     {"n_embd", c.hidden},
+                     {"n_head", c.heads},
+                     {"n_layer", c.layers},
+                     {"n_positions", c.max_seq_len},
+                     {"vocab_size", c.vocab},
+                     {"activation_function", c.gelu_tanh ? "gelu_new" : "gelu"},
+                     {"layer_norm_epsilon", 1e-5},
+                     {"tie_word_embeddings", c.tie_embeddings},
+                     {"resid_pdrop", 0.0},
+                     {"embd_pdrop", 0.0},
+                     {"attn_pdrop", 0.0},
+                     {"torch_dtype", torch_dtype}};
+  return json.dump(2) + "\n";
 }
 
 std::string HfLlamaConfigJson(const LlamaConfig& c, const std::string& torch_dtype) {

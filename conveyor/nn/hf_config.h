@@ -1,5 +1,11 @@
 // A Hugging Face model folder's config.json, read into conveyor's model configuration.
 //
+// GPT-2 (model_type "gpt2", conveyor's GPT: GptConfig): n_embd, n_head, n_layer,
+// n_positions, vocab_size, activation_function ("gelu_new" or "gelu_pytorch_tanh": GELU's
+// tanh approximation; "gelu": exact), tie_word_embeddings (default true), n_inner (null or
+// 4 n_embd), layer_norm_epsilon (1e-5). Dropout rates are read and not applied: conveyor
+// trains without dropout.
+//
 // Llama (model_type "llama", LlamaConfig's fields): hidden_size, intermediate_size,
 // num_attention_heads, num_key_value_heads (default: num_attention_heads),
 // num_hidden_layers, vocab_size, max_position_embeddings, rms_norm_eps, rope_theta (default
@@ -18,6 +24,7 @@
 
 #include <string>
 
+#include "conveyor/nn/gpt.h"
 #include "conveyor/nn/llama.h"
 
 namespace conveyor {
@@ -26,8 +33,26 @@ namespace conveyor {
 // (CheckLlamaConfig). `text` is the file's contents; `path` names it in errors.
 LlamaConfig ParseHfLlamaConfig(const std::string& text, const std::string& path);
 
-// ParseHfLlamaConfig of the file at `path`; UserError when it cannot be read.
-LlamaConfig ReadHfLlamaConfig(const std::string& path);
+// The GPT-2 that config.json at `path` describes, checked (CheckGptConfig); as above.
+GptConfig ParseHfGpt2Config(const std::string& text, const std::string& path);
+
+// A folder's architecture: "llama" (llama set) or "gpt2" (gpt set).
+struct HfModelConfig {
+  std::string type;
+  LlamaConfig llama;
+  GptConfig gpt;
+};
+
+// The config.json at `path`, of either architecture (by its model_type); UserError when it
+// cannot be read, names another model_type, or is refused as above.
+HfModelConfig ReadHfModelConfig(const std::string& path);
+
+// config.json for `config`, as HfLlamaConfigJson or HfGpt2ConfigJson writes it.
+std::string HfModelConfigJson(const HfModelConfig& config, const std::string& torch_dtype);
+
+// config.json for a GPT (tp ignored) as Hugging Face's GPT2LMHeadModel writes it; dropout
+// rates 0. ParseHfGpt2Config gives `config` back.
+std::string HfGpt2ConfigJson(const GptConfig& config, const std::string& torch_dtype);
 
 // config.json for `config` (tp ignored), as Hugging Face's LlamaForCausalLM writes it:
 // every field ParseHfLlamaConfig reads, with hidden_act "silu" and `torch_dtype` ("float32",

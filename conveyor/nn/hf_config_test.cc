@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 
 #include "conveyor/common/error.h"
@@ -128,6 +129,91 @@ TEST(HfConfigTest, RefusesMissingOrMalformedFields) {
   std::string groups = LlamaJson();
   groups.replace(groups.find("\"num_key_value_heads\": 2"), 24, "\"num_key_value_heads\": 3");
   ExpectRefused(groups, "kv_heads (3) must divide heads (4)");
+}
+
+// GPT-2's config.json as Hugging Face publishes it for the 124 M model (its fields, token ids
+// and all), then `extra` fields.
+std::string Gpt2Json(const std::string& extra = "") {
+  return R"({
+  "activation_function": "gelu_new",
+  "architectures": ["GPT2LMHeadModel"],
+  "attn_pdrop": 0.1,
+  "bos_token_id": 50256,
+  "embd_pdrop": 0.1,
+  "eos_token_id": 50256,
+  "initializer_range": 0.02,
+  "layer_norm_epsilon": 1e-05,
+  "model_type": "gpt2",
+  "n_ctx": 1024,
+  "n_embd": 768,
+  "n_head": 12,
+  "n_inner": null,
+  "n_layer": 12,
+  "n_positions": 1024,
+  "reorder_and_upcast_attn": false,
+  "resid_pdrop": 0.1,
+  "scale_attn_by_inverse_layer_idx": false,
+  "scale_attn_weights": true,
+  "summary_activation": null,
+  "summary_first_dropout": 0.1,
+  "summary_proj_to_labels": true,
+  "summary_type": "cls_index",
+  "summary_use_proj": true,
+  "task_specific_params": {"text-generation": {"do_sample": true, "max_length": 50}},
+  "transformers_version": "4.26.0",)" +
+         extra + R"(
+  "use_cache": true,
+  "vocab_size": 50257
+})";
+}
+
+TEST(HfConfigTest, ReadsAGpt2ConfigAsConveyorsGpt) {
+  const HfModelConfig c = [] {
+    const std::string path = ::testing::TempDir() + "conveyor_gpt2_config.json";
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs(Gpt2Json().c_str(), f);
+    std::fclose(f);
+    return ReadHfModelConfig(path);
+  }();
+  EXPECT_EQ(c.type, "gpt2");
+  EXPECT_EQ(c.gpt.hidden, 768);
+  EXPECT_EQ(c.gpt.heads, 12);
+  EXPECT_EQ(c.gpt.layers, 12);
+  EXPECT_EQ(c.gpt.max_seq_len, 1024);
+  EXPECT_EQ(c.gpt.vocab, 50257);
+  EXPECT_TRUE(c.gpt.tie_embeddings);  // GPT-2's default
+  EXPECT_TRUE(c.gpt.gelu_tanh);
+  // What conveyor writes, it reads back.
+  const GptConfig back = ParseHfGpt2Config(HfGpt2ConfigJson(c.gpt, "float32"), "written");
+  EXPECT_EQ(back.hidden, 768);
+  EXPECT_EQ(back.vocab, 50257);
+  EXPECT_TRUE(back.gelu_tanh);
+  GptConfig exact = c.gpt;
+  exact.gelu_tanh = false;
+  EXPECT_FALSE(ParseHfGpt2Config(HfGpt2ConfigJson(exact, "float32"), "written").gelu_tanh);
+}
+
+TEST(HfConfigTest, RefusesAGpt2ConveyorWouldComputeDifferently) {
+  auto refused = [](const std::string& json, const std::string& what) {
+    try {
+      ParseHfGpt2Config(json, "config.json");
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  std::string relu = Gpt2Json();
+  relu.replace(relu.find("\"gelu_new\""), 10, "\"relu\"");
+  refused(relu, "\"activation_function\" = \"relu\"");
+  std::string eps = Gpt2Json();
+  eps.replace(eps.find("1e-05"), 5, "1e-06");
+  refused(eps, "\"layer_norm_epsilon\"");
+  std::string by_layer = Gpt2Json();
+  by_layer.replace(by_layer.find("\"scale_attn_by_inverse_layer_idx\": false"), 40,
+                   "\"scale_attn_by_inverse_layer_idx\": true");
+  refused(by_layer, "\"scale_attn_by_inverse_layer_idx\" = true");
+  refused(Gpt2Json(R"( "n_inner": 1000,)"), "\"n_inner\"");
+  refused(Gpt2Json(R"( "rotary": true,)"), "field \"rotary\"");
 }
 
 }  // namespace

@@ -145,8 +145,10 @@ at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t
 }
 
 at::Tensor Mlp(const at::Tensor& x, const at::Tensor& fc_w, const at::Tensor& fc_b,
-               const at::Tensor& proj_w, const at::Tensor& proj_b, const TensorParallel& tp) {
-  const at::Tensor hidden = at::gelu(Linear(CopyToTensorParallel(x, tp), fc_w, fc_b));  // 4C/p
+               const at::Tensor& proj_w, const at::Tensor& proj_b, const TensorParallel& tp,
+               bool gelu_tanh) {
+  const at::Tensor hidden =  // (..., 4C/p)
+      at::gelu(Linear(CopyToTensorParallel(x, tp), fc_w, fc_b), gelu_tanh ? "tanh" : "none");
   return RowParallelLinear(hidden, proj_w, proj_b, tp);
 }
 

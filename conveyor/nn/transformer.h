@@ -55,9 +55,11 @@ at::Tensor AttentionHeads(const at::Tensor& q, const at::Tensor& k, const at::Te
                           bool causal, const at::Tensor& key_mask, bool recompute_scores);
 
 // Two-layer MLP with GELU: x (..., C) -> fc (4C/p, C) -> gelu -> proj (C, 4C/p) -> (..., C).
-// fc column-parallel (fc_b (4C/p) split), proj row-parallel (proj_b (C) replicated).
+// fc column-parallel (fc_b (4C/p) split), proj row-parallel (proj_b (C) replicated). GELU
+// exact, or in its tanh approximation with `gelu_tanh` (GPT-2's gelu_new).
 at::Tensor Mlp(const at::Tensor& x, const at::Tensor& fc_w, const at::Tensor& fc_b,
-               const at::Tensor& proj_w, const at::Tensor& proj_b, const TensorParallel& tp = {});
+               const at::Tensor& proj_w, const at::Tensor& proj_b, const TensorParallel& tp = {},
+               bool gelu_tanh = false);
 
 }  // namespace conveyor
 

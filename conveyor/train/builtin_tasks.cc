@@ -2,7 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <sstream>
+#include <string>
 
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/data/classification.h"
@@ -24,17 +26,14 @@ std::vector<double> TransformerFlops(int layers, double t, double c, double head
   return flops;
 }
 
-GptConfig GptConfigOf(const TrainConfig& c) {
-  GptConfig config{static_cast<int>(ByteTokenizer::kVocabSize),
-                   c.hidden,
-                   c.heads,
-                   c.layers,
-                   c.seq_len,
-                   c.tie_embeddings,
-                   c.recompute == Recompute::kSelective,
-                   {}};
-  CheckGptConfig(config);
-  return config;
+// The parameters of `layers`, read from the Hugging Face folder `folder` (the part of
+// tensor-parallel rank tp.rank) and nothing else of it.
+void LoadFromFolder(const std::string& folder, const LayerList& layers, const TensorParallel& tp) {
+  NamedTensors params;
+  for (const auto& layer : layers) {
+    for (auto& named : layer->NamedParameters()) params.push_back(std::move(named));
+  }
+  HfCheckpoint(folder).LoadInto(params, tp);
 }
 
 ClassifierConfig ClassifierConfigOf(const TrainConfig& c) {
@@ -52,28 +51,38 @@ ClassifierConfig ClassifierConfigOf(const TrainConfig& c) {
 
 class GptModel : public ModelTask {
  public:
-  GptModel(const GptConfig& config, uint64_t seed) : config_(config), seed_(seed) {}
+  // `folder`: a Hugging Face GPT-2 folder holding the initial weights (empty: drawn).
+  GptModel(const GptConfig& config, uint64_t seed, std::string folder)
+      : config_(config), seed_(seed), folder_(std::move(folder)) {}
 
   int num_layers() const override { return config_.layers + 2; }
   LayerList BuildLayers(const TensorParallel& tp, LayerRange range) const override {
     GptConfig config = config_;
     config.tp = tp;
-    return BuildGpt(config, seed_, range.begin, range.end);
+    LayerList layers = BuildGpt(config, seed_, range.begin, range.end);
+    if (!folder_.empty()) LoadFromFolder(folder_, layers, tp);
+    return layers;
   }
+  std::vector<ParameterShapes> LayerShapes() const override { return GptLayerShapes(config_); }
   std::vector<double> LayerFlops() const override {
     return TransformerFlops(config_.layers, config_.max_seq_len, config_.hidden,
                             2.0 * config_.hidden * config_.vocab);
   }
   std::string Describe() const override {
     std::ostringstream out;
-    out << "gpt: " << config_.layers << " blocks, hidden " << config_.hidden << ", "
-        << config_.heads << " heads, " << CountParameters(LayerShapes()) / 1e6 << "M parameters";
+    out << "gpt" << (folder_.empty() ? "" : " (GPT-2) from " + folder_) << ": " << config_.layers
+        << " blocks, hidden " << config_.hidden << ", " << config_.heads << " heads, "
+        << (config_.vocab == static_cast<int>(ByteTokenizer::kVocabSize)
+                ? std::string()
+                : "vocabulary " + std::to_string(config_.vocab) + ", ")
+        << CountParameters(LayerShapes()) / 1e6 << "M parameters";
     return out.str();
   }
 
  private:
   GptConfig config_;
   uint64_t seed_;
+  std::string folder_;
 };
 
 class LlamaModel : public ModelTask {
@@ -90,13 +99,7 @@ class LlamaModel : public ModelTask {
     config.tp = tp;
     config.draw_weights = folder_.empty();
     LayerList layers = BuildLlama(config, seed_, range.begin, range.end);
-    if (!folder_.empty()) {
-      NamedTensors params;
-      for (const auto& layer : layers) {
-        for (auto& named : layer->NamedParameters()) params.push_back(std::move(named));
-      }
-      HfCheckpoint(folder_).LoadInto(params, tp);
-    }
+    if (!folder_.empty()) LoadFromFolder(folder_, layers, tp);
     return layers;
   }
   std::vector<ParameterShapes> LayerShapes() const override { return LlamaLayerShapes(config_); }
@@ -231,6 +234,20 @@ class ClassifierTask : public TrainTask {
 
 }  // namespace
 
+GptConfig GptConfigOf(const TrainConfig& c) {
+  GptConfig config;
+  config.vocab = ModelVocab(c);
+  config.hidden = c.hidden;
+  config.heads = c.heads;
+  config.layers = c.layers;
+  config.max_seq_len = std::max(c.seq_len, c.positions);
+  config.tie_embeddings = c.tie_embeddings;
+  config.recompute_attention = c.recompute == Recompute::kSelective;
+  config.gelu_tanh = c.gelu_tanh;
+  CheckGptConfig(config);
+  return config;
+}
+
 LlamaConfig LlamaConfigOf(const TrainConfig& c) {
   LlamaConfig config;
   config.vocab = ModelVocab(c);
@@ -257,7 +274,7 @@ std::shared_ptr<const ModelTask> MakeModelTask(const TrainConfig& config) {
     case ModelKind::kGpt:
       break;
   }
-  return std::make_shared<GptModel>(GptConfigOf(config), config.seed);
+  return std::make_shared<GptModel>(GptConfigOf(config), config.seed, config.model_dir);
 }
 
 std::shared_ptr<TrainTask> MakeTask(const TrainConfig& config) {

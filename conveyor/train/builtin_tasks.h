@@ -6,12 +6,17 @@
 
 #include <memory>
 
+#include "conveyor/nn/gpt.h"
 #include "conveyor/nn/llama.h"
 #include "conveyor/train/model_task.h"
 #include "conveyor/train/train_config.h"
 #include "conveyor/train/train_task.h"
 
 namespace conveyor {
+
+// The GPT `config` describes (model gpt): its vocabulary resolved (ModelVocab), max_seq_len
+// = max(seq_len, positions), GPT-2's GELU when gelu_tanh. Checked (CheckGptConfig).
+GptConfig GptConfigOf(const TrainConfig& config);
 
 // The Llama `config` describes (model llama): its vocabulary, key-value heads and MLP units
 // resolved (ModelVocab, LlamaKvHeads, LlamaIntermediate), max_seq_len = seq_len. Checked

@@ -14,6 +14,7 @@
 #include "conveyor/common/atomic_file.h"
 #include "conveyor/common/checksum.h"
 #include "conveyor/common/error.h"
+#include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/nn/safetensors.h"
 #include "conveyor/nn/tensor_parallel.h"
 
@@ -43,6 +44,13 @@ Json ModelJson(const TrainConfig& c) {
     model["vocab"] = ModelVocab(c);
     model["rms_norm_eps"] = c.rms_norm_eps;
   }
+  // A GPT-2's fields, only where they differ from the byte-level GPT's (older checkpoints
+  // have none of them).
+  if (c.model == ModelKind::kGpt && ModelVocab(c) != static_cast<int>(ByteTokenizer::kVocabSize)) {
+    model["vocab"] = ModelVocab(c);
+  }
+  if (c.model == ModelKind::kGpt && c.positions > c.seq_len) model["positions"] = c.positions;
+  if (c.model == ModelKind::kGpt && c.gelu_tanh) model["gelu_tanh"] = true;
   return model;
 }
 
@@ -368,6 +376,11 @@ TrainConfig CheckpointConfig(const std::string& path) {
       c.rope_theta = m.at("rope_theta");
       c.vocab = m.at("vocab");
       c.rms_norm_eps = m.at("rms_norm_eps");
+    }
+    if (c.model == ModelKind::kGpt) {
+      c.vocab = m.value("vocab", 0);
+      c.positions = m.value("positions", 0);
+      c.gelu_tanh = m.value("gelu_tanh", false);
     }
     c.seed = meta.value("seed", c.seed);
     c.data = meta.value("data", c.data);

@@ -9,10 +9,19 @@ namespace conveyor {
 std::vector<std::string> ExportHfCheckpoint(const std::string& checkpoint, const std::string& out,
                                             const HfWriteOptions& options) {
   CheckpointWeights weights(checkpoint);
-  CONVEYOR_CHECK(weights.config().model == ModelKind::kLlama)
-      << "checkpoint " << checkpoint << " holds a " << ModelKindName(weights.config().model)
-      << ", conveyor's own architecture: only a llama is written in Hugging Face's layout";
-  return WriteHfCheckpoint(out, LlamaConfigOf(weights.config()), options,
+  const TrainConfig& config = weights.config();
+  CONVEYOR_CHECK(IsLanguageModel(config.model))
+      << "checkpoint " << checkpoint << " holds a " << ModelKindName(config.model)
+      << ", which has no Hugging Face layout: a llama or a gpt (written as a GPT-2) does";
+  HfModelConfig folder;
+  if (config.model == ModelKind::kGpt) {
+    folder.type = "gpt2";
+    folder.gpt = GptConfigOf(config);
+  } else {
+    folder.type = "llama";
+    folder.llama = LlamaConfigOf(config);
+  }
+  return WriteHfCheckpoint(out, folder, options,
                            [&](const std::string& name) { return weights.Read(name); });
 }
 

@@ -1,7 +1,10 @@
-// A Llama checkpoint of conveyor's own (any mesh, any partition: its tensors are saved whole,
-// by global name) written as a Hugging Face model folder (`conveyor export`): Hugging Face's
-// tensor names are conveyor's, so the weights map one to one; config.json describes the
-// checkpoint's model, its max_position_embeddings being the sequence length it trained at.
+// A language-model checkpoint of conveyor's own (any mesh, any partition: its tensors are
+// saved whole, by global name) written as a Hugging Face model folder (`conveyor export`): a
+// Llama's tensor names are Hugging Face's; a GPT is written as a GPT-2 (HfTensors: its names,
+// Conv1D weights transposed; activation_function "gelu_new" when it computes GPT-2's GELU,
+// "gelu" otherwise). config.json describes the checkpoint's model, a Llama's
+// max_position_embeddings being the sequence length it trained at, a GPT's n_positions its
+// position table's rows.
 // Reads and converts one tensor at a time, holding one output file's tensors at most.
 #ifndef CONVEYOR_TRAIN_HF_EXPORT_H_
 #define CONVEYOR_TRAIN_HF_EXPORT_H_
@@ -16,7 +19,7 @@ namespace conveyor {
 // Writes the weights of the checkpoint at `checkpoint` (a step folder, or a folder holding
 // `latest`) into the new folder `out` (WriteHfCheckpoint: stored as options.dtype, in files
 // of at most options.shard_bytes). Returns the weight files written. UserError for a
-// checkpoint of a model Hugging Face has no layout for here (gpt, classifier), for one that
+// checkpoint of a model Hugging Face has no layout for here (the classifier), for one that
 // fails verification (naming the file and tensor), or an `out` that is not new or empty.
 std::vector<std::string> ExportHfCheckpoint(const std::string& checkpoint, const std::string& out,
                                             const HfWriteOptions& options);

@@ -12,9 +12,11 @@
 
 #include "conveyor/common/atomic_file.h"
 #include "conveyor/common/error.h"
+#include "conveyor/nn/gpt.h"
 #include "conveyor/nn/hf_checkpoint_testing.h"
 #include "conveyor/nn/hf_config.h"
 #include "conveyor/nn/safetensors.h"
+#include "conveyor/nn/tensor_parallel.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/train_testing.h"
@@ -94,8 +96,8 @@ TEST_F(HfExportTest, ImportThenExportIsBitIdentical) {
     EXPECT_TRUE(at::equal(after.at(name), t)) << name;
   }
   HfCheckpoint reopened(out);  // every check of an import passes
-  EXPECT_EQ(reopened.config().layers, llama.layers);
-  EXPECT_TRUE(reopened.config().tie_embeddings);
+  EXPECT_EQ(reopened.config().llama.layers, llama.layers);
+  EXPECT_TRUE(reopened.config().llama.tie_embeddings);
   EXPECT_FALSE(fs::exists(out + ".tmp"));
 }
 
@@ -138,16 +140,43 @@ TEST_F(HfExportTest, AMeshRunExportsAsOneRankDoes) {
   }
 }
 
-TEST_F(HfExportTest, RefusesWhatItCannotWrite) {
-  TrainConfig gpt = TinyGpt();
-  const std::string ckpt = Checkpoint(gpt, 1, "gpt");
-  try {
-    ExportHfCheckpoint(ckpt, dir_ + "/gpt_hf", {});
-    ADD_FAILURE() << "a gpt was exported";
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("only a llama"), std::string::npos) << e.what();
+// A GPT trained on tp 2 x pp 2 is written as a GPT-2 (Conv1D weights transposed, its
+// names), which conveyor reads back as the checkpoint's weights, whole and as TP shards.
+TEST_F(HfExportTest, AGptIsWrittenAsAGpt2AndReadBack) {
+  TrainConfig c = TinyGpt();
+  c.gelu_tanh = true;
+  c.tp = 2;
+  c.pp = 2;
+  c.schedule = "1f1b";
+  const std::string ckpt = Checkpoint(c, 2, "gpt");
+  ExportHfCheckpoint(ckpt, dir_ + "/gpt_hf", {});
+  CheckpointWeights saved(ckpt);
+  const std::map<std::string, at::Tensor> stored = Tensors(dir_ + "/gpt_hf");
+  ASSERT_TRUE(stored.count("transformer.h.0.attn.c_attn.weight"));
+  EXPECT_TRUE(at::equal(stored.at("transformer.h.0.attn.c_attn.weight"),
+                        saved.Read("blocks.0.attn.qkv.weight").t()));
+  EXPECT_TRUE(stored.count("transformer.wpe.weight"));
+  EXPECT_TRUE(stored.count("lm_head.weight"));  // untied
+  HfCheckpoint exported(dir_ + "/gpt_hf");
+  EXPECT_EQ(exported.config().type, "gpt2");
+  EXPECT_TRUE(exported.config().gpt.gelu_tanh);
+  for (const ParameterShapes& layer : GptLayerShapes(GptConfigOf(c))) {
+    for (const auto& [name, shape] : layer) {
+      const at::Tensor whole = saved.Read(name);
+      EXPECT_TRUE(at::equal(exported.Read(name), whole)) << name;
+      for (int rank = 0; rank < 2; ++rank) {
+        TensorParallel tp;
+        tp.size = 2;
+        tp.rank = rank;
+        EXPECT_TRUE(at::equal(exported.ReadShard(name, tp),
+                              TakeShard(whole, TensorParallelSplitOf(name), 2, rank)))
+            << name << " rank " << rank;
+      }
+    }
   }
-  EXPECT_FALSE(fs::exists(dir_ + "/gpt_hf"));
+}
+
+TEST_F(HfExportTest, RefusesWhatItCannotWrite) {
   const std::string llama = Checkpoint(TinyLlama(), 1, "llama");
   fs::create_directories(dir_ + "/full");
   WriteFileAtomically(dir_ + "/full/README", "mine");

@@ -109,7 +109,7 @@ std::string_view ModelKindName(ModelKind model) { return SpellingOf(kModelKinds,
 bool IsLanguageModel(ModelKind model) { return model != ModelKind::kClassifier; }
 
 int ModelVocab(const TrainConfig& config) {
-  return config.model == ModelKind::kLlama && config.vocab > 0
+  return IsLanguageModel(config.model) && config.vocab > 0
              ? config.vocab
              : static_cast<int>(ByteTokenizer::kVocabSize);
 }
@@ -123,34 +123,53 @@ void SetModel(TrainConfig& config, std::string_view text, std::string_view name)
   }
   CONVEYOR_CHECK(std::filesystem::is_regular_file(std::filesystem::path(text) / "config.json"))
       << name << ": '" << text << "' is not a model folder (no config.json there)";
-  config.model = ModelKind::kLlama;
+  const HfModelConfig folder =
+      ReadHfModelConfig((std::filesystem::path(text) / "config.json").string());
+  config.model = folder.type == "gpt2" ? ModelKind::kGpt : ModelKind::kLlama;
   config.model_dir = std::string(text);
 }
 
 void ApplyModelFolder(TrainConfig& c) {
   if (c.model_dir.empty()) return;
   const std::string path = (std::filesystem::path(c.model_dir) / "config.json").string();
-  const LlamaConfig llama = ReadHfLlamaConfig(path);
-  c.model = ModelKind::kLlama;
-  c.hidden = llama.hidden;
-  c.heads = llama.heads;
-  c.kv_heads = llama.kv_heads;
-  c.layers = llama.layers;
-  c.intermediate = llama.intermediate;
-  c.vocab = llama.vocab;
-  c.rms_norm_eps = llama.rms_norm_eps;
-  c.rope_theta = llama.rope_theta;
-  c.tie_embeddings = llama.tie_embeddings;
-  CONVEYOR_CHECK(c.seq_len <= llama.max_seq_len)
-      << "--seq-len " << c.seq_len << " exceeds " << path << "'s max_position_embeddings ("
-      << llama.max_seq_len << ")";
-  CONVEYOR_CHECK(llama.vocab >= static_cast<int>(ByteTokenizer::kVocabSize))
-      << path << ": a vocabulary of " << llama.vocab << " cannot hold the byte tokenizer's "
+  const HfModelConfig folder = ReadHfModelConfig(path);
+  if (folder.type == "gpt2") {
+    const GptConfig& gpt = folder.gpt;
+    c.model = ModelKind::kGpt;
+    c.hidden = gpt.hidden;
+    c.heads = gpt.heads;
+    c.layers = gpt.layers;
+    c.vocab = gpt.vocab;
+    c.positions = gpt.max_seq_len;
+    c.tie_embeddings = gpt.tie_embeddings;
+    c.gelu_tanh = gpt.gelu_tanh;
+  } else {
+    const LlamaConfig& llama = folder.llama;
+    c.model = ModelKind::kLlama;
+    c.hidden = llama.hidden;
+    c.heads = llama.heads;
+    c.kv_heads = llama.kv_heads;
+    c.layers = llama.layers;
+    c.intermediate = llama.intermediate;
+    c.vocab = llama.vocab;
+    c.rms_norm_eps = llama.rms_norm_eps;
+    c.rope_theta = llama.rope_theta;
+    c.tie_embeddings = llama.tie_embeddings;
+  }
+  const int positions = ModelFolderPositions(c.model_dir);
+  CONVEYOR_CHECK(c.seq_len <= positions)
+      << "--seq-len " << c.seq_len << " exceeds " << path << "'s "
+      << (folder.type == "gpt2" ? "n_positions" : "max_position_embeddings") << " (" << positions
+      << ")";
+  CONVEYOR_CHECK(c.vocab >= static_cast<int>(ByteTokenizer::kVocabSize))
+      << path << ": a vocabulary of " << c.vocab << " cannot hold the byte tokenizer's "
       << ByteTokenizer::kVocabSize << " ids";
 }
 
 int ModelFolderPositions(const std::string& dir) {
-  return ReadHfLlamaConfig((std::filesystem::path(dir) / "config.json").string()).max_seq_len;
+  const HfModelConfig folder =
+      ReadHfModelConfig((std::filesystem::path(dir) / "config.json").string());
+  return folder.type == "gpt2" ? folder.gpt.max_seq_len : folder.llama.max_seq_len;
 }
 
 int LlamaKvHeads(const TrainConfig& config) {

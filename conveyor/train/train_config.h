@@ -55,17 +55,19 @@ int LlamaIntermediate(const TrainConfig& config);
 int ModelVocab(const TrainConfig& config);
 
 // `text` as --model (or the TOML key `name`): a kind ("gpt", "classifier", "llama"), or a
-// Hugging Face Llama folder (a path holding config.json), which sets model = llama and
-// model_dir. UserError naming `name` and the text otherwise.
+// Hugging Face folder (a path holding config.json), which sets model_dir and model = llama
+// or, for a GPT-2, gpt. UserError naming `name` and the text otherwise.
 void SetModel(TrainConfig& config, std::string_view text, std::string_view name);
 
-// With config.model_dir set: the architecture fields (hidden, heads, kv_heads, layers,
-// intermediate, vocab, rms_norm_eps, rope_theta, tie_embeddings) from its config.json
+// With config.model_dir set: the architecture fields (a Llama's hidden, heads, kv_heads,
+// layers, intermediate, vocab, rms_norm_eps, rope_theta, tie_embeddings; a GPT-2's hidden,
+// heads, layers, vocab, positions, tie_embeddings, gelu_tanh) from its config.json
 // (nn/hf_config.h), whatever flags said; UserError when the file is refused, seq_len exceeds
-// its max_position_embeddings, or its vocabulary cannot hold the byte tokenizer's 256 ids.
+// its positions, or its vocabulary cannot hold the byte tokenizer's 256 ids.
 void ApplyModelFolder(TrainConfig& config);
 
-// The max_position_embeddings of the Hugging Face folder `dir` (its config.json, checked).
+// The positions of the Hugging Face folder `dir` (its config.json, checked): a Llama's
+// max_position_embeddings, a GPT-2's n_positions.
 int ModelFolderPositions(const std::string& dir);
 
 struct TrainConfig {
@@ -83,8 +85,10 @@ struct TrainConfig {
   // llama from a Hugging Face folder (--model DIR): its config.json sets the architecture
   // (ApplyModelFolder), its weights are the initial ones. Empty: weights drawn from the seed.
   std::string model_dir;
-  int vocab = 0;               // llama: 0 = the byte tokenizer's 256 ids; else config.json's
+  int vocab = 0;               // gpt, llama: 0 = the byte tokenizer's 256 ids; else config.json's
   double rms_norm_eps = 1e-5;  // llama
+  int positions = 0;           // gpt: rows of the position table (0 = seq_len); GPT-2's n_positions
+  bool gelu_tanh = false;      // gpt: GPT-2's gelu_new, GELU's tanh approximation (from a folder)
   // Data.
   std::string data = "fortunes";  // "fortunes" or a text file / directory
   // Pipeline.

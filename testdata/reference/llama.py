@@ -105,8 +105,8 @@ def forward(config, w, ids):
     return x @ head.T
 
 
-def main():
-    folder = sys.argv[1]
+def read_inputs(folder):
+    """config.json, the weights (widened to float32) and ids, as (config, weights, ids)."""
     with open(folder + "/config.json") as f:
         config = json.load(f)
     index = os.path.join(folder, "model.safetensors.index.json")
@@ -119,6 +119,12 @@ def main():
     for name in files:
         weights.update({k: v.float() for k, v in load(os.path.join(folder, name)).items()})
     ids = load(folder + "/ids.safetensors")["ids"].long()
+    return config, weights, ids
+
+
+def main():
+    folder = sys.argv[1]
+    config, weights, ids = read_inputs(folder)
     with torch.no_grad():
         logits = forward(config, weights, ids)
     save(folder + "/logits.safetensors", {"logits": logits.float()})

@@ -1,0 +1,125 @@
+// conveyor's Llama and GPT-2 on a mesh against independent plain-PyTorch implementations
+// (testdata/reference/llama.py, gpt2.py): the exact evaluation loss of the same Hugging Face
+// folder over the same windows, at pp 1, 2 and 4, tp 2 and dp 2 x tp 2 x pp 2.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "conveyor/data/token_windows.h"
+#include "conveyor/nn/gpt.h"
+#include "conveyor/nn/hf_checkpoint.h"
+#include "conveyor/nn/hf_checkpoint_testing.h"
+#include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/evaluate.h"
+#include "conveyor/train/train_testing.h"
+
+namespace conveyor {
+namespace {
+
+// The folder `dir` (config.json and weights) evaluated by conveyor on every mesh, `c` its
+// run configuration (SetModel, ApplyModelFolder done), against the reference's loss.
+void ExpectEvalLossOnEveryMeshIsTheReferences(const TrainConfig& c, const std::string& dir) {
+  // The reference: its logits of every window, the loss of their counted targets.
+  const at::Tensor stream = at::randint(0, 256, {150}, at::kLong);
+  const std::vector<Batch> windows = NextTokenWindows(stream, c.seq_len, 4);
+  std::vector<at::Tensor> inputs, targets;
+  for (const Batch& b : windows) inputs.push_back(b.inputs), targets.push_back(b.targets);
+  const at::Tensor logits = ReferenceLogits(dir, at::cat(inputs));
+  ASSERT_TRUE(logits.defined());
+  const double want =
+      at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), at::cat(targets).reshape({-1}),
+                             {}, at::Reduction::Mean, -1)
+          .item<double>();
+
+  struct Mesh {
+    int dp, tp, pp;
+    const char* schedule;
+  };
+  for (const Mesh& m : {Mesh{1, 1, 1, "gpipe"}, Mesh{1, 1, 2, "1f1b"}, Mesh{1, 1, 4, "1f1b"},
+                        Mesh{1, 2, 1, "gpipe"}, Mesh{2, 2, 2, "zb-h1"}}) {
+    TrainConfig mesh = c;
+    mesh.dp = m.dp;
+    mesh.tp = m.tp;
+    mesh.pp = m.pp;
+    mesh.schedule = m.schedule;
+    mesh.microbatches = 2;
+    TrainOnThreads(
+        mesh,
+        [&](Trainer& t, Transport&) {
+          ForwardPipeline forward(t.model());
+          const TokenEvalMetrics got = EvaluateTokens(forward, windows);
+          EXPECT_EQ(got.tokens, 149);
+          EXPECT_NEAR(got.loss, want, 1e-5 * want)
+              << "dp " << m.dp << " x tp " << m.tp << " x pp " << m.pp;
+        },
+        -1);
+  }
+}
+
+// A fresh folder for one test.
+std::string ScratchDir(const std::string& name) {
+  const std::string dir =
+      ::testing::TempDir() + "conveyor_" + name + "_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+TEST(HfReferenceTest, ALlamasEvalLossOnEveryMeshIsTheReferences) {
+  if (!PythonHasTorch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch (python3-torch)";
+  at::set_num_threads(1);
+  TrainConfig c = TinyLlama();
+  c.layers = 6;  // 8 layers: enough for 4 stages
+  const LlamaConfig llama = LlamaConfigOf(c);
+  const std::string dir = ScratchDir("llama_reference");
+  std::map<std::string, at::Tensor> weights = LlamaWeights(llama, 3);
+  for (auto& [name, w] : weights) w = w * 4;  // logits far from uniform
+  WriteHfLlamaFolder(dir, llama, weights, at::kFloat, /*shards=*/true);
+  SetModel(c, dir, "--model");
+  ApplyModelFolder(c);
+  ExpectEvalLossOnEveryMeshIsTheReferences(c, dir);
+  std::filesystem::remove_all(dir);
+}
+
+// A GPT-2 (Conv1D weights, GELU's tanh form, tied head, more positions than the sequence, a
+// vocabulary of its own) written by conveyor's writer and read by the reference's own code.
+TEST(HfReferenceTest, AGpt2sEvalLossOnEveryMeshIsTheReferences) {
+  if (!PythonHasTorch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch (python3-torch)";
+  at::set_num_threads(1);
+  TrainConfig c = TinyGpt();
+  c.layers = 6;
+  c.vocab = 300;
+  c.positions = 40;
+  c.gelu_tanh = true;
+  c.tie_embeddings = true;
+  HfModelConfig folder;
+  folder.type = "gpt2";
+  folder.gpt = GptConfigOf(c);
+  std::map<std::string, at::Tensor> weights;
+  for (const auto& layer : BuildGpt(folder.gpt, 3)) {
+    for (const auto& [name, p] : layer->NamedParameters()) weights[name] = p.detach() * 4;
+  }
+  const std::string dir = ScratchDir("gpt2_reference");
+  std::filesystem::remove(dir);
+  HfWriteOptions options;
+  options.shard_bytes = 100000;  // several files
+  WriteHfCheckpoint(dir, folder, options,
+                    [&](const std::string& name) { return weights.at(name); });
+  TrainConfig from = TinyGpt();
+  SetModel(from, dir, "--model");
+  ApplyModelFolder(from);
+  EXPECT_EQ(from.model, ModelKind::kGpt);
+  EXPECT_TRUE(from.gelu_tanh);
+  EXPECT_EQ(from.positions, 40);
+  ExpectEvalLossOnEveryMeshIsTheReferences(from, dir);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace conveyor
