@@ -670,7 +670,7 @@ def run_rank(a, rank, world, result_path, progress_path):
     dist.all_reduce(pids)
     if rank == 0:
         parts = " | ".join(str(e - b) for b, e in ranges)
-        print(f"gpt.py: gpt: {a.layers} blocks, hidden {a.hidden}, {a.heads} heads, "
+        print(f"gpt.py: {a.model}: {a.layers} blocks, hidden {a.hidden}, {a.heads} heads, "
               f"{int(local_params.item())} parameters; corpus {a.data}: {len(documents)} "
               f"documents, {sum(map(len, documents))} bytes ({len(stream.train)} train / "
               f"{stream.held_out_bytes} held out); torch {torch.__version__}", file=sys.stderr)
