@@ -25,7 +25,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from llama import read_inputs, save  # noqa: E402
+from llama import run  # noqa: E402
 
 
 def layer_norm(x, weight, bias, eps):
@@ -85,13 +85,5 @@ def forward(config, w, ids):
     return x @ head.T  # (n, T, V)
 
 
-def main():
-    folder = sys.argv[1]
-    config, weights, ids = read_inputs(folder)
-    with torch.no_grad():
-        logits = forward(config, weights, ids)
-    save(folder + "/logits.safetensors", {"logits": logits.float()})
-
-
 if __name__ == "__main__":
-    main()
+    run(forward)

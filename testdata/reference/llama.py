@@ -122,13 +122,14 @@ def read_inputs(folder):
     return config, weights, ids
 
 
-def main():
+def run(model_forward):
+    """The command line: the folder argv[1] through model_forward(config, weights, ids)."""
     folder = sys.argv[1]
     config, weights, ids = read_inputs(folder)
     with torch.no_grad():
-        logits = forward(config, weights, ids)
+        logits = model_forward(config, weights, ids)
     save(folder + "/logits.safetensors", {"logits": logits.float()})
 
 
 if __name__ == "__main__":
-    main()
+    run(forward)
