@@ -21,12 +21,20 @@ constexpr double kInitStd = 0.02;
 constexpr double kPositionInitStd = 0.01;
 constexpr char kLmHead[] = "head.lm.weight";
 
+// The parameter `name` of full shape `shape`: drawn N(0, std) from gen, this rank's part kept;
+// or (c.draw_weights false) this rank's part allocated undrawn.
+at::Tensor Drawn(const GptConfig& c, at::Generator& gen, const std::string& name,
+                 std::vector<int64_t> shape, double std) {
+  if (!c.draw_weights) return UndrawnParam(name, std::move(shape), c.tp);
+  return ShardParam(name, NormalParam(gen, shape, std), c.tp);
+}
+
 class Embedding : public Layer {
  public:
   Embedding(const GptConfig& c, uint64_t seed) : config_(c) {
     at::Generator gen = LayerInitGenerator(seed, 0);
-    wte_ = ShardParam(kTokenEmbedding, NormalParam(gen, {c.vocab, c.hidden}, kInitStd), c.tp);
-    wpe_ = NormalParam(gen, {c.max_seq_len, c.hidden}, kPositionInitStd);
+    wte_ = Drawn(c, gen, kTokenEmbedding, {c.vocab, c.hidden}, kInitStd);
+    wpe_ = Drawn(c, gen, "embed.wpe", {c.max_seq_len, c.hidden}, kPositionInitStd);
   }
 
   // ids (n, T) of the positions [p, p + T) (p = 0 but when generating with a cache) ->
@@ -58,20 +66,23 @@ class Block : public Layer {
     at::Generator gen = LayerInitGenerator(seed, block + 1);
     const int64_t h = c.hidden;
     const double proj_std = kInitStd / std::sqrt(2.0 * c.layers);
+    auto normal = [&](const char* name, std::vector<int64_t> shape, double std) {
+      return Drawn(c, gen, prefix_ + name, std::move(shape), std);
+    };
     auto shard = [&](const char* name, const at::Tensor& full) {
       return ShardParam(prefix_ + name, full, c.tp);
     };
     ln1_w_ = OnesParam({h});
     ln1_b_ = ZerosParam({h});
-    qkv_w_ = shard("attn.qkv.weight", NormalParam(gen, {3 * h, h}, kInitStd));
+    qkv_w_ = normal("attn.qkv.weight", {3 * h, h}, kInitStd);
     qkv_b_ = shard("attn.qkv.bias", ZerosParam({3 * h}));
-    proj_w_ = shard("attn.proj.weight", NormalParam(gen, {h, h}, proj_std));
+    proj_w_ = normal("attn.proj.weight", {h, h}, proj_std);
     proj_b_ = ZerosParam({h});
     ln2_w_ = OnesParam({h});
     ln2_b_ = ZerosParam({h});
-    fc_w_ = shard("mlp.fc.weight", NormalParam(gen, {4 * h, h}, kInitStd));
+    fc_w_ = normal("mlp.fc.weight", {4 * h, h}, kInitStd);
     fc_b_ = shard("mlp.fc.bias", ZerosParam({4 * h}));
-    fc2_w_ = shard("mlp.proj.weight", NormalParam(gen, {h, 4 * h}, proj_std));
+    fc2_w_ = normal("mlp.proj.weight", {h, 4 * h}, proj_std);
     fc2_b_ = ZerosParam({h});
   }
 
@@ -125,7 +136,7 @@ class Head : public Layer {
     // Tied: the same initial values as the embedding's copy (drawn first from layer 0's
     // stream), under the same name, so the same row shard.
     at::Generator gen = LayerInitGenerator(seed, c.tie_embeddings ? 0 : c.layers + 1);
-    lm_head_ = ShardParam(lm_head_name(), NormalParam(gen, {c.vocab, c.hidden}, kInitStd), c.tp);
+    lm_head_ = Drawn(c, gen, lm_head_name(), {c.vocab, c.hidden}, kInitStd);
   }
 
   // x (n, T, C) -> logits (n, T, V/p) of this rank's vocabulary rows

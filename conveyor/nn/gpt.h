@@ -34,6 +34,9 @@ struct GptConfig {
   TensorParallel tp;                 // p = tp.size must divide heads and vocab
   // GPT-2's "gelu_new": the MLP's GELU in its tanh approximation; false: exact (erf).
   bool gelu_tanh = false;
+  // False: the normal-drawn weights are allocated undrawn (their values are read afterwards,
+  // from a Hugging Face folder); norms and biases keep their initial values.
+  bool draw_weights = true;
 };
 
 // Checks the config (UserError naming the bad value), tp included (CheckTensorParallel).

@@ -22,11 +22,7 @@ constexpr char kLmHead[] = "lm_head.weight";
 // its own stream, or (c.draw_weights false) this rank's shard allocated undrawn.
 at::Tensor NormalTensor(const std::string& name, std::vector<int64_t> shape, uint64_t seed,
                         const LlamaConfig& c) {
-  if (!c.draw_weights) {
-    const TensorParallelSplit split = TensorParallelSplitOf(name);
-    if (!split.replicated()) shape[split.dim] /= c.tp.size;
-    return at::empty(shape, at::kFloat).requires_grad_(true);
-  }
+  if (!c.draw_weights) return UndrawnParam(name, std::move(shape), c.tp);
   at::Generator gen = TensorInitGenerator(seed, name);
   return ShardParam(name, NormalParam(gen, shape, kInitStd), c.tp);
 }

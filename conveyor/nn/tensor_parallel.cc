@@ -160,4 +160,11 @@ at::Tensor ShardParam(std::string_view name, const at::Tensor& full, const Tenso
       .requires_grad_(true);
 }
 
+at::Tensor UndrawnParam(std::string_view name, std::vector<int64_t> shape,
+                        const TensorParallel& tp) {
+  const TensorParallelSplit split = TensorParallelSplitOf(name);
+  if (!split.replicated()) shape[split.dim] /= tp.size;
+  return at::empty(shape, at::kFloat).requires_grad_(true);
+}
+
 }  // namespace conveyor

@@ -103,6 +103,11 @@ at::Tensor GatherShards(const at::Tensor& local, TensorParallelSplit split,
 // grad, or `full` itself when replicated or tp.size == 1.
 at::Tensor ShardParam(std::string_view name, const at::Tensor& full, const TensorParallel& tp);
 
+// For model builders whose weights are read afterwards: this rank's part of the parameter
+// `name` of full shape `shape`, allocated (fp32, uninitialised) as a leaf that requires grad.
+at::Tensor UndrawnParam(std::string_view name, std::vector<int64_t> shape,
+                        const TensorParallel& tp);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_NN_TENSOR_PARALLEL_H_

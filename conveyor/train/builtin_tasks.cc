@@ -59,6 +59,7 @@ class GptModel : public ModelTask {
   LayerList BuildLayers(const TensorParallel& tp, LayerRange range) const override {
     GptConfig config = config_;
     config.tp = tp;
+    config.draw_weights = folder_.empty();  // drawing would cost about what reading does
     LayerList layers = BuildGpt(config, seed_, range.begin, range.end);
     if (!folder_.empty()) LoadFromFolder(folder_, layers, tp);
     return layers;
