@@ -208,10 +208,9 @@ TEST_F(TrainerTest, RanksSharingOneGpuTrainLikeOneProcessOnTheCpu) {
   }
 }
 
-// A Llama (grouped-query attention, untied) trains like one process under every schedule
-// and on a dp x tp x pp mesh: the same losses and the same weights.
-TEST_F(TrainerTest, LlamaTrainsLikeOneProcessUnderEverySchedule) {
-  const TrainConfig base = TinyLlama();
+// `base` trains like one process under every schedule family and on a dp x tp x pp mesh:
+// the same losses and the same weights.
+void ExpectEveryScheduleTrainsLikeOneProcess(const TrainConfig& base, const std::string& name) {
   Weights want;
   const std::vector<double> reference = TrainCollecting(base, want);
   ASSERT_EQ(reference.size(), 3u);
@@ -228,13 +227,30 @@ TEST_F(TrainerTest, LlamaTrainsLikeOneProcessUnderEverySchedule) {
     c.tp = run.tp;
     c.pp = run.pp;
     c.schedule = run.schedule;
-    const std::string what = "llama dp " + std::to_string(run.dp) + " x tp " +
+    const std::string what = name + " dp " + std::to_string(run.dp) + " x tp " +
                              std::to_string(run.tp) + " x pp " + std::to_string(run.pp) + " " +
                              run.schedule;
     Weights got;
     ExpectSameLosses(reference, TrainCollecting(c, got), what);
     ExpectSameWeights(want, got, c.lr, what);
   }
+}
+
+// A Llama: grouped-query attention, untied.
+TEST_F(TrainerTest, LlamaTrainsLikeOneProcessUnderEverySchedule) {
+  ExpectEveryScheduleTrainsLikeOneProcess(TinyLlama(), "llama");
+}
+
+// A GPT-2 as a Hugging Face folder describes one: GELU's tanh form, a tied head, a
+// vocabulary of its own and more positions than the sequence.
+TEST_F(TrainerTest, Gpt2TrainsLikeOneProcessUnderEverySchedule) {
+  TrainConfig gpt2 = TinyGpt();
+  gpt2.gelu_tanh = true;
+  gpt2.tie_embeddings = true;
+  gpt2.vocab = 300;
+  gpt2.positions = 2 * gpt2.seq_len;
+  gpt2.batch_size = 8;
+  ExpectEveryScheduleTrainsLikeOneProcess(gpt2, "gpt2");
 }
 
 // Tensor parallelism, alone with the pipeline and in the full 3D mesh (8 ranks as threads),
