@@ -89,7 +89,7 @@ bool IsGpt2Buffer(const std::string& name) {
 }  // namespace
 
 std::vector<HfTensor> HfTensors(const HfModelConfig& config, const std::string& gpt2_prefix) {
-  const bool gpt2 = config.type == "gpt2";
+  const bool gpt2 = config.gpt2();
   std::vector<HfTensor> tensors;
   std::set<std::string> listed;  // a tied weight once
   for (const ParameterShapes& layer :
@@ -141,7 +141,7 @@ HfCheckpoint::HfCheckpoint(const std::string& dir)
     }
   }
   // GPT2LMHeadModel saves "transformer.wte.weight", GPT2Model "wte.weight".
-  const bool bare = config_.type == "gpt2" && file_of_.count("wte.weight");
+  const bool bare = config_.gpt2() && file_of_.count("wte.weight");
   std::map<std::string, std::vector<int64_t>> shapes;  // by name in the folder
   for (HfTensor& t : HfTensors(config_, bare ? "" : "transformer.")) {
     shapes[t.name] = t.shape;
@@ -160,13 +160,11 @@ HfCheckpoint::HfCheckpoint(const std::string& dir)
         << "; a weight must be F32, BF16 or F16";
   }
   for (const auto& [tensor, file] : file_of_) {
-    CONVEYOR_CHECK(shapes.count(tensor) || (config_.type == "gpt2" && IsGpt2Buffer(tensor)))
+    CONVEYOR_CHECK(shapes.count(tensor) || (config_.gpt2() && IsGpt2Buffer(tensor)))
         << where << fs::path(file->path()).filename().string() << " holds tensor '" << tensor
         << "', which the model config.json describes does not have"
-        << ((config_.type == "gpt2" ? config_.gpt.tie_embeddings : config_.llama.tie_embeddings) &&
-                    tensor == "lm_head.weight"
-                ? " (its embeddings are tied)"
-                : "");
+        << (config_.tie_embeddings() && tensor == "lm_head.weight" ? " (its embeddings are tied)"
+                                                                   : "");
   }
   for (const auto& [tensor, file] : wanted) {
     CONVEYOR_CHECK(file_of_.count(tensor)) << where << kIndexFile << " places tensor '" << tensor

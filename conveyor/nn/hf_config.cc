@@ -127,13 +127,8 @@ std::string ReadText(const std::string& path) {
   return text.str();
 }
 
-}  // namespace
-
-LlamaConfig ParseHfLlamaConfig(const std::string& text, const std::string& path) {
-  const Json json = ParseObject(text, path);
-  const std::string type = ModelType(json);
-  CONVEYOR_CHECK(type == "llama") << path << ": model_type \"" << type
-                                  << "\" is not supported here (llama)";
+// The model of a config.json already parsed and of its model_type (checked by the caller).
+LlamaConfig LlamaFromJson(const Json& json, const std::string& path) {
   Fields f(json, path);
   LlamaConfig c;
   c.hidden = f.Integer("hidden_size", std::nullopt);
@@ -161,11 +156,7 @@ LlamaConfig ParseHfLlamaConfig(const std::string& text, const std::string& path)
   return c;
 }
 
-GptConfig ParseHfGpt2Config(const std::string& text, const std::string& path) {
-  const Json json = ParseObject(text, path);
-  const std::string type = ModelType(json);
-  CONVEYOR_CHECK(type == "gpt2") << path << ": model_type \"" << type
-                                 << "\" is not supported here (gpt2)";
+GptConfig Gpt2FromJson(const Json& json, const std::string& path) {
   Fields f(json, path);
   GptConfig c;
   c.hidden = f.Integer("n_embd", std::nullopt);
@@ -196,23 +187,41 @@ GptConfig ParseHfGpt2Config(const std::string& text, const std::string& path) {
   return c;
 }
 
+// The config.json `text` parsed, its model_type checked to be `type`.
+Json ParseOfType(const std::string& text, const std::string& path, const std::string& type) {
+  Json json = ParseObject(text, path);
+  CONVEYOR_CHECK(ModelType(json) == type) << path << ": model_type \"" << ModelType(json)
+                                          << "\" is not supported here (" << type << ")";
+  return json;
+}
+
+}  // namespace
+
+LlamaConfig ParseHfLlamaConfig(const std::string& text, const std::string& path) {
+  return LlamaFromJson(ParseOfType(text, path, "llama"), path);
+}
+
+GptConfig ParseHfGpt2Config(const std::string& text, const std::string& path) {
+  return Gpt2FromJson(ParseOfType(text, path, "gpt2"), path);
+}
+
 HfModelConfig ReadHfModelConfig(const std::string& path) {
-  const std::string text = ReadText(path);
+  const Json json = ParseObject(ReadText(path), path);
   HfModelConfig config;
-  config.type = ModelType(ParseObject(text, path));
-  if (config.type == "gpt2") {
-    config.gpt = ParseHfGpt2Config(text, path);
+  config.type = ModelType(json);
+  if (config.gpt2()) {
+    config.gpt = Gpt2FromJson(json, path);
   } else {
     CONVEYOR_CHECK(config.type == "llama")
         << path << ": model_type \"" << config.type << "\" is not supported (llama, gpt2)";
-    config.llama = ParseHfLlamaConfig(text, path);
+    config.llama = LlamaFromJson(json, path);
   }
   return config;
 }
 
 std::string HfModelConfigJson(const HfModelConfig& config, const std::string& torch_dtype) {
-  return config.type == "gpt2" ? HfGpt2ConfigJson(config.gpt, torch_dtype)
-                               : HfLlamaConfigJson(config.llama, torch_dtype);
+  return config.gpt2() ? HfGpt2ConfigJson(config.gpt, torch_dtype)
+                       : HfLlamaConfigJson(config.llama, torch_dtype);
 }
 
 std::string HfGpt2ConfigJson(const GptConfig& c, const std::string& torch_dtype) {

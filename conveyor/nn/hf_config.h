@@ -41,6 +41,11 @@ struct HfModelConfig {
   std::string type;
   LlamaConfig llama;
   GptConfig gpt;
+
+  bool gpt2() const { return type == "gpt2"; }
+  // The positions the model has: a Llama's max_position_embeddings, a GPT-2's n_positions.
+  int positions() const { return gpt2() ? gpt.max_seq_len : llama.max_seq_len; }
+  bool tie_embeddings() const { return gpt2() ? gpt.tie_embeddings : llama.tie_embeddings; }
 };
 
 // The config.json at `path`, of either architecture (by its model_type); UserError when it

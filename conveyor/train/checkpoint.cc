@@ -46,11 +46,12 @@ Json ModelJson(const TrainConfig& c) {
   }
   // A GPT-2's fields, only where they differ from the byte-level GPT's (older checkpoints
   // have none of them).
-  if (c.model == ModelKind::kGpt && ModelVocab(c) != static_cast<int>(ByteTokenizer::kVocabSize)) {
-    model["vocab"] = ModelVocab(c);
+  if (c.model == ModelKind::kGpt) {
+    if (ModelVocab(c) != static_cast<int>(ByteTokenizer::kVocabSize))
+      model["vocab"] = ModelVocab(c);
+    if (c.positions > c.seq_len) model["positions"] = c.positions;
+    if (c.gelu_tanh) model["gelu_tanh"] = true;
   }
-  if (c.model == ModelKind::kGpt && c.positions > c.seq_len) model["positions"] = c.positions;
-  if (c.model == ModelKind::kGpt && c.gelu_tanh) model["gelu_tanh"] = true;
   return model;
 }
 

@@ -125,7 +125,7 @@ void SetModel(TrainConfig& config, std::string_view text, std::string_view name)
       << name << ": '" << text << "' is not a model folder (no config.json there)";
   const HfModelConfig folder =
       ReadHfModelConfig((std::filesystem::path(text) / "config.json").string());
-  config.model = folder.type == "gpt2" ? ModelKind::kGpt : ModelKind::kLlama;
+  config.model = folder.gpt2() ? ModelKind::kGpt : ModelKind::kLlama;
   config.model_dir = std::string(text);
 }
 
@@ -133,7 +133,7 @@ void ApplyModelFolder(TrainConfig& c) {
   if (c.model_dir.empty()) return;
   const std::string path = (std::filesystem::path(c.model_dir) / "config.json").string();
   const HfModelConfig folder = ReadHfModelConfig(path);
-  if (folder.type == "gpt2") {
+  if (folder.gpt2()) {
     const GptConfig& gpt = folder.gpt;
     c.model = ModelKind::kGpt;
     c.hidden = gpt.hidden;
@@ -156,20 +156,17 @@ void ApplyModelFolder(TrainConfig& c) {
     c.rope_theta = llama.rope_theta;
     c.tie_embeddings = llama.tie_embeddings;
   }
-  const int positions = ModelFolderPositions(c.model_dir);
+  const int positions = folder.positions();
   CONVEYOR_CHECK(c.seq_len <= positions)
       << "--seq-len " << c.seq_len << " exceeds " << path << "'s "
-      << (folder.type == "gpt2" ? "n_positions" : "max_position_embeddings") << " (" << positions
-      << ")";
+      << (folder.gpt2() ? "n_positions" : "max_position_embeddings") << " (" << positions << ")";
   CONVEYOR_CHECK(c.vocab >= static_cast<int>(ByteTokenizer::kVocabSize))
       << path << ": a vocabulary of " << c.vocab << " cannot hold the byte tokenizer's "
       << ByteTokenizer::kVocabSize << " ids";
 }
 
 int ModelFolderPositions(const std::string& dir) {
-  const HfModelConfig folder =
-      ReadHfModelConfig((std::filesystem::path(dir) / "config.json").string());
-  return folder.type == "gpt2" ? folder.gpt.max_seq_len : folder.llama.max_seq_len;
+  return ReadHfModelConfig((std::filesystem::path(dir) / "config.json").string()).positions();
 }
 
 int LlamaKvHeads(const TrainConfig& config) {
