@@ -44,7 +44,8 @@ class Embedding : public Layer {
     CONVEYOR_CHECK(p + t <= config_.max_seq_len)
         << "sequence length " << p + t << " exceeds the model's max_seq_len "
         << config_.max_seq_len;
-    return VocabParallelEmbedding(ids, wte_, config_.tp) + wpe_.narrow(0, p, t).unsqueeze(0);
+    return VocabParallelEmbedding(ids, wte_, config_.tp, config_.vocab) +
+           wpe_.narrow(0, p, t).unsqueeze(0);
   }
 
   NamedTensors NamedParameters() override { return {{kTokenEmbedding, wte_}, {"embed.wpe", wpe_}}; }
@@ -55,7 +56,7 @@ class Embedding : public Layer {
 
  private:
   GptConfig config_;
-  at::Tensor wte_;  // (V/p, C) token embeddings: this rank's vocabulary rows
+  at::Tensor wte_;  // (r, C) token embeddings: this rank's vocabulary rows
   at::Tensor wpe_;  // (max_seq_len, C) position embeddings, replicated
 };
 
@@ -139,7 +140,7 @@ class Head : public Layer {
     lm_head_ = Drawn(c, gen, lm_head_name(), {c.vocab, c.hidden}, kInitStd);
   }
 
-  // x (n, T, C) -> logits (n, T, V/p) of this rank's vocabulary rows
+  // x (n, T, C) -> logits (n, T, r) of this rank's r vocabulary rows (vocab_parallel.h)
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     at::Tensor h = at::layer_norm(x, {config_.hidden}, lnf_w_, lnf_b_);
     return Linear(CopyToTensorParallel(h, config_.tp), lm_head_, at::Tensor());
@@ -149,7 +150,7 @@ class Head : public Layer {
 
   at::Tensor LossSum(const at::Tensor& logits, const MicroBatch& mb) override {
     return VocabParallelCrossEntropySum(logits.reshape({-1, logits.size(-1)}),
-                                        mb.targets.reshape({-1}), config_.tp);
+                                        mb.targets.reshape({-1}), config_.tp, config_.vocab);
   }
 
   NamedTensors NamedParameters() override {
@@ -159,7 +160,7 @@ class Head : public Layer {
     return HiddenShape(mb, config_.hidden);
   }
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
-    return {mb.size(), mb.seq_len(), config_.vocab / config_.tp.size};
+    return {mb.size(), mb.seq_len(), VocabularyRowsPerRank(config_.vocab, config_.tp.size)};
   }
 
  private:
@@ -167,7 +168,7 @@ class Head : public Layer {
 
   GptConfig config_;
   at::Tensor lnf_w_, lnf_b_;  // (C), (C): final layer norm, replicated
-  at::Tensor lm_head_;  // (V/p, C): this rank's vocabulary rows; the embedding's wte when tied
+  at::Tensor lm_head_;        // (r, C): this rank's vocabulary rows; the embedding's wte when tied
 };
 
 }  // namespace
@@ -180,9 +181,7 @@ void CheckGptConfig(const GptConfig& c) {
   CONVEYOR_CHECK(c.layers >= 1) << "layers must be at least 1, got " << c.layers;
   CONVEYOR_CHECK(c.max_seq_len >= 1) << "max_seq_len must be at least 1, got " << c.max_seq_len;
   CheckTensorParallel(c.tp, c.heads);
-  CONVEYOR_CHECK(c.vocab % c.tp.size == 0)
-      << "the vocabulary of " << c.vocab << " tokens must divide by the tensor-parallel size ("
-      << c.tp.size << "): the embedding and LM head are split by vocabulary rows";
+  CheckVocabularySplit(c.vocab, c.tp.size);
 }
 
 std::vector<ParameterShapes> GptLayerShapes(const GptConfig& c) {

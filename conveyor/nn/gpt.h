@@ -11,8 +11,8 @@
 // embedding and LM head by vocabulary rows (vocab_parallel.h; tied embeddings share the same
 // row shard). Activations between layers stay replicated (n, T, C), so InputShape and
 // OutputShape between stages do not change, except the head's output: this rank's logits
-// (n, T, V/p), never gathered; LossSum turns them into the full loss, the same on every rank.
-// Forward and backward are then collectives over config.tp.group.
+// (n, T, ceil(V/p)), padded columns included, never gathered; LossSum turns them into the full
+// loss, the same on every rank. Forward and backward are then collectives over config.tp.group.
 #ifndef CONVEYOR_NN_GPT_H_
 #define CONVEYOR_NN_GPT_H_
 
@@ -31,7 +31,7 @@ struct GptConfig {
   int max_seq_len = 128;  // T at most
   bool tie_embeddings = false;
   bool recompute_attention = false;  // selective recomputation of the attention scores
-  TensorParallel tp;                 // p = tp.size must divide heads and vocab
+  TensorParallel tp;                 // p = tp.size must divide heads (vocab padded)
   // GPT-2's "gelu_new": the MLP's GELU in its tanh approximation; false: exact (erf).
   bool gelu_tanh = false;
   // False: the normal-drawn weights are allocated undrawn (their values are read afterwards,

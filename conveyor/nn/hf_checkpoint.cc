@@ -179,6 +179,19 @@ const HfTensor& HfCheckpoint::Find(const std::string& param) const {
   return it->second;
 }
 
+ShardRows HfCheckpoint::RowsOf(const HfTensor& t, int dim, TensorParallelSplit split,
+                               const TensorParallel& tp) const {
+  CONVEYOR_CHECK(dim < static_cast<int>(t.shape.size()))
+      << "model folder " << dir_ << ": tensor '" << t.name << "' of shape "
+      << at::IntArrayRef(t.shape) << " has no dim " << dim << " to split";
+  try {
+    return ShardRowsOf(split, t.shape[dim], tp.size, tp.rank);
+  } catch (const UserError& e) {
+    throw UserError("model folder " + dir_ + ": tensor '" + t.name + "' does not split into " +
+                    std::to_string(tp.size) + " tensor-parallel parts: " + e.what());
+  }
+}
+
 at::Tensor HfCheckpoint::Read(const std::string& param) {
   const HfTensor& t = Find(param);
   ++reads_;
@@ -187,22 +200,20 @@ at::Tensor HfCheckpoint::Read(const std::string& param) {
 }
 
 at::Tensor HfCheckpoint::ReadShard(const std::string& param, const TensorParallel& tp) {
-  const TensorParallelSplit split = TensorParallelSplitOf(param);
+  const TensorParallelSplit split = TensorParallelSplitOf(param, tp.kv_replicas);
   if (split.replicated() || tp.size == 1) return Read(param);
   const HfTensor& t = Find(param);
   // The split's dimension as stored: a transposed (2-D) tensor's other one.
   const int dim = t.transposed ? 1 - split.dim : split.dim;
-  const std::vector<int64_t>& shape = t.shape;
-  CONVEYOR_CHECK(dim < static_cast<int>(shape.size()) && shape[dim] % (split.blocks * tp.size) == 0)
-      << "model folder " << dir_ << ": tensor '" << t.name << "' of shape "
-      << at::IntArrayRef(shape) << " does not split into " << tp.size << " tensor-parallel parts";
-  const int64_t block = shape[dim] / split.blocks, part = block / tp.size;
+  const ShardRows part = RowsOf(t, dim, split, tp);
+  const int64_t block = t.shape[dim] / split.blocks;
   std::vector<at::Tensor> parts;
   for (int b = 0; b < split.blocks; ++b) {
-    parts.push_back(file_of_.at(t.name)->ReadSlice(t.name, dim, b * block + tp.rank * part, part));
+    parts.push_back(file_of_.at(t.name)->ReadSlice(t.name, dim, b * block + part.begin, part.real));
   }
   ++reads_;
-  const at::Tensor stored = (parts.size() == 1 ? parts[0] : at::cat(parts, dim)).to(at::kFloat);
+  at::Tensor stored = (parts.size() == 1 ? parts[0] : at::cat(parts, dim)).to(at::kFloat);
+  stored = PadToRows(stored, dim, part.rows * split.blocks);  // a padded vocabulary's last ranks
   return t.transposed ? stored.t().contiguous() : stored;
 }
 
@@ -212,8 +223,11 @@ void HfCheckpoint::LoadInto(const NamedTensors& params, const TensorParallel& tp
     const HfTensor& t = Find(name);
     std::vector<int64_t> shape = t.shape;
     if (t.transposed) std::swap(shape[0], shape[1]);  // the parameter's layout
-    const TensorParallelSplit split = TensorParallelSplitOf(name);
-    if (!split.replicated() && tp.size > 1) shape[split.dim] /= tp.size;
+    const TensorParallelSplit split = TensorParallelSplitOf(name, tp.kv_replicas);
+    if (!split.replicated() && tp.size > 1) {
+      shape[split.dim] =
+          RowsOf(t, t.transposed ? 1 - split.dim : split.dim, split, tp).rows * split.blocks;
+    }
     CONVEYOR_CHECK(at::IntArrayRef(shape) == p.sizes())
         << "model folder " << dir_ << ": tensor '" << t.name << "' gives this rank a part of shape "
         << at::IntArrayRef(shape) << ", its parameter has shape " << p.sizes();

@@ -78,6 +78,10 @@ class HfCheckpoint {
  private:
   // The folder's tensor of `param`, and the file holding it; UserError when there is none.
   const HfTensor& Find(const std::string& param) const;
+  // Which rows along the stored dimension `dim` rank tp.rank reads of `t` (ShardRowsOf);
+  // UserError naming the folder and tensor when it does not split.
+  ShardRows RowsOf(const HfTensor& t, int dim, TensorParallelSplit split,
+                   const TensorParallel& tp) const;
 
   std::string dir_;
   HfModelConfig config_;

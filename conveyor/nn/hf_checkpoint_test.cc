@@ -92,13 +92,13 @@ TEST_F(HfCheckpointTest, LoadsARanksShardsReadingOnlyItsTensors) {
   for (const char* name :
        {"model.layers.1.self_attn.k_proj.weight", "model.layers.1.self_attn.o_proj.weight",
         "model.layers.1.input_layernorm.weight"}) {
-    const TensorParallelSplit split = TensorParallelSplitOf(name);
+    const TensorParallelSplit split = TensorParallelSplitOf(name, 1);
     mine.emplace_back(name, at::zeros_like(TakeShard(weights.at(name), split, 2, 1)));
   }
   checkpoint.LoadInto(mine, TensorParallel{2, 1, nullptr});
   EXPECT_EQ(checkpoint.reads(), 3);
   for (const auto& [name, p] : mine) {
-    EXPECT_TRUE(at::equal(p, TakeShard(weights.at(name), TensorParallelSplitOf(name), 2, 1)))
+    EXPECT_TRUE(at::equal(p, TakeShard(weights.at(name), TensorParallelSplitOf(name, 1), 2, 1)))
         << name;
   }
   // A parameter of another shape is refused before anything is copied.

@@ -53,7 +53,7 @@ class LlamaEmbedding : public Layer {
     const int64_t end = KvCache::FirstPosition(mb) + ids.size(1);
     CONVEYOR_CHECK(end <= config_.max_seq_len)
         << "sequence length " << end << " exceeds the model's max_seq_len " << config_.max_seq_len;
-    return VocabParallelEmbedding(ids, weight_, config_.tp);
+    return VocabParallelEmbedding(ids, weight_, config_.tp, config_.vocab);
   }
 
   NamedTensors NamedParameters() override { return {{kEmbedding, weight_}}; }
@@ -64,7 +64,7 @@ class LlamaEmbedding : public Layer {
 
  private:
   LlamaConfig config_;
-  at::Tensor weight_;  // (V/p, C): this rank's vocabulary rows
+  at::Tensor weight_;  // (r, C): this rank's vocabulary rows
 };
 
 class LlamaDecoderLayer : public Layer {
@@ -120,15 +120,22 @@ class LlamaDecoderLayer : public Layer {
   at::Tensor Attention(const at::Tensor& h, const MicroBatch& mb) {
     const int64_t n = h.size(0), t = h.size(1), d = config_.hidden / config_.heads;
     const int64_t heads = config_.heads / config_.tp.size;
-    const int64_t kv_heads = config_.kv_heads / config_.tp.size;
+    // This rank's key-value heads: KV / p, or one shared with the replicas' ranks.
+    const int64_t kv_heads = k_.size(0) / d;
     const at::Tensor x = CopyToTensorParallel(h, config_.tp);
-    auto project = [&](const at::Tensor& w, int64_t count) {  // (n, count, T, d)
-      return Linear(x, w, {}).view({n, t, count, d}).transpose(1, 2);
+    // (n, T, count d) -> (n, count, T, d)
+    auto heads_of = [&](const at::Tensor& y, int64_t count) {
+      return y.view({n, t, count, d}).transpose(1, 2);
+    };
+    const at::Tensor x_kv = ScaleToKvReplicas(x, config_.tp);
+    auto project_kv = [&](const at::Tensor& w) {
+      return heads_of(SumOverKvReplicas(Linear(x_kv, w, {}), config_.tp), kv_heads);
     };
     const int64_t first = KvCache::FirstPosition(mb);
-    const at::Tensor q = RotaryEmbedding(project(q_, heads), config_.rope_theta, first);
-    at::Tensor k = RotaryEmbedding(project(k_, kv_heads), config_.rope_theta, first);
-    at::Tensor v = project(v_, kv_heads);
+    const at::Tensor q =
+        RotaryEmbedding(heads_of(Linear(x, q_, {}), heads), config_.rope_theta, first);
+    at::Tensor k = RotaryEmbedding(project_kv(k_), config_.rope_theta, first);
+    at::Tensor v = project_kv(v_);
     std::tie(k, v) = cache_.Extend(mb, k, v);  // (n, KV/p, p + T, d) with a cache
     if (kv_heads != heads) {  // each key-value head serves heads / kv_heads query heads
       k = k.repeat_interleave(heads / kv_heads, 1);
@@ -146,7 +153,7 @@ class LlamaDecoderLayer : public Layer {
   // p = config_.tp.size: split parameters hold this rank's part, the norms are replicated.
   at::Tensor input_norm_;  // (C)
   at::Tensor q_;           // (H d/p, C)
-  at::Tensor k_, v_;       // (KV d/p, C)
+  at::Tensor k_, v_;       // (KV d/p, C), or (d, C) replicated over tp.kv_replicas ranks
   at::Tensor o_;           // (C, H d/p)
   at::Tensor mlp_norm_;    // (C)
   at::Tensor gate_, up_;   // (F/p, C)
@@ -162,7 +169,7 @@ class LlamaHead : public Layer {
         // Tied: the embedding's name, so its initial value and its row shard.
         lm_head_(NormalTensor(lm_head_name(), {c.vocab, c.hidden}, seed, c)) {}
 
-  // x (n, T, C) -> logits (n, T, V/p) of this rank's vocabulary rows
+  // x (n, T, C) -> logits (n, T, r) of this rank's r vocabulary rows (vocab_parallel.h)
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     const at::Tensor h = RmsNorm(x, norm_, config_.rms_norm_eps);
     return Linear(CopyToTensorParallel(h, config_.tp), lm_head_, at::Tensor());
@@ -172,7 +179,7 @@ class LlamaHead : public Layer {
 
   at::Tensor LossSum(const at::Tensor& logits, const MicroBatch& mb) override {
     return VocabParallelCrossEntropySum(logits.reshape({-1, logits.size(-1)}),
-                                        mb.targets.reshape({-1}), config_.tp);
+                                        mb.targets.reshape({-1}), config_.tp, config_.vocab);
   }
 
   NamedTensors NamedParameters() override {
@@ -182,7 +189,7 @@ class LlamaHead : public Layer {
     return HiddenShape(mb, config_.hidden);
   }
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
-    return {mb.size(), mb.seq_len(), config_.vocab / config_.tp.size};
+    return {mb.size(), mb.seq_len(), VocabularyRowsPerRank(config_.vocab, config_.tp.size)};
   }
 
  private:
@@ -190,7 +197,7 @@ class LlamaHead : public Layer {
 
   LlamaConfig config_;
   at::Tensor norm_;     // (C), replicated
-  at::Tensor lm_head_;  // (V/p, C): this rank's vocabulary rows; the embedding's when tied
+  at::Tensor lm_head_;  // (r, C): this rank's vocabulary rows; the embedding's when tied
 };
 
 }  // namespace
@@ -230,15 +237,14 @@ void CheckLlamaConfig(const LlamaConfig& c) {
   CONVEYOR_CHECK(c.rms_norm_eps > 0) << "rms_norm_eps must be positive, got " << c.rms_norm_eps;
   CONVEYOR_CHECK(c.rope_theta > 0) << "rope_theta must be positive, got " << c.rope_theta;
   CheckTensorParallel(c.tp, c.heads);
-  CONVEYOR_CHECK(c.kv_heads % c.tp.size == 0)
-      << "kv_heads (" << c.kv_heads << ") must divide by the tensor-parallel size (" << c.tp.size
-      << "): every TP rank keeps whole key-value heads";
+  CONVEYOR_CHECK(c.tp.kv_replicas == KvReplicas(c.kv_heads, c.tp.size))
+      << "a Llama of " << c.kv_heads << " key-value heads over " << c.tp.size
+      << " tensor-parallel ranks keeps each on " << KvReplicas(c.kv_heads, c.tp.size)
+      << " of them, the model was built for " << c.tp.kv_replicas;
   CONVEYOR_CHECK(c.intermediate % c.tp.size == 0)
       << "intermediate (" << c.intermediate << ") must divide by the tensor-parallel size ("
       << c.tp.size << ")";
-  CONVEYOR_CHECK(c.vocab % c.tp.size == 0)
-      << "the vocabulary of " << c.vocab << " tokens must divide by the tensor-parallel size ("
-      << c.tp.size << "): the embedding and LM head are split by vocabulary rows";
+  CheckVocabularySplit(c.vocab, c.tp.size);
 }
 
 std::vector<ParameterShapes> LlamaLayerShapes(const LlamaConfig& c) {

@@ -20,15 +20,16 @@
 // (head h uses key-value head h / (H / KV)). Causal attention; targets -1 are not counted.
 //
 // Shapes: ids (n, T) -> embedding (n, T, C) -> decoder layers (n, T, C) -> head logits
-// (n, T, V/p). Every projection goes through Linear, so its weight gradient can be deferred.
+// (n, T, ceil(V/p)). Every projection goes through Linear, so its weight gradient can be deferred.
 //
 // Initialisation: every matrix N(0, 0.02) (Hugging Face's initializer_range), norms 1, each
 // tensor drawn from its own stream (TensorInitGenerator(seed, name)): any split of the model
 // builds the same weights.
 //
 // Tensor parallelism over p = tp.size ranks (tensor_parallel.h, the splits listed there):
-// query heads, key-value heads, MLP units and vocabulary rows split; p must divide H, KV, F
-// and V. Activations between layers stay replicated (n, T, C).
+// query heads, key-value heads, MLP units and vocabulary rows split; p must divide H, KV and
+// F; a vocabulary V it does not divide is padded (tensor_parallel_split.h). Activations between
+// layers stay replicated (n, T, C).
 #ifndef CONVEYOR_NN_LLAMA_H_
 #define CONVEYOR_NN_LLAMA_H_
 

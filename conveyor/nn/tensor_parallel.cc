@@ -55,9 +55,41 @@ struct ReduceFromRegion : public torch::autograd::Function<ReduceFromRegion> {
   }
 };
 
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
+// The autograd function of ScaleToKvReplicas.
+struct ScaleGradient : public torch::autograd::Function<ScaleGradient> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double factor) {
+    ctx->saved_data["factor"] = factor;
+    return x;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {grads[0] * ctx->saved_data["factor"].toDouble(), at::Tensor()};
+  }
+};
+
+// The autograd function of SumOverKvReplicas: every rank puts its gradient in its head's slot
+// of a zero buffer (heads, ...), one all-reduce over the TP group sums each slot over the
+// head's replicas, and each rank takes its head's slot back.
+struct SumOverReplicas : public torch::autograd::Function<SumOverReplicas> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& kv, Transport* group,
+                            int64_t replicas) {
+    SaveGroup(ctx, group);
+    ctx->saved_data["replicas"] = replicas;
+    return kv;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    Transport* group = SavedGroup(ctx);
+    const int64_t replicas = ctx->saved_data["replicas"].toInt();
+    const int64_t head = group->rank() / replicas;
+    std::vector<int64_t> shape = grads[0].sizes().vec();
+    shape.insert(shape.begin(), group->world_size() / replicas);
+    std::vector<at::Tensor> slots = {at::zeros(shape, grads[0].options())};
+    slots[0][head].copy_(grads[0]);
+    group->AllReduceSum(slots);
+    return {slots[0][head], at::Tensor(), at::Tensor()};
+  }
+};
 
 }  // namespace
 
@@ -86,6 +118,16 @@ at::Tensor ReduceFromTensorParallel(const at::Tensor& x, const TensorParallel& t
   return tp.size == 1 ? x : ReduceFromRegion::apply(x, tp.group);
 }
 
+at::Tensor ScaleToKvReplicas(const at::Tensor& x, const TensorParallel& tp) {
+  return tp.kv_replicas == 1 ? x : ScaleGradient::apply(x, 1.0 / tp.kv_replicas);
+}
+
+at::Tensor SumOverKvReplicas(const at::Tensor& kv, const TensorParallel& tp) {
+  return tp.kv_replicas == 1
+             ? kv
+             : SumOverReplicas::apply(kv, tp.group, static_cast<int64_t>(tp.kv_replicas));
+}
+
 at::Tensor RowParallelLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              const TensorParallel& tp) {
   if (tp.size == 1) return Linear(x, weight, bias);
@@ -95,65 +137,48 @@ at::Tensor RowParallelLinear(const at::Tensor& x, const at::Tensor& weight, cons
   return bias.defined() ? sum + bias : sum;
 }
 
-TensorParallelSplit TensorParallelSplitOf(std::string_view name) {
-  struct Rule {
-    std::string_view suffix;
-    TensorParallelSplit split;
-  };
-  static constexpr Rule kRules[] = {
-      {".attn.qkv.weight", {0, 3}},
-      {".attn.qkv.bias", {0, 3}},
-      {".attn.proj.weight", {1, 1}},
-      {".mlp.fc.weight", {0, 1}},
-      {".mlp.fc.bias", {0, 1}},
-      {".mlp.proj.weight", {1, 1}},
-      {"embed.wte", {0, 1}},
-      {"head.lm.weight", {0, 1}},
-      // Llama, in Hugging Face's names.
-      {".self_attn.q_proj.weight", {0, 1}},
-      {".self_attn.k_proj.weight", {0, 1}},
-      {".self_attn.v_proj.weight", {0, 1}},
-      {".self_attn.o_proj.weight", {1, 1}},
-      {".mlp.gate_proj.weight", {0, 1}},
-      {".mlp.up_proj.weight", {0, 1}},
-      {".mlp.down_proj.weight", {1, 1}},
-      {"model.embed_tokens.weight", {0, 1}},
-      {"lm_head.weight", {0, 1}},
-  };
-  for (const Rule& rule : kRules) {
-    if (EndsWith(name, rule.suffix)) return rule.split;
-  }
-  return {};
-}
-
 at::Tensor TakeShard(const at::Tensor& full, TensorParallelSplit split, int size, int rank) {
   CONVEYOR_CHECK(rank >= 0 && rank < size)
       << "tensor-parallel rank " << rank << " is outside [0, " << size << ")";
   if (split.replicated() || size == 1) return full;
-  CONVEYOR_CHECK(split.dim < full.dim() && full.size(split.dim) % (split.blocks * size) == 0)
-      << "a tensor of shape " << full.sizes() << " cannot be split along dim " << split.dim
-      << " into " << split.blocks << " block(s) of " << size << " tensor-parallel parts";
-  const int64_t block = full.size(split.dim) / split.blocks, part = block / size;
+  CONVEYOR_CHECK(split.dim < full.dim())
+      << "a tensor of shape " << full.sizes() << " has no dim " << split.dim << " to split";
+  const ShardRows part = ShardRowsOf(split, full.size(split.dim), size, rank);
+  const int64_t block = full.size(split.dim) / split.blocks;
   std::vector<at::Tensor> parts;
   for (int b = 0; b < split.blocks; ++b) {
-    parts.push_back(full.narrow(split.dim, b * block + rank * part, part));
+    parts.push_back(full.narrow(split.dim, b * block + part.begin, part.real));
   }
-  return parts.size() == 1 ? parts[0] : at::cat(parts, split.dim);
+  const at::Tensor real = parts.size() == 1 ? parts[0] : at::cat(parts, split.dim);
+  return PadToRows(real, split.dim, part.rows * split.blocks);
+}
+
+at::Tensor PadToRows(const at::Tensor& part, int dim, int64_t rows) {
+  CONVEYOR_ASSERT(part.size(dim) <= rows) << part.size(dim) << " rows cannot pad to " << rows;
+  if (part.size(dim) == rows) return part;
+  std::vector<int64_t> shape = part.sizes().vec();
+  shape[dim] = rows - part.size(dim);
+  return at::cat({part, at::zeros(shape, part.options())}, dim);
 }
 
 at::Tensor GatherShards(const at::Tensor& local, TensorParallelSplit split,
-                        const TensorParallel& tp) {
+                        const TensorParallel& tp, int64_t extent) {
   if (split.replicated() || tp.size == 1) return local;
   const std::vector<at::Tensor> ranks = tp.group->AllGather(local);  // rank order
-  std::vector<at::Tensor> parts;  // block 0 of every rank, then block 1, ...
+  std::vector<at::Tensor> parts;  // block 0 of every part, then block 1, ...
   for (int b = 0; b < split.blocks; ++b) {
-    for (const at::Tensor& shard : ranks) parts.push_back(shard.chunk(split.blocks, split.dim)[b]);
+    for (size_t r = 0; r < ranks.size(); r += split.replicas) {  // the first holder of each
+      parts.push_back(ranks[r].chunk(split.blocks, split.dim)[b]);
+    }
   }
-  return at::cat(parts, split.dim);
+  const at::Tensor whole = at::cat(parts, split.dim);
+  CONVEYOR_ASSERT(whole.size(split.dim) >= extent)
+      << "gathered " << whole.size(split.dim) << " rows of a tensor of " << extent;
+  return whole.size(split.dim) == extent ? whole : whole.narrow(split.dim, 0, extent);
 }
 
 at::Tensor ShardParam(std::string_view name, const at::Tensor& full, const TensorParallel& tp) {
-  const TensorParallelSplit split = TensorParallelSplitOf(name);
+  const TensorParallelSplit split = TensorParallelSplitOf(name, tp.kv_replicas);
   if (split.replicated() || tp.size == 1) return full;
   return TakeShard(full.detach(), split, tp.size, tp.rank)
       .clone(at::MemoryFormat::Contiguous)
@@ -162,8 +187,11 @@ at::Tensor ShardParam(std::string_view name, const at::Tensor& full, const Tenso
 
 at::Tensor UndrawnParam(std::string_view name, std::vector<int64_t> shape,
                         const TensorParallel& tp) {
-  const TensorParallelSplit split = TensorParallelSplitOf(name);
-  if (!split.replicated()) shape[split.dim] /= tp.size;
+  const TensorParallelSplit split = TensorParallelSplitOf(name, tp.kv_replicas);
+  if (!split.replicated()) {
+    const ShardRows part = ShardRowsOf(split, shape[split.dim], tp.size, tp.rank);
+    shape[split.dim] = part.rows * split.blocks;
+  }
   return at::empty(shape, at::kFloat).requires_grad_(true);
 }
 

@@ -22,7 +22,11 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <string_view>
+#include <vector>
+
+#include "conveyor/nn/tensor_parallel_split.h"
 
 namespace conveyor {
 
@@ -36,6 +40,7 @@ struct TensorParallel {
   Transport* group = nullptr;  // the TP ranks' transport (world_size() == size, rank() == rank);
                                // may be null when size == 1. Not owned: it must outlive every
                                // model built with it.
+  int kv_replicas = 1;         // a Llama's: ranks holding each key-value head (KvReplicas); else 1
 };
 
 // Throws UserError naming the values unless size >= 1, rank is in [0, size), a group is given
@@ -49,54 +54,38 @@ at::Tensor CopyToTensorParallel(const at::Tensor& x, const TensorParallel& tp);
 // Sums x over tp.group in forward (a new tensor); identity backward. tp.size == 1: x itself.
 at::Tensor ReduceFromTensorParallel(const at::Tensor& x, const TensorParallel& tp);
 
+// Key-value heads replicated over r = tp.kv_replicas consecutive ranks (r > 1): each of the r
+// ranks projects the same head from the replicated input x for its own query heads, and its
+// gradient holds only their part. ScaleToKvReplicas(x) is x, its backward multiplies the
+// gradient by 1 / r (the r copies' input gradients, summed by CopyToTensorParallel, count
+// once); SumOverKvReplicas(kv) is kv (n, T, d), its backward sums the gradient over the r
+// ranks (an all-reduce over tp.group), so each copy's weight gradient is the whole head's.
+// With r == 1 both return their argument.
+at::Tensor ScaleToKvReplicas(const at::Tensor& x, const TensorParallel& tp);
+at::Tensor SumOverKvReplicas(const at::Tensor& kv, const TensorParallel& tp);
+
 // Row-parallel linear map: x (..., in / p), weight (out, in / p) this rank's columns, bias
 // (out) replicated or undefined -> (..., out), the sum of every rank's x weight^T plus bias.
 // tp.size == 1: Linear(x, weight, bias).
 at::Tensor RowParallelLinear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              const TensorParallel& tp);
 
-// How a parameter is laid out across the TP ranks. Replicated (dim < 0): every rank holds the
-// full tensor. Split: along `dim` the full tensor is `blocks` equal blocks (3 for a QKV
-// projection's stacked queries, keys and values; 1 otherwise), each cut into p equal parts;
-// rank t holds part t of every block, the blocks in order. So a QKV weight (3C, C) gives rank
-// t the rows of its heads from each of q, k and v: (3C / p, C).
-struct TensorParallelSplit {
-  int dim = -1;  // -1: replicated
-  int blocks = 1;
-  bool replicated() const { return dim < 0; }
-};
-
-// The split of the parameter named `name`, a global name of BuildGpt, BuildClassifier or
-// BuildLlama (its gradient is split the same way); any other name is replicated. Independent
-// of the TP size.
-//   blocks.i.attn.qkv.weight / .bias   dim 0, 3 blocks  (3C, C) -> (3C/p, C), (3C) -> (3C/p)
-//   blocks.i.attn.proj.weight          dim 1            (C, C) -> (C, C/p)
-//   blocks.i.mlp.fc.weight / .bias     dim 0            (4C, C) -> (4C/p, C), (4C) -> (4C/p)
-//   blocks.i.mlp.proj.weight           dim 1            (C, 4C) -> (C, 4C/p)
-//   embed.wte, head.lm.weight (GPT)    dim 0            (V, C) -> (V/p, C)
-// Llama (BuildLlama, Hugging Face's names; H heads, KV key-value heads of d, F MLP units):
-//   model.layers.i.self_attn.q_proj.weight          dim 0   (H d, C) -> (H d/p, C)
-//   model.layers.i.self_attn.k_proj / v_proj.weight dim 0   (KV d, C) -> (KV d/p, C)
-//   model.layers.i.self_attn.o_proj.weight          dim 1   (C, H d) -> (C, H d/p)
-//   model.layers.i.mlp.gate_proj / up_proj.weight   dim 0   (F, C) -> (F/p, C)
-//   model.layers.i.mlp.down_proj.weight             dim 1   (C, F) -> (C, F/p)
-//   model.embed_tokens.weight, lm_head.weight       dim 0   (V, C) -> (V/p, C)
-// Replicated: layer norms, position embeddings, the row-parallel linears' biases, and the
-// classifier's embedding and head. To count a gradient norm once, add replicated parameters
-// on TP rank 0 only and split ones on every rank.
-TensorParallelSplit TensorParallelSplitOf(std::string_view name);
-
-// Rank `rank`'s part of `full` among `size` ranks (may share memory with `full`; `full`
-// itself when replicated or size == 1): to load a checkpoint saved by an unsharded model.
-// Throws UserError when rank is outside [0, size) or full's extent along split.dim does not
-// divide by blocks * size.
+// Rank `rank`'s part of `full` among `size` ranks (ShardRowsOf; may share memory with `full`,
+// `full` itself when replicated or size == 1, a new tensor with zero rows when padded): to load
+// a checkpoint saved by an unsharded model. Throws UserError when rank is outside [0, size) or
+// full's extent along split.dim does not split (ShardRowsOf).
 at::Tensor TakeShard(const at::Tensor& full, TensorParallelSplit split, int size, int rank);
+
+// `part` followed by zero rows along `dim` up to `rows` rows (`part` itself when it has them):
+// a padded split's part from its real rows.
+at::Tensor PadToRows(const at::Tensor& part, int dim, int64_t rows);
 
 // The full tensor from every TP rank's part `local` (the inverse of TakeShard), on every rank:
 // a collective over tp.group when split and tp.size > 1 (every TP rank calls it with its part
 // of the same tensor, in the same order); otherwise `local` itself, without communication.
+// `extent` is the full tensor's extent along split.dim (a padded split's padding is dropped).
 at::Tensor GatherShards(const at::Tensor& local, TensorParallelSplit split,
-                        const TensorParallel& tp);
+                        const TensorParallel& tp, int64_t extent);
 
 // For model builders: the parameter `name` of a model built for tp, from its full initial
 // value: this rank's part (TensorParallelSplitOf(name)) as a new contiguous leaf that requires

@@ -81,18 +81,21 @@ struct RankPass {
 
 using BuildFor = std::function<LayerList(const TensorParallel& tp)>;
 
+// `whole`: the unsharded model's pass, whose tensors give the extents to gather to;
+// `kv_replicas`: the ranks holding each key-value head of a Llama (KvReplicas), else 1.
 std::vector<RankPass> BackpropTensorParallel(int p, const BuildFor& build, const MicroBatch& mb,
-                                             bool defer) {
+                                             bool defer, const Pass& whole, int kv_replicas = 1) {
   const auto world = LocalWorld(p);
   std::vector<RankPass> ranks(p);
   RunRankThreads(world, [&](int r) {
-    const TensorParallel tp{p, r, world[r].get()};
+    const TensorParallel tp{p, r, world[r].get(), kv_replicas};
     RankPass& out = ranks[r];
     out.local = Backprop(build(tp), mb, defer);
     for (const auto& [name, local] : out.local.params) {  // the same order on every rank
-      const TensorParallelSplit split = TensorParallelSplitOf(name);
-      out.full_params[name] = GatherShards(local, split, tp);
-      out.full_grads[name] = GatherShards(out.local.grads.at(name), split, tp);
+      const TensorParallelSplit split = TensorParallelSplitOf(name, kv_replicas);
+      const int64_t extent = split.replicated() ? 0 : whole.params.at(name).size(split.dim);
+      out.full_params[name] = GatherShards(local, split, tp, extent);
+      out.full_grads[name] = GatherShards(out.local.grads.at(name), split, tp, extent);
     }
   });
   return ranks;
@@ -108,8 +111,9 @@ double RelativeError(const at::Tensor& actual, const at::Tensor& expected) {
 
 // The TP ranks computed the unsharded model's loss and gradients: parameters gather to the
 // unsharded ones exactly, split parameters are really split, replicated parameters' gradients
-// are identical on every rank. Returns the largest relative error.
-double ExpectMatches(const Pass& whole, const std::vector<RankPass>& ranks) {
+// are identical on every rank, and so are those of the ranks holding one key-value head's
+// replicas. Returns the largest relative error.
+double ExpectMatches(const Pass& whole, const std::vector<RankPass>& ranks, int kv_replicas = 1) {
   const int p = static_cast<int>(ranks.size());
   double worst = 0;
   for (int r = 0; r < p; ++r) {
@@ -125,14 +129,22 @@ double ExpectMatches(const Pass& whole, const std::vector<RankPass>& ranks) {
         continue;
       }
       EXPECT_TRUE(at::equal(rank.full_params.at(name), expected));
-      const TensorParallelSplit split = TensorParallelSplitOf(name);
+      const TensorParallelSplit split = TensorParallelSplitOf(name, kv_replicas);
       const at::Tensor& local = rank.local.params.at(name);
       if (split.replicated()) {
         EXPECT_TRUE(at::equal(rank.local.grads.at(name), ranks[0].local.grads.at(name)))
             << "a replicated gradient differs between TP ranks";
       } else {
-        EXPECT_EQ(local.size(split.dim) * p, expected.size(split.dim));
+        const ShardRows part = ShardRowsOf(split, expected.size(split.dim), p, r);
+        EXPECT_EQ(local.size(split.dim), part.rows * split.blocks);
         EXPECT_TRUE(at::equal(local, TakeShard(expected, split, p, r)));
+        // A padded vocabulary's zero rows get no gradient: they stay zero through training.
+        const at::Tensor padding =
+            rank.local.grads.at(name).narrow(split.dim, part.real, part.rows - part.real);
+        EXPECT_EQ(padding.abs().sum().item<double>(), 0.0);
+        const int first = r - r % split.replicas;  // the rank holding the part's first replica
+        EXPECT_TRUE(at::equal(rank.local.grads.at(name), ranks[first].local.grads.at(name)))
+            << "replicas of a key-value head differ between TP ranks " << first << " and " << r;
       }
       const double error = RelativeError(rank.full_grads.at(name), whole.grads.at(name));
       EXPECT_LE(error, 1e-5);
@@ -186,9 +198,10 @@ void ExpectGptMatches(GptConfig c, int p, bool defer) {
         sharded.tp = tp;
         return BuildGpt(sharded, 5);
       },
-      mb, defer);
+      mb, defer, whole);
   for (const RankPass& rank : ranks) {
-    EXPECT_EQ(rank.local.output_shape, (std::vector<int64_t>{3, 8, c.vocab / p}));
+    EXPECT_EQ(rank.local.output_shape,
+              (std::vector<int64_t>{3, 8, VocabularyRowsPerRank(c.vocab, p)}));
     EXPECT_EQ(rank.local.params.at("blocks.1.attn.qkv.weight").sizes(),
               (std::vector<int64_t>{3 * c.hidden / p, c.hidden}));
   }
@@ -212,44 +225,86 @@ TEST(TensorParallelTest, GptWithTiedEmbeddingsMatchesTheUnshardedModel) {
   }
 }
 
+// GPT-2's 50257 tokens divide by no TP size: a vocabulary of 29 holds 15 rows on each of 2
+// ranks (rank 1: one of padding), 8 on each of 4 (rank 3: five real, three of padding);
+// untied, then tied with deferred weight gradients.
+TEST(TensorParallelTest, AVocabularyTheRanksDoNotDivideIsPaddedAndMatches) {
+  GptConfig c = TinyGpt();
+  c.vocab = 29;
+  for (int p : {2, 4}) {
+    SCOPED_TRACE("tp " + std::to_string(p) + ", untied");
+    ExpectGptMatches(c, p, /*defer=*/false);
+  }
+  c.tie_embeddings = true;
+  SCOPED_TRACE("tp 4, tied");
+  ExpectGptMatches(c, 4, /*defer=*/true);
+}
+
 TEST(TensorParallelTest, DeferredWeightGradientsMatchTheUnshardedModel) {
   GptConfig c = TinyGpt();
   c.tie_embeddings = true;
   ExpectGptMatches(c, 2, /*defer=*/true);
 }
 
-// Llama's heads split with their key-value heads (2 query heads per key-value head), the
-// SwiGLU units and the vocabulary; deferred weight gradients at tp 2, tied embeddings at 4.
-TEST(TensorParallelTest, LlamaMatchesTheUnshardedModel) {
+// 8 heads, 30 tokens (padded to 8 rows a rank at tp 4), d = 4.
+LlamaConfig SmallLlama(int kv_heads) {
   LlamaConfig c;
-  c.vocab = 32;
+  c.vocab = 30;
   c.hidden = 32;
   c.intermediate = 48;
   c.heads = 8;
-  c.kv_heads = 4;
+  c.kv_heads = kv_heads;
   c.layers = 2;
   c.max_seq_len = 8;
+  return c;
+}
+
+// The Llama `c` over p ranks computes the unsharded one's loss and gradients; each rank holds
+// `kv_rows` rows of k_proj and v_proj.
+void ExpectLlamaMatches(const LlamaConfig& c, int p, bool defer, int64_t kv_rows) {
+  const int replicas = KvReplicas(c.kv_heads, p);
+  const MicroBatch mb = TokenMicroBatch(c.vocab, 3, 8, 13);
+  const Pass whole = Backprop(BuildLlama(c, 21), mb, false);
+  const auto ranks = BackpropTensorParallel(
+      p,
+      [&](const TensorParallel& tp) {
+        LlamaConfig sharded = c;
+        sharded.tp = tp;
+        return BuildLlama(sharded, 21);
+      },
+      mb, defer, whole, replicas);
+  for (const RankPass& rank : ranks) {
+    EXPECT_EQ(rank.local.output_shape,
+              (std::vector<int64_t>{3, 8, VocabularyRowsPerRank(c.vocab, p)}));
+    EXPECT_EQ(rank.local.params.at("model.layers.1.self_attn.k_proj.weight").sizes(),
+              (std::vector<int64_t>{kv_rows, c.hidden}));
+    EXPECT_EQ(rank.local.params.at("model.layers.0.mlp.down_proj.weight").sizes(),
+              (std::vector<int64_t>{c.hidden, c.intermediate / p}));
+  }
+  RecordError(p, ExpectMatches(whole, ranks, replicas));
+}
+
+// Llama's heads split with their key-value heads (2 query heads per key-value head), the
+// SwiGLU units and the vocabulary; deferred weight gradients at tp 2, tied embeddings at 4.
+TEST(TensorParallelTest, LlamaMatchesTheUnshardedModel) {
+  LlamaConfig c = SmallLlama(4);
   for (int p : {2, 4}) {
     SCOPED_TRACE("tp " + std::to_string(p));
     c.tie_embeddings = p == 4;
-    const MicroBatch mb = TokenMicroBatch(c.vocab, 3, 8, 13);
-    const Pass whole = Backprop(BuildLlama(c, 21), mb, false);
-    const auto ranks = BackpropTensorParallel(
-        p,
-        [&](const TensorParallel& tp) {
-          LlamaConfig sharded = c;
-          sharded.tp = tp;
-          return BuildLlama(sharded, 21);
-        },
-        mb, /*defer=*/p == 2);
-    for (const RankPass& rank : ranks) {
-      EXPECT_EQ(rank.local.output_shape, (std::vector<int64_t>{3, 8, c.vocab / p}));
-      EXPECT_EQ(rank.local.params.at("model.layers.1.self_attn.k_proj.weight").sizes(),
-                (std::vector<int64_t>{c.kv_heads * 4 / p, c.hidden}));
-      EXPECT_EQ(rank.local.params.at("model.layers.0.mlp.down_proj.weight").sizes(),
-                (std::vector<int64_t>{c.hidden, c.intermediate / p}));
-    }
-    RecordError(p, ExpectMatches(whole, ranks));
+    ExpectLlamaMatches(c, p, /*defer=*/p == 2, /*kv_rows=*/4 * 4 / p);
+  }
+}
+
+// Fewer key-value heads than ranks (Llama 3 70B's 8 over tp 16): 2 of them over 4 ranks, each
+// held by 2 ranks, and over 8 ranks (one query head each), each held by 4; tied and deferred
+// at tp 4, untied at 8. Each rank holds one head's 4 rows.
+TEST(TensorParallelTest, LlamaWithKeyValueHeadsReplicatedMatchesTheUnshardedModel) {
+  LlamaConfig c = SmallLlama(2);
+  for (int p : {4, 8}) {
+    SCOPED_TRACE("tp " + std::to_string(p));
+    EXPECT_EQ(KvReplicas(c.kv_heads, p), p / 2);
+    c.tie_embeddings = p == 4;
+    ExpectLlamaMatches(c, p, /*defer=*/p == 4, /*kv_rows=*/4);
   }
 }
 
@@ -270,7 +325,7 @@ TEST(TensorParallelTest, ClassifierMatchesTheUnshardedModel) {
           sharded.tp = tp;
           return BuildClassifier(sharded, 9);
         },
-        mb, /*defer=*/p == 2);
+        mb, /*defer=*/p == 2, whole);
     for (const RankPass& rank : ranks) {
       EXPECT_EQ(rank.local.output_shape, (std::vector<int64_t>{4, c.classes}));
       EXPECT_EQ(rank.local.params.at("blocks.0.mlp.proj.weight").sizes(),
@@ -283,19 +338,20 @@ TEST(TensorParallelTest, ClassifierMatchesTheUnshardedModel) {
 // Rank t holds part t of each of q, k and v: not a plain slice of the stacked rows.
 TEST(TensorParallelTest, QkvShardsTakeTheirHeadsFromEachOfQKV) {
   const at::Tensor qkv_bias = at::arange(12);  // C = 4: q 0..3, k 4..7, v 8..11
-  const TensorParallelSplit split = TensorParallelSplitOf("blocks.0.attn.qkv.bias");
+  const TensorParallelSplit split = TensorParallelSplitOf("blocks.0.attn.qkv.bias", 1);
   EXPECT_TRUE(at::equal(TakeShard(qkv_bias, split, 2, 1), at::tensor({2, 3, 6, 7, 10, 11})));
   const at::Tensor proj = at::arange(8).view({2, 4});
-  EXPECT_TRUE(at::equal(TakeShard(proj, TensorParallelSplitOf("blocks.3.attn.proj.weight"), 2, 1),
-                        at::tensor({2, 3, 6, 7}).view({2, 2})));
-  EXPECT_TRUE(TensorParallelSplitOf("blocks.0.attn.proj.bias").replicated());
-  EXPECT_TRUE(TensorParallelSplitOf("embed.tok").replicated());
-  EXPECT_EQ(TensorParallelSplitOf("head.lm.weight").dim, 0);
+  EXPECT_TRUE(
+      at::equal(TakeShard(proj, TensorParallelSplitOf("blocks.3.attn.proj.weight", 1), 2, 1),
+                at::tensor({2, 3, 6, 7}).view({2, 2})));
+  EXPECT_TRUE(TensorParallelSplitOf("blocks.0.attn.proj.bias", 1).replicated());
+  EXPECT_TRUE(TensorParallelSplitOf("embed.tok", 1).replicated());
+  EXPECT_EQ(TensorParallelSplitOf("head.lm.weight", 1).dim, 0);
 
   const auto world = LocalWorld(2);
   RunRankThreads(world, [&](int r) {
     const TensorParallel tp{2, r, world[r].get()};
-    const at::Tensor back = GatherShards(TakeShard(qkv_bias, split, 2, r), split, tp);
+    const at::Tensor back = GatherShards(TakeShard(qkv_bias, split, 2, r), split, tp, 12);
     EXPECT_TRUE(at::equal(back, qkv_bias));
   });
 }
@@ -345,8 +401,8 @@ TEST(TensorParallelTest, BadConfigurationsAreRefusedNamingTheNumbers) {
   };
   auto same = [](GptConfig&) {};
   ExpectRefused(gpt(3, 0, world3[0].get(), same), {"heads (4)", "size (3)"});
-  ExpectRefused(gpt(4, 0, world[0].get(), [](GptConfig& c) { c.vocab = 30; }),
-                {"vocabulary of 30 tokens", "size (4)"});
+  ExpectRefused(gpt(4, 0, world[0].get(), [](GptConfig& c) { c.vocab = 5; }),
+                {"vocabulary of 5 tokens cannot be split over 4", "leave rank 3 only padding"});
   ExpectRefused(gpt(2, 0, nullptr, same), {"size 2 needs the TP group"});
   ExpectRefused(gpt(2, 2, world[0].get(), same), {"rank 2 is outside [0, 2)"});
   ExpectRefused(gpt(4, 0, world[1].get(), same), {"rank 1 of 4", "rank 0 of 4"});
@@ -358,7 +414,11 @@ TEST(TensorParallelTest, BadConfigurationsAreRefusedNamingTheNumbers) {
         BuildClassifier(c, 1);
       },
       {"heads (2)", "size (4)"});
-  ExpectRefused([] { TakeShard(at::zeros({6, 2}), {0, 3}, 4, 0); }, {"[6, 2]", "3 block(s) of 4"});
+  ExpectRefused(
+      [] {
+        TakeShard(at::zeros({6, 2}), {0, 3}, 4, 0);
+      },
+      {"extent of 6 along dim 0", "3 block(s) of 4"});
 }
 
 // Both refuse before any collective, on every rank (a failed world stays failed: one each).
@@ -368,7 +428,7 @@ TEST(TensorParallelTest, OutOfRangeTargetsAndIdsAreRefused) {
       [&] {
         const auto world = LocalWorld(2);
         RunRankThreads(world, [&](int r) {
-          VocabParallelCrossEntropySum(logits, at::tensor({3, 8}), {2, r, world[r].get()});
+          VocabParallelCrossEntropySum(logits, at::tensor({3, 8}), {2, r, world[r].get()}, 8);
         });
       },
       {"targets must be in [-1, 8)", "got values from 3 to 8"});
@@ -376,7 +436,7 @@ TEST(TensorParallelTest, OutOfRangeTargetsAndIdsAreRefused) {
       [&] {
         const auto world = LocalWorld(2);
         RunRankThreads(world, [&](int r) {
-          VocabParallelEmbedding(at::tensor({-1, 2}), at::zeros({4, 3}), {2, r, world[r].get()});
+          VocabParallelEmbedding(at::tensor({-1, 2}), at::zeros({4, 3}), {2, r, world[r].get()}, 8);
         });
       },
       {"token ids must be in [0, 8)"});

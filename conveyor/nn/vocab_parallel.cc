@@ -22,27 +22,28 @@ void CheckRange(const at::Tensor& ids, int64_t low, int64_t end, const char* wha
                                           << "), got values from " << min << " to " << max;
 }
 
-// Where `ids` fall among rank `rank`'s vocabulary rows [rank * rows, (rank + 1) * rows):
-// `here` (bool, ids' shape) tells which do, `index` is their local row (0 for the others).
+// Where `ids` fall among a rank's vocabulary rows [begin, begin + rows): `here` (bool, ids'
+// shape) tells which do, `index` is their local row (0 for the others).
 struct LocalRows {
   at::Tensor index, here;
 };
 
-LocalRows ToLocalRows(const at::Tensor& ids, int64_t rows, int rank) {
-  const at::Tensor local = ids - rank * rows;
+LocalRows ToLocalRows(const at::Tensor& ids, int64_t begin, int64_t rows) {
+  const at::Tensor local = ids - begin;
   at::Tensor here = local.ge(0).logical_and(local.lt(rows));
   return {local.masked_fill(here.logical_not(), 0), here};
 }
 
 // The autograd function of VocabParallelCrossEntropySum for tp.size > 1. The row maximum
 // (for stability) comes from an all-gather of the ranks' maxima; the sum of exponentials and
-// the target's logit from one all-reduce. Keeps the local softmax (N, V / p) for backward.
+// the target's logit from one all-reduce. `logits` (N, real) are the rank's real columns, the
+// vocabulary's [begin, begin + real). Keeps the local softmax (N, real) for backward.
 struct CrossEntropySum : public torch::autograd::Function<CrossEntropySum> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits,
-                            const at::Tensor& targets, Transport* group, int rank) {
+                            const at::Tensor& targets, Transport* group, int64_t begin) {
     const at::Tensor max = at::stack(group->AllGather(logits.amax(-1))).amax(0);  // (N)
-    const at::Tensor shifted = logits - max.unsqueeze(-1);                        // (N, V / p)
-    const LocalRows rows = ToLocalRows(targets, logits.size(-1), rank);
+    const at::Tensor shifted = logits - max.unsqueeze(-1);                        // (N, real)
+    const LocalRows rows = ToLocalRows(targets, begin, logits.size(-1));
     at::Tensor exp = shifted.exp();
     const at::Tensor target_logit = shifted.gather(-1, rows.index.unsqueeze(-1)).squeeze(-1);
     std::vector<at::Tensor> sums = {exp.sum(-1), target_logit.masked_fill(~rows.here, 0)};
@@ -65,25 +66,31 @@ struct CrossEntropySum : public torch::autograd::Function<CrossEntropySum> {
 }  // namespace
 
 at::Tensor VocabParallelEmbedding(const at::Tensor& ids, const at::Tensor& weight,
-                                  const TensorParallel& tp) {
+                                  const TensorParallel& tp, int64_t vocab) {
   if (tp.size == 1) return at::embedding(weight, ids);
+  CheckRange(ids, 0, vocab, "token ids");
   const int64_t rows = weight.size(0);
-  CheckRange(ids, 0, rows * tp.size, "token ids");
-  const LocalRows local = ToLocalRows(ids, rows, tp.rank);
+  const LocalRows local = ToLocalRows(ids, tp.rank * rows, rows);
   const at::Tensor mine =
       at::embedding(weight, local.index).masked_fill(~local.here.unsqueeze(-1), 0);
   return ReduceFromTensorParallel(mine, tp);
 }
 
 at::Tensor VocabParallelCrossEntropySum(const at::Tensor& half_or_float_logits,
-                                        const at::Tensor& targets, const TensorParallel& tp) {
+                                        const at::Tensor& targets, const TensorParallel& tp,
+                                        int64_t vocab) {
   const at::Tensor logits = half_or_float_logits.to(at::kFloat);  // bf16 under autocast
   if (tp.size == 1) {
     return at::cross_entropy_loss(logits, targets, /*weight=*/{}, at::Reduction::Sum,
                                   /*ignore_index=*/-1);
   }
-  CheckRange(targets, -1, logits.size(-1) * tp.size, "targets");
-  return CrossEntropySum::apply(logits, targets, tp.group, tp.rank);
+  CheckRange(targets, -1, vocab, "targets");
+  const ShardRows part = ShardRowsOf({0, 1, true}, vocab, tp.size, tp.rank);
+  CONVEYOR_ASSERT(logits.size(-1) == part.rows)
+      << "rank " << tp.rank << " has " << logits.size(-1) << " vocabulary columns, not "
+      << part.rows << " of a vocabulary of " << vocab;
+  // The padded columns are cut off before the loss (autograd gives them a zero gradient).
+  return CrossEntropySum::apply(logits.narrow(-1, 0, part.real), targets, tp.group, part.begin);
 }
 
 }  // namespace conveyor

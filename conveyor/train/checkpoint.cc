@@ -327,16 +327,13 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
     const std::map<std::string, at::Tensor> optimizer_state = trainer.optimizer().State();
     if (trainer.model().coords().dp != 0) return;  // the other replicas hold the same state
     // Whole tensors: the tensor-parallel ranks of replica 0 gather their shards.
-    const TensorParallel& tp = trainer.model().tensor_parallel();
-    auto whole = [&](const std::string& name, const at::Tensor& t) {
-      return tp.size > 1 ? GatherShards(t, TensorParallelSplitOf(name), tp) : t;
-    };
+    const PipelineModel& model = trainer.model();
     std::map<std::string, at::Tensor> tensors;
-    for (const auto& [name, p] : trainer.model().Parameters()) {
-      tensors.emplace("param/" + name, whole(name, p.detach()));
+    for (const auto& [name, p] : model.Parameters()) {
+      tensors.emplace("param/" + name, model.GatherWhole(name, p.detach()));
     }
     for (const auto& [key, t] : optimizer_state) {
-      tensors.emplace("optim/" + key, whole(key.substr(0, key.rfind('/')), t));
+      tensors.emplace("optim/" + key, model.GatherWhole(key.substr(0, key.rfind('/')), t));
     }
     if (!trainer.model().leads_replicas()) return;
     std::map<std::string, std::string> metadata = {
@@ -440,7 +437,7 @@ LoadedShards ReadShards(const std::string& path, const PipelineModel& model,
   const TensorParallel& tp = model.tensor_parallel();
   auto shard = [&](const std::string& name, const at::Tensor& whole) {
     // A copy: a view would keep the whole tensor alive.
-    return TakeShard(whole, TensorParallelSplitOf(name), tp.size, tp.rank)
+    return TakeShard(whole, TensorParallelSplitOf(name, tp.kv_replicas), tp.size, tp.rank)
         .clone(at::MemoryFormat::Contiguous);
   };
   for (const auto& [name, p] : loaded.params) {

@@ -107,6 +107,35 @@ TEST_F(CheckpointTest, MeshCheckpointResumesOnAnotherMesh) {
   fs::remove_all(dir);
 }
 
+// A Llama saved from tp 4 (its 2 key-value heads replicated on 2 ranks each, its 301-token
+// vocabulary padded) holds whole unpadded tensors and resumes on tp 1 and tp 2 with the
+// uninterrupted losses.
+TEST_F(CheckpointTest, ReplicatedHeadsAndAPaddedVocabularyResumeOnAnotherMesh) {
+  TrainConfig c = TinyLlama();
+  c.vocab = 301;
+  c.steps = 6;
+  const std::vector<double> full = TrainOnThreads(c);
+  const std::string dir = dir_ + "_kv";
+  TrainConfig saved = c;
+  saved.tp = 4;
+  TrainOnThreads(
+      saved, [&](Trainer& t, Transport& w) { SaveCheckpoint(dir, t, saved, &w); }, 3);
+  CheckpointWeights weights(dir);
+  EXPECT_EQ(weights.Read("model.embed_tokens.weight").size(0), 301);
+  EXPECT_EQ(weights.Read("model.layers.0.self_attn.k_proj.weight").size(0), 2 * 32 / 4);
+  for (int tp : {1, 2}) {
+    TrainConfig other = c;
+    other.tp = tp;
+    other.resume = dir;
+    const std::vector<double> rest = TrainOnThreads(other);
+    ASSERT_EQ(rest.size(), 3u);
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_NEAR(rest[k], full[3 + k], 2e-5 * full[3 + k]) << "tp " << tp << " step " << 4 + k;
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST_F(CheckpointTest, RefusesAMismatchedModel) {
   TrainConfig other = config_;
   other.hidden = 32;

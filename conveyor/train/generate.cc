@@ -35,7 +35,11 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, int64_
     at::Tensor logits = it->second.select(1, it->second.size(1) - 1);  // (n, V / tp)
     // Under tensor parallelism each rank holds a slice of the vocabulary: gather it whole.
     const TensorParallel& tp = forward.model().tensor_parallel();
-    if (tp.size > 1) logits = GatherShards(logits, TensorParallelSplit{1, 1}, tp);  // (n, V)
+    // The padding of a vocabulary tp does not divide is dropped: never sampled.
+    if (tp.size > 1) {
+      logits = GatherShards(logits, TensorParallelSplit{1, 1, true}, tp,
+                            ModelVocab(forward.model().config()));  // (n, V)
+    }
     tokens = SampleTokens(logits, sampling, LayerInitGenerator(seed, static_cast<int>(window)));
   }
   // The rank of the last stage of micro-batch 0's pipeline sampled them; the others get them.

@@ -149,6 +149,31 @@ TEST_F(GenerateTest, TheCacheGivesTheTokensOfRecomputation) {
   }
 }
 
+// A vocabulary tp does not divide (GPT-2's case) is padded on the last TP rank; its padded
+// logits, zeros, would be drawn at a high temperature if they reached the sampler. They never
+// do: tp 2 draws the tokens of one process, every one inside the vocabulary.
+TEST_F(GenerateTest, APaddedVocabularyIsNeverSampled) {
+  TrainConfig c = TinyGpt();
+  c.vocab = 301;  // 151 rows a rank at tp 2, the last one padding
+  Sampling sampling;
+  sampling.temperature = 100;
+  auto tokens = [&](const TrainConfig& run) {
+    std::vector<std::vector<int64_t>> out(run.tp * run.pp);
+    OnEveryRank(run, [&](Trainer& t) {
+      ForwardPipeline forward(t.model());
+      out[t.model().rank()] = GenerateTokens(forward, {5, 300, 2}, 400, sampling, 4, 10, true);
+    });
+    return out;
+  };
+  const std::vector<int64_t> reference = tokens(c).at(0);
+  ASSERT_EQ(reference.size(), 400u);
+  for (int64_t id : reference) EXPECT_LT(id, 301);
+  c.tp = 2;
+  c.pp = 2;
+  c.schedule = "1f1b";
+  for (const auto& got : tokens(c)) EXPECT_EQ(got, reference);
+}
+
 TEST_F(GenerateTest, RefusesNegativeTokensAndAnEmptyContext) {
   OnEveryRank(TinyGpt(), [&](Trainer& t) {
     ForwardPipeline forward(t.model());

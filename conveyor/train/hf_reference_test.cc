@@ -94,7 +94,7 @@ TEST(HfReferenceTest, AGpt2sEvalLossOnEveryMeshIsTheReferences) {
   at::set_num_threads(1);
   TrainConfig c = TinyGpt();
   c.layers = 6;
-  c.vocab = 300;
+  c.vocab = 301;  // odd: padded to 151 rows a rank at tp 2
   c.positions = 40;
   c.gelu_tanh = true;
   c.tie_embeddings = true;

@@ -114,7 +114,7 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
     auto it = owner_.find(name);
     CONVEYOR_ASSERT(it != owner_.end()) << "unknown parameter " << name;
     if (it->second != rank_ || !counted.insert(name).second || !p.grad().defined()) continue;
-    if (tp_.rank != 0 && TensorParallelSplitOf(name).replicated()) continue;
+    if (!CountsInNorm(TensorParallelSplitOf(name, tp_.kv_replicas), tp_.rank)) continue;
     if (zero_ != nullptr && zero_->scattered(name)) {
       const int64_t offset = zero_->OffsetOf(p);
       const auto [lo, hi] = zero_->Overlap(offset, p.numel(), zero_->index());

@@ -106,6 +106,8 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   if (mesh_.dp() > 1) dp_timed_ = std::make_unique<TimedTransport>(group(dp_owned_, MeshAxis::kDp));
   pipeline_group_ = group(pp_owned_, MeshAxis::kPp);
   tp_ = TensorParallel{mesh_.tp(), coords_.tp, mesh_.tp() > 1 ? tp_timed_.get() : nullptr};
+  if (config_.model == ModelKind::kLlama)
+    tp_.kv_replicas = KvReplicas(LlamaKvHeads(config_), tp_.size);
   if (dp_timed_ != nullptr) program_ = WithGradReductions(program_);
 
   const Layout& layout = program_.layout;
@@ -140,6 +142,14 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
     stage->set_compute_dtype(compute_dtype);
     stage->set_message_dtype(message_dtype_);
   }
+}
+
+at::Tensor PipelineModel::GatherWhole(const std::string& name, const at::Tensor& local) const {
+  const TensorParallelSplit split = TensorParallelSplitOf(name, tp_.kv_replicas);
+  if (split.replicated() || tp_.size == 1) return local;
+  return GatherShards(
+      local, split, tp_,
+      split.padded ? ModelVocab(config_) : local.size(split.dim) * tp_.size / split.replicas);
 }
 
 }  // namespace conveyor

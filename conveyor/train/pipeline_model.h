@@ -84,6 +84,11 @@ class PipelineModel {
   const std::map<std::string, std::vector<int>>& holders() const { return holders_; }
   // This rank's parameters (global names; a name twice for two local copies).
   NamedTensors Parameters() const { return pipeline_->NamedParameters(); }
+  // The whole tensor of which `local` is this rank's tensor-parallel shard, laid out as the
+  // parameter `name` (it, its gradient or its optimizer state): a collective over the TP
+  // group (every TP rank calls it for the same tensors in the same order), a padded
+  // vocabulary's padding dropped; `local` itself without tensor parallelism or when replicated.
+  at::Tensor GatherWhole(const std::string& name, const at::Tensor& local) const;
   PipelineRank& pipeline() { return *pipeline_; }
   // The dtype of the messages between stages: the compute dtype (fp32, bf16 or fp16).
   c10::ScalarType message_dtype() const { return message_dtype_; }

@@ -18,6 +18,7 @@
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/mesh/mesh.h"
 #include "conveyor/nn/hf_config.h"
+#include "conveyor/nn/tensor_parallel_split.h"
 #include "conveyor/optim/loss_scaler.h"
 #include "conveyor/schedule/pipeline_limits.h"
 
@@ -216,17 +217,14 @@ void TrainConfig::Validate() const {
     const int kv = LlamaKvHeads(*this);
     CONVEYOR_CHECK(heads % kv == 0)
         << "kv-heads (" << kv << ") must divide heads (" << heads << ")";
-    CONVEYOR_CHECK(kv % tp == 0) << "kv-heads (" << kv << ") must divide by tp (" << tp
-                                 << "): each tensor-parallel rank holds whole key-value heads";
+    KvReplicas(kv, tp);  // tp divides the key-value heads, or they divide tp (replicated)
     CONVEYOR_CHECK(LlamaIntermediate(*this) % tp == 0)
         << "intermediate (" << LlamaIntermediate(*this) << ") must divide by tp (" << tp << ")";
     CONVEYOR_CHECK((hidden / heads) % 2 == 0)
         << "the head size hidden / heads = " << hidden / heads
         << " must be even: rotary embeddings rotate pairs of dimensions";
   }
-  CONVEYOR_CHECK(!IsLanguageModel(model) || ModelVocab(*this) % tp == 0)
-      << "the vocabulary of " << ModelVocab(*this) << " must divide by tp (" << tp
-      << "): each tensor-parallel rank holds a slice of it";
+  if (IsLanguageModel(model)) CheckVocabularySplit(ModelVocab(*this), tp);
   CheckPipelineSize(schedule, ScheduleOptions{pp, microbatches, chunks});
 }
 

@@ -121,7 +121,11 @@ TEST(TrainConfigTest, MeshAndThreadsAreChecked) {
   c.hidden = 96;
   c.heads = 6;
   c.tp = 3;
-  expect_error(c, "the vocabulary of 256 must divide by tp (3)");
+  EXPECT_NO_THROW(c.Validate());  // 256 tokens: 86 rows a rank, the last 2 padding
+  c.hidden = 17 * 16;
+  c.heads = 17;
+  c.tp = 17;  // 16 rows a rank: ranks 0..15 hold all 256 tokens, rank 16 only padding
+  expect_error(c, "a vocabulary of 256 tokens cannot be split over 17 tensor-parallel ranks");
   c.tp = 1;
   c.mesh_order = "tp-pp";
   expect_error(c, "the mesh order must name tp, dp and pp once each");

@@ -71,10 +71,10 @@ std::vector<double> TrainCollecting(const TrainConfig& c, Weights& weights,
   return TrainOnThreads(c, [&](Trainer& t, Transport&) {
     Weights mine;
     for (const auto& [name, p] : t.model().Parameters()) {
-      const TensorParallel& tp = t.model().tensor_parallel();
-      mine[name] = (tp.size > 1 ? GatherShards(p.detach(), TensorParallelSplitOf(name), tp)
-                                : p.detach().clone())
-                       .to(at::kCPU);
+      mine[name] = t.model()
+                       .GatherWhole(name, p.detach())
+                       .to(at::kCPU, /*non_blocking=*/false,
+                           /*copy=*/true);
     }
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -247,10 +247,37 @@ TEST_F(TrainerTest, Gpt2TrainsLikeOneProcessUnderEverySchedule) {
   TrainConfig gpt2 = TinyGpt();
   gpt2.gelu_tanh = true;
   gpt2.tie_embeddings = true;
-  gpt2.vocab = 300;
+  gpt2.vocab = 301;  // odd: padded to 151 rows a rank at tp 2
   gpt2.positions = 2 * gpt2.seq_len;
   gpt2.batch_size = 8;
   ExpectEveryScheduleTrainsLikeOneProcess(gpt2, "gpt2");
+}
+
+// A Llama of 2 key-value heads over 4 tensor-parallel ranks (each head on 2 of them, their
+// weight gradients summed) and a vocabulary of 301 tokens (76 rows a rank, 3 of padding), with
+// split backward and data parallelism: trains like one process, the clipped norm included.
+TEST_F(TrainerTest, ALlamaWithMoreTpRanksThanKeyValueHeadsTrainsLikeOneProcess) {
+  TrainConfig base = TinyLlama();  // 4 heads, 2 key-value heads
+  base.vocab = 301;
+  base.clip = 0.05;  // the norm must count each replicated head once to clip alike
+  Weights want;
+  const std::vector<double> reference = TrainCollecting(base, want);
+  struct Run {
+    int dp, tp, pp;
+    const char* schedule;
+  };
+  for (const Run& run : {Run{1, 4, 2, "zb-h1"}, Run{2, 4, 1, "gpipe"}}) {
+    TrainConfig c = base;
+    c.dp = run.dp;
+    c.tp = run.tp;
+    c.pp = run.pp;
+    c.schedule = run.schedule;
+    const std::string what = "llama dp " + std::to_string(run.dp) + " x tp 4 x pp " +
+                             std::to_string(run.pp) + " " + run.schedule;
+    Weights got;
+    ExpectSameLosses(reference, TrainCollecting(c, got), what);
+    ExpectSameWeights(want, got, c.lr, what);
+  }
 }
 
 // Tensor parallelism, alone with the pipeline and in the full 3D mesh (8 ranks as threads),
