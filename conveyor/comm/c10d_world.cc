@@ -2,11 +2,16 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <future>
@@ -14,6 +19,7 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
@@ -82,6 +88,43 @@ bool KeepListenerOnLoopback(int port) {
   return done;
 }
 
+// Whether something at `addr`:`port` accepts a TCP connection within `wait` (closed at once).
+bool Accepts(const addrinfo& a, std::chrono::milliseconds wait) {
+  const int fd = socket(a.ai_family, a.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a.ai_protocol);
+  if (fd < 0) return false;
+  bool accepted = connect(fd, a.ai_addr, a.ai_addrlen) == 0;
+  if (!accepted && errno == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    int error = 0;
+    socklen_t length = sizeof(error);
+    accepted = poll(&p, 1, static_cast<int>(wait.count())) == 1 &&
+               getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0;
+  }
+  close(fd);
+  return accepted;
+}
+
+// Returns once something listens at the store's address, or after `timeout` (the store's own
+// connect then reports the failure). libtorch's store client, refused, sleeps a whole second
+// before it tries again: every rank that starts before rank 0 listens would lose that second
+// (most launches of local ranks, measured). Polled every 10 ms instead.
+void AwaitListener(const RendezvousInfo& info, std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(info.master_port);
+  if (getaddrinfo(info.master_addr.c_str(), port.c_str(), &hints, &found) != 0) return;
+  const auto deadline = Clock::now() + timeout;
+  for (bool listening = false; !listening && Clock::now() < deadline;) {
+    for (const addrinfo* a = found; a != nullptr && !listening; a = a->ai_next) {
+      listening = Accepts(*a, std::chrono::milliseconds(100));
+    }
+    if (!listening) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  freeaddrinfo(found);
+}
+
 // Whether this rank serves the world's store: rank 0, unless the launcher serves it.
 bool ServesStore(const RendezvousInfo& info) {
   return info.rank == 0 && !info.launcher_serves_store;
@@ -92,6 +135,7 @@ bool ServesStore(const RendezvousInfo& info) {
 // has set that bound on its socket.
 c10::intrusive_ptr<c10d::Store> ConnectStore(const RendezvousInfo& info, bool serve,
                                              std::chrono::milliseconds timeout) {
+  if (!serve) AwaitListener(info, timeout);
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(info.master_port);
   options.isServer = serve;
