@@ -192,48 +192,64 @@ ShardRows HfCheckpoint::RowsOf(const HfTensor& t, int dim, TensorParallelSplit s
   }
 }
 
-at::Tensor HfCheckpoint::Read(const std::string& param) {
-  const HfTensor& t = Find(param);
-  ++reads_;
-  const at::Tensor stored = file_of_.at(t.name)->Read(t.name).to(at::kFloat);
-  return t.transposed ? stored.t().contiguous() : stored;
+std::vector<int64_t> HfCheckpoint::ShardShape(const HfTensor& t, TensorParallelSplit split,
+                                              const TensorParallel& tp) const {
+  std::vector<int64_t> shape = t.shape;
+  if (t.transposed) std::swap(shape[0], shape[1]);  // the parameter's layout
+  if (!split.replicated() && tp.size > 1) {
+    shape[split.dim] =
+        RowsOf(t, t.transposed ? 1 - split.dim : split.dim, split, tp).rows * split.blocks;
+  }
+  return shape;
 }
 
-at::Tensor HfCheckpoint::ReadShard(const std::string& param, const TensorParallel& tp) {
-  const TensorParallelSplit split = TensorParallelSplitOf(param, tp.kv_replicas);
-  if (split.replicated() || tp.size == 1) return Read(param);
-  const HfTensor& t = Find(param);
+void HfCheckpoint::CopyShardInto(const HfTensor& t, TensorParallelSplit split,
+                                 const TensorParallel& tp, const at::Tensor& dst) {
+  ++reads_;
+  SafetensorsReader& file = *file_of_.at(t.name);
+  // The stored bytes, widened and transposed in the one copy into dst.
+  auto copy = [&](const at::Tensor& into, const at::Tensor& stored) {
+    into.copy_(t.transposed ? stored.t() : stored);
+  };
+  if (split.replicated() || tp.size == 1) return copy(dst, file.Read(t.name));
   // The split's dimension as stored: a transposed (2-D) tensor's other one.
   const int dim = t.transposed ? 1 - split.dim : split.dim;
   const ShardRows part = RowsOf(t, dim, split, tp);
   const int64_t block = t.shape[dim] / split.blocks;
   std::vector<at::Tensor> parts;
   for (int b = 0; b < split.blocks; ++b) {
-    parts.push_back(file_of_.at(t.name)->ReadSlice(t.name, dim, b * block + part.begin, part.real));
+    parts.push_back(file.ReadSlice(t.name, dim, b * block + part.begin, part.real));
   }
-  ++reads_;
-  at::Tensor stored = (parts.size() == 1 ? parts[0] : at::cat(parts, dim)).to(at::kFloat);
-  stored = PadToRows(stored, dim, part.rows * split.blocks);  // a padded vocabulary's last ranks
-  return t.transposed ? stored.t().contiguous() : stored;
+  const int64_t real = part.real * split.blocks;  // a padded vocabulary's last ranks: fewer
+  copy(dst.narrow(split.dim, 0, real), parts.size() == 1 ? parts[0] : at::cat(parts, dim));
+  if (real < dst.size(split.dim)) dst.narrow(split.dim, real, dst.size(split.dim) - real).zero_();
+}
+
+at::Tensor HfCheckpoint::Read(const std::string& param) { return ReadShard(param, {}); }
+
+at::Tensor HfCheckpoint::ReadShard(const std::string& param, const TensorParallel& tp) {
+  const HfTensor& t = Find(param);
+  const TensorParallelSplit split = TensorParallelSplitOf(param, tp.kv_replicas);
+  at::Tensor shard = at::empty(ShardShape(t, split, tp), at::kFloat);
+  CopyShardInto(t, split, tp, shard);
+  return shard;
 }
 
 void HfCheckpoint::LoadInto(const NamedTensors& params, const TensorParallel& tp) {
   // Every name and shard shape checked from the headers first: nothing changes on a refusal.
   for (const auto& [name, p] : params) {
     const HfTensor& t = Find(name);
-    std::vector<int64_t> shape = t.shape;
-    if (t.transposed) std::swap(shape[0], shape[1]);  // the parameter's layout
-    const TensorParallelSplit split = TensorParallelSplitOf(name, tp.kv_replicas);
-    if (!split.replicated() && tp.size > 1) {
-      shape[split.dim] =
-          RowsOf(t, t.transposed ? 1 - split.dim : split.dim, split, tp).rows * split.blocks;
-    }
+    const std::vector<int64_t> shape =
+        ShardShape(t, TensorParallelSplitOf(name, tp.kv_replicas), tp);
     CONVEYOR_CHECK(at::IntArrayRef(shape) == p.sizes())
         << "model folder " << dir_ << ": tensor '" << t.name << "' gives this rank a part of shape "
         << at::IntArrayRef(shape) << ", its parameter has shape " << p.sizes();
   }
+  // Straight into each parameter: no fp32 copy of a tensor on the way.
   at::NoGradGuard no_grad;
-  for (const auto& [name, p] : params) p.copy_(ReadShard(name, tp));
+  for (const auto& [name, p] : params) {
+    CopyShardInto(Find(name), TensorParallelSplitOf(name, tp.kv_replicas), tp, p);
+  }
 }
 
 std::vector<std::string> WriteHfCheckpoint(

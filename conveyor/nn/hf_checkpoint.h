@@ -82,6 +82,13 @@ class HfCheckpoint {
   // UserError naming the folder and tensor when it does not split.
   ShardRows RowsOf(const HfTensor& t, int dim, TensorParallelSplit split,
                    const TensorParallel& tp) const;
+  // The shape of rank tp.rank's part of `t` in the parameter's layout (padding included).
+  std::vector<int64_t> ShardShape(const HfTensor& t, TensorParallelSplit split,
+                                  const TensorParallel& tp) const;
+  // Reads rank tp.rank's part of `t` into `dst` (ShardShape, any floating dtype): the stored
+  // rows widened and transposed as they are copied, a padded vocabulary's extra rows zeroed.
+  void CopyShardInto(const HfTensor& t, TensorParallelSplit split, const TensorParallel& tp,
+                     const at::Tensor& dst);
 
   std::string dir_;
   HfModelConfig config_;

@@ -91,6 +91,16 @@ struct SumOverReplicas : public torch::autograd::Function<SumOverReplicas> {
   }
 };
 
+// `part` followed by zero rows along `dim` up to `rows` rows (`part` itself when it has them):
+// a padded split's part from its real rows.
+at::Tensor PadToRows(const at::Tensor& part, int dim, int64_t rows) {
+  CONVEYOR_ASSERT(part.size(dim) <= rows) << part.size(dim) << " rows cannot pad to " << rows;
+  if (part.size(dim) == rows) return part;
+  std::vector<int64_t> shape = part.sizes().vec();
+  shape[dim] = rows - part.size(dim);
+  return at::cat({part, at::zeros(shape, part.options())}, dim);
+}
+
 }  // namespace
 
 void CheckTensorParallel(const TensorParallel& tp, int heads) {
@@ -151,14 +161,6 @@ at::Tensor TakeShard(const at::Tensor& full, TensorParallelSplit split, int size
   }
   const at::Tensor real = parts.size() == 1 ? parts[0] : at::cat(parts, split.dim);
   return PadToRows(real, split.dim, part.rows * split.blocks);
-}
-
-at::Tensor PadToRows(const at::Tensor& part, int dim, int64_t rows) {
-  CONVEYOR_ASSERT(part.size(dim) <= rows) << part.size(dim) << " rows cannot pad to " << rows;
-  if (part.size(dim) == rows) return part;
-  std::vector<int64_t> shape = part.sizes().vec();
-  shape[dim] = rows - part.size(dim);
-  return at::cat({part, at::zeros(shape, part.options())}, dim);
 }
 
 at::Tensor GatherShards(const at::Tensor& local, TensorParallelSplit split,

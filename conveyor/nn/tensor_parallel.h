@@ -76,10 +76,6 @@ at::Tensor RowParallelLinear(const at::Tensor& x, const at::Tensor& weight, cons
 // full's extent along split.dim does not split (ShardRowsOf).
 at::Tensor TakeShard(const at::Tensor& full, TensorParallelSplit split, int size, int rank);
 
-// `part` followed by zero rows along `dim` up to `rows` rows (`part` itself when it has them):
-// a padded split's part from its real rows.
-at::Tensor PadToRows(const at::Tensor& part, int dim, int64_t rows);
-
 // The full tensor from every TP rank's part `local` (the inverse of TakeShard), on every rank:
 // a collective over tp.group when split and tp.size > 1 (every TP rank calls it with its part
 // of the same tensor, in the same order); otherwise `local` itself, without communication.
