@@ -3,37 +3,10 @@
 #include <cstdio>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/text.h"
 
 namespace conveyor {
 namespace {
-
-// Length of the well-formed UTF-8 sequence starting at bytes[i], or 0 when it is not one
-// (overlong forms, surrogates and code points above U+10FFFF are rejected).
-size_t Utf8SequenceLength(std::string_view bytes, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(bytes[k]); };
-  const unsigned char lead = byte(i);
-  size_t length;
-  unsigned char low = 0x80, high = 0xBF;  // allowed range of the second byte
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) low = 0xA0;
-    if (lead == 0xED) high = 0x9F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) low = 0x90;
-    if (lead == 0xF4) high = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + length > bytes.size()) return 0;
-  if (byte(i + 1) < low || byte(i + 1) > high) return 0;
-  for (size_t k = 2; k < length; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  }
-  return length;
-}
 
 void AppendEscaped(unsigned char byte, std::string* out) {
   char buffer[5];

@@ -17,6 +17,13 @@ Corpus CorpusOf(const std::vector<std::pair<std::string, std::string>>& document
 // Whether the Debian fortunes are installed at kFortunesDir.
 bool FortunesInstalled();
 
+// Whether /usr/bin/python3 imports numpy (Debian's python3-numpy).
+bool PythonHasNumpy();
+
+// Runs testdata/reference/megatron_indexed.py (an independent reader and writer of Megatron's
+// indexed data set) with `args`; its stdout, or "" with a test failure when it fails.
+std::string RunMegatronIndexedReference(const std::string& args);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_DATA_DATA_TESTING_H_

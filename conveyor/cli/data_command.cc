@@ -1,0 +1,145 @@
+#include "conveyor/cli/data_command.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conveyor/common/error.h"
+#include "conveyor/data/byte_tokenizer.h"
+#include "conveyor/data/indexed_dataset.h"
+#include "conveyor/data/text_documents.h"
+
+namespace conveyor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Progress of a prepare on stderr: redrawn in place on a terminal, otherwise a line at every
+// tenth of the input.
+class PrepareProgress {
+ public:
+  explicit PrepareProgress(uintmax_t total_bytes)
+      : total_(total_bytes), terminal_(isatty(STDERR_FILENO)), start_(Clock::now()) {}
+
+  void Update(uintmax_t bytes, int64_t tokens, int64_t documents) {
+    const int tenth = total_ > 0 ? static_cast<int>(10 * bytes / total_) : 10;
+    const auto now = Clock::now();
+    if (terminal_ ? now - shown_ < std::chrono::milliseconds(200) : tenth <= tenth_) return;
+    shown_ = now;
+    tenth_ = tenth;
+    const double seconds = std::max(SecondsSince(start_), 1e-9);
+    std::fprintf(stderr,
+                 "%sprepare: %.1f of %.1f MB of text, %.1f MB/s, %lld tokens, %lld documents%s",
+                 terminal_ ? "\r" : "", bytes / 1e6, total_ / 1e6, bytes / 1e6 / seconds,
+                 static_cast<long long>(tokens), static_cast<long long>(documents),
+                 terminal_ ? "   " : "\n");
+  }
+  void Finish() {
+    if (terminal_) std::fputc('\n', stderr);
+  }
+
+ private:
+  uintmax_t total_;
+  bool terminal_;
+  Clock::time_point start_, shown_{};
+  int tenth_ = 0;
+};
+
+void Prepare(const std::vector<std::string>& inputs, const std::string& out,
+             const std::string& tokenizer, const TextDocumentOptions& options) {
+  CONVEYOR_CHECK(tokenizer == "bytes")
+      << "--tokenizer '" << tokenizer << "': conveyor tokenizes with 'bytes' so far";
+  uintmax_t total = 0;
+  for (const std::string& input : inputs) {
+    std::error_code error;
+    const uintmax_t size = std::filesystem::file_size(input, error);
+    CONVEYOR_CHECK(!error) << "--input " << input << ": " << error.message();
+    total += size;
+  }
+  const auto start = Clock::now();
+  const ByteTokenizer bytes;
+  IndexedDatasetWriter writer(out, bytes.vocab_size());
+  PrepareProgress progress(total);
+  uintmax_t read = 0;
+  std::vector<int64_t> tokens;
+  for (const std::string& input : inputs) {
+    ForEachDocument(input, options, [&](std::string_view document) {
+      tokens = bytes.Encode(document);
+      tokens.push_back(ByteTokenizer::Token('\n'));  // the end of the document
+      writer.AddDocument(tokens);
+      read += document.size();
+      progress.Update(read, writer.tokens(), writer.documents());
+    });
+  }
+  CONVEYOR_CHECK(writer.documents() > 0) << "the inputs hold no document: nothing written";
+  writer.Finish();
+  progress.Finish();
+  const double seconds = SecondsSince(start);
+  std::printf(
+      "wrote %s.bin and %s.idx: %lld documents, %lld tokens (%s), %.1f MB of text in "
+      "%.1f s (%.1f MB/s)\n",
+      out.c_str(), out.c_str(), static_cast<long long>(writer.documents()),
+      static_cast<long long>(writer.tokens()), TokenDtypeFor(bytes.vocab_size()).name, read / 1e6,
+      seconds, read / 1e6 / std::max(seconds, 1e-9));
+}
+
+void Check(const std::string& prefix, int64_t vocab) {
+  const IndexedDataset data(prefix);
+  if (vocab > 0) {
+    const std::string outside = data.FindTokenOutside(vocab);
+    CONVEYOR_CHECK(outside.empty())
+        << prefix << ": " << outside << " is outside the vocabulary [0, " << vocab << ")";
+  }
+  std::printf("%s: %lld documents, %lld sequences, %lld tokens (%s)%s\n", prefix.c_str(),
+              static_cast<long long>(data.num_documents()),
+              static_cast<long long>(data.num_sequences()),
+              static_cast<long long>(data.num_tokens()), data.dtype().name,
+              vocab > 0 ? (", every token in [0, " + std::to_string(vocab) + ")").c_str() : "");
+}
+
+}  // namespace
+
+void AddDataCommand(CLI::App& app) {
+  struct DataFlags {
+    std::vector<std::string> inputs;
+    std::string out, tokenizer = "bytes", prefix;
+    TextDocumentOptions documents;
+    int64_t vocab = 0;
+  };
+  auto flags = std::make_shared<DataFlags>();
+  CLI::App* data = app.add_subcommand("data", "tokenized data sets: prepare and check them");
+  data->require_subcommand(1);
+  CLI::App* prepare = data->add_subcommand(
+      "prepare", "tokenize text or JSON Lines files into a Megatron indexed data set");
+  prepare->add_option("--input", flags->inputs, "text or JSON Lines (.jsonl) files, in order")
+      ->required()
+      ->expected(1, -1);
+  prepare->add_option("--out", flags->out, "PREFIX: writes PREFIX.bin and PREFIX.idx")->required();
+  prepare->add_option("--tokenizer", flags->tokenizer, "bytes (one token per byte)")
+      ->capture_default_str();
+  prepare->add_option("--json-key", flags->documents.json_key,
+                      "read every input as JSON Lines, the document under this key (default: "
+                      ".jsonl files, key \"text\")");
+  prepare->add_flag("--blank-line-blocks", flags->documents.blank_line_blocks,
+                    "plain text: every block between blank lines is a document (default: "
+                    "every file is one)");
+  prepare->callback(
+      [flags] { Prepare(flags->inputs, flags->out, flags->tokenizer, flags->documents); });
+  CLI::App* check = data->add_subcommand(
+      "check", "check a Megatron indexed data set (PREFIX.bin, PREFIX.idx) and count it");
+  check->add_option("prefix", flags->prefix, "PREFIX of PREFIX.bin and PREFIX.idx")->required();
+  check->add_option("--vocab", flags->vocab, "also check every token against [0, N)")
+      ->check(CLI::NonNegativeNumber);
+  check->callback([flags] { Check(flags->prefix, flags->vocab); });
+}
+
+}  // namespace conveyor

@@ -1,0 +1,194 @@
+#include "conveyor/data/indexed_dataset.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "conveyor/common/error.h"
+#include "conveyor/common/scratch_folder_testing.h"
+#include "conveyor/data/data_testing.h"
+
+namespace conveyor {
+namespace {
+
+namespace fs = std::filesystem;
+using Documents = std::vector<std::vector<int64_t>>;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+void Write(const std::string& prefix, int64_t vocab, const Documents& documents) {
+  IndexedDatasetWriter writer(prefix, vocab);
+  for (const auto& d : documents) writer.AddDocument(d);
+  writer.Finish();
+}
+
+Documents ReadAll(const IndexedDataset& data) {
+  Documents documents;
+  for (int64_t j = 0; j < data.num_documents(); ++j) {
+    EXPECT_EQ(data.document_end(j), data.document_first(j) + 1);
+    documents.push_back(data.Read(data.document_first(j)));
+  }
+  return documents;
+}
+
+// Opening `prefix` throws UserError holding every one of `needles`.
+void ExpectRefused(const std::string& prefix, const std::vector<std::string>& needles) {
+  try {
+    IndexedDataset data(prefix);
+    ADD_FAILURE() << "opened";
+  } catch (const UserError& e) {
+    for (const std::string& needle : needles) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+          << "'" << needle << "' not in: " << e.what();
+    }
+  }
+}
+
+class IndexedDatasetTest : public ::testing::Test {
+ protected:
+  void SetUp() override { prefix_ = scratch_.path() + "/data"; }
+  ScratchFolder scratch_;
+  std::string prefix_;
+};
+
+// uint16 below 65500 tokens, int32 above; the files hold exactly what the format says.
+TEST_F(IndexedDatasetTest, WhatIsWrittenIsReadBackInTheDtypeOfItsVocabulary) {
+  const Documents documents = {{1, 2, 3}, {}, {299, 0}, {7}};
+  for (const int64_t vocab : {300, 70000}) {
+    SCOPED_TRACE("vocab " + std::to_string(vocab));
+    Documents written = documents;
+    if (vocab > 65535) written[3] = {69999};
+    Write(prefix_, vocab, written);
+    const IndexedDataset data(prefix_);
+    const int bytes = vocab == 300 ? 2 : 4;
+    EXPECT_EQ(data.dtype().bytes, bytes);
+    EXPECT_STREQ(data.dtype().name, vocab == 300 ? "uint16" : "int32");
+    EXPECT_EQ(data.num_documents(), 4);
+    EXPECT_EQ(data.num_sequences(), 4);
+    EXPECT_EQ(data.num_tokens(), 6);
+    EXPECT_EQ(ReadAll(data), written);
+    EXPECT_EQ(fs::file_size(prefix_ + ".bin"), 6u * bytes);
+    EXPECT_EQ(fs::file_size(prefix_ + ".idx"), 34u + 4 * 12 + 5 * 8);
+    int64_t middle[1];
+    data.Read(2, 1, 1, middle);
+    EXPECT_EQ(middle[0], 0);
+    EXPECT_THROW(data.Read(2, 1, 2, middle), UserError);
+  }
+}
+
+TEST_F(IndexedDatasetTest, AWriterThatDoesNotFinishLeavesNothing) {
+  Write(prefix_, 300, {{5, 6}});
+  const std::string bin = ReadFile(prefix_ + ".bin"), idx = ReadFile(prefix_ + ".idx");
+  {
+    IndexedDatasetWriter writer(prefix_, 300);
+    writer.AddDocument(std::vector<int64_t>{1, 2, 3});
+    EXPECT_THROW(writer.AddDocument(std::vector<int64_t>{4, 300}), UserError);
+  }
+  EXPECT_EQ(ReadFile(prefix_ + ".bin"), bin);
+  EXPECT_EQ(ReadFile(prefix_ + ".idx"), idx);
+  EXPECT_EQ(scratch_.Names(), (std::set<std::string>{"data.bin", "data.idx"}));
+}
+
+TEST_F(IndexedDatasetTest, ATokenOutsideTheVocabularyIsNamed) {
+  try {
+    IndexedDatasetWriter writer(prefix_, 300);
+    writer.AddDocument(std::vector<int64_t>{1});
+    writer.AddDocument(std::vector<int64_t>{1, 2, -4});
+    ADD_FAILURE() << "accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("document 1, token 2 is -4, outside the vocabulary"),
+              std::string::npos)
+        << e.what();
+  }
+  Write(prefix_, 300, {{1, 2}, {3, 250, 4}});
+  const IndexedDataset data(prefix_);
+  EXPECT_EQ(data.FindTokenOutside(300), "");
+  EXPECT_EQ(data.FindTokenOutside(200), "document 1, sequence 1, token 1: value 250");
+}
+
+// Every way the pair of files can disagree is refused, naming the file and the place.
+TEST_F(IndexedDatasetTest, BrokenFilesAreRefusedNamingFileAndPlace) {
+  Write(prefix_, 300, {{1, 2, 3}, {4, 5}});
+  const std::string idx = ReadFile(prefix_ + ".idx"), bin = ReadFile(prefix_ + ".bin");
+  auto with_idx = [&](const std::string& bytes, const std::vector<std::string>& needles) {
+    WriteFile(prefix_ + ".idx", bytes);
+    ExpectRefused(prefix_, needles);
+    WriteFile(prefix_ + ".idx", idx);
+  };
+  auto patched = [&](size_t at, const void* value, size_t size) {
+    std::string bytes = idx;
+    std::memcpy(bytes.data() + at, value, size);
+    return bytes;
+  };
+  with_idx(idx.substr(0, 20), {"data.idx is truncated: 20 bytes", "header alone takes 34"});
+  with_idx(idx.substr(0, idx.size() - 8), {"data.idx holds", "(truncated)"});
+  with_idx(idx + "x", {"needs " + std::to_string(idx.size())});
+  with_idx("NOTMMIDIDX" + idx.substr(10), {"not a Megatron indexed data set"});
+  const uint64_t two = 2;
+  with_idx(patched(9, &two, 8), {"version 2 at byte 9"});
+  const uint8_t nine = 9, seven = 7;
+  with_idx(patched(17, &nine, 1), {"unknown dtype code 9 at byte 17"});
+  with_idx(patched(17, &seven, 1), {"dtype code 7 (float32)", "no token ids"});
+  const uint64_t huge = uint64_t{1} << 62;
+  with_idx(patched(18, &huge, 8), {"needs more than 2^63"});
+  const int32_t negative = -1;
+  with_idx(patched(34, &negative, 4), {"sequence 0 has length -1"});
+  const int64_t far = 1000;
+  with_idx(patched(34 + 8 + 8, &far, 8), {"sequence 1 takes bytes [1000, 1004)", "has 10"});
+  const int64_t last = 1;
+  with_idx(patched(34 + 24 + 16, &last, 8), {"last document index is 1, not the 2 sequences"});
+  const int64_t back = 3;
+  with_idx(patched(34 + 24 + 8, &back, 8), {"document index 1 is 3"});
+  WriteFile(prefix_ + ".bin", bin.substr(0, 7));
+  ExpectRefused(prefix_, {"sequence 1 takes bytes [6, 10) of", "data.bin, which has 7"});
+  fs::remove(prefix_ + ".bin");
+  ExpectRefused(prefix_, {"cannot open", "data.bin"});
+}
+
+// The independent reader (testdata/reference/megatron_indexed.py, from the format's
+// description) reads conveyor's files, and conveyor reads the reference's, documents of
+// several sequences in int32 included.
+TEST_F(IndexedDatasetTest, AnIndependentReaderAgreesBothWays) {
+  if (!PythonHasNumpy()) GTEST_SKIP() << "/usr/bin/python3 cannot import numpy";
+  const Documents documents = {{10, 20, 30}, {}, {65000, 1}};
+  Write(prefix_, 65400, documents);
+  const nlohmann::json read = nlohmann::json::parse(RunMegatronIndexedReference("read " + prefix_));
+  EXPECT_EQ(read["dtype"], 8);  // uint16
+  ASSERT_EQ(read["documents"].size(), 3u);
+  for (size_t j = 0; j < documents.size(); ++j) {
+    EXPECT_EQ(read["documents"][j], nlohmann::json::array({documents[j]})) << "document " << j;
+  }
+  const nlohmann::json theirs =
+      nlohmann::json::parse(R"({"documents": [[[5, 6], [7]], [[100000]], [[], [8, 9, 10]]]})");
+  WriteFile(scratch_.path() + "/theirs.json", theirs.dump());
+  RunMegatronIndexedReference("write " + scratch_.path() + "/theirs " + scratch_.path() +
+                              "/theirs.json 4");
+  const IndexedDataset data(scratch_.path() + "/theirs");
+  EXPECT_STREQ(data.dtype().name, "int32");
+  EXPECT_EQ(data.num_documents(), 3);
+  EXPECT_EQ(data.num_sequences(), 5);
+  EXPECT_EQ(data.num_tokens(), 7);
+  for (int64_t j = 0; j < 3; ++j) {
+    const nlohmann::json& document = theirs["documents"][j];
+    ASSERT_EQ(data.document_end(j) - data.document_first(j), static_cast<int64_t>(document.size()));
+    for (size_t k = 0; k < document.size(); ++k) {
+      EXPECT_EQ(nlohmann::json(data.Read(data.document_first(j) + k)), document[k]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace conveyor
