@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,62 @@ TEST(CliTest, DataPrepareRefusesBadInputAndWritesNothing) {
   EXPECT_EQ(missing.code, 1);
   EXPECT_NE(missing.err.find("cannot open " + dir + "/nothing.idx"), std::string::npos)
       << missing.err;
+}
+
+// Train on a prepared data set: a run stopped after 3 steps and resumed on another mesh has
+// the uninterrupted run's losses; eval reads the same data set and gives one loss on any mesh.
+TEST(CliTest, TrainAndEvalReadAPreparedDataSet) {
+  const std::string dir = ScratchWithCorpus("data_train");
+  std::string blocks;
+  for (int i = 0; i < 60; ++i) {
+    blocks += "document " + std::to_string(i) + ": a few words of text\nand a second line\n\n";
+  }
+  const std::string input = WriteInput(dir, "blocks.txt", blocks);
+  ASSERT_EQ(
+      Conveyor("data prepare --input " + input + " --blank-line-blocks --out " + dir + "/set").code,
+      0);
+  const std::string job =
+      "train --model llama --layers 2 --hidden 32 --heads 4 --kv-heads 2 --seq-len 16 "
+      "--batch-size 4 --microbatches 2 --eval-every 0 --sample-tokens 0 --split 80,20,0 "
+      "--data " +
+      dir + "/set ";
+  // 6 steps on pp 2, a checkpoint after 3; from it, the last 3 again on dp 2.
+  const Result whole =
+      Conveyor(job + "--steps 6 --pp 2 --schedule 1f1b --checkpoint-every 3 " +
+               "--checkpoint-dir " + dir + "/ckpt --metrics " + dir + "/whole.json");
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  EXPECT_NE(whole.out.find("by documents 48 / 12 / 0 train / validation / test"), std::string::npos)
+      << whole.out;
+  const Result rest = Conveyor(job + "--steps 6 --dp 2 --pp 1 --resume " + dir +
+                               "/ckpt/step-000003 --metrics " + dir + "/rest.json");
+  ASSERT_EQ(rest.code, 0) << rest.err;
+  const auto a = nlohmann::json::parse(std::ifstream(dir + "/whole.json"));
+  const auto b = nlohmann::json::parse(std::ifstream(dir + "/rest.json"));
+  ASSERT_EQ(a["steps"].size(), 6u);
+  ASSERT_EQ(b["steps"].size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(b["steps"][k]["step"], a["steps"][3 + k]["step"]);
+    EXPECT_NEAR(b["steps"][k]["loss"].get<double>(), a["steps"][3 + k]["loss"].get<double>(),
+                2e-5 * a["steps"][3 + k]["loss"].get<double>())
+        << "step " << 4 + k;
+  }
+  const std::string eval =
+      "eval --model llama --layers 2 --hidden 32 --heads 4 --seq-len 16 --batch-size 4 "
+      "--microbatches 2 --format json --data " +
+      dir + "/set ";
+  const Result one = Conveyor(eval);
+  const Result two = Conveyor(eval + "--pp 2 --schedule 1f1b");
+  ASSERT_EQ(one.code, 0) << one.err;
+  ASSERT_EQ(two.code, 0) << two.err;
+  const auto x = nlohmann::json::parse(one.out), y = nlohmann::json::parse(two.out);
+  // Every token of the data set but the first is predicted once.
+  EXPECT_EQ(x["tokens"].get<int64_t>(), static_cast<int64_t>(blocks.size()) - 60 - 1);
+  EXPECT_EQ(y["tokens"], x["tokens"]);
+  EXPECT_NEAR(y["loss"].get<double>(), x["loss"].get<double>(), 1e-5 * x["loss"].get<double>());
+  const Result bad =
+      Conveyor("train --model llama --layers 2 --steps 1 --split 80,20 --data " + dir + "/set");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("--split '80,20' must be three weights"), std::string::npos) << bad.err;
 }
 
 }  // namespace

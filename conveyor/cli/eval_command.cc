@@ -12,6 +12,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/data/corpus.h"
+#include "conveyor/data/indexed_dataset.h"
 #include "conveyor/data/token_windows.h"
 #include "conveyor/launch/launcher.h"
 #include "conveyor/train/builtin_tasks.h"
@@ -47,9 +48,11 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
     }
     CONVEYOR_CHECK(IsLanguageModel(config.model))
         << "eval measures a language model (gpt or llama), not a " << ModelKindName(config.model);
-    CONVEYOR_CHECK(ModelVocab(config) == static_cast<int>(ByteTokenizer::kVocabSize))
-        << "eval reads its data as bytes; this model has a vocabulary of " << ModelVocab(config)
-        << " tokens, whose tokenizer conveyor does not have yet";
+    const bool token_data = IsIndexedDataset(config.data);
+    CONVEYOR_CHECK(token_data || ModelVocab(config) == static_cast<int>(ByteTokenizer::kVocabSize))
+        << "eval reads a text as bytes; this model has a vocabulary of " << ModelVocab(config)
+        << " tokens, whose tokenizer conveyor does not have yet (a tokenized data set, "
+           "--data PREFIX, holds token ids)";
     // Evaluation writes nothing of a training run; profiling would time layers on training
     // batches, which it has none of.
     config.metrics.clear();
@@ -65,9 +68,23 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
     }
     const auto start = std::chrono::steady_clock::now();
     *exit_code = RunAsRanks(args, options, [&](const RankContext& rank) {
-      const Corpus corpus = LoadCorpus(config.data);
+      // The stream, and what it is for the summary: a data set's tokens or a text's bytes.
+      at::Tensor stream;
+      std::string source;
+      int64_t documents = 0;
+      if (token_data) {
+        const IndexedDataset data(config.data);
+        stream = DataSetStream(data, ModelVocab(config));
+        source = "data set " + config.data;
+        documents = data.num_documents();
+      } else {
+        const Corpus corpus = LoadCorpus(config.data);
+        stream = CorpusByteStream(corpus);
+        source = corpus.source;
+        documents = static_cast<int64_t>(corpus.documents.size());
+      }
       const std::vector<Batch> windows =
-          NextTokenWindows(CorpusByteStream(corpus), config.seq_len, config.batch_size);
+          NextTokenWindows(stream, config.seq_len, config.batch_size);
       PipelineModel model(config, MakeModelTask(config), rank);
       if (!checkpoint.empty()) LoadWeights(checkpoint, model, config);
       ForwardPipeline forward(model);
@@ -95,10 +112,10 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
         return;
       }
       std::printf(
-          "%s: %lld tokens predicted (%s, %zu documents, in windows of %lld): loss %.6f, "
+          "%s: %lld tokens predicted (%s, %lld documents, in windows of %lld): loss %.6f, "
           "perplexity %.4f, %.0f tokens/s\n",
           checkpoint.empty() ? MakeModelTask(config)->Describe().c_str() : checkpoint.c_str(),
-          static_cast<long long>(m.tokens), corpus.source.c_str(), corpus.documents.size(),
+          static_cast<long long>(m.tokens), source.c_str(), static_cast<long long>(documents),
           static_cast<long long>(config.seq_len), m.loss, m.perplexity,
           static_cast<double>(m.tokens) /
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -87,7 +87,11 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--rope-theta", &TrainConfig::rope_theta, "llama: rotary embedding base");
   Flag(cmd, flags, "--seq-len", &TrainConfig::seq_len, "tokens per sample");
   Flag(cmd, flags, "--classes", &TrainConfig::classes, "classifier: the K largest fortune files");
-  Flag(cmd, flags, "--data", &TrainConfig::data, "fortunes, or a text file or folder");
+  Flag(cmd, flags, "--data", &TrainConfig::data,
+       "fortunes, a text file or folder, or the PREFIX of a tokenized data set (PREFIX.bin, "
+       "PREFIX.idx: conveyor data prepare, Megatron's preprocess_data.py)");
+  Flag(cmd, flags, "--split", &TrainConfig::split,
+       "a tokenized data set's train, validation and test weights, by documents");
   Flag(cmd, flags, "--schedule", &TrainConfig::schedule, "pipeline schedule (conveyor list)");
   RegisterMeshFlags(cmd, flags);
   Flag(cmd, flags, "--microbatches", &TrainConfig::microbatches, "micro-batches per step");

@@ -27,16 +27,18 @@ BatchBuilder::BatchBuilder(int64_t batch_size, int64_t seq_len, Targets targets)
   batch_.attention_mask.select(1, 0).fill_(true);
 }
 
-void BatchBuilder::SetWindow(int64_t row, std::string_view window) {
+void BatchBuilder::SetTokenWindow(int64_t row, std::span<const int64_t> window) {
   CONVEYOR_ASSERT(batch_.targets.dim() == 2 && static_cast<int64_t>(window.size()) == seq_len_ + 1)
-      << "window of " << window.size() << " bytes for seq_len " << seq_len_;
+      << "window of " << window.size() << " tokens for seq_len " << seq_len_;
   int64_t* inputs = batch_.inputs[row].data_ptr<int64_t>();
   int64_t* targets = batch_.targets[row].data_ptr<int64_t>();
-  for (int64_t t = 0; t < seq_len_; ++t) {
-    inputs[t] = ByteTokenizer::Token(window[t]);
-    targets[t] = ByteTokenizer::Token(window[t + 1]);
-  }
+  std::copy(window.begin(), window.end() - 1, inputs);
+  std::copy(window.begin() + 1, window.end(), targets);
   batch_.attention_mask[row].fill_(true);
+}
+
+void BatchBuilder::SetWindow(int64_t row, std::string_view window) {
+  SetTokenWindow(row, ByteTokenizer().Encode(window));
 }
 
 void BatchBuilder::SetExample(int64_t row, std::string_view text, int64_t label) {

@@ -9,6 +9,7 @@
 #define CONVEYOR_DATA_BATCH_BUILDER_H_
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "conveyor/module/microbatch.h"
@@ -25,8 +26,9 @@ class BatchBuilder {
   // An (N, T) batch of padding rows; targets (N, T) for kPerToken, (N,) for kPerRow.
   BatchBuilder(int64_t batch_size, int64_t seq_len, Targets targets);
 
-  // Language-model row: `window` holds T + 1 bytes; inputs = window[:-1], targets =
-  // window[1:], every position real.
+  // Language-model row: `window` holds T + 1 tokens; inputs = window[:-1], targets =
+  // window[1:], every position real. SetWindow: of bytes, one token each.
+  void SetTokenWindow(int64_t row, std::span<const int64_t> window);
   void SetWindow(int64_t row, std::string_view window);
 
   // Classification row: the first min(T, size) bytes of `text` are real inputs, the rest

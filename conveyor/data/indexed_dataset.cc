@@ -56,6 +56,11 @@ int64_t TokenAt(const char* tokens, int code, int64_t k) {
 
 }  // namespace
 
+bool IsIndexedDataset(const std::string& prefix) {
+  struct stat st {};
+  return stat((prefix + ".idx").c_str(), &st) == 0 && stat((prefix + ".bin").c_str(), &st) == 0;
+}
+
 TokenDtype TokenDtypeFor(int64_t vocab_size) {
   return vocab_size < 65500 ? kDtypes[7] : kDtypes[3];
 }
@@ -138,6 +143,7 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
         << idx << ": sequence " << i << " takes bytes [" << begin << ", "
         << begin + length * dtype_.bytes << ") of " << bin << ", which has " << data_->size
         << (begin % dtype_.bytes != 0 ? " (and is not aligned to its tokens)" : "");
+    contiguous_ = contiguous_ && begin == num_tokens_ * dtype_.bytes;
     num_tokens_ += length;
   }
   int64_t previous = 0;
@@ -174,6 +180,50 @@ void IndexedDataset::Read(int64_t sequence, int64_t offset, int64_t count, int64
                        Load<int64_t>(reinterpret_cast<const char*>(pointers_ + sequence)) +
                        offset * dtype_.bytes;
   for (int64_t k = 0; k < count; ++k) out[k] = TokenAt(tokens, dtype_.code, k);
+}
+
+void IndexedDataset::ReadStream(int64_t offset, int64_t count, int64_t* out) const {
+  CONVEYOR_CHECK(contiguous_)
+      << prefix_ << ": its sequences are not stored back to back in " << data_->path
+      << "; conveyor reads samples from data sets whose .bin is their concatenation (as "
+         "preprocess_data.py and conveyor data prepare write them)";
+  CONVEYOR_CHECK(offset >= 0 && count >= 0 && offset + count <= num_tokens_)
+      << prefix_ << ": tokens [" << offset << ", " << offset + count << ") are not inside its "
+      << num_tokens_;
+  const char* tokens = data_->bytes + offset * dtype_.bytes;
+  for (int64_t k = 0; k < count; ++k) out[k] = TokenAt(tokens, dtype_.code, k);
+}
+
+int64_t IndexedDataset::DocumentOffset(int64_t j) const {
+  const int64_t first = document_first(j);
+  if (first == num_sequences_) return num_tokens_;
+  return Load<int64_t>(reinterpret_cast<const char*>(pointers_ + first)) / dtype_.bytes;
+}
+
+int64_t IndexedDataset::DocumentAt(int64_t offset) const {
+  CONVEYOR_ASSERT(offset >= 0 && offset < num_tokens_) << "offset " << offset;
+  // The last document starting at or before `offset`.
+  int64_t low = 0, high = num_documents_ - 1;
+  while (low < high) {
+    const int64_t middle = (low + high + 1) / 2;
+    if (DocumentOffset(middle) <= offset) {
+      low = middle;
+    } else {
+      high = middle - 1;
+    }
+  }
+  return low;
+}
+
+void IndexedDataset::CheckTokens(int64_t offset, std::span<const int64_t> tokens,
+                                 int64_t vocab_size) const {
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    if (tokens[k] >= 0 && tokens[k] < vocab_size) continue;
+    const int64_t at = offset + static_cast<int64_t>(k), document = DocumentAt(at);
+    CONVEYOR_CHECK(false) << prefix_ << ": document " << document << ", token "
+                          << at - DocumentOffset(document) << " is " << tokens[k]
+                          << ", outside the model's vocabulary [0, " << vocab_size << ")";
+  }
 }
 
 std::vector<int64_t> IndexedDataset::Read(int64_t sequence) const {

@@ -42,6 +42,9 @@ struct TokenDtype {
 // The dtype Megatron picks for a vocabulary: uint16 below 65500 tokens, int32 above.
 TokenDtype TokenDtypeFor(int64_t vocab_size);
 
+// Whether PREFIX.idx and PREFIX.bin both exist: `prefix` names a data set, not a text.
+bool IsIndexedDataset(const std::string& prefix);
+
 // A data set opened through memory maps: nothing is read until asked for, and only what is.
 class IndexedDataset {
  public:
@@ -70,6 +73,23 @@ class IndexedDataset {
   void Read(int64_t sequence, int64_t offset, int64_t count, int64_t* out) const;
   std::vector<int64_t> Read(int64_t sequence) const;
 
+  // Whether the sequences lie back to back in PREFIX.bin, in order, from its first byte (as
+  // conveyor's writer and Megatron's preprocess_data.py store them): then PREFIX.bin is the
+  // documents' concatenation, one stream of num_tokens() tokens, read by ReadStream.
+  bool contiguous() const { return contiguous_; }
+  // Tokens [offset, offset + count) of that stream, widened to int64, into `out`. Throws
+  // UserError when the data set is not contiguous or the range is not inside the stream.
+  void ReadStream(int64_t offset, int64_t count, int64_t* out) const;
+  // Where document j starts in the stream (num_tokens() for j = num_documents()), and which
+  // document holds stream position `offset` (never an empty one).
+  // Preconditions: contiguous(); 0 <= j <= num_documents(); 0 <= offset < num_tokens().
+  int64_t DocumentOffset(int64_t j) const;
+  int64_t DocumentAt(int64_t offset) const;
+
+  // Throws UserError naming the document and position of the first of `tokens`, read from
+  // stream position `offset` on, outside the model's vocabulary [0, vocab_size).
+  void CheckTokens(int64_t offset, std::span<const int64_t> tokens, int64_t vocab_size) const;
+
   // The first token >= vocab_size or < 0, as "document j, sequence i, token k: value v", or ""
   // when every token is in [0, vocab_size). Reads the whole of PREFIX.bin.
   std::string FindTokenOutside(int64_t vocab_size) const;
@@ -81,6 +101,7 @@ class IndexedDataset {
   std::unique_ptr<Mapping> index_, data_;
   TokenDtype dtype_;
   int64_t num_sequences_ = 0, num_documents_ = 0, num_tokens_ = 0;
+  bool contiguous_ = true;
   const int32_t* lengths_ = nullptr;    // (S), inside index_
   const int64_t* pointers_ = nullptr;   // (S)
   const int64_t* documents_ = nullptr;  // (D)

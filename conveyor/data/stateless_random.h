@@ -22,6 +22,12 @@ uint64_t UniformIndex(uint64_t hash, uint64_t n);
 // A double in [0, 1) from the top 53 bits of a hash.
 double UniformUnit(uint64_t hash);
 
+// Position `index` of a random permutation of [0, n) chosen by `key`: for a fixed (n, key),
+// a bijection of [0, n), computed for one index at a time without any table (a balanced
+// Feistel network over the smallest even power of two >= n, walking the cycle back into
+// [0, n)). Preconditions: n >= 1, index < n.
+uint64_t PermutedIndex(uint64_t index, uint64_t n, uint64_t key);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_DATA_STATELESS_RANDOM_H_

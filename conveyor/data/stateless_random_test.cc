@@ -36,5 +36,27 @@ TEST(StatelessRandomTest, UniformUnitInHalfOpenInterval) {
   EXPECT_NEAR(sum / 10000, 0.5, 0.02);
 }
 
+// Every n gets a bijection; keys give different orders; the same (index, n, key) the same
+// position.
+TEST(StatelessRandomTest, PermutedIndexIsABijectionChosenByTheKey) {
+  for (const uint64_t n : {1, 2, 3, 7, 64, 1000, 4097}) {
+    std::vector<bool> seen(n, false);
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t p = PermutedIndex(i, n, 42);
+      ASSERT_LT(p, n);
+      EXPECT_FALSE(seen[p]) << "n " << n << ": " << p << " twice";
+      seen[p] = true;
+      EXPECT_EQ(PermutedIndex(i, n, 42), p);
+    }
+  }
+  int moved = 0, differ = 0;
+  for (uint64_t i = 0; i < 1000; ++i) {
+    moved += PermutedIndex(i, 1000, 1) != i;
+    differ += PermutedIndex(i, 1000, 1) != PermutedIndex(i, 1000, 2);
+  }
+  EXPECT_GT(moved, 900);
+  EXPECT_GT(differ, 900);
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -23,8 +23,15 @@ at::Tensor CorpusByteStream(const Corpus& corpus) {
   return bytes.to(at::kLong);
 }
 
-std::vector<Batch> NextTokenWindows(const at::Tensor& tokens, int64_t seq_len,
-                                    int64_t batch_size) {
+at::Tensor DataSetStream(const IndexedDataset& data, int64_t vocab_size) {
+  at::Tensor tokens = at::empty({data.num_tokens()}, at::kLong);
+  data.ReadStream(0, data.num_tokens(), tokens.data_ptr<int64_t>());
+  data.CheckTokens(0, {tokens.data_ptr<int64_t>(), static_cast<size_t>(data.num_tokens())},
+                   vocab_size);
+  return tokens;
+}
+
+std::vector<Batch> NextTokenWindows(const at::Tensor& tokens, int64_t seq_len, int64_t batch_size) {
   CONVEYOR_CHECK(tokens.dim() == 1 && tokens.size(0) >= 2)
       << "evaluation needs a stream of at least 2 tokens, got " << tokens.sizes();
   CONVEYOR_CHECK(seq_len >= 1 && batch_size >= 1)

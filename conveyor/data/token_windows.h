@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "conveyor/data/corpus.h"
+#include "conveyor/data/indexed_dataset.h"
 #include "conveyor/module/microbatch.h"
 
 namespace conveyor {
@@ -24,11 +25,16 @@ namespace conveyor {
 // but the last. (N) int64.
 at::Tensor CorpusByteStream(const Corpus& corpus);
 
+// A tokenized data set (indexed_dataset.h) as one stream: its documents in order, each
+// ending with its own end-of-document token. (N) int64, read whole into memory. Throws
+// UserError for a data set that is not contiguous, or naming the document and position of the
+// first token outside [0, vocab_size).
+at::Tensor DataSetStream(const IndexedDataset& data, int64_t vocab_size);
+
 // The windows of `tokens` ((N) int64, N >= 2) of `seq_len` tokens, `batch_size` windows a
 // batch (the last batch smaller): inputs and targets (n, seq_len). UserError for N < 2 or
 // sizes < 1.
-std::vector<Batch> NextTokenWindows(const at::Tensor& tokens, int64_t seq_len,
-                                    int64_t batch_size);
+std::vector<Batch> NextTokenWindows(const at::Tensor& tokens, int64_t seq_len, int64_t batch_size);
 
 }  // namespace conveyor
 

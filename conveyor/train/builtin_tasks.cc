@@ -9,6 +9,8 @@
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/data/classification.h"
 #include "conveyor/data/corpus.h"
+#include "conveyor/data/indexed_dataset.h"
+#include "conveyor/data/indexed_lm_stream.h"
 #include "conveyor/data/lm_stream.h"
 #include "conveyor/nn/classifier.h"
 #include "conveyor/nn/gpt.h"
@@ -193,6 +195,46 @@ class LanguageModelTask : public TrainTask {
   LmStream stream_;
 };
 
+// Next-token prediction on a tokenized data set (indexed_lm_stream.h): token ids, so a model
+// of any vocabulary.
+class TokenDataTask : public TrainTask {
+ public:
+  TokenDataTask(const TrainConfig& c, std::shared_ptr<const ModelTask> model)
+      : model_(std::move(model)),
+        eval_batches_(c.eval_batches),
+        stream_(std::make_shared<const IndexedDataset>(c.data),
+                IndexedLmStreamOptions{c.seq_len, c.batch_size, ModelVocab(c), c.seed,
+                                       ParseSplit(c.split)}) {}
+
+  std::shared_ptr<const ModelTask> model() const override { return model_; }
+  Batch TrainBatch(int64_t step) const override { return stream_.Get(step); }
+  std::vector<Batch> EvalBatches() const override {
+    std::vector<Batch> batches;
+    const int64_t n = std::min<int64_t>(eval_batches_, stream_.EvalBatches());
+    for (int64_t i = 0; i < n; ++i) batches.push_back(stream_.GetEval(i));
+    return batches;
+  }
+  double TokensPerBatch() const override {
+    return static_cast<double>(stream_.options().batch_size * stream_.options().seq_len);
+  }
+  std::string Describe() const override {
+    const auto& d = stream_.documents();
+    const auto& t = stream_.tokens();
+    std::ostringstream out;
+    out << model_->Describe() << "; data set " << stream_.data().prefix() << ": "
+        << stream_.data().num_documents() << " documents, " << stream_.data().num_tokens()
+        << " tokens (" << stream_.data().dtype().name << "); by documents " << d[0] << " / " << d[1]
+        << " / " << d[2] << " train / validation / test, " << t[0] << " / " << t[1] << " / " << t[2]
+        << " tokens";
+    return out.str();
+  }
+
+ private:
+  std::shared_ptr<const ModelTask> model_;
+  int eval_batches_;
+  IndexedLmStream stream_;
+};
+
 class ClassifierTask : public TrainTask {
  public:
   explicit ClassifierTask(const TrainConfig& c)
@@ -280,6 +322,9 @@ std::shared_ptr<const ModelTask> MakeModelTask(const TrainConfig& config) {
 
 std::shared_ptr<TrainTask> MakeTask(const TrainConfig& config) {
   if (config.model == ModelKind::kClassifier) return std::make_shared<ClassifierTask>(config);
+  if (IsIndexedDataset(config.data)) {
+    return std::make_shared<TokenDataTask>(config, MakeModelTask(config));
+  }
   return std::make_shared<LanguageModelTask>(config, MakeModelTask(config));
 }
 

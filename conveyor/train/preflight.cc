@@ -10,6 +10,7 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/data/corpus.h"
+#include "conveyor/data/indexed_dataset.h"
 #include "conveyor/nn/hf_checkpoint.h"
 #include "conveyor/partition/partition.h"
 #include "conveyor/schedule/registry.h"
@@ -65,9 +66,10 @@ void CheckFileCanBeWritten(const std::string& path, std::string_view flag) {
 
 void PreflightFiles(const TrainConfig& config) {
   const std::string path = config.data == "fortunes" ? kFortunesDir : config.data;
-  CONVEYOR_CHECK(std::filesystem::exists(path))
+  CONVEYOR_CHECK(std::filesystem::exists(path) || IsIndexedDataset(path))
       << "corpus '" << path << "' does not exist"
-      << (config.data == "fortunes" ? " (apt-get install fortunes)" : "");
+      << (config.data == "fortunes" ? " (apt-get install fortunes)"
+                                    : ", nor do '" + path + ".bin' and '" + path + ".idx'");
   MakeTask(config);
   // The model folder's weights: every tensor's name, shape and dtype against its config.json,
   // from the files' headers (HfCheckpoint reads no tensor to open).

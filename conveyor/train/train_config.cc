@@ -312,6 +312,7 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
       {"device", choice(c.device, ParseDeviceKind)},
       {"dtype", choice(c.dtype, ParseComputeDtype)},
       {"data", text(c.data)},
+      {"split", text(c.split)},
       {"schedule", text(c.schedule)},
       {"mesh_order", text(c.mesh_order)},
       {"partition", choice(c.partition, ParsePartitionBy)},

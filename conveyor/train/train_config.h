@@ -90,7 +90,9 @@ struct TrainConfig {
   int positions = 0;           // gpt: rows of the position table (0 = seq_len); GPT-2's n_positions
   bool gelu_tanh = false;      // gpt: GPT-2's gelu_new, GELU's tanh approximation (from a folder)
   // Data.
-  std::string data = "fortunes";  // "fortunes" or a text file / directory
+  std::string data = "fortunes";   // "fortunes", a text file / directory, or the PREFIX of a
+                                   // tokenized data set (PREFIX.bin + PREFIX.idx)
+  std::string split = "969,30,1";  // a tokenized data set's train, validation, test weights
   // Pipeline.
   std::string schedule = "1f1b";
   int pp = 4;

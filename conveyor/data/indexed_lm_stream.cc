@@ -1,0 +1,117 @@
+#include "conveyor/data/indexed_lm_stream.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "conveyor/common/error.h"
+#include "conveyor/data/batch_builder.h"
+#include "conveyor/data/stateless_random.h"
+
+namespace conveyor {
+namespace {
+
+constexpr uint64_t kEpochSalt = 0x6964782d65706f63ULL;  // "idx-epoc"
+
+}  // namespace
+
+std::array<double, 3> ParseSplit(const std::string& text) {
+  std::array<double, 3> split{};
+  std::istringstream in(text);
+  std::string part;
+  int parts = 0;
+  bool ok = true;
+  while (std::getline(in, part, ',')) {
+    size_t used = 0;
+    double value = -1;
+    try {
+      value = std::stod(part, &used);
+    } catch (const std::exception&) {
+      ok = false;
+    }
+    ok = ok && used == part.size() && parts < 3 && std::isfinite(value) && value >= 0;
+    if (ok) split[parts] = value;
+    ++parts;
+  }
+  CONVEYOR_CHECK(ok && parts == 3 && split[0] + split[1] + split[2] > 0)
+      << "--split '" << text
+      << "' must be three weights for train, validation and test, such as 969,30,1 "
+         "(non-negative, not all 0)";
+  return split;
+}
+
+IndexedLmStream::IndexedLmStream(std::shared_ptr<const IndexedDataset> data,
+                                 IndexedLmStreamOptions options)
+    : data_(std::move(data)), options_(options) {
+  CheckStreamOptions(options_.batch_size, options_.seq_len, 0);
+  CONVEYOR_CHECK(data_->contiguous())
+      << data_->prefix() << ": its sequences are not stored back to back in its .bin; conveyor "
+      << "trains on data sets whose .bin is their concatenation (as preprocess_data.py and "
+         "conveyor data prepare write them)";
+  const auto& w = options_.split;
+  const double sum = w[0] + w[1] + w[2];
+  const int64_t d = data_->num_documents();
+  const auto boundary = [&](double share) {
+    return std::clamp<int64_t>(std::llround(static_cast<double>(d) * share / sum), 0, d);
+  };
+  const std::array<int64_t, 4> first = {0, boundary(w[0]), boundary(w[0] + w[1]), d};
+  for (int s = 0; s < 3; ++s) {
+    documents_[s] = first[s + 1] - first[s];
+    first_token_[s] = data_->DocumentOffset(first[s]);
+    tokens_[s] = data_->DocumentOffset(first[s + 1]) - first_token_[s];
+  }
+  CONVEYOR_CHECK(tokens_[0] > options_.seq_len)
+      << data_->prefix() << ": the train split (" << documents_[0] << " of " << d
+      << " documents) holds " << tokens_[0]
+      << " tokens, fewer than seq_len + 1 = " << options_.seq_len + 1;
+  CONVEYOR_CHECK(w[1] == 0 || tokens_[1] > options_.seq_len)
+      << data_->prefix() << ": the validation split (" << documents_[1] << " of " << d
+      << " documents) holds " << tokens_[1] << " tokens, fewer than seq_len + 1 = "
+      << options_.seq_len + 1 << "; give it more weight in --split, or 0 to evaluate nothing";
+}
+
+std::vector<int64_t> IndexedLmStream::Window(int64_t start) const {
+  std::vector<int64_t> window(options_.seq_len + 1);
+  data_->ReadStream(start, options_.seq_len + 1, window.data());
+  data_->CheckTokens(start, window, options_.vocab_size);
+  return window;
+}
+
+int64_t IndexedLmStream::TrainWindowStart(int64_t g) const {
+  const int64_t t = options_.seq_len;
+  const auto windows = static_cast<uint64_t>((tokens_[0] - 1) / t);
+  const auto global = static_cast<uint64_t>(g);
+  const uint64_t epoch = global / windows;
+  const uint64_t k =
+      PermutedIndex(global % windows, windows, HashOf({options_.seed, kEpochSalt, epoch}));
+  return first_token_[0] + static_cast<int64_t>(k) * t;
+}
+
+Batch IndexedLmStream::Get(int64_t step) const {
+  CONVEYOR_CHECK(step >= 0) << "step must be >= 0, got " << step;
+  const int64_t n = options_.batch_size;
+  BatchBuilder builder(n, options_.seq_len, BatchBuilder::Targets::kPerToken);
+  for (int64_t i = 0; i < n; ++i) builder.SetTokenWindow(i, Window(TrainWindowStart(step * n + i)));
+  return std::move(builder).Build();
+}
+
+int64_t IndexedLmStream::EvalBatches() const {
+  const int64_t windows = tokens_[1] > options_.seq_len ? (tokens_[1] - 1) / options_.seq_len : 0;
+  return (windows + options_.batch_size - 1) / options_.batch_size;
+}
+
+Batch IndexedLmStream::GetEval(int64_t index) const {
+  CONVEYOR_CHECK(index >= 0 && index < EvalBatches())
+      << "eval batch " << index << " is outside [0, " << EvalBatches() << ")";
+  const int64_t t = options_.seq_len, n = options_.batch_size;
+  const int64_t windows = (tokens_[1] - 1) / t;
+  BatchBuilder builder(n, t, BatchBuilder::Targets::kPerToken);
+  for (int64_t i = 0; i < n && index * n + i < windows; ++i) {
+    builder.SetTokenWindow(i, Window(first_token_[1] + (index * n + i) * t));
+  }
+  return std::move(builder).Build();
+}
+
+}  // namespace conveyor

@@ -1,0 +1,81 @@
+// Language-model batches from a tokenized data set (indexed_dataset.h), each a pure function
+// of (seed, step), as Megatron's GPT data set makes its samples:
+//
+// - Split by documents: of the D documents in the data set's order, the first
+//   round(D w0 / (w0 + w1 + w2)) train, the next round(D (w0 + w1) / sum) - that many
+//   validate, the rest are the test split (Megatron's --split 969,30,1). The split does not
+//   depend on the seed.
+// - A split's documents, concatenated in order (each ends with its end-of-document token),
+//   are one stream of tokens; its samples are the W = (tokens - 1) / T windows of T + 1
+//   tokens starting at k T, consecutive windows sharing one token.
+// - Training takes the samples epoch by epoch, each epoch in its own seeded order: sample i
+//   of step s is global sample g = s N + i, window PermutedIndex(g mod W, n = W,
+//   key = (seed, g / W)). No table is built: start-up and memory do not grow with the data
+//   set, and a run resumed at step s reads exactly the samples the uninterrupted run would.
+// - Evaluation: the validation windows in order, N a batch, the last batch padded with rows
+//   that count nothing (batch_builder.h).
+//
+// Every token read is checked against the model's vocabulary; one outside it is refused
+// naming its document and position.
+//
+// Thread-safety: immutable after construction; Get and GetEval are safe from any thread.
+#ifndef CONVEYOR_DATA_INDEXED_LM_STREAM_H_
+#define CONVEYOR_DATA_INDEXED_LM_STREAM_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "conveyor/data/indexed_dataset.h"
+#include "conveyor/module/microbatch.h"
+
+namespace conveyor {
+
+struct IndexedLmStreamOptions {
+  int64_t seq_len = 128;   // T
+  int64_t batch_size = 8;  // N
+  int64_t vocab_size = 256;
+  uint64_t seed = 0;
+  std::array<double, 3> split = {969, 30, 1};  // train, validation, test weights
+};
+
+// "969,30,1" -> {969, 30, 1}. Throws UserError naming the text unless it is three
+// non-negative finite numbers with a positive sum.
+std::array<double, 3> ParseSplit(const std::string& text);
+
+class IndexedLmStream {
+ public:
+  // Throws UserError for a data set that is not contiguous, a split whose train part holds
+  // fewer than T + 1 tokens, a validation part (of non-zero weight) that does too, or bad
+  // options.
+  IndexedLmStream(std::shared_ptr<const IndexedDataset> data, IndexedLmStreamOptions options);
+
+  // Train batch: inputs, targets (N, T) int64, attention_mask (N, T) all true. Step >= 0.
+  Batch Get(int64_t step) const;
+  // ceil(validation windows / N); 0 when the validation part is shorter than T + 1 tokens.
+  int64_t EvalBatches() const;
+  Batch GetEval(int64_t index) const;
+
+  // The stream position of global training sample g's window (see above).
+  int64_t TrainWindowStart(int64_t g) const;
+
+  // Documents and tokens of each split: [train, validation, test].
+  const std::array<int64_t, 3>& documents() const { return documents_; }
+  const std::array<int64_t, 3>& tokens() const { return tokens_; }
+  const IndexedLmStreamOptions& options() const { return options_; }
+  const IndexedDataset& data() const { return *data_; }
+
+ private:
+  // Tokens [start, start + T + 1) of the data set's stream, checked against the vocabulary.
+  std::vector<int64_t> Window(int64_t start) const;
+
+  std::shared_ptr<const IndexedDataset> data_;
+  IndexedLmStreamOptions options_;
+  std::array<int64_t, 3> documents_{}, tokens_{};
+  std::array<int64_t, 3> first_token_{};  // where each split starts in the stream
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_DATA_INDEXED_LM_STREAM_H_

@@ -1,0 +1,168 @@
+#include "conveyor/data/indexed_lm_stream.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "conveyor/common/error.h"
+#include "conveyor/common/scratch_folder_testing.h"
+
+namespace conveyor {
+namespace {
+
+// 100 documents, document j of 5 + j % 7 tokens, token k of it (j * 7 + k) % 200.
+std::shared_ptr<const IndexedDataset> Dataset(const std::string& prefix) {
+  IndexedDatasetWriter writer(prefix, 256);
+  for (int64_t j = 0; j < 100; ++j) {
+    std::vector<int64_t> tokens;
+    for (int64_t k = 0; k < 5 + j % 7; ++k) tokens.push_back((j * 7 + k) % 200);
+    writer.AddDocument(tokens);
+  }
+  writer.Finish();
+  return std::make_shared<const IndexedDataset>(prefix);
+}
+
+IndexedLmStreamOptions Options(uint64_t seed) {
+  IndexedLmStreamOptions o;
+  o.seq_len = 8;
+  o.batch_size = 4;
+  o.seed = seed;
+  o.split = {80, 10, 10};
+  return o;
+}
+
+std::vector<int64_t> Row(const at::Tensor& t, int64_t row) {
+  const at::Tensor r = t[row].contiguous();
+  return {r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + r.numel()};
+}
+
+class IndexedLmStreamTest : public ::testing::Test {
+ protected:
+  ScratchFolder scratch_;
+  std::shared_ptr<const IndexedDataset> data_ = Dataset(scratch_.Path("set"));
+};
+
+// The split is by documents and the same for every seed.
+TEST_F(IndexedLmStreamTest, TheSplitIsByDocumentsWhateverTheSeed) {
+  const IndexedLmStream a(data_, Options(1)), b(data_, Options(2));
+  EXPECT_EQ(a.documents(), (std::array<int64_t, 3>{80, 10, 10}));
+  EXPECT_EQ(a.tokens(), b.tokens());
+  EXPECT_EQ(a.tokens()[0] + a.tokens()[1] + a.tokens()[2], data_->num_tokens());
+  EXPECT_EQ(a.tokens()[0], data_->DocumentOffset(80));
+}
+
+// A batch is a function of (seed, step) alone; an epoch visits every train window once, in
+// an order of its own; a row is the stream's tokens at its window.
+TEST_F(IndexedLmStreamTest, EachEpochVisitsEveryWindowOnceInASeededOrder) {
+  const IndexedLmStream stream(data_, Options(7));
+  const int64_t t = 8, windows = (stream.tokens()[0] - 1) / t;
+  std::set<int64_t> first, second;
+  std::vector<int64_t> order[2];
+  for (int64_t g = 0; g < 2 * windows; ++g) {
+    const int64_t start = stream.TrainWindowStart(g);
+    ASSERT_EQ(start % t, 0);
+    ASSERT_LE(start + t + 1, stream.tokens()[0]);
+    (g < windows ? first : second).insert(start);
+    order[g < windows ? 0 : 1].push_back(start);
+  }
+  EXPECT_EQ(static_cast<int64_t>(first.size()), windows);
+  EXPECT_EQ(first, second);
+  EXPECT_NE(order[0], order[1]);
+  const Batch batch = stream.Get(3);
+  EXPECT_TRUE(at::equal(batch.inputs, IndexedLmStream(data_, Options(7)).Get(3).inputs));
+  EXPECT_FALSE(at::equal(batch.inputs, IndexedLmStream(data_, Options(8)).Get(3).inputs));
+  for (int64_t i = 0; i < 4; ++i) {
+    std::vector<int64_t> window(t + 1);
+    data_->ReadStream(stream.TrainWindowStart(3 * 4 + i), t + 1, window.data());
+    EXPECT_EQ(Row(batch.inputs, i), std::vector<int64_t>(window.begin(), window.end() - 1));
+    EXPECT_EQ(Row(batch.targets, i), std::vector<int64_t>(window.begin() + 1, window.end()));
+  }
+}
+
+TEST_F(IndexedLmStreamTest, EvaluationTilesTheValidationSplitInOrder) {
+  const IndexedLmStream stream(data_, Options(7));
+  const int64_t t = 8, windows = (stream.tokens()[1] - 1) / t;
+  ASSERT_EQ(stream.EvalBatches(), (windows + 3) / 4);
+  const int64_t start = data_->DocumentOffset(80);
+  for (int64_t b = 0; b < stream.EvalBatches(); ++b) {
+    const Batch batch = stream.GetEval(b);
+    for (int64_t i = 0; i < 4; ++i) {
+      const int64_t w = b * 4 + i;
+      if (w >= windows) {  // padding: nothing counted
+        EXPECT_EQ(batch.targets[i].eq(-1).all().item<bool>(), true);
+        continue;
+      }
+      std::vector<int64_t> window(t + 1);
+      data_->ReadStream(start + w * t, t + 1, window.data());
+      EXPECT_EQ(Row(batch.targets, i), std::vector<int64_t>(window.begin() + 1, window.end()));
+    }
+  }
+}
+
+TEST_F(IndexedLmStreamTest, BadDataAndOptionsAreRefused) {
+  IndexedLmStreamOptions small = Options(7);
+  small.vocab_size = 150;  // tokens go up to 199
+  const IndexedLmStream stream(data_, small);
+  try {
+    for (int64_t step = 0; step < 100; ++step) stream.Get(step);
+    ADD_FAILURE() << "no token refused";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the model's vocabulary [0, 150)"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find(": document "), std::string::npos) << e.what();
+  }
+  IndexedLmStreamOptions long_window = Options(7);
+  long_window.seq_len = 100000;
+  EXPECT_THROW(IndexedLmStream(data_, long_window), UserError);
+  IndexedLmStreamOptions no_validation = Options(7);
+  no_validation.split = {999, 1, 0};  // 0 documents validate
+  try {
+    IndexedLmStream stream(data_, no_validation);
+    ADD_FAILURE() << "accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("the validation split (0 of 100 documents) holds 0"),
+              std::string::npos)
+        << e.what();
+  }
+  no_validation.split = {1, 0, 0};  // asked for: nothing evaluated
+  EXPECT_EQ(IndexedLmStream(data_, no_validation).EvalBatches(), 0);
+  EXPECT_EQ(ParseSplit("969,30,1"), (std::array<double, 3>{969, 30, 1}));
+  for (const char* bad : {"1,2", "1,2,3,4", "a,1,1", "0,0,0", "-1,2,3", "1,,2"}) {
+    EXPECT_THROW(ParseSplit(bad), UserError) << bad;
+  }
+}
+
+// Two documents of one token each swapped in the index: valid, but the .bin is no longer
+// their concatenation in order.
+TEST_F(IndexedLmStreamTest, AStoreThatIsNotTheConcatenationIsRefused) {
+  IndexedDatasetWriter writer(scratch_.Path("swapped"), 256);
+  for (int64_t j = 0; j < 20; ++j) writer.AddDocument(std::vector<int64_t>{j, j});
+  writer.Finish();
+  const std::string idx = scratch_.Path("swapped.idx");
+  std::string bytes;
+  {
+    std::ifstream in(idx, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t pointers = 34 + 4 * 20;
+  std::swap_ranges(bytes.begin() + pointers, bytes.begin() + pointers + 8,
+                   bytes.begin() + pointers + 8);
+  std::ofstream(idx, std::ios::binary | std::ios::trunc) << bytes;
+  const auto data = std::make_shared<const IndexedDataset>(scratch_.Path("swapped"));
+  EXPECT_FALSE(data->contiguous());
+  try {
+    IndexedLmStream stream(data, Options(1));
+    ADD_FAILURE() << "accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("not stored back to back"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace conveyor
