@@ -83,8 +83,8 @@ TEST(CliTest, CompareHasOneRowPerSchedule) {
 // Issue 10: outputs that cannot be written were found after the whole run, bad corpora
 // inside the ranks. Both are found by the launcher now, before any rank starts.
 TEST(CliTest, BadFilesAreFoundBeforeAnyRankStarts) {
-  const std::string dir = ::testing::TempDir() + "conveyor_cli_files." + std::to_string(::getpid());
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/two").c_str());
+  const std::string dir = ScratchDir("files");
+  std::filesystem::create_directories(dir + "/two");
   for (const std::string name : {"/corpus.txt", "/two/a.txt", "/two/b.txt"}) {
     std::ofstream out(dir + name);
     for (int i = 0; i < 100; ++i) out << "a small corpus for a small model, line " << i << "\n";
@@ -173,7 +173,6 @@ TEST(CliTest, FormatJsonWritesJsonAloneOnStdout) {
     ASSERT_EQ(r.code, 0) << command << ": " << r.err;
     EXPECT_NO_THROW(nlohmann::json::parse(r.out)) << command << " wrote: " << r.out.substr(0, 300);
   }
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(CliTest, BadInputGivesOneClearLineAndFails) {

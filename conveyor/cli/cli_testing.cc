@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -26,8 +27,11 @@ Result Shell(const std::string& command) {
     result.out.append(buffer.data(), n);
   const int status = pclose(pipe);
   result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  result.err.assign(std::istreambuf_iterator<char>(err), {});
+  {
+    std::ifstream err(err_path);
+    result.err.assign(std::istreambuf_iterator<char>(err), {});
+  }
+  std::filesystem::remove(err_path);
   return result;
 }
 
@@ -35,10 +39,25 @@ Result Conveyor(const std::string& args) {
   return Shell(std::string("timeout 60 ") + CONVEYOR_BINARY + " " + args);
 }
 
-std::string ScratchWithCorpus(const std::string& name) {
+std::string ScratchDir(const std::string& name) {
+  // Removed by the destructor of a static: when the test process exits.
+  static struct Folders {
+    std::vector<std::string> paths;
+    ~Folders() {
+      std::error_code ignored;
+      for (const std::string& path : paths) std::filesystem::remove_all(path, ignored);
+    }
+  } folders;
   const std::string dir =
       ::testing::TempDir() + "conveyor_cli_" + name + "." + std::to_string(::getpid());
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  folders.paths.push_back(dir);
+  return dir;
+}
+
+std::string ScratchWithCorpus(const std::string& name) {
+  const std::string dir = ScratchDir(name);
   std::ofstream out(dir + "/corpus.txt");
   for (int i = 0; i < 100; ++i) out << "a small corpus for a small model, line " << i << "\n";
   return dir;

@@ -22,7 +22,10 @@ Result Shell(const std::string& command);
 // Runs the binary under test (CONVEYOR_BINARY) with `args`, bounded by 60 s.
 Result Conveyor(const std::string& args);
 
-// A new folder TempDir()/conveyor_cli_NAME.PID holding corpus.txt, 100 short lines.
+// A new, empty folder TempDir()/conveyor_cli_NAME.PID, removed when the test process exits.
+std::string ScratchDir(const std::string& name);
+
+// ScratchDir(name) holding corpus.txt, 100 short lines.
 std::string ScratchWithCorpus(const std::string& name);
 
 // Success when the --metrics files `want_file` and `got_file` both hold `steps` losses and

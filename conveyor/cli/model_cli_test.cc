@@ -58,7 +58,6 @@ TEST(CliTest, EvalIsExactOnAnyMeshAndReadsCheckpoints) {
   const Result classifier = Conveyor("eval --model classifier --data " + corpus);
   EXPECT_EQ(classifier.code, 1);
   EXPECT_NE(classifier.err.find("language model"), std::string::npos) << classifier.err;
-  std::system(("rm -rf " + dir).c_str());
 }
 
 // Greedy generation from token ids: the checkpoint and its fp32 export continue alike, on
@@ -99,7 +98,6 @@ TEST(CliTest, GenerateFromACheckpointOrAFolderWithTokenIds) {
   const Result none = Conveyor("generate --prompt a");
   EXPECT_EQ(none.code, 1);
   EXPECT_NE(none.err.find("needs a model"), std::string::npos) << none.err;
-  std::system(("rm -rf " + dir).c_str());
 }
 
 }  // namespace

@@ -41,7 +41,6 @@ TEST(CliTest, DeviceIsSaidAndCudaWithoutAGpuIsRefused) {
               cuda.err.find("rank 1: --device cuda, but") != std::string::npos)
       << cuda.err;
   EXPECT_NE(cuda.err.find("--device cpu"), std::string::npos) << cuda.err;
-  std::system(("rm -rf " + dir).c_str());
 }
 
 // --loss-scale and --dtype fp16: a power-of-two scale on fp32 trains exactly as without one,
@@ -88,13 +87,11 @@ TEST(CliTest, LossScalingIsExactOnFp32AndFp16NeedsItsProducts) {
   EXPECT_NE(bad.err.find("--loss-scale must be 0 (the dtype's default) or at least 1, got 0.5"),
             std::string::npos)
       << bad.err;
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
-  const std::string dir = ::testing::TempDir() + "conveyor_cli_train." + std::to_string(::getpid());
+  const std::string dir = ScratchDir("train");
   const std::string corpus = dir + "/corpus.txt";
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
   {
     std::ofstream out(corpus);
     for (int i = 0; i < 100; ++i) out << "a small corpus for a small model, line " << i << "\n";
@@ -194,7 +191,6 @@ TEST(CliTest, LlamaTrainsResumesAndGenerates) {
                                data + "/corpus.txt");
   EXPECT_EQ(from.code, 0) << from.err;
   EXPECT_NE(from.out.find("llama from " + dir + "/hf"), std::string::npos) << from.out;
-  std::system(("rm -rf " + dir + " " + data).c_str());
 }
 
 // --rank-threads: the same job as threads of one process over the in-process transport has
@@ -221,7 +217,6 @@ TEST(CliTest, RankThreadsTrainLikeRankProcesses) {
   EXPECT_NE(launched.code, 0);
   EXPECT_NE(launched.err.find("--rank-threads runs every rank in this process"), std::string::npos)
       << launched.err;
-  std::system(("rm -rf " + dir).c_str());
 }
 
 // On a GPU: the pipeline as threads sharing GPU 0 (each rank on its own stream) and, with
@@ -246,7 +241,6 @@ TEST(CliTest, GpuPipelinesTrainLikeTheCpu) {
     EXPECT_NE(r.out.find("device: cuda:0"), std::string::npos) << r.out;
     EXPECT_TRUE(SameLosses(dir + "/cpu.json", dir + "/" + run + ".json", 3, 1e-4));
   }
-  std::system(("rm -rf " + dir).c_str());
 }
 
 // The 3D mesh across real processes over Gloo: dp 2 x tp 2 x pp 2 (8 processes) trains
@@ -289,12 +283,10 @@ TEST(CliTest, MeshOfEightProcessesTrainsLikeThePipeline) {
   EXPECT_NE(small.err.find("batch-size (8) must be at least dp x microbatches (5 x 2)"),
             std::string::npos)
       << small.err;
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(CliTest, BenchTrainRunsEachScheduleAndOneProcess) {
-  const std::string dir = ::testing::TempDir() + "conveyor_cli_bench." + std::to_string(::getpid());
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  const std::string dir = ScratchDir("bench");
   {
     std::ofstream out(dir + "/run.toml");
     out << "layers = 2\nhidden = 16\nheads = 2\nseq_len = 16\nbatch_size = 4\n"
@@ -340,13 +332,10 @@ TEST(CliTest, GenerateOnAMeshPrintsWhatOneProcessPrints) {
     ASSERT_EQ(r.code, 0) << mesh << ": " << r.err;
     EXPECT_EQ(r.out, one.out) << mesh;
   }
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(CliTest, BenchTrainRunsOnAMesh) {
-  const std::string dir =
-      ::testing::TempDir() + "conveyor_cli_bench_mesh." + std::to_string(::getpid());
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  const std::string dir = ScratchDir("bench_mesh");
   {
     std::ofstream corpus(dir + "/corpus.txt");
     for (int i = 0; i < 100; ++i) corpus << "a small corpus for a small model, line " << i << "\n";
@@ -367,7 +356,6 @@ TEST(CliTest, BenchTrainRunsOnAMesh) {
   EXPECT_EQ(rows[1]["schedule"], "single process");
   EXPECT_EQ(rows[1]["dp"], 1);
   EXPECT_EQ(rows[1]["threads"].get<int>() % 4, 0) << "the threads of the mesh's 4 ranks";
-  std::system(("rm -rf " + dir).c_str());
 }
 
 // Two simulated nodes (bench/nodes --test: network namespaces joined by a rate-limited veth,

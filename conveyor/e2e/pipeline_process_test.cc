@@ -13,6 +13,7 @@
 
 #include "conveyor/comm/c10d_transport.h"
 #include "conveyor/common/env.h"
+#include "conveyor/common/scratch_folder_testing.h"
 #include "conveyor/e2e/pipeline_testing.h"
 #include "conveyor/launch/launcher.h"
 #include "conveyor/launch/rendezvous.h"
@@ -80,13 +81,6 @@ CONVEYOR_WORKER(PipelineEquivalence) {
   }
 }
 
-std::string TempDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + name + "." + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 WorkerRun LaunchSelf(int pp, const std::string& worker, Environment env) {
   LaunchOptions options;
   options.extra_env = std::move(env);
@@ -99,7 +93,8 @@ WorkerRun LaunchSelf(int pp, const std::string& worker, Environment env) {
 
 TEST(PipelineProcessTest, MatchesFullBatchStepOverGloo) {
   for (const auto& [pp, m] : {std::pair{2, 3}, std::pair{4, 6}}) {
-    const std::string dir = TempDir("conveyor_pipeline_" + std::to_string(pp));
+    const ScratchFolder scratch;  // removed at the end of each mesh
+    const std::string& dir = scratch.path();
     const WorkerRun run = LaunchSelf(pp, "PipelineEquivalence",
                                      {{"CONVEYOR_TEST_DIR", dir},
                                       {"CONVEYOR_TEST_PP", std::to_string(pp)},

@@ -14,11 +14,15 @@
 namespace conveyor {
 namespace {
 
+// `text` as this test process's TOML file (removed when the process exits).
 std::string Write(const std::string& text) {
-  const std::string path =
-      ::testing::TempDir() + "conveyor_train_config." + std::to_string(::getpid()) + ".toml";
-  std::ofstream(path) << text;
-  return path;
+  static const struct File {
+    ~File() { std::filesystem::remove(path); }
+    std::string path =
+        ::testing::TempDir() + "conveyor_train_config." + std::to_string(::getpid()) + ".toml";
+  } file;
+  std::ofstream(file.path) << text;
+  return file.path;
 }
 
 TEST(TrainConfigTest, DefaultsAreValid) { EXPECT_NO_THROW(TrainConfig().Validate()); }

@@ -17,16 +17,21 @@
 namespace conveyor {
 
 std::string TinyCorpus() {
-  const std::string path =
-      ::testing::TempDir() + "conveyor_tiny_corpus." + std::to_string(::getpid()) + ".txt";
-  if (!std::filesystem::exists(path)) {
-    std::ofstream out(path);
-    for (int i = 0; i < 200; ++i) {
-      out << "the quick brown fox " << i % 7 << " jumps over the lazy dog.\n"
-          << "pipelines stream micro-batches through stages, number " << i << ".\n";
+  // Written once per test process, removed when it exits.
+  static const struct File {
+    File()
+        : path(::testing::TempDir() + "conveyor_tiny_corpus." + std::to_string(::getpid()) +
+               ".txt") {
+      std::ofstream out(path);
+      for (int i = 0; i < 200; ++i) {
+        out << "the quick brown fox " << i % 7 << " jumps over the lazy dog.\n"
+            << "pipelines stream micro-batches through stages, number " << i << ".\n";
+      }
     }
-  }
-  return path;
+    ~File() { std::filesystem::remove(path); }
+    std::string path;
+  } file;
+  return file.path;
 }
 
 LayerList BuildAllLayers(const ModelTask& model) {
