@@ -128,15 +128,13 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   CONVEYOR_CHECK(indices >= 1) << idx << ": no document indices (at least the leading 0)";
   num_sequences_ = static_cast<int64_t>(sequences);
   num_documents_ = static_cast<int64_t>(indices) - 1;
-  // The arrays start at 34, 34 + 4S and 34 + 12S: aligned for int32 but not int64, so they
-  // are read with memcpy (Load) wherever their alignment is not known.
-  lengths_ = reinterpret_cast<const int32_t*>(at + kHeaderBytes);
-  pointers_ = reinterpret_cast<const int64_t*>(at + kHeaderBytes + 4 * num_sequences_);
-  documents_ = reinterpret_cast<const int64_t*>(at + kHeaderBytes + 12 * num_sequences_);
+  lengths_ = at + kHeaderBytes;
+  pointers_ = lengths_ + 4 * num_sequences_;
+  documents_ = pointers_ + 8 * num_sequences_;
   const std::string& bin = data_->path;
   for (int64_t i = 0; i < num_sequences_; ++i) {
     const int64_t length = sequence_length(i);
-    const int64_t begin = Load<int64_t>(reinterpret_cast<const char*>(pointers_ + i));
+    const int64_t begin = Load<int64_t>(pointers_ + 8 * i);
     CONVEYOR_CHECK(length >= 0) << idx << ": sequence " << i << " has length " << length;
     CONVEYOR_CHECK(begin >= 0 && begin % dtype_.bytes == 0 &&
                    begin + length * dtype_.bytes <= data_->size)
@@ -163,12 +161,12 @@ IndexedDataset::~IndexedDataset() = default;
 
 int64_t IndexedDataset::sequence_length(int64_t i) const {
   CONVEYOR_ASSERT(i >= 0 && i < num_sequences_) << "sequence " << i << " of " << num_sequences_;
-  return lengths_[i];
+  return Load<int32_t>(lengths_ + 4 * i);
 }
 
 int64_t IndexedDataset::document_first(int64_t j) const {
   CONVEYOR_ASSERT(j >= 0 && j <= num_documents_) << "document " << j << " of " << num_documents_;
-  return Load<int64_t>(reinterpret_cast<const char*>(documents_ + j));
+  return Load<int64_t>(documents_ + 8 * j);
 }
 
 void IndexedDataset::Read(int64_t sequence, int64_t offset, int64_t count, int64_t* out) const {
@@ -176,9 +174,8 @@ void IndexedDataset::Read(int64_t sequence, int64_t offset, int64_t count, int64
                  offset + count <= sequence_length(sequence))
       << prefix_ << ": tokens [" << offset << ", " << offset + count << ") of sequence " << sequence
       << " are not inside it (" << num_sequences_ << " sequences)";
-  const char* tokens = data_->bytes +
-                       Load<int64_t>(reinterpret_cast<const char*>(pointers_ + sequence)) +
-                       offset * dtype_.bytes;
+  const char* tokens =
+      data_->bytes + Load<int64_t>(pointers_ + 8 * sequence) + offset * dtype_.bytes;
   for (int64_t k = 0; k < count; ++k) out[k] = TokenAt(tokens, dtype_.code, k);
 }
 
@@ -197,7 +194,7 @@ void IndexedDataset::ReadStream(int64_t offset, int64_t count, int64_t* out) con
 int64_t IndexedDataset::DocumentOffset(int64_t j) const {
   const int64_t first = document_first(j);
   if (first == num_sequences_) return num_tokens_;
-  return Load<int64_t>(reinterpret_cast<const char*>(pointers_ + first)) / dtype_.bytes;
+  return Load<int64_t>(pointers_ + 8 * first) / dtype_.bytes;
 }
 
 int64_t IndexedDataset::DocumentAt(int64_t offset) const {

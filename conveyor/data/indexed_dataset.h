@@ -102,9 +102,12 @@ class IndexedDataset {
   TokenDtype dtype_;
   int64_t num_sequences_ = 0, num_documents_ = 0, num_tokens_ = 0;
   bool contiguous_ = true;
-  const int32_t* lengths_ = nullptr;    // (S), inside index_
-  const int64_t* pointers_ = nullptr;   // (S)
-  const int64_t* documents_ = nullptr;  // (D)
+  // The index's arrays inside index_: int32 lengths (S), int64 pointers (S) and document
+  // indices (D). They start at bytes 34, 34 + 4S and 34 + 12S of a page-aligned mapping, so
+  // no entry is aligned: each is read with memcpy.
+  const char* lengths_ = nullptr;
+  const char* pointers_ = nullptr;
+  const char* documents_ = nullptr;
 };
 
 // Writes a data set as a stream of documents, in constant memory but for 20 bytes of index per
