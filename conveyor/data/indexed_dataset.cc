@@ -24,6 +24,12 @@ constexpr char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
 constexpr uint64_t kVersion = 1;
 constexpr int64_t kHeaderBytes = 9 + 8 + 1 + 8 + 8;
 constexpr size_t kBufferBytes = 1 << 20;
+// Index entries checked between releases of the index's pages: the check never holds more
+// than about a megabyte of it resident.
+constexpr int64_t kReleaseEvery = 1 << 16;
+// A read of more bytes than this asks for its pages ahead (the mapping reads no further ahead
+// by itself: MADV_RANDOM).
+constexpr int64_t kLargeRead = 1 << 20;
 
 constexpr TokenDtype kDtypes[] = {{1, 1, "uint8"},   {2, 1, "int8"},  {3, 2, "int16"},
                                   {4, 4, "int32"},   {5, 8, "int64"}, {6, 8, "float64"},
@@ -89,6 +95,24 @@ struct IndexedDataset::Mapping {
   ~Mapping() {
     if (bytes != nullptr) munmap(const_cast<char*>(bytes), size);
   }
+  // Drops the pages of bytes [begin, end) (all of them by default) from this process; they
+  // stay in the page cache and are read again when touched. So reading a data set of any size
+  // keeps little of it resident.
+  void Release(int64_t begin = 0, int64_t end = -1) const {
+    if (bytes == nullptr) return;
+    const int64_t page = sysconf(_SC_PAGESIZE);
+    const int64_t first = begin / page * page, last = end < 0 ? size : end;
+    madvise(const_cast<char*>(bytes) + first, last - first, MADV_DONTNEED);
+  }
+  // Tells the kernel how the pages will be read: MADV_RANDOM (no readahead around a sampled
+  // window, which mapped half a megabyte per window), MADV_SEQUENTIAL for a pass over all of
+  // it, MADV_WILLNEED for a range read whole.
+  void Advise(int advice, int64_t begin = 0, int64_t end = -1) const {
+    if (bytes == nullptr) return;
+    const int64_t page = sysconf(_SC_PAGESIZE);
+    const int64_t first = begin / page * page, last = end < 0 ? size : end;
+    madvise(const_cast<char*>(bytes) + first, last - first, advice);
+  }
 
   std::string path;
   const char* bytes = nullptr;
@@ -143,6 +167,7 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
         << (begin % dtype_.bytes != 0 ? " (and is not aligned to its tokens)" : "");
     contiguous_ = contiguous_ && begin == num_tokens_ * dtype_.bytes;
     num_tokens_ += length;
+    if (i % kReleaseEvery == kReleaseEvery - 1) index_->Release();
   }
   int64_t previous = 0;
   for (int64_t j = 0; j <= num_documents_; ++j) {
@@ -151,10 +176,13 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
         << idx << ": document index " << j << " is " << first << " (after " << previous
         << "); they rise from 0 to the " << num_sequences_ << " sequences";
     previous = first;
+    if (j % kReleaseEvery == kReleaseEvery - 1) index_->Release();
   }
   CONVEYOR_CHECK(previous == num_sequences_)
       << idx << ": the last document index is " << previous << ", not the " << num_sequences_
       << " sequences: sequences past it belong to no document";
+  index_->Release();  // resident memory must not grow with the data set
+  data_->Advise(MADV_RANDOM);
 }
 
 IndexedDataset::~IndexedDataset() = default;
@@ -187,8 +215,11 @@ void IndexedDataset::ReadStream(int64_t offset, int64_t count, int64_t* out) con
   CONVEYOR_CHECK(offset >= 0 && count >= 0 && offset + count <= num_tokens_)
       << prefix_ << ": tokens [" << offset << ", " << offset + count << ") are not inside its "
       << num_tokens_;
-  const char* tokens = data_->bytes + offset * dtype_.bytes;
+  const int64_t begin = offset * dtype_.bytes, end = (offset + count) * dtype_.bytes;
+  if (end - begin > kLargeRead) data_->Advise(MADV_WILLNEED, begin, end);
+  const char* tokens = data_->bytes + begin;
   for (int64_t k = 0; k < count; ++k) out[k] = TokenAt(tokens, dtype_.code, k);
+  data_->Release(begin, end);
 }
 
 int64_t IndexedDataset::DocumentOffset(int64_t j) const {
@@ -230,18 +261,22 @@ std::vector<int64_t> IndexedDataset::Read(int64_t sequence) const {
 }
 
 std::string IndexedDataset::FindTokenOutside(int64_t vocab_size) const {
+  data_->Advise(MADV_SEQUENTIAL);  // one pass over all of it, read ahead
   for (int64_t j = 0; j < num_documents_; ++j) {
     for (int64_t i = document_first(j); i < document_end(j); ++i) {
+      if (i % kReleaseEvery == kReleaseEvery - 1) data_->Release();
       const std::vector<int64_t> tokens = Read(i);
       for (size_t k = 0; k < tokens.size(); ++k) {
         if (tokens[k] >= 0 && tokens[k] < vocab_size) continue;
         std::ostringstream where;
         where << "document " << j << ", sequence " << i << ", token " << k << ": value "
               << tokens[k];
+        data_->Advise(MADV_RANDOM);
         return where.str();
       }
     }
   }
+  data_->Advise(MADV_RANDOM);
   return "";
 }
 

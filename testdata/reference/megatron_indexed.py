@@ -5,6 +5,9 @@ format's description alone, with numpy: the independent side of conveyor's tests
       prints {"dtype": CODE, "documents": [[[token, ...] per sequence] per document]}
   megatron_indexed.py write PREFIX JSON DTYPE_CODE
       writes PREFIX.bin and PREFIX.idx from a JSON file {"documents": [...]} as above
+  megatron_indexed.py random PREFIX MEGABYTES
+      writes a data set of about MEGABYTES of random uint16 tokens below 256, in documents
+      of 100 to 4000 tokens (for benchmarks)
 """
 import json
 import struct
@@ -63,8 +66,29 @@ def write(prefix, documents, code):
         f.write(np.array(starts, dtype="<i8").tobytes())
 
 
+def random(prefix, megabytes):
+    rng = np.random.default_rng(0)
+    tokens = int(megabytes * 1e6) // 2
+    lengths = rng.integers(100, 4001, tokens // 100 + 1)
+    cut = int(np.searchsorted(np.cumsum(lengths), tokens))
+    lengths = lengths[:cut + 1]
+    lengths[-1] -= int(lengths.sum()) - tokens
+    with open(prefix + ".bin", "wb") as f:
+        for start in range(0, tokens, 1 << 26):
+            f.write(rng.integers(0, 256, min(1 << 26, tokens - start), dtype=np.uint16).tobytes())
+    lengths = np.array(lengths, dtype="<i4")
+    pointers = np.concatenate([[0], np.cumsum(lengths[:-1], dtype="<i8") * 2]).astype("<i8")
+    with open(prefix + ".idx", "wb") as f:
+        f.write(MAGIC + struct.pack("<Q", 1) + struct.pack("<B", 8))
+        f.write(struct.pack("<Q", len(lengths)) + struct.pack("<Q", len(lengths) + 1))
+        f.write(lengths.tobytes() + pointers.tobytes())
+        f.write(np.arange(len(lengths) + 1, dtype="<i8").tobytes())
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "read":
+    if sys.argv[1] == "random":
+        random(sys.argv[2], float(sys.argv[3]))
+    elif sys.argv[1] == "read":
         print(json.dumps(read(sys.argv[2])))
     else:
         with open(sys.argv[3]) as f:
