@@ -160,14 +160,19 @@ class ClassifierModel : public ModelTask {
   uint64_t seed_;
 };
 
-// Next-byte prediction on a corpus, for a language model (gpt, llama).
+// Next-token prediction for a language model (gpt, llama) from a stream of batches: LmStream
+// over a text's bytes, or IndexedLmStream over a tokenized data set (token ids, so a model of
+// any vocabulary). Both give Get(step), EvalBatches(), GetEval(i) and their options.
+template <typename Stream>
 class LanguageModelTask : public TrainTask {
  public:
-  LanguageModelTask(const TrainConfig& c, std::shared_ptr<const ModelTask> model)
+  // `data`: what the data are, for Describe.
+  LanguageModelTask(const TrainConfig& c, std::shared_ptr<const ModelTask> model, Stream stream,
+                    std::string data)
       : model_(std::move(model)),
         eval_batches_(c.eval_batches),
-        corpus_(LoadCorpus(c.data)),
-        stream_(corpus_, LmStreamOptions{c.seq_len, c.batch_size, 0.05, c.seed}) {}
+        stream_(std::move(stream)),
+        data_(std::move(data)) {}
 
   std::shared_ptr<const ModelTask> model() const override { return model_; }
   Batch TrainBatch(int64_t step) const override { return stream_.Get(step); }
@@ -180,60 +185,43 @@ class LanguageModelTask : public TrainTask {
   double TokensPerBatch() const override {
     return static_cast<double>(stream_.options().batch_size * stream_.options().seq_len);
   }
-  std::string Describe() const override {
-    std::ostringstream out;
-    out << model_->Describe() << "; corpus " << corpus_.source << ": " << corpus_.documents.size()
-        << " documents, " << corpus_.TotalBytes() << " bytes (" << stream_.train_text().size()
-        << " train / " << stream_.held_out_text().size() << " held out)";
-    return out.str();
-  }
+  std::string Describe() const override { return model_->Describe() + "; " + data_; }
 
  private:
   std::shared_ptr<const ModelTask> model_;
   int eval_batches_;
-  Corpus corpus_;
-  LmStream stream_;
+  Stream stream_;
+  std::string data_;
 };
 
-// Next-token prediction on a tokenized data set (indexed_lm_stream.h): token ids, so a model
-// of any vocabulary.
-class TokenDataTask : public TrainTask {
- public:
-  TokenDataTask(const TrainConfig& c, std::shared_ptr<const ModelTask> model)
-      : model_(std::move(model)),
-        eval_batches_(c.eval_batches),
-        stream_(std::make_shared<const IndexedDataset>(c.data),
-                IndexedLmStreamOptions{c.seq_len, c.batch_size, ModelVocab(c), c.seed,
-                                       ParseSplit(c.split)}) {}
+// The task of a text corpus, read as bytes.
+std::shared_ptr<TrainTask> TextTask(const TrainConfig& c, std::shared_ptr<const ModelTask> model) {
+  const Corpus corpus = LoadCorpus(c.data);
+  LmStream stream(corpus, LmStreamOptions{c.seq_len, c.batch_size, 0.05, c.seed});
+  std::ostringstream data;
+  data << "corpus " << corpus.source << ": " << corpus.documents.size() << " documents, "
+       << corpus.TotalBytes() << " bytes (" << stream.train_text().size() << " train / "
+       << stream.held_out_text().size() << " held out)";
+  return std::make_shared<LanguageModelTask<LmStream>>(c, std::move(model), std::move(stream),
+                                                       data.str());
+}
 
-  std::shared_ptr<const ModelTask> model() const override { return model_; }
-  Batch TrainBatch(int64_t step) const override { return stream_.Get(step); }
-  std::vector<Batch> EvalBatches() const override {
-    std::vector<Batch> batches;
-    const int64_t n = std::min<int64_t>(eval_batches_, stream_.EvalBatches());
-    for (int64_t i = 0; i < n; ++i) batches.push_back(stream_.GetEval(i));
-    return batches;
-  }
-  double TokensPerBatch() const override {
-    return static_cast<double>(stream_.options().batch_size * stream_.options().seq_len);
-  }
-  std::string Describe() const override {
-    const auto& d = stream_.documents();
-    const auto& t = stream_.tokens();
-    std::ostringstream out;
-    out << model_->Describe() << "; data set " << stream_.data().prefix() << ": "
-        << stream_.data().num_documents() << " documents, " << stream_.data().num_tokens()
-        << " tokens (" << stream_.data().dtype().name << "); by documents " << d[0] << " / " << d[1]
-        << " / " << d[2] << " train / validation / test, " << t[0] << " / " << t[1] << " / " << t[2]
-        << " tokens";
-    return out.str();
-  }
-
- private:
-  std::shared_ptr<const ModelTask> model_;
-  int eval_batches_;
-  IndexedLmStream stream_;
-};
+// The task of a tokenized data set.
+std::shared_ptr<TrainTask> DataSetTask(const TrainConfig& c,
+                                       std::shared_ptr<const ModelTask> model) {
+  IndexedLmStream stream(
+      std::make_shared<const IndexedDataset>(c.data),
+      IndexedLmStreamOptions{c.seq_len, c.batch_size, ModelVocab(c), c.seed, ParseSplit(c.split)});
+  const auto& d = stream.documents();
+  const auto& t = stream.tokens();
+  std::ostringstream data;
+  data << "data set " << stream.data().prefix() << ": " << stream.data().num_documents()
+       << " documents, " << stream.data().num_tokens() << " tokens (" << stream.data().dtype().name
+       << "); by documents " << d[0] << " / " << d[1] << " / " << d[2]
+       << " train / validation / test, " << t[0] << " / " << t[1] << " / " << t[2] << " tokens";
+  return std::make_shared<LanguageModelTask<IndexedLmStream>>(c, std::move(model),
+                                                              std::move(stream), data.str());
+}
 
 class ClassifierTask : public TrainTask {
  public:
@@ -322,10 +310,8 @@ std::shared_ptr<const ModelTask> MakeModelTask(const TrainConfig& config) {
 
 std::shared_ptr<TrainTask> MakeTask(const TrainConfig& config) {
   if (config.model == ModelKind::kClassifier) return std::make_shared<ClassifierTask>(config);
-  if (IsIndexedDataset(config.data)) {
-    return std::make_shared<TokenDataTask>(config, MakeModelTask(config));
-  }
-  return std::make_shared<LanguageModelTask>(config, MakeModelTask(config));
+  if (IsIndexedDataset(config.data)) return DataSetTask(config, MakeModelTask(config));
+  return TextTask(config, MakeModelTask(config));
 }
 
 }  // namespace conveyor
