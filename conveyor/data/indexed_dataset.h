@@ -45,7 +45,8 @@ TokenDtype TokenDtypeFor(int64_t vocab_size);
 // Whether PREFIX.idx and PREFIX.bin both exist: `prefix` names a data set, not a text.
 bool IsIndexedDataset(const std::string& prefix);
 
-// A data set opened through memory maps: nothing is read until asked for, and only what is.
+// A data set opened through memory maps: the index is read once, to check it, and the tokens
+// only where asked for; neither stays resident (the pages read are dropped).
 class IndexedDataset {
  public:
   // Opens PREFIX.idx and PREFIX.bin and checks that they agree: magic, version, a known
@@ -110,8 +111,8 @@ class IndexedDataset {
   const char* documents_ = nullptr;
 };
 
-// Writes a data set as a stream of documents, in constant memory but for 20 bytes of index per
-// document: tokens go to disk as they come. Nothing appears under PREFIX.bin / PREFIX.idx
+// Writes a data set as a stream of documents, in constant memory but for 4 bytes per document
+// (its length; the index is written at the end): tokens go to disk as they come. Nothing appears under PREFIX.bin / PREFIX.idx
 // before Finish(): a writer destroyed without it (an exception, a kill) leaves them as they
 // were and removes its temporary files (on a kill, the temporary files of AtomicFile may stay;
 // never a half-written file under the final names).
