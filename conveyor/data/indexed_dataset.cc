@@ -160,10 +160,12 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
     const int64_t length = sequence_length(i);
     const int64_t begin = Load<int64_t>(pointers_ + 8 * i);
     CONVEYOR_CHECK(length >= 0) << idx << ": sequence " << i << " has length " << length;
-    CONVEYOR_CHECK(begin >= 0 && begin % dtype_.bytes == 0 &&
-                   begin + length * dtype_.bytes <= data_->size)
-        << idx << ": sequence " << i << " takes bytes [" << begin << ", "
-        << begin + length * dtype_.bytes << ") of " << bin << ", which has " << data_->size
+    // length x bytes < 2^34: only `begin`, any int64, must not take part in a sum.
+    const int64_t bytes = length * dtype_.bytes;
+    CONVEYOR_CHECK(begin >= 0 && begin % dtype_.bytes == 0 && begin <= data_->size &&
+                   bytes <= data_->size - begin)
+        << idx << ": sequence " << i << " takes " << bytes << " bytes from byte " << begin << " of "
+        << bin << ", which has " << data_->size
         << (begin % dtype_.bytes != 0 ? " (and is not aligned to its tokens)" : "");
     contiguous_ = contiguous_ && begin == num_tokens_ * dtype_.bytes;
     num_tokens_ += length;

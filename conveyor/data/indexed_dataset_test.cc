@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -147,13 +148,17 @@ TEST_F(IndexedDatasetTest, BrokenFilesAreRefusedNamingFileAndPlace) {
   const int32_t negative = -1;
   with_idx(patched(34, &negative, 4), {"sequence 0 has length -1"});
   const int64_t far = 1000;
-  with_idx(patched(34 + 8 + 8, &far, 8), {"sequence 1 takes bytes [1000, 1004)", "has 10"});
+  with_idx(patched(34 + 8 + 8, &far, 8), {"sequence 1 takes 4 bytes from byte 1000", "has 10"});
+  // Found by the fuzzer: an offset near 2^63 must not overflow the bound's sum.
+  const int64_t huge_offset = std::numeric_limits<int64_t>::max() - 1;
+  with_idx(patched(34 + 8 + 8, &huge_offset, 8),
+           {"sequence 1 takes 4 bytes from byte 9223372036854775806"});
   const int64_t last = 1;
   with_idx(patched(34 + 24 + 16, &last, 8), {"last document index is 1, not the 2 sequences"});
   const int64_t back = 3;
   with_idx(patched(34 + 24 + 8, &back, 8), {"document index 1 is 3"});
   WriteFile(prefix_ + ".bin", bin.substr(0, 7));
-  ExpectRefused(prefix_, {"sequence 1 takes bytes [6, 10) of", "data.bin, which has 7"});
+  ExpectRefused(prefix_, {"sequence 1 takes 4 bytes from byte 6 of", "data.bin, which has 7"});
   fs::remove(prefix_ + ".bin");
   ExpectRefused(prefix_, {"cannot open", "data.bin"});
 }
