@@ -102,11 +102,10 @@ TEST_F(HfExportTest, ImportThenExportIsBitIdentical) {
 }
 
 // Trained on a dp 2 x tp 2 x pp 2 mesh or on one rank, the exports are the same model; the
-// export of a trained checkpoint, imported again, holds exactly the checkpoint's weights. The
-// vocabulary of 301 tokens is padded to 151 rows a rank at tp 2: saved and exported unpadded.
+// export of a trained checkpoint, imported again, holds exactly the checkpoint's weights.
+// (A padded vocabulary's export: AGptIsWrittenAsAGpt2AndReadBack.)
 TEST_F(HfExportTest, AMeshRunExportsAsOneRankDoes) {
   TrainConfig c = TinyLlama();
-  c.vocab = 301;
   const std::string one = Checkpoint(c, 3, "one");
   TrainConfig mesh = c;
   mesh.dp = 2;
@@ -119,8 +118,6 @@ TEST_F(HfExportTest, AMeshRunExportsAsOneRankDoes) {
   const std::map<std::string, at::Tensor> a = Tensors(dir_ + "/one_hf");
   const std::map<std::string, at::Tensor> b = Tensors(dir_ + "/many_hf");
   ASSERT_EQ(a.size(), b.size());
-  ASSERT_TRUE(b.count("model.embed_tokens.weight"));
-  EXPECT_EQ(b.at("model.embed_tokens.weight").size(0), 301);
   // Sums in another order: AdamW turns a gradient near zero's rounding into up to ~1e-5 of
   // an lr of 3e-3 over three steps.
   for (const auto& [name, t] : a) {
