@@ -1,5 +1,6 @@
 #include "conveyor/train/train_testing.h"
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -97,6 +98,42 @@ std::vector<double> TrainOnThreads(const TrainConfig& config,
     if (after) after(trainer, *world[r]);
   });
   return losses;
+}
+
+std::vector<double> TrainCollecting(const TrainConfig& c, Weights& weights,
+                                    std::vector<DataParallelStats>* dp) {
+  std::mutex mu;
+  return TrainOnThreads(c, [&](Trainer& t, Transport&) {
+    Weights mine;
+    for (const auto& [name, p] : t.model().Parameters()) {
+      mine[name] = t.model()
+                       .GatherWhole(name, p.detach())
+                       .to(at::kCPU, /*non_blocking=*/false,
+                           /*copy=*/true);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (t.model().leads_replicas()) weights.insert(mine.begin(), mine.end());
+    }
+    if (dp == nullptr) return;
+    const DataParallelStats stats = t.Step().dp;  // one more step, to see its reduction
+    std::lock_guard<std::mutex> lock(mu);
+    dp->push_back(stats);
+  });
+}
+
+void ExpectSameWeights(const Weights& want, const Weights& got, double lr, const std::string& what,
+                       double relative) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (const auto& [name, w] : want) {
+    ASSERT_TRUE(got.count(name)) << what << ": " << name;
+    ASSERT_EQ(got.at(name).sizes(), w.sizes()) << what << ": " << name;
+    // AdamW moves an element by about lr per step whatever its gradient's size, so sums in
+    // another order (1e-7 relative) may move a near-zero-gradient element differently:
+    // allow 1% of one step.
+    EXPECT_TRUE(at::allclose(got.at(name), w, relative, 0.01 * lr))
+        << what << ": " << name << " differs by " << (got.at(name) - w).abs().max().item<double>();
+  }
 }
 
 }  // namespace conveyor

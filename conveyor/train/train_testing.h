@@ -3,7 +3,10 @@
 #ifndef CONVEYOR_TRAIN_TRAIN_TESTING_H_
 #define CONVEYOR_TRAIN_TRAIN_TESTING_H_
 
+#include <ATen/core/Tensor.h>
+
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +38,17 @@ void ExpectSameLosses(const std::vector<double>& want, const std::vector<double>
 std::vector<double> TrainOnThreads(const TrainConfig& config,
                                    const std::function<void(Trainer&, Transport&)>& after = {},
                                    int64_t stop_at = 0);
+
+// Every parameter after training, by name, whole (tensor-parallel shards gathered), from the
+// ranks of data-parallel replica 0; with `dp`, one more step's data-parallel statistics.
+using Weights = std::map<std::string, at::Tensor>;
+std::vector<double> TrainCollecting(const TrainConfig& c, Weights& weights,
+                                    std::vector<DataParallelStats>* dp = nullptr);
+
+// Expects the same parameters of the same shapes, each within `relative` and 1% of one AdamW
+// step (lr) of `want`'s; `what` names the run in failures.
+void ExpectSameWeights(const Weights& want, const Weights& got, double lr, const std::string& what,
+                       double relative = 1e-4);
 
 }  // namespace conveyor
 
