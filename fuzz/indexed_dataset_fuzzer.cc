@@ -1,15 +1,18 @@
-// Fuzz target: a Megatron indexed data set (conveyor/data/indexed_dataset.h). The input's
-// first two bytes give the length L of PREFIX.idx (little-endian); PREFIX.idx is the next L
-// bytes (fewer when the input ends), PREFIX.bin the rest. Every pair is either refused with a
-// UserError when opened, or opens, and then every sequence, every document and, for a contiguous
-// one, the whole stream read back within the files' bounds. Anything else (a crash, another
-// exception, a sanitizer report) is a finding.
+// Fuzz target: a Megatron indexed data set (conveyor/data/indexed_dataset.h) and a flat token
+// file (flat_token_file.h: llm.c, nanoGPT). The input's first two bytes give the length L of
+// PREFIX.idx (little-endian); PREFIX.idx is the next L bytes (fewer when the input ends),
+// PREFIX.bin the rest. Every pair is either refused with a UserError when opened, or opens,
+// and then every sequence, every document and, for a contiguous one, the whole stream read
+// back within the files' bounds. The whole input is also read as a flat token file: refused,
+// or every part and token read back. Anything else (a crash, another exception, a sanitizer
+// report) is a finding.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "conveyor/common/error.h"
+#include "conveyor/data/flat_token_file.h"
 #include "conveyor/data/indexed_dataset.h"
 #include "fuzz/scratch_dir.h"
 
@@ -34,7 +37,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           << "the last token belongs to no document";
     }
   } catch (const UserError&) {
-    return 0;
+  }
+  scratch.Write("flat.bin", data, size);
+  try {
+    const FlatTokenFile flat(scratch.path() + "/flat.bin");
+    std::vector<int64_t> tokens(flat.num_tokens());
+    flat.ReadStream(0, flat.num_tokens(), tokens.data());
+    for (int64_t j = 0; j < flat.num_documents(); ++j) {
+      CONVEYOR_ASSERT(flat.DocumentOffset(j) < flat.DocumentOffset(j + 1)) << "an empty part";
+    }
+    CONVEYOR_ASSERT(flat.DocumentOffset(flat.num_documents()) == flat.num_tokens()) << "parts";
+  } catch (const UserError&) {
   }
   return 0;
 }

@@ -79,7 +79,7 @@ TEST(CliTest, DataPrepareRefusesBadInputAndWritesNothing) {
   const Result tokenizer =
       Conveyor("data prepare --input " + good + " --tokenizer gpt2 --out " + dir + "/set");
   EXPECT_EQ(tokenizer.code, 1);
-  EXPECT_NE(tokenizer.err.find("--tokenizer 'gpt2'"), std::string::npos) << tokenizer.err;
+  EXPECT_NE(tokenizer.err.find("tokenizer gpt2: "), std::string::npos) << tokenizer.err;
   const Result missing = Conveyor("data check " + dir + "/nothing");
   EXPECT_EQ(missing.code, 1);
   EXPECT_NE(missing.err.find("cannot open " + dir + "/nothing.idx"), std::string::npos)
@@ -140,6 +140,60 @@ TEST(CliTest, TrainAndEvalReadAPreparedDataSet) {
       Conveyor("train --model llama --layers 2 --steps 1 --split 80,20 --data " + dir + "/set");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("--split '80,20' must be three weights"), std::string::npos) << bad.err;
+}
+
+// llm.c's and nanoGPT's token files train as data sets do, alone or blended with one; bad
+// blends are refused before any rank starts.
+TEST(CliTest, TrainReadsTokenFilesAndBlends) {
+  const std::string dir = ScratchWithCorpus("token_files");
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 6000; ++i) tokens.push_back(static_cast<uint16_t>((i * 37 + i / 50) % 251));
+  const std::string raw(reinterpret_cast<const char*>(tokens.data()), 2 * tokens.size());
+  WriteInput(dir, "nano.bin", raw);
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520;
+  header[1] = 1;
+  header[2] = static_cast<int32_t>(tokens.size());
+  WriteInput(dir, "llmc.bin",
+             std::string(reinterpret_cast<const char*>(header.data()), 1024) + raw);
+  std::string blocks;
+  for (int i = 0; i < 40; ++i) blocks += "block " + std::to_string(i) + " of a few words\n\n";
+  WriteInput(dir, "blocks.txt", blocks);
+  ASSERT_EQ(Conveyor("data prepare --input " + dir + "/blocks.txt --blank-line-blocks --out " +
+                     dir + "/set")
+                .code,
+            0);
+  const std::string job =
+      "train --model llama --layers 2 --hidden 32 --heads 4 --seq-len 16 --batch-size 4 "
+      "--microbatches 2 --steps 2 --eval-every 0 --sample-tokens 0 --split 90,10,0 --metrics " +
+      dir + "/m.json --data ";
+  const Result nano = Conveyor(job + dir + "/nano.bin");
+  ASSERT_EQ(nano.code, 0) << nano.err;
+  EXPECT_NE(nano.out.find("nanoGPT token file " + dir + "/nano.bin: 6000 tokens (uint16"),
+            std::string::npos)
+      << nano.out;
+  const Result llmc = Conveyor(job + dir + "/llmc.bin");
+  ASSERT_EQ(llmc.code, 0) << llmc.err;
+  EXPECT_NE(llmc.out.find("llm.c token file"), std::string::npos) << llmc.out;
+  // The same tokens: the same losses.
+  EXPECT_NE(llmc.out.find("loss"), std::string::npos);
+  const auto losses = [&](const std::string& out) { return out.substr(out.find("step 2/2")); };
+  EXPECT_EQ(losses(llmc.out).substr(0, 20), losses(nano.out).substr(0, 20));
+  const Result blend = Conveyor(job + "0.7 " + dir + "/set 0.3 " + dir + "/llmc.bin");
+  ASSERT_EQ(blend.code, 0) << blend.err;
+  EXPECT_NE(blend.out.find("weight 0.7"), std::string::npos) << blend.out;
+  EXPECT_NE(blend.out.find("weight 0.3"), std::string::npos) << blend.out;
+  const auto metrics = nlohmann::json::parse(std::ifstream(dir + "/m.json"));
+  EXPECT_GE(metrics["steps"][0]["data_s"].get<double>(), 0.0);
+  for (const auto& [data, words] :
+       {std::pair{"-1 " + dir + "/set 2 " + dir + "/llmc.bin", std::string("is not a number >= 0")},
+        std::pair{"0 " + dir + "/set 0 " + dir + "/llmc.bin", std::string("the weights sum to 0")},
+        std::pair{"1 " + dir + "/set 1 " + dir + "/missing",
+                  dir + "/missing in the blend is neither a data set"}}) {
+    const Result bad = Conveyor(job + data);
+    EXPECT_EQ(bad.code, 1) << data;
+    EXPECT_NE(bad.err.find(words), std::string::npos) << bad.err;
+  }
 }
 
 }  // namespace

@@ -7,12 +7,14 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "conveyor/common/error.h"
-#include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/data/indexed_dataset.h"
+#include "conveyor/data/load_tokenizer.h"
 #include "conveyor/data/text_documents.h"
+#include "conveyor/data/tokenizer.h"
 
 namespace conveyor {
 namespace {
@@ -54,10 +56,42 @@ class PrepareProgress {
   int tenth_ = 0;
 };
 
+// Tokenizes `documents` on `threads` threads: document i by thread i mod threads.
+std::vector<std::vector<int64_t>> EncodeAll(const Tokenizer& tokenizer,
+                                            const std::vector<std::string>& documents,
+                                            int threads) {
+  std::vector<std::vector<int64_t>> tokens(documents.size());
+  auto encode = [&](size_t first) {
+    for (size_t i = first; i < documents.size(); i += threads) {
+      tokens[i] = DocumentTokens(tokenizer, documents[i]);
+    }
+  };
+  std::vector<std::thread> workers;
+  // A failure on a worker (a document the library cannot encode) is the prepare's.
+  std::vector<std::exception_ptr> errors(threads);
+  for (int t = 1; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      try {
+        encode(t);
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+    });
+  }
+  try {
+    encode(0);
+  } catch (...) {
+    errors[0] = std::current_exception();
+  }
+  for (std::thread& worker : workers) worker.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  return tokens;
+}
+
 void Prepare(const std::vector<std::string>& inputs, const std::string& out,
-             const std::string& tokenizer, const TextDocumentOptions& options) {
-  CONVEYOR_CHECK(tokenizer == "bytes")
-      << "--tokenizer '" << tokenizer << "': conveyor tokenizes with 'bytes' so far";
+             const std::string& tokenizer_spec, const TextDocumentOptions& options, int threads) {
   uintmax_t total = 0;
   for (const std::string& input : inputs) {
     std::error_code error;
@@ -65,31 +99,45 @@ void Prepare(const std::vector<std::string>& inputs, const std::string& out,
     CONVEYOR_CHECK(!error) << "--input " << input << ": " << error.message();
     total += size;
   }
+  const std::unique_ptr<Tokenizer> tokenizer = LoadTokenizer(tokenizer_spec);
+  tokenizer->end_of_document();  // refuses a tokenizer without one before any work
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const auto start = Clock::now();
-  const ByteTokenizer bytes;
-  IndexedDatasetWriter writer(out, bytes.vocab_size());
+  IndexedDatasetWriter writer(out, tokenizer->vocab_size());
   PrepareProgress progress(total);
   uintmax_t read = 0;
-  std::vector<int64_t> tokens;
+  // Documents are tokenized a chunk at a time (about 4 MB of text a thread), written in order.
+  const size_t chunk_bytes = (size_t{4} << 20) * threads;
+  std::vector<std::string> chunk;
+  size_t chunk_size = 0;
+  auto flush = [&] {
+    for (const std::vector<int64_t>& tokens : EncodeAll(*tokenizer, chunk, threads)) {
+      writer.AddDocument(tokens);
+    }
+    read += chunk_size;
+    chunk.clear();
+    chunk_size = 0;
+    progress.Update(read, writer.tokens(), writer.documents());
+  };
   for (const std::string& input : inputs) {
     ForEachDocument(input, options, [&](std::string_view document) {
-      tokens = bytes.Encode(document);
-      tokens.push_back(ByteTokenizer::Token('\n'));  // the end of the document
-      writer.AddDocument(tokens);
-      read += document.size();
-      progress.Update(read, writer.tokens(), writer.documents());
+      chunk.emplace_back(document);
+      chunk_size += document.size();
+      if (chunk_size >= chunk_bytes) flush();
     });
   }
+  flush();
   CONVEYOR_CHECK(writer.documents() > 0) << "the inputs hold no document: nothing written";
   writer.Finish();
   progress.Finish();
   const double seconds = SecondsSince(start);
   std::printf(
-      "wrote %s.bin and %s.idx: %lld documents, %lld tokens (%s), %.1f MB of text in "
-      "%.1f s (%.1f MB/s)\n",
+      "wrote %s.bin and %s.idx: %lld documents, %lld tokens (%s) by %s, %.1f MB of text in "
+      "%.1f s (%.1f MB/s, %d threads)\n",
       out.c_str(), out.c_str(), static_cast<long long>(writer.documents()),
-      static_cast<long long>(writer.tokens()), TokenDtypeFor(bytes.vocab_size()).name, read / 1e6,
-      seconds, read / 1e6 / std::max(seconds, 1e-9));
+      static_cast<long long>(writer.tokens()), TokenDtypeFor(tokenizer->vocab_size()).name,
+      tokenizer->Describe().c_str(), read / 1e6, seconds, read / 1e6 / std::max(seconds, 1e-9),
+      threads);
 }
 
 void Check(const std::string& prefix, int64_t vocab) {
@@ -114,6 +162,7 @@ void AddDataCommand(CLI::App& app) {
     std::string out, tokenizer = "bytes", prefix;
     TextDocumentOptions documents;
     int64_t vocab = 0;
+    int threads = 0;
   };
   auto flags = std::make_shared<DataFlags>();
   CLI::App* data = app.add_subcommand("data", "tokenized data sets: prepare and check them");
@@ -124,7 +173,12 @@ void AddDataCommand(CLI::App& app) {
       ->required()
       ->expected(1, -1);
   prepare->add_option("--out", flags->out, "PREFIX: writes PREFIX.bin and PREFIX.idx")->required();
-  prepare->add_option("--tokenizer", flags->tokenizer, "bytes (one token per byte)")
+  prepare
+      ->add_option("--tokenizer", flags->tokenizer,
+                   "bytes (one token per byte), or a SentencePiece tokenizer.model")
+      ->capture_default_str();
+  prepare->add_option("--threads", flags->threads, "tokenizing threads (0: every core)")
+      ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   prepare->add_option("--json-key", flags->documents.json_key,
                       "read every input as JSON Lines, the document under this key (default: "
@@ -132,8 +186,9 @@ void AddDataCommand(CLI::App& app) {
   prepare->add_flag("--blank-line-blocks", flags->documents.blank_line_blocks,
                     "plain text: every block between blank lines is a document (default: "
                     "every file is one)");
-  prepare->callback(
-      [flags] { Prepare(flags->inputs, flags->out, flags->tokenizer, flags->documents); });
+  prepare->callback([flags] {
+    Prepare(flags->inputs, flags->out, flags->tokenizer, flags->documents, flags->threads);
+  });
   CLI::App* check = data->add_subcommand(
       "check", "check a Megatron indexed data set (PREFIX.bin, PREFIX.idx) and count it");
   check->add_option("prefix", flags->prefix, "PREFIX of PREFIX.bin and PREFIX.idx")->required();

@@ -10,9 +10,11 @@
 #include "conveyor/cli/run_as_ranks.h"
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/common/error.h"
+#include "conveyor/data/blended_lm_stream.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/data/corpus.h"
-#include "conveyor/data/indexed_dataset.h"
+#include "conveyor/data/open_token_source.h"
+#include "conveyor/data/token_source.h"
 #include "conveyor/data/token_windows.h"
 #include "conveyor/launch/launcher.h"
 #include "conveyor/train/builtin_tasks.h"
@@ -48,7 +50,9 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
     }
     CONVEYOR_CHECK(IsLanguageModel(config.model))
         << "eval measures a language model (gpt or llama), not a " << ModelKindName(config.model);
-    const bool token_data = IsIndexedDataset(config.data);
+    const bool token_data = IsTokenSource(config.data);
+    CONVEYOR_CHECK(token_data || !IsTokenData(config.data))
+        << "eval reads one data set or token file; --data '" << config.data << "' is a blend";
     CONVEYOR_CHECK(token_data || ModelVocab(config) == static_cast<int>(ByteTokenizer::kVocabSize))
         << "eval reads a text as bytes; this model has a vocabulary of " << ModelVocab(config)
         << " tokens, whose tokenizer conveyor does not have yet (a tokenized data set, "
@@ -73,10 +77,10 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
       std::string source;
       int64_t documents = 0;
       if (token_data) {
-        const IndexedDataset data(config.data);
-        stream = DataSetStream(data, ModelVocab(config));
-        source = "data set " + config.data;
-        documents = data.num_documents();
+        const std::shared_ptr<const TokenSource> data = OpenTokenSource(config.data);
+        stream = DataSetStream(*data, ModelVocab(config));
+        source = data->Describe();
+        documents = data->num_documents();
       } else {
         const Corpus corpus = LoadCorpus(config.data);
         stream = CorpusByteStream(corpus);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "conveyor/common/error.h"
+#include "conveyor/train/checkpoint.h"
 #include "conveyor/train/hf_export.h"
 
 namespace conveyor {
@@ -44,8 +45,11 @@ void AddExportCommand(CLI::App& app) {
     for (const std::string& file : files) {
       bytes += std::filesystem::file_size(std::filesystem::path(flags->out) / file);
     }
-    std::printf("wrote %s: config.json and %zu weight file(s), %.1f MB as %s, in %.1f s\n",
-                flags->out.c_str(), files.size(), static_cast<double>(bytes) / 1e6, d.c_str(),
+    const bool tokenizer =
+        std::filesystem::is_regular_file(std::filesystem::path(flags->out) / kTokenizerFile);
+    std::printf("wrote %s: config.json%s and %zu weight file(s), %.1f MB as %s, in %.1f s\n",
+                flags->out.c_str(), tokenizer ? ", tokenizer.model" : "", files.size(),
+                static_cast<double>(bytes) / 1e6, d.c_str(),
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   });
 }

@@ -14,6 +14,8 @@
 #include "conveyor/common/error.h"
 #include "conveyor/common/range_check.h"
 #include "conveyor/data/byte_tokenizer.h"
+#include "conveyor/data/load_tokenizer.h"
+#include "conveyor/data/tokenizer.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/forward_pipeline.h"
@@ -23,37 +25,6 @@
 
 namespace conveyor {
 
-namespace {
-
-// "1,2, 3" or "1 2 3" -> {1, 2, 3}, each within [0, vocab). UserError naming the flag.
-std::vector<int64_t> ParseTokenIds(const std::string& text, int vocab) {
-  std::vector<int64_t> ids;
-  std::string item;
-  std::istringstream in(text);
-  while (in >> item) {
-    std::istringstream parts(item);
-    std::string part;
-    while (std::getline(parts, part, ',')) {
-      if (part.empty()) continue;
-      size_t used = 0;
-      int64_t id = -1;
-      try {
-        id = std::stoll(part, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      CONVEYOR_CHECK(used == part.size() && id >= 0 && id < vocab)
-          << "--prompt-tokens: '" << part << "' is not a token id of this model (0 to " << vocab - 1
-          << ")";
-      ids.push_back(id);
-    }
-  }
-  CONVEYOR_CHECK(!ids.empty()) << "--prompt-tokens holds no token id";
-  return ids;
-}
-
-}  // namespace
-
 void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code) {
   // Numbers as 64 bits: a value too large for an int is refused by name, not wrapped.
   struct GenerateFlags {
@@ -61,6 +32,7 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
     std::string model;  // a Hugging Face folder
     std::string prompt;
     std::string prompt_tokens;
+    std::string tokenizer;
     int64_t tokens = 200;
     int64_t context = 0;
     Sampling sampling;
@@ -76,7 +48,12 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
       cmd->add_option("--checkpoint", flags->checkpoint, "a checkpoint folder (or its parent)");
   cmd->add_option("--model", flags->model, "a Hugging Face Llama or GPT-2 folder")
       ->excludes(checkpoint);
-  CLI::Option* prompt = cmd->add_option("--prompt", flags->prompt, "text to continue (bytes)");
+  CLI::Option* prompt = cmd->add_option(
+      "--prompt", flags->prompt,
+      "text to continue, encoded by the model's tokenizer (its BOS first, when it has one)");
+  cmd->add_option("--tokenizer", flags->tokenizer,
+                  "bytes or a SentencePiece model (default: the checkpoint's or the folder's "
+                  "tokenizer.model, else bytes)");
   cmd->add_option("--prompt-tokens", flags->prompt_tokens,
                   "token ids to continue (\"1,2,3\"); the continuation is printed as ids")
       ->excludes(prompt);
@@ -118,6 +95,8 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
       config.seq_len = std::min(ModelFolderPositions(config.model_dir), 65536);
       ApplyModelFolder(config);
     }
+    if (!flags->tokenizer.empty()) config.tokenizer = flags->tokenizer;
+    ApplyTokenizer(config);
     const int context = flags->context > 0 ? static_cast<int>(flags->context) : config.seq_len;
     // A GPT's position table has seq_len rows; a Llama's rotary positions have no bound.
     CONVEYOR_CHECK(context <= config.seq_len || config.model == ModelKind::kLlama)
@@ -129,13 +108,16 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
         << ModelKindName(config.model);
     const bool as_text = flags->prompt_tokens.empty();
     const int vocab = ModelVocab(config);
-    CONVEYOR_CHECK(!as_text || vocab == static_cast<int>(ByteTokenizer::kVocabSize))
-        << "this model has a vocabulary of " << vocab << " tokens, whose tokenizer conveyor "
-        << "does not have yet: give --prompt-tokens and read the ids it prints";
-    const ByteTokenizer tokenizer;
+    const std::shared_ptr<const Tokenizer> tokenizer = LoadTokenizer(config.tokenizer);
+    CONVEYOR_CHECK(!as_text || dynamic_cast<const ByteTokenizer*>(tokenizer.get()) == nullptr ||
+                   vocab == static_cast<int>(ByteTokenizer::kVocabSize))
+        << "this model has a vocabulary of " << vocab << " tokens, not the byte tokenizer's "
+        << ByteTokenizer::kVocabSize << ": give its SentencePiece model (--tokenizer; a "
+        << "tokenizer.model beside the weights is found by itself), or --prompt-tokens and read "
+        << "the ids it prints";
     const std::vector<int64_t> prompt =
-        as_text ? tokenizer.Encode(flags->prompt.empty() ? std::string("\n") : flags->prompt)
-                : ParseTokenIds(flags->prompt_tokens, vocab);
+        as_text ? PromptTokens(*tokenizer, flags->prompt)
+                : ParseTokenIds(flags->prompt_tokens, vocab, "--prompt-tokens");
     // One rank unless the flags say otherwise, whatever mesh trained the checkpoint.
     config.pp = 1;
     config.dp = 1;
@@ -169,7 +151,7 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
       if (rank.rank != 0) return;
       if (as_text) {
         std::printf("%s%s\n", flags->prompt.c_str(),
-                    ByteTokenizer::Printable(tokenizer.Decode(out)).c_str());
+                    ByteTokenizer::Printable(tokenizer->Decode(out)).c_str());
       } else {
         std::string ids;
         for (int64_t id : out) ids += (ids.empty() ? "" : ",") + std::to_string(id);

@@ -4,11 +4,12 @@
 
 #include "conveyor/cli/bench_command.h"
 #include "conveyor/cli/compare_command.h"
-#include "conveyor/cli/eval_command.h"
 #include "conveyor/cli/data_command.h"
+#include "conveyor/cli/eval_command.h"
 #include "conveyor/cli/export_command.h"
 #include "conveyor/cli/generate_command.h"
 #include "conveyor/cli/plan_command.h"
+#include "conveyor/cli/tokenizer_command.h"
 #include "conveyor/cli/train_command.h"
 #include "conveyor/common/error.h"
 #include "conveyor/common/text.h"
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   conveyor::AddGenerateCommand(app, args, &exit_code);
   conveyor::AddExportCommand(app);
   conveyor::AddDataCommand(app);
+  conveyor::AddTokenizerCommand(app);
   conveyor::AddEvalCommand(app, args, &exit_code);
   bool long_list = false;
   CLI::App* list = app.add_subcommand("list", "print the schedule names, one per line");

@@ -16,6 +16,8 @@
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/cli/train_summary.h"
 #include "conveyor/data/byte_tokenizer.h"
+#include "conveyor/data/load_tokenizer.h"
+#include "conveyor/data/tokenizer.h"
 #include "conveyor/launch/launcher.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
@@ -122,12 +124,16 @@ void TrainRank(const TrainConfig& config, const RankContext& rank) {
     return e;
   };
   TrainSummary summary;
+  const int64_t first_step = trainer.step();  // after a resume, not 0
   while (trainer.step() < config.steps) {
     const StepMetrics m = trainer.Step();
     summary.tokens_per_s = m.tokens_per_s;
     nlohmann::json row = {{"step", m.step},       {"loss", m.loss},
                           {"lr", m.lr},           {"grad_norm", m.grad_norm},
-                          {"seconds", m.seconds}, {"tokens_per_s", m.tokens_per_s}};
+                          {"seconds", m.seconds}, {"tokens_per_s", m.tokens_per_s},
+                          {"data_s", m.data_s}};
+    if (m.step == first_step + 1) summary.first_data_s = m.data_s;
+    summary.data_s += m.data_s / static_cast<double>(config.steps - first_step);
     if (m.dp.buckets > 0) {
       row["dp_comm_s"] = m.dp.comm_s;
       row["dp_exposed_s"] = m.dp.exposed_s;
@@ -179,11 +185,14 @@ void TrainRank(const TrainConfig& config, const RankContext& rank) {
     const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, rank.world);
     if (leader) progress.Note("checkpoint " + where);
   }
-  // Samples are bytes: not from a model of another vocabulary (its tokenizer is not here).
+  // Text needs the model's tokenizer: bytes only for a model of 256 ids.
+  const std::unique_ptr<Tokenizer> tokenizer = LoadTokenizer(config.tokenizer);
   if (IsLanguageModel(config.model) && config.sample_tokens > 0 &&
-      ModelVocab(config) == static_cast<int>(ByteTokenizer::kVocabSize)) {
-    summary.sample = ByteTokenizer::Printable(Generate(
-        forward, "", config.sample_tokens, kDefaultTemperature, config.seed, config.seq_len));
+      (dynamic_cast<const ByteTokenizer*>(tokenizer.get()) == nullptr ||
+       ModelVocab(config) == static_cast<int>(ByteTokenizer::kVocabSize))) {
+    summary.sample =
+        ByteTokenizer::Printable(Generate(forward, *tokenizer, "", config.sample_tokens,
+                                          kDefaultTemperature, config.seed, config.seq_len));
   }
   progress.Finish();
   if (!leader) return;

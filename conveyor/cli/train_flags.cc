@@ -87,11 +87,22 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--rope-theta", &TrainConfig::rope_theta, "llama: rotary embedding base");
   Flag(cmd, flags, "--seq-len", &TrainConfig::seq_len, "tokens per sample");
   Flag(cmd, flags, "--classes", &TrainConfig::classes, "classifier: the K largest fortune files");
-  Flag(cmd, flags, "--data", &TrainConfig::data,
-       "fortunes, a text file or folder, or the PREFIX of a tokenized data set (PREFIX.bin, "
-       "PREFIX.idx: conveyor data prepare, Megatron's preprocess_data.py)");
+  flags.options.emplace_back(
+      cmd->add_option("--data", flags.data,
+                      "fortunes, a text file or folder, the PREFIX of a tokenized data set "
+                      "(PREFIX.bin, PREFIX.idx: conveyor data prepare, Megatron's "
+                      "preprocess_data.py), an llm.c or nanoGPT token file (.bin), or a blend "
+                      "of those: 0.7 A 0.3 B")
+          ->expected(1, -1),
+      [&flags](TrainConfig& c) {
+        c.data.clear();
+        for (const std::string& word : flags.data) c.data += (c.data.empty() ? "" : " ") + word;
+      });
   Flag(cmd, flags, "--split", &TrainConfig::split,
        "a tokenized data set's train, validation and test weights, by documents");
+  Flag(cmd, flags, "--tokenizer", &TrainConfig::tokenizer,
+       "bytes, or a SentencePiece tokenizer.model (its vocabulary sizes a new gpt or llama; "
+       "default: the model folder's tokenizer.model, else bytes)");
   Flag(cmd, flags, "--schedule", &TrainConfig::schedule, "pipeline schedule (conveyor list)");
   RegisterMeshFlags(cmd, flags);
   Flag(cmd, flags, "--microbatches", &TrainConfig::microbatches, "micro-batches per step");
@@ -145,6 +156,7 @@ TrainConfig ResolveTrainConfig(const TrainFlags& flags) {
   if (!flags.config_file.empty()) ApplyTomlFile(flags.config_file, config);
   ApplyGivenFlags(flags, config);
   ApplyModelFolder(config);
+  ApplyTokenizer(config);
   config.Validate();
   return config;
 }

@@ -26,6 +26,7 @@ struct TrainFlags {
   // int flag would make CLI11 refuse 4294967298 with a confusing message, or wrap).
   std::map<std::string, int64_t> integers;
   std::map<std::string, double> reals;
+  std::vector<std::string> data;  // --data's words: a path, or weights and paths of a blend
   std::vector<std::pair<CLI::Option*, std::function<void(TrainConfig&)>>> options;
   LaunchFlags launch;
 };

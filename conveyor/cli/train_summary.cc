@@ -93,6 +93,10 @@ void PrintTrainSummary(const TrainSummary& s) {
   }
   std::printf("optimizer state: %.2f MiB of AdamW moments on rank 0\n",
               static_cast<double>(s.optimizer_state_bytes) / (1 << 20));
+  std::printf(
+      "data: rank 0 waited %.2f ms a step for its batch (%.2f ms for the first; the "
+      "others are read ahead on a thread, 0 when hidden)\n",
+      1e3 * s.data_s, 1e3 * s.first_data_s);
   if (!s.trace_dir.empty()) {
     std::printf("traces: %s/trace.json, measured.svg\n", s.trace_dir.c_str());
   }

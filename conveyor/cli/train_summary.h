@@ -33,6 +33,8 @@ struct TrainSummary {
   int64_t optimizer_state_bytes = 0;  // rank 0's AdamW state (1/dp of it with --zero 1)
   std::string trace_dir;              // empty: no traces written
   std::string sample;                 // printable sample text; empty: none
+  double data_s = 0;                  // rank 0's wait for its batch, a step on average
+  double first_data_s = 0;            // of them, the first step's (never read ahead)
 };
 
 // "12.3%" for 0.123.

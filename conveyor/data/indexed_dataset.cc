@@ -13,6 +13,7 @@
 
 #include "conveyor/common/atomic_file.h"
 #include "conveyor/common/error.h"
+#include "conveyor/data/mapped_file.h"
 
 namespace conveyor {
 
@@ -71,61 +72,14 @@ TokenDtype TokenDtypeFor(int64_t vocab_size) {
   return vocab_size < 65500 ? kDtypes[7] : kDtypes[3];
 }
 
-// A file mapped read-only for the object's lifetime (nothing mapped when it is empty).
-struct IndexedDataset::Mapping {
-  explicit Mapping(const std::string& path) : path(path) {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    CONVEYOR_CHECK(fd >= 0) << "cannot open " << path << ": " << std::strerror(errno);
-    struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      close(fd);
-      CONVEYOR_CHECK(false) << path << " is not a regular file";
-    }
-    size = st.st_size;
-    if (size > 0) {
-      void* at = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-      const int error = errno;
-      close(fd);
-      CONVEYOR_CHECK(at != MAP_FAILED) << "cannot map " << path << ": " << std::strerror(error);
-      bytes = static_cast<const char*>(at);
-    } else {
-      close(fd);
-    }
-  }
-  ~Mapping() {
-    if (bytes != nullptr) munmap(const_cast<char*>(bytes), size);
-  }
-  // Drops the pages of bytes [begin, end) (all of them by default) from this process; they
-  // stay in the page cache and are read again when touched. So reading a data set of any size
-  // keeps little of it resident.
-  void Release(int64_t begin = 0, int64_t end = -1) const {
-    if (bytes == nullptr) return;
-    const int64_t page = sysconf(_SC_PAGESIZE);
-    const int64_t first = begin / page * page, last = end < 0 ? size : end;
-    madvise(const_cast<char*>(bytes) + first, last - first, MADV_DONTNEED);
-  }
-  // Tells the kernel how the pages will be read: MADV_RANDOM (no readahead around a sampled
-  // window, which mapped half a megabyte per window), MADV_SEQUENTIAL for a pass over all of
-  // it, MADV_WILLNEED for a range read whole.
-  void Advise(int advice, int64_t begin = 0, int64_t end = -1) const {
-    if (bytes == nullptr) return;
-    const int64_t page = sysconf(_SC_PAGESIZE);
-    const int64_t first = begin / page * page, last = end < 0 ? size : end;
-    madvise(const_cast<char*>(bytes) + first, last - first, advice);
-  }
-
-  std::string path;
-  const char* bytes = nullptr;
-  int64_t size = 0;
-};
-
 IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
-  index_ = std::make_unique<Mapping>(prefix + ".idx");
-  data_ = std::make_unique<Mapping>(prefix + ".bin");
-  const std::string& idx = index_->path;
-  const char* at = index_->bytes;
-  CONVEYOR_CHECK(index_->size >= kHeaderBytes) << idx << " is truncated: " << index_->size
-                                               << " bytes, its header alone takes " << kHeaderBytes;
+  index_ = std::make_unique<MappedFile>(prefix + ".idx");
+  data_ = std::make_unique<MappedFile>(prefix + ".bin");
+  const std::string& idx = index_->path();
+  const char* at = index_->bytes();
+  CONVEYOR_CHECK(index_->size() >= kHeaderBytes)
+      << idx << " is truncated: " << index_->size() << " bytes, its header alone takes "
+      << kHeaderBytes;
   CONVEYOR_CHECK(std::memcmp(at, kMagic, sizeof kMagic) == 0)
       << idx << " is not a Megatron indexed data set: it does not start with MMIDIDX";
   const uint64_t version = Load<uint64_t>(at + 9);
@@ -142,30 +96,30 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   const unsigned __int128 expected = static_cast<unsigned __int128>(kHeaderBytes) +
                                      static_cast<unsigned __int128>(sequences) * 12 +
                                      static_cast<unsigned __int128>(indices) * 8;
-  CONVEYOR_CHECK(expected == static_cast<unsigned __int128>(index_->size))
-      << idx << " holds " << index_->size << " bytes; its header (" << sequences << " sequences, "
+  CONVEYOR_CHECK(expected == static_cast<unsigned __int128>(index_->size()))
+      << idx << " holds " << index_->size() << " bytes; its header (" << sequences << " sequences, "
       << indices << " document indices) needs "
       << (expected > static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max())
               ? std::string("more than 2^63")
               : std::to_string(static_cast<int64_t>(expected)))
-      << (expected > static_cast<unsigned __int128>(index_->size) ? " (truncated)" : "");
+      << (expected > static_cast<unsigned __int128>(index_->size()) ? " (truncated)" : "");
   CONVEYOR_CHECK(indices >= 1) << idx << ": no document indices (at least the leading 0)";
   num_sequences_ = static_cast<int64_t>(sequences);
   num_documents_ = static_cast<int64_t>(indices) - 1;
   lengths_ = at + kHeaderBytes;
   pointers_ = lengths_ + 4 * num_sequences_;
   documents_ = pointers_ + 8 * num_sequences_;
-  const std::string& bin = data_->path;
+  const std::string& bin = data_->path();
   for (int64_t i = 0; i < num_sequences_; ++i) {
     const int64_t length = sequence_length(i);
     const int64_t begin = Load<int64_t>(pointers_ + 8 * i);
     CONVEYOR_CHECK(length >= 0) << idx << ": sequence " << i << " has length " << length;
     // length x bytes < 2^34: only `begin`, any int64, must not take part in a sum.
     const int64_t bytes = length * dtype_.bytes;
-    CONVEYOR_CHECK(begin >= 0 && begin % dtype_.bytes == 0 && begin <= data_->size &&
-                   bytes <= data_->size - begin)
+    CONVEYOR_CHECK(begin >= 0 && begin % dtype_.bytes == 0 && begin <= data_->size() &&
+                   bytes <= data_->size() - begin)
         << idx << ": sequence " << i << " takes " << bytes << " bytes from byte " << begin << " of "
-        << bin << ", which has " << data_->size
+        << bin << ", which has " << data_->size()
         << (begin % dtype_.bytes != 0 ? " (and is not aligned to its tokens)" : "");
     contiguous_ = contiguous_ && begin == num_tokens_ * dtype_.bytes;
     num_tokens_ += length;
@@ -189,6 +143,13 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
 
 IndexedDataset::~IndexedDataset() = default;
 
+std::string IndexedDataset::Describe() const {
+  std::ostringstream out;
+  out << "data set " << prefix_ << ": " << num_documents_ << " documents, " << num_tokens_
+      << " tokens (" << dtype_.name << ")";
+  return out.str();
+}
+
 int64_t IndexedDataset::sequence_length(int64_t i) const {
   CONVEYOR_ASSERT(i >= 0 && i < num_sequences_) << "sequence " << i << " of " << num_sequences_;
   return Load<int32_t>(lengths_ + 4 * i);
@@ -205,13 +166,13 @@ void IndexedDataset::Read(int64_t sequence, int64_t offset, int64_t count, int64
       << prefix_ << ": tokens [" << offset << ", " << offset + count << ") of sequence " << sequence
       << " are not inside it (" << num_sequences_ << " sequences)";
   const char* tokens =
-      data_->bytes + Load<int64_t>(pointers_ + 8 * sequence) + offset * dtype_.bytes;
+      data_->bytes() + Load<int64_t>(pointers_ + 8 * sequence) + offset * dtype_.bytes;
   for (int64_t k = 0; k < count; ++k) out[k] = TokenAt(tokens, dtype_.code, k);
 }
 
 void IndexedDataset::ReadStream(int64_t offset, int64_t count, int64_t* out) const {
   CONVEYOR_CHECK(contiguous_)
-      << prefix_ << ": its sequences are not stored back to back in " << data_->path
+      << prefix_ << ": its sequences are not stored back to back in " << data_->path()
       << "; conveyor reads samples from data sets whose .bin is their concatenation (as "
          "preprocess_data.py and conveyor data prepare write them)";
   CONVEYOR_CHECK(offset >= 0 && count >= 0 && offset + count <= num_tokens_)
@@ -219,7 +180,7 @@ void IndexedDataset::ReadStream(int64_t offset, int64_t count, int64_t* out) con
       << num_tokens_;
   const int64_t begin = offset * dtype_.bytes, end = (offset + count) * dtype_.bytes;
   if (end - begin > kLargeRead) data_->Advise(MADV_WILLNEED, begin, end);
-  const char* tokens = data_->bytes + begin;
+  const char* tokens = data_->bytes() + begin;
   for (int64_t k = 0; k < count; ++k) out[k] = TokenAt(tokens, dtype_.code, k);
   data_->Release(begin, end);
 }

@@ -28,6 +28,9 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/data/mapped_file.h"
+#include "conveyor/data/token_source.h"
+
 namespace conveyor {
 
 class AtomicFile;
@@ -47,7 +50,7 @@ bool IsIndexedDataset(const std::string& prefix);
 
 // A data set opened through memory maps: the index is read once, to check it, and the tokens
 // only where asked for; neither stays resident (the pages read are dropped).
-class IndexedDataset {
+class IndexedDataset : public TokenSource {
  public:
   // Opens PREFIX.idx and PREFIX.bin and checks that they agree: magic, version, a known
   // integer dtype, the index's size for its counts, lengths >= 0, every sequence's bytes
@@ -59,10 +62,12 @@ class IndexedDataset {
   IndexedDataset& operator=(const IndexedDataset&) = delete;
 
   const std::string& prefix() const { return prefix_; }
+  const std::string& name() const override { return prefix_; }
+  std::string Describe() const override;
   TokenDtype dtype() const { return dtype_; }
   int64_t num_sequences() const { return num_sequences_; }
-  int64_t num_documents() const { return num_documents_; }
-  int64_t num_tokens() const { return num_tokens_; }
+  int64_t num_documents() const override { return num_documents_; }
+  int64_t num_tokens() const override { return num_tokens_; }
   // Precondition: 0 <= i < num_sequences().
   int64_t sequence_length(int64_t i) const;
   // The sequences of document j, [first, end). Precondition: 0 <= j < num_documents().
@@ -80,26 +85,25 @@ class IndexedDataset {
   bool contiguous() const { return contiguous_; }
   // Tokens [offset, offset + count) of that stream, widened to int64, into `out`. Throws
   // UserError when the data set is not contiguous or the range is not inside the stream.
-  void ReadStream(int64_t offset, int64_t count, int64_t* out) const;
+  void ReadStream(int64_t offset, int64_t count, int64_t* out) const override;
   // Where document j starts in the stream (num_tokens() for j = num_documents()), and which
   // document holds stream position `offset` (never an empty one).
   // Preconditions: contiguous(); 0 <= j <= num_documents(); 0 <= offset < num_tokens().
-  int64_t DocumentOffset(int64_t j) const;
+  int64_t DocumentOffset(int64_t j) const override;
   int64_t DocumentAt(int64_t offset) const;
 
   // Throws UserError naming the document and position of the first of `tokens`, read from
   // stream position `offset` on, outside the model's vocabulary [0, vocab_size).
-  void CheckTokens(int64_t offset, std::span<const int64_t> tokens, int64_t vocab_size) const;
+  void CheckTokens(int64_t offset, std::span<const int64_t> tokens,
+                   int64_t vocab_size) const override;
 
   // The first token >= vocab_size or < 0, as "document j, sequence i, token k: value v", or ""
   // when every token is in [0, vocab_size). Reads the whole of PREFIX.bin.
   std::string FindTokenOutside(int64_t vocab_size) const;
 
  private:
-  struct Mapping;
-
   std::string prefix_;
-  std::unique_ptr<Mapping> index_, data_;
+  std::unique_ptr<MappedFile> index_, data_;
   TokenDtype dtype_;
   int64_t num_sequences_ = 0, num_documents_ = 0, num_tokens_ = 0;
   bool contiguous_ = true;
@@ -112,10 +116,10 @@ class IndexedDataset {
 };
 
 // Writes a data set as a stream of documents, in constant memory but for 4 bytes per document
-// (its length; the index is written at the end): tokens go to disk as they come. Nothing appears under PREFIX.bin / PREFIX.idx
-// before Finish(): a writer destroyed without it (an exception, a kill) leaves them as they
-// were and removes its temporary files (on a kill, the temporary files of AtomicFile may stay;
-// never a half-written file under the final names).
+// (its length; the index is written at the end): tokens go to disk as they come. Nothing appears
+// under PREFIX.bin / PREFIX.idx before Finish(): a writer destroyed without it (an exception, a
+// kill) leaves them as they were and removes its temporary files (on a kill, the temporary files of
+// AtomicFile may stay; never a half-written file under the final names).
 class IndexedDatasetWriter {
  public:
   // Tokens in [0, vocab_size), stored in TokenDtypeFor(vocab_size). Throws UserError when the

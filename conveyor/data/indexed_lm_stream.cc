@@ -42,14 +42,10 @@ std::array<double, 3> ParseSplit(const std::string& text) {
   return split;
 }
 
-IndexedLmStream::IndexedLmStream(std::shared_ptr<const IndexedDataset> data,
+IndexedLmStream::IndexedLmStream(std::shared_ptr<const TokenSource> data,
                                  IndexedLmStreamOptions options)
     : data_(std::move(data)), options_(options) {
   CheckStreamOptions(options_.batch_size, options_.seq_len, 0);
-  CONVEYOR_CHECK(data_->contiguous())
-      << data_->prefix() << ": its sequences are not stored back to back in its .bin; conveyor "
-      << "trains on data sets whose .bin is their concatenation (as preprocess_data.py and "
-         "conveyor data prepare write them)";
   const auto& w = options_.split;
   const double sum = w[0] + w[1] + w[2];
   const int64_t d = data_->num_documents();
@@ -63,13 +59,14 @@ IndexedLmStream::IndexedLmStream(std::shared_ptr<const IndexedDataset> data,
     tokens_[s] = data_->DocumentOffset(first[s + 1]) - first_token_[s];
   }
   CONVEYOR_CHECK(tokens_[0] > options_.seq_len)
-      << data_->prefix() << ": the train split (" << documents_[0] << " of " << d
+      << data_->name() << ": the train split (" << documents_[0] << " of " << d
       << " documents) holds " << tokens_[0]
       << " tokens, fewer than seq_len + 1 = " << options_.seq_len + 1;
   CONVEYOR_CHECK(w[1] == 0 || tokens_[1] > options_.seq_len)
-      << data_->prefix() << ": the validation split (" << documents_[1] << " of " << d
-      << " documents) holds " << tokens_[1] << " tokens, fewer than seq_len + 1 = "
-      << options_.seq_len + 1 << "; give it more weight in --split, or 0 to evaluate nothing";
+      << data_->name() << ": the validation split (" << documents_[1] << " of " << d
+      << " documents) holds " << tokens_[1]
+      << " tokens, fewer than seq_len + 1 = " << options_.seq_len + 1
+      << "; give it more weight in --split, or 0 to evaluate nothing";
 }
 
 std::vector<int64_t> IndexedLmStream::Window(int64_t start) const {
@@ -89,29 +86,19 @@ int64_t IndexedLmStream::TrainWindowStart(int64_t g) const {
   return first_token_[0] + static_cast<int64_t>(k) * t;
 }
 
-Batch IndexedLmStream::Get(int64_t step) const {
-  CONVEYOR_CHECK(step >= 0) << "step must be >= 0, got " << step;
-  const int64_t n = options_.batch_size;
-  BatchBuilder builder(n, options_.seq_len, BatchBuilder::Targets::kPerToken);
-  for (int64_t i = 0; i < n; ++i) builder.SetTokenWindow(i, Window(TrainWindowStart(step * n + i)));
-  return std::move(builder).Build();
+std::vector<int64_t> IndexedLmStream::TrainWindow(int64_t g) const {
+  CONVEYOR_CHECK(g >= 0) << "training sample " << g << " must be >= 0";
+  return Window(TrainWindowStart(g));
 }
 
-int64_t IndexedLmStream::EvalBatches() const {
-  const int64_t windows = tokens_[1] > options_.seq_len ? (tokens_[1] - 1) / options_.seq_len : 0;
-  return (windows + options_.batch_size - 1) / options_.batch_size;
+int64_t IndexedLmStream::EvalWindows() const {
+  return tokens_[1] > options_.seq_len ? (tokens_[1] - 1) / options_.seq_len : 0;
 }
 
-Batch IndexedLmStream::GetEval(int64_t index) const {
-  CONVEYOR_CHECK(index >= 0 && index < EvalBatches())
-      << "eval batch " << index << " is outside [0, " << EvalBatches() << ")";
-  const int64_t t = options_.seq_len, n = options_.batch_size;
-  const int64_t windows = (tokens_[1] - 1) / t;
-  BatchBuilder builder(n, t, BatchBuilder::Targets::kPerToken);
-  for (int64_t i = 0; i < n && index * n + i < windows; ++i) {
-    builder.SetTokenWindow(i, Window(first_token_[1] + (index * n + i) * t));
-  }
-  return std::move(builder).Build();
+std::vector<int64_t> IndexedLmStream::EvalWindow(int64_t i) const {
+  CONVEYOR_CHECK(i >= 0 && i < EvalWindows())
+      << "validation window " << i << " is outside [0, " << EvalWindows() << ")";
+  return Window(first_token_[1] + i * options_.seq_len);
 }
 
 }  // namespace conveyor

@@ -1,5 +1,6 @@
-// Language-model batches from a tokenized data set (indexed_dataset.h), each a pure function
-// of (seed, step), as Megatron's GPT data set makes its samples:
+// Language-model batches from a tokenized corpus (token_source.h: an indexed data set or a
+// flat token file), each a pure function of (seed, step), as Megatron's GPT data set makes
+// its samples:
 //
 // - Split by documents: of the D documents in the data set's order, the first
 //   round(D w0 / (w0 + w1 + w2)) train, the next round(D (w0 + w1) / sum) - that many
@@ -12,8 +13,10 @@
 //   of step s is global sample g = s N + i, window PermutedIndex(g mod W, n = W,
 //   key = (seed, g / W)). No table is built: start-up and memory do not grow with the data
 //   set, and a run resumed at step s reads exactly the samples the uninterrupted run would.
-// - Evaluation: the validation windows in order, N a batch, the last batch padded with rows
-//   that count nothing (batch_builder.h).
+// - Evaluation: the validation windows in order.
+//
+// Batches are made of these windows by BlendedLmStream (blended_lm_stream.h), of one source
+// or several.
 //
 // Every token read is checked against the model's vocabulary; one outside it is refused
 // naming its document and position.
@@ -26,15 +29,15 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "conveyor/data/indexed_dataset.h"
-#include "conveyor/module/microbatch.h"
+#include "conveyor/data/token_source.h"
 
 namespace conveyor {
 
 struct IndexedLmStreamOptions {
   int64_t seq_len = 128;   // T
-  int64_t batch_size = 8;  // N
+  int64_t batch_size = 8;  // N (BlendedLmStream's)
   int64_t vocab_size = 256;
   uint64_t seed = 0;
   std::array<double, 3> split = {969, 30, 1};  // train, validation, test weights
@@ -46,31 +49,30 @@ std::array<double, 3> ParseSplit(const std::string& text);
 
 class IndexedLmStream {
  public:
-  // Throws UserError for a data set that is not contiguous, a split whose train part holds
-  // fewer than T + 1 tokens, a validation part (of non-zero weight) that does too, or bad
-  // options.
-  IndexedLmStream(std::shared_ptr<const IndexedDataset> data, IndexedLmStreamOptions options);
+  // Throws UserError for a split whose train part holds fewer than T + 1 tokens, a
+  // validation part (of non-zero weight) that does too, or bad options.
+  IndexedLmStream(std::shared_ptr<const TokenSource> data, IndexedLmStreamOptions options);
 
-  // Train batch: inputs, targets (N, T) int64, attention_mask (N, T) all true. Step >= 0.
-  Batch Get(int64_t step) const;
-  // ceil(validation windows / N); 0 when the validation part is shorter than T + 1 tokens.
-  int64_t EvalBatches() const;
-  Batch GetEval(int64_t index) const;
-
-  // The stream position of global training sample g's window (see above).
+  // Global training sample g's window: tokens [TrainWindowStart(g), + T + 1) of the stream,
+  // checked against the vocabulary. g >= 0.
+  std::vector<int64_t> TrainWindow(int64_t g) const;
+  // The stream position of that window (see above).
   int64_t TrainWindowStart(int64_t g) const;
+  // The validation windows, in order: floor((validation tokens - 1) / T), 0 when the
+  // validation part is shorter than T + 1 tokens; window i, checked. 0 <= i < EvalWindows().
+  int64_t EvalWindows() const;
+  std::vector<int64_t> EvalWindow(int64_t i) const;
 
   // Documents and tokens of each split: [train, validation, test].
   const std::array<int64_t, 3>& documents() const { return documents_; }
   const std::array<int64_t, 3>& tokens() const { return tokens_; }
   const IndexedLmStreamOptions& options() const { return options_; }
-  const IndexedDataset& data() const { return *data_; }
+  const TokenSource& data() const { return *data_; }
 
  private:
   // Tokens [start, start + T + 1) of the data set's stream, checked against the vocabulary.
   std::vector<int64_t> Window(int64_t start) const;
-
-  std::shared_ptr<const IndexedDataset> data_;
+  std::shared_ptr<const TokenSource> data_;
   IndexedLmStreamOptions options_;
   std::array<int64_t, 3> documents_{}, tokens_{};
   std::array<int64_t, 3> first_token_{};  // where each split starts in the stream

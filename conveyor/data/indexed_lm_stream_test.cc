@@ -1,6 +1,5 @@
 #include "conveyor/data/indexed_lm_stream.h"
 
-#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -11,35 +10,20 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/scratch_folder_testing.h"
+#include "conveyor/data/data_testing.h"
+#include "conveyor/data/indexed_dataset.h"
+#include "conveyor/data/open_token_source.h"
 
 namespace conveyor {
 namespace {
 
-// 100 documents, document j of 5 + j % 7 tokens, token k of it (j * 7 + k) % 200.
+// 100 documents (WriteCountingDataSet).
 std::shared_ptr<const IndexedDataset> Dataset(const std::string& prefix) {
-  IndexedDatasetWriter writer(prefix, 256);
-  for (int64_t j = 0; j < 100; ++j) {
-    std::vector<int64_t> tokens;
-    for (int64_t k = 0; k < 5 + j % 7; ++k) tokens.push_back((j * 7 + k) % 200);
-    writer.AddDocument(tokens);
-  }
-  writer.Finish();
+  WriteCountingDataSet(prefix, 100);
   return std::make_shared<const IndexedDataset>(prefix);
 }
 
-IndexedLmStreamOptions Options(uint64_t seed) {
-  IndexedLmStreamOptions o;
-  o.seq_len = 8;
-  o.batch_size = 4;
-  o.seed = seed;
-  o.split = {80, 10, 10};
-  return o;
-}
-
-std::vector<int64_t> Row(const at::Tensor& t, int64_t row) {
-  const at::Tensor r = t[row].contiguous();
-  return {r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + r.numel()};
-}
+IndexedLmStreamOptions Options(uint64_t seed) { return SmallStreamOptions(seed); }
 
 class IndexedLmStreamTest : public ::testing::Test {
  protected:
@@ -73,35 +57,27 @@ TEST_F(IndexedLmStreamTest, EachEpochVisitsEveryWindowOnceInASeededOrder) {
   EXPECT_EQ(static_cast<int64_t>(first.size()), windows);
   EXPECT_EQ(first, second);
   EXPECT_NE(order[0], order[1]);
-  const Batch batch = stream.Get(3);
-  EXPECT_TRUE(at::equal(batch.inputs, IndexedLmStream(data_, Options(7)).Get(3).inputs));
-  EXPECT_FALSE(at::equal(batch.inputs, IndexedLmStream(data_, Options(8)).Get(3).inputs));
-  for (int64_t i = 0; i < 4; ++i) {
+  EXPECT_NE(IndexedLmStream(data_, Options(8)).TrainWindowStart(0) +
+                IndexedLmStream(data_, Options(8)).TrainWindowStart(1),
+            stream.TrainWindowStart(0) + stream.TrainWindowStart(1));
+  for (int64_t g = 0; g < 4; ++g) {
     std::vector<int64_t> window(t + 1);
-    data_->ReadStream(stream.TrainWindowStart(3 * 4 + i), t + 1, window.data());
-    EXPECT_EQ(Row(batch.inputs, i), std::vector<int64_t>(window.begin(), window.end() - 1));
-    EXPECT_EQ(Row(batch.targets, i), std::vector<int64_t>(window.begin() + 1, window.end()));
+    data_->ReadStream(stream.TrainWindowStart(g), t + 1, window.data());
+    EXPECT_EQ(stream.TrainWindow(g), window);
   }
 }
 
 TEST_F(IndexedLmStreamTest, EvaluationTilesTheValidationSplitInOrder) {
   const IndexedLmStream stream(data_, Options(7));
   const int64_t t = 8, windows = (stream.tokens()[1] - 1) / t;
-  ASSERT_EQ(stream.EvalBatches(), (windows + 3) / 4);
+  ASSERT_EQ(stream.EvalWindows(), windows);
   const int64_t start = data_->DocumentOffset(80);
-  for (int64_t b = 0; b < stream.EvalBatches(); ++b) {
-    const Batch batch = stream.GetEval(b);
-    for (int64_t i = 0; i < 4; ++i) {
-      const int64_t w = b * 4 + i;
-      if (w >= windows) {  // padding: nothing counted
-        EXPECT_EQ(batch.targets[i].eq(-1).all().item<bool>(), true);
-        continue;
-      }
-      std::vector<int64_t> window(t + 1);
-      data_->ReadStream(start + w * t, t + 1, window.data());
-      EXPECT_EQ(Row(batch.targets, i), std::vector<int64_t>(window.begin() + 1, window.end()));
-    }
+  for (int64_t w = 0; w < windows; ++w) {
+    std::vector<int64_t> window(t + 1);
+    data_->ReadStream(start + w * t, t + 1, window.data());
+    EXPECT_EQ(stream.EvalWindow(w), window);
   }
+  EXPECT_THROW(stream.EvalWindow(windows), UserError);
 }
 
 TEST_F(IndexedLmStreamTest, BadDataAndOptionsAreRefused) {
@@ -109,7 +85,7 @@ TEST_F(IndexedLmStreamTest, BadDataAndOptionsAreRefused) {
   small.vocab_size = 150;  // tokens go up to 199
   const IndexedLmStream stream(data_, small);
   try {
-    for (int64_t step = 0; step < 100; ++step) stream.Get(step);
+    for (int64_t g = 0; g < 400; ++g) stream.TrainWindow(g);
     ADD_FAILURE() << "no token refused";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("outside the model's vocabulary [0, 150)"),
@@ -131,7 +107,7 @@ TEST_F(IndexedLmStreamTest, BadDataAndOptionsAreRefused) {
         << e.what();
   }
   no_validation.split = {1, 0, 0};  // asked for: nothing evaluated
-  EXPECT_EQ(IndexedLmStream(data_, no_validation).EvalBatches(), 0);
+  EXPECT_EQ(IndexedLmStream(data_, no_validation).EvalWindows(), 0);
   EXPECT_EQ(ParseSplit("969,30,1"), (std::array<double, 3>{969, 30, 1}));
   for (const char* bad : {"1,2", "1,2,3,4", "a,1,1", "0,0,0", "-1,2,3", "1,,2"}) {
     EXPECT_THROW(ParseSplit(bad), UserError) << bad;
@@ -157,7 +133,7 @@ TEST_F(IndexedLmStreamTest, AStoreThatIsNotTheConcatenationIsRefused) {
   const auto data = std::make_shared<const IndexedDataset>(scratch_.Path("swapped"));
   EXPECT_FALSE(data->contiguous());
   try {
-    IndexedLmStream stream(data, Options(1));
+    OpenTokenSource(scratch_.Path("swapped"));
     ADD_FAILURE() << "accepted";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("not stored back to back"), std::string::npos) << e.what();

@@ -23,7 +23,7 @@ at::Tensor CorpusByteStream(const Corpus& corpus) {
   return bytes.to(at::kLong);
 }
 
-at::Tensor DataSetStream(const IndexedDataset& data, int64_t vocab_size) {
+at::Tensor DataSetStream(const TokenSource& data, int64_t vocab_size) {
   at::Tensor tokens = at::empty({data.num_tokens()}, at::kLong);
   data.ReadStream(0, data.num_tokens(), tokens.data_ptr<int64_t>());
   data.CheckTokens(0, {tokens.data_ptr<int64_t>(), static_cast<size_t>(data.num_tokens())},

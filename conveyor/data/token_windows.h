@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "conveyor/data/corpus.h"
-#include "conveyor/data/indexed_dataset.h"
+#include "conveyor/data/token_source.h"
 #include "conveyor/module/microbatch.h"
 
 namespace conveyor {
@@ -25,11 +25,10 @@ namespace conveyor {
 // but the last. (N) int64.
 at::Tensor CorpusByteStream(const Corpus& corpus);
 
-// A tokenized data set (indexed_dataset.h) as one stream: its documents in order, each
-// ending with its own end-of-document token. (N) int64, read whole into memory. Throws
-// UserError for a data set that is not contiguous, or naming the document and position of the
-// first token outside [0, vocab_size).
-at::Tensor DataSetStream(const IndexedDataset& data, int64_t vocab_size);
+// Tokenized data (token_source.h) as one stream: its documents in order, each ending with
+// its own end-of-document token. (N) int64, read whole into memory. Throws UserError naming
+// the document and position of the first token outside [0, vocab_size).
+at::Tensor DataSetStream(const TokenSource& data, int64_t vocab_size);
 
 // The windows of `tokens` ((N) int64, N >= 2) of `seq_len` tokens, `batch_size` windows a
 // batch (the last batch smaller): inputs and targets (n, seq_len). UserError for N < 2 or

@@ -16,12 +16,6 @@ double CountTargets(const at::Tensor& targets) {
 
 namespace {
 
-// Sample range [first, first + size) of part i of m parts of n samples, larger parts first.
-std::pair<int64_t, int64_t> PartOf(int64_t n, int i, int m) {
-  const int64_t first = i * (n / m) + std::min<int64_t>(i, n % m);
-  return {first, n / m + (i < n % m ? 1 : 0)};
-}
-
 // The batch's sample count, after checking that its fields agree.
 int64_t CheckedSamples(const Batch& batch) {
   CONVEYOR_CHECK(batch.inputs.defined() && batch.inputs.dim() >= 1) << "the batch has no inputs";
@@ -63,6 +57,11 @@ std::vector<MicroBatch> SplitBatch(const Batch& batch, int m, double loss_denomi
 Batch ToDevice(const Batch& batch, const c10::Device& device) {
   auto to = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
   return Batch{to(batch.inputs), to(batch.targets), to(batch.attention_mask)};
+}
+
+std::pair<int64_t, int64_t> PartOf(int64_t n, int i, int m) {
+  const int64_t first = i * (n / m) + std::min<int64_t>(i, n % m);
+  return {first, n / m + (i < n % m ? 1 : 0)};
 }
 
 Batch SliceBatch(const Batch& batch, int index, int count) {

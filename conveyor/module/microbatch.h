@@ -13,6 +13,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <utility>
 #include <vector>
 
 namespace conveyor {
@@ -44,6 +45,10 @@ struct MicroBatch {
 // batch's). Throws UserError when the batch has fewer than m samples or the fields disagree
 // in size.
 std::vector<MicroBatch> SplitBatch(const Batch& batch, int m, double loss_denominator = 0);
+
+// Sample range [first, first + size) of part i of m parts of n samples, larger parts first:
+// how SplitBatch and SliceBatch size their parts.
+std::pair<int64_t, int64_t> PartOf(int64_t n, int i, int m);
 
 // Part `index` of `count` contiguous parts of the batch along dim 0, sized as SplitBatch
 // sizes micro-batches (a data-parallel replica's share). The tensors are views of `batch`'s.

@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
+#include "conveyor/common/error.h"
+#include "conveyor/data/blended_lm_stream.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/data/classification.h"
 #include "conveyor/data/corpus.h"
-#include "conveyor/data/indexed_dataset.h"
-#include "conveyor/data/indexed_lm_stream.h"
 #include "conveyor/data/lm_stream.h"
 #include "conveyor/nn/classifier.h"
 #include "conveyor/nn/gpt.h"
@@ -161,7 +162,7 @@ class ClassifierModel : public ModelTask {
 };
 
 // Next-token prediction for a language model (gpt, llama) from a stream of batches: LmStream
-// over a text's bytes, or IndexedLmStream over a tokenized data set (token ids, so a model of
+// over a text's bytes, or BlendedLmStream over tokenized data (token ids, so a model of
 // any vocabulary). Both give Get(step), EvalBatches(), GetEval(i) and their options.
 template <typename Stream>
 class LanguageModelTask : public TrainTask {
@@ -176,6 +177,19 @@ class LanguageModelTask : public TrainTask {
 
   std::shared_ptr<const ModelTask> model() const override { return model_; }
   Batch TrainBatch(int64_t step) const override { return stream_.Get(step); }
+  // A data set is read a replica's rows at a time; every target of its windows counts.
+  ReplicaBatch TrainShare(int64_t step, int replica, int replicas) const override {
+    if constexpr (std::is_same_v<Stream, BlendedLmStream>) {
+      const int64_t n = stream_.options().batch_size;
+      CONVEYOR_CHECK(n >= replicas) << "a batch of " << n << " samples cannot be shared by "
+                                    << replicas << " data-parallel replicas";
+      const auto [first, size] = PartOf(n, replica, replicas);
+      return {stream_.GetRows(step, first, first + size),
+              static_cast<double>(n * stream_.options().seq_len)};
+    } else {
+      return TrainTask::TrainShare(step, replica, replicas);
+    }
+  }
   std::vector<Batch> EvalBatches() const override {
     std::vector<Batch> batches;
     const int64_t n = std::min<int64_t>(eval_batches_, stream_.EvalBatches());
@@ -196,6 +210,10 @@ class LanguageModelTask : public TrainTask {
 
 // The task of a text corpus, read as bytes.
 std::shared_ptr<TrainTask> TextTask(const TrainConfig& c, std::shared_ptr<const ModelTask> model) {
+  CONVEYOR_CHECK(c.tokenizer.empty() || c.tokenizer == "bytes")
+      << "--data " << c.data << " is text, which a run reads as bytes; to train on it with the "
+      << "tokenizer " << c.tokenizer << ", tokenize it once: conveyor data prepare --input "
+      << c.data << " --tokenizer " << c.tokenizer << " --out PREFIX, then --data PREFIX";
   const Corpus corpus = LoadCorpus(c.data);
   LmStream stream(corpus, LmStreamOptions{c.seq_len, c.batch_size, 0.05, c.seed});
   std::ostringstream data;
@@ -206,21 +224,14 @@ std::shared_ptr<TrainTask> TextTask(const TrainConfig& c, std::shared_ptr<const 
                                                        data.str());
 }
 
-// The task of a tokenized data set.
+// The task of tokenized data: one token source or several blended.
 std::shared_ptr<TrainTask> DataSetTask(const TrainConfig& c,
                                        std::shared_ptr<const ModelTask> model) {
-  IndexedLmStream stream(
-      std::make_shared<const IndexedDataset>(c.data),
-      IndexedLmStreamOptions{c.seq_len, c.batch_size, ModelVocab(c), c.seed, ParseSplit(c.split)});
-  const auto& d = stream.documents();
-  const auto& t = stream.tokens();
-  std::ostringstream data;
-  data << "data set " << stream.data().prefix() << ": " << stream.data().num_documents()
-       << " documents, " << stream.data().num_tokens() << " tokens (" << stream.data().dtype().name
-       << "); by documents " << d[0] << " / " << d[1] << " / " << d[2]
-       << " train / validation / test, " << t[0] << " / " << t[1] << " / " << t[2] << " tokens";
-  return std::make_shared<LanguageModelTask<IndexedLmStream>>(c, std::move(model),
-                                                              std::move(stream), data.str());
+  BlendedLmStream stream(c.data, IndexedLmStreamOptions{c.seq_len, c.batch_size, ModelVocab(c),
+                                                        c.seed, ParseSplit(c.split)});
+  std::string data = stream.Describe();
+  return std::make_shared<LanguageModelTask<BlendedLmStream>>(c, std::move(model),
+                                                              std::move(stream), std::move(data));
 }
 
 class ClassifierTask : public TrainTask {
@@ -310,7 +321,7 @@ std::shared_ptr<const ModelTask> MakeModelTask(const TrainConfig& config) {
 
 std::shared_ptr<TrainTask> MakeTask(const TrainConfig& config) {
   if (config.model == ModelKind::kClassifier) return std::make_shared<ClassifierTask>(config);
-  if (IsIndexedDataset(config.data)) return DataSetTask(config, MakeModelTask(config));
+  if (IsTokenData(config.data)) return DataSetTask(config, MakeModelTask(config));
   return TextTask(config, MakeModelTask(config));
 }
 

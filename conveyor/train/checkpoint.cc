@@ -347,6 +347,10 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
   // the final name, then latest.
   phase([&] {
     if (!leader) return;
+    // The tokenizer travels with the weights: generate, eval and export find it here.
+    if (!config.tokenizer.empty() && config.tokenizer != "bytes") {
+      fs::copy_file(config.tokenizer, temp / kTokenizerFile, fs::copy_options::overwrite_existing);
+    }
     WriteFileAtomically(
         (temp / "meta.json").string(),
         Manifest(temp, step, config, trainer.model().mesh().pp(), trainer.loss_scaler()).dump(2) +
@@ -380,6 +384,8 @@ TrainConfig CheckpointConfig(const std::string& path) {
       c.positions = m.value("positions", 0);
       c.gelu_tanh = m.value("gelu_tanh", false);
     }
+    const fs::path tokenizer = ResolveStepFolder(path) / kTokenizerFile;
+    if (fs::is_regular_file(tokenizer)) c.tokenizer = tokenizer.string();
     c.seed = meta.value("seed", c.seed);
     c.data = meta.value("data", c.data);
   } catch (const Json::exception& e) {

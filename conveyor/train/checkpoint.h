@@ -8,8 +8,9 @@
 // and a 64-bit FNV-1a checksum of each tensor's bytes), DIR/step-000120/meta.json (the
 // manifest: step, model, seed, data, schedule, pp, the dynamic loss scale and its count of
 // good steps when loss scaling is on, and every rank file with each tensor's dtype, shape
-// and checksum) and DIR/latest naming the newest step folder. A run with loss scaling that
-// resumes a checkpoint without a scale keeps its initial one.
+// and checksum), DIR/step-000120/tokenizer.model (a copy of the run's SentencePiece
+// tokenizer, when it has one) and DIR/latest naming the newest step folder. A run with loss scaling
+// that resumes a checkpoint without a scale keeps its initial one.
 //
 // Saving: every writing rank writes its file durably (AtomicFile) into DIR/step-000120.tmp; the
 // ranks agree that all succeeded (an all-reduce of per-rank failure flags); rank 0 then writes the
@@ -46,6 +47,9 @@
 #include "conveyor/train/trainer.h"
 
 namespace conveyor {
+
+// The file name of the tokenizer in a step folder (and in a Hugging Face folder).
+inline constexpr const char* kTokenizerFile = "tokenizer.model";
 
 // Saves at trainer.step(); returns the folder written. When any rank fails (a full disk, a
 // folder that cannot be written, ...) every rank throws: UserError with the reason on the

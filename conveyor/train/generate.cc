@@ -7,7 +7,6 @@
 #include <tuple>
 
 #include "conveyor/common/error.h"
-#include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/nn/layer.h"
 #include "conveyor/nn/tensor_parallel.h"
 
@@ -126,14 +125,13 @@ std::vector<int64_t> GenerateTokens(ForwardPipeline& forward, std::vector<int64_
   return out;
 }
 
-std::string Generate(ForwardPipeline& forward, const std::string& prompt, int tokens,
-                     double temperature, uint64_t seed, int context) {
-  const ByteTokenizer tokenizer;
+std::string Generate(ForwardPipeline& forward, const Tokenizer& tokenizer,
+                     const std::string& prompt, int tokens, double temperature, uint64_t seed,
+                     int context) {
   Sampling sampling;
   sampling.temperature = temperature;
   return tokenizer.Decode(
-      GenerateTokens(forward, tokenizer.Encode(prompt.empty() ? std::string("\n") : prompt), tokens,
-                     sampling, seed, context));
+      GenerateTokens(forward, PromptTokens(tokenizer, prompt), tokens, sampling, seed, context));
 }
 
 }  // namespace conveyor

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/data/tokenizer.h"
 #include "conveyor/train/forward_pipeline.h"
 
 namespace conveyor {
@@ -47,17 +48,19 @@ std::vector<int64_t> GenerateTokens(ForwardPipeline& forward, std::vector<int64_
                                     int tokens, const Sampling& sampling, uint64_t seed,
                                     int context, bool kv_cache = true);
 
-// Appends `tokens` bytes to `prompt` (empty: starts from a newline), each the next token
-// after the last `context` bytes: the last position's logits sampled at `temperature` (0 =
-// greedy) with a generator drawn from (seed + k, window length) for the k-th byte. Every
-// byte is a run of `forward` with one micro-batch per pipeline direction (the second
+// Appends `tokens` tokens to `prompt`, encoded by `tokenizer` as PromptTokens does (for the
+// byte tokenizer, an empty prompt is a newline), each the next token after the last
+// `context` ones: the last position's logits sampled at `temperature` (0 = greedy) with a
+// generator drawn from (seed + k, window length) for the k-th token; returns their text.
+// Every token is a run of `forward` with one micro-batch per pipeline direction (the second
 // direction's a copy, its result unused), so `forward` builds its program once for all of
 // them; through the key-value cache as GenerateTokens says. On a mesh the ranks of data-parallel
 // replica 0 compute the text (all of them: TP layers are collective) and broadcast it over the
 // world; the other replicas only receive it. UserError unless tokens >= 0 and context >= 1.
 // Collective over the model's world; every rank returns the same text (the continuation only).
-std::string Generate(ForwardPipeline& forward, const std::string& prompt, int tokens,
-                     double temperature, uint64_t seed, int context);
+std::string Generate(ForwardPipeline& forward, const Tokenizer& tokenizer,
+                     const std::string& prompt, int tokens, double temperature, uint64_t seed,
+                     int context);
 
 }  // namespace conveyor
 

@@ -13,6 +13,7 @@
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
 #include "conveyor/common/error.h"
+#include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/nn/layer.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/train_testing.h"
@@ -42,7 +43,8 @@ std::vector<std::string> GenerateOnRanks(const TrainConfig& c, const std::string
   std::vector<std::string> texts(std::max(c.dp, 1) * c.tp * c.pp);
   OnEveryRank(c, [&](Trainer& t) {
     ForwardPipeline forward(t.model());
-    texts[t.model().rank()] = Generate(forward, prompt, 12, temperature, 5, c.seq_len);
+    texts[t.model().rank()] =
+        Generate(forward, ByteTokenizer(), prompt, 12, temperature, 5, c.seq_len);
   });
   return texts;
 }
@@ -84,7 +86,7 @@ TEST_F(GenerateTest, OneReplicaComputes) {
   std::vector<std::string> texts(4);
   OnEveryRank(c, [&](Trainer& t) {
     ForwardPipeline forward(t.model());
-    texts[t.model().rank()] = Generate(forward, "x", 6, 0, 3, c.seq_len);
+    texts[t.model().rank()] = Generate(forward, ByteTokenizer(), "x", 6, 0, 3, c.seq_len);
     built[t.model().coords().dp * 2 + t.model().coords().pp] = forward.built_programs();
   });
   EXPECT_EQ(built, (std::vector<int>{1, 1, 0, 0}));
@@ -102,8 +104,8 @@ TEST_F(GenerateTest, SamplingIsRepeatableAndBuildsOneProgram) {
   OnEveryRank(c, [&](Trainer& t) {
     ForwardPipeline forward(t.model());
     // A context shorter than the text: the window slides, its length changes.
-    first[t.model().rank()] = Generate(forward, "", 20, 0.8, 7, 8);
-    second[t.model().rank()] = Generate(forward, "", 20, 0.8, 7, 8);
+    first[t.model().rank()] = Generate(forward, ByteTokenizer(), "", 20, 0.8, 7, 8);
+    second[t.model().rank()] = Generate(forward, ByteTokenizer(), "", 20, 0.8, 7, 8);
     built[t.model().rank()] = forward.built_programs();
   });
   EXPECT_EQ(first[0].size(), 20u);
@@ -177,9 +179,9 @@ TEST_F(GenerateTest, APaddedVocabularyIsNeverSampled) {
 TEST_F(GenerateTest, RefusesNegativeTokensAndAnEmptyContext) {
   OnEveryRank(TinyGpt(), [&](Trainer& t) {
     ForwardPipeline forward(t.model());
-    EXPECT_THROW(Generate(forward, "a", -1, 0, 1, 4), UserError);
-    EXPECT_THROW(Generate(forward, "a", 1, 0, 1, 0), UserError);
-    EXPECT_EQ(Generate(forward, "a", 0, 0, 1, 4), "");
+    EXPECT_THROW(Generate(forward, ByteTokenizer(), "a", -1, 0, 1, 4), UserError);
+    EXPECT_THROW(Generate(forward, ByteTokenizer(), "a", 1, 0, 1, 0), UserError);
+    EXPECT_EQ(Generate(forward, ByteTokenizer(), "a", 0, 0, 1, 4), "");
     EXPECT_EQ(forward.built_programs(), 0);
   });
 }

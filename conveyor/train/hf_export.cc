@@ -1,5 +1,7 @@
 #include "conveyor/train/hf_export.h"
 
+#include <filesystem>
+
 #include "conveyor/common/error.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
@@ -21,8 +23,13 @@ std::vector<std::string> ExportHfCheckpoint(const std::string& checkpoint, const
     folder.type = "llama";
     folder.llama = LlamaConfigOf(config);
   }
-  return WriteHfCheckpoint(out, folder, options,
-                           [&](const std::string& name) { return weights.Read(name); });
+  std::vector<std::string> written = WriteHfCheckpoint(
+      out, folder, options, [&](const std::string& name) { return weights.Read(name); });
+  if (!config.tokenizer.empty()) {  // the checkpoint's copy (CheckpointConfig)
+    std::filesystem::copy_file(config.tokenizer, std::filesystem::path(out) / kTokenizerFile,
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  return written;
 }
 
 }  // namespace conveyor

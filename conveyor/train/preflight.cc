@@ -9,8 +9,9 @@
 #include <string_view>
 
 #include "conveyor/common/error.h"
+#include "conveyor/data/blended_lm_stream.h"
 #include "conveyor/data/corpus.h"
-#include "conveyor/data/indexed_dataset.h"
+#include "conveyor/data/open_token_source.h"
 #include "conveyor/nn/hf_checkpoint.h"
 #include "conveyor/partition/partition.h"
 #include "conveyor/schedule/registry.h"
@@ -66,7 +67,13 @@ void CheckFileCanBeWritten(const std::string& path, std::string_view flag) {
 
 void PreflightFiles(const TrainConfig& config) {
   const std::string path = config.data == "fortunes" ? kFortunesDir : config.data;
-  CONVEYOR_CHECK(std::filesystem::exists(path) || IsIndexedDataset(path))
+  const std::vector<std::pair<double, std::string>> blend = ParseDataBlend(config.data);
+  for (const auto& [weight, source] : blend) {
+    CONVEYOR_CHECK(blend.size() == 1 || IsTokenSource(source))
+        << "--data: " << source << " in the blend is neither a data set (" << source << ".bin and "
+        << source << ".idx) nor a token file (.bin)";
+  }
+  CONVEYOR_CHECK(std::filesystem::exists(path) || IsTokenData(path))
       << "corpus '" << path << "' does not exist"
       << (config.data == "fortunes" ? " (apt-get install fortunes)"
                                     : ", nor do '" + path + ".bin' and '" + path + ".idx'");

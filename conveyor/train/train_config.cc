@@ -16,6 +16,8 @@
 #include "conveyor/common/range_check.h"
 #include "conveyor/common/spellings.h"
 #include "conveyor/data/byte_tokenizer.h"
+#include "conveyor/data/load_tokenizer.h"
+#include "conveyor/data/tokenizer.h"
 #include "conveyor/mesh/mesh.h"
 #include "conveyor/nn/hf_config.h"
 #include "conveyor/nn/tensor_parallel_split.h"
@@ -166,6 +168,21 @@ void ApplyModelFolder(TrainConfig& c) {
       << ByteTokenizer::kVocabSize << " ids";
 }
 
+void ApplyTokenizer(TrainConfig& c) {
+  if (c.tokenizer.empty() && !c.model_dir.empty()) {
+    const std::filesystem::path beside = std::filesystem::path(c.model_dir) / "tokenizer.model";
+    if (std::filesystem::is_regular_file(beside)) c.tokenizer = beside.string();
+  }
+  if (c.tokenizer.empty() || c.tokenizer == "bytes" || !IsLanguageModel(c.model)) return;
+  const std::unique_ptr<Tokenizer> tokenizer = LoadTokenizer(c.tokenizer);
+  if (c.vocab == 0) {
+    CONVEYOR_CHECK(tokenizer->vocab_size() <= std::numeric_limits<int>::max())
+        << "--tokenizer " << c.tokenizer << ": " << tokenizer->vocab_size() << " ids";
+    c.vocab = static_cast<int>(tokenizer->vocab_size());
+  }
+  CheckTokenizerFits(*tokenizer, ModelVocab(c), "--tokenizer " + c.tokenizer);
+}
+
 int ModelFolderPositions(const std::string& dir) {
   return ReadHfModelConfig((std::filesystem::path(dir) / "config.json").string()).positions();
 }
@@ -313,6 +330,7 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
       {"dtype", choice(c.dtype, ParseComputeDtype)},
       {"data", text(c.data)},
       {"split", text(c.split)},
+      {"tokenizer", text(c.tokenizer)},
       {"schedule", text(c.schedule)},
       {"mesh_order", text(c.mesh_order)},
       {"partition", choice(c.partition, ParsePartitionBy)},

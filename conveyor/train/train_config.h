@@ -66,6 +66,13 @@ void SetModel(TrainConfig& config, std::string_view text, std::string_view name)
 // its positions, or its vocabulary cannot hold the byte tokenizer's 256 ids.
 void ApplyModelFolder(TrainConfig& config);
 
+// Resolves config.tokenizer: "" becomes the model folder's tokenizer.model when there is one
+// (a tokenizer given by the user is kept). With a SentencePiece tokenizer, a gpt or llama
+// drawn from the seed (vocab 0) gets its vocabulary; a model with a vocabulary (a folder's,
+// a checkpoint's) is checked against it (CheckTokenizerFits). UserError naming the model
+// file when it cannot be loaded, or both sizes when they do not fit.
+void ApplyTokenizer(TrainConfig& config);
+
 // The positions of the Hugging Face folder `dir` (its config.json, checked): a Llama's
 // max_position_embeddings, a GPT-2's n_positions.
 int ModelFolderPositions(const std::string& dir);
@@ -93,6 +100,10 @@ struct TrainConfig {
   std::string data = "fortunes";   // "fortunes", a text file / directory, or the PREFIX of a
                                    // tokenized data set (PREFIX.bin + PREFIX.idx)
   std::string split = "969,30,1";  // a tokenized data set's train, validation, test weights
+  // The tokenizer (data/tokenizer.h) of the text the run shows and reads: "" = the model
+  // folder's tokenizer.model when it has one, else bytes; "bytes"; or a SentencePiece model.
+  // Its vocabulary sizes a model drawn from the seed (ApplyTokenizer).
+  std::string tokenizer;
   // Pipeline.
   std::string schedule = "1f1b";
   int pp = 4;

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "conveyor/module/microbatch.h"
@@ -23,6 +24,20 @@ class TrainTask {
   virtual std::shared_ptr<const ModelTask> model() const = 0;
 
   virtual Batch TrainBatch(int64_t step) const = 0;
+
+  // What data-parallel replica `replica` of `replicas` trains on at `step`: its rows of the
+  // global batch, as SliceBatch(TrainBatch(step), replica, replicas) gives them, and the
+  // whole batch's counted targets (every replica divides its losses by them). The default
+  // reads the whole batch; a task that can read just the rows overrides it.
+  struct ReplicaBatch {
+    Batch rows;
+    double batch_targets = 1;
+  };
+  virtual ReplicaBatch TrainShare(int64_t step, int replica, int replicas) const {
+    Batch batch = TrainBatch(step);
+    const double targets = CountTargets(batch.targets);
+    return {replicas > 1 ? SliceBatch(batch, replica, replicas) : std::move(batch), targets};
+  }
   virtual std::vector<Batch> EvalBatches() const = 0;
   // Counted targets per training batch, for throughput (tokens or samples).
   virtual double TokensPerBatch() const = 0;

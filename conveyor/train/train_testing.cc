@@ -79,14 +79,14 @@ TrainConfig TinyLlama() {
 
 std::vector<double> TrainOnThreads(const TrainConfig& config,
                                    const std::function<void(Trainer&, Transport&)>& after,
-                                   int64_t stop_at) {
+                                   int64_t stop_at, std::shared_ptr<const TrainTask> task) {
   const int64_t last = stop_at == 0 ? config.steps : std::max<int64_t>(stop_at, 0);
   TransportOptions options;
   options.timeout = std::chrono::seconds(config.timeout_s);
   // On CUDA the messages match by order alone, as NCCL matches them between processes.
   options.match_by_order = config.device == DeviceKind::kCuda;
   auto world = LocalWorld(std::max(config.dp, 1) * config.tp * config.pp, options);
-  auto task = MakeTask(config);
+  if (task == nullptr) task = MakeTask(config);
   std::vector<double> losses;
   RunRankThreads(world, [&](int r) {
     Trainer trainer(config, task, InProcessRank(world[r].get(), config.device));

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,9 +36,11 @@ void ExpectSameLosses(const std::vector<double>& want, const std::vector<double>
 // rank's trainer (on its thread). Returns the loss of every step run (rank 0's). With config.device
 // kCuda the messages between ranks match by order only (TransportOptions::match_by_order),
 // as over NCCL.
+// `task`: what to train on (null: MakeTask(config)).
 std::vector<double> TrainOnThreads(const TrainConfig& config,
                                    const std::function<void(Trainer&, Transport&)>& after = {},
-                                   int64_t stop_at = 0);
+                                   int64_t stop_at = 0,
+                                   std::shared_ptr<const TrainTask> task = nullptr);
 
 // Every parameter after training, by name, whole (tensor-parallel shards gathered), from the
 // ranks of data-parallel replica 0; with `dp`, one more step's data-parallel statistics.

@@ -110,15 +110,29 @@ StepMetrics Trainer::Step() {
   const auto start = std::chrono::steady_clock::now();
   const NamedTensors params = model_.Parameters();
   for (const auto& [name, p] : params) p.mutable_grad() = at::Tensor();
-  // This replica's slice of the batch; every loss is divided by the whole batch's targets.
-  const Batch batch = task_->TrainBatch(step_);
+  // This replica's share of the batch (read ahead during the previous step when it could
+  // be); every loss is divided by the whole batch's targets.
   const Mesh& mesh = model_.mesh();
-  const Batch mine = ToDevice(
-      mesh.dp() > 1 ? SliceBatch(batch, model_.coords().dp, mesh.dp()) : batch, model_.device());
+  const int replica = model_.coords().dp, replicas = mesh.dp();
+  const auto data_start = std::chrono::steady_clock::now();
+  const TrainTask::ReplicaBatch share = next_share_step_ == step_ && next_share_.valid()
+                                            ? next_share_.get()
+                                            : task_->TrainShare(step_, replica, replicas);
+  const double data_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - data_start).count();
+  if (step_ + 1 < config().steps) {
+    next_share_step_ = step_ + 1;
+    next_share_ =
+        std::async(std::launch::async, [task = task_, step = step_ + 1, replica, replicas] {
+          return task->TrainShare(step, replica, replicas);
+        });
+  }
+  const Batch mine = ToDevice(share.rows, model_.device());
   PipelineRank& pipeline = model_.pipeline();
   TimedTransport* dp_timed = model_.dp_group();
   TimedTransport* tp_timed = model_.tp_group();
   StepMetrics m;
+  m.data_s = data_s;
   m.loss_scale = loss_scaler_.scale();
   for (const auto& [index, stage] : pipeline.stages()) stage->set_loss_scale(m.loss_scale);
   recorder_->BeginStep();
@@ -127,7 +141,7 @@ StepMetrics Trainer::Step() {
   if (dp_timed != nullptr) dp_timed->TakeSpans();
   const double pipeline_start = Executor::Now() - clock_origin_;
   const double local_loss =
-      pipeline.Step(SplitBatch(mine, config().microbatches, CountTargets(batch.targets)));
+      pipeline.Step(SplitBatch(mine, config().microbatches, share.batch_targets));
   const double pipeline_end = Executor::Now() - clock_origin_;
   recorder_->UseDeviceTimes(pipeline.executor().device_runs());
   const int64_t pipeline_peak_bytes = recorder_->PeakBytes();  // before the optimizer's state

@@ -28,6 +28,7 @@
 #ifndef CONVEYOR_TRAIN_TRAINER_H_
 #define CONVEYOR_TRAIN_TRAINER_H_
 
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,6 +61,9 @@ struct StepMetrics {
   bool skipped = false;
   bool overflow = false;  // skipped because the scaled gradients overflowed; scale halved
   double loss_scale = 1;  // the scale the step's backward ran with (1: loss scaling off)
+  // Seconds the step waited for its batch: the whole read when it was not read ahead, and
+  // 0 when the read ahead (on a thread, during the previous step) was done in time.
+  double data_s = 0;
 };
 
 class Trainer {
@@ -119,6 +123,10 @@ class Trainer {
   LrSchedule schedule_;
   LossScaler loss_scaler_;
   int64_t step_ = 0;
+  // This replica's share of the next step's batch, read on a thread while a step runs
+  // (TrainTask's methods are safe from any thread); for step next_share_step_.
+  std::future<TrainTask::ReplicaBatch> next_share_;
+  int64_t next_share_step_ = -1;
 
   std::unique_ptr<StepRecorder> recorder_;
   double clock_origin_ = 0;  // SharedClockOrigin

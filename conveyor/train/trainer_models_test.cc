@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -14,6 +17,7 @@
 
 #include "conveyor/data/indexed_dataset.h"
 #include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/checkpoint.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -69,9 +73,9 @@ TEST_F(TrainerModelsTest, Gpt2TrainsLikeOneProcessUnderEverySchedule) {
   ExpectEveryScheduleTrainsLikeOneProcess(gpt2, "gpt2");
 }
 
-// A tokenized data set of 400 documents of token ids below 301 (a GPT-2-like vocabulary no
-// text tokenizer here produces), written by the test into `prefix`.
-void WriteTokenDataSet(const std::string& prefix) {
+// A tokenized data set of 400 documents of token ids below 301 (a GPT-2-like vocabulary),
+// written by the test into `prefix`, and TinyGpt's run on it.
+TrainConfig TokenDataSetRun(const std::string& prefix) {
   IndexedDatasetWriter writer(prefix, 301);
   for (int64_t j = 0; j < 400; ++j) {
     std::vector<int64_t> tokens;
@@ -79,6 +83,12 @@ void WriteTokenDataSet(const std::string& prefix) {
     writer.AddDocument(tokens);
   }
   writer.Finish();
+  TrainConfig c = TinyGpt();
+  c.vocab = 301;
+  c.data = prefix;
+  c.split = "90,10,0";
+  c.batch_size = 8;
+  return c;
 }
 
 // Training from a tokenized data set: the global batch of a step is a function of the seed
@@ -86,12 +96,7 @@ void WriteTokenDataSet(const std::string& prefix) {
 // mesh trains like one process on it.
 TEST_F(TrainerModelsTest, ATokenDataSetTrainsLikeOneProcessOnAnyMesh) {
   const std::string prefix = ::testing::TempDir() + "conveyor_tokens_" + std::to_string(getpid());
-  WriteTokenDataSet(prefix);
-  TrainConfig base = TinyGpt();
-  base.vocab = 301;
-  base.data = prefix;
-  base.split = "90,10,0";
-  base.batch_size = 8;
+  TrainConfig base = TokenDataSetRun(prefix);
   const Batch first = MakeTask(base)->TrainBatch(2);
   for (const auto& [dp, microbatches] : {std::pair{2, 2}, std::pair{4, 2}, std::pair{1, 8}}) {
     TrainConfig c = base;
@@ -119,6 +124,91 @@ TEST_F(TrainerModelsTest, ATokenDataSetTrainsLikeOneProcessOnAnyMesh) {
     ExpectSameLosses(reference, TrainCollecting(c, got), what);
     ExpectSameWeights(want, got, c.lr, what);
   }
+  std::filesystem::remove(prefix + ".bin");
+  std::filesystem::remove(prefix + ".idx");
+}
+
+// Records every share of a batch the trainers ask for, by (step, replica), and checks that
+// every rank of a replica asked for the same rows.
+class RecordingTask : public TrainTask {
+ public:
+  explicit RecordingTask(std::shared_ptr<const TrainTask> task) : task_(std::move(task)) {}
+  std::shared_ptr<const ModelTask> model() const override { return task_->model(); }
+  Batch TrainBatch(int64_t step) const override { return task_->TrainBatch(step); }
+  ReplicaBatch TrainShare(int64_t step, int replica, int replicas) const override {
+    ReplicaBatch share = task_->TrainShare(step, replica, replicas);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, fresh] = fed_.try_emplace({step, replica}, share.rows.inputs.clone());
+    EXPECT_TRUE(fresh || at::equal(it->second, share.rows.inputs)) << "step " << step;
+    return share;
+  }
+  std::vector<Batch> EvalBatches() const override { return task_->EvalBatches(); }
+  double TokensPerBatch() const override { return task_->TokensPerBatch(); }
+  std::string Describe() const override { return task_->Describe(); }
+
+  // The token ids fed at `step`: every replica's rows, in replica order.
+  at::Tensor Fed(int64_t step, int replicas) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<at::Tensor> rows;
+    for (int r = 0; r < replicas; ++r) {
+      const auto it = fed_.find({step, r});
+      if (it == fed_.end()) return at::Tensor();
+      rows.push_back(it->second);
+    }
+    return at::cat(rows);
+  }
+
+ private:
+  std::shared_ptr<const TrainTask> task_;
+  mutable std::mutex mu_;
+  mutable std::map<std::pair<int64_t, int>, at::Tensor> fed_;
+};
+
+// What the trainers feed, step by step: the same token ids for any dp and micro-batch count,
+// and after a resume on another mesh, as one process's run.
+TEST_F(TrainerModelsTest, EveryStepFeedsTheSameTokensOnAnyMeshAndAfterAResume) {
+  const std::string prefix = ::testing::TempDir() + "conveyor_fed_" + std::to_string(getpid());
+  TrainConfig base = TokenDataSetRun(prefix);
+  base.steps = 4;
+  auto fed = [](const TrainConfig& c, int64_t stop_at = 0,
+                const std::function<void(Trainer&, Transport&)>& after = {}) {
+    auto task = std::make_shared<RecordingTask>(MakeTask(c));
+    TrainOnThreads(c, after, stop_at, task);
+    return task;
+  };
+  const auto reference = fed(base);
+  for (int64_t step = 0; step < base.steps; ++step) ASSERT_TRUE(reference->Fed(step, 1).defined());
+  for (const auto& [dp, pp, microbatches] :
+       {std::tuple{2, 1, 2}, std::tuple{4, 1, 2}, std::tuple{1, 2, 8}, std::tuple{2, 2, 4}}) {
+    TrainConfig c = base;
+    c.dp = dp;
+    c.pp = pp;
+    c.microbatches = microbatches;
+    c.schedule = "1f1b";
+    const auto run = fed(c);
+    for (int64_t step = 0; step < base.steps; ++step) {
+      const at::Tensor got = run->Fed(step, dp);
+      ASSERT_TRUE(got.defined()) << "dp " << dp << " step " << step;
+      EXPECT_TRUE(at::equal(got, reference->Fed(step, 1)))
+          << "dp " << dp << " pp " << pp << " m " << microbatches << " step " << step;
+    }
+  }
+  // Stopped after step 2 on one process, resumed on dp 2 x pp 2: steps 3 and 4 as before.
+  const std::string dir = prefix + "_ckpt";
+  TrainConfig first = base;
+  fed(first, 2, [&](Trainer& t, Transport& world) { SaveCheckpoint(dir, t, first, &world); });
+  TrainConfig resumed = base;
+  resumed.dp = 2;
+  resumed.pp = 2;
+  resumed.schedule = "1f1b";
+  resumed.microbatches = 2;
+  resumed.resume = dir + "/step-000002";
+  const auto rest = fed(resumed);
+  EXPECT_FALSE(rest->Fed(1, 2).defined());  // nothing before the checkpoint is read again
+  for (int64_t step = 2; step < base.steps; ++step) {
+    EXPECT_TRUE(at::equal(rest->Fed(step, 2), reference->Fed(step, 1))) << "step " << step;
+  }
+  std::filesystem::remove_all(dir);
   std::filesystem::remove(prefix + ".bin");
   std::filesystem::remove(prefix + ".idx");
 }

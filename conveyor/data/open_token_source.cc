@@ -1,0 +1,27 @@
+#include "conveyor/data/open_token_source.h"
+
+#include <filesystem>
+
+#include "conveyor/common/error.h"
+#include "conveyor/data/flat_token_file.h"
+#include "conveyor/data/indexed_dataset.h"
+
+namespace conveyor {
+
+bool IsTokenSource(const std::string& path) {
+  if (IsIndexedDataset(path)) return true;
+  std::error_code error;
+  return path.size() > 4 && path.ends_with(".bin") && std::filesystem::is_regular_file(path, error);
+}
+
+std::shared_ptr<const TokenSource> OpenTokenSource(const std::string& path) {
+  if (!IsIndexedDataset(path)) return std::make_shared<const FlatTokenFile>(path);
+  auto data = std::make_shared<const IndexedDataset>(path);
+  CONVEYOR_CHECK(data->contiguous())
+      << path << ": its sequences are not stored back to back in its .bin; conveyor trains on "
+      << "data sets whose .bin is their concatenation (as preprocess_data.py and conveyor data "
+         "prepare write them)";
+  return data;
+}
+
+}  // namespace conveyor
