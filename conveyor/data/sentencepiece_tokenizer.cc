@@ -84,11 +84,9 @@ const Plugin& LoadPlugin() {
   return plugin;
 }
 
-// The plugin, or UserError naming `what` and why it is missing.
-const Plugin& RequirePlugin(const std::string& what) {
-  const Plugin& plugin = LoadPlugin();
+// Throws UserError naming `what` and why the plugin is missing, unless it loaded.
+void CheckPlugin(const Plugin& plugin, const std::string& what) {
   CONVEYOR_CHECK(plugin.error.empty()) << what << ": " << plugin.error;
-  return plugin;
 }
 
 // A sink appending to a std::vector or std::string of the plugin's element type.
@@ -118,7 +116,8 @@ struct SentencePieceTokenizer::Model {
 };
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path) : path_(path) {
-  const Plugin& plugin = RequirePlugin("tokenizer " + path);
+  const Plugin& plugin = LoadPlugin();
+  CheckPlugin(plugin, "tokenizer " + path);
   char error[kErrorSize] = "";
   ConveyorSpm* handle = plugin.load(path.c_str(), error, sizeof error);
   CONVEYOR_CHECK(handle != nullptr)
@@ -171,7 +170,8 @@ std::string SentencePieceTokenizer::Describe() const {
 }
 
 int64_t TrainSentencePiece(const SentencePieceTrainOptions& options, const std::string& out) {
-  const Plugin& plugin = RequirePlugin("tokenizer train");
+  const Plugin& plugin = LoadPlugin();
+  CheckPlugin(plugin, "tokenizer train");
   CONVEYOR_CHECK(options.model_type == "bpe" || options.model_type == "unigram")
       << "--model-type '" << options.model_type << "': bpe or unigram";
   CONVEYOR_CHECK(options.vocab_size >= 260 && options.vocab_size <= (1 << 20))
