@@ -150,8 +150,15 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (rank.rank != 0) return;
       if (as_text) {
+        // The continuation decoded after the prompt, not alone: a piece's leading space
+        // ("▁the") is dropped at the start of a decoded text.
+        std::vector<int64_t> all = prompt;
+        all.insert(all.end(), out.begin(), out.end());
+        const std::string head = tokenizer->Decode(prompt), whole = tokenizer->Decode(all);
+        const std::string continuation =
+            whole.compare(0, head.size(), head) == 0 ? whole.substr(head.size()) : whole;
         std::printf("%s%s\n", flags->prompt.c_str(),
-                    ByteTokenizer::Printable(tokenizer->Decode(out)).c_str());
+                    ByteTokenizer::Printable(continuation).c_str());
       } else {
         std::string ids;
         for (int64_t id : out) ids += (ids.empty() ? "" : ",") + std::to_string(id);
