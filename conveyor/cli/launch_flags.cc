@@ -1,6 +1,7 @@
 #include "conveyor/cli/launch_flags.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 #include "conveyor/cli/run_as_ranks.h"
@@ -23,9 +24,26 @@ void LaunchFlags::Register(CLI::App* cmd) {
 void LaunchFlags::CheckLocalRanks(int64_t nproc, std::string_view flag) const {
   if (oversubscribe || LaunchedAsRank()) return;
   CONVEYOR_CHECK(nproc <= MaxLocalRanks())
-      << flag << " " << nproc << " would start " << nproc
-      << " local processes; at most max(64, 8 x " << std::thread::hardware_concurrency()
-      << " cores) = " << MaxLocalRanks() << " without --oversubscribe";
+      << flag << " " << nproc << " would start " << nproc << " local "
+      << (rank_threads ? "rank threads" : "processes") << "; at most max(64, 8 x "
+      << std::thread::hardware_concurrency() << " cores) = " << MaxLocalRanks()
+      << " without --oversubscribe";
+}
+
+void LaunchFlags::CheckThreads(int64_t threads, int64_t ranks) const {
+  if (threads <= 0 || LaunchedAsRank()) return;
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t total = threads * ranks;
+  if (total <= cores) return;
+  CONVEYOR_CHECK(oversubscribe || total <= 8 * cores)
+      << "--threads " << threads << " x " << ranks << " local ranks = " << total << " threads on "
+      << cores << " cores: more than 8 per core, each rank waiting for the "
+      << "others' threads; give fewer, or --oversubscribe";
+  std::fprintf(stderr,
+               "conveyor: warning: --threads %lld x %lld local ranks = %lld threads on %lld "
+               "cores: the ranks will wait for each other's threads (0 shares the cores)\n",
+               static_cast<long long>(threads), static_cast<long long>(ranks),
+               static_cast<long long>(total), static_cast<long long>(cores));
 }
 
 }  // namespace conveyor

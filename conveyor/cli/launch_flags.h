@@ -23,6 +23,11 @@ struct LaunchFlags {
   // not given. Does nothing in a process that is itself a launched rank (torchrun, srun,
   // mpirun or conveyor's launcher start the ranks there, not this process).
   void CheckLocalRanks(int64_t nproc, std::string_view flag) const;
+  // Call before starting `ranks` local ranks of `threads` intra-op threads each (--threads;
+  // 0: the machine's share, nothing to check): warns on stderr, once, when threads x ranks
+  // exceed the machine's cores (each rank then waits for the others' threads), and throws
+  // UserError beyond 8 x the cores without --oversubscribe. Nothing in a launched rank.
+  void CheckThreads(int64_t threads, int64_t ranks) const;
 };
 
 }  // namespace conveyor

@@ -13,11 +13,13 @@
 #include "conveyor/cli/train_command.h"
 #include "conveyor/common/error.h"
 #include "conveyor/common/text.h"
+#include "conveyor/common/version.h"
 #include "conveyor/schedule/registry.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"conveyor: pipeline-parallel training, planned before it runs"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", conveyor::ConveyorVersion());
   conveyor::AddPlanCommand(app);
   conveyor::AddCompareCommand(app);
   const std::vector<std::string> args(argv + 1, argv + argc);
@@ -57,6 +59,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "conveyor: error: " << e.what() << " (see --help)\n";

@@ -116,6 +116,7 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
   C10dOptions c10d;
   c10d.transport.timeout = options.timeout;
   c10d.connect_timeout = options.timeout;
+  c10d.settings = options.settings;
   // The error goes once to the launcher, which prints it; under other launchers, to stderr.
   auto report = [&](const std::string& what) {
     const bool named = what.starts_with(self + ":") || what.starts_with(self + " ") ||

@@ -25,6 +25,7 @@
 #include "conveyor/comm/rank_context.h"
 #include "conveyor/comm/transport.h"
 #include "conveyor/launch/launcher.h"
+#include "conveyor/launch/rank_settings.h"
 #include "conveyor/launch/rendezvous.h"
 #include "conveyor/train/train_config.h"
 
@@ -46,6 +47,9 @@ struct RanksOptions {
   // GPU the current device before connecting and CUDA tensors travel over NCCL.
   DeviceKind device = DeviceKind::kCpu;
   bool as_threads = false;  // ranks as threads of this process (see the top)
+  // What every rank must agree on, compared when they meet (C10dOptions::settings): a rank
+  // started with other flags stops every rank before the body runs, naming the difference.
+  RankSettings settings;
 };
 
 // Returns the process exit code: 0 when every rank succeeded. `args` is this process's

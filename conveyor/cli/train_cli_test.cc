@@ -373,5 +373,60 @@ TEST(CliTest, TwoNodesInNetworkNamespacesTrainAlikeAndCleanUp) {
   EXPECT_EQ(namespaces.out.find("cvnode-"), std::string::npos) << namespaces.out;
 }
 
+// A --resume that would not continue its run is refused before any rank starts, naming
+// both values; --resume-with-changes when it is meant.
+TEST(CliTest, AResumeThatChangesTheRunIsRefused) {
+  const std::string dir = ScratchWithCorpus("resume_changes");
+  const std::string job =
+      "train --layers 2 --hidden 16 --heads 2 --seq-len 16 "
+      "--microbatches 2 --pp 1 --eval-every 0 --sample-tokens 0 --data " +
+      dir + "/corpus.txt ";
+  ASSERT_EQ(Conveyor(job + "--batch-size 4 --steps 3 --checkpoint-dir " + dir + "/ckpt").code, 0);
+  const std::string resume = job + "--resume " + dir + "/ckpt ";
+  const Result done = Conveyor(resume + "--batch-size 4 --steps 3");
+  EXPECT_EQ(done.code, 1);
+  EXPECT_NE(done.err.find("--steps 3 is not past the checkpoint's step 3"), std::string::npos)
+      << done.err;
+  const Result seed = Conveyor(resume + "--steps 5 --seed 7 --batch-size 8");
+  EXPECT_EQ(seed.code, 1);
+  EXPECT_NE(seed.err.find("--seed 7 (the checkpoint's run: 1234), --batch-size 8 (the "
+                          "checkpoint's run: 4)"),
+            std::string::npos)
+      << seed.err;
+  EXPECT_NE(seed.err.find("--resume-with-changes"), std::string::npos) << seed.err;
+  const Result meant = Conveyor(resume + "--batch-size 4 --steps 5 --seed 7 --resume-with-changes");
+  EXPECT_EQ(meant.code, 0) << meant.err;
+  EXPECT_EQ(Conveyor(resume + "--batch-size 4 --steps 5").code, 0);
+}
+
+// Settings that would be silently wrong: oversubscribed threads, ZeRO without replicas;
+// TOML values named by file and key; the version.
+TEST(CliTest, SettingsThatDoNothingOrHurtAreSaid) {
+  const std::string dir = ScratchWithCorpus("said");
+  const std::string job =
+      "train --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 4 "
+      "--microbatches 2 --steps 1 --eval-every 0 --sample-tokens 0 --data " +
+      dir + "/corpus.txt ";
+  const Result threads = Conveyor(job + "--pp 2 --threads 1000");
+  EXPECT_EQ(threads.code, 1);
+  EXPECT_NE(threads.err.find("--threads 1000 x 2 local ranks = 2000 threads"), std::string::npos)
+      << threads.err;
+  const Result zero = Conveyor(job + "--pp 1 --dp 1 --zero 1");
+  EXPECT_EQ(zero.code, 0) << zero.err;
+  EXPECT_NE(zero.err.find("--zero 1 with --dp 1 shards nothing"), std::string::npos) << zero.err;
+  std::ofstream(dir + "/bad.toml") << "mesh_order = \"tp-tp-pp\"\n";
+  const Result order = Conveyor("train " + dir + "/bad.toml");
+  EXPECT_EQ(order.code, 1);
+  EXPECT_NE(order.err.find(dir + "/bad.toml: mesh_order: "), std::string::npos) << order.err;
+  std::ofstream(dir + "/scale.toml") << "loss_scale = 0.5\n";
+  const Result scale = Conveyor("train " + dir + "/scale.toml");
+  EXPECT_EQ(scale.code, 1);
+  EXPECT_NE(scale.err.find(dir + "/scale.toml: loss_scale must be 0"), std::string::npos)
+      << scale.err;
+  const Result version = Conveyor("--version");
+  EXPECT_EQ(version.code, 0);
+  EXPECT_EQ(version.out.rfind("0.", 0), 0u) << version.out;
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -145,8 +145,8 @@ void TrainRank(const TrainConfig& config, const RankContext& rank) {
       summary.dp.buckets += m.dp.buckets;
     }
     if (m.skipped) {
-      // JSON has no NaN: the row says which step was skipped, without its numbers.
-      row = {{"step", m.step}, {"skipped", true}};
+      // JSON has no NaN: the row says which step was skipped, its loss null.
+      row = {{"step", m.step}, {"skipped", true}, {"loss", nullptr}};
       ++summary.skipped_steps;
       if (m.overflow) {
         row["overflow"] = true;
@@ -207,8 +207,10 @@ void TrainRank(const TrainConfig& config, const RankContext& rank) {
   summary.optimizer_state_bytes = trainer.optimizer_state_bytes();
   if (trainer.loss_scaler().enabled()) summary.loss_scale = trainer.loss_scaler().scale();
   if (!config.metrics.empty()) {
-    const nlohmann::json metrics = MetricsJson(config, summary, trainer.measurements().pipeline_s(),
-                                               std::move(steps), std::move(evals));
+    TrainConfig resolved = config;
+    resolved.dp = trainer.model().mesh().dp();  // also when the world decided it (dp 0)
+    const nlohmann::json metrics = MetricsJson(
+        resolved, summary, trainer.measurements().pipeline_s(), std::move(steps), std::move(evals));
     WriteOutput(config.metrics, metrics.dump(2) + "\n");
   }
   PrintTrainSummary(summary);

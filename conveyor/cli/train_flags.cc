@@ -139,6 +139,9 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--checkpoint-every", &TrainConfig::checkpoint_every,
        "steps between checkpoints (0 = at the end)");
   Flag(cmd, flags, "--resume", &TrainConfig::resume, "continue from this checkpoint");
+  Switch(cmd, flags, "--resume-with-changes", &TrainConfig::resume_with_changes,
+         "resume with another --seed, --batch-size, --dtype, --data or --split than the "
+         "checkpoint's run (refused otherwise)");
   Flag(cmd, flags, "--sample-tokens", &TrainConfig::sample_tokens,
        "gpt, llama: bytes sampled at the end");
   Flag(cmd, flags, "--timeout", &TrainConfig::timeout_s, "seconds any wait between ranks may take");
@@ -170,6 +173,7 @@ void ApplyGivenFlags(const TrainFlags& flags, TrainConfig& config) {
 RanksOptions MeshRanksOptions(const TrainConfig& config, const LaunchFlags& launch) {
   const int ranks = std::max(config.dp, 1) * config.tp * config.pp;
   launch.CheckLocalRanks(ranks, "--dp x --tp x --pp");
+  launch.CheckThreads(config.threads, ranks);
   RanksOptions options;
   options.nproc = ranks;
   options.ranks_flag = "dp x tp x pp =";
@@ -179,6 +183,7 @@ RanksOptions MeshRanksOptions(const TrainConfig& config, const LaunchFlags& laun
   options.device = config.device;
   options.output = LaunchOptions::Output::kRank0Direct;
   options.as_threads = launch.rank_threads;
+  options.settings = SettingsThatMustAgree(config);
   return options;
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "conveyor/comm/shm_channel.h"
+#include "conveyor/launch/rank_settings.h"
 #include "conveyor/comm/transport.h"
 
 namespace conveyor {
@@ -25,6 +26,9 @@ struct C10dOptions {
   // Point-to-point through shared memory between ranks on the same host (see above).
   bool shared_memory_p2p = true;
   ShmChannelOptions shm;
+  // What every rank must agree on (launch/rank_settings.h): compared at rendezvous with the
+  // world size and the binary's version, which the world adds.
+  RankSettings settings;
 };
 
 }  // namespace conveyor

@@ -28,6 +28,8 @@
 #include "conveyor/comm/heartbeat_monitor.h"
 #include "conveyor/comm/shm_segment.h"
 #include "conveyor/common/env.h"
+#include "conveyor/common/version.h"
+#include "conveyor/launch/rank_settings.h"
 
 namespace conveyor {
 namespace {
@@ -36,6 +38,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kFailedKey[] = "conveyor/failed";
 constexpr char kExitedKey[] = "conveyor/exited";
+// Ranks that read a failure published at rendezvous.
+constexpr char kFailureSeenKey[] = "conveyor/failure-seen";
+constexpr char kWorldSizeSetting[] = "world size (WORLD_SIZE)";
 constexpr auto kExitPoll = std::chrono::milliseconds(20);
 constexpr auto kArrivalPoll = std::chrono::milliseconds(50);
 constexpr auto kGlooBackstop = std::chrono::seconds(10);
@@ -44,6 +49,15 @@ constexpr auto kProbeTimeout = std::chrono::seconds(5);
 
 // Every rank's heartbeat; its first one also says that the rank has arrived.
 std::string HeartbeatKey(int rank) { return "conveyor/heartbeat/" + std::to_string(rank); }
+// How many processes claimed a rank (more than 1: RANK given twice), and its settings.
+std::string ClaimKey(int rank) { return "conveyor/claims/" + std::to_string(rank); }
+std::string SettingsKey(int rank) { return "conveyor/settings/" + std::to_string(rank); }
+
+// "two processes claim rank 1 (RANK=1 given twice?)".
+std::string TwoClaims(int rank) {
+  return "two processes claim rank " + std::to_string(rank) + " (RANK=" + std::to_string(rank) +
+         " given to both?): both stop";
+}
 
 std::vector<std::uint8_t> Bytes(const std::string& text) { return {text.begin(), text.end()}; }
 
@@ -230,8 +244,43 @@ C10dWorld::C10dWorld(const RendezvousInfo& info, const C10dOptions& options)
       abort_(AbortSignal::Create()) {
   const auto deadline = Clock::now() + options.connect_timeout;
   const std::string who = self_ + " of " + std::to_string(info.world_size);
-  store_ = ConnectAnswering(info, options.connect_timeout, who, where_);
+  try {
+    store_ = ConnectAnswering(info, options.connect_timeout, who, where_);
+  } catch (const CommError&) {
+    // Rank 0 could not serve the store: is a rank 0 of this run serving it already?
+    if (ServesStore(info)) {
+      RendezvousInfo client = info;
+      client.launcher_serves_store = true;  // connect as a client
+      bool claimed = false;
+      try {
+        c10::intrusive_ptr<c10d::Store> other =
+            ConnectStore(client, false, std::chrono::milliseconds(2000));
+        claimed = other->check({HeartbeatKey(0)}) && other->add(ClaimKey(0), 1) > 1;
+        if (claimed) other->compareSet(kFailedKey, {}, Bytes(TwoClaims(0)));  // the other stops
+      } catch (const std::exception&) {
+      }
+      if (claimed)
+        throw CommError(who + ": " + TwoClaims(0) + " (the store at " + where_ +
+                        " is served by the other)");
+    }
+    throw;
+  }
+  RankSettings settings = options.settings;
+  settings.emplace_back(kWorldSizeSetting, std::to_string(info.world_size));
+  settings.emplace_back("conveyor version", ConveyorVersion());
+  try {
+    if (store_->add(ClaimKey(info.rank), 1) > 1) {
+      store_->compareSet(kFailedKey, {}, Bytes(TwoClaims(info.rank)));  // the run stops too
+      throw CommError(who + ": " + TwoClaims(info.rank));
+    }
+    store_->set(SettingsKey(info.rank), Bytes(EncodeRankSettings(settings)));
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CommError(who + ": publishing its settings at " + where_ + " failed: " + Brief(e));
+  }
   AwaitArrivals(deadline);
+  CompareSettings();
   try {
     watch_store_ = ConnectStore(info, false, options.stall_timeout);
     heartbeat_store_ = ConnectStore(info, false, options.stall_timeout);
@@ -262,6 +311,7 @@ void C10dWorld::AwaitArrivals(Clock::time_point deadline) {
   for (int r = 0; r < info_.world_size; ++r) keys.push_back(HeartbeatKey(r));
   try {
     while (!store_->check(keys)) {
+      CheckRendezvous();
       if (Clock::now() >= deadline) {
         std::string missing;
         int count = 0;
@@ -283,6 +333,60 @@ void C10dWorld::AwaitArrivals(Clock::time_point deadline) {
   } catch (const std::exception& e) {
     throw CommError(self_ + ": waiting for the other ranks at " + where_ + " failed: " + Brief(e));
   }
+}
+
+void C10dWorld::CheckRendezvous() {
+  if (store_->check({kFailedKey})) {
+    const std::vector<std::uint8_t> reason = store_->get(kFailedKey);
+    store_->add(kFailureSeenKey, 1);
+    throw CommError(self_ + ": " + std::string(reason.begin(), reason.end()),
+                    /*caused_by_peer=*/true);
+  }
+  if (store_->add(ClaimKey(info_.rank), 0) > 1)
+    throw CommError(self_ + ": " + TwoClaims(info_.rank));
+}
+
+void C10dWorld::CompareSettings() {
+  std::vector<RankSettings> by_rank;
+  try {
+    std::vector<std::string> keys;
+    for (int r = 0; r < info_.world_size; ++r) keys.push_back(SettingsKey(r));
+    store_->wait(keys, options_.connect_timeout);
+    for (const std::string& key : keys) {
+      const std::vector<std::uint8_t> text = store_->get(key);
+      by_rank.push_back(DecodeRankSettings(std::string(text.begin(), text.end())));
+    }
+  } catch (const std::exception& e) {
+    throw CommError(self_ + ": reading the ranks' settings at " + where_ + " failed: " + Brief(e));
+  }
+  CheckRendezvous();
+  const std::string disagreement = RankDisagreement(by_rank);
+  if (disagreement.empty()) return;
+  const std::string reason =
+      "the ranks were started with different settings, stopping before the first step: " +
+      disagreement + " (a stale config file or environment on one node?)";
+  try {
+    store_->compareSet(kFailedKey, {}, Bytes(reason));  // for ranks still waiting
+    store_->add(kFailureSeenKey, 1);
+    // The store lives in the serving rank: it stays until every rank that claimed a place,
+    // in any of the world sizes given, has read the failure (a few seconds at most).
+    if (ServesStore(info_)) {
+      int largest = info_.world_size;
+      for (const RankSettings& settings : by_rank) {
+        for (const auto& [name, value] : settings) {
+          if (name == kWorldSizeSetting) largest = std::max(largest, std::atoi(value.c_str()));
+        }
+      }
+      int claimed = 0;
+      for (int r = 0; r < std::min(largest, 1 << 16); ++r) claimed += store_->check({ClaimKey(r)});
+      const auto until = Clock::now() + std::chrono::seconds(5);
+      while (store_->add(kFailureSeenKey, 0) < claimed && Clock::now() < until) {
+        std::this_thread::sleep_for(kArrivalPoll);
+      }
+    }
+  } catch (const std::exception&) {
+  }
+  throw CommError(self_ + ": " + reason);
 }
 
 void C10dWorld::ConnectShm() {

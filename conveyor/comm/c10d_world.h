@@ -45,9 +45,12 @@ struct C10dOp {
 
 class C10dWorld {
  public:
-  // Connects to the store (rank 0 serves it), checks that it is one, waits until every rank
-  // has arrived (all bounded by options.connect_timeout; CommError names the ranks missing),
-  // then starts the watcher and the heartbeat.
+  // Connects to the store (rank 0 serves it), checks that it is one, claims this rank and
+  // publishes its settings, waits until every rank has arrived (all bounded by
+  // options.connect_timeout; CommError names the ranks missing), compares every rank's
+  // settings, then starts the watcher and the heartbeat. Two processes claiming one rank, or
+  // ranks whose settings differ (options.settings, the world size, the version), stop every
+  // rank here with one CommError naming them (launch/rank_settings.h).
   C10dWorld(const RendezvousInfo& info, const C10dOptions& options);
   ~C10dWorld();  // drains dropped operations, stops the threads
 
@@ -91,8 +94,15 @@ class C10dWorld {
  private:
   // Waits for a pollable op's future; false on timeout or abort.
   bool AwaitFuture(const C10dOp& op);
-  // Waits until every rank has published its first heartbeat, up to `deadline`.
+  // Waits until every rank has published its first heartbeat, up to `deadline`; throws
+  // the reason when a rank published a failure or another process claimed this rank.
   void AwaitArrivals(std::chrono::steady_clock::time_point deadline);
+  // Throws CommError when the rendezvous failed elsewhere (a published failure) or another
+  // process claims this rank.
+  void CheckRendezvous();
+  // Compares every rank's published settings (after AwaitArrivals): a difference is
+  // published as the world's failure and thrown.
+  void CompareSettings();
   // The watcher thread: polls the store for failures and fires timers.
   void Watch();
   // The heartbeat thread: publishes this rank's heartbeat; on rank 0 also watches everyone's.

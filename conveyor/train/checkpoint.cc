@@ -103,9 +103,17 @@ Json Manifest(const fs::path& folder, int64_t step, const TrainConfig& config, i
     }
     files[name] = {{"tensors", tensors}};
   }
-  Json manifest = {{"format", kFormat},   {"step", step},        {"model", ModelJson(config)},
-                   {"seed", config.seed}, {"data", config.data}, {"schedule", config.schedule},
-                   {"pp", config.pp},     {"files", files}};
+  Json manifest = {{"format", kFormat},
+                   {"step", step},
+                   {"model", ModelJson(config)},
+                   {"seed", config.seed},
+                   {"data", config.data},
+                   {"split", config.split},
+                   {"batch_size", config.batch_size},
+                   {"dtype", ComputeDtypeName(config.dtype)},
+                   {"schedule", config.schedule},
+                   {"pp", config.pp},
+                   {"files", files}};
   if (scaler.enabled()) {
     manifest["loss_scale"] = {{"scale", scaler.scale()}, {"good_steps", scaler.good_steps()}};
   }
@@ -393,6 +401,33 @@ TrainConfig CheckpointConfig(const std::string& path) {
                           << ": incomplete model description: " << e.what();
   }
   return c;
+}
+
+void CheckResume(const TrainConfig& config) {
+  const Json meta = ReadMeta(ResolveStepFolder(config.resume));
+  const int64_t step = meta["step"].get<int64_t>();
+  CONVEYOR_CHECK(config.steps > step)
+      << "--steps " << config.steps << " is not past the checkpoint's step " << step << " ("
+      << config.resume << "): nothing would be trained; give the run's total, more than " << step;
+  if (config.resume_with_changes) return;
+  std::string changed;
+  auto compare = [&](const char* key, const std::string& flag, const Json& now) {
+    if (!meta.contains(key) || meta[key] == now) return;
+    changed += (changed.empty() ? "" : ", ") + flag + " " +
+               (now.is_string() ? now.get<std::string>() : now.dump()) +
+               " (the checkpoint's run: " +
+               (meta[key].is_string() ? meta[key].get<std::string>() : meta[key].dump()) + ")";
+  };
+  compare("seed", "--seed", config.seed);
+  compare("batch_size", "--batch-size", config.batch_size);
+  compare("dtype", "--dtype", std::string(ComputeDtypeName(config.dtype)));
+  compare("data", "--data", config.data);
+  compare("split", "--split", config.split);
+  CONVEYOR_CHECK(changed.empty())
+      << "--resume " << config.resume
+      << " with other settings than the run that saved it: " << changed
+      << "; the rest of the run would see other samples or compute otherwise. "
+      << "Give the same ones, or --resume-with-changes if this is meant";
 }
 
 CheckpointWeights::CheckpointWeights(const std::string& path) : config_(CheckpointConfig(path)) {

@@ -71,6 +71,14 @@ void LoadWeights(const std::string& path, PipelineModel& model, const TrainConfi
 // other fields keep their defaults. For `conveyor generate`.
 TrainConfig CheckpointConfig(const std::string& path);
 
+// Checks that config.resume continues a run rather than starting another by mistake:
+// --steps beyond the checkpoint's step (else nothing would be trained), and, unless
+// config.resume_with_changes, the same --seed, --batch-size, --dtype, --data and --split
+// as the run that saved it (each changes which samples the rest of the run sees or how it
+// computes; checkpoints older than these fields are not compared on them). UserError naming
+// what differs, with both values.
+void CheckResume(const TrainConfig& config);
+
 class CheckpointFiles;
 
 // A checkpoint's weights read one at a time, without a model (`conveyor export`): opening

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -17,6 +18,7 @@
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
 #include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/checkpoint.h"
 
 namespace conveyor {
 namespace {
@@ -86,6 +88,7 @@ void PreflightFiles(const TrainConfig& config) {
   if (!config.checkpoint_dir.empty()) {
     CheckFolderCanBeWritten(config.checkpoint_dir, "--checkpoint-dir");
   }
+  if (!config.resume.empty()) CheckResume(config);
 }
 
 void PreflightCheck(const TrainConfig& config) {
@@ -94,7 +97,19 @@ void PreflightCheck(const TrainConfig& config) {
       config.schedule, ScheduleOptions{config.pp, config.microbatches, config.chunks});
   VerifyOrThrow(program);
   // The models are an embedding, `layers` blocks and a head.
-  PartitionEvenly(config.layers + 2, program.layout.pipeline_length());
+  const int layers = config.layers + 2, stages = program.layout.pipeline_length();
+  CONVEYOR_CHECK(layers >= stages)
+      << "cannot split " << layers << " layers into " << stages << " stages: --layers "
+      << config.layers << " blocks, with the embedding and the head, make " << layers
+      << " layers, and each of the " << stages << " stages (" << config.pp << " ranks x "
+      << stages / config.pp << " chunks of " << config.schedule
+      << ") needs one; use more --layers or fewer stages";
+  PartitionEvenly(layers, stages);
+  if (config.zero == 1 && config.dp == 1) {
+    std::fprintf(stderr,
+                 "conveyor: warning: --zero 1 with --dp 1 shards nothing: the AdamW state is "
+                 "whole on the one replica\n");
+  }
 }
 
 }  // namespace conveyor

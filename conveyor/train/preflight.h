@@ -17,8 +17,9 @@ void PreflightCheck(const TrainConfig& config);
 // sequence, has the classes asked for), checks a model folder's weights against its
 // config.json (HfCheckpoint, headers only), then checks that the metrics file can be written (its
 // folder exists and takes new files; an existing folder is refused) and that the trace and
-// checkpoint folders take new files, or that their nearest existing parent does. UserError
-// naming the flag and the path. Creates no file that outlives the call.
+// checkpoint folders take new files, or that their nearest existing parent does, and that a
+// --resume continues its run (CheckResume). UserError naming the flag and the path. Creates
+// no file that outlives the call.
 void PreflightFiles(const TrainConfig& config);
 
 }  // namespace conveyor

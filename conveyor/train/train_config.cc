@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <filesystem>
 #include <functional>
 #include <limits>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <type_traits>
 #include <utility>
 
@@ -183,6 +185,37 @@ void ApplyTokenizer(TrainConfig& c) {
   CheckTokenizerFits(*tokenizer, ModelVocab(c), "--tokenizer " + c.tokenizer);
 }
 
+std::vector<std::pair<std::string, std::string>> SettingsThatMustAgree(const TrainConfig& c) {
+  std::vector<std::pair<std::string, std::string>> settings = {
+      {"--model", std::string(ModelKindName(c.model))},
+      {"--model (folder)", c.model_dir},
+      {"--data", c.data},
+      {"--split", c.split},
+      {"--tokenizer", c.tokenizer},
+      {"--schedule", c.schedule},
+      {"--mesh-order", c.mesh_order},
+      {"--partition", std::string(PartitionByName(c.partition))},
+      {"--recompute", std::string(RecomputeName(c.recompute))},
+      {"--device", std::string(DeviceKindName(c.device))},
+      {"--dtype", std::string(ComputeDtypeName(c.dtype))},
+      {"--checkpoint-dir", c.checkpoint_dir},
+      {"--resume", c.resume},
+      {"--tie-embeddings", c.tie_embeddings ? "true" : "false"},
+      {"--skip-nonfinite-steps", c.skip_nonfinite_steps ? "true" : "false"},
+      {"vocabulary", std::to_string(c.vocab)},
+  };
+  ForEachInteger(c, [&](std::string_view key, auto value, int64_t, int64_t) {
+    if (key == "timeout" || key == "threads") return;  // a rank's own
+    settings.emplace_back(FlagName(key), std::to_string(value));
+  });
+  ForEachReal(c, [&](std::string_view key, double value, auto, double) {
+    char text[32];
+    const auto end = std::to_chars(text, text + sizeof text, value).ptr;  // shortest exact
+    settings.emplace_back(FlagName(key), std::string(text, end));
+  });
+  return settings;
+}
+
 int ModelFolderPositions(const std::string& dir) {
   return ReadHfModelConfig((std::filesystem::path(dir) / "config.json").string()).positions();
 }
@@ -267,6 +300,8 @@ void SetRealSetting(TrainConfig& config, std::string_view key, double value,
     found = true;
   });
   CONVEYOR_ASSERT(found) << "no real setting '" << key << "'";
+  CONVEYOR_CHECK(key != "loss_scale" || value == 0 || value >= 1)
+      << name << " must be 0 (the dtype's default) or at least 1, got " << value;
 }
 
 bool IsIntegerSetting(std::string_view key) {
@@ -332,13 +367,22 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
       {"split", text(c.split)},
       {"tokenizer", text(c.tokenizer)},
       {"schedule", text(c.schedule)},
-      {"mesh_order", text(c.mesh_order)},
+      {"mesh_order",
+       [&c, &path, string_of](const toml::node& n, const std::string& key) {
+         c.mesh_order = string_of(n, key);
+         try {
+           Mesh::ParseOrder(c.mesh_order);
+         } catch (const UserError& e) {
+           CONVEYOR_CHECK(false) << path << ": " << key << ": " << e.what();
+         }
+       }},
       {"partition", choice(c.partition, ParsePartitionBy)},
       {"metrics", text(c.metrics)},
       {"trace", text(c.trace)},
       {"checkpoint_dir", text(c.checkpoint_dir)},
       {"resume", text(c.resume)},
       {"skip_nonfinite_steps", boolean(c.skip_nonfinite_steps)},
+      {"resume_with_changes", boolean(c.resume_with_changes)},
   };
   for (const auto& [key, node] : table) {
     const std::string name(key.str());

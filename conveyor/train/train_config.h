@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "conveyor/device/compute_device.h"
 #include "conveyor/device/compute_precision.h"
@@ -72,6 +74,11 @@ void ApplyModelFolder(TrainConfig& config);
 // a checkpoint's) is checked against it (CheckTokenizerFits). UserError naming the model
 // file when it cannot be loaded, or both sizes when they do not fit.
 void ApplyTokenizer(TrainConfig& config);
+
+// The settings every rank of a run must share (launch/rank_settings.h), by flag name: the
+// model, data, schedule, mesh, optimisation, precision, checkpoints. Not those a rank may
+// hold alone: its threads, its outputs of rank 0 (--metrics, --trace), the timeout.
+std::vector<std::pair<std::string, std::string>> SettingsThatMustAgree(const TrainConfig& config);
 
 // The positions of the Hugging Face folder `dir` (its config.json, checked): a Llama's
 // max_position_embeddings, a GPT-2's n_positions.
@@ -143,6 +150,9 @@ struct TrainConfig {
   std::string checkpoint_dir;    // empty = no checkpoints
   int64_t checkpoint_every = 0;  // 0 = only at the end (when checkpoint_dir is set)
   std::string resume;            // a checkpoint directory to continue from
+  // Resume with another seed, batch size, dtype, data or split than the checkpoint's run
+  // (CheckResume refuses them otherwise).
+  bool resume_with_changes = false;
   int sample_tokens = 200;       // gpt: text sampled at the end; 0 = none
   int timeout_s = 300;           // bound on any wait between ranks
   int threads = 0;               // intra-op threads per rank; 0 = OMP_NUM_THREADS, else the

@@ -1,0 +1,94 @@
+// Ranks started by hand (as torchrun, srun or mpirun start them: RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT), each resolving its own flags: ranks that disagree, a world size
+// given two ways, two processes claiming one rank are all stopped before the first step,
+// every process naming the cause (launch/rank_settings.h, comm/c10d_world.h).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "conveyor/cli/cli_testing.h"
+#include "conveyor/launch/rendezvous.h"
+
+namespace conveyor {
+namespace {
+
+struct Process {
+  int rank;
+  int world_size;
+  std::string args;  // after `conveyor train`
+};
+
+// Runs the processes at once on one free port, each bounded by 60 s; their results, in order.
+std::vector<Result> Launch(const std::string& name, const std::vector<Process>& processes) {
+  const std::string dir = ScratchDir(name);
+  const int port = PickFreePort();
+  std::string script;
+  for (size_t i = 0; i < processes.size(); ++i) {
+    const Process& p = processes[i];
+    const std::string out = dir + "/" + std::to_string(i);
+    script += "(RANK=" + std::to_string(p.rank) + " WORLD_SIZE=" + std::to_string(p.world_size) +
+              " LOCAL_RANK=" + std::to_string(p.rank) +
+              " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " timeout 60 " +
+              CONVEYOR_BINARY + " train --steps 20 --sample-tokens 0 --eval-every 0 --timeout 20 " +
+              p.args + " > " + out + ".out 2>&1; echo $? > " + out + ".code) & ";
+    if (i == 0) script += "sleep 0.3; ";  // rank 0 first: it serves the store
+  }
+  Shell(script + "wait");
+  std::vector<Result> results;
+  for (size_t i = 0; i < processes.size(); ++i) {
+    const std::string out = dir + "/" + std::to_string(i);
+    Result r{-1, "", ""};
+    std::ifstream(out + ".code") >> r.code;
+    std::ostringstream text;
+    text << std::ifstream(out + ".out").rdbuf();
+    r.err = text.str();  // stdout and stderr together
+    results.push_back(r);
+  }
+  return results;
+}
+
+void ExpectStoppedNaming(const std::vector<Result>& results, const std::string& words) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_NE(results[i].code, 0) << "process " << i << ":\n" << results[i].err;
+    EXPECT_NE(results[i].err.find(words), std::string::npos) << "process " << i << ":\n"
+                                                             << results[i].err;
+    EXPECT_EQ(results[i].err.find("step 1/"), std::string::npos) << "process " << i << " trained";
+  }
+}
+
+TEST(HandLaunchTest, RanksWithDifferentSettingsStopBeforeTheFirstStepNamingThem) {
+  ExpectStoppedNaming(
+      Launch("settings", {{0, 2, "--pp 2"}, {1, 2, "--pp 2 --seed 99 --lr 0.05"}}),
+      "the ranks were started with different settings, stopping before the first step: --seed "
+      "is 1234 on rank 0 and 99 on rank 1; --lr is 0.003 on rank 0 and 0.05 on rank 1");
+  ExpectStoppedNaming(Launch("schedule", {{0, 2, "--pp 2"}, {1, 2, "--pp 2 --schedule gpipe"}}),
+                      "--schedule is 1f1b on rank 0 and gpipe on rank 1");
+  ExpectStoppedNaming(Launch("hidden", {{0, 2, "--pp 2"}, {1, 2, "--pp 2 --hidden 32"}}),
+                      "--hidden is 64 on rank 0 and 32 on rank 1");
+}
+
+TEST(HandLaunchTest, AWorldSizeGivenTwoWaysIsNamed) {
+  ExpectStoppedNaming(Launch("world", {{0, 2, "--pp 2"}, {1, 4, "--pp 2"}}),
+                      "world size (WORLD_SIZE) is 2 on rank 0 and 4 on rank 1");
+}
+
+TEST(HandLaunchTest, TwoProcessesClaimingOneRankAreNamed) {
+  // Rank 1 twice: the second claimant stops at once, the run with it.
+  const std::vector<Result> one =
+      Launch("rank1", {{0, 2, "--pp 2"}, {1, 2, "--pp 2"}, {1, 2, "--pp 2"}});
+  for (const Result& r : one) EXPECT_NE(r.code, 0) << r.err;
+  int naming = 0;
+  for (const Result& r : one)
+    naming += r.err.find("two processes claim rank 1") != std::string::npos;
+  EXPECT_GE(naming, 2) << one[0].err << one[1].err << one[2].err;  // rank 0 and the claimant
+  EXPECT_NE(one[0].err.find("two processes claim rank 1"), std::string::npos) << one[0].err;
+  // Rank 0 twice: the second cannot serve the store, finds the first serving it, and both stop.
+  ExpectStoppedNaming(Launch("rank0", {{0, 2, "--pp 2"}, {0, 2, "--pp 2"}}),
+                      "two processes claim rank 0");
+}
+
+}  // namespace
+}  // namespace conveyor

@@ -1,0 +1,7 @@
+#include "conveyor/common/version.h"
+
+namespace conveyor {
+
+std::string ConveyorVersion() { return CONVEYOR_VERSION; }
+
+}  // namespace conveyor
