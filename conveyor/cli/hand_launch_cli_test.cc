@@ -90,5 +90,25 @@ TEST(HandLaunchTest, TwoProcessesClaimingOneRankAreNamed) {
                       "two processes claim rank 0");
 }
 
+// A rank stopped (SIGSTOP) with a --timeout below the default heartbeat window: the window
+// follows the timeout, so the stopped rank is blamed, not one waiting for it, and said to
+// have been killed.
+TEST(StallTest, AStoppedRankIsBlamedAndSaidToBeKilledWithAShortTimeout) {
+  const std::string dir = ScratchWithCorpus("stall");
+  const Result r =
+      Shell("cd " + dir + "; timeout 90 " + CONVEYOR_BINARY +
+            " train --pp 4 --layers 4 --timeout 4 --steps 100000 --sample-tokens 0 --eval-every 0 "
+            "--data corpus.txt > out.txt 2>&1 & launcher=$!; "
+            "for i in $(seq 600); do grep -q 'step 1/' out.txt && break; sleep 0.1; done; "
+            "rank2=$(ps -o pid= --ppid $(pgrep -P $launcher) | sort -n | sed -n 3p); "
+            "kill -STOP $rank2; wait $launcher; echo \"exit $?\"; cat out.txt");
+  EXPECT_NE(r.out.find("exit 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 2 stalled: no heartbeat for"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 2 did not stop when the others did (it was stopped by signal"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("and was killed"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -117,6 +117,10 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
   c10d.transport.timeout = options.timeout;
   c10d.connect_timeout = options.timeout;
   c10d.settings = options.settings;
+  // A silent rank is declared stalled within half the timeout (3 s at least, 20 s at most):
+  // before any wait for it times out, so the stalled rank is blamed, not one waiting for it.
+  c10d.stall_timeout =
+      std::clamp(options.timeout / 2, std::chrono::milliseconds(3000), c10d.stall_timeout);
   // The error goes once to the launcher, which prints it; under other launchers, to stderr.
   auto report = [&](const std::string& what) {
     const bool named = what.starts_with(self + ":") || what.starts_with(self + " ") ||

@@ -51,5 +51,17 @@ TEST(ErrorTest, ErrorLineIsOneLineAndNamesABug) {
   EXPECT_EQ(ErrorLine(InternalError("rank 1: " + bug)), "rank 1: " + bug);
 }
 
+// Running out of memory reads as such, with what conveyor said of where it happened.
+TEST(ErrorTest, OutOfMemoryIsSaidInOneLine) {
+  EXPECT_EQ(ErrorLine(std::runtime_error(
+                "rank 0, stage 0, micro-batch 0, action 0F0: [enforce fail at alloc_cpu.cpp:75] "
+                "err == 0. DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                "68719476736 bytes. Error code 12 (Cannot allocate memory)\nframe #0: ...")),
+            "rank 0, stage 0, micro-batch 0, action 0F0: out of memory: a tensor of 64.0 GiB "
+            "(68719476736 bytes) could not be allocated");
+  EXPECT_EQ(ErrorLine(std::bad_alloc()),
+            "out of memory (std::bad_alloc): an allocation was refused");
+}
+
 }  // namespace
 }  // namespace conveyor

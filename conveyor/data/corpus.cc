@@ -122,13 +122,27 @@ Corpus LoadFortunes(const std::string& dir) {
   return MakeCorpus(dir, std::move(documents));
 }
 
+// Refuses a text a run cannot hold whole in every rank (kMaxTextBytes in all), pointing to
+// the tokenized path, which reads any size.
+void CheckTextSize(const std::string& path, uintmax_t bytes) {
+  CONVEYOR_CHECK(bytes <= kMaxTextBytes)
+      << path << ": " << bytes / 1000000 << " MB of text is more than a run reads whole into "
+      << "every rank (" << kMaxTextBytes / 1000000 << " MB); tokenize it once (conveyor data "
+      << "prepare --input " << path << " --out PREFIX) and train with --data PREFIX, which "
+      << "reads a data set of any size";
+}
+
 Corpus LoadTextPath(const std::string& path) {
   CheckExists(path);
+  std::error_code error;
+  CONVEYOR_CHECK(fs::is_directory(path, error) || fs::is_regular_file(path, error))
+      << path << " is neither a file nor a folder of text (a device or a pipe cannot be a corpus)";
   std::vector<NamedDocument> documents;
   const auto add = [&](const fs::path& file, std::string content) {
     if (!IsBlank(content)) documents.push_back({file.filename().string(), std::move(content)});
   };
   if (!fs::is_directory(path)) {
+    CheckTextSize(path, fs::file_size(path));
     std::string content = ReadFile(path);
     CONVEYOR_CHECK(!LooksBinary(content))
         << path << " looks binary (a NUL byte in its first 8000 bytes), not text";
@@ -145,6 +159,9 @@ Corpus LoadTextPath(const std::string& path) {
     if (it->is_regular_file()) files.push_back(it->path());
   }
   std::sort(files.begin(), files.end());
+  uintmax_t total = 0;
+  for (const fs::path& file : files) total += fs::file_size(file, error);
+  CheckTextSize(path, total);
   for (const fs::path& file : files) {
     std::string content = ReadFile(file);
     if (!LooksBinary(content)) add(file, std::move(content));

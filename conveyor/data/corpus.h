@@ -50,6 +50,9 @@ Corpus LoadFortunes(const std::string& dir = kFortunesDir);
 // A text file, or every regular text file under a directory, recursively. Hidden entries
 // (names starting with '.') and binary-looking files (a NUL byte in the first 8000 bytes)
 // are skipped; a single binary file is an error.
+// Throws UserError for a path that is neither a regular file nor a folder (a device, a
+// pipe), and for more than kMaxTextBytes of text, pointing to `conveyor data prepare`.
+inline constexpr uintmax_t kMaxTextBytes = uintmax_t{2} << 30;
 Corpus LoadTextPath(const std::string& path);
 
 // "fortunes": LoadFortunes(); anything else: LoadTextPath(source).
