@@ -7,13 +7,16 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 #include <iomanip>
 #include <iostream>
@@ -139,6 +142,23 @@ void AwaitListener(const RendezvousInfo& info, std::chrono::milliseconds timeout
   freeaddrinfo(found);
 }
 
+// Whether another socket holds `port` on this host: binding it (as the store's server does,
+// address reuse on) fails with EADDRINUSE.
+bool PortInUse(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const int on = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  const bool in_use = bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 &&
+                      errno == EADDRINUSE;
+  close(fd);
+  return in_use;
+}
+
 // Whether this rank serves the world's store: rank 0, unless the launcher serves it.
 bool ServesStore(const RendezvousInfo& info) {
   return info.rank == 0 && !info.launcher_serves_store;
@@ -244,27 +264,48 @@ C10dWorld::C10dWorld(const RendezvousInfo& info, const C10dOptions& options)
       abort_(AbortSignal::Create()) {
   const auto deadline = Clock::now() + options.connect_timeout;
   const std::string who = self_ + " of " + std::to_string(info.world_size);
-  try {
-    store_ = ConnectAnswering(info, options.connect_timeout, who, where_);
-  } catch (const CommError&) {
-    // Rank 0 could not serve the store: is a rank 0 of this run serving it already?
-    if (ServesStore(info)) {
-      RendezvousInfo client = info;
-      client.launcher_serves_store = true;  // connect as a client
-      bool claimed = false;
-      try {
-        c10::intrusive_ptr<c10d::Store> other =
-            ConnectStore(client, false, std::chrono::milliseconds(2000));
-        claimed = other->check({HeartbeatKey(0)}) && other->add(ClaimKey(0), 1) > 1;
-        if (claimed) other->compareSet(kFailedKey, {}, Bytes(TwoClaims(0)));  // the other stops
-      } catch (const std::exception&) {
-      }
-      if (claimed)
-        throw CommError(who + ": " + TwoClaims(0) + " (the store at " + where_ +
-                        " is served by the other)");
-    }
-    throw;
+  // Causes said plainly before libtorch's store tries (and logs) its way into them.
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int resolved = getaddrinfo(info.master_addr.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) freeaddrinfo(found);
+  if (resolved != 0) {
+    throw CommError(who + ": MASTER_ADDR '" + info.master_addr +
+                    "' cannot be resolved: " + gai_strerror(resolved));
   }
+  if (ServesStore(info)) {
+    // A rank 0 serving port P also holds the host's abstract socket "conveyor-store-P": a
+    // second process claiming rank 0 finds it taken, and connecting to it tells the first.
+    beacon_ = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    const std::string name = "conveyor-store-" + std::to_string(info.master_port);
+    std::memcpy(address.sun_path + 1, name.data(), name.size());  // abstract: a leading NUL
+    const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    const auto* at = reinterpret_cast<const sockaddr*>(&address);
+    if (beacon_ >= 0 && bind(beacon_, at, length) != 0 && errno == EADDRINUSE) {
+      const int knock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (knock >= 0) {
+        connect(knock, at, length);
+        close(knock);
+      }
+      close(beacon_);
+      beacon_ = -1;
+      throw CommError(who + ": " + TwoClaims(0) + " (the other serves the store at " + where_ +
+                      ")");
+    }
+    if (beacon_ >= 0 && listen(beacon_, 4) != 0) {
+      close(beacon_);
+      beacon_ = -1;
+    }
+    if (PortInUse(info.master_port)) {
+      throw CommError(who + ": MASTER_PORT " + std::to_string(info.master_port) +
+                      " is in use on this host by another program; rank 0 serves the "
+                      "rendezvous store there: choose a free port");
+    }
+  }
+  store_ = ConnectAnswering(info, options.connect_timeout, who, where_);
   RankSettings settings = options.settings;
   settings.emplace_back(kWorldSizeSetting, std::to_string(info.world_size));
   settings.emplace_back("conveyor version", ConveyorVersion());
@@ -295,6 +336,7 @@ C10dWorld::C10dWorld(const RendezvousInfo& info, const C10dOptions& options)
 }
 
 C10dWorld::~C10dWorld() {
+  if (beacon_ >= 0) close(beacon_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -342,8 +384,15 @@ void C10dWorld::CheckRendezvous() {
     throw CommError(self_ + ": " + std::string(reason.begin(), reason.end()),
                     /*caused_by_peer=*/true);
   }
-  if (store_->add(ClaimKey(info_.rank), 0) > 1)
+  if (store_->add(ClaimKey(info_.rank), 0) > 1) {
     throw CommError(self_ + ": " + TwoClaims(info_.rank));
+  }
+  const int knock = beacon_ >= 0 ? accept4(beacon_, nullptr, nullptr, SOCK_CLOEXEC) : -1;
+  if (knock >= 0) {  // another process claimed rank 0 (it found the beacon taken)
+    close(knock);
+    store_->compareSet(kFailedKey, {}, Bytes(TwoClaims(0)));  // the run stops too
+    throw CommError(self_ + ": " + TwoClaims(0));
+  }
 }
 
 void C10dWorld::CompareSettings() {

@@ -117,6 +117,7 @@ class C10dWorld {
   RendezvousInfo info_;
   C10dOptions options_;
   std::string self_;  // "rank 3"
+  int beacon_ = -1;    // the serving rank 0's abstract socket, announcing it on this host
   c10::intrusive_ptr<c10d::Store> store_;
   std::string where_;                                // "127.0.0.1:29500"
   c10::intrusive_ptr<c10d::Store> watch_store_;      // the watcher's own connection (and Fail's)

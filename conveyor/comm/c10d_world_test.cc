@@ -26,13 +26,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The store's rendezvous as rank `rank` of 2 at 127.0.0.1:`port`, bounded by 1 s; returns the
+// The store's rendezvous as rank `rank` of 2 at `host`:`port`, bounded by 1 s; returns the
 // error ("no error" if it connected).
-std::string ConnectError(int rank, int port) {
+std::string ConnectError(int rank, int port, const std::string& host = "127.0.0.1") {
   RendezvousInfo info;
   info.rank = rank;
   info.world_size = 2;
-  info.master_addr = "127.0.0.1";
+  info.master_addr = host;
   info.master_port = port;
   C10dOptions options;
   options.connect_timeout = std::chrono::seconds(1);
@@ -71,6 +71,27 @@ TEST(C10dWorldTest, AnotherProgramOnThePortIsNotTakenForTheStore) {
   close(fd);
   EXPECT_THAT(error, HasSubstr("did not answer as a rendezvous store"));
   EXPECT_THAT(error, HasSubstr("another program on MASTER_PORT?"));
+}
+
+// Rank 0 on a port another program holds, and an address that does not resolve: one line
+// each naming the cause, before the store tries (and logs its attempts).
+TEST(C10dWorldTest, ABusyPortAndAnUnknownHostAreNamed) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(fd, 16), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const int port = ntohs(address.sin_port);
+  const std::string busy = ConnectError(0, port);
+  close(fd);
+  EXPECT_THAT(busy, HasSubstr("rank 0 of 2: MASTER_PORT " + std::to_string(port) +
+                              " is in use on this host by another program"));
+  const std::string unknown = ConnectError(1, PickFreePort(), "no-such-host.invalid");
+  EXPECT_THAT(unknown, HasSubstr("MASTER_ADDR 'no-such-host.invalid' cannot be resolved"));
 }
 
 // The devices that this process's listening sockets on `port` are bound to ("" for none).
