@@ -33,8 +33,7 @@ TEST(CliTest, PlanTextShowsSummaryAndTimeline) {
 }
 
 TEST(CliTest, CsvRoundTripsThroughLoad) {
-  const std::string path =
-      ::testing::TempDir() + "conveyor_cli_zbv." + std::to_string(::getpid()) + ".csv";
+  const std::string path = ScratchDir("zbv") + "/zbv.csv";  // removed at exit
   Result r = Conveyor("plan --schedule zb-v --pp 4 --microbatches 8 --format csv --out " + path);
   ASSERT_EQ(r.code, 0) << r.err;
   const Result built = Conveyor("plan --schedule zb-v --pp 4 --microbatches 8 --format json");
@@ -117,8 +116,7 @@ TEST(CliTest, BadFilesAreFoundBeforeAnyRankStarts) {
 // Issue 10: a one-cell typo made `plan --load` infer a million micro-batches and simulate
 // them for minutes.
 TEST(CliTest, LoadRefusesATypoedMicroBatch) {
-  const std::string path =
-      ::testing::TempDir() + "conveyor_cli_typo." + std::to_string(::getpid()) + ".csv";
+  const std::string path = ScratchDir("typo") + "/typo.csv";  // removed at exit
   Result r = Conveyor("plan --schedule 1f1b --pp 2 --microbatches 4 --format csv --out " + path);
   ASSERT_EQ(r.code, 0) << r.err;
   std::string csv;
