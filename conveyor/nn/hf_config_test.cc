@@ -173,7 +173,9 @@ TEST(HfConfigTest, ReadsAGpt2ConfigAsConveyorsGpt) {
     std::FILE* f = std::fopen(path.c_str(), "w");
     std::fputs(Gpt2Json().c_str(), f);
     std::fclose(f);
-    return ReadHfModelConfig(path);
+    const HfModelConfig read = ReadHfModelConfig(path);
+    std::remove(path.c_str());
+    return read;
   }();
   EXPECT_EQ(c.type, "gpt2");
   EXPECT_EQ(c.gpt.hidden, 768);
