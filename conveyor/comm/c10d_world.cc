@@ -29,6 +29,7 @@
 
 #include "conveyor/comm/c10d_compat.h"
 #include "conveyor/comm/heartbeat_monitor.h"
+#include "conveyor/comm/host_sockets.h"
 #include "conveyor/comm/shm_segment.h"
 #include "conveyor/common/env.h"
 #include "conveyor/common/version.h"
@@ -69,94 +70,6 @@ std::string Seconds(std::chrono::milliseconds duration) {
   out << std::fixed << std::setprecision(duration.count() % 1000 == 0 ? 0 : 1)
       << duration.count() / 1000.0 << " s";
   return out.str();
-}
-
-// libtorch's TCPStore server listens on every interface. For a world on this host alone,
-// ties its listening socket to the loopback device, so that nothing from the network reaches
-// it. Returns false when the socket was not found or the option was refused.
-bool KeepListenerOnLoopback(int port) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return false;
-  bool done = false;
-  while (dirent* entry = readdir(dir)) {
-    const int fd = std::atoi(entry->d_name);
-    int listening = 0;
-    socklen_t length = sizeof(listening);
-    if (fd <= 2 || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &length) != 0 ||
-        listening == 0) {
-      continue;
-    }
-    sockaddr_storage address{};
-    length = sizeof(address);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) continue;
-    int bound = -1;
-    if (address.ss_family == AF_INET) {
-      bound = ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
-    } else if (address.ss_family == AF_INET6) {
-      bound = ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
-    }
-    static const char kLoopback[] = "lo";
-    if (bound == port &&
-        setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, kLoopback, sizeof(kLoopback) - 1) == 0) {
-      done = true;
-    }
-  }
-  closedir(dir);
-  return done;
-}
-
-// Whether something at `addr`:`port` accepts a TCP connection within `wait` (closed at once).
-bool Accepts(const addrinfo& a, std::chrono::milliseconds wait) {
-  const int fd = socket(a.ai_family, a.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a.ai_protocol);
-  if (fd < 0) return false;
-  bool accepted = connect(fd, a.ai_addr, a.ai_addrlen) == 0;
-  if (!accepted && errno == EINPROGRESS) {
-    pollfd p{fd, POLLOUT, 0};
-    int error = 0;
-    socklen_t length = sizeof(error);
-    accepted = poll(&p, 1, static_cast<int>(wait.count())) == 1 &&
-               getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0;
-  }
-  close(fd);
-  return accepted;
-}
-
-// Returns once something listens at the store's address, or after `timeout` (the store's own
-// connect then reports the failure). libtorch's store client, refused, sleeps a whole second
-// before it tries again: every rank that starts before rank 0 listens would lose that second
-// (most launches of local ranks, measured). Polled every 10 ms instead.
-void AwaitListener(const RendezvousInfo& info, std::chrono::milliseconds timeout) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const std::string port = std::to_string(info.master_port);
-  if (getaddrinfo(info.master_addr.c_str(), port.c_str(), &hints, &found) != 0) return;
-  const auto deadline = Clock::now() + timeout;
-  for (bool listening = false; !listening && Clock::now() < deadline;) {
-    for (const addrinfo* a = found; a != nullptr && !listening; a = a->ai_next) {
-      listening = Accepts(*a, std::chrono::milliseconds(100));
-    }
-    if (!listening) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  freeaddrinfo(found);
-}
-
-// Whether another socket holds `port` on this host: binding it (as the store's server does,
-// address reuse on) fails with EADDRINUSE.
-bool PortInUse(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  const int on = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_ANY);
-  const bool in_use = bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 &&
-                      errno == EADDRINUSE;
-  close(fd);
-  return in_use;
 }
 
 // Whether this rank serves the world's store: rank 0, unless the launcher serves it.
@@ -275,29 +188,10 @@ C10dWorld::C10dWorld(const RendezvousInfo& info, const C10dOptions& options)
                     "' cannot be resolved: " + gai_strerror(resolved));
   }
   if (ServesStore(info)) {
-    // A rank 0 serving port P also holds the host's abstract socket "conveyor-store-P": a
-    // second process claiming rank 0 finds it taken, and connecting to it tells the first.
-    beacon_ = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    const std::string name = "conveyor-store-" + std::to_string(info.master_port);
-    std::memcpy(address.sun_path + 1, name.data(), name.size());  // abstract: a leading NUL
-    const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-    const auto* at = reinterpret_cast<const sockaddr*>(&address);
-    if (beacon_ >= 0 && bind(beacon_, at, length) != 0 && errno == EADDRINUSE) {
-      const int knock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (knock >= 0) {
-        connect(knock, at, length);
-        close(knock);
-      }
-      close(beacon_);
-      beacon_ = -1;
+    // A second process claiming rank 0 finds this host's beacon for the port taken.
+    if (!beacon_.Claim(info.master_port)) {
       throw CommError(who + ": " + TwoClaims(0) + " (the other serves the store at " + where_ +
                       ")");
-    }
-    if (beacon_ >= 0 && listen(beacon_, 4) != 0) {
-      close(beacon_);
-      beacon_ = -1;
     }
     if (PortInUse(info.master_port)) {
       throw CommError(who + ": MASTER_PORT " + std::to_string(info.master_port) +
@@ -336,7 +230,6 @@ C10dWorld::C10dWorld(const RendezvousInfo& info, const C10dOptions& options)
 }
 
 C10dWorld::~C10dWorld() {
-  if (beacon_ >= 0) close(beacon_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -387,9 +280,7 @@ void C10dWorld::CheckRendezvous() {
   if (store_->add(ClaimKey(info_.rank), 0) > 1) {
     throw CommError(self_ + ": " + TwoClaims(info_.rank));
   }
-  const int knock = beacon_ >= 0 ? accept4(beacon_, nullptr, nullptr, SOCK_CLOEXEC) : -1;
-  if (knock >= 0) {  // another process claimed rank 0 (it found the beacon taken)
-    close(knock);
+  if (beacon_.Knocked()) {  // another process claimed rank 0 (it found the beacon taken)
     store_->compareSet(kFailedKey, {}, Bytes(TwoClaims(0)));  // the run stops too
     throw CommError(self_ + ": " + TwoClaims(0));
   }

@@ -25,6 +25,7 @@
 
 #include "conveyor/comm/abort_signal.h"
 #include "conveyor/comm/c10d_options.h"
+#include "conveyor/comm/host_sockets.h"
 #include "conveyor/comm/shm_channel.h"
 #include "conveyor/launch/rendezvous.h"
 
@@ -116,8 +117,8 @@ class C10dWorld {
 
   RendezvousInfo info_;
   C10dOptions options_;
-  std::string self_;  // "rank 3"
-  int beacon_ = -1;    // the serving rank 0's abstract socket, announcing it on this host
+  std::string self_;    // "rank 3"
+  Rank0Beacon beacon_;  // the serving rank 0's announcement on this host
   c10::intrusive_ptr<c10d::Store> store_;
   std::string where_;                                // "127.0.0.1:29500"
   c10::intrusive_ptr<c10d::Store> watch_store_;      // the watcher's own connection (and Fail's)

@@ -44,6 +44,23 @@ std::string ConnectError(int rank, int port, const std::string& host = "127.0.0.
   return "no error";
 }
 
+// A listener on 127.0.0.1 that never answers (the kernel completes connections without
+// accept()): its fd, or -1; its port into `port`.
+int SilentListener(int* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      listen(fd, 16) != 0 || getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  *port = ntohs(address.sin_port);
+  return fd;
+}
+
 TEST(C10dWorldTest, RankThatNeverArrivesIsNamedWithinTheTimeout) {
   std::string error = ConnectError(0, PickFreePort());
   EXPECT_THAT(error, HasSubstr("rank 0 of 2: rendezvous at 127.0.0.1:"));
@@ -57,17 +74,10 @@ TEST(C10dWorldTest, MissingStoreNamesRank0WithinTheTimeout) {
 }
 
 TEST(C10dWorldTest, AnotherProgramOnThePortIsNotTakenForTheStore) {
-  // A listener that never answers: the kernel completes connections without accept().
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int port = 0;
+  const int fd = SilentListener(&port);
   ASSERT_GE(fd, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(listen(fd, 16), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  std::string error = ConnectError(1, ntohs(address.sin_port));
+  std::string error = ConnectError(1, port);
   close(fd);
   EXPECT_THAT(error, HasSubstr("did not answer as a rendezvous store"));
   EXPECT_THAT(error, HasSubstr("another program on MASTER_PORT?"));
@@ -76,16 +86,9 @@ TEST(C10dWorldTest, AnotherProgramOnThePortIsNotTakenForTheStore) {
 // Rank 0 on a port another program holds, and an address that does not resolve: one line
 // each naming the cause, before the store tries (and logs its attempts).
 TEST(C10dWorldTest, ABusyPortAndAnUnknownHostAreNamed) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int port = 0;
+  const int fd = SilentListener(&port);
   ASSERT_GE(fd, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(listen(fd, 16), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  const int port = ntohs(address.sin_port);
   const std::string busy = ConnectError(0, port);
   close(fd);
   EXPECT_THAT(busy, HasSubstr("rank 0 of 2: MASTER_PORT " + std::to_string(port) +
