@@ -15,6 +15,9 @@ attention kernel, so that tokens/s compare like for like.
           projections without bias, rotate-half rotary embeddings, key-value heads repeated
           per group, causal SDPA, output projection; RMSNorm, SwiGLU MLP), final RMSNorm,
           untied LM head. Weights N(0, 0.02), norms 1.
+  hf-llama  the same Llama as Hugging Face transformers' LlamaForCausalLM (its SDPA
+          attention, no key-value cache), where transformers is installed: a yardstick
+          nobody wrote for this comparison.
   step    the batch cut into --microbatches micro-batches run one after another, each
           loss summed over its tokens and divided by the batch's tokens, backward after
           each; then the global gradient norm clipped to 1.0 and AdamW (betas 0.9/0.95, eps
@@ -153,9 +156,32 @@ class Llama(nn.Module):
         return self.head(rms_norm(x, self.norm))
 
 
+class HfLlama(nn.Module):
+    """transformers.LlamaForCausalLM of the same shape; forward returns its logits."""
+
+    def __init__(self, layers, c, heads, kv_heads, intermediate, theta, seq_len):
+        super().__init__()
+        import transformers
+        shape = dict(vocab_size=VOCAB, hidden_size=c, intermediate_size=intermediate,
+                     num_hidden_layers=layers, num_attention_heads=heads,
+                     num_key_value_heads=kv_heads, max_position_embeddings=seq_len,
+                     rms_norm_eps=1e-5, tie_word_embeddings=False, use_cache=False)
+        try:  # transformers 5 keeps the rotary base in rope_parameters, 4 in rope_theta
+            config = transformers.LlamaConfig(
+                rope_parameters={"rope_type": "default", "rope_theta": theta}, **shape)
+        except TypeError:
+            config = transformers.LlamaConfig(rope_theta=theta, **shape)
+        config._attn_implementation = "sdpa"
+        self.model = transformers.LlamaForCausalLM(config)
+        self.version = transformers.__version__
+
+    def forward(self, ids):  # (n, T) -> logits (n, T, V)
+        return self.model(input_ids=ids).logits
+
+
 def main(argv):
     p = argparse.ArgumentParser(prog="eager.py", description=__doc__.split("\n")[0])
-    p.add_argument("--model", default="gpt", choices=["gpt", "llama"])
+    p.add_argument("--model", default="gpt", choices=["gpt", "llama", "hf-llama"])
     p.add_argument("--layers", type=int, default=24)
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--heads", type=int, default=16)
@@ -185,8 +211,11 @@ def main(argv):
     torch.manual_seed(1234)
     if a.model == "gpt":
         model = Gpt(a.layers, a.hidden, a.heads, a.seq_len).to(device)
-    else:
+    elif a.model == "llama":
         model = Llama(a.layers, a.hidden, a.heads, kv_heads, intermediate, a.rope_theta).to(device)
+    else:
+        model = HfLlama(a.layers, a.hidden, a.heads, kv_heads, intermediate, a.rope_theta,
+                        a.seq_len).to(device)
     decay = [q for q in model.parameters() if q.dim() >= 2]
     no_decay = [q for q in model.parameters() if q.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
@@ -240,8 +269,9 @@ def main(argv):
         "torch": torch.__version__, "device": str(device),
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "",
         "layers": a.layers, "hidden": a.hidden, "heads": a.heads, "seq_len": a.seq_len,
-        "kv_heads": kv_heads if a.model == "llama" else a.heads,
-        "intermediate": intermediate if a.model == "llama" else 4 * a.hidden,
+        "kv_heads": kv_heads if a.model != "gpt" else a.heads,
+        "intermediate": intermediate if a.model != "gpt" else 4 * a.hidden,
+        "transformers": getattr(model, "version", ""),
         "batch_size": a.batch_size, "microbatches": a.microbatches, "dtype": a.dtype,
         "params": params, "step_s": step_s, "step_times_s": times, "part_s": part_s,
         "tokens_per_s": tokens / step_s, "losses": losses,

@@ -8,7 +8,8 @@ Reads peak.json (the card's measured bf16 rate); for the GPT model.json (layers,
 heads, seq_len, batch_size, microbatches), eager.json and eager-no-foreach.json
 (bench/gpu/eager.py), bench.json (`conveyor bench train` rows), train-pp4.json and
 train-pp1.json (`conveyor train --metrics`) with trace-pp1/rank-0.json (its phases); for the
-Llama llama-model.json, eager-llama.json and bench-llama.json; bf16.json and fp16.json.
+Llama llama-model.json, eager-llama.json (eager-llama-2.json: a second run, and
+eager-hf-llama.json: transformers' model) and bench-llama.json; bf16.json and fp16.json.
 Whatever is missing is left out of the tables. Model FLOPs per token: 6 N + 12 L C T (N
 parameters, L blocks, C hidden, T sequence; the attention's products counted whole, as
 Megatron's and PaLM's MFU do); MFU = achieved / measured peak.
@@ -192,6 +193,16 @@ def main(argv):
         model_table(lines, "Llama", shape, n, eager_llama, load(folder, "bench-llama.json") or [],
                     peak_tflops)
 
+    yardsticks = [(label, load(folder, name)) for name, label in (
+        ("eager-llama.json", "eager.py's Llama"), ("eager-llama-2.json", "eager.py's Llama, again"),
+        ("eager-hf-llama.json", "transformers' LlamaForCausalLM"))]
+    yardsticks = [(label, e) for label, e in yardsticks if e]
+    if len(yardsticks) > 1:
+        lines.append("PyTorch eager Llamas (step ms, median; each timed step's ms):\n")
+        lines += [f"- {label} {e.get('transformers', '')}: {1e3 * e['step_s']:.0f} ms; "
+                  + ", ".join(f"{1e3 * t:.0f}" for t in e["step_times_s"]) for label, e in yardsticks]
+        lines.append("")
+
     trained = load(folder, "train-pp4.json")
     if trained:
         peaks = [r.get("device_peak_allocated_bytes", 0) for r in trained.get("ranks", [])]
@@ -208,7 +219,7 @@ def main(argv):
         for dtype, m in curves.items():
             if not m:
                 continue
-            losses = [s["loss"] for s in m["steps"] if "loss" in s]  # skipped steps have none
+            losses = [s["loss"] for s in m["steps"] if s.get("loss") is not None]  # skipped: null
             at = lambda f: f"{losses[min(len(losses) - 1, int(f * len(losses)))]:.3f}"
             lines.append(f"| {dtype} | {len(losses)} | {losses[0]:.3f} | {at(0.25)} | {at(0.5)} "
                          f"| {at(0.75)} | {losses[-1]:.3f} | {m.get('overflow_steps', '-')} | "
