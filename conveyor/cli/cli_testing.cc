@@ -39,20 +39,35 @@ Result Conveyor(const std::string& args) {
   return Shell(std::string("timeout 60 ") + CONVEYOR_BINARY + " " + args);
 }
 
+namespace {
+
+// The folders ScratchDir made, removed when the tests have run. Not from a static's
+// destructor at exit: there, std::filesystem of a pip PyTorch's libtorch (which exports its
+// own copy) has been torn down and remove_all crashed the test process.
+class ScratchFolders : public ::testing::Environment {
+ public:
+  void Add(const std::string& path) { paths_.push_back(path); }
+  void TearDown() override {
+    std::error_code ignored;
+    for (const std::string& path : paths_) std::filesystem::remove_all(path, ignored);
+    paths_.clear();
+  }
+
+ private:
+  std::vector<std::string> paths_;
+};
+
+ScratchFolders* const scratch_folders = static_cast<ScratchFolders*>(
+    ::testing::AddGlobalTestEnvironment(new ScratchFolders));  // owned by GoogleTest
+
+}  // namespace
+
 std::string ScratchDir(const std::string& name) {
-  // Removed by the destructor of a static: when the test process exits.
-  static struct Folders {
-    std::vector<std::string> paths;
-    ~Folders() {
-      std::error_code ignored;
-      for (const std::string& path : paths) std::filesystem::remove_all(path, ignored);
-    }
-  } folders;
   const std::string dir =
       ::testing::TempDir() + "conveyor_cli_" + name + "." + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  folders.paths.push_back(dir);
+  scratch_folders->Add(dir);
   return dir;
 }
 

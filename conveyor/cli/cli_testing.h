@@ -22,7 +22,7 @@ Result Shell(const std::string& command);
 // Runs the binary under test (CONVEYOR_BINARY) with `args`, bounded by 60 s.
 Result Conveyor(const std::string& args);
 
-// A new, empty folder TempDir()/conveyor_cli_NAME.PID, removed when the test process exits.
+// A new, empty folder TempDir()/conveyor_cli_NAME.PID, removed when the tests have run.
 std::string ScratchDir(const std::string& name);
 
 // ScratchDir(name) holding corpus.txt, 100 short lines.
