@@ -8,7 +8,8 @@
 // also include libtorch and the third-party libraries its row names; GoogleTest belongs to
 // test files alone. Every folder under conveyor/ is a layer of the table; the table has no
 // cycle, and neither have the concepts (a .h/.cc pair) inside one layer. The README's layer
-// table is this table. Every file of the tree is in namespace conveyor.
+// table is this table. Every file of the tree is in namespace conveyor, and none calls
+// the standard remove_all (common/remove_tree.h says why).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -120,8 +121,8 @@ std::string OriginOf(const std::string& target) {
       "system_error", "thread", "tuple", "type_traits", "typeindex", "typeinfo", "unordered_map",
       "unordered_set", "utility", "valarray", "variant", "vector", "version",
       // C and POSIX
-      "dirent.h", "dlfcn.h", "errno.h", "fcntl.h", "netdb.h", "poll.h", "pthread.h", "sched.h",
-      "signal.h", "stdio.h", "stdlib.h", "string.h", "time.h", "unistd.h"};
+      "dirent.h", "dlfcn.h", "errno.h", "fcntl.h", "ftw.h", "netdb.h", "poll.h", "pthread.h",
+      "sched.h", "signal.h", "stdio.h", "stdlib.h", "string.h", "time.h", "unistd.h"};
   if (kStandard.count(target)) return "std";
   static const std::regex kSystem(R"(^(sys|netinet|arpa|linux)/[a-z_]+\.h$)");
   if (std::regex_search(target, kSystem)) return "std";
@@ -343,6 +344,30 @@ TEST_F(LayersTest, EveryFileIsInTheOneNamespace) {
       EXPECT_TRUE(name == "conveyor" || name == "internal" || name == "conveyor::internal")
           << fs::relative(entry.path(), root_).string() << ":" << line << ": namespace " << name
           << " (everything lives in namespace conveyor)";
+    }
+  }
+  EXPECT_GT(files, 300) << "suspiciously few files checked: is the tree where it was?";
+}
+
+// A pip PyTorch's libtorch carries a copy of std::filesystem::remove_all that crashes on a
+// non-empty folder (conveyor/common/remove_tree.h): folders are removed by RemoveTree only.
+TEST_F(LayersTest, NoFileCallsTheStandardRemoveAll) {
+  static const std::regex kCall(R"((std::filesystem|fs)::remove_all\s*\()");
+  int files = 0;
+  for (const char* folder : {"conveyor", "plugins", "bench"}) {
+    if (!fs::exists(root_ / folder)) continue;
+    for (const fs::directory_entry& entry : fs::recursive_directory_iterator(root_ / folder)) {
+      if (!entry.is_regular_file() || !IsSource(entry.path())) continue;
+      ++files;
+      std::ifstream in(entry.path());
+      std::string text;
+      int line = 0;
+      while (std::getline(in, text)) {
+        ++line;
+        EXPECT_FALSE(std::regex_search(text, kCall))
+            << fs::relative(entry.path(), root_).string() << ":" << line << ": " << text
+            << " (use RemoveTree of conveyor/common/remove_tree.h)";
+      }
     }
   }
   EXPECT_GT(files, 300) << "suspiciously few files checked: is the tree where it was?";

@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "conveyor/common/remove_tree.h"
+
 namespace conveyor {
 
 Result Shell(const std::string& command) {
@@ -41,15 +43,14 @@ Result Conveyor(const std::string& args) {
 
 namespace {
 
-// The folders ScratchDir made, removed when the tests have run. Not from a static's
-// destructor at exit: there, std::filesystem of a pip PyTorch's libtorch (which exports its
-// own copy) has been torn down and remove_all crashed the test process.
+// The folders ScratchDir made, removed when the tests have run (before the process exits,
+// while everything is still alive).
 class ScratchFolders : public ::testing::Environment {
  public:
   void Add(const std::string& path) { paths_.push_back(path); }
   void TearDown() override {
     std::error_code ignored;
-    for (const std::string& path : paths_) std::filesystem::remove_all(path, ignored);
+    for (const std::string& path : paths_) RemoveTree(path, ignored);
     paths_.clear();
   }
 
@@ -65,7 +66,7 @@ ScratchFolders* const scratch_folders = static_cast<ScratchFolders*>(
 std::string ScratchDir(const std::string& name) {
   const std::string dir =
       ::testing::TempDir() + "conveyor_cli_" + name + "." + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
   std::filesystem::create_directories(dir);
   scratch_folders->Add(dir);
   return dir;

@@ -110,5 +110,28 @@ TEST(StallTest, AStoppedRankIsBlamedAndSaidToBeKilledWithAShortTimeout) {
   EXPECT_NE(r.out.find("and was killed"), std::string::npos) << r.out;
 }
 
+// Under another launcher (here: by hand) a stalled rank that runs again before rank 0 leaves
+// learns that it was blamed and exits kExitBlamed (76); rank 0 exits kExitPeerFailed (75).
+TEST(StallTest, AStalledRankThatRunsAgainExitsAsTheOneBlamed) {
+  const std::string dir = ScratchWithCorpus("blamed");
+  const std::string env =
+      "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(PickFreePort()) + " ";
+  const std::string job = std::string(CONVEYOR_BINARY) +
+                          " train --pp 2 --layers 2 --timeout 4 --steps 100000 --sample-tokens 0 "
+                          "--eval-every 0 --data corpus.txt";
+  const Result r =
+      Shell("cd " + dir + "; " + env + "RANK=0 LOCAL_RANK=0 " + job + " > r0.txt 2>&1 & r0=$!; " +
+            "sleep 0.3; " + env + "RANK=1 LOCAL_RANK=1 " + job + " > r1.txt 2>&1 & r1=$!; " +
+            "for i in $(seq 600); do grep -q 'step 1/' r0.txt && break; sleep 0.1; done; "
+            "kill -STOP $r1; "
+            "for i in $(seq 300); do grep -q 'rank 1 stalled' r0.txt && break; sleep 0.1; done; "
+            "kill -CONT $r1; wait $r0; echo \"rank 0 exit $?\"; wait $r1; echo \"rank 1 exit $?\"; "
+            "cat r0.txt r1.txt");
+  EXPECT_NE(r.out.find("rank 0 exit 75"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1 exit 76"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("conveyor: rank 1, stage 1, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("aborted: rank 1 stalled: no heartbeat for"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/remove_tree.h"
 
 namespace conveyor {
 namespace {
@@ -53,7 +54,7 @@ TEST(OutputTest, RefusesAFolderAndLeavesNoTemporaryFile) {
   for (const auto& entry : fs::directory_iterator(parent)) {
     names.push_back(entry.path().filename().string());
   }
-  fs::remove_all(parent);
+  RemoveTree(parent);
   EXPECT_EQ(names, std::vector<std::string>{"somedir"});
 }
 

@@ -15,6 +15,7 @@
 
 #include "conveyor/cli/blas_check.h"
 #include "conveyor/comm/c10d_transport.h"
+#include "conveyor/comm/heartbeat_monitor.h"
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
 #include "conveyor/common/env.h"
@@ -158,7 +159,8 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     if (const int signal = interruption()) return 128 + signal;
     const auto* comm = dynamic_cast<const CommError*>(&e);
     report(ErrorLine(e));
-    return comm != nullptr && comm->caused_by_peer() ? kExitPeerFailed : 1;
+    if (comm == nullptr || !comm->caused_by_peer()) return 1;
+    return BlamesStallOf(e.what(), info.rank) ? kExitBlamed : kExitPeerFailed;
   }
   if (const int signal = interruption()) return 128 + signal;
   return 0;

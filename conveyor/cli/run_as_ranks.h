@@ -57,7 +57,8 @@ struct RanksOptions {
 // `body` gets the rank's context (rank_context.h): its transport, rank, local rank and
 // device, resolved here once. In a rank, an exception from `body` is reported to every
 // rank and to the launcher (under another launcher: printed as "conveyor: rank R: ..."),
-// and turned into exit code 1, or kExitPeerFailed when another rank failed first.
+// and turned into exit code 1, or kExitPeerFailed when another rank failed first, or
+// kExitBlamed when that failure is this rank's own stall.
 int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options,
                const std::function<void(const RankContext&)>& body);
 

@@ -12,6 +12,7 @@
 
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
+#include "conveyor/common/remove_tree.h"
 #include "conveyor/timeline/chrome_trace.h"
 
 namespace conveyor {
@@ -42,7 +43,7 @@ Timeline RankStep(int r, double start) {
 TEST(TraceGatherTest, RankZeroWritesEveryRanksTraceAndTheMergedOnes) {
   const std::string dir =
       ::testing::TempDir() + "conveyor_trace_gather." + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
   const std::vector<Timeline> mine = {RankStep(0, 10.1), RankStep(1, 10.05)};
   Timeline predicted;
   predicted.num_ranks = 2;
@@ -84,7 +85,7 @@ TEST(TraceGatherTest, RankZeroWritesEveryRanksTraceAndTheMergedOnes) {
   }
   EXPECT_EQ(ReadFile(dir + "/trace.json"),
             RenderChromeTrace({{"measured", &measured}, {"predicted", &predicted}}));
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
 }
 
 }  // namespace

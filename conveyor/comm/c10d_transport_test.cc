@@ -18,6 +18,7 @@
 #include <iostream>
 #include <set>
 #include <string_view>
+#include <thread>
 
 #include "conveyor/common/env.h"
 #include "conveyor/launch/launcher.h"
@@ -101,11 +102,18 @@ std::set<std::string> ShmEntries() {
   return names;
 }
 
-// Entries that exist now and did not exist in `before`, space-separated.
+// Entries that did not exist in `before` and still exist after waiting up to 60 s for them
+// to go, space-separated. The wait is for other test processes running beside this one
+// (ctest -j): their segments are new here too, and go when they finish; a leak stays.
 std::string NewShmEntries(const std::set<std::string>& before) {
   std::string added;
-  for (const std::string& name : ShmEntries()) {
-    if (!before.count(name)) added += name + " ";
+  for (int poll = 0; poll < 600; ++poll) {
+    added.clear();
+    for (const std::string& name : ShmEntries()) {
+      if (!before.count(name)) added += name + " ";
+    }
+    if (added.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return added;
 }

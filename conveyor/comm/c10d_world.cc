@@ -33,6 +33,7 @@
 #include "conveyor/comm/shm_segment.h"
 #include "conveyor/common/env.h"
 #include "conveyor/common/version.h"
+#include "conveyor/launch/launcher.h"
 #include "conveyor/launch/rank_settings.h"
 
 namespace conveyor {
@@ -425,10 +426,11 @@ void C10dWorld::Beat() {
           monitor->Observe(r, std::string(heartbeat.begin(), heartbeat.end()), Clock::now());
         }
         if (std::optional<HeartbeatMonitor::Stall> stall = monitor->FindStall(Clock::now())) {
-          Fail("rank " + std::to_string(stall->rank) + " stalled: no heartbeat for " +
-               Seconds(stall->silent) +
-               " (stopped by a signal such as SIGSTOP, frozen, starved of CPU, or cut off by the "
-               "network)");
+          {
+            std::lock_guard<std::mutex> stalled_lock(mutex_);
+            stalled_rank_ = stall->rank;
+          }
+          Fail(StallFailure(stall->rank, Seconds(stall->silent)));
         }
       }
     } catch (const std::exception&) {
@@ -548,6 +550,23 @@ void C10dWorld::Drain() {
   }
 }
 
+void C10dWorld::AwaitBlamedRank(int stalled) {
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  try {
+    const std::vector<std::uint8_t> last = store_->get(HeartbeatKey(stalled));
+    while (Clock::now() < deadline) {
+      if (store_->get(HeartbeatKey(stalled)) != last) {
+        // It beats again: its watcher reads the failure at its next poll.
+        std::this_thread::sleep_for(3 * options_.failure_poll_interval);
+        return;
+      }
+      std::this_thread::sleep_for(kExitPoll);
+    }
+  } catch (const std::exception&) {
+    // The store is gone: nothing to keep up.
+  }
+}
+
 void C10dWorld::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -564,6 +583,13 @@ void C10dWorld::Shutdown() {
   if (beater_.joinable()) beater_.join();
   // After a failure the store may be frozen with a stalled rank 0: the others leave at once.
   if (abort_->triggered() && info_.rank != 0) return;
+  int stalled;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stalled = stalled_rank_;
+  }
+  // conveyor's own launcher kills a rank still stopped and names it; other launchers do not.
+  if (stalled >= 0 && !LaunchedByConveyor()) AwaitBlamedRank(stalled);
   try {
     store_->add(kExitedKey, 1);
     if (info_.rank != 0) return;

@@ -108,6 +108,10 @@ class C10dWorld {
   void Watch();
   // The heartbeat thread: publishes this rank's heartbeat; on rank 0 also watches everyone's.
   void Beat();
+  // On rank 0 after it published `stalled`'s stall, under a launcher other than conveyor's:
+  // keeps the store up for at most 5 s more in case that rank runs again, so that it reads
+  // why the run stopped (and exits as the one blamed) instead of finding the store gone.
+  void AwaitBlamedRank(int stalled);
   // Runs `fire` on the watcher thread after `delay`, unless cancelled first. After
   // CancelTimer returns, `fire` is not running and never runs.
   std::uint64_t AddTimer(std::chrono::milliseconds delay, std::function<void()> fire);
@@ -131,6 +135,7 @@ class C10dWorld {
   std::condition_variable cv_;
   bool stopping_ = false;
   bool beating_stopped_ = false;
+  int stalled_rank_ = -1;  // the rank rank 0 published as stalled; guarded by mutex_
   std::deque<C10dOp> adopted_;
   std::deque<C10dOp> kept_;  // failed or aborted operations
   std::map<std::uint64_t, std::pair<std::chrono::steady_clock::time_point, std::function<void()>>>

@@ -1,5 +1,7 @@
 #include "conveyor/comm/heartbeat_monitor.h"
 
+#include <cctype>
+
 #include "conveyor/common/error.h"
 
 namespace conveyor {
@@ -28,6 +30,26 @@ std::optional<HeartbeatMonitor::Stall> HeartbeatMonitor::FindStall(Clock::time_p
     if (!r.exited && silent >= stall_after_) return Stall{static_cast<int>(rank), silent};
   }
   return std::nullopt;
+}
+
+namespace {
+std::string StallPrefix(int rank) { return "rank " + std::to_string(rank) + " stalled: "; }
+}  // namespace
+
+std::string StallFailure(int rank, const std::string& silent) {
+  return StallPrefix(rank) + "no heartbeat for " + silent +
+         " (stopped by a signal such as SIGSTOP, frozen, starved of CPU, or cut off by the "
+         "network)";
+}
+
+bool BlamesStallOf(const std::string& message, int rank) {
+  const std::string prefix = StallPrefix(rank);
+  for (size_t at = message.find(prefix); at != std::string::npos;
+       at = message.find(prefix, at + 1)) {
+    // "rank 2 stalled" is not "rank 12 stalled".
+    if (at == 0 || !std::isdigit(static_cast<unsigned char>(message[at - 1]))) return true;
+  }
+  return false;
 }
 
 }  // namespace conveyor

@@ -51,6 +51,14 @@ class HeartbeatMonitor {
   std::vector<Rank> ranks_;
 };
 
+// The failure published for a stalled rank: "rank 2 stalled: no heartbeat for 20 s (...)",
+// `silent` saying how long.
+std::string StallFailure(int rank, const std::string& silent);
+
+// Whether an error message carries the stall failure of `rank`: that rank, once it runs
+// again, is the one its peers blame (and exits kExitBlamed, not as stopped for a peer).
+bool BlamesStallOf(const std::string& message, int rank);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_COMM_HEARTBEAT_MONITOR_H_

@@ -12,14 +12,25 @@
 #include <thread>
 
 #include "conveyor/comm/c10d_transport.h"
-#include "conveyor/launch/worker_testing.h"
 #include "conveyor/launch/launcher.h"
+#include "conveyor/launch/worker_testing.h"
 
 namespace conveyor {
 namespace {
 
 using std::chrono::seconds;
 using Clock = HeartbeatMonitor::Clock;
+
+TEST(HeartbeatMonitorTest, TheStallFailureNamesItsRankAndIsFoundInAMessage) {
+  const std::string failure = StallFailure(2, "20 s");
+  EXPECT_EQ(failure.rfind("rank 2 stalled: no heartbeat for 20 s (", 0), 0u) << failure;
+  const std::string message = "rank 2: recv from rank 1 (tag 7) aborted: " + failure;
+  EXPECT_TRUE(BlamesStallOf(message, 2));
+  EXPECT_FALSE(BlamesStallOf(message, 1));
+  EXPECT_FALSE(BlamesStallOf("rank 0: send aborted: " + StallFailure(12, "3 s"), 2));
+  EXPECT_TRUE(BlamesStallOf(StallFailure(12, "3 s"), 12));
+  EXPECT_FALSE(BlamesStallOf("rank 2 failed: loss is nan", 2));
+}
 
 TEST(HeartbeatMonitorTest, SilentRankIsStalledOthersAreNot) {
   const Clock::time_point t0{};

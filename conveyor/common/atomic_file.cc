@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "conveyor/common/error.h"
 
@@ -33,6 +35,27 @@ std::string FolderOf(const std::string& file) {
   return std::filesystem::path(file).parent_path().string();
 }
 
+// Opens the FIFO `path` for writing once something reads it, waiting at most
+// kFifoReaderWait (a plain open would block until a reader comes, maybe forever); returns
+// the descriptor, blocking again, or -1 with errno set.
+int OpenFifo(const std::string& path) {
+  const auto deadline = std::chrono::steady_clock::now() + kFifoReaderWait;
+  for (;;) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd >= 0) {
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      return fd;
+    }
+    // ENXIO: no reader yet.
+    CONVEYOR_CHECK(errno == ENXIO || errno == EINTR) << CannotWrite(path) << ": "
+                                                     << std::strerror(errno);
+    CONVEYOR_CHECK(std::chrono::steady_clock::now() < deadline)
+        << CannotWrite(path) << ": it is a FIFO that nothing reads (waited "
+        << kFifoReaderWait.count() << " s for a reader)";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), target_(path_) {
@@ -48,7 +71,8 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), target_(path_
     CONVEYOR_CHECK(false) << CannotWrite(path_) << ": it is a folder (give a file name)";
   } else if (!S_ISREG(st.st_mode)) {
     // A device or a FIFO: renaming over it would replace it; write to it instead.
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    fd_ = S_ISFIFO(st.st_mode) ? OpenFifo(path_)
+                               : ::open(path_.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
     CheckErrno(fd_ >= 0, [&] { return CannotWrite(path_); });
     return;
   } else {

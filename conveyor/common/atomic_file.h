@@ -11,7 +11,8 @@
 //   - a folder: refused.
 //   - anything else (a character device such as /dev/null or /dev/full, a FIFO): written
 //     directly, with no temporary file and no rename; every write and the close are
-//     checked (there is nothing to fsync).
+//     checked (there is nothing to fsync). A FIFO is opened once something reads it,
+//     waiting at most kFifoReaderWait; with no reader by then the constructor throws.
 //
 // Every failure (open, write, fsync, close, rename, folder fsync) throws UserError naming
 // `path` and the system's reason (strerror). The temporary file is removed on every failure
@@ -24,11 +25,15 @@
 #ifndef CONVEYOR_COMMON_ATOMIC_FILE_H_
 #define CONVEYOR_COMMON_ATOMIC_FILE_H_
 
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <string_view>
 
 namespace conveyor {
+
+// How long AtomicFile waits for something to read a FIFO it is to write.
+inline constexpr std::chrono::seconds kFifoReaderWait{10};
 
 class AtomicFile {
  public:

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/scratch_folder_testing.h"
@@ -161,6 +162,32 @@ TEST_F(AtomicFileTest, WritesIntoAFifoDirectly) {
   EXPECT_EQ(std::string(buffer, n > 0 ? n : 0), "through the pipe");
   EXPECT_TRUE(fs::is_fifo(path));
   EXPECT_EQ(Names(), std::set<std::string>{"pipe"});
+}
+
+// A FIFO nobody reads: refused after kFifoReaderWait instead of blocking forever (as
+// `--metrics` naming one did, after the whole training run); one that gets a reader within
+// the wait is written.
+TEST_F(AtomicFileTest, AFifoWithoutAReaderIsRefusedAfterAWait) {
+  const std::string path = Path("pipe");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
+  try {
+    WriteFileAtomically(path, "nobody listens");
+    ADD_FAILURE() << "written with no reader";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("it is a FIFO that nothing reads (waited 10 s"),
+              std::string::npos)
+        << e.what();
+  }
+  std::string read;
+  std::thread late_reader([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::ifstream in(path);
+    read.assign(std::istreambuf_iterator<char>(in), {});
+  });
+  WriteFileAtomically(path, "a late reader");
+  late_reader.join();
+  EXPECT_EQ(read, "a late reader");
+  EXPECT_TRUE(fs::is_fifo(path));
 }
 
 TEST_F(AtomicFileTest, RefusesAFolderAndLeavesNothingBeside) {

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/remove_tree.h"
 
 namespace conveyor {
 
@@ -20,7 +21,7 @@ ScratchFolder::ScratchFolder() {
 
 ScratchFolder::~ScratchFolder() {
   std::error_code ignored;
-  fs::remove_all(path_, ignored);
+  RemoveTree(path_, ignored);
 }
 
 std::string ScratchFolder::Path(const std::string& relative) const {

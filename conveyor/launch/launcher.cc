@@ -420,6 +420,7 @@ std::string RankOutcome::Describe() const {
   }
   if (exited) {
     out << " exited with exit code " << exit_code;
+    if (exit_code == kExitBlamed) out << " (its peers stopped because it stalled)";
   } else {
     out << " died of signal " << signal << " (" << strsignal(signal) << ")";
   }

@@ -46,6 +46,11 @@ namespace conveyor {
 // not count such a rank as the failure: it waits for the rank that failed on its own.
 inline constexpr int kExitPeerFailed = 75;
 
+// The exit code of a rank that stopped because its peers blamed it: it stalled (stopped,
+// frozen or starved past the heartbeat window) and ran again to find the run stopped on its
+// account. The launcher counts it as the failure, as it does exit code 1.
+inline constexpr int kExitBlamed = 76;
+
 // Names the file descriptor on which a launched rank may send its final error message.
 inline constexpr char kReportFdVariable[] = "CONVEYOR_REPORT_FD";
 

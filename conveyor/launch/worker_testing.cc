@@ -11,6 +11,7 @@
 
 #include "conveyor/common/env.h"
 #include "conveyor/common/error.h"
+#include "conveyor/common/remove_tree.h"
 
 namespace conveyor {
 namespace {
@@ -54,7 +55,7 @@ WorkerRun LaunchWorker(int nproc, const std::string& name, LaunchOptions options
   for (int r = 0; r < nproc; ++r) {
     if (std::filesystem::exists(FinishedFile(folder, r))) run.finished.push_back(r);
   }
-  std::filesystem::remove_all(folder);
+  RemoveTree(folder);
   return run;
 }
 

@@ -11,6 +11,7 @@
 
 #include "conveyor/common/atomic_file.h"
 #include "conveyor/common/error.h"
+#include "conveyor/common/remove_tree.h"
 #include "conveyor/nn/hf_config.h"
 
 namespace conveyor {
@@ -283,7 +284,7 @@ std::vector<std::string> WriteHfCheckpoint(
   const fs::path temp = target.string() + ".tmp";
   std::vector<std::string> names;
   try {
-    fs::remove_all(temp);
+    RemoveTree(temp);
     fs::create_directories(temp);
     const char* torch_dtype = dtype == at::kFloat      ? "float32"
                               : dtype == at::kBFloat16 ? "bfloat16"
@@ -315,7 +316,7 @@ std::vector<std::string> WriteHfCheckpoint(
     SyncFolder(fs::absolute(target).parent_path().string());
   } catch (...) {
     std::error_code ignored;
-    fs::remove_all(temp, ignored);
+    RemoveTree(temp, ignored);
     try {
       throw;
     } catch (const fs::filesystem_error& e) {

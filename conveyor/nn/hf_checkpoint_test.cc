@@ -10,6 +10,7 @@
 #include <string>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/remove_tree.h"
 #include "conveyor/nn/gpt.h"
 #include "conveyor/nn/hf_checkpoint_testing.h"
 #include "conveyor/nn/safetensors.h"
@@ -35,14 +36,14 @@ class HfCheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = ::testing::TempDir() + "conveyor_hf_" + std::to_string(::getpid());
-    fs::remove_all(dir_);
+    RemoveTree(dir_);
     fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { RemoveTree(dir_); }
 
   // A fresh folder of `weights` (WriteHfLlamaFolder).
   void Write(const LlamaConfig& c, const Named& weights, at::ScalarType dtype, bool shards) {
-    fs::remove_all(dir_);
+    RemoveTree(dir_);
     fs::create_directories(dir_);
     WriteHfLlamaFolder(dir_, c, weights, dtype, shards);
   }
@@ -176,7 +177,7 @@ TEST_F(HfCheckpointTest, AGpt2WithoutPrefixOrWithMaskBuffersOpens) {
   for (const ParameterShapes& layer : GptLayerShapes(config.gpt)) {
     for (const auto& [name, shape] : layer) weights[name] = at::randn(shape);
   }
-  fs::remove_all(dir_);
+  RemoveTree(dir_);
   WriteHfCheckpoint(dir_, config, {}, [&](const std::string& name) { return weights.at(name); });
   std::map<std::string, at::Tensor> bare;
   for (auto& [name, t] : LoadSafetensors(dir_ + "/model.safetensors").tensors) {

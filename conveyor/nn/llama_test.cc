@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/remove_tree.h"
 #include "conveyor/nn/hf_checkpoint_testing.h"
 #include "conveyor/nn/safetensors.h"
 
@@ -249,7 +250,7 @@ TEST(LlamaTest, MatchesThePlainPyTorchReference) {
     const double error =
         (got - expected).abs().max().item<double>() / expected.abs().max().item<double>();
     EXPECT_LE(error, 1e-5);
-    std::filesystem::remove_all(dir);
+    RemoveTree(dir);
   }
 }
 

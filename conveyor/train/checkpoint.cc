@@ -14,6 +14,7 @@
 #include "conveyor/common/atomic_file.h"
 #include "conveyor/common/checksum.h"
 #include "conveyor/common/error.h"
+#include "conveyor/common/remove_tree.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/nn/safetensors.h"
 #include "conveyor/nn/tensor_parallel.h"
@@ -71,7 +72,7 @@ std::string TensorChecksum(const at::Tensor& t) {
 
 void RemoveQuietly(const fs::path& path) {
   std::error_code ignored;
-  fs::remove_all(path, ignored);
+  RemoveTree(path, ignored);
 }
 
 // The ranks that pass `failed`, the same list on every rank. Collective.
@@ -124,7 +125,7 @@ Json Manifest(const fs::path& folder, int64_t step, const TrainConfig& config, i
 // durable. A checkpoint of the same step saved before is replaced.
 void Publish(const fs::path& dir, const fs::path& temp, const fs::path& final_dir) {
   const fs::path old = final_dir.string() + ".old";
-  fs::remove_all(old);
+  RemoveTree(old);
   const bool replacing = fs::exists(final_dir);
   if (replacing) fs::rename(final_dir, old);
   try {
@@ -136,7 +137,7 @@ void Publish(const fs::path& dir, const fs::path& temp, const fs::path& final_di
   }
   SyncFolder(dir.string());
   WriteFileAtomically((dir / "latest").string(), final_dir.filename().string() + "\n");
-  fs::remove_all(old);
+  RemoveTree(old);
 }
 
 fs::path ResolveStepFolder(const std::string& path) {
@@ -327,7 +328,7 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
   phase([&] {
     if (!leader) return;
     fs::create_directories(dir);
-    fs::remove_all(temp);
+    RemoveTree(temp);
     fs::create_directory(temp);
   });
   phase([&] {

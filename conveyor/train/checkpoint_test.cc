@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "conveyor/common/remove_tree.h"
 #include "conveyor/nn/safetensors.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/train_testing.h"
@@ -28,7 +29,7 @@ class CheckpointTest : public ::testing::Test {
   void SetUp() override {
     at::set_num_threads(1);
     dir_ = ::testing::TempDir() + "conveyor_ckpt_" + std::to_string(::getpid());
-    fs::remove_all(dir_);
+    RemoveTree(dir_);
     config_ = TinyGpt();
     config_.pp = 2;
     config_.schedule = "1f1b";
@@ -38,7 +39,7 @@ class CheckpointTest : public ::testing::Test {
     TrainOnThreads(
         config_, [&](Trainer& t, Transport& w) { SaveCheckpoint(dir_, t, config_, &w); }, 3);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { RemoveTree(dir_); }
 
   std::string dir_;
   TrainConfig config_;
@@ -104,7 +105,7 @@ TEST_F(CheckpointTest, MeshCheckpointResumesOnAnotherMesh) {
           << "dp " << replicas << " tp " << tp << " pp " << pp << " step " << 4 + k;
     }
   }
-  fs::remove_all(dir);
+  RemoveTree(dir);
 }
 
 // A Llama saved from tp 4 (its 2 key-value heads replicated on 2 ranks each, its 301-token
@@ -133,7 +134,7 @@ TEST_F(CheckpointTest, ReplicatedHeadsAndAPaddedVocabularyResumeOnAnotherMesh) {
       EXPECT_NEAR(rest[k], full[3 + k], 2e-5 * full[3 + k]) << "tp " << tp << " step " << 4 + k;
     }
   }
-  fs::remove_all(dir);
+  RemoveTree(dir);
 }
 
 TEST_F(CheckpointTest, RefusesAMismatchedModel) {
@@ -181,7 +182,7 @@ class CheckpointVerifyTest : public ::testing::Test {
     at::set_num_threads(1);
     pristine_ = new std::string(::testing::TempDir() + "conveyor_ckpt_pristine_" +
                                 std::to_string(::getpid()));
-    fs::remove_all(*pristine_);
+    RemoveTree(*pristine_);
     TrainConfig config = Config();
     auto save = [](Trainer& t, Transport& w) { SaveCheckpoint(*pristine_, t, Config(), &w); };
     TrainOnThreads(config, save, 2);
@@ -189,7 +190,7 @@ class CheckpointVerifyTest : public ::testing::Test {
     TrainOnThreads(config, save, 4);
   }
   static void TearDownTestSuite() {
-    fs::remove_all(*pristine_);
+    RemoveTree(*pristine_);
     delete pristine_;
   }
   static TrainConfig Config() {
@@ -202,10 +203,10 @@ class CheckpointVerifyTest : public ::testing::Test {
 
   void SetUp() override {
     dir_ = ::testing::TempDir() + "conveyor_ckpt_verify_" + std::to_string(::getpid());
-    fs::remove_all(dir_);
+    RemoveTree(dir_);
     fs::copy(*pristine_, dir_, fs::copy_options::recursive);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { RemoveTree(dir_); }
 
   fs::path Step(int step) const {
     char name[32];
@@ -415,7 +416,7 @@ TEST_F(CheckpointVerifyTest, RefusesACheckpointFromBeforeChecksums) {
 // A save that fails on every rank (each rank's file write hits RLIMIT_FSIZE, as on a full
 // disk) throws, leaves no step-N.tmp folder, and step 2 stays intact and latest.
 TEST_F(CheckpointVerifyTest, AFailedSaveKeepsThePreviousCheckpointLatest) {
-  fs::remove_all(Step(4));
+  RemoveTree(Step(4));
   WriteBytes(fs::path(dir_) / "latest", "step-000002\n");
   TrainConfig config = Config();
   config.resume = dir_;

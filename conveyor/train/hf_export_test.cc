@@ -12,6 +12,7 @@
 
 #include "conveyor/common/atomic_file.h"
 #include "conveyor/common/error.h"
+#include "conveyor/common/remove_tree.h"
 #include "conveyor/nn/gpt.h"
 #include "conveyor/nn/hf_checkpoint_testing.h"
 #include "conveyor/nn/hf_config.h"
@@ -31,10 +32,10 @@ class HfExportTest : public ::testing::Test {
   void SetUp() override {
     at::set_num_threads(1);
     dir_ = ::testing::TempDir() + "conveyor_hf_export_" + std::to_string(::getpid());
-    fs::remove_all(dir_);
+    RemoveTree(dir_);
     fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { RemoveTree(dir_); }
 
   // Trains `c` on threads to step `steps` (0: none) and saves a checkpoint there; returns its
   // folder.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/common/remove_tree.h"
 #include "conveyor/data/token_windows.h"
 #include "conveyor/nn/gpt.h"
 #include "conveyor/nn/hf_checkpoint.h"
@@ -66,7 +67,7 @@ void ExpectEvalLossOnEveryMeshIsTheReferences(const TrainConfig& c, const std::s
 std::string ScratchDir(const std::string& name) {
   const std::string dir =
       ::testing::TempDir() + "conveyor_" + name + "_" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
   std::filesystem::create_directories(dir);
   return dir;
 }
@@ -84,7 +85,7 @@ TEST(HfReferenceTest, ALlamasEvalLossOnEveryMeshIsTheReferences) {
   SetModel(c, dir, "--model");
   ApplyModelFolder(c);
   ExpectEvalLossOnEveryMeshIsTheReferences(c, dir);
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
 }
 
 // A GPT-2 (Conv1D weights, GELU's tanh form, tied head, more positions than the sequence, a
@@ -118,7 +119,7 @@ TEST(HfReferenceTest, AGpt2sEvalLossOnEveryMeshIsTheReferences) {
   EXPECT_TRUE(from.gelu_tanh);
   EXPECT_EQ(from.positions, 40);
   ExpectEvalLossOnEveryMeshIsTheReferences(from, dir);
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
 }
 
 }  // namespace

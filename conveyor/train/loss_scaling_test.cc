@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/remove_tree.h"
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/optim/loss_scaler.h"
 #include "conveyor/train/builtin_tasks.h"
@@ -125,7 +126,7 @@ TEST_F(LossScalingTest, CheckpointsKeepTheScaleAndItsCount) {
   c.loss_scale_window = 2;
   const std::string dir =
       ::testing::TempDir() + "conveyor_loss_scale_ckpt_" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
   TrainOnThreads(
       c, [&](Trainer& t, Transport& w) { SaveCheckpoint(dir, t, c, &w); }, 3);
   TrainConfig resumed = c;
@@ -139,7 +140,7 @@ TEST_F(LossScalingTest, CheckpointsKeepTheScaleAndItsCount) {
   });
   EXPECT_EQ(scale, 512.0) << "256 doubled after steps 1-2";
   EXPECT_EQ(good, 1) << "step 3";
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
 }
 
 }  // namespace

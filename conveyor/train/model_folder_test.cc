@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/common/remove_tree.h"
 #include "conveyor/nn/hf_checkpoint_testing.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/train_testing.h"
@@ -36,7 +37,7 @@ TEST_F(ModelFolderTest, LlamaStartsFromAHuggingFaceFolder) {
       ::testing::TempDir() + "conveyor_trainer_hf_" + std::to_string(::getpid());
   auto folder = [&](const std::map<std::string, at::Tensor>& weights, at::ScalarType dtype,
                     bool shards) {
-    std::filesystem::remove_all(dir);
+    RemoveTree(dir);
     std::filesystem::create_directories(dir);
     WriteHfLlamaFolder(dir, llama, weights, dtype, shards);
     TrainConfig from = c;
@@ -55,7 +56,7 @@ TEST_F(ModelFolderTest, LlamaStartsFromAHuggingFaceFolder) {
   bf16.dp = 2;
   bf16.schedule = "zb-h1";
   ExpectSameLosses(other, TrainOnThreads(bf16), "dp 2 x tp 2 x pp 2 from a sharded bf16 folder");
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
 }
 
 }  // namespace

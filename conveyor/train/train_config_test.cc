@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/remove_tree.h"
 #include "conveyor/nn/hf_checkpoint_testing.h"
 
 namespace conveyor {
@@ -255,7 +256,7 @@ TEST(TrainConfigTest, ModelIsAKindOrAModelFolder) {
   EXPECT_THROW(ApplyModelFolder(c), UserError);  // past max_position_embeddings
   SetModel(c, "gpt", "--model");
   EXPECT_TRUE(c.model_dir.empty());
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
 }
 
 TEST(TrainConfigTest, TomlIntegersAreRangeCheckedNotWrapped) {

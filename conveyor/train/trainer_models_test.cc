@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "conveyor/common/remove_tree.h"
 #include "conveyor/data/indexed_dataset.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
@@ -208,7 +209,7 @@ TEST_F(TrainerModelsTest, EveryStepFeedsTheSameTokensOnAnyMeshAndAfterAResume) {
   for (int64_t step = 2; step < base.steps; ++step) {
     EXPECT_TRUE(at::equal(rest->Fed(step, 2), reference->Fed(step, 1))) << "step " << step;
   }
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
   std::filesystem::remove(prefix + ".bin");
   std::filesystem::remove(prefix + ".idx");
 }

@@ -15,6 +15,7 @@
 
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
+#include "conveyor/common/remove_tree.h"
 #include "conveyor/device/compute_device.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
@@ -469,7 +470,7 @@ TEST_F(TrainerTest, ZeroShardedCheckpointResumes) {
   c.zero = 1;
   const std::vector<double> full = TrainOnThreads(c);
   const std::string dir = ::testing::TempDir() + "conveyor_zero_ckpt_" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
   TrainOnThreads(
       c, [&](Trainer& t, Transport& w) { SaveCheckpoint(dir, t, c, &w); }, 3);
   for (const int dp : {2, 1}) {
@@ -483,7 +484,7 @@ TEST_F(TrainerTest, ZeroShardedCheckpointResumes) {
       EXPECT_NEAR(rest[k], full[3 + k], 2e-5 * full[3 + k]) << "dp " << dp << " step " << 4 + k;
     }
   }
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
 }
 
 }  // namespace
