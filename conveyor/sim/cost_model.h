@@ -6,6 +6,8 @@
 
 #include <vector>
 
+#include "conveyor/sim/compute_sharing.h"
+
 namespace conveyor {
 
 struct StageCost {
@@ -37,6 +39,9 @@ struct CostModel {
   double mem_w = 1;
 
   double optimizer = 0;  // a rank's optimizer step after its last action (steady state)
+
+  // Ranks that share a device: costs are then work, done at the device's shared rate.
+  ComputeSharing sharing;
 
   const StageCost& cost(int stage) const {
     return stage < static_cast<int>(stages.size()) ? stages[stage] : uniform;

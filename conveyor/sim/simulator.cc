@@ -1,6 +1,7 @@
 #include "conveyor/sim/simulator.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "conveyor/common/error.h"
 #include "conveyor/schedule/activation_memory.h"
@@ -9,6 +10,35 @@
 
 namespace conveyor {
 namespace {
+
+// What running `a` costs: its stage's time for its op (an OVERLAP_F_B unit: the overlap
+// cost, or both halves).
+double Cost(const CostModel& costs, const Action& a) {
+  const StageCost& c = costs.cost(a.stage);
+  switch (a.op) {
+    case Op::kForward:
+      return c.f;
+    case Op::kBackward:
+      return c.full_backward();
+    case Op::kBackwardInput:
+      return c.i;
+    case Op::kBackwardWeight:
+      return c.w;
+    case Op::kOverlapFB: {
+      const StageCost& back = costs.cost(a.overlap_stage);
+      if (c.overlap >= 0) return c.overlap;
+      return c.f + (a.overlap_op == Op::kBackwardInput ? back.i : back.full_backward());
+    }
+    default:
+      return 0;
+  }
+}
+
+// Whether `a` runs as its two halves one after the other (an OVERLAP_F_B unit without an
+// overlap cost: no gain from overlapping, each half as soon as its own inputs are there).
+bool RunsAsHalves(const CostModel& costs, const Action& a) {
+  return a.op == Op::kOverlapFB && costs.cost(a.stage).overlap < 0;
+}
 
 // `steps` back-to-back runs of one program, each with its own Progress holding finish
 // times; every rank runs its list once per step, in order.
@@ -41,7 +71,7 @@ class Engine {
         const auto& actions = program_.ranks[r];
         while (step[r] < steps_ && !actions.empty()) {
           const Action& a = actions[pos[r]];
-          if (a.op == Op::kOverlapFB && costs_.cost(a.stage).overlap < 0) {
+          if (RunsAsHalves(costs_, a)) {
             // No gain from overlapping: the halves run one after the other, each as soon as
             // its own inputs are there.
             double ready_f = 0, ready_b = 0;
@@ -76,7 +106,7 @@ class Engine {
   // Runs `a` on rank r at max(free, ready); advances `free`; records step 0.
   void RunOne(int r, int step, const Action& a, double ready, double& free, SimResult& result) {
     const double start = std::max(free, ready);
-    const double end = start + Duration(a);
+    const double end = start + Cost(costs_, a);
     progress_[step].MarkDone(a, end);
     free = end;
     if (step == 0) {
@@ -90,32 +120,180 @@ class Engine {
     return progress_[step].ReadyAt(a, costs_.transfer_time(), ready);
   }
 
-  double Duration(const Action& a) const {
-    const StageCost& c = costs_.cost(a.stage);
-    switch (a.op) {
-      case Op::kForward:
-        return c.f;
-      case Op::kBackward:
-        return c.full_backward();
-      case Op::kBackwardInput:
-        return c.i;
-      case Op::kBackwardWeight:
-        return c.w;
-      case Op::kOverlapFB: {
-        const StageCost& back = costs_.cost(a.overlap_stage);
-        if (c.overlap >= 0) return c.overlap;
-        return c.f + (a.overlap_op == Op::kBackwardInput ? back.i : back.full_backward());
-      }
-      default:
-        return 0;
-    }
-  }
-
   const Program& program_;
   const Layout& layout_;
   const CostModel& costs_;
   const int steps_;
   std::vector<Progress> progress_;  // per step
+  std::vector<double> step_end_;
+};
+
+// Engine's steps when ranks are placed on devices (CostModel::sharing): time moves from
+// event to event (a rank's work finishing, inputs reaching a waiting rank); in between, each
+// busy rank works at its device's rate for the number of ranks busy on it. With no device
+// shared beyond its capacity it gives Engine's times (tested).
+class SharedEngine {
+ public:
+  SharedEngine(const Program& program, const CostModel& costs, int steps)
+      : program_(program),
+        costs_(costs),
+        steps_(steps),
+        progress_(steps, Progress(program.layout)) {}
+
+  void Run(SimResult& result) {
+    const int p = program_.layout.num_ranks();
+    ranks_.assign(p, RankState{});
+    step_end_.assign(steps_, 0.0);
+    result.busy.assign(p, 0.0);
+    result.timeline.num_ranks = p;
+    for (int r = 0; r < p; ++r) Skip(r);
+    double now = 0;
+    for (;;) {
+      bool all_done = true;
+      for (int r = 0; r < p; ++r) {
+        if (!Done(r)) all_done = false;
+        TryStart(r, now);
+      }
+      if (all_done) break;
+      // The next event: the first busy rank to finish, or inputs reaching an idle one.
+      std::vector<int> busy_on(costs_.sharing.capacity.size(), 0);
+      for (const RankState& s : ranks_) {
+        if (s.running) ++busy_on[Device(&s - ranks_.data())];
+      }
+      double next = kNever;
+      std::vector<double> rate(p, 0.0);
+      for (int r = 0; r < p; ++r) {
+        const RankState& s = ranks_[r];
+        if (s.running) {
+          rate[r] = costs_.sharing.Rate(Device(r), busy_on[Device(r)]);
+          next = std::min(next, now + s.remaining / rate[r]);
+        } else if (s.inputs_at > now) {
+          next = std::min(next, s.inputs_at);
+        }
+      }
+      if (next == kNever) {
+        Lower(program_);  // throws DeadlockError naming every blocked rank
+        CONVEYOR_ASSERT(false) << "simulation stalled on a program Lower() accepts";
+      }
+      const double slack = 1e-12 * std::max(1.0, next);
+      for (int r = 0; r < p; ++r) {
+        RankState& s = ranks_[r];
+        if (!s.running) continue;
+        const bool finishes = now + s.remaining / rate[r] <= next + slack;
+        s.remaining = finishes ? 0 : s.remaining - rate[r] * (next - now);
+        if (finishes) Finish(r, next, result);
+      }
+      now = next;
+    }
+  }
+
+  double step_end(int k) const { return step_end_[k]; }
+
+ private:
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
+
+  struct RankState {
+    int step = 0;
+    size_t pos = 0;          // next action of the rank's list
+    int half = 0;            // of an action run as halves: the next half
+    bool running = false;    // working on `work`
+    bool optimizer = false;  // `work` is the optimizer step after the list
+    Action work;
+    double remaining = 0;  // work left, at full speed
+    double start = 0;
+    double inputs_at = -1;  // waiting: when the next action's inputs arrive (-1: unknown)
+  };
+
+  int Device(int r) const { return costs_.sharing.device[r]; }
+  bool Done(int r) const { return ranks_[r].step == steps_ || program_.ranks[r].empty(); }
+
+  // Moves rank r past the non-compute actions (SEND/RECV take no time in the simulation),
+  // ending its step where the list ends.
+  void Skip(int r) {
+    RankState& s = ranks_[r];
+    const auto& actions = program_.ranks[r];
+    while (!Done(r) && !s.running && s.pos < actions.size() && !IsCompute(actions[s.pos].op)) {
+      ++s.pos;
+    }
+  }
+
+  // The action rank r runs next (one half of a unit run as halves).
+  Action Next(int r) const {
+    const RankState& s = ranks_[r];
+    const Action& a = program_.ranks[r][s.pos];
+    if (!RunsAsHalves(costs_, a)) return a;
+    return s.half == 0 ? a.ForwardHalf() : a.BackwardHalf();
+  }
+
+  // Starts rank r's next action at `now` if its inputs are there by then.
+  void TryStart(int r, double now) {
+    RankState& s = ranks_[r];
+    if (s.running || Done(r)) return;
+    if (s.pos == program_.ranks[r].size()) return EndStep(r, now);
+    const Action a = Next(r);
+    double ready = 0;
+    if (!progress_[s.step].ReadyAt(a, costs_.transfer_time(), &ready)) {
+      s.inputs_at = -1;  // a producer has not finished: its finish is an event
+      return;
+    }
+    if (ready > now) {
+      s.inputs_at = ready;
+      return;
+    }
+    s.running = true;
+    s.optimizer = false;
+    s.work = a;
+    s.remaining = Cost(costs_, a);
+    s.start = now;
+    s.inputs_at = -1;
+  }
+
+  void Finish(int r, double now, SimResult& result) {
+    RankState& s = ranks_[r];
+    s.running = false;
+    if (s.optimizer) {
+      s.pos = 0;
+      ++s.step;
+      Skip(r);
+      return;
+    }
+    progress_[s.step].MarkDone(s.work, now);
+    if (s.step == 0) {
+      result.busy[r] += now - s.start;
+      result.timeline.spans.push_back(Span{r, s.work, s.start, now});
+    }
+    if (RunsAsHalves(costs_, program_.ranks[r][s.pos]) && s.half == 0) {
+      s.half = 1;
+    } else {
+      s.half = 0;
+      ++s.pos;
+      Skip(r);
+    }
+    if (s.pos == program_.ranks[r].size()) EndStep(r, now);
+  }
+
+  // Rank r finished its list of the step: its optimizer step (as work on its device), then
+  // the next step.
+  void EndStep(int r, double now) {
+    RankState& s = ranks_[r];
+    step_end_[s.step] = std::max(step_end_[s.step], now);
+    if (costs_.optimizer > 0) {
+      s.running = true;
+      s.optimizer = true;
+      s.remaining = costs_.optimizer;
+      s.start = now;
+      return;
+    }
+    s.pos = 0;
+    ++s.step;
+    Skip(r);
+  }
+
+  const Program& program_;
+  const CostModel& costs_;
+  const int steps_;
+  std::vector<Progress> progress_;  // per step
+  std::vector<RankState> ranks_;
   std::vector<double> step_end_;
 };
 
@@ -126,12 +304,23 @@ SimResult Simulate(const Program& program, const CostModel& costs, const SimOpti
       << "activation memory freed by W (" << costs.mem_w
       << ") must be within [0, mem_b = " << costs.mem_b << "]";
   const int steps = std::max(1, options.steady_state_steps);
+  CheckSharing(costs.sharing, program.layout.num_ranks());
   SimResult result;
-  Engine engine(program, costs, steps);
-  engine.Run(result);
+  double first_end = 0, half_end = 0, last_end = 0;
+  const int half = steps / 2;
+  auto run = [&](auto engine) {
+    engine.Run(result);
+    first_end = engine.step_end(0);
+    if (steps >= 2) half_end = engine.step_end(half - 1), last_end = engine.step_end(steps - 1);
+  };
+  if (!costs.sharing.device.empty()) {
+    run(SharedEngine(program, costs, steps));
+  } else {
+    run(Engine(program, costs, steps));
+  }
 
   const int p = program.layout.num_ranks();
-  result.makespan = engine.step_end(0);
+  result.makespan = first_end;
   double total_busy = 0;
   for (int r = 0; r < p; ++r) {
     result.idle.push_back(result.makespan - result.busy[r]);
@@ -147,11 +336,7 @@ SimResult Simulate(const Program& program, const CostModel& costs, const SimOpti
     }
   }
   result.p2p_bytes = result.p2p_messages * costs.message_bytes;
-  if (steps >= 2) {
-    const int half = steps / 2;
-    result.steady_state_period =
-        (engine.step_end(steps - 1) - engine.step_end(half - 1)) / (steps - half);
-  }
+  if (steps >= 2) result.steady_state_period = (last_end - half_end) / (steps - half);
   return result;
 }
 
