@@ -96,11 +96,15 @@ def bench_train_table(rows):
 def train_table(runs):
     """Rows of `conveyor train --metrics` files: one per run."""
     out = [
-        "| run | step s | tokens/s | measured bubble | predicted bubble | comm wait / step "
+        "| run | step s | tokens/s | pipeline ms measured / predicted | measured bubble "
+        "| predicted bubble | comm wait / step "
         "| exposed comm / step | overlap | peak MiB per rank | predicted MiB per rank |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
+    errors = []
     for name, m in runs:
+        if m.get("predicted_pipeline_s") and m.get("measured_pipeline_s"):
+            errors.append((m["predicted_pipeline_s"] / m["measured_pipeline_s"] - 1, name))
         steps = m["steps"][1:] or m["steps"]  # the first step warms up
         step_s = sorted(s["seconds"] for s in steps)[len(steps) // 2]
         tokens = sorted(s["tokens_per_s"] for s in steps)[len(steps) // 2]
@@ -111,11 +115,20 @@ def train_table(runs):
         peaks = " ".join(f"{r['peak_activation_bytes'] / 2**20:.1f}" for r in ranks)
         predicted = " ".join(
             f"{r.get('predicted_peak_activation_bytes', float('nan')) / 2**20:.1f}" for r in ranks)
+        pipeline = (f"{1e3 * m['measured_pipeline_s']:.1f} / {1e3 * m['predicted_pipeline_s']:.1f}"
+                    if "predicted_pipeline_s" in m else "")
         out.append(
-            f"| {name} | {step_s:.3f} | {tokens:.0f} | {100 * m['measured_bubble_fraction']:.1f}% | "
+            f"| {name} | {step_s:.3f} | {tokens:.0f} | {pipeline} | "
+            f"{100 * m['measured_bubble_fraction']:.1f}% | "
             f"{100 * m['predicted_bubble_fraction']:.1f}% | {100 * wait:.1f}% | "
             f"{100 * exposed:.1f}% | {100 * overlap:.0f}% | {peaks} | {predicted} |"
         )
+    if errors:
+        errors.sort(key=lambda e: abs(e[0]))
+        median = abs(errors[len(errors) // 2][0])
+        worst = errors[-1]
+        out.append(f"\nPipeline step predicted from measured costs: median |error| {100 * median:.1f}%, "
+                   f"worst {100 * worst[0]:+.1f}% ({worst[1]}), over {len(errors)} runs.")
     return "\n".join(out)
 
 

@@ -59,7 +59,9 @@ nlohmann::json BenchSchedule(const RankContext& rank, TrainConfig config, const 
   row["dp"] = trainer.model().mesh().dp();
   row["tp"] = config.tp;
   row["microbatches"] = config.microbatches;
-  row["measured_bubble_fraction"] = MeasuredBubble(ranks, trainer.measurements().pipeline_s());
+  const int pp = trainer.model().program().layout.num_ranks();
+  row["measured_bubble_fraction"] =
+      MeasuredBubble(ranks, trainer.measurements().pipeline_s(), trainer.sharing().Room(pp) / pp);
   const SimResult predicted = PredictFromMeasuredCosts(trainer);
   row["predicted_bubble_fraction"] = predicted.bubble_fraction;
   // The step with its pipeline part as fast as the simulator says the schedule allows.

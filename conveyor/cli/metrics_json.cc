@@ -11,6 +11,7 @@ nlohmann::json RankRowsJson(const std::vector<RankReport>& ranks) {
                     {"pp", r.coords.pp},
                     {"step_s", r.step_s},
                     {"compute_s", r.compute_s},
+                    {"work_s", r.work_s},
                     {"comm_wait_s", r.comm_wait_s},
                     {"transfer_wait_s", r.transfer_wait_s},
                     {"dependency_wait_s", r.dependency_wait_s},

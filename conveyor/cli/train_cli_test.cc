@@ -113,13 +113,15 @@ TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
   EXPECT_TRUE(metrics["final_loss"].is_number());
   ASSERT_EQ(metrics["ranks"].size(), 2u);
   for (const char* key :
-       {"rank", "compute_s", "comm_wait_s", "transfer_wait_s", "dependency_wait_s", "idle_s",
-        "bubble_fraction", "comm_overlap", "sent_bytes", "peak_activation_bytes",
+       {"rank", "compute_s", "work_s", "comm_wait_s", "transfer_wait_s", "dependency_wait_s",
+        "idle_s", "bubble_fraction", "comm_overlap", "sent_bytes", "peak_activation_bytes",
         "predicted_peak_activation_bytes"}) {
     EXPECT_TRUE(metrics["ranks"][1].contains(key)) << key;
   }
   EXPECT_TRUE(metrics["measured_bubble_fraction"].is_number());
   EXPECT_TRUE(metrics["predicted_bubble_fraction"].is_number());
+  EXPECT_GT(metrics["measured_pipeline_s"].get<double>(), 0);
+  EXPECT_GT(metrics["predicted_pipeline_s"].get<double>(), 0);
   EXPECT_TRUE(metrics["transfer_wait_fraction"].is_number());
   std::ifstream trace_file(dir + "/trace/trace.json");
   const auto trace = nlohmann::json::parse(trace_file);

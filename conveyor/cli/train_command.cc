@@ -60,6 +60,8 @@ nlohmann::json MetricsJson(const TrainConfig& config, const TrainSummary& s, dou
   metrics["ranks"] = RankRowsJson(s.ranks);
   metrics["measured_bubble_fraction"] = s.measured_bubble;
   metrics["predicted_bubble_fraction"] = s.predicted_bubble;
+  metrics["measured_pipeline_s"] = s.measured_pipeline_s;
+  metrics["predicted_pipeline_s"] = s.predicted_pipeline_s;
   metrics["hop_s"] = s.hop_s;
   metrics["pipeline_s"] = pipeline_s;
   metrics["transfer_wait_fraction"] = s.exposed_comm;
@@ -198,8 +200,13 @@ void TrainRank(const TrainConfig& config, const RankContext& rank) {
   if (!leader) return;
   summary.steps = trainer.step();
   summary.baseline_accuracy = task->BaselineAccuracy();
-  summary.measured_bubble = MeasuredBubble(summary.ranks, trainer.measurements().pipeline_s());
+  const int pp = trainer.model().program().layout.num_ranks();
+  summary.measured_bubble = MeasuredBubble(summary.ranks, trainer.measurements().pipeline_s(),
+                                           trainer.sharing().Room(pp) / pp);
   summary.predicted_bubble = predicted.bubble_fraction;
+  summary.measured_pipeline_s = trainer.measurements().pipeline_s();
+  summary.predicted_pipeline_s = predicted.makespan;
+  summary.sharing = trainer.sharing().Describe();
   summary.hop_s = trainer.hop_s();
   summary.exposed_comm = ExposedCommFraction(summary.ranks);
   summary.trace_dir = config.trace;

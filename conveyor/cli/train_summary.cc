@@ -48,6 +48,15 @@ void PrintTrainSummary(const TrainSummary& s) {
       "exposed communication %s of the step\n",
       Percent(s.measured_bubble).c_str(), Percent(s.predicted_bubble).c_str(), 1e6 * s.hop_s,
       Percent(s.exposed_comm).c_str());
+  std::printf("pipeline: measured %.2f ms a step, predicted %.2f ms\n", 1e3 * s.measured_pipeline_s,
+              1e3 * s.predicted_pipeline_s);
+  if (!s.sharing.empty()) {
+    std::printf(
+        "compute: the ranks share their machine's cores (%s): each compute's time is taken for the "
+        "work it "
+        "held at its share, and the simulator shares the cores the same way\n",
+        s.sharing.c_str());
+  }
   if (!s.ranks.empty()) {
     std::printf(
         "start-up (process start to first step; of it, building the stages) and peak resident "

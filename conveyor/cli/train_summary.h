@@ -26,6 +26,9 @@ struct TrainSummary {
   std::vector<RankReport> ranks;
   double measured_bubble = 0;   // MeasuredBubble
   double predicted_bubble = 0;  // the simulator's, from measured costs
+  double measured_pipeline_s = 0;   // the pipeline's makespan, a step on average
+  double predicted_pipeline_s = 0;  // the simulator's, from measured costs
+  std::string sharing;              // "4 ranks on 2 cores"; empty: no rank shares its cores
   double hop_s = 0;
   double exposed_comm = 0;            // ExposedCommFraction
   std::string mesh;                   // Mesh::Describe when dp or tp > 1; empty otherwise

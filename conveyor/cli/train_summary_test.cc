@@ -25,6 +25,8 @@ TEST(TrainSummaryTest, PrintsTheRunsNumbersAndOneRowPerRank) {
   s.ranks[1].predicted_peak_microbatches = 3;
   s.measured_bubble = 0.5;
   s.predicted_bubble = 0.25;
+  s.measured_pipeline_s = 0.04;
+  s.predicted_pipeline_s = 0.0375;
   s.hop_s = 2e-5;
   s.exposed_comm = 0.125;
   ::testing::internal::CaptureStdout();
@@ -43,9 +45,22 @@ TEST(TrainSummaryTest, PrintsTheRunsNumbersAndOneRowPerRank) {
                      "(one hop 20 us); exposed communication 12.5% of the step\n"),
             std::string::npos)
       << out;
+  EXPECT_NE(out.find("pipeline: measured 40.00 ms a step, predicted 37.50 ms\n"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("compute: the ranks share"), std::string::npos) << out;
   EXPECT_EQ(out.find("traces:"), std::string::npos) << out;
   EXPECT_EQ(out.find("sample:"), std::string::npos) << out;
   EXPECT_EQ(out.find("mesh"), std::string::npos) << out;  // a pipeline only
+
+  s.sharing = "4 ranks, room for 2 at full speed";
+  ::testing::internal::CaptureStdout();
+  PrintTrainSummary(s);
+  out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("compute: the ranks share their machine's cores (4 ranks, room for 2 at full "
+                     "speed)"),
+            std::string::npos)
+      << out;
+  s.sharing.clear();
 
   s.mesh = "dp 1 x tp 2 x pp 1";
   s.ranks[1].coords = MeshCoords{.dp = 0, .tp = 1, .pp = 0};

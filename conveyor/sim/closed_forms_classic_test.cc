@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/schedule/builders/1f1b.h"
 #include "conveyor/schedule/builders/gpipe.h"
 #include "conveyor/schedule/builders/interleaved_1f1b.h"
 #include "conveyor/schedule/builders/looped_bfs.h"
 #include "conveyor/schedule/builders/naive.h"
-#include "conveyor/schedule/builders/1f1b.h"
 #include "conveyor/schedule/builders/zb_h1.h"
 #include "conveyor/sim/simulator.h"
 

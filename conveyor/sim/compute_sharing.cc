@@ -26,14 +26,23 @@ double ComputeSharing::Rate(int device_index, int busy) const {
   return busy <= c ? 1.0 : c / busy;
 }
 
-std::string ComputeSharing::Describe(const std::string& unit) const {
+double ComputeSharing::Room(int ranks) const {
+  if (device.empty()) return ranks;
+  std::vector<int> on(capacity.size(), 0);
+  for (int d : device) ++on[d];
+  double room = 0;
+  for (size_t d = 0; d < capacity.size(); ++d) room += std::min<double>(on[d], capacity[d]);
+  return room;
+}
+
+std::string ComputeSharing::Describe() const {
   std::vector<int> ranks(capacity.size(), 0);
   for (int d : device) ++ranks[d];
   std::ostringstream out;
   for (size_t d = 0; d < capacity.size(); ++d) {
     if (ranks[d] <= capacity[d]) continue;
     if (out.tellp() > 0) out << "; ";
-    out << ranks[d] << " ranks on " << capacity[d] << " " << unit;
+    out << ranks[d] << " ranks, room for " << capacity[d] << " at full speed";
   }
   return out.str();
 }

@@ -34,8 +34,11 @@ struct ComputeSharing {
   bool Shares() const;
   // The speed, 0 < rate <= 1, of each of `busy` ranks computing at once on `device_index`.
   double Rate(int device_index, int busy) const;
-  // "4 ranks on 2 cores' worth": one clause per shared device, for the summary.
-  std::string Describe(const std::string& unit) const;
+  // How many of `ranks` ranks can compute at full speed at once: the sum over devices of
+  // min(its ranks, its capacity); `ranks` without sharing.
+  double Room(int ranks) const;
+  // "4 ranks, room for 2 at full speed": one clause per shared device; empty when none is.
+  std::string Describe() const;
 };
 
 // CONVEYOR_CHECKs that `sharing` names a device for each of `ranks` ranks (or none) and that

@@ -137,8 +137,8 @@ TEST(ComputeSharingTest, IntrinsicSecondsCreditTheSharedPartAtItsRate) {
 }
 
 TEST(ComputeSharingTest, SaysWhatIsSharedAndRefusesBadPlacements) {
-  EXPECT_EQ(ComputeSharing::OneDevice(4, 2).Describe("cores"), "4 ranks on 2 cores");
-  EXPECT_EQ(ComputeSharing::OneDevice(2, 2).Describe("cores"), "");
+  EXPECT_EQ(ComputeSharing::OneDevice(4, 2).Describe(), "4 ranks, room for 2 at full speed");
+  EXPECT_EQ(ComputeSharing::OneDevice(2, 2).Describe(), "");
   EXPECT_FALSE(ComputeSharing::OneDevice(2, 2).Shares());
   EXPECT_DOUBLE_EQ(ComputeSharing::OneDevice(4, 2).Rate(0, 4), 0.5);
   EXPECT_DOUBLE_EQ(ComputeSharing::OneDevice(4, 2).Rate(0, 2), 1);

@@ -39,6 +39,8 @@ struct CostModel {
   double mem_w = 1;
 
   double optimizer = 0;  // a rank's optimizer step after its last action (steady state)
+  double post = 0;       // handing one message to the transport: charged to the compute
+                         // that produced it, on its rank
 
   // Ranks that share a device: costs are then work, done at the device's shared rate.
   ComputeSharing sharing;

@@ -11,9 +11,16 @@
 namespace conveyor {
 namespace {
 
+double ComputeCost(const CostModel& costs, const Action& a);
+
 // What running `a` costs: its stage's time for its op (an OVERLAP_F_B unit: the overlap
-// cost, or both halves).
-double Cost(const CostModel& costs, const Action& a) {
+// cost, or both halves), and handing each message it produces to the transport.
+double Cost(const CostModel& costs, const Layout& layout, const Action& a) {
+  const double posts = costs.post > 0 ? costs.post * TransfersOf(layout, a).size() : 0;
+  return ComputeCost(costs, a) + posts;
+}
+
+double ComputeCost(const CostModel& costs, const Action& a) {
   const StageCost& c = costs.cost(a.stage);
   switch (a.op) {
     case Op::kForward:
@@ -106,7 +113,7 @@ class Engine {
   // Runs `a` on rank r at max(free, ready); advances `free`; records step 0.
   void RunOne(int r, int step, const Action& a, double ready, double& free, SimResult& result) {
     const double start = std::max(free, ready);
-    const double end = start + Cost(costs_, a);
+    const double end = start + Cost(costs_, layout_, a);
     progress_[step].MarkDone(a, end);
     free = end;
     if (step == 0) {
@@ -243,7 +250,7 @@ class SharedEngine {
     s.running = true;
     s.optimizer = false;
     s.work = a;
-    s.remaining = Cost(costs_, a);
+    s.remaining = Cost(costs_, program_.layout, a);
     s.start = now;
     s.inputs_at = -1;
   }
@@ -321,12 +328,11 @@ SimResult Simulate(const Program& program, const CostModel& costs, const SimOpti
 
   const int p = program.layout.num_ranks();
   result.makespan = first_end;
-  double total_busy = 0;
-  for (int r = 0; r < p; ++r) {
-    result.idle.push_back(result.makespan - result.busy[r]);
-    total_busy += result.busy[r];
-  }
-  result.bubble_fraction = result.makespan > 0 ? 1.0 - total_busy / (p * result.makespan) : 0;
+  for (int r = 0; r < p; ++r) result.idle.push_back(result.makespan - result.busy[r]);
+  for (const Span& span : result.timeline.spans)
+    result.work += Cost(costs, program.layout, span.action);
+  const double room = costs.sharing.Room(p);
+  result.bubble_fraction = result.makespan > 0 ? 1.0 - result.work / (room * result.makespan) : 0;
   for (double peak : PeakActivations(program, costs.mem_b, costs.mem_w)) {
     result.peak_activations.push_back(costs.mem_b > 0 ? peak / costs.mem_b : 0);
   }

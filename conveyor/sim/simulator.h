@@ -32,9 +32,13 @@ struct SimOptions {
 
 struct SimResult {
   double makespan = 0;
-  std::vector<double> busy;              // per rank, time spent computing
-  std::vector<double> idle;              // per rank, makespan - busy
-  double bubble_fraction = 0;            // 1 - sum(busy) / (ranks * makespan)
+  std::vector<double> busy;  // per rank, time spent computing
+  std::vector<double> idle;  // per rank, makespan - busy
+  double work = 0;           // the step's computes at full speed, all ranks
+  // 1 - work / (room * makespan): the share of the ranks' compute left idle, room being
+  // the ranks (ComputeSharing::Room: as many as run at full speed at once when they share
+  // devices; then a rank's busy time exceeds its work).
+  double bubble_fraction = 0;
   std::vector<double> peak_activations;  // per rank, in units of mem_b
   std::int64_t p2p_messages = 0;
   double p2p_bytes = 0;

@@ -12,8 +12,11 @@ namespace conveyor {
 
 // One StageCost per stage of the trainer's program: the mean measured seconds of its F, B, I
 // and W over every rank's measured steps (RankMeasurements), 0 for an op never run (B: -1, which
-// the simulator reads as I + W); comm_latency = trainer.hop_s(). Collective over the
-// trainer's world (the stages live on different ranks).
+// the simulator reads as I + W); comm_latency = trainer.hop_s(); post = the mean seconds a
+// rank spent handing one message to the transport. Where ranks share cores
+// (Trainer::sharing), the means are of the work the computes held, and the cost model's
+// sharing is the trainer's. Collective over the trainer's world (the stages live on
+// different ranks).
 CostModel MeasuredCosts(const Trainer& trainer);
 
 // The simulator's run of one step of the trainer's program under MeasuredCosts: its makespan

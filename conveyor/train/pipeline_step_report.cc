@@ -7,18 +7,23 @@
 namespace conveyor {
 
 PipelineStepReport GatherStepReports(Transport* pipeline, const RankStepReport& mine) {
-  // One row per rank: the send posts, then start, end and loss.
+  // One row per rank: the send posts, the computes, then start, end and loss.
   const int64_t posts = static_cast<int64_t>(mine.send_posts.size());
+  const int64_t computes = static_cast<int64_t>(mine.computes.size());
   std::vector<double> row = mine.send_posts;
+  row.insert(row.end(), mine.computes.begin(), mine.computes.end());
   row.insert(row.end(), {mine.start, mine.end, mine.loss});
   const at::Tensor rows =
-      GatherOverRanks(pipeline, at::tensor(row, at::kDouble));  // (p, posts + 3)
-  const at::Tensor post_sums = rows.narrow(1, 0, posts).sum(0).contiguous();
+      GatherOverRanks(pipeline, at::tensor(row, at::kDouble));  // (p, posts + computes + 3)
+  const at::Tensor sums = rows.narrow(1, 0, posts + computes).sum(0).contiguous();
   PipelineStepReport report;
-  report.send_posts.assign(post_sums.data_ptr<double>(), post_sums.data_ptr<double>() + posts);
-  report.first_start = rows.select(1, posts).min().item<double>();
-  report.last_end = rows.select(1, posts + 1).max().item<double>();
-  report.loss = rows.select(1, posts + 2).sum().item<double>();
+  report.send_posts.assign(sums.data_ptr<double>(), sums.data_ptr<double>() + posts);
+  report.computes.assign(sums.data_ptr<double>() + posts,
+                         sums.data_ptr<double>() + posts + computes);
+  const int64_t tail = posts + computes;
+  report.first_start = rows.select(1, tail).min().item<double>();
+  report.last_end = rows.select(1, tail + 1).max().item<double>();
+  report.loss = rows.select(1, tail + 2).sum().item<double>();
   return report;
 }
 

@@ -5,7 +5,8 @@
 namespace conveyor {
 
 void RankMeasurements::Add(const Timeline& step, const StepStats& stats, const CommBreakdown& comm,
-                           double pipeline_s, int64_t peak_bytes, const AxisCommTimes& axes) {
+                           double pipeline_s, int64_t peak_bytes, const AxisCommTimes& axes,
+                           const std::vector<double>& work) {
   peak_bytes_ = std::max(peak_bytes_, peak_bytes);
   if (++steps_added_ == 2) {  // the first step only warmed up: its sums go
     op_times_.clear();
@@ -16,11 +17,14 @@ void RankMeasurements::Add(const Timeline& step, const StepStats& stats, const C
   }
   if (steps_added_ >= 2) ++measured_steps_;
   pipeline_total_s_ += pipeline_s;
+  size_t run = 0;
   for (const Span& s : step.spans) {
     if (s.kind != SpanKind::kRun) continue;
     OpTime& t = op_times_[{s.action.stage, s.action.op}];
     t.seconds += s.end - s.start;
+    t.work += run < work.size() ? work[run] : s.end - s.start;
     ++t.count;
+    ++run;
   }
   stats_.seconds += stats.seconds;
   stats_.compute_s += stats.compute_s;
@@ -43,6 +47,10 @@ RankReport RankMeasurements::Means(int rank) const {
   m.transfer_wait_s = comm_.transfer_wait_s / n;
   m.dependency_wait_s = comm_.dependency_wait_s / n;
   m.post_s = stats_.post_s / n;
+  double seconds = 0, work = 0;
+  for (const auto& [key, t] : op_times_) seconds += t.seconds, work += t.work;
+  // Handing messages to the transport takes the cores as computing does.
+  m.work_s = (m.compute_s + m.post_s) * (seconds > 0 ? work / seconds : 1);
   m.idle_s = std::max(0.0, m.step_s - m.compute_s);
   m.bubble_fraction = m.step_s > 0 ? m.idle_s / m.step_s : 0;
   m.comm_overlap = comm_.overlap_fraction();

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "conveyor/profile/comm_breakdown.h"
 #include "conveyor/runtime/executor.h"
@@ -36,14 +37,17 @@ class RankMeasurements {
   struct OpTime {
     double seconds = 0;
     int64_t count = 0;
+    double work = 0;  // seconds less what sharing the cores with other ranks cost
   };
 
   // Adds one step of this rank: the kRun spans of `step` (its measured timeline) by stage
   // and op, the executor's `stats`, `comm`, `pipeline_s` (from the first rank's start of the
   // step's pipeline to the last rank's end) and `peak_bytes` (the most bytes allocated
-  // during the step's pipeline beyond what was held when the step began) and `axes`.
+  // during the step's pipeline beyond what was held when the step began) and `axes`. `work`:
+  // what each kRun span of `step` held, in order (ComputeWork; empty: its duration).
   void Add(const Timeline& step, const StepStats& stats, const CommBreakdown& comm,
-           double pipeline_s, int64_t peak_bytes, const AxisCommTimes& axes = {});
+           double pipeline_s, int64_t peak_bytes, const AxisCommTimes& axes = {},
+           const std::vector<double>& work = {});
 
   // The steps counted in the means (0 before the second step).
   int64_t measured_steps() const { return measured_steps_; }

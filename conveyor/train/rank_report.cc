@@ -15,6 +15,7 @@ namespace {
 // travel in its row of the gathered table.
 constexpr double RankReport::*kMeasuredFields[] = {&RankReport::step_s,
                                                    &RankReport::compute_s,
+                                                   &RankReport::work_s,
                                                    &RankReport::comm_wait_s,
                                                    &RankReport::transfer_wait_s,
                                                    &RankReport::dependency_wait_s,
@@ -78,10 +79,10 @@ double RankReport::dp_hidden_fraction() const {
   return dp_comm_s > 0 ? std::clamp(1 - dp_exposed_s / dp_comm_s, 0.0, 1.0) : 1;
 }
 
-double MeasuredBubble(const std::vector<RankReport>& ranks, double pipeline_s) {
+double MeasuredBubble(const std::vector<RankReport>& ranks, double pipeline_s, double room) {
   double compute = 0;
-  for (const RankReport& r : ranks) compute += r.compute_s;
-  const double capacity = static_cast<double>(ranks.size()) * pipeline_s;
+  for (const RankReport& r : ranks) compute += r.work_s;
+  const double capacity = static_cast<double>(ranks.size()) * room * pipeline_s;
   return capacity > 0 ? std::max(0.0, 1 - compute / capacity) : 0;
 }
 

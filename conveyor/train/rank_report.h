@@ -22,6 +22,7 @@ struct RankReport {
   MeshCoords coords;     // its place in the mesh (pp: its rank in its pipeline)
   double step_s = 0;     // the pipeline part of a step (the executor's)
   double compute_s = 0;  // F, B, I, W
+  double work_s = 0;     // compute_s + post_s less what sharing cores with other ranks cost
   double comm_wait_s = 0;
   double transfer_wait_s = 0;    // of comm_wait_s: exposed communication
   double dependency_wait_s = 0;  // of comm_wait_s: waiting for a peer's compute
@@ -72,10 +73,12 @@ struct RankReport {
 std::vector<RankReport> GatherRankReports(const PipelineModel& model, RankReport mine,
                                           const StepRecorder& recorder);
 
-// The whole pipeline's bubble as the simulator counts it: 1 - (sum of the ranks' compute) /
-// (ranks x pipeline_s), pipeline_s being the time from the first rank's start of the
-// pipeline to the last rank's end (RankMeasurements::pipeline_s()).
-double MeasuredBubble(const std::vector<RankReport>& ranks, double pipeline_s);
+// The whole pipeline's bubble as the simulator counts it: 1 - (sum of the ranks' work) /
+// (ranks x room x pipeline_s), pipeline_s being the time from the first rank's start of the
+// pipeline to the last rank's end (RankMeasurements::pipeline_s()) and room the share of the
+// ranks that can compute at full speed at once (1; ComputeSharing::Room / ranks where they
+// share cores).
+double MeasuredBubble(const std::vector<RankReport>& ranks, double pipeline_s, double room = 1);
 // The share of the ranks' step time blocked on messages in transit: sum of transfer_wait_s
 // over sum of step_s.
 double ExposedCommFraction(const std::vector<RankReport>& ranks);

@@ -125,9 +125,10 @@ TEST(RankReportTest, HiddenShareOfTheDataParallelCommunication) {
 
 TEST(RankReportTest, BubbleAndExposedCommunicationOverAllRanks) {
   std::vector<RankReport> ranks(2);
-  ranks[0].compute_s = 3, ranks[0].step_s = 5, ranks[0].transfer_wait_s = 1;
-  ranks[1].compute_s = 1, ranks[1].step_s = 3, ranks[1].transfer_wait_s = 1;
-  EXPECT_DOUBLE_EQ(MeasuredBubble(ranks, 8), 0.75);  // 1 - 4 / (2 x 8)
+  ranks[0].compute_s = ranks[0].work_s = 3, ranks[0].step_s = 5, ranks[0].transfer_wait_s = 1;
+  ranks[1].compute_s = ranks[1].work_s = 1, ranks[1].step_s = 3, ranks[1].transfer_wait_s = 1;
+  EXPECT_DOUBLE_EQ(MeasuredBubble(ranks, 8), 0.75);    // 1 - 4 / (2 x 8)
+  EXPECT_DOUBLE_EQ(MeasuredBubble(ranks, 4, 0.5), 0);  // room for one: 1 - 4 / (2 x 0.5 x 4)
   EXPECT_EQ(MeasuredBubble(ranks, 1), 0) << "never below 0";
   EXPECT_EQ(MeasuredBubble(ranks, 0), 0);
   EXPECT_DOUBLE_EQ(ExposedCommFraction(ranks), 0.25);  // 2 / 8

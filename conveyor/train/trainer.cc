@@ -18,6 +18,7 @@
 #include "conveyor/optim/sharded_adamw.h"
 #include "conveyor/profile/comm_breakdown.h"
 #include "conveyor/profile/memory_tracker.h"
+#include "conveyor/train/compute_placement.h"
 #include "conveyor/train/pipeline_step_report.h"
 #include "conveyor/train/world_collectives.h"
 
@@ -95,6 +96,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   recorder_ = std::make_unique<StepRecorder>(model_.pipeline_rank(), layout.num_ranks(),
                                              clock_origin_, model_.device());
   recorder_->Attach(model_.pipeline().executor());
+  if (!model_.device().is_cuda()) {
+    sharing_ = GatherPipelineSharing(rank.world, model_.coords(), layout.num_ranks());
+  }
   Transport* pipeline_group = model_.pipeline_group();
   if (pipeline_group != nullptr && pipeline_group->world_size() > 1) {
     const int64_t samples =
@@ -159,9 +163,15 @@ StepMetrics Trainer::Step() {
   recorder_->Phase("grad norm", phase);
   phase = Executor::Now();
   const Layout& layout = model_.program().layout;
+  // Ranks sharing cores need each other's compute times to tell their work from the sharing.
+  const bool shares = sharing_.Shares();
   const PipelineStepReport pipeline_step = GatherStepReports(
-      model_.pipeline_group(), RankStepReport{SendPostTimes(layout, recorder_->step()),
-                                              pipeline_start, pipeline_end, local_loss});
+      model_.pipeline_group(),
+      RankStepReport{SendPostTimes(layout, recorder_->step()),
+                     shares
+                         ? ComputeSlots(model_.program(), recorder_->step(), model_.pipeline_rank())
+                         : std::vector<double>{},
+                     pipeline_start, pipeline_end, local_loss});
   // Every replica's share of the batch.
   m.loss = SumOverRanks(dp_timed, at::tensor(std::vector<double>{pipeline_step.loss}, at::kDouble))
                .item<double>();
@@ -203,7 +213,10 @@ StepMetrics Trainer::Step() {
   measurements_.Add(
       recorder_->step(), pipeline.executor().last_stats(),
       BreakDownComm(layout, recorder_->step(), model_.pipeline_rank(), pipeline_step.send_posts),
-      pipeline_step.last_end - pipeline_step.first_start, pipeline_peak_bytes, axes);
+      pipeline_step.last_end - pipeline_step.first_start, pipeline_peak_bytes, axes,
+      shares
+          ? ComputeWork(model_.program(), pipeline_step.computes, sharing_, model_.pipeline_rank())
+          : std::vector<double>{});
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.tokens_per_s = task_->TokensPerBatch() / m.seconds;
   return m;

@@ -36,6 +36,7 @@
 #include "conveyor/optim/loss_scaler.h"
 #include "conveyor/optim/optimizer.h"
 #include "conveyor/profile/step_recorder.h"
+#include "conveyor/sim/compute_sharing.h"
 #include "conveyor/timeline/timeline.h"
 #include "conveyor/train/data_parallel_reducer.h"
 #include "conveyor/train/pipeline_gradients.h"
@@ -113,6 +114,9 @@ class Trainer {
   // One-way seconds of one micro-batch's activation between neighbouring ranks, measured
   // when the trainer was built (MeasureHopLatency); 0 on one rank.
   double hop_s() const { return hop_s_; }
+  // Which ranks of this pipeline share a machine's cores (compute_placement.h); empty on a
+  // GPU. Measured compute times are de-contended by it, and the simulator told of it.
+  const ComputeSharing& sharing() const { return sharing_; }
 
  private:
   std::shared_ptr<const TrainTask> task_;
@@ -131,6 +135,7 @@ class Trainer {
   std::unique_ptr<StepRecorder> recorder_;
   double clock_origin_ = 0;  // SharedClockOrigin
   double hop_s_ = 0;
+  ComputeSharing sharing_;
   double startup_s_ = -1;  // process start to this trainer's first step; -1 before it
   RankMeasurements measurements_;
 };
