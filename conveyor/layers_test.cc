@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <regex>
 #include <set>
@@ -324,28 +325,39 @@ TEST_F(LayersTest, ReadmeTableIsTheBuildsTable) {
   }
 }
 
+// Calls check(where, text) for every line of every source file under root/folder for each
+// of `folders` ("conveyor/x/y.cc:12"); returns how many files it read.
+int ForEachSourceLine(const fs::path& root, std::initializer_list<const char*> folders,
+                      const std::function<void(const std::string&, const std::string&)>& check) {
+  int files = 0;
+  for (const char* folder : folders) {
+    if (!fs::exists(root / folder)) continue;
+    for (const fs::directory_entry& entry : fs::recursive_directory_iterator(root / folder)) {
+      if (!entry.is_regular_file() || !IsSource(entry.path())) continue;
+      ++files;
+      std::ifstream in(entry.path());
+      std::string text;
+      for (int line = 1; std::getline(in, text); ++line) {
+        check(fs::relative(entry.path(), root).string() + ":" + std::to_string(line), text);
+      }
+    }
+  }
+  return files;
+}
+
 // One namespace for the whole tree: every named namespace a file opens is `conveyor`, or
 // `internal` inside it for a header's implementation details (test support included; a
 // `conveyor::testing` would shadow GoogleTest's).
 TEST_F(LayersTest, EveryFileIsInTheOneNamespace) {
   static const std::regex kOpen(R"(^\s*namespace\s+([A-Za-z_:]+)\s*\{)");
-  int files = 0;
-  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(root_ / "conveyor")) {
-    if (!entry.is_regular_file() || !IsSource(entry.path())) continue;
-    ++files;
-    std::ifstream in(entry.path());
-    std::string text;
-    int line = 0;
-    while (std::getline(in, text)) {
-      ++line;
-      std::smatch match;
-      if (!std::regex_search(text, match, kOpen)) continue;
-      const std::string name = match[1];
-      EXPECT_TRUE(name == "conveyor" || name == "internal" || name == "conveyor::internal")
-          << fs::relative(entry.path(), root_).string() << ":" << line << ": namespace " << name
-          << " (everything lives in namespace conveyor)";
-    }
-  }
+  const int files =
+      ForEachSourceLine(root_, {"conveyor"}, [](const std::string& where, const std::string& text) {
+        std::smatch match;
+        if (!std::regex_search(text, match, kOpen)) return;
+        const std::string name = match[1];
+        EXPECT_TRUE(name == "conveyor" || name == "internal" || name == "conveyor::internal")
+            << where << ": namespace " << name << " (everything lives in namespace conveyor)";
+      });
   EXPECT_GT(files, 300) << "suspiciously few files checked: is the tree where it was?";
 }
 
@@ -353,23 +365,12 @@ TEST_F(LayersTest, EveryFileIsInTheOneNamespace) {
 // non-empty folder (conveyor/common/remove_tree.h): folders are removed by RemoveTree only.
 TEST_F(LayersTest, NoFileCallsTheStandardRemoveAll) {
   static const std::regex kCall(R"((std::filesystem|fs)::remove_all\s*\()");
-  int files = 0;
-  for (const char* folder : {"conveyor", "plugins", "bench"}) {
-    if (!fs::exists(root_ / folder)) continue;
-    for (const fs::directory_entry& entry : fs::recursive_directory_iterator(root_ / folder)) {
-      if (!entry.is_regular_file() || !IsSource(entry.path())) continue;
-      ++files;
-      std::ifstream in(entry.path());
-      std::string text;
-      int line = 0;
-      while (std::getline(in, text)) {
-        ++line;
-        EXPECT_FALSE(std::regex_search(text, kCall))
-            << fs::relative(entry.path(), root_).string() << ":" << line << ": " << text
-            << " (use RemoveTree of conveyor/common/remove_tree.h)";
-      }
-    }
-  }
+  const int files = ForEachSourceLine(root_, {"conveyor", "plugins", "bench"},
+                                      [](const std::string& where, const std::string& text) {
+                                        EXPECT_FALSE(std::regex_search(text, kCall))
+                                            << where << ": " << text
+                                            << " (use RemoveTree of conveyor/common/remove_tree.h)";
+                                      });
   EXPECT_GT(files, 300) << "suspiciously few files checked: is the tree where it was?";
 }
 

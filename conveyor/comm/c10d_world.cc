@@ -129,19 +129,20 @@ c10::intrusive_ptr<c10d::Store> ConnectAnswering(const RendezvousInfo& info,
   const std::string not_a_store = who + ": what listens at " + where +
                                   " did not answer as a rendezvous store within " +
                                   Seconds(kProbeTimeout) + " (another program on MASTER_PORT?)";
+  const std::string server = info.launcher_serves_store ? "the launcher" : "rank 0";
+  const std::string failed =
+      who + ": rendezvous at the store " + where + " failed" +
+      (ServesStore(info) ? " (is the port free?)"
+                         : " within " + Seconds(connect_timeout) + " (" + server +
+                               " serves it: did it start, at that address?)");
   if (answer.wait_for(connect_timeout + kProbeTimeout) != std::future_status::ready) {
-    throw CommError(not_a_store);
+    // Still connecting (libtorch's client retries past its own timeout): nothing answered.
+    throw CommError(connected->load() ? not_a_store : failed);
   }
   try {
     return answer.get();
   } catch (const std::exception& e) {
-    if (connected->load()) throw CommError(not_a_store + ": " + Brief(e));
-    const std::string server = info.launcher_serves_store ? "the launcher" : "rank 0";
-    throw CommError(who + ": rendezvous at the store " + where + " failed" +
-                    (ServesStore(info) ? " (is the port free?)"
-                                       : " within " + Seconds(connect_timeout) + " (" + server +
-                                             " serves it: did it start, at that address?)") +
-                    ": " + Brief(e));
+    throw CommError((connected->load() ? not_a_store : failed) + ": " + Brief(e));
   }
 }
 
