@@ -122,7 +122,7 @@ std::string OriginOf(const std::string& target) {
       "system_error", "thread", "tuple", "type_traits", "typeindex", "typeinfo", "unordered_map",
       "unordered_set", "utility", "valarray", "variant", "vector", "version",
       // C and POSIX
-      "dirent.h", "dlfcn.h", "errno.h", "fcntl.h", "ftw.h", "netdb.h", "poll.h", "pthread.h",
+      "dirent.h", "dlfcn.h", "errno.h", "fcntl.h", "ftw.h", "ifaddrs.h", "netdb.h", "poll.h", "pthread.h",
       "sched.h", "signal.h", "stdio.h", "stdlib.h", "string.h", "time.h", "unistd.h"};
   if (kStandard.count(target)) return "std";
   static const std::regex kSystem(R"(^(sys|netinet|arpa|linux)/[a-z_]+\.h$)");

@@ -12,6 +12,7 @@
 
 #include "conveyor/comm/c10d_compat.h"
 #include "conveyor/comm/c10d_world.h"
+#include "conveyor/comm/host_sockets.h"
 #include "conveyor/comm/scatter_parts.h"
 #include "conveyor/common/error.h"
 

@@ -1,36 +1,18 @@
 #include "conveyor/comm/c10d_world.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <fcntl.h>
 #include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cstddef>
-#include <cstdlib>
-#include <cstring>
-#include <future>
-#include <iomanip>
 #include <iostream>
 #include <optional>
-#include <sstream>
 #include <thread>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
 
-#include "conveyor/comm/c10d_compat.h"
 #include "conveyor/comm/heartbeat_monitor.h"
 #include "conveyor/comm/host_sockets.h"
 #include "conveyor/comm/shm_segment.h"
+#include "conveyor/comm/store_connection.h"
 #include "conveyor/common/env.h"
 #include "conveyor/common/version.h"
 #include "conveyor/launch/launcher.h"
@@ -49,8 +31,6 @@ constexpr char kWorldSizeSetting[] = "world size (WORLD_SIZE)";
 constexpr auto kExitPoll = std::chrono::milliseconds(20);
 constexpr auto kArrivalPoll = std::chrono::milliseconds(50);
 constexpr auto kGlooBackstop = std::chrono::seconds(10);
-// How long a store gets to answer its first request: a real one answers at once.
-constexpr auto kProbeTimeout = std::chrono::seconds(5);
 
 // Every rank's heartbeat; its first one also says that the rank has arrived.
 std::string HeartbeatKey(int rank) { return "conveyor/heartbeat/" + std::to_string(rank); }
@@ -65,86 +45,6 @@ std::string TwoClaims(int rank) {
 }
 
 std::vector<std::uint8_t> Bytes(const std::string& text) { return {text.begin(), text.end()}; }
-
-std::string Seconds(std::chrono::milliseconds duration) {
-  std::ostringstream out;
-  out << std::fixed << std::setprecision(duration.count() % 1000 == 0 ? 0 : 1)
-      << duration.count() / 1000.0 << " s";
-  return out.str();
-}
-
-// Whether this rank serves the world's store: rank 0, unless the launcher serves it.
-bool ServesStore(const RendezvousInfo& info) {
-  return info.rank == 0 && !info.launcher_serves_store;
-}
-
-// A store client (and, with `serve`, the server), seeing only the keys under
-// info.store_prefix. The client's requests wait up to `timeout` for an answer once a wait()
-// has set that bound on its socket.
-c10::intrusive_ptr<c10d::Store> ConnectStore(const RendezvousInfo& info, bool serve,
-                                             std::chrono::milliseconds timeout) {
-  if (!serve) AwaitListener(info, timeout);
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<std::uint16_t>(info.master_port);
-  options.isServer = serve;
-  options.timeout = timeout;
-  options.waitWorkers = false;  // AwaitArrivals does it, naming who is missing
-  UseClassicTcpStore(options);
-  c10::intrusive_ptr<c10d::Store> store =
-      c10::make_intrusive<c10d::TCPStore>(info.master_addr, options);
-  if (serve && IsLoopback(info.master_addr) && !KeepListenerOnLoopback(info.master_port)) {
-    std::cerr << "conveyor: warning: the rendezvous store on port " << info.master_port
-              << " could not be limited to the loopback interface; it listens on all of them"
-              << std::endl;
-  }
-  if (!info.store_prefix.empty()) {
-    store = c10::make_intrusive<c10d::PrefixStore>(info.store_prefix, std::move(store));
-  }
-  return store;
-}
-
-// The world's store, proven to answer: connects (serving it when this rank does) and reads
-// back this rank's first heartbeat, which also announces the rank. torch 2.x store clients
-// exchange messages in their constructor without any bound, so the work runs on a thread that
-// is abandoned when what listens never answers; that thread ends when the peer closes the
-// connection or the process exits.
-c10::intrusive_ptr<c10d::Store> ConnectAnswering(const RendezvousInfo& info,
-                                                 std::chrono::milliseconds connect_timeout,
-                                                 const std::string& who, const std::string& where) {
-  auto result = std::make_shared<std::promise<c10::intrusive_ptr<c10d::Store>>>();
-  auto connected = std::make_shared<std::atomic<bool>>(false);
-  std::future<c10::intrusive_ptr<c10d::Store>> answer = result->get_future();
-  std::thread([info, connect_timeout, result, connected] {
-    try {
-      c10::intrusive_ptr<c10d::Store> store =
-          ConnectStore(info, ServesStore(info), connect_timeout);
-      connected->store(true);
-      store->set(HeartbeatKey(info.rank), Bytes("0"));
-      store->wait({HeartbeatKey(info.rank)}, kProbeTimeout);
-      result->set_value(std::move(store));
-    } catch (...) {
-      result->set_exception(std::current_exception());
-    }
-  }).detach();
-  const std::string not_a_store = who + ": what listens at " + where +
-                                  " did not answer as a rendezvous store within " +
-                                  Seconds(kProbeTimeout) + " (another program on MASTER_PORT?)";
-  const std::string server = info.launcher_serves_store ? "the launcher" : "rank 0";
-  const std::string failed =
-      who + ": rendezvous at the store " + where + " failed" +
-      (ServesStore(info) ? " (is the port free?)"
-                         : " within " + Seconds(connect_timeout) + " (" + server +
-                               " serves it: did it start, at that address?)");
-  if (answer.wait_for(connect_timeout + kProbeTimeout) != std::future_status::ready) {
-    // Still connecting (libtorch's client retries past its own timeout): nothing answered.
-    throw CommError(connected->load() ? not_a_store : failed);
-  }
-  try {
-    return answer.get();
-  } catch (const std::exception& e) {
-    throw CommError((connected->load() ? not_a_store : failed) + ": " + Brief(e));
-  }
-}
 
 // ShmChannel's view of the world's store.
 class ShmStore : public ShmChannel::Store {
@@ -166,10 +66,6 @@ class ShmStore : public ShmChannel::Store {
 };
 
 }  // namespace
-
-bool IsLoopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.starts_with("127.");
-}
 
 C10dWorld::C10dWorld(const RendezvousInfo& info, const C10dOptions& options)
     : info_(info),
@@ -201,7 +97,8 @@ C10dWorld::C10dWorld(const RendezvousInfo& info, const C10dOptions& options)
                       "rendezvous store there: choose a free port");
     }
   }
-  store_ = ConnectAnswering(info, options.connect_timeout, who, where_);
+  // The probe is this rank's first heartbeat, which also announces the rank.
+  store_ = ConnectAnswering(info, options.connect_timeout, who, where_, HeartbeatKey(info.rank));
   RankSettings settings = options.settings;
   settings.emplace_back(kWorldSizeSetting, std::to_string(info.world_size));
   settings.emplace_back("conveyor version", ConveyorVersion());

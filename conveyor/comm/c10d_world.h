@@ -31,9 +31,6 @@
 
 namespace conveyor {
 
-// Whether `host` names this machine's loopback interface ("localhost", 127.x.y.z, "::1").
-bool IsLoopback(const std::string& host);
-
 // A c10d operation with everything it needs alive: its tensor and the process group that
 // runs it (held as a type-erased owner so that the group outlives the operation).
 struct C10dOp {

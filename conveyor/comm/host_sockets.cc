@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -37,6 +38,44 @@ bool Accepts(const addrinfo& a, std::chrono::milliseconds wait) {
 }
 
 }  // namespace
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+bool IsAddressOfThisHost(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* resolved = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &resolved) != 0) return false;
+  ifaddrs* interfaces = nullptr;
+  if (getifaddrs(&interfaces) != 0) {
+    freeaddrinfo(resolved);
+    return false;
+  }
+  bool found = false;
+  for (const addrinfo* a = resolved; a != nullptr && !found; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      const in_addr ip = reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr;
+      found = (ntohl(ip.s_addr) >> 24) == 127;  // all of 127/8 is this host's
+    }
+    for (const ifaddrs* i = interfaces; i != nullptr && !found; i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != a->ai_family) continue;
+      if (a->ai_family == AF_INET) {
+        found = reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr ==
+                reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr;
+      } else if (a->ai_family == AF_INET6) {
+        found = std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                            &reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr,
+                            sizeof(in6_addr)) == 0;
+      }
+    }
+  }
+  freeifaddrs(interfaces);
+  freeaddrinfo(resolved);
+  return found;
+}
 
 bool KeepListenerOnLoopback(int port) {
   DIR* dir = opendir("/proc/self/fd");

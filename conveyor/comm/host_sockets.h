@@ -8,6 +8,7 @@
 #define CONVEYOR_COMM_HOST_SOCKETS_H_
 
 #include <chrono>
+#include <string>
 
 #include "conveyor/launch/rendezvous.h"
 
@@ -23,6 +24,13 @@ bool KeepListenerOnLoopback(int port);
 // before it tries again: every rank that starts before rank 0 listens would lose that second
 // (most launches of local ranks, measured). Polled every 10 ms instead.
 void AwaitListener(const RendezvousInfo& info, std::chrono::milliseconds timeout);
+
+// Whether `host` names this machine's loopback interface ("localhost", 127.x.y.z, "::1").
+bool IsLoopback(const std::string& host);
+
+// Whether `host` (a name or an address) resolves to an address of one of this host's
+// interfaces (loopback included). False too when it does not resolve.
+bool IsAddressOfThisHost(const std::string& host);
 
 // Whether another socket holds `port` on this host: binding it (as the store's server does,
 // address reuse on) fails with EADDRINUSE.
