@@ -362,5 +362,38 @@ TEST(CliTest, PlanRefusesBadMeshFlagsNamingTheValues) {
   }
 }
 
+// plan --auto: the best layouts of a model on 8 ranks, fastest first and within the memory
+// cap; a cap nothing fits is an error naming the nearest miss; the sizes it chooses are
+// not given beside it.
+TEST(CliTest, PlanAutoChoosesLayoutsThatFitAndRefusesWhatNothingFits) {
+  const std::string model =
+      "plan --auto --world 8 --gpus-per-node 4 --layers 8 --hidden 1024 --heads 16 "
+      "--seq-len 1024 --global-batch 64 ";
+  Result r = Conveyor(model + "--memory-per-rank 40e9 --top 3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("auto plan: GPT of 8 layers, hidden 1024"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(best)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" simulated, in "), std::string::npos) << r.out;
+  r = Conveyor(model + "--memory-per-rank 40e9 --top 3 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  ASSERT_EQ(json["best"].size(), 3u);
+  double last = 0;
+  for (const auto& c : json["best"]) {
+    EXPECT_EQ(c["dp"].get<int>() * c["tp"].get<int>() * c["pp"].get<int>(), 8);
+    EXPECT_LE(c["tp"].get<int>(), 4) << "TP stays inside a node of 4";
+    EXPECT_LE(c["peak_bytes"].get<double>(), 40e9);
+    EXPECT_GE(c["step_s"].get<double>(), last);
+    last = c["step_s"].get<double>();
+  }
+  r = Conveyor(model + "--memory-per-rank 1e6");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("no layout fits 1.0 MiB a rank: the smallest need is "), std::string::npos)
+      << r.err;
+  r = Conveyor(model + "--pp 4");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--pp excludes --auto"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -1,9 +1,11 @@
 #include "conveyor/cli/plan_command.h"
 
+#include <chrono>
 #include <cstdint>
 #include <iostream>
 #include <memory>
 
+#include "conveyor/cli/auto_plan.h"
 #include "conveyor/cli/cost_flags.h"
 #include "conveyor/cli/mesh_flags.h"
 #include "conveyor/cli/mesh_report.h"
@@ -40,9 +42,24 @@ struct PlanFlags {
   int64_t max_in_flight = 0;
   CostFlags costs;
   MeshFlags mesh;
+  AutoPlanFlags auto_plan;
 };
 
+void RunAutoPlan(const PlanFlags& flags) {
+  CONVEYOR_CHECK(flags.format == "text" || flags.format == "json")
+      << "--auto writes text or json, not --format " << flags.format;
+  const AutoPlanRequest request = flags.auto_plan.ToRequest(flags.mesh);
+  const auto start = std::chrono::steady_clock::now();
+  const AutoPlan plan = PlanAuto(request);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CONVEYOR_CHECK(!plan.best.empty()) << NoLayoutFits(request, plan);
+  WriteOutput(flags.out, flags.format == "json" ? AutoPlanJson(request, plan, seconds)
+                                                : AutoPlanText(request, plan, seconds));
+}
+
 void RunPlan(const PlanFlags& flags) {
+  if (flags.auto_plan.on) return RunAutoPlan(flags);
   CheckInRange("--width", flags.width, 0, 10000);
   // A rank holds at most every micro-batch of each of its stages.
   CheckInRange("--max-in-flight", flags.max_in_flight, 0, int64_t{kMaxChunks} * kMaxMicrobatches);
@@ -125,6 +142,7 @@ void AddPlanCommand(CLI::App& app) {
                   "fail when a rank holds more micro-batch activations (0 = no bound)");
   flags->costs.Register(*cmd);
   flags->mesh.Register(*cmd);
+  flags->auto_plan.Register(*cmd);
   cmd->callback([flags] { RunPlan(*flags); });
 }
 

@@ -1,6 +1,7 @@
 #include "conveyor/comm/store_connection.h"
 
 #include <atomic>
+#include <cstdint>
 #include <future>
 #include <iomanip>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <vector>
 
 #include "conveyor/comm/c10d_compat.h"
 #include "conveyor/comm/comm_error.h"
@@ -68,7 +70,7 @@ c10::intrusive_ptr<c10d::Store> ConnectAnswering(const RendezvousInfo& info,
       c10::intrusive_ptr<c10d::Store> store =
           ConnectStore(info, ServesStore(info), connect_timeout);
       connected->store(true);
-      store->set(probe_key, {'0'});
+      store->set(probe_key, std::vector<std::uint8_t>{'0'});
       store->wait({probe_key}, kProbeTimeout);
       result->set_value(std::move(store));
     } catch (...) {

@@ -1,0 +1,193 @@
+#include "conveyor/cli/auto_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "conveyor/common/range_check.h"
+#include "conveyor/common/text.h"
+
+namespace conveyor {
+namespace {
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// "37.3 GiB", "112.6 MiB".
+std::string Size(double bytes) {
+  char text[32];
+  if (bytes >= (1 << 30)) {
+    std::snprintf(text, sizeof text, "%.1f GiB", bytes / (1 << 30));
+  } else {
+    std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1 << 20));
+  }
+  return text;
+}
+
+std::string MeshSizes(const PlanCandidate& c) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%d x %d x %d", c.dp, c.tp, c.pp);
+  return text;
+}
+
+}  // namespace
+
+void AutoPlanFlags::Register(CLI::App& cmd) {
+  CLI::Option* auto_flag = cmd.add_flag(
+      "--auto", on,
+      "choose the layout: every dp x tp x pp, schedule, micro-batch count, recomputation and "
+      "ZeRO stage that fits --memory-per-rank, simulated, best first");
+  cmd.add_option("--world", world, "--auto: ranks (GPUs) in all")->capture_default_str();
+  cmd.add_option("--memory-per-rank", memory_per_rank, "--auto: bytes each rank may hold")
+      ->capture_default_str();
+  cmd.add_option("--device-tflops", device_tflops, "--auto: a rank's peak TFLOP/s (A100 bf16)")
+      ->capture_default_str();
+  cmd.add_option("--efficiency", efficiency,
+                 "--auto: the share of the peak a layer's matrix work reaches")
+      ->capture_default_str();
+  cmd.add_option("--model", model, "--auto: gpt (4x MLP) or llama (SwiGLU)")
+      ->check(CLI::IsMember({"gpt", "llama"}))
+      ->capture_default_str();
+  cmd.add_option("--layers", layers, "--auto: transformer blocks")->capture_default_str();
+  cmd.add_option("--heads", heads, "--auto: attention heads")->capture_default_str();
+  cmd.add_option("--kv-heads", kv_heads, "--auto: key-value heads (0 = --heads)");
+  cmd.add_option("--intermediate", intermediate, "--auto: MLP units (0 = the model's default)");
+  cmd.add_option("--vocab", vocab, "--auto: vocabulary")->capture_default_str();
+  cmd.add_option("--global-batch", global_batch, "--auto: sequences per step, all replicas")
+      ->capture_default_str();
+  cmd.add_option("--schedules", schedules, "--auto: only these schedules (a,b,...)");
+  cmd.add_option("--top", top, "--auto: layouts shown")->capture_default_str();
+  cmd.add_option("--max-microbatches", max_microbatches, "--auto: most micro-batches tried")
+      ->capture_default_str();
+  for (const char* chosen : {"--pp", "--dp", "--tp", "--schedule", "--microbatches", "--chunks",
+                             "--load", "--micro-batch-size", "--layers-per-stage"}) {
+    if (CLI::Option* option = cmd.get_option_no_throw(chosen)) auto_flag->excludes(option);
+  }
+}
+
+AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh) const {
+  CheckInRange("--world", world, 1, kMaxMeshRanks);
+  CheckPositiveUpTo("--memory-per-rank", memory_per_rank, 1e18);
+  CheckPositiveUpTo("--device-tflops", device_tflops, 1e9);
+  CheckPositiveUpTo("--efficiency", efficiency, 1);
+  CheckInRange("--layers", layers, 1, 1 << 16);
+  CheckInRange("--heads", heads, 1, 1 << 16);
+  CheckInRange("--kv-heads", kv_heads, 0, heads);
+  CheckInRange("--intermediate", intermediate, 0, int64_t{1} << 24);
+  CheckInRange("--vocab", vocab, 1, int64_t{1} << 24);
+  CheckInRange("--global-batch", global_batch, 1, int64_t{1} << 24);
+  CheckInRange("--top", top, 1, 1000);
+  CheckInRange("--max-microbatches", max_microbatches, 1, 4096);
+  const ModelShape shape = mesh.ToShape();
+  AutoPlanRequest r;
+  r.model = TransformerSpec{.layers = layers,
+                            .hidden = shape.hidden,
+                            .heads = heads,
+                            .kv_heads = kv_heads,
+                            .intermediate = intermediate,
+                            .vocab = vocab,
+                            .seq_len = shape.seq_len,
+                            .gated_mlp = model == "llama"};
+  r.world = static_cast<int>(world);
+  r.global_batch = global_batch;
+  r.device_flops = device_tflops * 1e12;
+  r.efficiency = efficiency;
+  r.memory_per_rank = memory_per_rank;
+  r.network = mesh.ToNetwork(Mesh::Make(r.world, 1, 1, r.world));
+  r.schedules = SplitCommas(schedules);
+  r.top = static_cast<int>(top);
+  r.max_microbatches = static_cast<int>(max_microbatches);
+  return r;
+}
+
+std::string NoLayoutFits(const AutoPlanRequest& r, const AutoPlan& plan) {
+  const PlanCandidate& c = plan.smallest_over;
+  std::ostringstream out;
+  out << "no layout fits " << Size(r.memory_per_rank) << " a rank: the smallest need is "
+      << Size(c.peak_bytes) << " (dp x tp x pp " << MeshSizes(c) << ", " << c.schedule << ", "
+      << c.microbatches << " micro-batches of " << c.micro_batch_size
+      << (c.recompute ? ", full recomputation" : "") << ", ZeRO-1 where dp > 1)";
+  return out.str();
+}
+
+std::string AutoPlanText(const AutoPlanRequest& r, const AutoPlan& plan, double seconds) {
+  std::ostringstream out;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "auto plan: %s of %lld layers, hidden %lld, %.2f B parameters, %d ranks (%s), "
+                "%lld sequences of %lld a step, %.0f TFLOP/s peak (%.0f%% of it reached) and %s a "
+                "rank\n",
+                r.model.gated_mlp ? "Llama" : "GPT", static_cast<long long>(r.model.layers),
+                static_cast<long long>(r.model.hidden), r.model.Params() / 1e9, r.world,
+                r.network.ranks_per_node > 0
+                    ? (std::to_string(r.network.ranks_per_node) + " a node").c_str()
+                    : "one node",
+                static_cast<long long>(r.global_batch), static_cast<long long>(r.model.seq_len),
+                r.device_flops / 1e12, 100 * r.efficiency, Size(r.memory_per_rank).c_str());
+  out << line;
+  if (plan.best.empty()) {
+    out << NoLayoutFits(r, plan) << "\n";
+  } else {
+    out << "rank  dp x tp x pp  schedule          mb x size  recompute zero    step s  tokens/s   "
+           "MFU  bubble  peak memory  held back by\n";
+    for (size_t i = 0; i < plan.best.size(); ++i) {
+      const PlanCandidate& c = plan.best[i];
+      std::snprintf(
+          line, sizeof line,
+          "%4zu  %-12s  %-16s %4d x %-4lld  %-9s %4d %9.3g %9.0f %5.1f%% %6.1f%% %12s  %s\n", i + 1,
+          MeshSizes(c).c_str(), c.schedule.c_str(), c.microbatches,
+          static_cast<long long>(c.micro_batch_size), c.recompute ? "full" : "none", c.zero,
+          c.step_s, c.tokens_per_s, 100 * c.mfu, 100 * std::max(0.0, c.bubble),
+          Size(c.peak_bytes).c_str(), i == 0 ? "(best)" : c.held_back.c_str());
+      out << line;
+    }
+  }
+  std::snprintf(line, sizeof line,
+                "%lld layouts; %lld candidates over the memory limit, %lld simulated, in %.2f s\n",
+                static_cast<long long>(plan.layouts), static_cast<long long>(plan.over_memory),
+                static_cast<long long>(plan.simulated), seconds);
+  out << line;
+  return out.str();
+}
+
+std::string AutoPlanJson(const AutoPlanRequest& r, const AutoPlan& plan, double seconds) {
+  nlohmann::json best = nlohmann::json::array();
+  for (const PlanCandidate& c : plan.best) {
+    best.push_back({{"dp", c.dp},
+                    {"tp", c.tp},
+                    {"pp", c.pp},
+                    {"schedule", c.schedule},
+                    {"chunks", c.chunks},
+                    {"microbatches", c.microbatches},
+                    {"micro_batch_size", c.micro_batch_size},
+                    {"recompute", c.recompute ? "full" : "none"},
+                    {"zero", c.zero},
+                    {"step_s", c.step_s},
+                    {"tokens_per_s", c.tokens_per_s},
+                    {"mfu", c.mfu},
+                    {"bubble_fraction", c.bubble},
+                    {"peak_bytes", c.peak_bytes},
+                    {"tp_comm_s", c.tp_comm_s},
+                    {"dp_exposed_s", c.dp_exposed_s},
+                    {"held_back", c.held_back}});
+  }
+  const nlohmann::json json = {{"world", r.world},
+                               {"params", r.model.Params()},
+                               {"memory_per_rank", r.memory_per_rank},
+                               {"device_flops", r.device_flops},
+                               {"layouts", plan.layouts},
+                               {"over_memory", plan.over_memory},
+                               {"simulated", plan.simulated},
+                               {"seconds", seconds},
+                               {"best", best}};
+  return json.dump(2) + "\n";
+}
+
+}  // namespace conveyor

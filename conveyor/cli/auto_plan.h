@@ -1,0 +1,50 @@
+// `conveyor plan --auto`: the auto-planner (sim/auto_planner.h) from the command line, its
+// flags and its report (a table of the best layouts, or JSON).
+#ifndef CONVEYOR_CLI_AUTO_PLAN_H_
+#define CONVEYOR_CLI_AUTO_PLAN_H_
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "conveyor/cli/mesh_flags.h"
+#include "conveyor/sim/auto_planner.h"
+
+namespace conveyor {
+
+struct AutoPlanFlags {
+  bool on = false;  // --auto
+  int64_t world = 8;
+  double memory_per_rank = 80e9;
+  double device_tflops = 312;
+  double efficiency = 0.5;
+  std::string model = "gpt";
+  int64_t layers = 24;
+  int64_t heads = 16;
+  int64_t kv_heads = 0;
+  int64_t intermediate = 0;
+  int64_t vocab = 50257;
+  int64_t global_batch = 512;
+  std::string schedules;  // comma-separated; empty: all
+  int64_t top = 5;
+  int64_t max_microbatches = 128;
+
+  // The flags beside `plan`'s; --auto excludes the ones it chooses (--pp, --dp, --tp,
+  // --schedule, --microbatches, --chunks, --load, --micro-batch-size, --layers-per-stage).
+  void Register(CLI::App& cmd);
+  // The request, with the model's hidden size and sequence and the network from `mesh`.
+  // UserError naming the flag and value when one is out of range.
+  AutoPlanRequest ToRequest(const MeshFlags& mesh) const;
+};
+
+// "no layout fits 1.0 GiB a rank: the smallest need is ... (the layout)", for a plan with
+// no best.
+std::string NoLayoutFits(const AutoPlanRequest& request, const AutoPlan& plan);
+
+// The report: text (a table, then how many layouts were tried) or JSON.
+std::string AutoPlanText(const AutoPlanRequest& request, const AutoPlan& plan, double seconds);
+std::string AutoPlanJson(const AutoPlanRequest& request, const AutoPlan& plan, double seconds);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_CLI_AUTO_PLAN_H_

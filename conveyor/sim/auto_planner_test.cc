@@ -1,0 +1,107 @@
+#include "conveyor/sim/auto_planner.h"
+
+#include <gtest/gtest.h>
+
+#include "conveyor/common/error.h"
+
+namespace conveyor {
+namespace {
+
+TEST(AutoPlannerTest, CountsTheParametersOfGptAndLlama) {
+  TransformerSpec gpt{.layers = 12, .hidden = 768, .heads = 12, .vocab = 50257, .seq_len = 1024};
+  EXPECT_DOUBLE_EQ(gpt.BlockParams(), 12.0 * 768 * 768);  // attention 4 C^2, MLP 8 C^2
+  // Llama 2 7B: 6.74 B parameters (untied head).
+  TransformerSpec llama{.layers = 32,
+                        .hidden = 4096,
+                        .heads = 32,
+                        .intermediate = 11008,
+                        .vocab = 32000,
+                        .seq_len = 4096,
+                        .gated_mlp = true};
+  EXPECT_NEAR(llama.Params() / 1e9, 6.74, 0.01);
+  // Grouped keys and values: 8 of 32 heads shrink k and v to a quarter.
+  llama.kv_heads = 8;
+  EXPECT_DOUBLE_EQ(llama.BlockParams(), 2.0 * 4096 * 4096 + 2.0 * 4096 * 1024 + 3.0 * 4096 * 11008);
+  EXPECT_DOUBLE_EQ(gpt.TrainFlopsPerToken(),
+                   3 * (12 * (2 * 12.0 * 768 * 768 + 4.0 * 1024 * 768) + 2.0 * 768 * 50257));
+}
+
+AutoPlanRequest Small() {
+  AutoPlanRequest r;
+  r.model = TransformerSpec{.layers = 8, .hidden = 1024, .heads = 16, .vocab = 32000,
+                            .seq_len = 1024};
+  r.world = 8;
+  r.global_batch = 64;
+  r.device_flops = 100e12;
+  r.memory_per_rank = 80e9;
+  r.network.ranks_per_node = 8;
+  r.top = 50;
+  return r;
+}
+
+TEST(AutoPlannerTest, RanksLayoutsThatFitFastestFirst) {
+  const AutoPlan plan = PlanAuto(Small());
+  ASSERT_FALSE(plan.best.empty());
+  EXPECT_GT(plan.layouts, 100);
+  EXPECT_EQ(plan.over_memory, 0);
+  for (size_t i = 0; i < plan.best.size(); ++i) {
+    const PlanCandidate& c = plan.best[i];
+    EXPECT_EQ(c.dp * c.tp * c.pp, 8);
+    EXPECT_EQ(16 % c.tp, 0);
+    EXPECT_EQ(64 % c.dp, 0);
+    EXPECT_EQ(static_cast<int64_t>(c.microbatches) * c.micro_batch_size * c.dp, 64);
+    EXPECT_LE(c.peak_bytes, 80e9);
+    EXPECT_GT(c.mfu, 0);
+    EXPECT_LE(c.mfu, 1);
+    EXPECT_NEAR(c.tokens_per_s * c.step_s, 64.0 * 1024, 1e-6 * 64 * 1024);
+    if (i > 0) {
+      EXPECT_GE(c.step_s, plan.best[i - 1].step_s);
+      EXPECT_FALSE(c.held_back.empty());
+    }
+  }
+  EXPECT_TRUE(plan.best[0].held_back.empty());
+  // Recomputation only costs time: the fastest plan does not recompute when all fits.
+  EXPECT_FALSE(plan.best[0].recompute);
+}
+
+// The fastest layout needs more memory than the cap: the planner picks another, which fits.
+TEST(AutoPlannerTest, AMemoryCapBelowTheFastestNeedPicksAnotherThatFits) {
+  AutoPlanRequest r = Small();
+  const PlanCandidate fastest = PlanAuto(r).best[0];
+  r.memory_per_rank = fastest.peak_bytes * 0.8;
+  const AutoPlan capped = PlanAuto(r);
+  ASSERT_FALSE(capped.best.empty());
+  EXPECT_GT(capped.over_memory, 0);
+  for (const PlanCandidate& c : capped.best) EXPECT_LE(c.peak_bytes, r.memory_per_rank);
+  EXPECT_GE(capped.best[0].step_s, fastest.step_s);
+  // A cap nothing fits under: no plan, and the nearest miss is said.
+  r.memory_per_rank = 1e6;
+  const AutoPlan none = PlanAuto(r);
+  EXPECT_TRUE(none.best.empty());
+  EXPECT_GT(none.smallest_over.peak_bytes, 1e6);
+}
+
+TEST(AutoPlannerTest, TensorParallelismStaysInsideANode) {
+  AutoPlanRequest r = Small();
+  r.world = 16;
+  r.network.ranks_per_node = 4;
+  for (const PlanCandidate& c : PlanAuto(r).best) EXPECT_LE(c.tp, 4);
+}
+
+TEST(AutoPlannerTest, RefusesWhatCannotBePlannedNamingIt) {
+  AutoPlanRequest r = Small();
+  r.world = 0;
+  EXPECT_THROW(PlanAuto(r), UserError);
+  r = Small();
+  r.model.heads = 7;
+  EXPECT_THROW(PlanAuto(r), UserError);
+  r = Small();
+  r.schedules = {"no-such"};
+  EXPECT_THROW(PlanAuto(r), UserError);
+  r = Small();
+  r.network.ranks_per_node = 3;
+  EXPECT_THROW(PlanAuto(r), UserError);
+}
+
+}  // namespace
+}  // namespace conveyor
