@@ -55,7 +55,8 @@ TEST(AutoPlannerTest, RanksLayoutsThatFitFastestFirst) {
     EXPECT_LE(c.mfu, 1);
     EXPECT_NEAR(c.tokens_per_s * c.step_s, 64.0 * 1024, 1e-6 * 64 * 1024);
     if (i > 0) {
-      EXPECT_GE(c.step_s, plan.best[i - 1].step_s);
+      // Equal to 7 digits counts as equal (then less ZeRO and memory go first).
+      EXPECT_GE(static_cast<float>(c.step_s), static_cast<float>(plan.best[i - 1].step_s));
       EXPECT_FALSE(c.held_back.empty());
     }
   }
