@@ -108,21 +108,23 @@ bool KeepListenerOnLoopback(int port) {
   return done;
 }
 
-void AwaitListener(const RendezvousInfo& info, std::chrono::milliseconds timeout) {
+bool AwaitListener(const RendezvousInfo& info, std::chrono::milliseconds timeout) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   const std::string port = std::to_string(info.master_port);
-  if (getaddrinfo(info.master_addr.c_str(), port.c_str(), &hints, &found) != 0) return;
+  if (getaddrinfo(info.master_addr.c_str(), port.c_str(), &hints, &found) != 0) return false;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (bool listening = false; !listening && std::chrono::steady_clock::now() < deadline;) {
+  bool listening = false;
+  do {
     for (const addrinfo* a = found; a != nullptr && !listening; a = a->ai_next) {
       listening = Accepts(*a, std::chrono::milliseconds(100));
     }
     if (!listening) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  } while (!listening && std::chrono::steady_clock::now() < deadline);
   freeaddrinfo(found);
+  return listening;
 }
 
 bool PortInUse(int port) {

@@ -23,7 +23,8 @@ bool KeepListenerOnLoopback(int port);
 // connect then reports the failure). libtorch's store client, refused, sleeps a whole second
 // before it tries again: every rank that starts before rank 0 listens would lose that second
 // (most launches of local ranks, measured). Polled every 10 ms instead.
-void AwaitListener(const RendezvousInfo& info, std::chrono::milliseconds timeout);
+// Returns whether something listens (it tried at least once).
+bool AwaitListener(const RendezvousInfo& info, std::chrono::milliseconds timeout);
 
 // Whether `host` names this machine's loopback interface ("localhost", 127.x.y.z, "::1").
 bool IsLoopback(const std::string& host);

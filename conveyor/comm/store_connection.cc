@@ -93,14 +93,20 @@ c10::intrusive_ptr<c10d::Store> ConnectAnswering(const RendezvousInfo& info,
        : ServesStore(info) ? " (is the port free?)"
                            : " within " + Seconds(connect_timeout) + " (" + server +
                                  " serves it: did it start, at that address?)");
+  // Something that listens and does not answer is not a store; libtorch 1.13's client may
+  // still be retrying past its timeout where nothing listens, and torch 2.x's waits in its
+  // constructor for an answer that never comes: whether anything accepts tells them apart.
+  auto cause = [&] {
+    return connected->load() || AwaitListener(info, std::chrono::milliseconds(500)) ? not_a_store
+                                                                                    : failed;
+  };
   if (answer.wait_for(connect_timeout + kProbeTimeout) != std::future_status::ready) {
-    // Still connecting (libtorch's client retries past its own timeout): nothing answered.
-    throw CommError(connected->load() ? not_a_store : failed);
+    throw CommError(cause());
   }
   try {
     return answer.get();
   } catch (const std::exception& e) {
-    throw CommError((connected->load() ? not_a_store : failed) + ": " + Brief(e));
+    throw CommError(cause() + ": " + Brief(e));
   }
 }
 
