@@ -1,41 +1,22 @@
 #include "conveyor/cli/auto_plan.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "conveyor/cli/bench_support.h"
 #include "conveyor/common/range_check.h"
-#include "conveyor/common/text.h"
 
 namespace conveyor {
 namespace {
 
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 // "37.3 GiB", "112.6 MiB".
 std::string Size(double bytes) {
-  char text[32];
-  if (bytes >= (1 << 30)) {
-    std::snprintf(text, sizeof text, "%.1f GiB", bytes / (1 << 30));
-  } else {
-    std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1 << 20));
-  }
-  return text;
+  return bytes >= (1 << 30) ? Printf("%.1f GiB", bytes / (1 << 30))
+                            : Printf("%.1f MiB", bytes / (1 << 20));
 }
 
-std::string MeshSizes(const PlanCandidate& c) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%d x %d x %d", c.dp, c.tp, c.pp);
-  return text;
-}
+std::string MeshSizes(const PlanCandidate& c) { return Printf("%d x %d x %d", c.dp, c.tp, c.pp); }
 
 }  // namespace
 
@@ -101,7 +82,7 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh) const {
   r.efficiency = efficiency;
   r.memory_per_rank = memory_per_rank;
   r.network = mesh.ToNetwork(Mesh::Make(r.world, 1, 1, r.world));
-  r.schedules = SplitCommas(schedules);
+  r.schedules = SelectedSchedules(schedules);
   r.top = static_cast<int>(top);
   r.max_microbatches = static_cast<int>(max_microbatches);
   return r;
@@ -118,43 +99,32 @@ std::string NoLayoutFits(const AutoPlanRequest& r, const AutoPlan& plan) {
 }
 
 std::string AutoPlanText(const AutoPlanRequest& r, const AutoPlan& plan, double seconds) {
-  std::ostringstream out;
-  char line[512];
-  std::snprintf(line, sizeof line,
-                "auto plan: %s of %lld layers, hidden %lld, %.2f B parameters, %d ranks (%s), "
-                "%lld sequences of %lld a step, %.0f TFLOP/s peak (%.0f%% of it reached) and %s a "
-                "rank\n",
-                r.model.gated_mlp ? "Llama" : "GPT", static_cast<long long>(r.model.layers),
-                static_cast<long long>(r.model.hidden), r.model.Params() / 1e9, r.world,
-                r.network.ranks_per_node > 0
-                    ? (std::to_string(r.network.ranks_per_node) + " a node").c_str()
-                    : "one node",
-                static_cast<long long>(r.global_batch), static_cast<long long>(r.model.seq_len),
-                r.device_flops / 1e12, 100 * r.efficiency, Size(r.memory_per_rank).c_str());
-  out << line;
-  if (plan.best.empty()) {
-    out << NoLayoutFits(r, plan) << "\n";
-  } else {
-    out << "rank  dp x tp x pp  schedule          mb x size  recompute zero    step s  tokens/s   "
-           "MFU  bubble  peak memory  held back by\n";
-    for (size_t i = 0; i < plan.best.size(); ++i) {
-      const PlanCandidate& c = plan.best[i];
-      std::snprintf(
-          line, sizeof line,
-          "%4zu  %-12s  %-16s %4d x %-4lld  %-9s %4d %9.3g %9.0f %5.1f%% %6.1f%% %12s  %s\n", i + 1,
-          MeshSizes(c).c_str(), c.schedule.c_str(), c.microbatches,
-          static_cast<long long>(c.micro_batch_size), c.recompute ? "full" : "none", c.zero,
-          c.step_s, c.tokens_per_s, 100 * c.mfu, 100 * std::max(0.0, c.bubble),
-          Size(c.peak_bytes).c_str(), i == 0 ? "(best)" : c.held_back.c_str());
-      out << line;
-    }
+  const std::string nodes = r.network.ranks_per_node > 0
+                                ? std::to_string(r.network.ranks_per_node) + " a node"
+                                : "one node";
+  std::string out = Printf(
+      "auto plan: %s of %lld layers, hidden %lld, %.2f B parameters, %d ranks (%s), %lld "
+      "sequences of %lld a step, %.0f TFLOP/s peak (%.0f%% of it reached) and %s a rank\n",
+      r.model.gated_mlp ? "Llama" : "GPT", static_cast<long long>(r.model.layers),
+      static_cast<long long>(r.model.hidden), r.model.Params() / 1e9, r.world, nodes.c_str(),
+      static_cast<long long>(r.global_batch), static_cast<long long>(r.model.seq_len),
+      r.device_flops / 1e12, 100 * r.efficiency, Size(r.memory_per_rank).c_str());
+  out +=
+      "rank  dp x tp x pp  schedule          mb x size  recompute zero    step s  tokens/s   "
+      "MFU  bubble  peak memory  held back by\n";
+  for (size_t i = 0; i < plan.best.size(); ++i) {
+    const PlanCandidate& c = plan.best[i];
+    out +=
+        Printf("%4zu  %-12s  %-16s %4d x %-4lld  %-9s %4d %9.3g %9.0f %5.1f%% %6.1f%% %12s  %s\n",
+               i + 1, MeshSizes(c).c_str(), c.schedule.c_str(), c.microbatches,
+               static_cast<long long>(c.micro_batch_size), c.recompute ? "full" : "none", c.zero,
+               c.step_s, c.tokens_per_s, 100 * c.mfu, 100 * std::max(0.0, c.bubble),
+               Size(c.peak_bytes).c_str(), i == 0 ? "(best)" : c.held_back.c_str());
   }
-  std::snprintf(line, sizeof line,
-                "%lld layouts; %lld candidates over the memory limit, %lld simulated, in %.2f s\n",
+  out += Printf("%lld layouts; %lld candidates over the memory limit, %lld simulated, in %.2f s\n",
                 static_cast<long long>(plan.layouts), static_cast<long long>(plan.over_memory),
                 static_cast<long long>(plan.simulated), seconds);
-  out << line;
-  return out.str();
+  return out;
 }
 
 std::string AutoPlanJson(const AutoPlanRequest& r, const AutoPlan& plan, double seconds) {

@@ -41,7 +41,8 @@ struct AutoPlanFlags {
 // no best.
 std::string NoLayoutFits(const AutoPlanRequest& request, const AutoPlan& plan);
 
-// The report: text (a table, then how many layouts were tried) or JSON.
+// The report of a plan with a best: text (a table, then how many layouts were tried) or
+// JSON.
 std::string AutoPlanText(const AutoPlanRequest& request, const AutoPlan& plan, double seconds);
 std::string AutoPlanJson(const AutoPlanRequest& request, const AutoPlan& plan, double seconds);
 

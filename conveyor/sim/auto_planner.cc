@@ -124,8 +124,6 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
       if (r.global_batch % dp != 0) continue;
       const int64_t per_replica = r.global_batch / dp;
       const Mesh mesh = Mesh::Make(r.world, dp, tp, pp);
-      MeshNetwork network = r.network;
-      network.ranks_per_node = r.network.ranks_per_node;
       for (const ScheduleInfo* info : schedules) {
         if (pp == 1 && info != schedules.front()) break;  // one rank: every schedule alike
         for (int mbs : Divisors(per_replica, r.max_microbatches)) {
@@ -207,7 +205,7 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
             shape.element_bytes = 2;
             shape.param_bytes_per_stage = *std::max_element(params.begin(), params.end()) * 4;
             const MeshSimResult sim =
-                SimulateMesh(*program, costs, mesh, network, shape, SimOptions{1});
+                SimulateMesh(*program, costs, mesh, r.network, shape, SimOptions{1});
             ++plan.simulated;
             cand.step_s = sim.step;
             cand.tokens_per_s = tokens_per_step / sim.step;

@@ -7,14 +7,23 @@
 #include "conveyor/common/error.h"
 
 namespace conveyor {
+namespace {
+
+// How many ranks each device holds.
+std::vector<int> RanksOn(const ComputeSharing& sharing) {
+  std::vector<int> ranks(sharing.capacity.size(), 0);
+  for (int d : sharing.device) ++ranks[d];
+  return ranks;
+}
+
+}  // namespace
 
 ComputeSharing ComputeSharing::OneDevice(int ranks, double capacity) {
   return ComputeSharing{std::vector<int>(ranks, 0), {capacity}};
 }
 
 bool ComputeSharing::Shares() const {
-  std::vector<int> ranks(capacity.size(), 0);
-  for (int d : device) ++ranks[d];
+  const std::vector<int> ranks = RanksOn(*this);
   for (size_t d = 0; d < capacity.size(); ++d) {
     if (ranks[d] > capacity[d]) return true;
   }
@@ -28,16 +37,14 @@ double ComputeSharing::Rate(int device_index, int busy) const {
 
 double ComputeSharing::Room(int ranks) const {
   if (device.empty()) return ranks;
-  std::vector<int> on(capacity.size(), 0);
-  for (int d : device) ++on[d];
+  const std::vector<int> on = RanksOn(*this);
   double room = 0;
   for (size_t d = 0; d < capacity.size(); ++d) room += std::min<double>(on[d], capacity[d]);
   return room;
 }
 
 std::string ComputeSharing::Describe() const {
-  std::vector<int> ranks(capacity.size(), 0);
-  for (int d : device) ++ranks[d];
+  const std::vector<int> ranks = RanksOn(*this);
   std::ostringstream out;
   for (size_t d = 0; d < capacity.size(); ++d) {
     if (ranks[d] <= capacity[d]) continue;
