@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "conveyor/cli/bench_support.h"
+#include "conveyor/cli/layer_cost_json.h"
 #include "conveyor/common/range_check.h"
 
 namespace conveyor {
@@ -14,6 +15,11 @@ namespace {
 std::string Size(double bytes) {
   return bytes >= (1 << 30) ? Printf("%.1f GiB", bytes / (1 << 30))
                             : Printf("%.1f MiB", bytes / (1 << 20));
+}
+
+// A long stage split cut to 14 characters: "1,10,10,...,9".
+std::string Abbreviated(const std::string& sizes) {
+  return sizes.size() <= 14 ? sizes : sizes.substr(0, 10) + "...";
 }
 
 std::string MeshSizes(const PlanCandidate& c) { return Printf("%d x %d x %d", c.dp, c.tp, c.pp); }
@@ -47,13 +53,23 @@ void AutoPlanFlags::Register(CLI::App& cmd) {
   cmd.add_option("--top", top, "--auto: layouts shown")->capture_default_str();
   cmd.add_option("--max-microbatches", max_microbatches, "--auto: most micro-batches tried")
       ->capture_default_str();
-  for (const char* chosen : {"--pp", "--dp", "--tp", "--schedule", "--microbatches", "--chunks",
-                             "--load", "--micro-batch-size", "--layers-per-stage"}) {
+  cmd.add_option("--costs", costs,
+                 "--auto: layer costs measured by `conveyor profile` (its model; else FLOPs at "
+                 "--device-tflops x --efficiency)");
+  cmd.add_option("--cores", cores,
+                 "--auto: the ranks share one machine of this many cores (with --costs: its "
+                 "threads a rank); 0 = a device each")
+      ->capture_default_str();
+  for (const char* chosen : {"--schedule", "--microbatches", "--chunks", "--load",
+                             "--micro-batch-size", "--layers-per-stage"}) {
     if (CLI::Option* option = cmd.get_option_no_throw(chosen)) auto_flag->excludes(option);
   }
+  fixed_pp = cmd.get_option_no_throw("--pp");
+  fixed_dp = cmd.get_option_no_throw("--dp");
+  fixed_tp = cmd.get_option_no_throw("--tp");
 }
 
-AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh) const {
+AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) const {
   CheckInRange("--world", world, 1, kMaxMeshRanks);
   CheckPositiveUpTo("--memory-per-rank", memory_per_rank, 1e18);
   CheckPositiveUpTo("--device-tflops", device_tflops, 1e9);
@@ -66,6 +82,7 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh) const {
   CheckInRange("--global-batch", global_batch, 1, int64_t{1} << 24);
   CheckInRange("--top", top, 1, 1000);
   CheckInRange("--max-microbatches", max_microbatches, 1, 4096);
+  CheckInRange("--cores", cores, 0.0, 1e6);
   const ModelShape shape = mesh.ToShape();
   AutoPlanRequest r;
   r.model = TransformerSpec{.layers = layers,
@@ -85,6 +102,22 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh) const {
   r.schedules = SelectedSchedules(schedules);
   r.top = static_cast<int>(top);
   r.max_microbatches = static_cast<int>(max_microbatches);
+  if (!costs.empty()) {
+    r.measured = ReadLayerCostTable(costs);
+    r.model = r.measured->model;
+  }
+  r.shared_compute = cores / (r.measured ? r.measured->threads : 1);
+  if (cores > 0 && r.network.intra.latency == MeshNetwork{}.intra.latency &&
+      r.network.intra.bandwidth == MeshNetwork{}.intra.bandwidth) {
+    r.network.intra = LocalCpuLink();  // ranks of one CPU, unless the link was stated
+  }
+  auto given = [](const CLI::Option* option) { return option != nullptr && option->count() > 0; };
+  if (given(fixed_pp)) {
+    CheckInRange("--pp", pp, 1, kMaxMeshRanks);
+    r.pp = static_cast<int>(pp);
+  }
+  if (given(fixed_dp)) r.dp = static_cast<int>(mesh.dp);
+  if (given(fixed_tp)) r.tp = static_cast<int>(mesh.tp);
   return r;
 }
 
@@ -94,7 +127,8 @@ std::string NoLayoutFits(const AutoPlanRequest& r, const AutoPlan& plan) {
   out << "no layout fits " << Size(r.memory_per_rank) << " a rank: the smallest need is "
       << Size(c.peak_bytes) << " (dp x tp x pp " << MeshSizes(c) << ", " << c.schedule << ", "
       << c.microbatches << " micro-batches of " << c.micro_batch_size
-      << (c.recompute ? ", full recomputation" : "") << ", ZeRO-1 where dp > 1)";
+      << (c.recompute == "none" ? "" : ", " + c.recompute + " recomputation")
+      << ", ZeRO-1 where dp > 1)";
   return out.str();
 }
 
@@ -102,24 +136,36 @@ std::string AutoPlanText(const AutoPlanRequest& r, const AutoPlan& plan, double 
   const std::string nodes = r.network.ranks_per_node > 0
                                 ? std::to_string(r.network.ranks_per_node) + " a node"
                                 : "one node";
+  const std::string costs =
+      r.measured ? Printf("costs measured by conveyor profile (%d thread(s) a rank%s)",
+                          r.measured->threads,
+                          r.shared_compute > 0
+                              ? Printf(", the ranks sharing %.0f cores",
+                                       r.shared_compute * r.measured->threads)
+                                    .c_str()
+                              : "")
+                 : Printf("%.0f TFLOP/s peak (%.0f%% of it reached)", r.device_flops / 1e12,
+                          100 * r.efficiency);
   std::string out = Printf(
       "auto plan: %s of %lld layers, hidden %lld, %.2f B parameters, %d ranks (%s), %lld "
-      "sequences of %lld a step, %.0f TFLOP/s peak (%.0f%% of it reached) and %s a rank\n",
+      "sequences of %lld a step, %s and %s a rank\n",
       r.model.gated_mlp ? "Llama" : "GPT", static_cast<long long>(r.model.layers),
       static_cast<long long>(r.model.hidden), r.model.Params() / 1e9, r.world, nodes.c_str(),
       static_cast<long long>(r.global_batch), static_cast<long long>(r.model.seq_len),
-      r.device_flops / 1e12, 100 * r.efficiency, Size(r.memory_per_rank).c_str());
+      costs.c_str(), Size(r.memory_per_rank).c_str());
   out +=
       "rank  dp x tp x pp  schedule          mb x size  recompute zero    step s  tokens/s   "
-      "MFU  bubble  peak memory  held back by\n";
+      "MFU  bubble  peak memory  layers a stage  held back by\n";
   for (size_t i = 0; i < plan.best.size(); ++i) {
     const PlanCandidate& c = plan.best[i];
     out +=
-        Printf("%4zu  %-12s  %-16s %4d x %-4lld  %-9s %4d %9.3g %9.0f %5.1f%% %6.1f%% %12s  %s\n",
+        Printf("%4zu  %-12s  %-16s %4d x %-4lld  %-9s %4d %9.3g %9.0f %6s %6.1f%% %12s  %-14s  %s\n",
                i + 1, MeshSizes(c).c_str(), c.schedule.c_str(), c.microbatches,
-               static_cast<long long>(c.micro_batch_size), c.recompute ? "full" : "none", c.zero,
-               c.step_s, c.tokens_per_s, 100 * c.mfu, 100 * std::max(0.0, c.bubble),
-               Size(c.peak_bytes).c_str(), i == 0 ? "(best)" : c.held_back.c_str());
+               static_cast<long long>(c.micro_batch_size), c.recompute.c_str(), c.zero, c.step_s,
+               c.tokens_per_s, c.mfu < 0 ? "-" : Printf("%.1f%%", 100 * c.mfu).c_str(),
+               100 * std::max(0.0, c.bubble),
+               Size(c.peak_bytes).c_str(), Abbreviated(c.stage_layers).c_str(),
+               i == 0 ? "(best)" : c.held_back.c_str());
   }
   out += Printf("%lld layouts; %lld candidates over the memory limit, %lld simulated, in %.2f s\n",
                 static_cast<long long>(plan.layouts), static_cast<long long>(plan.over_memory),
@@ -137,7 +183,8 @@ std::string AutoPlanJson(const AutoPlanRequest& r, const AutoPlan& plan, double 
                     {"chunks", c.chunks},
                     {"microbatches", c.microbatches},
                     {"micro_batch_size", c.micro_batch_size},
-                    {"recompute", c.recompute ? "full" : "none"},
+                    {"recompute", c.recompute},
+                    {"stage_layers", c.stage_layers},
                     {"zero", c.zero},
                     {"step_s", c.step_s},
                     {"tokens_per_s", c.tokens_per_s},

@@ -28,13 +28,21 @@ struct AutoPlanFlags {
   std::string schedules;  // comma-separated; empty: all
   int64_t top = 5;
   int64_t max_microbatches = 128;
+  std::string costs;  // a `conveyor profile` file: measured costs, and the model timed
+  double cores = 0;   // > 0: every rank on one machine of this many cores
+  // --pp, --dp, --tp when given (they then fix that axis).
+  CLI::Option* fixed_pp = nullptr;
+  CLI::Option* fixed_dp = nullptr;
+  CLI::Option* fixed_tp = nullptr;
 
-  // The flags beside `plan`'s; --auto excludes the ones it chooses (--pp, --dp, --tp,
-  // --schedule, --microbatches, --chunks, --load, --micro-batch-size, --layers-per-stage).
+  // The flags beside `plan`'s; --auto excludes the ones it chooses (--schedule,
+  // --microbatches, --chunks, --load, --micro-batch-size, --layers-per-stage) and reads --pp,
+  // --dp and --tp as constraints.
   void Register(CLI::App& cmd);
-  // The request, with the model's hidden size and sequence and the network from `mesh`.
+  // The request, with the model's hidden size and sequence and the network from `mesh`, the
+  // pipeline `pp` when --pp was given; the model is the --costs file's when there is one.
   // UserError naming the flag and value when one is out of range.
-  AutoPlanRequest ToRequest(const MeshFlags& mesh) const;
+  AutoPlanRequest ToRequest(const MeshFlags& mesh, int64_t pp) const;
 };
 
 // "no layout fits 1.0 GiB a rank: the smallest need is ... (the layout)", for a plan with

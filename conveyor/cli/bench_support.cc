@@ -33,16 +33,6 @@ double Median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-std::string Printf(const char* format, ...) {
-  char line[512];
-  va_list args;
-  va_start(args, format);
-  const int n = std::vsnprintf(line, sizeof line, format, args);
-  va_end(args);
-  CONVEYOR_ASSERT(n >= 0 && n < static_cast<int>(sizeof line)) << "line too long: " << n;
-  return line;
-}
-
 std::string BenchTable(const nlohmann::json& rows, const std::string& header,
                        const std::function<std::string(const nlohmann::json&)>& line) {
   std::string text = header;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/common/text.h"
+
 namespace conveyor {
 
 // The schedules a comma-separated --schedules value names (every registered schedule when
@@ -19,9 +21,6 @@ std::vector<std::string> SelectedSchedules(const std::string& list);
 // The median of `values` (the mean of the middle two for an even count). Precondition:
 // `values` is not empty.
 double Median(std::vector<double> values);
-
-// printf into a std::string.
-std::string Printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 // A bench's text table: `header`, then one line per row, `line(row)` for a measured row and,
 // for a row {schedule, skipped}, the schedule's name and why it was skipped.

@@ -390,9 +390,9 @@ TEST(CliTest, PlanAutoChoosesLayoutsThatFitAndRefusesWhatNothingFits) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("no layout fits 1.0 MiB a rank: the smallest need is "), std::string::npos)
       << r.err;
-  r = Conveyor(model + "--pp 4");
+  r = Conveyor(model + "--schedule 1f1b");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("--pp excludes --auto"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--schedule excludes --auto"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "conveyor/cli/export_command.h"
 #include "conveyor/cli/generate_command.h"
 #include "conveyor/cli/plan_command.h"
+#include "conveyor/cli/profile_command.h"
 #include "conveyor/cli/tokenizer_command.h"
 #include "conveyor/cli/train_command.h"
 #include "conveyor/common/error.h"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", conveyor::ConveyorVersion());
   conveyor::AddPlanCommand(app);
+  conveyor::AddProfileCommand(app);
   conveyor::AddCompareCommand(app);
   const std::vector<std::string> args(argv + 1, argv + argc);
   int exit_code = 0;

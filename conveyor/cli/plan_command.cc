@@ -48,7 +48,7 @@ struct PlanFlags {
 void RunAutoPlan(const PlanFlags& flags) {
   CONVEYOR_CHECK(flags.format == "text" || flags.format == "json")
       << "--auto writes text or json, not --format " << flags.format;
-  const AutoPlanRequest request = flags.auto_plan.ToRequest(flags.mesh);
+  const AutoPlanRequest request = flags.auto_plan.ToRequest(flags.mesh, flags.pp);
   const auto start = std::chrono::steady_clock::now();
   const AutoPlan plan = PlanAuto(request);
   const double seconds =

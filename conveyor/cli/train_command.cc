@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "conveyor/cli/auto_train.h"
 #include "conveyor/cli/metrics_json.h"
 #include "conveyor/cli/output.h"
 #include "conveyor/cli/progress_bar.h"
@@ -15,10 +16,13 @@
 #include "conveyor/cli/trace_gather.h"
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/cli/train_summary.h"
+#include "conveyor/common/text.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/data/load_tokenizer.h"
 #include "conveyor/data/tokenizer.h"
+#include "conveyor/device/device_memory.h"
 #include "conveyor/launch/launcher.h"
+#include "conveyor/profile/memory_tracker.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/evaluate.h"
@@ -77,8 +81,21 @@ nlohmann::json MetricsJson(const TrainConfig& config, const TrainSummary& s, dou
   return metrics;
 }
 
-void TrainRank(const TrainConfig& config, const RankContext& rank) {
+// "--memory-per-rank 64.0 MiB at step 3".
+std::string MemoryLimitName(int64_t bytes, int64_t step) {
+  return Printf("--memory-per-rank %.1f MiB at step %lld", static_cast<double>(bytes) / (1 << 20),
+                static_cast<long long>(step));
+}
+
+// `ranks_in_process`: the ranks sharing this process's allocator (rank threads), whose
+// memory limits add up.
+void TrainRank(const TrainConfig& config, const RankContext& rank, int ranks_in_process) {
   const bool leader = rank.rank == 0;
+  const int64_t limit = config.memory_per_rank * ranks_in_process;
+  if (!rank.device.is_cuda()) {
+    MemoryTracker::Install();  // before the model: its weights count
+    if (limit > 0) MemoryTracker::SetLimit(limit, MemoryLimitName(config.memory_per_rank, 0));
+  }
   auto task = MakeTask(config);
   Trainer trainer(config, task, rank);
   if (!config.resume.empty()) LoadCheckpoint(config.resume, trainer, config);
@@ -93,7 +110,9 @@ void TrainRank(const TrainConfig& config, const RankContext& rank) {
     progress.Note(task->Describe());
     progress.Note("pipeline: " + config.schedule + ", " +
                   trainer.model().program().layout.Describe() + "; layers per stage " + parts +
-                  " (by " + std::string(PartitionByName(config.partition)) + ")");
+                  (config.stage_layers.empty()
+                       ? " (by " + std::string(PartitionByName(config.partition)) + ")"
+                       : " (as --stage-layers)"));
     progress.Note(
         "device: " + trainer.model().device().str() +
         (trainer.model().device().is_cuda() ? " (each rank on its local rank's GPU)" : "") +
@@ -128,7 +147,17 @@ void TrainRank(const TrainConfig& config, const RankContext& rank) {
   TrainSummary summary;
   const int64_t first_step = trainer.step();  // after a resume, not 0
   while (trainer.step() < config.steps) {
+    if (limit > 0 && MemoryTracker::installed()) {
+      MemoryTracker::SetLimit(limit, MemoryLimitName(config.memory_per_rank, trainer.step() + 1));
+    }
     const StepMetrics m = trainer.Step();
+    if (limit > 0 && rank.device.is_cuda()) {
+      const DeviceMemory memory = ReadDeviceMemory(rank.device);
+      CONVEYOR_CHECK(memory.peak_allocated_bytes <= limit)
+          << "rank " << rank.rank << ", step " << m.step << ": the GPU's tensors peaked at "
+          << memory.peak_allocated_bytes << " bytes, over "
+          << MemoryLimitName(config.memory_per_rank, m.step) << " (" << limit << " bytes)";
+    }
     summary.tokens_per_s = m.tokens_per_s;
     nlohmann::json row = {{"step", m.step},       {"loss", m.loss},
                           {"lr", m.lr},           {"grad_norm", m.grad_norm},
@@ -227,10 +256,18 @@ void TrainRank(const TrainConfig& config, const RankContext& rank) {
 
 void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* exit_code) {
   auto flags = std::make_shared<TrainFlags>();
+  auto auto_flags = std::make_shared<AutoTrainFlags>();
   CLI::App* cmd = app.add_subcommand("train", "train a model across pipeline ranks");
   RegisterTrainFlags(cmd, *flags);
-  cmd->callback([flags, args, exit_code] {
-    const TrainConfig config = ResolveTrainConfig(*flags);
+  auto_flags->Register(cmd);
+  cmd->callback([flags, auto_flags, args, exit_code] {
+    flags->auto_layout = auto_flags->on;
+    TrainConfig config = ResolveTrainConfig(*flags);
+    std::vector<std::string> rank_args = args;
+    if (auto_flags->on) {
+      config = ChooseTrainLayout(config, *auto_flags);
+      rank_args = ArgsWithLayout(args, config);
+    }
     const RanksOptions options = MeshRanksOptions(config, flags->launch);  // process count first
     // The launching process checks the run (and loads the corpus to do so) once; the ranks it
     // starts parse the same command line but skip the checks. Under torchrun or Slurm every
@@ -240,7 +277,9 @@ void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* e
       PreflightFiles(config);
     }
     *exit_code =
-        RunAsRanks(args, options, [&](const RankContext& rank) { TrainRank(config, rank); });
+        RunAsRanks(rank_args, options, [&](const RankContext& rank) {
+          TrainRank(config, rank, options.as_threads ? options.nproc : 1);
+        });
   });
 }
 

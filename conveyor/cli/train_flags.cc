@@ -110,6 +110,9 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
        "chunks (stages) per rank (0 = schedule default)");
   Choice(cmd, flags, "--partition", &TrainConfig::partition, ParsePartitionBy,
          "layer costs: params, flops, uniform or profile (measured)");
+  Flag(cmd, flags, "--stage-layers", &TrainConfig::stage_layers,
+       "layers of each stage in pipeline order, the embedding and the head counted as layers "
+       "(1,3,3,1; overrides --partition)");
   Choice(cmd, flags, "--recompute", &TrainConfig::recompute, ParseRecompute,
          "activation recomputation: none, full or selective (attention scores)");
   Choice(cmd, flags, "--dtype", &TrainConfig::dtype, ParseComputeDtype,
@@ -129,6 +132,10 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
        "steps without overflow before the loss scale doubles");
   Flag(cmd, flags, "--zero", &TrainConfig::zero,
        "shard the AdamW state across the data-parallel replicas (ZeRO stage 1)");
+  Flag(cmd, flags, "--memory-per-rank", &TrainConfig::memory_per_rank,
+       "bytes of tensors a rank may hold (2GiB, 500MB or a number): a step that needs more "
+       "stops the run (0 = no limit)");
+  flags.options.back().first->transform(CLI::AsSizeValue(/*kb_is_1000=*/true));
   Flag(cmd, flags, "--eval-every", &TrainConfig::eval_every, "steps between evaluations");
   Flag(cmd, flags, "--eval-batches", &TrainConfig::eval_batches,
        "gpt, llama: held-out batches per eval");
@@ -158,6 +165,12 @@ TrainConfig ResolveTrainConfig(const TrainFlags& flags) {
   TrainConfig config;
   if (!flags.config_file.empty()) ApplyTomlFile(flags.config_file, config);
   ApplyGivenFlags(flags, config);
+  if (flags.auto_layout) {
+    config.dp = config.tp = config.pp = config.microbatches = 1;
+    config.chunks = 0;
+    config.schedule = "1f1b";
+    config.stage_layers.clear();
+  }
   ApplyModelFolder(config);
   ApplyTokenizer(config);
   config.Validate();

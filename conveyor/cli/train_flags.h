@@ -29,6 +29,9 @@ struct TrainFlags {
   std::vector<std::string> data;  // --data's words: a path, or weights and paths of a blend
   std::vector<std::pair<CLI::Option*, std::function<void(TrainConfig&)>>> options;
   LaunchFlags launch;
+  // train --auto: the layout is chosen after resolving, which then checks the config at one
+  // rank and one micro-batch instead of the file's or the defaults' layout.
+  bool auto_layout = false;
 };
 
 // Adds the positional TOML file, every TrainConfig setting as a flag of `cmd` ("--layers",

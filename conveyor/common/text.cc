@@ -1,8 +1,22 @@
 #include "conveyor/common/text.h"
 
 #include <cctype>
+#include <cstdarg>
+#include <cstdio>
+
+#include "conveyor/common/error.h"
 
 namespace conveyor {
+
+std::string Printf(const char* format, ...) {
+  char line[512];
+  va_list args;
+  va_start(args, format);
+  const int n = std::vsnprintf(line, sizeof line, format, args);
+  va_end(args);
+  CONVEYOR_ASSERT(n >= 0 && n < static_cast<int>(sizeof line)) << "line too long: " << n;
+  return line;
+}
 
 std::string_view Trim(std::string_view text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {

@@ -9,6 +9,9 @@
 
 namespace conveyor {
 
+// printf into a std::string of at most 511 characters (a longer one is an InternalError).
+std::string Printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
 // `text` without leading and trailing whitespace (a view into the same characters).
 std::string_view Trim(std::string_view text);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
 
 #include "conveyor/common/error.h"
 
@@ -58,6 +59,28 @@ std::vector<LayerRange> PartitionEvenly(int layers, int stages) {
   int begin = 0;
   for (int s = 0; s < stages; ++s) {
     const int size = layers / stages + (s < layers % stages ? 1 : 0);
+    ranges.push_back({begin, begin + size});
+    begin += size;
+  }
+  return ranges;
+}
+
+std::vector<LayerRange> PartitionBySizes(const std::vector<int>& sizes, int layers, int stages,
+                                         const char* name) {
+  std::string listed;
+  int sum = 0;
+  for (int size : sizes) {
+    listed += (listed.empty() ? "" : ",") + std::to_string(size);
+    CONVEYOR_CHECK(size >= 1) << name << " " << listed << ": every stage needs a layer";
+    sum += size;
+  }
+  CONVEYOR_CHECK(static_cast<int>(sizes.size()) == stages && sum == layers)
+      << name << " " << listed << " gives " << sizes.size() << " stages " << sum
+      << " layers; the pipeline has " << stages << " stages and the model " << layers
+      << " layers (its blocks, the embedding and the head)";
+  std::vector<LayerRange> ranges;
+  int begin = 0;
+  for (int size : sizes) {
     ranges.push_back({begin, begin + size});
     begin += size;
   }

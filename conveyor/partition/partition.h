@@ -28,6 +28,11 @@ std::vector<LayerRange> Partition(const std::vector<double>& costs, int stages);
 // Equal costs: sizes differ by at most one, the larger first.
 std::vector<LayerRange> PartitionEvenly(int layers, int stages);
 
+// The slices of the given sizes, in order ("--stage-layers 2,3,3,2"). UserError naming
+// `name` and the sizes unless they are `stages` positive numbers adding up to `layers`.
+std::vector<LayerRange> PartitionBySizes(const std::vector<int>& sizes, int layers, int stages,
+                                         const char* name);
+
 // The largest slice cost of a partition.
 double MaxLoad(const std::vector<double>& costs, const std::vector<LayerRange>& ranges);
 

@@ -36,6 +36,24 @@ TEST(PartitionTest, EvenSplitLargerFirst) {
   EXPECT_EQ(Sizes(PartitionEvenly(4, 4)), (std::vector<int>{1, 1, 1, 1}));
 }
 
+TEST(PartitionTest, SizesGivenAreKeptAndCheckedAgainstTheModel) {
+  const std::vector<LayerRange> r = PartitionBySizes({1, 3, 2}, 6, 3, "--stage-layers");
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[1].begin, 1);
+  EXPECT_EQ(r[1].end, 4);
+  EXPECT_EQ(r[2].end, 6);
+  try {
+    PartitionBySizes({2, 3}, 6, 2, "--stage-layers");
+    ADD_FAILURE() << "5 layers of 6 were accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--stage-layers 2,3 gives 2 stages 5 layers"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(PartitionBySizes({3, 3}, 6, 3, "--stage-layers"), UserError);
+  EXPECT_THROW(PartitionBySizes({0, 6}, 6, 2, "--stage-layers"), UserError);
+}
+
 TEST(PartitionTest, HeavyEndsGetFewerLayers) {
   // Embedding and head cost like three blocks each.
   const std::vector<double> costs = {3, 1, 1, 1, 1, 1, 1, 3};

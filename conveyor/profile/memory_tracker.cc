@@ -8,6 +8,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "conveyor/common/error.h"
+#include "conveyor/common/text.h"
 #include "conveyor/device/torch_compat.h"
 
 namespace conveyor {
@@ -15,6 +17,22 @@ namespace {
 
 std::atomic<int64_t> current{0};
 std::atomic<int64_t> peak{0};
+std::atomic<int64_t> cap{0};
+std::mutex cap_mutex;
+std::string cap_name;  // guarded by cap_mutex
+
+[[noreturn]] void RefuseAllocation(size_t n, int64_t held, int64_t limit) {
+  std::string name;
+  {
+    std::lock_guard<std::mutex> lock(cap_mutex);
+    name = cap_name;
+  }
+  constexpr double kMiB = 1 << 20;
+  throw UserError(Printf("memory limit: %lld bytes more would make %.1f MiB, over %s (%lld bytes)",
+                         static_cast<long long>(n),
+                         static_cast<double>(held + static_cast<int64_t>(n)) / kMiB,
+                         name.c_str(), static_cast<long long>(limit)));
+}
 
 // Keeps the data pointer as the context (so raw_allocate / raw_deallocate keep working) and
 // remembers each allocation's size until it is freed.
@@ -37,6 +55,11 @@ class CountingAllocator : public c10::Allocator {
 
  private:
   c10::DataPtr Allocate(size_t n) const {
+    const int64_t limit = cap.load();
+    if (limit > 0) {
+      const int64_t held = current.load();
+      if (held + static_cast<int64_t>(n) > limit) RefuseAllocation(n, held, limit);
+    }
     c10::DataPtr inner = base_->allocate(n);
     void* data = inner.get();
     const c10::Device device = inner.device();
@@ -92,5 +115,16 @@ bool MemoryTracker::installed() { return CountingAllocator::instance != nullptr;
 int64_t MemoryTracker::current_bytes() { return current.load(); }
 int64_t MemoryTracker::peak_bytes() { return peak.load(); }
 void MemoryTracker::ResetPeak() { peak.store(current.load()); }
+
+void MemoryTracker::SetLimit(int64_t bytes, const std::string& what) {
+  CONVEYOR_ASSERT(bytes >= 0 && installed()) << "memory limit " << bytes << " without a tracker";
+  {
+    std::lock_guard<std::mutex> lock(cap_mutex);
+    cap_name = what;
+  }
+  cap.store(bytes);
+}
+
+int64_t MemoryTracker::limit() { return cap.load(); }
 
 }  // namespace conveyor

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <tuple>
 #include <optional>
 #include <sstream>
 
 #include "conveyor/common/error.h"
 #include "conveyor/mesh/mesh.h"
+#include "conveyor/partition/partition.h"
 #include "conveyor/schedule/activation_memory.h"
 #include "conveyor/schedule/pipeline_limits.h"
 #include "conveyor/schedule/registry.h"
@@ -42,6 +45,16 @@ double TransformerSpec::TrainFlopsPerToken() const {
   return 3 * (static_cast<double>(layers) * BlockForwardFlops() + head);
 }
 
+LayerSample LayerCostTable::At(const MeasuredLayer& layer, double n) const {
+  const double n0 = static_cast<double>(sequences[0]), n1 = static_cast<double>(sequences[1]);
+  const double x = n1 > n0 ? (n - n0) / (n1 - n0) : 0;
+  auto line = [&](double LayerSample::*field) {
+    return std::max(0.0, layer.at[0].*field + x * (layer.at[1].*field - layer.at[0].*field));
+  };
+  return {line(&LayerSample::forward_s), line(&LayerSample::input_s),
+          line(&LayerSample::weight_s), line(&LayerSample::activation_bytes)};
+}
+
 namespace {
 
 std::vector<int> Divisors(int64_t n, int64_t most) {
@@ -52,15 +65,71 @@ std::vector<int> Divisors(int64_t n, int64_t most) {
   return out;
 }
 
-// Blocks of pipeline part `part` of `parts`: an even split, the first parts one more.
-int64_t BlocksOf(int64_t layers, int part, int parts) {
-  return layers / parts + (part < layers % parts ? 1 : 0);
+// The costs of the model's layers (embedding, blocks, head) for one micro-batch of `b`
+// sequences on one of `tp` tensor-parallel ranks, under `recompute`.
+struct LayerCosts {
+  std::vector<LayerSample> layers;
+  std::vector<double> params;        // per layer, one TP shard's
+  std::vector<double> input_bytes;   // a micro-batch's input to the layer, kept under "full"
+};
+
+LayerSample Scaled(LayerSample s, double by) {
+  s.forward_s *= by, s.input_s *= by, s.weight_s *= by, s.activation_bytes *= by;
+  return s;
+}
+
+LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::string& recompute) {
+  const TransformerSpec& m = r.model;
+  const double c = static_cast<double>(m.hidden), t = static_cast<double>(m.seq_len),
+               v = static_cast<double>(m.vocab), bt = static_cast<double>(b) * t;
+  LayerSample embedding, block, head;
+  double element_bytes = 2;
+  if (r.measured.has_value()) {
+    const LayerCostTable& table = *r.measured;
+    const double n = static_cast<double>(b);
+    embedding = Scaled(table.At(table.embedding, n), 1.0 / tp);
+    block = Scaled(table.At(table.block, n), 1.0 / tp);
+    if (recompute == "selective") {  // never faster than keeping the scores: timing noise
+      const LayerSample s = Scaled(table.At(table.block_selective, n), 1.0 / tp);
+      block = {std::max(s.forward_s, block.forward_s), std::max(s.input_s, block.input_s),
+               std::max(s.weight_s, block.weight_s), s.activation_bytes};
+    }
+    head = Scaled(table.At(table.head, n), 1.0 / tp);
+    element_bytes = table.element_bytes;
+  } else {
+    const double rate = r.device_flops * r.efficiency * tp;
+    const double f = bt * m.BlockForwardFlops() / rate, h = bt * 2 * c * v / rate;
+    block = {f, f, f, bt * c * (10 + 24.0 / tp)};
+    head = {h, h, h, bt * v * 4};
+  }
+  LayerCosts costs;
+  const double input = bt * c * element_bytes;
+  for (int64_t l = 0; l < m.layers + 2; ++l) {
+    const bool first = l == 0, last = l == m.layers + 1;
+    LayerSample s = first ? embedding : last ? head : block;
+    if (recompute == "full") s.input_s += s.forward_s;
+    costs.layers.push_back(s);
+    costs.params.push_back((first || last ? v * c : m.BlockParams()) / tp);
+    costs.input_bytes.push_back(first ? 0 : input);
+  }
+  return costs;
+}
+
+std::string Sizes(const std::vector<LayerRange>& ranges) {
+  std::string out;
+  for (const LayerRange& range : ranges) {
+    out += (out.empty() ? "" : ",") + std::to_string(range.size());
+  }
+  return out;
 }
 
 // What costs `c` against `best`, in a few words.
 std::string HeldBack(const PlanCandidate& c, const PlanCandidate& best) {
   std::vector<std::string> why;
-  if (c.recompute && !best.recompute) why.push_back("recomputes every forward");
+  if (c.recompute != best.recompute && c.recompute != "none") {
+    why.push_back(c.recompute == "full" ? "recomputes every forward"
+                                        : "recomputes the attention scores");
+  }
   if (c.bubble > best.bubble + 0.01) {
     std::ostringstream s;
     s.precision(1);
@@ -111,17 +180,21 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
     for (const std::string& name : r.schedules) schedules.push_back(&FindSchedule(name));
   }
 
-  const double c = static_cast<double>(m.hidden), t = static_cast<double>(m.seq_len),
-               v = static_cast<double>(m.vocab);
-  const double tokens_per_step = static_cast<double>(r.global_batch) * t;
+  const double tokens_per_step = static_cast<double>(r.global_batch) * m.seq_len;
+  std::vector<std::string> recomputes = {"none", "full"};
+  if (r.measured.has_value()) recomputes.insert(recomputes.begin() + 1, "selective");
+  // Splits by (parts, tp, micro-batch size, recomputation): Partition is the costly part.
+  std::map<std::tuple<int, int, int64_t, std::string>, std::vector<LayerRange>> splits;
   AutoPlan plan;
   std::vector<PlanCandidate> fits;
   double least_over = std::numeric_limits<double>::infinity();
   for (int tp : Divisors(r.world, per_node)) {
-    if (m.heads % tp != 0 || m.kv() % tp != 0) continue;
-    for (int pp : Divisors(r.world / tp, m.layers)) {
+    if (m.heads % tp != 0 || m.kv() % tp != 0 || (r.tp > 0 && tp != r.tp)) continue;
+    for (int pp : Divisors(r.world / tp, m.layers + 2)) {
       const int dp = r.world / tp / pp;
-      if (r.global_batch % dp != 0) continue;
+      if (r.global_batch % dp != 0 || (r.pp > 0 && pp != r.pp) || (r.dp > 0 && dp != r.dp)) {
+        continue;
+      }
       const int64_t per_replica = r.global_batch / dp;
       const Mesh mesh = Mesh::Make(r.world, dp, tp, pp);
       for (const ScheduleInfo* info : schedules) {
@@ -137,28 +210,57 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
           }
           const Layout& layout = program->layout;
           const int parts = layout.pipeline_length();
-          if (parts > m.layers) continue;
+          if (parts > m.layers + 2) continue;
           ++plan.layouts;
           const int64_t b = per_replica / mbs;
-          const double bt = static_cast<double>(b) * t;
           const int stages = layout.num_stages();
-          std::vector<double> blocks(stages), params(stages);
-          for (int s = 0; s < stages; ++s) {
-            const int part = layout.part_of(s);
-            blocks[s] = static_cast<double>(BlocksOf(m.layers, part, parts));
-            params[s] = (blocks[s] * m.BlockParams() + (part == 0 ? v * c : 0) +
-                         (part == parts - 1 ? v * c : 0)) /
-                        tp;
-          }
-          for (bool recompute : {false, true}) {
-            // Memory: the fullest rank, with the first ZeRO stage that fits.
-            std::vector<double> activations(stages);
-            for (int s = 0; s < stages; ++s) {
-              const double per_block = recompute ? 2 * bt * c : bt * c * (10 + 24.0 / tp);
-              activations[s] = blocks[s] * per_block +
-                               (layout.part_of(s) == parts - 1 ? bt * v * 4 : 0);  // logits
+          for (const std::string& recompute : recomputes) {
+            const LayerCosts costs = CostsOf(r, tp, b, recompute);
+            std::vector<LayerRange>& split = splits[{parts, tp, r.measured ? b : 0, recompute}];
+            if (split.empty()) {
+              std::vector<double> work;
+              for (const LayerSample& l : costs.layers) {
+                work.push_back(l.forward_s + l.input_s + l.weight_s);
+              }
+              split = Partition(work, parts);
             }
-            const std::vector<double> held = PeakActivations(*program, activations, 0.5);
+            // Per stage: its layers' parameters, compute and activations.
+            std::vector<double> params(stages), held_per_mb(stages), whole(stages);
+            CostModel cost_model;
+            int64_t most_blocks = 0;
+            for (int s = 0; s < stages; ++s) {
+              const LayerRange range = split[layout.part_of(s)];
+              StageCost stage{0, 0, 0};
+              for (int l = range.begin; l < range.end; ++l) {
+                const LayerSample& layer = costs.layers[l];
+                params[s] += costs.params[l];
+                whole[s] += layer.activation_bytes;
+                stage.f += layer.forward_s, stage.i += layer.input_s, stage.w += layer.weight_s;
+              }
+              held_per_mb[s] = recompute == "full" ? costs.input_bytes[range.begin] : whole[s];
+              cost_model.stages.push_back(stage);
+              most_blocks = std::max<int64_t>(
+                  most_blocks, std::min(range.end, static_cast<int>(m.layers) + 1) -
+                                   std::max(range.begin, 1));
+            }
+            // Memory: the fullest rank, with the first ZeRO stage that fits.
+            std::vector<double> held = PeakActivations(*program, held_per_mb, 0.5);
+            if (recompute == "full") {  // one micro-batch's recomputed activations at a time
+              std::vector<double> most(held.size());
+              for (int s = 0; s < stages; ++s) {
+                double& m_s = most[layout.rank_of(s)];
+                m_s = std::max(m_s, whole[s]);
+              }
+              for (size_t k = 0; k < held.size(); ++k) held[k] += most[k];
+            }
+            // Backward's workspace: the largest layer's activation gradients, and a
+            // micro-batch's input and its gradient arriving from the neighbours.
+            double workspace = 0;
+            for (size_t l = 0; l < costs.layers.size(); ++l) {
+              workspace = std::max(workspace, costs.layers[l].activation_bytes);
+            }
+            workspace += 2 * costs.input_bytes.back();
+            for (double& h : held) h += workspace;
             int zero = -1;
             double peak = 0;
             for (int z : {0, 1}) {
@@ -182,6 +284,7 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
             cand.microbatches = mbs;
             cand.micro_batch_size = b;
             cand.recompute = recompute;
+            cand.stage_layers = Sizes(split);
             cand.peak_bytes = peak;
             if (zero < 0) {
               ++plan.over_memory;
@@ -189,27 +292,26 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
               continue;
             }
             cand.zero = zero;
-            CostModel costs;
-            for (int s = 0; s < stages; ++s) {
-              const bool head = layout.part_of(s) == parts - 1;
-              const double f = bt * (blocks[s] * m.BlockForwardFlops() + (head ? 2 * c * v : 0)) /
-                               tp / (r.device_flops * r.efficiency);
-              costs.stages.push_back(StageCost{f, recompute ? 2 * f : f, f});
+            cost_model.comm_latency = r.network.intra.latency;  // a pipeline hop
+            if (r.shared_compute > 0) {
+              cost_model.sharing =
+                  ComputeSharing::OneDevice(layout.num_ranks(), r.shared_compute / (dp * tp));
             }
             ModelShape shape;
             shape.hidden = m.hidden;
             shape.seq_len = m.seq_len;
             shape.micro_batch_size = b;
-            shape.layers_per_stage =
-                static_cast<int64_t>(*std::max_element(blocks.begin(), blocks.end()));
-            shape.element_bytes = 2;
+            shape.layers_per_stage = std::max<int64_t>(most_blocks, 1);
+            shape.element_bytes = r.measured ? r.measured->element_bytes : 2;
             shape.param_bytes_per_stage = *std::max_element(params.begin(), params.end()) * 4;
             const MeshSimResult sim =
-                SimulateMesh(*program, costs, mesh, r.network, shape, SimOptions{1});
+                SimulateMesh(*program, cost_model, mesh, r.network, shape, SimOptions{1});
             ++plan.simulated;
             cand.step_s = sim.step;
             cand.tokens_per_s = tokens_per_step / sim.step;
-            cand.mfu = m.TrainFlopsPerToken() * cand.tokens_per_s / (r.world * r.device_flops);
+            cand.mfu = r.measured ? -1
+                                  : m.TrainFlopsPerToken() * cand.tokens_per_s /
+                                        (r.world * r.device_flops);
             cand.bubble = sim.pipeline.bubble_fraction;
             cand.tp_comm_s =
                 sim.tp_time.empty() ? 0 : *std::max_element(sim.tp_time.begin(), sim.tp_time.end());
@@ -230,6 +332,7 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
     const float sa = static_cast<float>(a.step_s), sb = static_cast<float>(b.step_s);
     if (sa != sb) return sa < sb;
     if (a.zero != b.zero) return a.zero < b.zero;
+    if ((a.recompute == "none") != (b.recompute == "none")) return a.recompute == "none";
     return a.peak_bytes < b.peak_bytes;
   });
   for (size_t i = 0; i < fits.size() && static_cast<int>(i) < std::max(r.top, 1); ++i) {

@@ -1,34 +1,49 @@
 // The auto-planner: every way to lay a transformer out on `world` devices (dp x tp x pp, a
-// schedule with its chunks per rank, the micro-batch count, recomputation none or full,
-// ZeRO 0 or 1), priced and simulated, best first.
+// schedule with its chunks per rank, the micro-batch count, the stage split, recomputation
+// none, selective or full, ZeRO 0 or 1), priced and simulated, best first.
 //
-// Costs come from FLOP counts and stated device figures, for machines one does not have:
-// per token, a block's forward is 2 x its parameters + 4 T C (the attention's two
-// products, counted whole as Megatron's MFU does), the LM head's 2 C V; backward is twice
-// the forward (input and weight halves equal), full recomputation adds one forward to it;
-// divided by tp and by the device's rate (its peak x efficiency: measured costs are the
-// next step). Blocks are split evenly over the pipeline's parts,
-// the embedding with the first, the head with the last. Communication is SimulateMesh's
-// (mesh_costs.h): Megatron's tensor-parallel all-reduces and the bucketed data-parallel
-// reduction over the nodes' links.
+// A layer's costs come from one of two sources:
+//  - FLOP counts and stated device figures, for machines one does not have: per token, a
+//    block's forward is 2 x its parameters + 4 T C (the attention's two products, counted
+//    whole as Megatron's MFU does), the LM head's 2 C V, the embedding's nothing; backward
+//    is twice the forward (input and weight halves equal); all over tp and the device's rate
+//    (its peak x efficiency). Activations per micro-batch and block s b C (10 + 24 / tp)
+//    bytes in bf16 with fused attention (Korthikanti et al., "Reducing Activation
+//    Recomputation in Large Transformer Models", 2022, without sequence parallelism; fused
+//    attention keeps no scores, so selective recomputation buys nothing and is not tried),
+//    the head's fp32 logits s b V 4.
+//  - A LayerCostTable measured on this machine (`conveyor profile`): the forward,
+//    backward-input and backward-weight seconds and the activation bytes of the embedding, a
+//    block (also under selective recomputation) and the head, linear in the micro-batch's
+//    sequences between and beyond the two sizes timed; over tp.
+// Full recomputation keeps a stage's input (b T C) per micro-batch in flight, runs the
+// forward again before the backward and, for that micro-batch, holds the stage's whole
+// activations once.
 //
-// Memory per rank, a hard limit: weights, gradients and AdamW's moments at
-// bytes_per_param (16: fp32 weights and gradients, two fp32 moments; ZeRO-1 shards the
-// moments over dp: 8 + 8 / dp), over tp; activations at the schedule's peak in flight
-// (PeakActivations), per micro-batch and block s b C (10 + 24 / tp) bytes in bf16 with fused
-// attention (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
-// Models", 2022, without sequence parallelism), 2 s b C with full recomputation, and the
-// last stage's fp32 logits s b V 4. A candidate over the limit is never simulated.
+// The stage split is Partition (partition.h) of the layers' F + I + W: the embedding and the
+// head are layers, so the first and last stages take fewer blocks when they are heavy.
+// Communication is SimulateMesh's (mesh_costs.h): Megatron's tensor-parallel all-reduces and
+// the bucketed data-parallel reduction over the nodes' links. Where the ranks share one
+// machine's compute (shared_compute), the simulator runs each pipeline rank's computes under
+// processor sharing (compute_sharing.h).
 //
-// Not modelled yet: measured per-layer costs (the plan is only as good as --device-tflops),
-// sequence parallelism, selective recomputation, interleaving beyond each schedule's
-// default chunks, stage splits balanced by cost.
+// Memory per rank, a hard limit: weights, gradients and AdamW's moments at bytes_per_param
+// (16: fp32 weights and gradients, two fp32 moments; ZeRO-1 shards the moments over dp:
+// 8 + 8 / dp), over tp; the activations at the schedule's peak in flight (PeakActivations);
+// backward's workspace: the largest layer's activations again (their gradients) and a
+// micro-batch's input and its gradient from the neighbours. A candidate over the limit is
+// never simulated.
+//
+// Not modelled: sequence and context parallelism, interleaving beyond each schedule's
+// default chunks.
 //
 // Pure; thread-compatible.
 #ifndef CONVEYOR_SIM_AUTO_PLANNER_H_
 #define CONVEYOR_SIM_AUTO_PLANNER_H_
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +72,35 @@ struct TransformerSpec {
   double TrainFlopsPerToken() const;
 };
 
+// One layer's measured costs for a micro-batch.
+struct LayerSample {
+  double forward_s = 0;
+  double input_s = 0;   // backward for the layer's input
+  double weight_s = 0;  // backward for its weights
+  double activation_bytes = 0;  // held from its forward to its backward
+};
+
+// A layer kind as `conveyor profile` measured it: its parameters and its costs at the
+// table's two micro-batch sizes.
+struct MeasuredLayer {
+  double params = 0;
+  std::array<LayerSample, 2> at;
+};
+
+// What `conveyor profile` measured of a model's layer kinds on one device.
+struct LayerCostTable {
+  TransformerSpec model;                   // what was timed (seq_len: the sequences' tokens)
+  std::array<int64_t, 2> sequences{1, 4};  // the micro-batch sizes timed, ascending
+  MeasuredLayer embedding, block, block_selective, head;
+  int threads = 1;     // intra-op threads of the timing
+  std::string device;  // "cpu"
+  double element_bytes = 4;  // of an activation (fp32 on the CPU)
+
+  // `layer` at a micro-batch of `sequences`: linear through the two sizes timed, never
+  // below 0.
+  LayerSample At(const MeasuredLayer& layer, double sequences) const;
+};
+
 struct AutoPlanRequest {
   TransformerSpec model;
   int world = 8;
@@ -69,6 +113,11 @@ struct AutoPlanRequest {
   int max_microbatches = 128;
   double bytes_per_param = 16;
   int top = 5;
+  std::optional<LayerCostTable> measured;  // else FLOP counts at device_flops x efficiency
+  // > 0: every rank of the world computes on one machine that runs this many of them at full
+  // speed (a CPU's cores over each rank's threads); 0: a device of its own each.
+  double shared_compute = 0;
+  int dp = 0, tp = 0, pp = 0;  // > 0: only layouts of that size on the axis
 };
 
 struct PlanCandidate {
@@ -77,11 +126,12 @@ struct PlanCandidate {
   int chunks = 1;
   int microbatches = 1;
   int64_t micro_batch_size = 1;  // sequences per micro-batch
-  bool recompute = false;
+  std::string recompute = "none";  // "none", "selective" or "full"
+  std::string stage_layers;        // layers per stage, the embedding and head counted: "1,3,3,1"
   int zero = 0;
   double step_s = 0;
   double tokens_per_s = 0;
-  double mfu = 0;         // model FLOPs / (world x device_flops x step)
+  double mfu = 0;  // model FLOPs / (world x device_flops x step); -1 with measured costs
   double bubble = 0;      // the pipeline's, SimResult::bubble_fraction
   double peak_bytes = 0;  // the fullest rank's
   double tp_comm_s = 0;   // per F/I/B of the slowest pipeline rank's stages
@@ -91,7 +141,8 @@ struct PlanCandidate {
 };
 
 struct AutoPlan {
-  // At most `top`, fastest first (at equal speed: less ZeRO, then less memory). At pp 1 the
+  // At most `top`, fastest first (at equal speed: less ZeRO, no recomputation, then less
+  // memory). At pp 1 the
   // schedules do not differ: only the first of the list is tried.
   std::vector<PlanCandidate> best;
   int64_t layouts = 0;      // (dp, tp, pp, schedule, chunks, micro-batches) tried

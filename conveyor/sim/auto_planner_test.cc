@@ -62,7 +62,7 @@ TEST(AutoPlannerTest, RanksLayoutsThatFitFastestFirst) {
   }
   EXPECT_TRUE(plan.best[0].held_back.empty());
   // Recomputation only costs time: the fastest plan does not recompute when all fits.
-  EXPECT_FALSE(plan.best[0].recompute);
+  EXPECT_EQ(plan.best[0].recompute, "none");
 }
 
 // The fastest layout needs more memory than the cap: the planner picks another, which fits.
@@ -80,6 +80,57 @@ TEST(AutoPlannerTest, AMemoryCapBelowTheFastestNeedPicksAnotherThatFits) {
   const AutoPlan none = PlanAuto(r);
   EXPECT_TRUE(none.best.empty());
   EXPECT_GT(none.smallest_over.peak_bytes, 1e6);
+}
+
+// A measured table: a block twice the head's time, selective recomputation dearer than
+// none but lighter. Linear between the two sizes timed.
+LayerCostTable Measured() {
+  LayerCostTable t;
+  t.model = TransformerSpec{.layers = 6, .hidden = 64, .heads = 4, .vocab = 256, .seq_len = 64};
+  t.sequences = {1, 3};
+  t.embedding = {1e3, {{{1e-5, 0, 1e-5, 1e4}, {3e-5, 0, 3e-5, 3e4}}}};
+  t.block = {5e4, {{{1e-3, 1e-3, 1e-3, 1e6}, {3e-3, 3e-3, 3e-3, 3e6}}}};
+  t.block_selective = {5e4, {{{1e-3, 1.5e-3, 1e-3, 5e5}, {3e-3, 4.5e-3, 3e-3, 1.5e6}}}};
+  t.head = {2e4, {{{5e-4, 5e-4, 5e-4, 2e6}, {1.5e-3, 1.5e-3, 1.5e-3, 6e6}}}};
+  return t;
+}
+
+TEST(AutoPlannerTest, MeasuredCostsSplitByTimeAndOfferSelectiveRecomputation) {
+  const LayerCostTable table = Measured();
+  const LayerSample two = table.At(table.block, 2);
+  EXPECT_DOUBLE_EQ(two.forward_s, 2e-3);
+  EXPECT_DOUBLE_EQ(two.activation_bytes, 2e6);
+  EXPECT_DOUBLE_EQ(table.At(table.block, 0.5).forward_s, 0.5e-3);  // beyond, on the line
+  AutoPlanRequest r;
+  r.model = table.model;
+  r.measured = table;
+  r.world = 2;
+  r.global_batch = 8;
+  r.memory_per_rank = 1e9;
+  r.top = 1000;
+  r.pp = 2;
+  AutoPlan plan = PlanAuto(r);
+  ASSERT_FALSE(plan.best.empty());
+  bool selective = false;
+  for (const PlanCandidate& c : plan.best) {
+    EXPECT_EQ(c.pp, 2) << "--pp fixes the pipeline";
+    EXPECT_LT(c.mfu, 0) << "no MFU without device figures";
+    selective |= c.recompute == "selective";
+    if (c.schedule == "1f1b" && c.recompute == "none") {
+      // 8 layers (6 blocks, embedding, head) in two parts of equal work: the embedding
+      // and three blocks, three blocks and the head.
+      EXPECT_EQ(c.stage_layers, "4,4");
+    }
+  }
+  EXPECT_TRUE(selective);
+  EXPECT_EQ(plan.best[0].recompute, "none") << "recomputation costs time";
+  // Under a cap only recomputation meets, it is chosen.
+  const PlanCandidate fastest = plan.best[0];
+  r.memory_per_rank = fastest.peak_bytes * 0.7;
+  plan = PlanAuto(r);
+  ASSERT_FALSE(plan.best.empty());
+  EXPECT_LE(plan.best[0].peak_bytes, r.memory_per_rank);
+  EXPECT_GT(plan.best[0].step_s, fastest.step_s);
 }
 
 TEST(AutoPlannerTest, TensorParallelismStaysInsideANode) {

@@ -7,6 +7,8 @@
 
 namespace conveyor {
 
+Link LocalCpuLink() { return Link{200e-6, 1e9}; }
+
 int MeshNetwork::node_of(int rank) const { return ranks_per_node > 0 ? rank / ranks_per_node : 0; }
 
 std::vector<int> MeshNetwork::NodesOf(const std::vector<int>& group) const {

@@ -22,6 +22,10 @@ struct Link {
   bool operator==(const Link&) const = default;
 };
 
+// The link between ranks sharing one CPU over Gloo: hops cost a few hundred microseconds
+// there (docs/BENCHMARKS.md), all-reduces move about a gigabyte a second.
+Link LocalCpuLink();
+
 struct MeshNetwork {
   // Defaults: within a node, NVLink-class (5 us, 150 GB/s of all-reduce bus bandwidth);
   // between nodes, one 200 Gb/s InfiniBand or RoCE port per GPU (10 us, 25 GB/s).

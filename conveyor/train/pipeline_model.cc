@@ -113,15 +113,21 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   const Layout& layout = program_.layout;
   // Listed once: a model without its own list builds its layers, one at a time, to list them.
   const std::vector<ParameterShapes> shapes = model_->LayerShapes();
-  std::vector<double> costs = LayerCosts(config_, *model_, shapes, data);
-  if (config_.partition == PartitionBy::kProfile && world_ != nullptr && world_->world_size() > 1) {
-    // Timings differ between ranks: every rank must cut at the same places.
-    const at::Tensor sum = SumOverRanks(world_, at::tensor(costs, at::kDouble));
-    for (size_t l = 0; l < costs.size(); ++l) {
-      costs[l] = sum[l].item<double>() / world_->world_size();
+  if (!config_.stage_layers.empty()) {
+    partition_ = PartitionBySizes(ParseStageLayers(config_.stage_layers, "--stage-layers"),
+                                  model_->num_layers(), layout.pipeline_length(), "--stage-layers");
+  } else {
+    std::vector<double> costs = LayerCosts(config_, *model_, shapes, data);
+    if (config_.partition == PartitionBy::kProfile && world_ != nullptr &&
+        world_->world_size() > 1) {
+      // Timings differ between ranks: every rank must cut at the same places.
+      const at::Tensor sum = SumOverRanks(world_, at::tensor(costs, at::kDouble));
+      for (size_t l = 0; l < costs.size(); ++l) {
+        costs[l] = sum[l].item<double>() / world_->world_size();
+      }
     }
+    partition_ = Partition(costs, layout.pipeline_length());
   }
-  partition_ = Partition(costs, layout.pipeline_length());
   holders_ = Holders(layout, shapes, partition_);
   // Activations and their gradients cross between stages in the compute dtype: half the
   // bytes under bf16 / fp16; weights, gradients and reductions stay fp32.

@@ -17,6 +17,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/common/range_check.h"
 #include "conveyor/common/spellings.h"
+#include "conveyor/common/text.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/data/load_tokenizer.h"
 #include "conveyor/data/tokenizer.h"
@@ -75,6 +76,7 @@ void ForEachInteger(Config& c, Visit&& visit) {
   visit("loss_scale_window", c.loss_scale_window, 1, kMaxSteps);
   visit("kv_heads", c.kv_heads, 0, 4096);
   visit("intermediate", c.intermediate, 0, 1 << 20);
+  visit("memory_per_rank", c.memory_per_rank, 0, int64_t{1} << 50);
 }
 
 // The same for the real settings; lo = nullopt means (0, hi]: zero itself is refused.
@@ -185,6 +187,22 @@ void ApplyTokenizer(TrainConfig& c) {
   CheckTokenizerFits(*tokenizer, ModelVocab(c), "--tokenizer " + c.tokenizer);
 }
 
+std::vector<int> ParseStageLayers(std::string_view text, std::string_view name) {
+  std::vector<int> sizes;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const std::string_view word = Trim(text.substr(begin, end - begin));
+    int size = 0;
+    const auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), size);
+    CONVEYOR_CHECK(ec == std::errc() && ptr == word.data() + word.size() && size >= 1)
+        << name << " '" << text << "' must list positive layer counts, one a stage (\"1,3,3,1\")";
+    sizes.push_back(size);
+    begin = end + 1;
+  }
+  return sizes;
+}
+
 std::vector<std::pair<std::string, std::string>> SettingsThatMustAgree(const TrainConfig& c) {
   std::vector<std::pair<std::string, std::string>> settings = {
       {"--model", std::string(ModelKindName(c.model))},
@@ -195,6 +213,7 @@ std::vector<std::pair<std::string, std::string>> SettingsThatMustAgree(const Tra
       {"--schedule", c.schedule},
       {"--mesh-order", c.mesh_order},
       {"--partition", std::string(PartitionByName(c.partition))},
+      {"--stage-layers", c.stage_layers},
       {"--recompute", std::string(RecomputeName(c.recompute))},
       {"--device", std::string(DeviceKindName(c.device))},
       {"--dtype", std::string(ComputeDtypeName(c.dtype))},
@@ -261,6 +280,7 @@ void TrainConfig::Validate() const {
       << "batch-size (" << batch_size << ") must be at least dp x microbatches (" << dp << " x "
       << microbatches << "): every data-parallel replica runs every micro-batch";
   Mesh::ParseOrder(mesh_order);
+  ParseStageLayers(stage_layers, "--stage-layers");
   CONVEYOR_CHECK(heads % tp == 0) << "heads (" << heads << ") must divide by tp (" << tp
                                   << "): each tensor-parallel rank holds heads / tp of them";
   if (model == ModelKind::kLlama) {
@@ -377,6 +397,11 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
          }
        }},
       {"partition", choice(c.partition, ParsePartitionBy)},
+      {"stage_layers",
+       [&c, &path, string_of](const toml::node& n, const std::string& key) {
+         c.stage_layers = string_of(n, key);
+         ParseStageLayers(c.stage_layers, path + ": " + key);
+       }},
       {"metrics", text(c.metrics)},
       {"trace", text(c.trace)},
       {"checkpoint_dir", text(c.checkpoint_dir)},

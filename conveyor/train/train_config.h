@@ -75,6 +75,10 @@ void ApplyModelFolder(TrainConfig& config);
 // file when it cannot be loaded, or both sizes when they do not fit.
 void ApplyTokenizer(TrainConfig& config);
 
+// config.stage_layers as numbers; UserError naming `name` and the text unless it is a
+// comma-separated list of positive integers (or empty: an empty list).
+std::vector<int> ParseStageLayers(std::string_view text, std::string_view name);
+
 // The settings every rank of a run must share (launch/rank_settings.h), by flag name: the
 // model, data, schedule, mesh, optimisation, precision, checkpoints. Not those a rank may
 // hold alone: its threads, its outputs of rank 0 (--metrics, --trace), the timeout.
@@ -122,6 +126,9 @@ struct TrainConfig {
   int tp = 1;
   std::string mesh_order = "tp-dp-pp";  // fastest-varying axis first
   PartitionBy partition = PartitionBy::kParams;
+  // Layers per stage in pipeline order ("1,3,3,1": the embedding and the head count as
+  // layers), overriding `partition`; empty = cut by `partition`.
+  std::string stage_layers;
   Recompute recompute = Recompute::kNone;
   DeviceKind device = DeviceKind::kAuto;
   ComputeDtype dtype = ComputeDtype::kFp32;
@@ -142,6 +149,11 @@ struct TrainConfig {
   // ZeRO stage: 1 shards the AdamW state across the data-parallel replicas (no effect with
   // dp = 1); 0 keeps it whole on every replica.
   int zero = 0;
+  // A hard limit on the bytes of tensors each rank holds (the CPU's counting allocator; on a
+  // GPU the caching allocator's peak, checked after each step): the run stops with an error
+  // naming rank, stage, step and bytes. 0 = no limit. Rank threads share one process: their
+  // limit is the sum of theirs.
+  int64_t memory_per_rank = 0;
   // Evaluation, output, checkpoints.
   int64_t eval_every = 50;  // 0 = only at the end
   int eval_batches = 4;

@@ -28,6 +28,17 @@ std::string Write(const std::string& text) {
 
 TEST(TrainConfigTest, DefaultsAreValid) { EXPECT_NO_THROW(TrainConfig().Validate()); }
 
+TEST(TrainConfigTest, StageLayersAreCommaSeparatedPositiveCounts) {
+  EXPECT_EQ(ParseStageLayers("1, 3,3,1", "--stage-layers"), (std::vector<int>{1, 3, 3, 1}));
+  EXPECT_TRUE(ParseStageLayers("", "--stage-layers").empty());
+  for (const char* bad : {"1,,2", "1,x", "0,2", "-1,3", "2.5"}) {
+    EXPECT_THROW(ParseStageLayers(bad, "--stage-layers"), UserError) << bad;
+  }
+  TrainConfig c;
+  c.stage_layers = "1,a";
+  EXPECT_THROW(c.Validate(), UserError);
+}
+
 TEST(TrainConfigTest, TomlKeysApply) {
   TrainConfig c;
   ApplyTomlFile(Write("schedule = \"zb-v\"\npp = 2\nlr = 0.01\ntie_embeddings = true\n"

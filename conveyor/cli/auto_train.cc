@@ -1,0 +1,199 @@
+#include "conveyor/cli/auto_train.h"
+
+#include <ATen/Parallel.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "conveyor/cli/auto_plan.h"
+#include "conveyor/cli/layer_cost_json.h"
+#include "conveyor/common/error.h"
+#include "conveyor/common/range_check.h"
+#include "conveyor/common/text.h"
+#include "conveyor/launch/rendezvous.h"
+#include "conveyor/mesh/mesh.h"
+#include "conveyor/profile/memory_tracker.h"
+#include "conveyor/sim/mesh_network.h"
+#include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/layer_profile.h"
+
+namespace conveyor {
+namespace {
+
+int Cores() {
+  cpu_set_t set;
+  const int cores = sched_getaffinity(0, sizeof set, &set) == 0
+                        ? CPU_COUNT(&set)
+                        : static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(cores, 1);
+}
+
+std::string MiB(double bytes) { return Printf("%.1f MiB", bytes / (1 << 20)); }
+
+std::string Describe(const PlanCandidate& c) {
+  return Printf("dp x tp x pp %d x %d x %d, %s, %d micro-batches of %lld, recompute %s, ZeRO %d, "
+                "layers a stage %s",
+                c.dp, c.tp, c.pp, c.schedule.c_str(), c.microbatches,
+                static_cast<long long>(c.micro_batch_size), c.recompute.c_str(), c.zero,
+                c.stage_layers.c_str());
+}
+
+TrainConfig WithLayout(TrainConfig config, const PlanCandidate& c) {
+  config.dp = c.dp, config.tp = c.tp, config.pp = c.pp;
+  config.schedule = c.schedule;
+  config.microbatches = c.microbatches;
+  config.chunks = c.chunks;
+  config.recompute = ParseRecompute(c.recompute, "--recompute");
+  config.zero = c.zero;
+  config.stage_layers = c.stage_layers;
+  return config;
+}
+
+}  // namespace
+
+void AutoTrainFlags::Register(CLI::App* cmd) {
+  CLI::Option* auto_flag = cmd->add_flag(
+      "--auto", on,
+      "choose the layout (dp x tp x pp, schedule, micro-batches, stage split, recomputation, "
+      "ZeRO) that fits --memory-per-rank and the simulator finds fastest on this machine");
+  cmd->add_option("--world", world, "--auto: local ranks in all")->capture_default_str();
+  cmd->add_option("--costs", costs,
+                  "--auto: layer costs from `conveyor profile` (default: timed at the start)");
+  for (const char* chosen : {"--pp", "--dp", "--tp", "--schedule", "--microbatches", "--chunks",
+                             "--recompute", "--zero", "--stage-layers", "--partition"}) {
+    if (CLI::Option* option = cmd->get_option_no_throw(chosen)) auto_flag->excludes(option);
+  }
+}
+
+TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& flags) {
+  CONVEYOR_CHECK(!LaunchedAsRank())
+      << "train --auto chooses the layout where the ranks start, and under a launcher (RANK is "
+         "set) every process is a rank: plan with `conveyor plan --auto --costs FILE` and pass "
+         "its layout (--dp --tp --pp --schedule --microbatches --stage-layers ...)";
+  CheckInRange("--world", flags.world, 1, kMaxMeshRanks);
+  const int world = static_cast<int>(flags.world);
+  const auto start = std::chrono::steady_clock::now();
+  const int cores = Cores();
+  const int threads = config.threads > 0 ? config.threads : std::max(1, cores / world);
+  MemoryTracker::Install();
+  LayerCostTable table;
+  if (flags.costs.empty()) {
+    const int before = at::get_num_threads();
+    at::set_num_threads(threads);
+    table = ProfileLayerKinds(config, {1, 4}, 3);
+    at::set_num_threads(before);
+  } else {
+    table = ReadLayerCostTable(flags.costs);
+  }
+  // What the training data's tensors take on every rank, before any layer.
+  const int64_t before_data = MemoryTracker::current_bytes();
+  const int64_t data_bytes = [&] {
+    const std::shared_ptr<TrainTask> task = MakeTask(config);
+    return std::max<int64_t>(0, MemoryTracker::current_bytes() - before_data);
+  }();
+  const double limit =
+      config.memory_per_rank > 0
+          ? static_cast<double>(config.memory_per_rank)
+          : static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / world;
+
+  AutoPlanRequest request;
+  request.model = table.model;
+  request.world = world;
+  request.global_batch = config.batch_size;
+  request.memory_per_rank = limit - static_cast<double>(data_bytes);
+  request.measured = table;
+  request.shared_compute = static_cast<double>(cores) / table.threads;
+  request.network.intra = LocalCpuLink();
+  request.max_microbatches = std::min(config.batch_size, 128);
+  request.top = 1000;
+  CONVEYOR_CHECK(request.memory_per_rank > 0)
+      << "--memory-per-rank " << MiB(limit) << " is less than the training data's "
+      << MiB(static_cast<double>(data_bytes));
+  const AutoPlan plan = PlanAuto(request);
+  CONVEYOR_CHECK(!plan.best.empty()) << NoLayoutFits(request, plan);
+  size_t chosen = plan.best.size();
+  TrainConfig out;
+  for (size_t i = 0; i < plan.best.size() && chosen == plan.best.size(); ++i) {
+    try {
+      out = WithLayout(config, plan.best[i]);
+      out.Validate();  // the trainer's own conditions (a vocabulary split over tp, ...)
+      chosen = i;
+    } catch (const UserError&) {
+    }
+  }
+  CONVEYOR_CHECK(chosen < plan.best.size())
+      << "no layout the planner found for " << world << " ranks is one the trainer runs";
+  const PlanCandidate& best = plan.best[chosen];
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string text = Printf(
+      "auto: %s\n"
+      "auto: predicted %.1f ms a step, bubble %.1f%%, peak %s of the %s a rank "
+      "(%s of it the data)\n"
+      "auto: from %s; %lld layouts, %lld over the memory, %lld simulated, in %.1f s\n",
+      Describe(best).c_str(), 1e3 * best.step_s, 100 * std::max(0.0, best.bubble),
+      MiB(best.peak_bytes + static_cast<double>(data_bytes)).c_str(), MiB(limit).c_str(),
+      MiB(static_cast<double>(data_bytes)).c_str(),
+      flags.costs.empty()
+          ? Printf("the layers timed now (%d thread(s) a rank, %d ranks on %d cores)", threads,
+                   world, cores)
+                .c_str()
+          : ("--costs " + flags.costs).c_str(),
+      static_cast<long long>(plan.layouts), static_cast<long long>(plan.over_memory),
+      static_cast<long long>(plan.simulated), seconds);
+  int shown = 0;
+  for (size_t i = 0; i < plan.best.size() && shown < 2; ++i) {
+    const PlanCandidate& c = plan.best[i];
+    if (i == chosen || (c.dp == best.dp && c.tp == best.tp && c.pp == best.pp &&
+                        c.schedule == best.schedule)) {
+      continue;  // show other layouts, not the same one with other micro-batches
+    }
+    text += Printf("auto: next %s: %.1f ms (%s)\n", Describe(c).c_str(), 1e3 * c.step_s,
+                   c.held_back.empty() ? "the trainer cannot run it" : c.held_back.c_str());
+    ++shown;
+  }
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+  return out;
+}
+
+std::vector<std::string> ArgsWithLayout(const std::vector<std::string>& args,
+                                        const TrainConfig& c) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--auto") continue;
+    if (a == "--world" || a == "--costs") {
+      ++i;  // and its value
+      continue;
+    }
+    if (a.rfind("--world=", 0) == 0 || a.rfind("--costs=", 0) == 0) continue;
+    out.push_back(a);
+  }
+  const std::vector<std::string> layout = {"--dp",
+                                           std::to_string(c.dp),
+                                           "--tp",
+                                           std::to_string(c.tp),
+                                           "--pp",
+                                           std::to_string(c.pp),
+                                           "--schedule",
+                                           c.schedule,
+                                           "--microbatches",
+                                           std::to_string(c.microbatches),
+                                           "--chunks",
+                                           std::to_string(c.chunks),
+                                           "--recompute",
+                                           std::string(RecomputeName(c.recompute)),
+                                           "--zero",
+                                           std::to_string(c.zero),
+                                           "--stage-layers",
+                                           c.stage_layers};
+  out.insert(out.end(), layout.begin(), layout.end());
+  return out;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,43 @@
+// `conveyor train --auto`: the auto-planner (sim/auto_planner.h) chooses the layout of a run
+// on this machine's local ranks (dp x tp x pp, schedule, micro-batches, stage split,
+// recomputation, ZeRO) from the model's layer costs measured here, before the ranks start.
+//
+// The launching process plans once and starts its ranks with the chosen flags in place of
+// --auto (ArgsWithLayout), so every rank runs the same layout; under another launcher there
+// is no such process and --auto is refused.
+#ifndef CONVEYOR_CLI_AUTO_TRAIN_H_
+#define CONVEYOR_CLI_AUTO_TRAIN_H_
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "conveyor/train/train_config.h"
+
+namespace conveyor {
+
+struct AutoTrainFlags {
+  bool on = false;  // --auto
+  int64_t world = 4;
+  std::string costs;  // a `conveyor profile` file; empty: the layers are timed now
+
+  // --auto, --world and --costs; --auto excludes the flags of the layout it chooses.
+  void Register(CLI::App* cmd);
+};
+
+// `config` with the planner's best layout for `flags.world` ranks on this machine that
+// passes TrainConfig::Validate; prints the choice, its prediction and the runners-up on
+// stdout. The memory per rank is config.memory_per_rank (0: this machine's memory over the
+// ranks), less the tensors the training data holds. UserError under another launcher, for a
+// classifier, or when no layout fits (naming the smallest need).
+TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& flags);
+
+// `args` with --auto, --world and --costs (and their values) taken out and the layout of
+// `chosen` given as flags: the command line of the ranks.
+std::vector<std::string> ArgsWithLayout(const std::vector<std::string>& args,
+                                        const TrainConfig& chosen);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_CLI_AUTO_TRAIN_H_

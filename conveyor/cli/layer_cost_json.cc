@@ -1,0 +1,122 @@
+#include "conveyor/cli/layer_cost_json.h"
+
+#include <cmath>
+#include <fstream>
+
+#include "conveyor/common/error.h"
+
+namespace conveyor {
+namespace {
+
+constexpr char kFormat[] = "conveyor layer costs 1";
+constexpr const char* kKinds[] = {"embedding", "block", "block_selective", "head"};
+constexpr double LayerSample::*kFields[] = {&LayerSample::forward_s, &LayerSample::input_s,
+                                            &LayerSample::weight_s,
+                                            &LayerSample::activation_bytes};
+constexpr const char* kFieldNames[] = {"forward_s", "input_s", "weight_s", "activation_bytes"};
+
+MeasuredLayer LayerCostTable::*KindField(int k) {
+  constexpr MeasuredLayer LayerCostTable::*kFieldsOf[] = {
+      &LayerCostTable::embedding, &LayerCostTable::block, &LayerCostTable::block_selective,
+      &LayerCostTable::head};
+  return kFieldsOf[k];
+}
+
+// A finite number >= 0 at `key` of `j`, named in the error as `where`.key.
+double Number(const nlohmann::json& j, const char* key, const std::string& where) {
+  CONVEYOR_CHECK(j.is_object() && j.contains(key) && j[key].is_number())
+      << where << ": '" << key << "' must be a number";
+  const double value = j[key].get<double>();
+  CONVEYOR_CHECK(std::isfinite(value) && value >= 0)
+      << where << ": '" << key << "' must be finite and >= 0, got " << value;
+  return value;
+}
+
+}  // namespace
+
+nlohmann::json LayerCostTableJson(const LayerCostTable& t, const std::string& describe) {
+  const TransformerSpec& m = t.model;
+  nlohmann::json out = {{"format", kFormat},
+                        {"describe", describe},
+                        {"device", t.device},
+                        {"threads", t.threads},
+                        {"element_bytes", t.element_bytes},
+                        {"sequences", {t.sequences[0], t.sequences[1]}},
+                        {"model",
+                         {{"layers", m.layers},
+                          {"hidden", m.hidden},
+                          {"heads", m.heads},
+                          {"kv_heads", m.kv()},
+                          {"intermediate", m.mlp()},
+                          {"vocab", m.vocab},
+                          {"seq_len", m.seq_len},
+                          {"gated_mlp", m.gated_mlp}}}};
+  for (int k = 0; k < 4; ++k) {
+    const MeasuredLayer& layer = t.*KindField(k);
+    nlohmann::json at = nlohmann::json::array();
+    for (const LayerSample& sample : layer.at) {
+      nlohmann::json row;
+      for (int f = 0; f < 4; ++f) row[kFieldNames[f]] = sample.*kFields[f];
+      at.push_back(row);
+    }
+    out[kKinds[k]] = {{"params", layer.params}, {"at", at}};
+  }
+  return out;
+}
+
+LayerCostTable ReadLayerCostTable(const std::string& path) {
+  std::ifstream in(path);
+  CONVEYOR_CHECK(in.good()) << "--costs " << path << ": cannot be read";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    CONVEYOR_CHECK(false) << "--costs " << path << ": not JSON (" << e.what() << ")";
+  }
+  const std::string where = "--costs " + path;
+  CONVEYOR_CHECK(j.is_object() && j.value("format", "") == kFormat)
+      << where << ": not a file of `conveyor profile` (format '" << kFormat << "')";
+  LayerCostTable t;
+  t.device = j.value("device", "");
+  t.threads = static_cast<int>(Number(j, "threads", where));
+  t.element_bytes = Number(j, "element_bytes", where);
+  const nlohmann::json& sizes = j["sequences"];
+  CONVEYOR_CHECK(sizes.is_array() && sizes.size() == 2 && sizes[0].is_number_integer() &&
+                 sizes[1].is_number_integer() && sizes[0].get<int64_t>() >= 1 &&
+                 sizes[0].get<int64_t>() < sizes[1].get<int64_t>())
+      << where << ": 'sequences' must be two increasing sizes";
+  t.sequences = {sizes[0].get<int64_t>(), sizes[1].get<int64_t>()};
+  const nlohmann::json& m = j["model"];
+  const std::string model_where = where + ": model";
+  auto integer = [&](const char* key) {
+    const double value = Number(m, key, model_where);
+    CONVEYOR_CHECK(value >= 1 && value < 1e9 && value == std::floor(value))
+        << model_where << ": '" << key << "' must be a positive integer";
+    return static_cast<int64_t>(value);
+  };
+  t.model = TransformerSpec{.layers = integer("layers"),
+                            .hidden = integer("hidden"),
+                            .heads = integer("heads"),
+                            .kv_heads = integer("kv_heads"),
+                            .intermediate = integer("intermediate"),
+                            .vocab = integer("vocab"),
+                            .seq_len = integer("seq_len"),
+                            .gated_mlp = m.value("gated_mlp", false)};
+  for (int k = 0; k < 4; ++k) {
+    const std::string kind_where = where + ": " + kKinds[k];
+    CONVEYOR_CHECK(j.contains(kKinds[k])) << kind_where << " is missing";
+    const nlohmann::json& layer = j[kKinds[k]];
+    MeasuredLayer& out = t.*KindField(k);
+    out.params = Number(layer, "params", kind_where);
+    CONVEYOR_CHECK(layer.contains("at") && layer["at"].is_array() && layer["at"].size() == 2)
+        << kind_where << ": 'at' must hold the two sizes' samples";
+    for (int i = 0; i < 2; ++i) {
+      for (int f = 0; f < 4; ++f) {
+        out.at[i].*kFields[f] = Number(layer["at"][i], kFieldNames[f], kind_where);
+      }
+    }
+  }
+  return t;
+}
+
+}  // namespace conveyor

@@ -1,0 +1,28 @@
+// The file `conveyor profile` writes and `plan --auto --costs` / `train --auto` read: a
+// LayerCostTable (sim/auto_planner.h) as JSON.
+//
+//   {"format": "conveyor layer costs 1", "describe": "...", "device": "cpu", "threads": 1,
+//    "element_bytes": 4, "sequences": [1, 4],
+//    "model": {"layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "seq_len",
+//              "gated_mlp"},
+//    "embedding" | "block" | "block_selective" | "head":
+//      {"params": P, "at": [{"forward_s", "input_s", "weight_s", "activation_bytes"} x 2]}}
+#ifndef CONVEYOR_CLI_LAYER_COST_JSON_H_
+#define CONVEYOR_CLI_LAYER_COST_JSON_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "conveyor/sim/auto_planner.h"
+
+namespace conveyor {
+
+// `describe`: one line on the model timed (ModelTask::Describe).
+nlohmann::json LayerCostTableJson(const LayerCostTable& table, const std::string& describe);
+
+// The table in file `path`. UserError naming the file and the missing or bad key.
+LayerCostTable ReadLayerCostTable(const std::string& path);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_CLI_LAYER_COST_JSON_H_

@@ -1,0 +1,74 @@
+#include "conveyor/cli/profile_command.h"
+
+#include <ATen/Parallel.h>
+
+#include <array>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conveyor/cli/layer_cost_json.h"
+#include "conveyor/cli/output.h"
+#include "conveyor/cli/train_flags.h"
+#include "conveyor/common/range_check.h"
+#include "conveyor/common/text.h"
+#include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/layer_profile.h"
+
+namespace conveyor {
+
+void AddProfileCommand(CLI::App& app) {
+  struct ProfileFlags {
+    TrainFlags train;
+    std::vector<int64_t> sizes = {1, 4};
+    int64_t rounds = 3;
+    std::string out;
+  };
+  auto flags = std::make_shared<ProfileFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "profile",
+      "time a model's embedding, block and head on this machine (forward, backward for inputs "
+      "and for weights, activation bytes) for plan --auto --costs");
+  RegisterTrainFlags(cmd, flags->train);
+  cmd->add_option("--sizes", flags->sizes, "two micro-batch sizes (sequences) to time")
+      ->expected(2)
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--rounds", flags->rounds, "timed rounds per layer (the fastest counts)")
+      ->capture_default_str();
+  cmd->add_option("-o,--out", flags->out, "the JSON file (default: stdout, and no table)");
+  cmd->callback([flags] {
+    TrainConfig config = ResolveTrainConfig(flags->train);
+    CheckInRange("--rounds", flags->rounds, 1, 1000);
+    CheckInRange("--sizes", flags->sizes.at(0), 1, 1 << 16);
+    CheckInRange("--sizes", flags->sizes.at(1), flags->sizes[0] + 1, 1 << 16);
+    // The threads one of several ranks sharing the cores runs, unless told.
+    at::set_num_threads(config.threads > 0 ? config.threads : 1);
+    const LayerCostTable table =
+        ProfileLayerKinds(config, {flags->sizes[0], flags->sizes[1]}, static_cast<int>(flags->rounds));
+    const std::string describe = MakeModelTask(config)->Describe();
+    WriteOutput(flags->out, LayerCostTableJson(table, describe).dump(2) + "\n");
+    if (flags->out.empty() || flags->out == "-") return;
+    std::string text = Printf("%s, %lld tokens a sequence, %d thread(s) on the cpu\n",
+                              describe.c_str(), static_cast<long long>(config.seq_len),
+                              table.threads);
+    text += "layer            sequences  forward ms  input ms  weight ms  activations MiB\n";
+    const std::array<std::pair<const char*, const MeasuredLayer*>, 4> kinds = {
+        {{"embedding", &table.embedding},
+         {"block", &table.block},
+         {"block selective", &table.block_selective},
+         {"head", &table.head}}};
+    for (const auto& [name, layer] : kinds) {
+      for (int k = 0; k < 2; ++k) {
+        const LayerSample& s = layer->at[k];
+        text += Printf("%-16s %9lld %11.3f %9.3f %10.3f %16.2f\n", name,
+                       static_cast<long long>(table.sequences[k]), 1e3 * s.forward_s,
+                       1e3 * s.input_s, 1e3 * s.weight_s, s.activation_bytes / (1 << 20));
+      }
+    }
+    std::fputs((text + "written to " + flags->out + "\n").c_str(), stdout);
+  });
+}
+
+}  // namespace conveyor

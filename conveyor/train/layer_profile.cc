@@ -1,0 +1,119 @@
+#include "conveyor/train/layer_profile.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <memory>
+
+#include "conveyor/common/error.h"
+#include "conveyor/profile/memory_tracker.h"
+#include "conveyor/train/builtin_tasks.h"
+
+namespace conveyor {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Layer `index` of `model` timed on `x` (tokens for the embedding, else (n, T, C)); `out`
+// receives its output, detached, for the next layer.
+LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, const MicroBatch& mb,
+                      int rounds, at::Tensor* out) {
+  const std::shared_ptr<Layer> layer = model.BuildLayers({}, {index, index + 1}).at(0);
+  std::vector<at::Tensor> weights;
+  for (const auto& [name, p] : layer->NamedParameters()) {
+    if (p.requires_grad()) weights.push_back(p);
+  }
+  const bool takes_grad = x.is_floating_point();
+  const double inf = std::numeric_limits<double>::infinity();
+  LayerSample best{inf, inf, inf, 0};
+  double whole_backward = inf;
+  for (int round = 0; round <= rounds; ++round) {
+    for (const at::Tensor& w : weights) w.mutable_grad() = at::Tensor();
+    const at::Tensor in = takes_grad ? x.detach().requires_grad_(true) : x;
+    const int64_t held_before = MemoryTracker::current_bytes();
+    auto start = std::chrono::steady_clock::now();
+    at::Tensor y = layer->Forward(in, mb);
+    at::Tensor loss = layer->has_loss() ? layer->LossSum(y, mb) : (y * y).sum();
+    const double forward = Since(start);
+    const double held = static_cast<double>(MemoryTracker::current_bytes() - held_before);
+    double input = 0;
+    if (takes_grad) {
+      start = std::chrono::steady_clock::now();
+      torch::autograd::grad({loss}, {in}, {}, /*retain_graph=*/false);
+      input = Since(start);
+      y = layer->Forward(in, mb);  // the graph again, for the whole backward
+      loss = layer->has_loss() ? layer->LossSum(y, mb) : (y * y).sum();
+    }
+    start = std::chrono::steady_clock::now();
+    loss.backward();
+    const double whole = Since(start);
+    if (round == 0) continue;  // warm-up: first-call allocations and caches
+    best.forward_s = std::min(best.forward_s, forward);
+    best.input_s = std::min(best.input_s, input);
+    whole_backward = std::min(whole_backward, whole);
+    best.activation_bytes = std::max(best.activation_bytes, held);
+    *out = y.detach();
+  }
+  best.weight_s = std::max(0.0, whole_backward - best.input_s);
+  return best;
+}
+
+}  // namespace
+
+LayerCostTable ProfileLayerKinds(const TrainConfig& config, std::array<int64_t, 2> sequences,
+                                 int rounds) {
+  CONVEYOR_CHECK(IsLanguageModel(config.model))
+      << "conveyor profile times a gpt or llama, not a " << ModelKindName(config.model);
+  CONVEYOR_CHECK(sequences[0] >= 1 && sequences[0] < sequences[1])
+      << "the micro-batch sizes timed must be 1 <= " << sequences[0] << " < " << sequences[1];
+  CONVEYOR_CHECK(rounds >= 1) << "--rounds " << rounds << " must be >= 1";
+  MemoryTracker::Install();
+  TrainConfig selective_config = config;
+  selective_config.recompute = Recompute::kSelective;
+  TrainConfig plain_config = config;
+  plain_config.recompute = Recompute::kNone;
+  const std::shared_ptr<const ModelTask> plain = MakeModelTask(plain_config);
+  const std::shared_ptr<const ModelTask> selective = MakeModelTask(selective_config);
+  const int head = plain->num_layers() - 1;
+  const std::vector<ParameterShapes> shapes = plain->LayerShapes();
+  LayerCostTable table;
+  const bool llama = config.model == ModelKind::kLlama;
+  table.model = TransformerSpec{.layers = config.layers,
+                                .hidden = config.hidden,
+                                .heads = config.heads,
+                                .kv_heads = llama ? LlamaKvHeads(config) : config.heads,
+                                .intermediate = llama ? LlamaIntermediate(config) : 4 * config.hidden,
+                                .vocab = ModelVocab(config),
+                                .seq_len = config.seq_len,
+                                .gated_mlp = llama};
+  table.sequences = sequences;
+  table.threads = at::get_num_threads();
+  table.device = "cpu";
+  table.element_bytes = 4;
+  table.embedding.params = static_cast<double>(CountParameters({shapes.at(0)}));
+  table.block.params = static_cast<double>(CountParameters({shapes.at(1)}));
+  table.block_selective.params = table.block.params;
+  table.head.params = static_cast<double>(CountParameters({shapes.at(head)}));
+  for (int k = 0; k < 2; ++k) {
+    Batch batch;
+    batch.inputs = at::randint(0, ModelVocab(config), {sequences[k], config.seq_len},
+                               at::TensorOptions().dtype(at::kLong));
+    batch.targets = batch.inputs;
+    const MicroBatch mb = SplitBatch(batch, 1)[0];
+    at::Tensor x, unused;
+    table.embedding.at[k] = TimeLayer(*plain, 0, batch.inputs, mb, rounds, &x);
+    at::Tensor hidden;
+    table.block.at[k] = TimeLayer(*plain, 1, x, mb, rounds, &hidden);
+    table.block_selective.at[k] = TimeLayer(*selective, 1, x, mb, rounds, &unused);
+    table.head.at[k] = TimeLayer(*plain, head, hidden, mb, rounds, &unused);
+  }
+  return table;
+}
+
+}  // namespace conveyor

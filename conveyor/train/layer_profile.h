@@ -1,0 +1,27 @@
+// What each kind of layer of a language model costs on this process's device, measured:
+// the numbers `conveyor profile` writes and the auto-planner (sim/auto_planner.h) plans by.
+#ifndef CONVEYOR_TRAIN_LAYER_PROFILE_H_
+#define CONVEYOR_TRAIN_LAYER_PROFILE_H_
+
+#include <array>
+#include <cstdint>
+
+#include "conveyor/sim/auto_planner.h"
+#include "conveyor/train/train_config.h"
+
+namespace conveyor {
+
+// Times the embedding, one block (again built for selective recomputation) and the head of
+// `config`'s model (gpt or llama; its weights drawn from the seed, or read from its folder
+// for the layers timed only) on random tokens, at micro-batches of `sequences[0]` and
+// `sequences[1]` sequences of config.seq_len, on the CPU with the current intra-op threads:
+// each layer's forward, its backward for its input alone, and its whole backward (the
+// weights' part is the difference), the fastest of `rounds` after one unmeasured; the bytes
+// it holds from forward to backward by the counting allocator (profile/memory_tracker.h).
+// UserError for a classifier, or sizes not 1 <= sequences[0] < sequences[1].
+LayerCostTable ProfileLayerKinds(const TrainConfig& config, std::array<int64_t, 2> sequences,
+                                 int rounds);
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_TRAIN_LAYER_PROFILE_H_
