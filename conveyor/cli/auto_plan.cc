@@ -57,8 +57,8 @@ void AutoPlanFlags::Register(CLI::App& cmd) {
                  "--auto: layer costs measured by `conveyor profile` (its model; else FLOPs at "
                  "--device-tflops x --efficiency)");
   cmd.add_option("--cores", cores,
-                 "--auto: the ranks share one machine of this many cores (with --costs: its "
-                 "threads a rank); 0 = a device each")
+                 "--auto: the ranks share one machine of this many cores (with --costs: running "
+                 "the profile's threads each, at the capacity it measured); 0 = a device each")
       ->capture_default_str();
   for (const char* chosen : {"--schedule", "--microbatches", "--chunks", "--load",
                              "--micro-batch-size", "--layers-per-stage"}) {
@@ -106,10 +106,13 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) cons
     r.measured = ReadLayerCostTable(costs);
     r.model = r.measured->model;
   }
-  r.shared_compute = cores / (r.measured ? r.measured->threads : 1);
+  // Ranks of the profile's threads; its measured capacity says how much of their speed the
+  // cores keep all busy, scaled to the cores given.
+  r.shared_compute = r.measured ? cores * r.measured->capacity / r.measured->cores : cores;
   if (cores > 0 && r.network.intra.latency == MeshNetwork{}.intra.latency &&
       r.network.intra.bandwidth == MeshNetwork{}.intra.bandwidth) {
     r.network.intra = LocalCpuLink();  // ranks of one CPU, unless the link was stated
+    r.hop_s = kLocalHopSeconds;
   }
   auto given = [](const CLI::Option* option) { return option != nullptr && option->count() > 0; };
   if (given(fixed_pp)) {
@@ -140,8 +143,8 @@ std::string AutoPlanText(const AutoPlanRequest& r, const AutoPlan& plan, double 
       r.measured ? Printf("costs measured by conveyor profile (%d thread(s) a rank%s)",
                           r.measured->threads,
                           r.shared_compute > 0
-                              ? Printf(", the ranks sharing %.0f cores",
-                                       r.shared_compute * r.measured->threads)
+                              ? Printf(", the ranks sharing cores worth %.2f lone ranks",
+                                       r.shared_compute)
                                     .c_str()
                               : "")
                  : Printf("%.0f TFLOP/s peak (%.0f%% of it reached)", r.device_flops / 1e12,

@@ -1,17 +1,16 @@
 #include "conveyor/cli/auto_train.h"
 
 #include <ATen/Parallel.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <thread>
 
 #include "conveyor/cli/auto_plan.h"
 #include "conveyor/cli/layer_cost_json.h"
 #include "conveyor/common/error.h"
+#include "conveyor/common/process_stats.h"
 #include "conveyor/common/range_check.h"
 #include "conveyor/common/text.h"
 #include "conveyor/launch/rendezvous.h"
@@ -23,14 +22,6 @@
 
 namespace conveyor {
 namespace {
-
-int Cores() {
-  cpu_set_t set;
-  const int cores = sched_getaffinity(0, sizeof set, &set) == 0
-                        ? CPU_COUNT(&set)
-                        : static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(cores, 1);
-}
 
 std::string MiB(double bytes) { return Printf("%.1f MiB", bytes / (1 << 20)); }
 
@@ -77,14 +68,14 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
   CheckInRange("--world", flags.world, 1, kMaxMeshRanks);
   const int world = static_cast<int>(flags.world);
   const auto start = std::chrono::steady_clock::now();
-  const int cores = Cores();
+  const int cores = AvailableCores();
   const int threads = config.threads > 0 ? config.threads : std::max(1, cores / world);
   MemoryTracker::Install();
   LayerCostTable table;
   if (flags.costs.empty()) {
     const int before = at::get_num_threads();
     at::set_num_threads(threads);
-    table = ProfileLayerKinds(config, {1, 4}, 3);
+    table = ProfileLayerKinds(config, {1, 4}, 3, world);
     at::set_num_threads(before);
   } else {
     table = ReadLayerCostTable(flags.costs);
@@ -106,8 +97,9 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
   request.global_batch = config.batch_size;
   request.memory_per_rank = limit - static_cast<double>(data_bytes);
   request.measured = table;
-  request.shared_compute = static_cast<double>(cores) / table.threads;
+  request.shared_compute = table.capacity * cores / table.cores;  // as measured, here
   request.network.intra = LocalCpuLink();
+  request.hop_s = kLocalHopSeconds;
   request.max_microbatches = std::min(config.batch_size, 128);
   request.top = 1000;
   CONVEYOR_CHECK(request.memory_per_rank > 0)
@@ -139,8 +131,9 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
       MiB(best.peak_bytes + static_cast<double>(data_bytes)).c_str(), MiB(limit).c_str(),
       MiB(static_cast<double>(data_bytes)).c_str(),
       flags.costs.empty()
-          ? Printf("the layers timed now (%d thread(s) a rank, %d ranks on %d cores)", threads,
-                   world, cores)
+          ? Printf("the layers timed now (%d thread(s) a rank, %d ranks on %d cores, which "
+                   "do the work of %.2f ranks alone)",
+                   threads, world, cores, request.shared_compute)
                 .c_str()
           : ("--costs " + flags.costs).c_str(),
       static_cast<long long>(plan.layouts), static_cast<long long>(plan.over_memory),

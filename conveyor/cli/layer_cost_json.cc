@@ -41,6 +41,11 @@ nlohmann::json LayerCostTableJson(const LayerCostTable& t, const std::string& de
                         {"device", t.device},
                         {"threads", t.threads},
                         {"element_bytes", t.element_bytes},
+                        {"optimizer_s_per_param", t.optimizer_s},
+                        {"cores", t.cores},
+                        {"capacity", t.capacity},
+                        {"capacity_ranks", t.capacity_ranks},
+                        {"calibration", t.calibration},
                         {"sequences", {t.sequences[0], t.sequences[1]}},
                         {"model",
                          {{"layers", m.layers},
@@ -80,6 +85,13 @@ LayerCostTable ReadLayerCostTable(const std::string& path) {
   t.device = j.value("device", "");
   t.threads = static_cast<int>(Number(j, "threads", where));
   t.element_bytes = Number(j, "element_bytes", where);
+  t.optimizer_s = Number(j, "optimizer_s_per_param", where);
+  t.cores = static_cast<int>(Number(j, "cores", where));
+  t.capacity = Number(j, "capacity", where);
+  t.capacity_ranks = static_cast<int>(Number(j, "capacity_ranks", where));
+  t.calibration = Number(j, "calibration", where);
+  CONVEYOR_CHECK(t.cores >= 1 && t.capacity > 0 && t.threads >= 1 && t.capacity_ranks >= 1)
+      << where << ": 'cores', 'capacity', 'capacity_ranks' and 'threads' must be positive";
   const nlohmann::json& sizes = j["sequences"];
   CONVEYOR_CHECK(sizes.is_array() && sizes.size() == 2 && sizes[0].is_number_integer() &&
                  sizes[1].is_number_integer() && sizes[0].get<int64_t>() >= 1 &&

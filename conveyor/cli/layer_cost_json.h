@@ -2,7 +2,9 @@
 // LayerCostTable (sim/auto_planner.h) as JSON.
 //
 //   {"format": "conveyor layer costs 1", "describe": "...", "device": "cpu", "threads": 1,
-//    "element_bytes": 4, "sequences": [1, 4],
+//    "element_bytes": 4, "optimizer_s_per_param": s, "cores": 2, "capacity": 1.3,
+//    "capacity_ranks": 4, "calibration": 1.2,
+//    "sequences": [1, 4],
 //    "model": {"layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "seq_len",
 //              "gated_mlp"},
 //    "embedding" | "block" | "block_selective" | "head":

@@ -29,6 +29,7 @@ nlohmann::json RankRowsJson(const std::vector<RankReport>& ranks) {
                     {"tp_comm_s", r.tp_comm_s},
                     {"device_peak_allocated_bytes", r.device_peak_allocated_bytes},
                     {"device_peak_reserved_bytes", r.device_peak_reserved_bytes},
+                    {"peak_tensor_bytes", r.peak_tensor_bytes},
                     {"peak_resident_bytes", r.peak_resident_bytes},
                     {"startup_s", r.startup_s},
                     {"stage_build_s", r.stage_build_s}});

@@ -23,6 +23,7 @@ void AddProfileCommand(CLI::App& app) {
     TrainFlags train;
     std::vector<int64_t> sizes = {1, 4};
     int64_t rounds = 3;
+    int64_t ranks = 0;
     std::string out;
   };
   auto flags = std::make_shared<ProfileFlags>();
@@ -37,16 +38,21 @@ void AddProfileCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--rounds", flags->rounds, "timed rounds per layer (the fastest counts)")
       ->capture_default_str();
+  cmd->add_option("--ranks", flags->ranks,
+                  "ranks that will share the cores, for the capacity measured (0 = one a core)")
+      ->capture_default_str();
   cmd->add_option("-o,--out", flags->out, "the JSON file (default: stdout, and no table)");
   cmd->callback([flags] {
     TrainConfig config = ResolveTrainConfig(flags->train);
     CheckInRange("--rounds", flags->rounds, 1, 1000);
+    CheckInRange("--ranks", flags->ranks, 0, 256);
     CheckInRange("--sizes", flags->sizes.at(0), 1, 1 << 16);
     CheckInRange("--sizes", flags->sizes.at(1), flags->sizes[0] + 1, 1 << 16);
     // The threads one of several ranks sharing the cores runs, unless told.
     at::set_num_threads(config.threads > 0 ? config.threads : 1);
     const LayerCostTable table =
-        ProfileLayerKinds(config, {flags->sizes[0], flags->sizes[1]}, static_cast<int>(flags->rounds));
+        ProfileLayerKinds(config, {flags->sizes[0], flags->sizes[1]},
+                          static_cast<int>(flags->rounds), static_cast<int>(flags->ranks));
     const std::string describe = MakeModelTask(config)->Describe();
     WriteOutput(flags->out, LayerCostTableJson(table, describe).dump(2) + "\n");
     if (flags->out.empty() || flags->out == "-") return;

@@ -1,11 +1,13 @@
 #include "conveyor/common/process_stats.h"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "conveyor/common/error.h"
 
@@ -33,6 +35,14 @@ int64_t PeakResidentBytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux counts kilobytes
+}
+
+int AvailableCores() {
+  cpu_set_t set;
+  const int cores = sched_getaffinity(0, sizeof set, &set) == 0
+                        ? CPU_COUNT(&set)
+                        : static_cast<int>(std::thread::hardware_concurrency());
+  return cores > 0 ? cores : 1;
 }
 
 }  // namespace conveyor

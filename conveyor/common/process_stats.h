@@ -1,5 +1,6 @@
-// What the operating system counts for this process: how long ago it started and the most
-// memory it has held resident. Linux (/proc and getrusage). Thread-safe.
+// What the operating system counts for this process: how long ago it started, the most
+// memory it has held resident, and the cores it may run on. Linux (/proc, getrusage,
+// sched_getaffinity). Thread-safe.
 #ifndef CONVEYOR_COMMON_PROCESS_STATS_H_
 #define CONVEYOR_COMMON_PROCESS_STATS_H_
 
@@ -15,6 +16,10 @@ double SecondsSinceProcessStart();
 // optimizer state, activations, libraries and allocator caches, at their highest. With ranks
 // as threads of one process, all of them together.
 int64_t PeakResidentBytes();
+
+// The cores this process may run on (its affinity mask; the machine's count when that cannot
+// be read), at least 1.
+int AvailableCores();
 
 }  // namespace conveyor
 

@@ -17,6 +17,13 @@ namespace {
 
 std::atomic<int64_t> current{0};
 std::atomic<int64_t> peak{0};
+std::atomic<int64_t> most{0};  // peak, never reset
+
+void Raise(std::atomic<int64_t>& mark, int64_t now) {
+  int64_t seen = mark.load();
+  while (now > seen && !mark.compare_exchange_weak(seen, now)) {
+  }
+}
 std::atomic<int64_t> cap{0};
 std::mutex cap_mutex;
 std::string cap_name;  // guarded by cap_mutex
@@ -69,9 +76,8 @@ class CountingAllocator : public c10::Allocator {
       sizes_[data] = n;
     }
     const int64_t now = current += static_cast<int64_t>(n);
-    int64_t seen = peak.load();
-    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
-    }
+    Raise(peak, now);
+    Raise(most, now);
     return c10::DataPtr(data, data, &Delete, device);
   }
 
@@ -115,6 +121,7 @@ bool MemoryTracker::installed() { return CountingAllocator::instance != nullptr;
 int64_t MemoryTracker::current_bytes() { return current.load(); }
 int64_t MemoryTracker::peak_bytes() { return peak.load(); }
 void MemoryTracker::ResetPeak() { peak.store(current.load()); }
+int64_t MemoryTracker::max_bytes() { return most.load(); }
 
 void MemoryTracker::SetLimit(int64_t bytes, const std::string& what) {
   CONVEYOR_ASSERT(bytes >= 0 && installed()) << "memory limit " << bytes << " without a tracker";

@@ -29,6 +29,8 @@ class MemoryTracker {
   static int64_t peak_bytes();
   // Restarts the peak from the current count.
   static void ResetPeak();
+  // The most bytes held at once since Install(), never restarted.
+  static int64_t max_bytes();
   // The cap on current_bytes(), 0 for none (the default); `what` names it in the error
   // ("--memory-per-rank 64.0 MiB"). Precondition: bytes >= 0, installed().
   static void SetLimit(int64_t bytes, const std::string& what);

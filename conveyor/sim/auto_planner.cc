@@ -88,13 +88,17 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::strin
     const LayerCostTable& table = *r.measured;
     const double n = static_cast<double>(b);
     embedding = Scaled(table.At(table.embedding, n), 1.0 / tp);
+    embedding.activation_bytes *= tp;  // its output is whole on every TP rank
     block = Scaled(table.At(table.block, n), 1.0 / tp);
     if (recompute == "selective") {  // never faster than keeping the scores: timing noise
       const LayerSample s = Scaled(table.At(table.block_selective, n), 1.0 / tp);
       block = {std::max(s.forward_s, block.forward_s), std::max(s.input_s, block.input_s),
                std::max(s.weight_s, block.weight_s), s.activation_bytes};
     }
-    head = Scaled(table.At(table.head, n), 1.0 / tp);
+    // Of a block's activations, 10 of 34 parts (the norms' and residuals' (b, T, C)) stay
+    // whole under TP, 24 are split (Korthikanti et al.).
+    block.activation_bytes *= tp * (10 + 24.0 / tp) / 34;
+    head = Scaled(table.At(table.head, n), 1.0 / tp);  // vocabulary-parallel: logits split
     element_bytes = table.element_bytes;
   } else {
     const double rate = r.device_flops * r.efficiency * tp;
@@ -181,6 +185,9 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
   }
 
   const double tokens_per_step = static_cast<double>(r.global_batch) * m.seq_len;
+  const Link slowest = per_node < r.world ? r.network.inter : r.network.intra;
+  const double step_collectives_s =
+      r.step_collectives * RingAllReduceTime(r.world, 8.0 * r.world, slowest);
   std::vector<std::string> recomputes = {"none", "full"};
   if (r.measured.has_value()) recomputes.insert(recomputes.begin() + 1, "selective");
   // Splits by (parts, tp, micro-batch size, recomputation): Partition is the costly part.
@@ -265,8 +272,10 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
             double peak = 0;
             for (int z : {0, 1}) {
               if (z == 1 && dp == 1) break;
+              // With dp > 1 the reducer's flat buckets copy the gradients once more.
               const double bytes_per_param =
-                  z == 0 ? r.bytes_per_param : r.bytes_per_param / 2 * (1 + 1.0 / dp);
+                  (z == 0 ? r.bytes_per_param : r.bytes_per_param / 2 * (1 + 1.0 / dp)) +
+                  (dp > 1 ? 4 : 0);
               std::vector<double> rank_bytes(held);
               for (int s = 0; s < stages; ++s) {
                 rank_bytes[layout.rank_of(s)] += params[s] * bytes_per_param;
@@ -292,7 +301,17 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
               continue;
             }
             cand.zero = zero;
-            cost_model.comm_latency = r.network.intra.latency;  // a pipeline hop
+            cost_model.comm_latency = r.hop_s >= 0 ? r.hop_s : r.network.intra.latency;
+            // After the last action: the optimizer's step and, where a part of the model has a
+            // copy on another rank (DualPipe's two directions), the sum of their gradients.
+            std::vector<double> rank_params(layout.num_ranks());
+            for (int s = 0; s < stages; ++s) rank_params[layout.rank_of(s)] += params[s];
+            const double most_params = *std::max_element(rank_params.begin(), rank_params.end());
+            if (r.measured) cost_model.optimizer = most_params * r.measured->optimizer_s;
+            if (stages > parts) {
+              cost_model.optimizer +=
+                  RingAllReduceTime(stages / parts, most_params * 4, r.network.intra);
+            }
             if (r.shared_compute > 0) {
               cost_model.sharing =
                   ComputeSharing::OneDevice(layout.num_ranks(), r.shared_compute / (dp * tp));
@@ -307,8 +326,8 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
             const MeshSimResult sim =
                 SimulateMesh(*program, cost_model, mesh, r.network, shape, SimOptions{1});
             ++plan.simulated;
-            cand.step_s = sim.step;
-            cand.tokens_per_s = tokens_per_step / sim.step;
+            cand.step_s = sim.step + step_collectives_s;
+            cand.tokens_per_s = tokens_per_step / cand.step_s;
             cand.mfu = r.measured ? -1
                                   : m.TrainFlopsPerToken() * cand.tokens_per_s /
                                         (r.world * r.device_flops);

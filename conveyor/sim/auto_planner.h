@@ -16,6 +16,9 @@
 //    backward-input and backward-weight seconds and the activation bytes of the embedding, a
 //    block (also under selective recomputation) and the head, linear in the micro-batch's
 //    sequences between and beyond the two sizes timed; over tp.
+// After a rank's last action come AdamW's step (measured costs only) and, for schedules
+// that keep a copy of each part on two ranks (DualPipe), the all-reduce of the copies'
+// fp32 gradients over the intra-node link.
 // Full recomputation keeps a stage's input (b T C) per micro-batch in flight, runs the
 // forward again before the backward and, for that micro-batch, holds the stage's whole
 // activations once.
@@ -29,7 +32,9 @@
 //
 // Memory per rank, a hard limit: weights, gradients and AdamW's moments at bytes_per_param
 // (16: fp32 weights and gradients, two fp32 moments; ZeRO-1 shards the moments over dp:
-// 8 + 8 / dp), over tp; the activations at the schedule's peak in flight (PeakActivations);
+// 8 + 8 / dp), over tp, and with dp > 1 4 more for the reducer's buckets; the activations at
+// the schedule's peak in flight (PeakActivations; measured ones under TP: 24 of a block's 34
+// parts split, the rest whole, after Korthikanti et al.);
 // backward's workspace: the largest layer's activations again (their gradients) and a
 // micro-batch's input and its gradient from the neighbours. A candidate over the limit is
 // never simulated.
@@ -95,6 +100,14 @@ struct LayerCostTable {
   int threads = 1;     // intra-op threads of the timing
   std::string device;  // "cpu"
   double element_bytes = 4;  // of an activation (fp32 on the CPU)
+  double optimizer_s = 0;    // AdamW's step, seconds a parameter
+  // The machine's cores, and how many lone ranks' worth of work they do with every core
+  // busy (measured: a block timed on all cores at once against alone; below `cores` where
+  // cores are hyperthreads or share caches).
+  int cores = 1;
+  double capacity = 1;
+  int capacity_ranks = 1;  // the ranks busy at once when `capacity` was measured
+  double calibration = 1;  // the factor the profile's layer times were scaled by
 
   // `layer` at a micro-batch of `sequences`: linear through the two sizes timed, never
   // below 0.
@@ -118,6 +131,12 @@ struct AutoPlanRequest {
   // speed (a CPU's cores over each rank's threads); 0: a device of its own each.
   double shared_compute = 0;
   int dp = 0, tp = 0, pp = 0;  // > 0: only layouts of that size on the axis
+  // A pipeline hop's latency (< 0: the intra-node link's); local ranks hand activations over
+  // shared memory, far faster than their collectives.
+  double hop_s = -1;
+  // All-reduces over the whole world each step outside the pipeline (conveyor's trainer: the
+  // loss, the gradient norm, the step's report), of a few bytes each over the slowest link.
+  int step_collectives = 3;
 };
 
 struct PlanCandidate {

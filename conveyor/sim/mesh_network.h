@@ -22,9 +22,12 @@ struct Link {
   bool operator==(const Link&) const = default;
 };
 
-// The link between ranks sharing one CPU over Gloo: hops cost a few hundred microseconds
-// there (docs/BENCHMARKS.md), all-reduces move about a gigabyte a second.
+// The link of collectives between ranks sharing one CPU over Gloo: a ring step costs about
+// 0.8 ms there (tensor-parallel all-reduces of 2 and 4 ranks on 2 cores, docs/BENCHMARKS.md,
+// "The auto-planner's predictions against measured runs"), and moves about a gigabyte a
+// second. Their pipeline hops go over shared memory: kLocalHopSeconds.
 Link LocalCpuLink();
+inline constexpr double kLocalHopSeconds = 50e-6;
 
 struct MeshNetwork {
   // Defaults: within a node, NVLink-class (5 us, 150 GB/s of all-reduce bus bandwidth);

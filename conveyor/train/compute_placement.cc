@@ -2,15 +2,14 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <functional>
 #include <map>
-#include <thread>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/process_stats.h"
 #include "conveyor/train/world_collectives.h"
 
 namespace conveyor {
@@ -24,11 +23,7 @@ RankPlacement ThisRankPlacement(const MeshCoords& coords) {
   // 52 bits: every such integer is exact in a double.
   p.machine = static_cast<double>(std::hash<std::string>{}(std::string(host) + "/" + boot) &
                                   ((uint64_t{1} << 52) - 1));
-  cpu_set_t set;
-  p.cores = sched_getaffinity(0, sizeof set, &set) == 0
-                ? CPU_COUNT(&set)
-                : static_cast<int>(std::thread::hardware_concurrency());
-  p.cores = std::max(p.cores, 1);
+  p.cores = AvailableCores();
   p.threads = std::max(at::get_num_threads(), 1);
   p.coords = coords;
   return p;

@@ -8,8 +8,12 @@
 #include <chrono>
 #include <limits>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/process_stats.h"
+#include "conveyor/optim/optimizer.h"
 #include "conveyor/profile/memory_tracker.h"
 #include "conveyor/train/builtin_tasks.h"
 
@@ -64,10 +68,88 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
   return best;
 }
 
+// Forward and backward of `layer` on `x`, `iterations` times: the unit of work both
+// capacity timings repeat.
+void Work(Layer& layer, const at::Tensor& x, const MicroBatch& mb, int iterations) {
+  for (int i = 0; i < iterations; ++i) {
+    const at::Tensor in = x.detach().requires_grad_(true);
+    const at::Tensor y = layer.Forward(in, mb);
+    (y * y).sum().backward();
+  }
+}
+
+// How many lone threads' worth of work `ranks` threads computing blocks at once do: each
+// thread's time alone over its time with all running, summed. Each thread has its own copy
+// of block `index`.
+double Capacity(const ModelTask& model, int index, const at::Tensor& x, const MicroBatch& mb,
+                int ranks, double block_s) {
+  const int cores = ranks;
+  const int iterations = std::max(3, static_cast<int>(0.15 / std::max(block_s, 1e-6)));
+  std::vector<std::shared_ptr<Layer>> copies;
+  for (int c = 0; c < cores; ++c) copies.push_back(model.BuildLayers({}, {index, index + 1}).at(0));
+  Work(*copies[0], x, mb, 1);  // warm
+  auto start = std::chrono::steady_clock::now();
+  Work(*copies[0], x, mb, iterations);
+  const double alone = Since(start);
+  std::vector<double> together(cores);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < cores; ++c) {
+    threads.emplace_back([&, c] {
+      at::set_num_threads(1);
+      const auto begin = std::chrono::steady_clock::now();
+      Work(*copies[c], x, mb, iterations);
+      together[c] = Since(begin);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  double capacity = 0;
+  for (double t : together) capacity += alone / t;
+  return capacity;
+}
+
+// The mean seconds of a forward and backward through the embedding, two blocks and the head
+// chained as one stage, over `rounds` after one unmeasured: what the layers cost in a run,
+// where their sum of fastest lone timings is optimistic.
+double ChainSeconds(const ModelTask& model, const at::Tensor& tokens, const MicroBatch& mb,
+                    int rounds) {
+  const int head = model.num_layers() - 1;
+  LayerList layers = model.BuildLayers({}, {0, std::min(3, head)});
+  layers.push_back(model.BuildLayers({}, {head, head + 1}).at(0));
+  double total = 0;
+  for (int round = 0; round <= rounds; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    at::Tensor y = tokens;
+    for (const auto& layer : layers) y = layer->Forward(y, mb);
+    layers.back()->LossSum(y, mb).backward();
+    if (round > 0) total += Since(start);
+  }
+  return total / rounds;
+}
+
+// AdamW's step, seconds a parameter, on a block's parameters with gradients.
+double OptimizerSeconds(const ModelTask& model, int index) {
+  const std::shared_ptr<Layer> layer = model.BuildLayers({}, {index, index + 1}).at(0);
+  const NamedTensors params = layer->NamedParameters();
+  double count = 0;
+  for (const auto& [name, p] : params) {
+    p.mutable_grad() = at::ones_like(p);
+    count += static_cast<double>(p.numel());
+  }
+  AdamW adamw(AdamWOptions{});
+  adamw.Step(params, 1e-3, 1);  // the moments allocated
+  double best = std::numeric_limits<double>::infinity();
+  for (int round = 0; round < 5; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    adamw.Step(params, 1e-3, round + 2);
+    best = std::min(best, Since(start));
+  }
+  return best / std::max(count, 1.0);
+}
+
 }  // namespace
 
 LayerCostTable ProfileLayerKinds(const TrainConfig& config, std::array<int64_t, 2> sequences,
-                                 int rounds) {
+                                 int rounds, int ranks) {
   CONVEYOR_CHECK(IsLanguageModel(config.model))
       << "conveyor profile times a gpt or llama, not a " << ModelKindName(config.model);
   CONVEYOR_CHECK(sequences[0] >= 1 && sequences[0] < sequences[1])
@@ -112,6 +194,37 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, std::array<int64_t, 
     table.block.at[k] = TimeLayer(*plain, 1, x, mb, rounds, &hidden);
     table.block_selective.at[k] = TimeLayer(*selective, 1, x, mb, rounds, &unused);
     table.head.at[k] = TimeLayer(*plain, head, hidden, mb, rounds, &unused);
+    if (k == 1) {
+      const LayerSample& b = table.block.at[1];
+      table.cores = AvailableCores();
+      table.capacity_ranks = ranks > 0 ? ranks : table.cores;
+      table.capacity = table.threads == 1
+                           ? Capacity(*plain, 1, x, mb, table.capacity_ranks,
+                                      b.forward_s + b.input_s + b.weight_s)
+                           : static_cast<double>(table.cores) / table.threads;
+    }
+  }
+  table.optimizer_s = OptimizerSeconds(*plain, 1);
+  {
+    // The chain against the sum of its layers' lone timings, at the larger size.
+    Batch batch;
+    batch.inputs = at::randint(0, ModelVocab(config), {sequences[1], config.seq_len},
+                               at::TensorOptions().dtype(at::kLong));
+    batch.targets = batch.inputs;
+    const MicroBatch mb = SplitBatch(batch, 1)[0];
+    auto work = [](const LayerSample& l) { return l.forward_s + l.input_s + l.weight_s; };
+    const int blocks = std::min(2, head - 1);
+    const double sum = work(table.embedding.at[1]) + blocks * work(table.block.at[1]) +
+                       work(table.head.at[1]);
+    table.calibration = std::max(1.0, ChainSeconds(*plain, batch.inputs, mb, rounds + 2) / sum);
+    for (MeasuredLayer* layer :
+         {&table.embedding, &table.block, &table.block_selective, &table.head}) {
+      for (LayerSample& sample : layer->at) {
+        sample.forward_s *= table.calibration;
+        sample.input_s *= table.calibration;
+        sample.weight_s *= table.calibration;
+      }
+    }
   }
   return table;
 }

@@ -18,9 +18,16 @@ namespace conveyor {
 // each layer's forward, its backward for its input alone, and its whole backward (the
 // weights' part is the difference), the fastest of `rounds` after one unmeasured; the bytes
 // it holds from forward to backward by the counting allocator (profile/memory_tracker.h).
+// Also AdamW's step per parameter (on a block's), and with one thread the capacity of this
+// machine's cores: a block's forward and backward timed on `ranks` threads at once (0: one a
+// core) against alone (about 0.15 s each way), whose ratio says how much of a lone rank's
+// speed each of that many busy ranks keeps (more ranks than cores also pay for switching
+// between them and sharing the caches). The times are then scaled by `calibration`: the mean
+// time of the embedding, two blocks and the head chained as one stage over the sum of their
+// fastest lone timings (at least 1).
 // UserError for a classifier, or sizes not 1 <= sequences[0] < sequences[1].
 LayerCostTable ProfileLayerKinds(const TrainConfig& config, std::array<int64_t, 2> sequences,
-                                 int rounds);
+                                 int rounds, int ranks);
 
 }  // namespace conveyor
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "conveyor/profile/memory_tracker.h"
 #include "conveyor/schedule/activation_memory.h"
 #include "conveyor/train/world_collectives.h"
 
@@ -30,6 +31,7 @@ constexpr double RankReport::*kMeasuredFields[] = {&RankReport::step_s,
                                                    &RankReport::tp_comm_s,
                                                    &RankReport::device_peak_allocated_bytes,
                                                    &RankReport::device_peak_reserved_bytes,
+                                                   &RankReport::peak_tensor_bytes,
                                                    &RankReport::peak_resident_bytes,
                                                    &RankReport::startup_s,
                                                    &RankReport::stage_build_s};
@@ -44,6 +46,8 @@ std::vector<RankReport> GatherRankReports(const PipelineModel& model, RankReport
   const DeviceMemory device = recorder.device_memory();
   mine.device_peak_allocated_bytes = static_cast<double>(device.peak_allocated_bytes);
   mine.device_peak_reserved_bytes = static_cast<double>(device.peak_reserved_bytes);
+  mine.peak_tensor_bytes = static_cast<double>(
+      device.has_counts ? device.peak_allocated_bytes : MemoryTracker::max_bytes());
   // This rank's measured fields, then the bytes a forward leaves allocated per stage (zero
   // for other ranks' stages).
   std::vector<double> row(kFields + stages, 0.0);

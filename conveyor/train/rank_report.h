@@ -45,6 +45,11 @@ struct RankReport {
   // counts, not relative to the step's start; ranks sharing a GPU see the same counts.
   double device_peak_allocated_bytes = 0;
   double device_peak_reserved_bytes = 0;
+  // The most bytes of tensors held at once over the whole run, weights, gradients, optimizer
+  // state and activations: the counting allocator's (MemoryTracker::max_bytes; ranks as
+  // threads share it), or on a GPU the last step's device_peak_allocated_bytes. What
+  // --memory-per-rank limits.
+  double peak_tensor_bytes = 0;
   // The process's peak resident memory so far (PeakResidentBytes: everything it ever held at
   // once, weights and optimizer state included; ranks as threads share one count), and the
   // seconds from the process's start to its first step (reading the weights, building the
