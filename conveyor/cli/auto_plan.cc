@@ -140,15 +140,15 @@ std::string AutoPlanText(const AutoPlanRequest& r, const AutoPlan& plan, double 
                                 ? std::to_string(r.network.ranks_per_node) + " a node"
                                 : "one node";
   const std::string costs =
-      r.measured ? Printf("costs measured by conveyor profile (%d thread(s) a rank%s)",
-                          r.measured->threads,
-                          r.shared_compute > 0
-                              ? Printf(", the ranks sharing cores worth %.2f lone ranks",
-                                       r.shared_compute)
-                                    .c_str()
-                              : "")
-                 : Printf("%.0f TFLOP/s peak (%.0f%% of it reached)", r.device_flops / 1e12,
-                          100 * r.efficiency);
+      r.measured
+          ? Printf("costs measured by conveyor profile (%d thread(s) a rank%s)",
+                   r.measured->threads,
+                   r.shared_compute > 0
+                       ? Printf(", the ranks sharing cores worth %.2f lone ranks", r.shared_compute)
+                             .c_str()
+                       : "")
+          : Printf("%.0f TFLOP/s peak (%.0f%% of it reached)", r.device_flops / 1e12,
+                   100 * r.efficiency);
   std::string out = Printf(
       "auto plan: %s of %lld layers, hidden %lld, %.2f B parameters, %d ranks (%s), %lld "
       "sequences of %lld a step, %s and %s a rank\n",
@@ -161,14 +161,13 @@ std::string AutoPlanText(const AutoPlanRequest& r, const AutoPlan& plan, double 
       "MFU  bubble  peak memory  layers a stage  held back by\n";
   for (size_t i = 0; i < plan.best.size(); ++i) {
     const PlanCandidate& c = plan.best[i];
-    out +=
-        Printf("%4zu  %-12s  %-16s %4d x %-4lld  %-9s %4d %9.3g %9.0f %6s %6.1f%% %12s  %-14s  %s\n",
-               i + 1, MeshSizes(c).c_str(), c.schedule.c_str(), c.microbatches,
-               static_cast<long long>(c.micro_batch_size), c.recompute.c_str(), c.zero, c.step_s,
-               c.tokens_per_s, c.mfu < 0 ? "-" : Printf("%.1f%%", 100 * c.mfu).c_str(),
-               100 * std::max(0.0, c.bubble),
-               Size(c.peak_bytes).c_str(), Abbreviated(c.stage_layers).c_str(),
-               i == 0 ? "(best)" : c.held_back.c_str());
+    out += Printf(
+        "%4zu  %-12s  %-16s %4d x %-4lld  %-9s %4d %9.3g %9.0f %6s %6.1f%% %12s  %-14s  %s\n",
+        i + 1, MeshSizes(c).c_str(), c.schedule.c_str(), c.microbatches,
+        static_cast<long long>(c.micro_batch_size), c.recompute.c_str(), c.zero, c.step_s,
+        c.tokens_per_s, c.mfu < 0 ? "-" : Printf("%.1f%%", 100 * c.mfu).c_str(),
+        100 * std::max(0.0, c.bubble), Size(c.peak_bytes).c_str(),
+        Abbreviated(c.stage_layers).c_str(), i == 0 ? "(best)" : c.held_back.c_str());
   }
   out += Printf("%lld layouts; %lld candidates over the memory limit, %lld simulated, in %.2f s\n",
                 static_cast<long long>(plan.layouts), static_cast<long long>(plan.over_memory),

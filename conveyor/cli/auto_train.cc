@@ -26,11 +26,12 @@ namespace {
 std::string MiB(double bytes) { return Printf("%.1f MiB", bytes / (1 << 20)); }
 
 std::string Describe(const PlanCandidate& c) {
-  return Printf("dp x tp x pp %d x %d x %d, %s, %d micro-batches of %lld, recompute %s, ZeRO %d, "
-                "layers a stage %s",
-                c.dp, c.tp, c.pp, c.schedule.c_str(), c.microbatches,
-                static_cast<long long>(c.micro_batch_size), c.recompute.c_str(), c.zero,
-                c.stage_layers.c_str());
+  return Printf(
+      "dp x tp x pp %d x %d x %d, %s, %d micro-batches of %lld, recompute %s, ZeRO %d, "
+      "layers a stage %s",
+      c.dp, c.tp, c.pp, c.schedule.c_str(), c.microbatches,
+      static_cast<long long>(c.micro_batch_size), c.recompute.c_str(), c.zero,
+      c.stage_layers.c_str());
 }
 
 TrainConfig WithLayout(TrainConfig config, const PlanCandidate& c) {
@@ -75,7 +76,10 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
   if (flags.costs.empty()) {
     const int before = at::get_num_threads();
     at::set_num_threads(threads);
-    table = ProfileLayerKinds(config, {1, 4}, 3, world);
+    // Timed at 1 sequence and at the largest micro-batch a replica can run (at most 16):
+    // between the two the costs are interpolated, not extrapolated.
+    const int64_t largest = std::clamp<int64_t>(config.batch_size, 2, 16);
+    table = ProfileLayerKinds(config, {1, largest}, 3, world);
     at::set_num_threads(before);
   } else {
     table = ReadLayerCostTable(flags.costs);
@@ -86,10 +90,9 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
     const std::shared_ptr<TrainTask> task = MakeTask(config);
     return std::max<int64_t>(0, MemoryTracker::current_bytes() - before_data);
   }();
-  const double limit =
-      config.memory_per_rank > 0
-          ? static_cast<double>(config.memory_per_rank)
-          : static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / world;
+  const double limit = config.memory_per_rank > 0 ? static_cast<double>(config.memory_per_rank)
+                                                  : static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                                                        sysconf(_SC_PAGESIZE) / world;
 
   AutoPlanRequest request;
   request.model = table.model;
@@ -141,8 +144,8 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
   int shown = 0;
   for (size_t i = 0; i < plan.best.size() && shown < 2; ++i) {
     const PlanCandidate& c = plan.best[i];
-    if (i == chosen || (c.dp == best.dp && c.tp == best.tp && c.pp == best.pp &&
-                        c.schedule == best.schedule)) {
+    if (i == chosen ||
+        (c.dp == best.dp && c.tp == best.tp && c.pp == best.pp && c.schedule == best.schedule)) {
       continue;  // show other layouts, not the same one with other micro-batches
     }
     text += Printf("auto: next %s: %.1f ms (%s)\n", Describe(c).c_str(), 1e3 * c.step_s,
@@ -167,24 +170,16 @@ std::vector<std::string> ArgsWithLayout(const std::vector<std::string>& args,
     if (a.rfind("--world=", 0) == 0 || a.rfind("--costs=", 0) == 0) continue;
     out.push_back(a);
   }
-  const std::vector<std::string> layout = {"--dp",
-                                           std::to_string(c.dp),
-                                           "--tp",
-                                           std::to_string(c.tp),
-                                           "--pp",
-                                           std::to_string(c.pp),
-                                           "--schedule",
-                                           c.schedule,
-                                           "--microbatches",
-                                           std::to_string(c.microbatches),
-                                           "--chunks",
-                                           std::to_string(c.chunks),
-                                           "--recompute",
-                                           std::string(RecomputeName(c.recompute)),
-                                           "--zero",
-                                           std::to_string(c.zero),
-                                           "--stage-layers",
-                                           c.stage_layers};
+  const std::vector<std::string> layout = {
+      "--dp",           std::to_string(c.dp),
+      "--tp",           std::to_string(c.tp),
+      "--pp",           std::to_string(c.pp),
+      "--schedule",     c.schedule,
+      "--microbatches", std::to_string(c.microbatches),
+      "--chunks",       std::to_string(c.chunks),
+      "--recompute",    std::string(RecomputeName(c.recompute)),
+      "--zero",         std::to_string(c.zero),
+      "--stage-layers", c.stage_layers};
   out.insert(out.end(), layout.begin(), layout.end());
   return out;
 }

@@ -1,12 +1,13 @@
 // End-to-end tests of choosing the layout: `conveyor profile`, `plan --auto --costs`, and
 // `train --auto` under --memory-per-rank, which the run then holds to.
+#include "conveyor/cli/auto_train.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "conveyor/cli/auto_train.h"
 #include "conveyor/cli/cli_testing.h"
 #include "conveyor/cli/layer_cost_json.h"
 
@@ -75,12 +76,20 @@ TEST(CliTest, TrainAutoChoosesALayoutThatRunsUnderTheMemoryCap) {
   ASSERT_NE(peak, std::string::npos) << r.out;
   const double need_mib = std::stod(r.out.substr(peak + 5));
   const int64_t cap = static_cast<int64_t>(need_mib * (1 << 20) * 0.6);
-  r = Conveyor(job + " --memory-per-rank " + std::to_string(cap));
+  r = Conveyor(job + " --memory-per-rank " + std::to_string(cap) + " --metrics " + dir +
+               "/capped.json");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const size_t capped = r.out.find("auto: dp x tp x pp ");
   ASSERT_NE(capped, std::string::npos) << r.out;
   EXPECT_NE(r.out.substr(capped, r.out.find('\n', capped) - capped), free_choice) << r.out;
   EXPECT_NE(r.out.find("done: 2 steps"), std::string::npos) << r.out;
+  // Every rank's tensors stayed under the cap (the allocator would have stopped the run).
+  std::ifstream metrics(dir + "/capped.json");
+  const nlohmann::json m = nlohmann::json::parse(metrics);
+  for (const auto& rank : m["ranks"]) {
+    EXPECT_GT(rank["peak_tensor_bytes"].get<double>(), 0);
+    EXPECT_LE(rank["peak_tensor_bytes"].get<double>(), static_cast<double>(cap));
+  }
 
   r = Conveyor(job + " --memory-per-rank 10000");
   EXPECT_EQ(r.code, 1);
@@ -115,9 +124,9 @@ TEST(AutoTrainTest, RanksRunTheChosenLayoutInsteadOfAuto) {
   const std::vector<std::string> args =
       ArgsWithLayout({"train", "--auto", "--world", "4", "--costs=c.json", "--steps", "3"}, chosen);
   const std::vector<std::string> expected = {
-      "train", "--steps", "3", "--dp", "2", "--tp", "1", "--pp", "2", "--schedule", "zb-h1",
-      "--microbatches", "4", "--chunks", "0", "--recompute", "selective", "--zero", "1",
-      "--stage-layers", "3,3"};
+      "train",     "--steps",    "3",     "--dp",           "2",  "--tp",     "1", "--pp",
+      "2",         "--schedule", "zb-h1", "--microbatches", "4",  "--chunks", "0", "--recompute",
+      "selective", "--zero",     "1",     "--stage-layers", "3,3"};
   EXPECT_EQ(args, expected);
 }
 

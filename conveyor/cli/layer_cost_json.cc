@@ -11,8 +11,7 @@ namespace {
 constexpr char kFormat[] = "conveyor layer costs 1";
 constexpr const char* kKinds[] = {"embedding", "block", "block_selective", "head"};
 constexpr double LayerSample::*kFields[] = {&LayerSample::forward_s, &LayerSample::input_s,
-                                            &LayerSample::weight_s,
-                                            &LayerSample::activation_bytes};
+                                            &LayerSample::weight_s, &LayerSample::activation_bytes};
 constexpr const char* kFieldNames[] = {"forward_s", "input_s", "weight_s", "activation_bytes"};
 
 MeasuredLayer LayerCostTable::*KindField(int k) {

@@ -21,7 +21,7 @@ namespace conveyor {
 void AddProfileCommand(CLI::App& app) {
   struct ProfileFlags {
     TrainFlags train;
-    std::vector<int64_t> sizes = {1, 4};
+    std::vector<int64_t> sizes = {1, 8};
     int64_t rounds = 3;
     int64_t ranks = 0;
     std::string out;
@@ -32,7 +32,8 @@ void AddProfileCommand(CLI::App& app) {
       "time a model's embedding, block and head on this machine (forward, backward for inputs "
       "and for weights, activation bytes) for plan --auto --costs");
   RegisterTrainFlags(cmd, flags->train);
-  cmd->add_option("--sizes", flags->sizes, "two micro-batch sizes (sequences) to time")
+  cmd->add_option("--sizes", flags->sizes,
+                  "two micro-batch sizes (sequences) to time: plans interpolate between them")
       ->expected(2)
       ->delimiter(',')
       ->capture_default_str();
@@ -56,9 +57,9 @@ void AddProfileCommand(CLI::App& app) {
     const std::string describe = MakeModelTask(config)->Describe();
     WriteOutput(flags->out, LayerCostTableJson(table, describe).dump(2) + "\n");
     if (flags->out.empty() || flags->out == "-") return;
-    std::string text = Printf("%s, %lld tokens a sequence, %d thread(s) on the cpu\n",
-                              describe.c_str(), static_cast<long long>(config.seq_len),
-                              table.threads);
+    std::string text =
+        Printf("%s, %lld tokens a sequence, %d thread(s) on the cpu\n", describe.c_str(),
+               static_cast<long long>(config.seq_len), table.threads);
     text += "layer            sequences  forward ms  input ms  weight ms  activations MiB\n";
     const std::array<std::pair<const char*, const MeasuredLayer*>, 4> kinds = {
         {{"embedding", &table.embedding},

@@ -276,10 +276,9 @@ void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* e
       PreflightCheck(config);
       PreflightFiles(config);
     }
-    *exit_code =
-        RunAsRanks(rank_args, options, [&](const RankContext& rank) {
-          TrainRank(config, rank, options.as_threads ? options.nproc : 1);
-        });
+    *exit_code = RunAsRanks(rank_args, options, [&](const RankContext& rank) {
+      TrainRank(config, rank, options.as_threads ? options.nproc : 1);
+    });
   });
 }
 

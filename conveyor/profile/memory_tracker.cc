@@ -37,8 +37,8 @@ std::string cap_name;  // guarded by cap_mutex
   constexpr double kMiB = 1 << 20;
   throw UserError(Printf("memory limit: %lld bytes more would make %.1f MiB, over %s (%lld bytes)",
                          static_cast<long long>(n),
-                         static_cast<double>(held + static_cast<int64_t>(n)) / kMiB,
-                         name.c_str(), static_cast<long long>(limit)));
+                         static_cast<double>(held + static_cast<int64_t>(n)) / kMiB, name.c_str(),
+                         static_cast<long long>(limit)));
 }
 
 // Keeps the data pointer as the context (so raw_allocate / raw_deallocate keep working) and

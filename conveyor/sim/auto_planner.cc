@@ -4,9 +4,9 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <tuple>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "conveyor/common/error.h"
 #include "conveyor/mesh/mesh.h"
@@ -51,8 +51,8 @@ LayerSample LayerCostTable::At(const MeasuredLayer& layer, double n) const {
   auto line = [&](double LayerSample::*field) {
     return std::max(0.0, layer.at[0].*field + x * (layer.at[1].*field - layer.at[0].*field));
   };
-  return {line(&LayerSample::forward_s), line(&LayerSample::input_s),
-          line(&LayerSample::weight_s), line(&LayerSample::activation_bytes)};
+  return {line(&LayerSample::forward_s), line(&LayerSample::input_s), line(&LayerSample::weight_s),
+          line(&LayerSample::activation_bytes)};
 }
 
 namespace {
@@ -69,8 +69,8 @@ std::vector<int> Divisors(int64_t n, int64_t most) {
 // sequences on one of `tp` tensor-parallel ranks, under `recompute`.
 struct LayerCosts {
   std::vector<LayerSample> layers;
-  std::vector<double> params;        // per layer, one TP shard's
-  std::vector<double> input_bytes;   // a micro-batch's input to the layer, kept under "full"
+  std::vector<double> params;       // per layer, one TP shard's
+  std::vector<double> input_bytes;  // a micro-batch's input to the layer, kept under "full"
 };
 
 LayerSample Scaled(LayerSample s, double by) {
@@ -217,6 +217,10 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
           }
           const Layout& layout = program->layout;
           const int parts = layout.pipeline_length();
+          bool split_backward = false;  // I and W apart (the zero-bubble schedules)
+          for (const std::vector<Action>& actions : program->ranks) {
+            for (const Action& a : actions) split_backward |= a.op == Op::kBackwardInput;
+          }
           if (parts > m.layers + 2) continue;
           ++plan.layouts;
           const int64_t b = per_replica / mbs;
@@ -247,12 +251,21 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
               held_per_mb[s] = recompute == "full" ? costs.input_bytes[range.begin] : whole[s];
               cost_model.stages.push_back(stage);
               most_blocks = std::max<int64_t>(
-                  most_blocks, std::min(range.end, static_cast<int>(m.layers) + 1) -
-                                   std::max(range.begin, 1));
+                  most_blocks,
+                  std::min(range.end, static_cast<int>(m.layers) + 1) - std::max(range.begin, 1));
             }
             // Memory: the fullest rank, with the first ZeRO stage that fits.
             std::vector<double> held = PeakActivations(*program, held_per_mb, 0.5);
-            if (recompute == "full") {  // one micro-batch's recomputed activations at a time
+            if (recompute == "full") {
+              if (split_backward) {
+                // The weights' half of the recomputed activations waits from I for W: counted
+                // from F, an upper bound.
+                std::vector<double> half(whole);
+                for (double& h : half) h *= 0.5;
+                const std::vector<double> kept = PeakActivations(*program, half, 1.0);
+                for (size_t k = 0; k < held.size(); ++k) held[k] += kept[k];
+              }
+              // One micro-batch's recomputed activations at a time.
               std::vector<double> most(held.size());
               for (int s = 0; s < stages; ++s) {
                 double& m_s = most[layout.rank_of(s)];

@@ -21,7 +21,8 @@
 // fp32 gradients over the intra-node link.
 // Full recomputation keeps a stage's input (b T C) per micro-batch in flight, runs the
 // forward again before the backward and, for that micro-batch, holds the stage's whole
-// activations once.
+// activations once; where I and W run apart (the zero-bubble schedules), the half of them W
+// needs stays from I until W.
 //
 // The stage split is Partition (partition.h) of the layers' F + I + W: the embedding and the
 // head are layers, so the first and last stages take fewer blocks when they are heavy.
@@ -80,8 +81,8 @@ struct TransformerSpec {
 // One layer's measured costs for a micro-batch.
 struct LayerSample {
   double forward_s = 0;
-  double input_s = 0;   // backward for the layer's input
-  double weight_s = 0;  // backward for its weights
+  double input_s = 0;           // backward for the layer's input
+  double weight_s = 0;          // backward for its weights
   double activation_bytes = 0;  // held from its forward to its backward
 };
 
@@ -97,8 +98,8 @@ struct LayerCostTable {
   TransformerSpec model;                   // what was timed (seq_len: the sequences' tokens)
   std::array<int64_t, 2> sequences{1, 4};  // the micro-batch sizes timed, ascending
   MeasuredLayer embedding, block, block_selective, head;
-  int threads = 1;     // intra-op threads of the timing
-  std::string device;  // "cpu"
+  int threads = 1;           // intra-op threads of the timing
+  std::string device;        // "cpu"
   double element_bytes = 4;  // of an activation (fp32 on the CPU)
   double optimizer_s = 0;    // AdamW's step, seconds a parameter
   // The machine's cores, and how many lone ranks' worth of work they do with every core
@@ -144,13 +145,13 @@ struct PlanCandidate {
   std::string schedule;
   int chunks = 1;
   int microbatches = 1;
-  int64_t micro_batch_size = 1;  // sequences per micro-batch
+  int64_t micro_batch_size = 1;    // sequences per micro-batch
   std::string recompute = "none";  // "none", "selective" or "full"
   std::string stage_layers;        // layers per stage, the embedding and head counted: "1,3,3,1"
   int zero = 0;
   double step_s = 0;
   double tokens_per_s = 0;
-  double mfu = 0;  // model FLOPs / (world x device_flops x step); -1 with measured costs
+  double mfu = 0;         // model FLOPs / (world x device_flops x step); -1 with measured costs
   double bubble = 0;      // the pipeline's, SimResult::bubble_fraction
   double peak_bytes = 0;  // the fullest rank's
   double tp_comm_s = 0;   // per F/I/B of the slowest pipeline rank's stages

@@ -28,8 +28,8 @@ TEST(AutoPlannerTest, CountsTheParametersOfGptAndLlama) {
 
 AutoPlanRequest Small() {
   AutoPlanRequest r;
-  r.model = TransformerSpec{.layers = 8, .hidden = 1024, .heads = 16, .vocab = 32000,
-                            .seq_len = 1024};
+  r.model =
+      TransformerSpec{.layers = 8, .hidden = 1024, .heads = 16, .vocab = 32000, .seq_len = 1024};
   r.world = 8;
   r.global_batch = 64;
   r.device_flops = 100e12;

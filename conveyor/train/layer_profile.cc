@@ -166,14 +166,15 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, std::array<int64_t, 
   const std::vector<ParameterShapes> shapes = plain->LayerShapes();
   LayerCostTable table;
   const bool llama = config.model == ModelKind::kLlama;
-  table.model = TransformerSpec{.layers = config.layers,
-                                .hidden = config.hidden,
-                                .heads = config.heads,
-                                .kv_heads = llama ? LlamaKvHeads(config) : config.heads,
-                                .intermediate = llama ? LlamaIntermediate(config) : 4 * config.hidden,
-                                .vocab = ModelVocab(config),
-                                .seq_len = config.seq_len,
-                                .gated_mlp = llama};
+  table.model =
+      TransformerSpec{.layers = config.layers,
+                      .hidden = config.hidden,
+                      .heads = config.heads,
+                      .kv_heads = llama ? LlamaKvHeads(config) : config.heads,
+                      .intermediate = llama ? LlamaIntermediate(config) : 4 * config.hidden,
+                      .vocab = ModelVocab(config),
+                      .seq_len = config.seq_len,
+                      .gated_mlp = llama};
   table.sequences = sequences;
   table.threads = at::get_num_threads();
   table.device = "cpu";
@@ -198,10 +199,9 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, std::array<int64_t, 
       const LayerSample& b = table.block.at[1];
       table.cores = AvailableCores();
       table.capacity_ranks = ranks > 0 ? ranks : table.cores;
-      table.capacity = table.threads == 1
-                           ? Capacity(*plain, 1, x, mb, table.capacity_ranks,
-                                      b.forward_s + b.input_s + b.weight_s)
-                           : static_cast<double>(table.cores) / table.threads;
+      table.capacity = table.threads == 1 ? Capacity(*plain, 1, x, mb, table.capacity_ranks,
+                                                     b.forward_s + b.input_s + b.weight_s)
+                                          : static_cast<double>(table.cores) / table.threads;
     }
   }
   table.optimizer_s = OptimizerSeconds(*plain, 1);
@@ -214,8 +214,8 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, std::array<int64_t, 
     const MicroBatch mb = SplitBatch(batch, 1)[0];
     auto work = [](const LayerSample& l) { return l.forward_s + l.input_s + l.weight_s; };
     const int blocks = std::min(2, head - 1);
-    const double sum = work(table.embedding.at[1]) + blocks * work(table.block.at[1]) +
-                       work(table.head.at[1]);
+    const double sum =
+        work(table.embedding.at[1]) + blocks * work(table.block.at[1]) + work(table.head.at[1]);
     table.calibration = std::max(1.0, ChainSeconds(*plain, batch.inputs, mb, rounds + 2) / sum);
     for (MeasuredLayer* layer :
          {&table.embedding, &table.block, &table.block_selective, &table.head}) {

@@ -46,8 +46,8 @@ std::vector<RankReport> GatherRankReports(const PipelineModel& model, RankReport
   const DeviceMemory device = recorder.device_memory();
   mine.device_peak_allocated_bytes = static_cast<double>(device.peak_allocated_bytes);
   mine.device_peak_reserved_bytes = static_cast<double>(device.peak_reserved_bytes);
-  mine.peak_tensor_bytes = static_cast<double>(
-      device.has_counts ? device.peak_allocated_bytes : MemoryTracker::max_bytes());
+  mine.peak_tensor_bytes = static_cast<double>(device.has_counts ? device.peak_allocated_bytes
+                                                                 : MemoryTracker::max_bytes());
   // This rank's measured fields, then the bytes a forward leaves allocated per stage (zero
   // for other ranks' stages).
   std::vector<double> row(kFields + stages, 0.0);

@@ -165,10 +165,10 @@ struct TrainConfig {
   // Resume with another seed, batch size, dtype, data or split than the checkpoint's run
   // (CheckResume refuses them otherwise).
   bool resume_with_changes = false;
-  int sample_tokens = 200;       // gpt: text sampled at the end; 0 = none
-  int timeout_s = 300;           // bound on any wait between ranks
-  int threads = 0;               // intra-op threads per rank; 0 = OMP_NUM_THREADS, else the
-                                 // machine's cores shared by the local ranks
+  int sample_tokens = 200;  // gpt: text sampled at the end; 0 = none
+  int timeout_s = 300;      // bound on any wait between ranks
+  int threads = 0;          // intra-op threads per rank; 0 = OMP_NUM_THREADS, else the
+                            // machine's cores shared by the local ranks
   // A step whose loss or gradient norm is NaN or infinite stops the run (UserError naming
   // the step); with this set, the step is skipped instead: no update, the next batch.
   bool skip_nonfinite_steps = false;
