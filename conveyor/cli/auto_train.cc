@@ -26,12 +26,10 @@ namespace {
 std::string MiB(double bytes) { return Printf("%.1f MiB", bytes / (1 << 20)); }
 
 std::string Describe(const PlanCandidate& c) {
-  return Printf(
-      "dp x tp x pp %d x %d x %d, %s, %d micro-batches of %lld, recompute %s, ZeRO %d, "
-      "layers a stage %s",
-      c.dp, c.tp, c.pp, c.schedule.c_str(), c.microbatches,
-      static_cast<long long>(c.micro_batch_size), c.recompute.c_str(), c.zero,
-      c.stage_layers.c_str());
+  return Printf("dp x tp x pp %d x %d x %d, %s, %d micro-batches of %lld, recompute %s, ZeRO %d",
+                c.dp, c.tp, c.pp, c.schedule.c_str(), c.microbatches,
+                static_cast<long long>(c.micro_batch_size), c.recompute.c_str(), c.zero) +
+         ", layers a stage " + c.stage_layers;
 }
 
 TrainConfig WithLayout(TrainConfig config, const PlanCandidate& c) {
@@ -125,22 +123,23 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
   const PlanCandidate& best = plan.best[chosen];
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::string text = Printf(
-      "auto: %s\n"
+  // Line by line: a split of many stages makes long lines.
+  std::string text = "auto: " + Describe(best) + "\n";
+  text += Printf(
       "auto: predicted %.1f ms a step, bubble %.1f%%, peak %s of the %s a rank "
-      "(%s of it the data)\n"
-      "auto: from %s; %lld layouts, %lld over the memory, %lld simulated, in %.1f s\n",
-      Describe(best).c_str(), 1e3 * best.step_s, 100 * std::max(0.0, best.bubble),
+      "(%s of it the data)\n",
+      1e3 * best.step_s, 100 * std::max(0.0, best.bubble),
       MiB(best.peak_bytes + static_cast<double>(data_bytes)).c_str(), MiB(limit).c_str(),
-      MiB(static_cast<double>(data_bytes)).c_str(),
-      flags.costs.empty()
-          ? Printf("the layers timed now (%d thread(s) a rank, %d ranks on %d cores, which "
-                   "do the work of %.2f ranks alone)",
-                   threads, world, cores, request.shared_compute)
-                .c_str()
-          : ("--costs " + flags.costs).c_str(),
-      static_cast<long long>(plan.layouts), static_cast<long long>(plan.over_memory),
-      static_cast<long long>(plan.simulated), seconds);
+      MiB(static_cast<double>(data_bytes)).c_str());
+  text += "auto: from " +
+          (flags.costs.empty()
+               ? Printf("the layers timed now (%d thread(s) a rank, %d ranks on %d cores, which "
+                        "do the work of %.2f ranks alone)",
+                        threads, world, cores, request.shared_compute)
+               : "--costs " + flags.costs) +
+          Printf("; %lld layouts, %lld over the memory, %lld simulated, in %.1f s\n",
+                 static_cast<long long>(plan.layouts), static_cast<long long>(plan.over_memory),
+                 static_cast<long long>(plan.simulated), seconds);
   int shown = 0;
   for (size_t i = 0; i < plan.best.size() && shown < 2; ++i) {
     const PlanCandidate& c = plan.best[i];
@@ -148,8 +147,8 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
         (c.dp == best.dp && c.tp == best.tp && c.pp == best.pp && c.schedule == best.schedule)) {
       continue;  // show other layouts, not the same one with other micro-batches
     }
-    text += Printf("auto: next %s: %.1f ms (%s)\n", Describe(c).c_str(), 1e3 * c.step_s,
-                   c.held_back.empty() ? "the trainer cannot run it" : c.held_back.c_str());
+    text += "auto: next " + Describe(c) + Printf(": %.1f ms (", 1e3 * c.step_s) +
+            (c.held_back.empty() ? "the trainer cannot run it" : c.held_back) + ")\n";
     ++shown;
   }
   std::fputs(text.c_str(), stdout);

@@ -57,9 +57,8 @@ void AddProfileCommand(CLI::App& app) {
     const std::string describe = MakeModelTask(config)->Describe();
     WriteOutput(flags->out, LayerCostTableJson(table, describe).dump(2) + "\n");
     if (flags->out.empty() || flags->out == "-") return;
-    std::string text =
-        Printf("%s, %lld tokens a sequence, %d thread(s) on the cpu\n", describe.c_str(),
-               static_cast<long long>(config.seq_len), table.threads);
+    std::string text = describe + Printf(", %lld tokens a sequence, %d thread(s) on the cpu\n",
+                                         static_cast<long long>(config.seq_len), table.threads);
     text += "layer            sequences  forward ms  input ms  weight ms  activations MiB\n";
     const std::array<std::pair<const char*, const MeasuredLayer*>, 4> kinds = {
         {{"embedding", &table.embedding},
