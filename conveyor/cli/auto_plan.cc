@@ -9,13 +9,13 @@
 #include "conveyor/common/range_check.h"
 
 namespace conveyor {
-namespace {
 
-// "37.3 GiB", "112.6 MiB".
 std::string Size(double bytes) {
   return bytes >= (1 << 30) ? Printf("%.1f GiB", bytes / (1 << 30))
                             : Printf("%.1f MiB", bytes / (1 << 20));
 }
+
+namespace {
 
 // A long stage split cut to 14 characters: "1,10,10,...,9".
 std::string Abbreviated(const std::string& sizes) {
@@ -106,14 +106,7 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) cons
     r.measured = ReadLayerCostTable(costs);
     r.model = r.measured->model;
   }
-  // Ranks of the profile's threads; its measured capacity says how much of their speed the
-  // cores keep all busy, scaled to the cores given.
-  r.shared_compute = r.measured ? cores * r.measured->capacity / r.measured->cores : cores;
-  if (cores > 0 && r.network.intra.latency == MeshNetwork{}.intra.latency &&
-      r.network.intra.bandwidth == MeshNetwork{}.intra.bandwidth) {
-    r.network.intra = LocalCpuLink();  // ranks of one CPU, unless the link was stated
-    r.hop_s = kLocalHopSeconds;
-  }
+  if (cores > 0) ShareOneCpu(r, cores);
   auto given = [](const CLI::Option* option) { return option != nullptr && option->count() > 0; };
   if (given(fixed_pp)) {
     CheckInRange("--pp", pp, 1, kMaxMeshRanks);

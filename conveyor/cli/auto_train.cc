@@ -16,14 +16,11 @@
 #include "conveyor/launch/rendezvous.h"
 #include "conveyor/mesh/mesh.h"
 #include "conveyor/profile/memory_tracker.h"
-#include "conveyor/sim/mesh_network.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/layer_profile.h"
 
 namespace conveyor {
 namespace {
-
-std::string MiB(double bytes) { return Printf("%.1f MiB", bytes / (1 << 20)); }
 
 std::string Describe(const PlanCandidate& c) {
   return Printf("dp x tp x pp %d x %d x %d, %s, %d micro-batches of %lld, recompute %s, ZeRO %d",
@@ -98,14 +95,12 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
   request.global_batch = config.batch_size;
   request.memory_per_rank = limit - static_cast<double>(data_bytes);
   request.measured = table;
-  request.shared_compute = table.capacity * cores / table.cores;  // as measured, here
-  request.network.intra = LocalCpuLink();
-  request.hop_s = kLocalHopSeconds;
+  ShareOneCpu(request, cores);
   request.max_microbatches = std::min(config.batch_size, 128);
   request.top = 1000;
   CONVEYOR_CHECK(request.memory_per_rank > 0)
-      << "--memory-per-rank " << MiB(limit) << " is less than the training data's "
-      << MiB(static_cast<double>(data_bytes));
+      << "--memory-per-rank " << Size(limit) << " is less than the training data's "
+      << Size(static_cast<double>(data_bytes));
   const AutoPlan plan = PlanAuto(request);
   CONVEYOR_CHECK(!plan.best.empty()) << NoLayoutFits(request, plan);
   size_t chosen = plan.best.size();
@@ -129,8 +124,8 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
       "auto: predicted %.1f ms a step, bubble %.1f%%, peak %s of the %s a rank "
       "(%s of it the data)\n",
       1e3 * best.step_s, 100 * std::max(0.0, best.bubble),
-      MiB(best.peak_bytes + static_cast<double>(data_bytes)).c_str(), MiB(limit).c_str(),
-      MiB(static_cast<double>(data_bytes)).c_str());
+      Size(best.peak_bytes + static_cast<double>(data_bytes)).c_str(), Size(limit).c_str(),
+      Size(static_cast<double>(data_bytes)).c_str());
   text += "auto: from " +
           (flags.costs.empty()
                ? Printf("the layers timed now (%d thread(s) a rank, %d ranks on %d cores, which "

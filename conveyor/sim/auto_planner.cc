@@ -158,6 +158,12 @@ std::string HeldBack(const PlanCandidate& c, const PlanCandidate& best) {
 
 }  // namespace
 
+void ShareOneCpu(AutoPlanRequest& r, double cores) {
+  r.shared_compute = r.measured ? cores * r.measured->capacity / r.measured->cores : cores;
+  r.hop_s = kLocalHopSeconds;
+  if (r.network.intra == MeshNetwork{}.intra) r.network.intra = LocalCpuLink();
+}
+
 AutoPlan PlanAuto(const AutoPlanRequest& r) {
   const TransformerSpec& m = r.model;
   CONVEYOR_CHECK(r.world >= 1 && r.world <= (1 << 20))

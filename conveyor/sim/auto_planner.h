@@ -171,6 +171,12 @@ struct AutoPlan {
   PlanCandidate smallest_over;  // the candidate that missed the limit by least, when none fit
 };
 
+// Plans for ranks that share one CPU of `cores` cores: shared_compute from the measured
+// table's capacity (scaled to `cores`; `cores` itself without a table), pipeline hops over
+// shared memory (kLocalHopSeconds) and, unless the request states another, the local Gloo
+// link (LocalCpuLink) for the collectives. Precondition: cores > 0.
+void ShareOneCpu(AutoPlanRequest& request, double cores);
+
 // UserError naming the value when the request cannot be planned (world, sizes, a schedule
 // name, no layout at all).
 AutoPlan PlanAuto(const AutoPlanRequest& request);

@@ -33,6 +33,10 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
   for (const auto& [name, p] : layer->NamedParameters()) {
     if (p.requires_grad()) weights.push_back(p);
   }
+  // The head's own loss; a sum of squares for the others (any scalar that uses the output).
+  auto loss_of = [&](const at::Tensor& y) {
+    return layer->has_loss() ? layer->LossSum(y, mb) : (y * y).sum();
+  };
   const bool takes_grad = x.is_floating_point();
   const double inf = std::numeric_limits<double>::infinity();
   LayerSample best{inf, inf, inf, 0};
@@ -43,7 +47,7 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
     const int64_t held_before = MemoryTracker::current_bytes();
     auto start = std::chrono::steady_clock::now();
     at::Tensor y = layer->Forward(in, mb);
-    at::Tensor loss = layer->has_loss() ? layer->LossSum(y, mb) : (y * y).sum();
+    at::Tensor loss = loss_of(y);
     const double forward = Since(start);
     const double held = static_cast<double>(MemoryTracker::current_bytes() - held_before);
     double input = 0;
@@ -52,7 +56,7 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
       torch::autograd::grad({loss}, {in}, {}, /*retain_graph=*/false);
       input = Since(start);
       y = layer->Forward(in, mb);  // the graph again, for the whole backward
-      loss = layer->has_loss() ? layer->LossSum(y, mb) : (y * y).sum();
+      loss = loss_of(y);
     }
     start = std::chrono::steady_clock::now();
     loss.backward();
@@ -83,17 +87,16 @@ void Work(Layer& layer, const at::Tensor& x, const MicroBatch& mb, int iteration
 // of block `index`.
 double Capacity(const ModelTask& model, int index, const at::Tensor& x, const MicroBatch& mb,
                 int ranks, double block_s) {
-  const int cores = ranks;
   const int iterations = std::max(3, static_cast<int>(0.15 / std::max(block_s, 1e-6)));
   std::vector<std::shared_ptr<Layer>> copies;
-  for (int c = 0; c < cores; ++c) copies.push_back(model.BuildLayers({}, {index, index + 1}).at(0));
+  for (int c = 0; c < ranks; ++c) copies.push_back(model.BuildLayers({}, {index, index + 1}).at(0));
   Work(*copies[0], x, mb, 1);  // warm
   auto start = std::chrono::steady_clock::now();
   Work(*copies[0], x, mb, iterations);
   const double alone = Since(start);
-  std::vector<double> together(cores);
+  std::vector<double> together(ranks);
   std::vector<std::thread> threads;
-  for (int c = 0; c < cores; ++c) {
+  for (int c = 0; c < ranks; ++c) {
     threads.emplace_back([&, c] {
       at::set_num_threads(1);
       const auto begin = std::chrono::steady_clock::now();
