@@ -22,6 +22,9 @@
 namespace conveyor {
 namespace {
 
+// The share of --memory-per-rank the planner may fill.
+constexpr double kPlannedShare = 0.9;
+
 std::string Describe(const PlanCandidate& c) {
   return Printf("dp x tp x pp %d x %d x %d, %s, %d micro-batches of %lld, recompute %s, ZeRO %d",
                 c.dp, c.tp, c.pp, c.schedule.c_str(), c.microbatches,
@@ -71,10 +74,12 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
   if (flags.costs.empty()) {
     const int before = at::get_num_threads();
     at::set_num_threads(threads);
-    // Timed at 1 sequence and at the largest micro-batch a replica can run (at most 16):
-    // between the two the costs are interpolated, not extrapolated.
+    // Timed at 1 sequence, the largest micro-batch a replica can run (at most 16) and one
+    // between: the costs are interpolated, not extrapolated.
     const int64_t largest = std::clamp<int64_t>(config.batch_size, 2, 16);
-    table = ProfileLayerKinds(config, {1, largest}, 3, world);
+    std::vector<int64_t> sizes = {1, largest};
+    if (largest >= 4) sizes.insert(sizes.begin() + 1, largest / 4 > 1 ? largest / 4 : 2);
+    table = ProfileLayerKinds(config, sizes, 5, world);
     at::set_num_threads(before);
   } else {
     table = ReadLayerCostTable(flags.costs);
@@ -93,7 +98,9 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
   request.model = table.model;
   request.world = world;
   request.global_batch = config.batch_size;
-  request.memory_per_rank = limit - static_cast<double>(data_bytes);
+  // A tenth of the limit stays free for what the prediction misses (the optimizer's and the
+  // allocator's temporaries, timing of frees): the cap stops the run that needs it.
+  request.memory_per_rank = kPlannedShare * limit - static_cast<double>(data_bytes);
   request.measured = table;
   ShareOneCpu(request, cores);
   request.max_microbatches = std::min(config.batch_size, 128);
@@ -102,7 +109,10 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
       << "--memory-per-rank " << Size(limit) << " is less than the training data's "
       << Size(static_cast<double>(data_bytes));
   const AutoPlan plan = PlanAuto(request);
-  CONVEYOR_CHECK(!plan.best.empty()) << NoLayoutFits(request, plan);
+  CONVEYOR_CHECK(!plan.best.empty())
+      << NoLayoutFits(request, plan) << "; planned for " << 100 * kPlannedShare
+      << "% of --memory-per-rank " << Size(limit) << ", less the data's "
+      << Size(static_cast<double>(data_bytes));
   size_t chosen = plan.best.size();
   TrainConfig out;
   for (size_t i = 0; i < plan.best.size() && chosen == plan.best.size(); ++i) {
@@ -122,10 +132,10 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
   std::string text = "auto: " + Describe(best) + "\n";
   text += Printf(
       "auto: predicted %.1f ms a step, bubble %.1f%%, peak %s of the %s a rank "
-      "(%s of it the data)\n",
+      "(%s of it the data; %.0f%% of the limit kept free)\n",
       1e3 * best.step_s, 100 * std::max(0.0, best.bubble),
       Size(best.peak_bytes + static_cast<double>(data_bytes)).c_str(), Size(limit).c_str(),
-      Size(static_cast<double>(data_bytes)).c_str());
+      Size(static_cast<double>(data_bytes)).c_str(), 100 * (1 - kPlannedShare));
   text += "auto: from " +
           (flags.costs.empty()
                ? Printf("the layers timed now (%d thread(s) a rank, %d ranks on %d cores, which "

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "conveyor/cli/cli_testing.h"
 #include "conveyor/cli/layer_cost_json.h"
@@ -27,6 +28,8 @@ TEST(CliTest, ProfileWritesCostsThatPlanAutoReads) {
   EXPECT_EQ(table.model.hidden, 32);
   EXPECT_EQ(table.model.vocab, 256);
   EXPECT_EQ(table.threads, 1);
+  EXPECT_EQ(table.sequences, (std::vector<int64_t>{1, 4, 16})) << "the default sizes";
+  ASSERT_EQ(table.block.at.size(), 3u);
   EXPECT_GT(table.block.at[1].forward_s, 0);
   // Four sequences hold more than one does.
   EXPECT_GT(table.block.at[1].activation_bytes, table.block.at[0].activation_bytes);
@@ -52,10 +55,10 @@ TEST(CliTest, ProfileWritesCostsThatPlanAutoReads) {
   ASSERT_EQ(r.code, 0) << r.err;
   for (const auto& c : nlohmann::json::parse(r.out)["best"]) EXPECT_EQ(c["pp"], 2);
 
-  std::ofstream(dir + "/bad.json") << R"({"format": "something else"})";
+  std::ofstream(dir + "/bad.json") << R"({"format": "conveyor layer costs 1"})";
   r = Conveyor("plan --auto --costs " + dir + "/bad.json");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("not a file of `conveyor profile`"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("profile again"), std::string::npos) << r.err;
 }
 
 // A cap below what the unlimited choice needs makes train --auto choose another layout, and

@@ -8,11 +8,14 @@
 namespace conveyor {
 namespace {
 
-constexpr char kFormat[] = "conveyor layer costs 1";
+constexpr char kFormat[] = "conveyor layer costs 2";
 constexpr const char* kKinds[] = {"embedding", "block", "block_selective", "head"};
-constexpr double LayerSample::*kFields[] = {&LayerSample::forward_s, &LayerSample::input_s,
-                                            &LayerSample::weight_s, &LayerSample::activation_bytes};
-constexpr const char* kFieldNames[] = {"forward_s", "input_s", "weight_s", "activation_bytes"};
+constexpr double LayerSample::*kFields[] = {
+    &LayerSample::forward_s,  &LayerSample::input_s,          &LayerSample::weight_s,
+    &LayerSample::backward_s, &LayerSample::activation_bytes, &LayerSample::backward_bytes};
+constexpr const char* kFieldNames[] = {"forward_s",  "input_s",          "weight_s",
+                                       "backward_s", "activation_bytes", "backward_bytes"};
+constexpr int kNumFields = 6;
 
 MeasuredLayer LayerCostTable::*KindField(int k) {
   constexpr MeasuredLayer LayerCostTable::*kFieldsOf[] = {
@@ -45,7 +48,7 @@ nlohmann::json LayerCostTableJson(const LayerCostTable& t, const std::string& de
                         {"capacity", t.capacity},
                         {"capacity_ranks", t.capacity_ranks},
                         {"calibration", t.calibration},
-                        {"sequences", {t.sequences[0], t.sequences[1]}},
+                        {"sequences", t.sequences},
                         {"model",
                          {{"layers", m.layers},
                           {"hidden", m.hidden},
@@ -60,7 +63,7 @@ nlohmann::json LayerCostTableJson(const LayerCostTable& t, const std::string& de
     nlohmann::json at = nlohmann::json::array();
     for (const LayerSample& sample : layer.at) {
       nlohmann::json row;
-      for (int f = 0; f < 4; ++f) row[kFieldNames[f]] = sample.*kFields[f];
+      for (int f = 0; f < kNumFields; ++f) row[kFieldNames[f]] = sample.*kFields[f];
       at.push_back(row);
     }
     out[kKinds[k]] = {{"params", layer.params}, {"at", at}};
@@ -79,7 +82,8 @@ LayerCostTable ReadLayerCostTable(const std::string& path) {
   }
   const std::string where = "--costs " + path;
   CONVEYOR_CHECK(j.is_object() && j.value("format", "") == kFormat)
-      << where << ": not a file of `conveyor profile` (format '" << kFormat << "')";
+      << where << ": not a file of this `conveyor profile` (format '" << kFormat
+      << "'; a file of an older one: profile again)";
   LayerCostTable t;
   t.device = j.value("device", "");
   t.threads = static_cast<int>(Number(j, "threads", where));
@@ -88,15 +92,27 @@ LayerCostTable ReadLayerCostTable(const std::string& path) {
   t.cores = static_cast<int>(Number(j, "cores", where));
   t.capacity = Number(j, "capacity", where);
   t.capacity_ranks = static_cast<int>(Number(j, "capacity_ranks", where));
-  t.calibration = Number(j, "calibration", where);
   CONVEYOR_CHECK(t.cores >= 1 && t.capacity > 0 && t.threads >= 1 && t.capacity_ranks >= 1)
       << where << ": 'cores', 'capacity', 'capacity_ranks' and 'threads' must be positive";
   const nlohmann::json& sizes = j["sequences"];
-  CONVEYOR_CHECK(sizes.is_array() && sizes.size() == 2 && sizes[0].is_number_integer() &&
-                 sizes[1].is_number_integer() && sizes[0].get<int64_t>() >= 1 &&
-                 sizes[0].get<int64_t>() < sizes[1].get<int64_t>())
-      << where << ": 'sequences' must be two increasing sizes";
-  t.sequences = {sizes[0].get<int64_t>(), sizes[1].get<int64_t>()};
+  t.sequences.clear();
+  t.calibration.clear();
+  bool ascending = sizes.is_array() && sizes.size() >= 2;
+  for (size_t k = 0; ascending && k < sizes.size(); ++k) {
+    ascending = sizes[k].is_number_integer() && sizes[k].get<int64_t>() >= 1 &&
+                (k == 0 || sizes[k - 1].get<int64_t>() < sizes[k].get<int64_t>());
+    if (ascending) t.sequences.push_back(sizes[k].get<int64_t>());
+  }
+  CONVEYOR_CHECK(ascending) << where << ": 'sequences' must be two or more increasing sizes";
+  const nlohmann::json& calibration = j["calibration"];
+  CONVEYOR_CHECK(calibration.is_array() && calibration.size() == t.sequences.size())
+      << where << ": 'calibration' must hold a factor for each of the " << t.sequences.size()
+      << " sizes";
+  for (const nlohmann::json& factor : calibration) {
+    CONVEYOR_CHECK(factor.is_number() && factor.get<double>() > 0)
+        << where << ": 'calibration' must hold positive factors";
+    t.calibration.push_back(factor.get<double>());
+  }
   const nlohmann::json& m = j["model"];
   const std::string model_where = where + ": model";
   auto integer = [&](const char* key) {
@@ -119,10 +135,13 @@ LayerCostTable ReadLayerCostTable(const std::string& path) {
     const nlohmann::json& layer = j[kKinds[k]];
     MeasuredLayer& out = t.*KindField(k);
     out.params = Number(layer, "params", kind_where);
-    CONVEYOR_CHECK(layer.contains("at") && layer["at"].is_array() && layer["at"].size() == 2)
-        << kind_where << ": 'at' must hold the two sizes' samples";
-    for (int i = 0; i < 2; ++i) {
-      for (int f = 0; f < 4; ++f) {
+    CONVEYOR_CHECK(layer.contains("at") && layer["at"].is_array() &&
+                   layer["at"].size() == t.sequences.size())
+        << kind_where << ": 'at' must hold a sample for each of the " << t.sequences.size()
+        << " sizes";
+    out.at.resize(t.sequences.size());
+    for (size_t i = 0; i < t.sequences.size(); ++i) {
+      for (int f = 0; f < kNumFields; ++f) {
         out.at[i].*kFields[f] = Number(layer["at"][i], kFieldNames[f], kind_where);
       }
     }

@@ -1,14 +1,15 @@
 // The file `conveyor profile` writes and `plan --auto --costs` / `train --auto` read: a
 // LayerCostTable (sim/auto_planner.h) as JSON.
 //
-//   {"format": "conveyor layer costs 1", "describe": "...", "device": "cpu", "threads": 1,
+//   {"format": "conveyor layer costs 2", "describe": "...", "device": "cpu", "threads": 1,
 //    "element_bytes": 4, "optimizer_s_per_param": s, "cores": 2, "capacity": 1.3,
-//    "capacity_ranks": 4, "calibration": 1.2,
-//    "sequences": [1, 4],
+//    "capacity_ranks": 4, "calibration": [1.1, 1.0, 1.0],
+//    "sequences": [1, 4, 16],
 //    "model": {"layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "seq_len",
 //              "gated_mlp"},
 //    "embedding" | "block" | "block_selective" | "head":
-//      {"params": P, "at": [{"forward_s", "input_s", "weight_s", "activation_bytes"} x 2]}}
+//      {"params": P, "at": [{"forward_s", "input_s", "weight_s", "backward_s",
+//                             "activation_bytes", "backward_bytes"} a size]}}
 #ifndef CONVEYOR_CLI_LAYER_COST_JSON_H_
 #define CONVEYOR_CLI_LAYER_COST_JSON_H_
 
@@ -22,7 +23,8 @@ namespace conveyor {
 // `describe`: one line on the model timed (ModelTask::Describe).
 nlohmann::json LayerCostTableJson(const LayerCostTable& table, const std::string& describe);
 
-// The table in file `path`. UserError naming the file and the missing or bad key.
+// The table in file `path`. UserError naming the file and the missing or bad key (a file of
+// an older format: to be profiled again).
 LayerCostTable ReadLayerCostTable(const std::string& path);
 
 }  // namespace conveyor

@@ -21,8 +21,8 @@ namespace conveyor {
 void AddProfileCommand(CLI::App& app) {
   struct ProfileFlags {
     TrainFlags train;
-    std::vector<int64_t> sizes = {1, 8};
-    int64_t rounds = 3;
+    std::vector<int64_t> sizes = {1, 4, 16};
+    int64_t rounds = 5;
     int64_t ranks = 0;
     std::string out;
   };
@@ -33,8 +33,9 @@ void AddProfileCommand(CLI::App& app) {
       "and for weights, activation bytes) for plan --auto --costs");
   RegisterTrainFlags(cmd, flags->train);
   cmd->add_option("--sizes", flags->sizes,
-                  "two micro-batch sizes (sequences) to time: plans interpolate between them")
-      ->expected(2)
+                  "micro-batch sizes (sequences) to time, two or more ascending: plans "
+                  "interpolate between them")
+      ->expected(2, 16)
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--rounds", flags->rounds, "timed rounds per layer (the fastest counts)")
@@ -47,30 +48,33 @@ void AddProfileCommand(CLI::App& app) {
     TrainConfig config = ResolveTrainConfig(flags->train);
     CheckInRange("--rounds", flags->rounds, 1, 1000);
     CheckInRange("--ranks", flags->ranks, 0, 256);
-    CheckInRange("--sizes", flags->sizes.at(0), 1, 1 << 16);
-    CheckInRange("--sizes", flags->sizes.at(1), flags->sizes[0] + 1, 1 << 16);
+    for (size_t k = 0; k < flags->sizes.size(); ++k) {
+      CheckInRange("--sizes", flags->sizes[k], k == 0 ? 1 : flags->sizes[k - 1] + 1, 1 << 16);
+    }
     // The threads one of several ranks sharing the cores runs, unless told.
     at::set_num_threads(config.threads > 0 ? config.threads : 1);
-    const LayerCostTable table =
-        ProfileLayerKinds(config, {flags->sizes[0], flags->sizes[1]},
-                          static_cast<int>(flags->rounds), static_cast<int>(flags->ranks));
+    const LayerCostTable table = ProfileLayerKinds(
+        config, flags->sizes, static_cast<int>(flags->rounds), static_cast<int>(flags->ranks));
     const std::string describe = MakeModelTask(config)->Describe();
     WriteOutput(flags->out, LayerCostTableJson(table, describe).dump(2) + "\n");
     if (flags->out.empty() || flags->out == "-") return;
     std::string text = describe + Printf(", %lld tokens a sequence, %d thread(s) on the cpu\n",
                                          static_cast<long long>(config.seq_len), table.threads);
-    text += "layer            sequences  forward ms  input ms  weight ms  activations MiB\n";
+    text +=
+        "layer            sequences  forward ms  input ms  weight ms  backward ms  activations MiB"
+        "  backward MiB\n";
     const std::array<std::pair<const char*, const MeasuredLayer*>, 4> kinds = {
         {{"embedding", &table.embedding},
          {"block", &table.block},
          {"block selective", &table.block_selective},
          {"head", &table.head}}};
     for (const auto& [name, layer] : kinds) {
-      for (int k = 0; k < 2; ++k) {
+      for (size_t k = 0; k < table.sequences.size(); ++k) {
         const LayerSample& s = layer->at[k];
-        text += Printf("%-16s %9lld %11.3f %9.3f %10.3f %16.2f\n", name,
+        text += Printf("%-16s %9lld %11.3f %9.3f %10.3f %12.3f %16.2f %13.2f\n", name,
                        static_cast<long long>(table.sequences[k]), 1e3 * s.forward_s,
-                       1e3 * s.input_s, 1e3 * s.weight_s, s.activation_bytes / (1 << 20));
+                       1e3 * s.input_s, 1e3 * s.weight_s, 1e3 * s.backward_s,
+                       s.activation_bytes / (1 << 20), s.backward_bytes / (1 << 20));
       }
     }
     std::fputs((text + "written to " + flags->out + "\n").c_str(), stdout);

@@ -6,6 +6,17 @@
 
 namespace conveyor {
 
+void ForEachHalf(const std::vector<Action>& actions, const std::function<void(Op, int)>& apply) {
+  for (const Action& a : actions) {
+    if (a.op == Op::kOverlapFB) {
+      apply(Op::kForward, a.stage);
+      apply(a.overlap_op, a.BackwardHalf().stage);
+    } else {
+      apply(a.op, a.stage);
+    }
+  }
+}
+
 std::vector<double> PeakActivations(const Program& program, double mem_b, double mem_w) {
   return PeakActivations(program, std::vector<double>(program.layout.num_stages(), mem_b),
                          mem_b > 0 ? mem_w / mem_b : 0);
@@ -39,14 +50,7 @@ std::vector<double> PeakActivations(const Program& program, const std::vector<do
       }
       peak = std::max(peak, now);
     };
-    for (const Action& a : actions) {
-      if (a.op == Op::kOverlapFB) {
-        apply(Op::kForward, a.stage);
-        apply(a.overlap_op, a.BackwardHalf().stage);
-      } else {
-        apply(a.op, a.stage);
-      }
-    }
+    ForEachHalf(actions, apply);
     peaks.push_back(peak);
   }
   return peaks;

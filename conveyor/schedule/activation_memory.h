@@ -6,11 +6,16 @@
 #ifndef CONVEYOR_SCHEDULE_ACTIVATION_MEMORY_H_
 #define CONVEYOR_SCHEDULE_ACTIVATION_MEMORY_H_
 
+#include <functional>
 #include <vector>
 
 #include "conveyor/schedule/program.h"
 
 namespace conveyor {
+
+// Calls apply(op, stage) for each action of `actions` in order, an OVERLAP_F_B unit as its
+// forward half, then its backward half: the order in which a rank's memory comes and goes.
+void ForEachHalf(const std::vector<Action>& actions, const std::function<void(Op, int)>& apply);
 
 // The activations each rank holds at its peak, in (stage, micro-batch) units, following each
 // rank's own order (F adds one, B or W frees one).

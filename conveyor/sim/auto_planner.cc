@@ -46,13 +46,19 @@ double TransformerSpec::TrainFlopsPerToken() const {
 }
 
 LayerSample LayerCostTable::At(const MeasuredLayer& layer, double n) const {
-  const double n0 = static_cast<double>(sequences[0]), n1 = static_cast<double>(sequences[1]);
-  const double x = n1 > n0 ? (n - n0) / (n1 - n0) : 0;
+  CONVEYOR_ASSERT(sequences.size() >= 2 && layer.at.size() == sequences.size())
+      << layer.at.size() << " samples for " << sequences.size() << " sizes";
+  size_t k = 1;  // the piece [k - 1, k] that holds n, or the nearest
+  while (k + 1 < sequences.size() && n > static_cast<double>(sequences[k])) ++k;
+  const double n0 = static_cast<double>(sequences[k - 1]), n1 = static_cast<double>(sequences[k]);
+  const double x = (n - n0) / (n1 - n0);
+  const LayerSample &a = layer.at[k - 1], &b = layer.at[k];
   auto line = [&](double LayerSample::*field) {
-    return std::max(0.0, layer.at[0].*field + x * (layer.at[1].*field - layer.at[0].*field));
+    return std::max(0.0, a.*field + x * (b.*field - a.*field));
   };
-  return {line(&LayerSample::forward_s), line(&LayerSample::input_s), line(&LayerSample::weight_s),
-          line(&LayerSample::activation_bytes)};
+  return {line(&LayerSample::forward_s),      line(&LayerSample::input_s),
+          line(&LayerSample::weight_s),       line(&LayerSample::activation_bytes),
+          line(&LayerSample::backward_bytes), line(&LayerSample::backward_s)};
 }
 
 namespace {
@@ -74,7 +80,8 @@ struct LayerCosts {
 };
 
 LayerSample Scaled(LayerSample s, double by) {
-  s.forward_s *= by, s.input_s *= by, s.weight_s *= by, s.activation_bytes *= by;
+  s.forward_s *= by, s.input_s *= by, s.weight_s *= by, s.backward_s *= by;
+  s.activation_bytes *= by, s.backward_bytes *= by;
   return s;
 }
 
@@ -92,8 +99,12 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::strin
     block = Scaled(table.At(table.block, n), 1.0 / tp);
     if (recompute == "selective") {  // never faster than keeping the scores: timing noise
       const LayerSample s = Scaled(table.At(table.block_selective, n), 1.0 / tp);
-      block = {std::max(s.forward_s, block.forward_s), std::max(s.input_s, block.input_s),
-               std::max(s.weight_s, block.weight_s), s.activation_bytes};
+      block = {std::max(s.forward_s, block.forward_s),
+               std::max(s.input_s, block.input_s),
+               std::max(s.weight_s, block.weight_s),
+               s.activation_bytes,
+               s.backward_bytes,
+               std::max(s.backward_s, block.backward_s)};
     }
     // Of a block's activations, 10 of 34 parts (the norms' and residuals' (b, T, C)) stay
     // whole under TP, 24 are split (Korthikanti et al.).
@@ -103,20 +114,59 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::strin
   } else {
     const double rate = r.device_flops * r.efficiency * tp;
     const double f = bt * m.BlockForwardFlops() / rate, h = bt * 2 * c * v / rate;
-    block = {f, f, f, bt * c * (10 + 24.0 / tp)};
-    head = {h, h, h, bt * v * 4};
+    const double held = bt * c * (10 + 24.0 / tp);
+    block = {f, f, f, held, held, 2 * f};
+    head = {h, h, h, bt * v * 4, bt * v * 4, 2 * h};
   }
   LayerCosts costs;
   const double input = bt * c * element_bytes;
   for (int64_t l = 0; l < m.layers + 2; ++l) {
     const bool first = l == 0, last = l == m.layers + 1;
     LayerSample s = first ? embedding : last ? head : block;
-    if (recompute == "full") s.input_s += s.forward_s;
+    if (s.backward_s <= 0) s.backward_s = s.input_s + s.weight_s;
+    if (recompute == "full") s.input_s += s.forward_s, s.backward_s += s.forward_s;
     costs.layers.push_back(s);
     costs.params.push_back((first || last ? v * c : m.BlockParams()) / tp);
     costs.input_bytes.push_back(first ? 0 : input);
   }
   return costs;
+}
+
+// The most activation memory each rank holds, following its actions. F of stage s keeps
+// held[s] (its activations; its input under full recomputation); a backward (B or I) needs
+// backward_peak[s] more while it runs and, under full recomputation, the stage's whole[s]
+// recomputed; I frees what it kept except what W needs (half the activations, kept or
+// recomputed), which W frees.
+std::vector<double> HeldActivations(const Program& program, const std::vector<double>& held,
+                                    const std::vector<double>& whole,
+                                    const std::vector<double>& backward_peak, bool full) {
+  std::vector<double> peaks;
+  for (const std::vector<Action>& actions : program.ranks) {
+    double now = 0, peak = 0;
+    auto apply = [&](Op op, int s) {
+      const double for_w = 0.5 * whole[s];
+      switch (op) {
+        case Op::kForward:
+          now += held[s];
+          peak = std::max(peak, now);
+          break;
+        case Op::kBackward:
+        case Op::kBackwardInput:
+          peak = std::max(peak, now + backward_peak[s] + (full ? whole[s] : 0));
+          now -= held[s];
+          if (op == Op::kBackwardInput) now += for_w;
+          break;
+        case Op::kBackwardWeight:
+          now -= for_w;
+          break;
+        default:
+          break;
+      }
+    };
+    ForEachHalf(actions, apply);
+    peaks.push_back(peak);
+  }
+  return peaks;
 }
 
 std::string Sizes(const std::vector<LayerRange>& ranges) {
@@ -166,6 +216,7 @@ void ShareOneCpu(AutoPlanRequest& r, double cores) {
 
 AutoPlan PlanAuto(const AutoPlanRequest& r) {
   const TransformerSpec& m = r.model;
+  const double bucket_bytes = static_cast<double>(kReducerBucketBytes);
   CONVEYOR_CHECK(r.world >= 1 && r.world <= (1 << 20))
       << "--world " << r.world << " is not in [1, 1048576]";
   CONVEYOR_CHECK(m.layers >= 1 && m.hidden >= 1 && m.heads >= 1 && m.vocab >= 1 && m.seq_len >= 1 &&
@@ -223,10 +274,6 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
           }
           const Layout& layout = program->layout;
           const int parts = layout.pipeline_length();
-          bool split_backward = false;  // I and W apart (the zero-bubble schedules)
-          for (const std::vector<Action>& actions : program->ranks) {
-            for (const Action& a : actions) split_backward |= a.op == Op::kBackwardInput;
-          }
           if (parts > m.layers + 2) continue;
           ++plan.layouts;
           const int64_t b = per_replica / mbs;
@@ -237,65 +284,54 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
             if (split.empty()) {
               std::vector<double> work;
               for (const LayerSample& l : costs.layers) {
-                work.push_back(l.forward_s + l.input_s + l.weight_s);
+                work.push_back(l.forward_s + l.backward_s);
               }
               split = Partition(work, parts);
             }
             // Per stage: its layers' parameters, compute and activations.
-            std::vector<double> params(stages), held_per_mb(stages), whole(stages);
+            std::vector<double> params(stages), held_per_mb(stages), whole(stages),
+                backward_peak(stages);
             CostModel cost_model;
             int64_t most_blocks = 0;
             for (int s = 0; s < stages; ++s) {
               const LayerRange range = split[layout.part_of(s)];
-              StageCost stage{0, 0, 0};
+              StageCost stage{0, 0, 0, 0};
               for (int l = range.begin; l < range.end; ++l) {
                 const LayerSample& layer = costs.layers[l];
                 params[s] += costs.params[l];
                 whole[s] += layer.activation_bytes;
+                backward_peak[s] = std::max(backward_peak[s], layer.backward_bytes);
                 stage.f += layer.forward_s, stage.i += layer.input_s, stage.w += layer.weight_s;
+                stage.b += layer.backward_s;
               }
               held_per_mb[s] = recompute == "full" ? costs.input_bytes[range.begin] : whole[s];
+              // The next micro-batch's input arrives while a backward runs.
+              backward_peak[s] += costs.input_bytes.back();
               cost_model.stages.push_back(stage);
               most_blocks = std::max<int64_t>(
                   most_blocks,
                   std::min(range.end, static_cast<int>(m.layers) + 1) - std::max(range.begin, 1));
             }
             // Memory: the fullest rank, with the first ZeRO stage that fits.
-            std::vector<double> held = PeakActivations(*program, held_per_mb, 0.5);
-            if (recompute == "full") {
-              if (split_backward) {
-                // The weights' half of the recomputed activations waits from I for W: counted
-                // from F, an upper bound.
-                std::vector<double> half(whole);
-                for (double& h : half) h *= 0.5;
-                const std::vector<double> kept = PeakActivations(*program, half, 1.0);
-                for (size_t k = 0; k < held.size(); ++k) held[k] += kept[k];
-              }
-              // One micro-batch's recomputed activations at a time.
-              std::vector<double> most(held.size());
-              for (int s = 0; s < stages; ++s) {
-                double& m_s = most[layout.rank_of(s)];
-                m_s = std::max(m_s, whole[s]);
-              }
-              for (size_t k = 0; k < held.size(); ++k) held[k] += most[k];
-            }
-            // Backward's workspace: the largest layer's activation gradients, and a
-            // micro-batch's input and its gradient arriving from the neighbours.
-            double workspace = 0;
-            for (size_t l = 0; l < costs.layers.size(); ++l) {
-              workspace = std::max(workspace, costs.layers[l].activation_bytes);
-            }
-            workspace += 2 * costs.input_bytes.back();
-            for (double& h : held) h += workspace;
+            std::vector<double> held =
+                HeldActivations(*program, held_per_mb, whole, backward_peak, recompute == "full");
+            std::vector<double> rank_params(layout.num_ranks());
+            for (int s = 0; s < stages; ++s) rank_params[layout.rank_of(s)] += params[s];
             int zero = -1;
             double peak = 0;
             for (int z : {0, 1}) {
               if (z == 1 && dp == 1) break;
-              // With dp > 1 the reducer's flat buckets copy the gradients once more.
               const double bytes_per_param =
-                  (z == 0 ? r.bytes_per_param : r.bytes_per_param / 2 * (1 + 1.0 / dp)) +
-                  (dp > 1 ? 4 : 0);
+                  z == 0 ? r.bytes_per_param : r.bytes_per_param / 2 * (1 + 1.0 / dp);
               std::vector<double> rank_bytes(held);
+              for (int s = 0; s < stages; ++s) {
+                double& bytes = rank_bytes[layout.rank_of(s)];
+                // After the backward, the activations gone: with dp > 1 the reducer's flat
+                // bucket; with copies of the parts (DualPipe), their gradients summed flat
+                // and copied back.
+                if (dp > 1) bytes = std::max(bytes, std::min(params[s] * 4, bucket_bytes));
+                if (stages > parts) bytes = std::max(bytes, 2 * 4 * rank_params[layout.rank_of(s)]);
+              }
               for (int s = 0; s < stages; ++s) {
                 rank_bytes[layout.rank_of(s)] += params[s] * bytes_per_param;
               }
@@ -323,8 +359,6 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
             cost_model.comm_latency = r.hop_s >= 0 ? r.hop_s : r.network.intra.latency;
             // After the last action: the optimizer's step and, where a part of the model has a
             // copy on another rank (DualPipe's two directions), the sum of their gradients.
-            std::vector<double> rank_params(layout.num_ranks());
-            for (int s = 0; s < stages; ++s) rank_params[layout.rank_of(s)] += params[s];
             const double most_params = *std::max_element(rank_params.begin(), rank_params.end());
             if (r.measured) cost_model.optimizer = most_params * r.measured->optimizer_s;
             if (stages > parts) {
@@ -342,10 +376,13 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
             shape.layers_per_stage = std::max<int64_t>(most_blocks, 1);
             shape.element_bytes = r.measured ? r.measured->element_bytes : 2;
             shape.param_bytes_per_stage = *std::max_element(params.begin(), params.end()) * 4;
+            shape.bucket_bytes = bucket_bytes;
             const MeshSimResult sim =
                 SimulateMesh(*program, cost_model, mesh, r.network, shape, SimOptions{1});
             ++plan.simulated;
-            cand.step_s = sim.step + step_collectives_s;
+            // The simulated step ends at the last action (or DP reduction); the optimizer
+            // (and DualPipe's gradient sum) follows it.
+            cand.step_s = sim.step + cost_model.optimizer + step_collectives_s;
             cand.tokens_per_s = tokens_per_step / cand.step_s;
             cand.mfu = r.measured ? -1
                                   : m.TrainFlopsPerToken() * cand.tokens_per_s /

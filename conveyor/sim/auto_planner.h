@@ -14,8 +14,8 @@
 //    the head's fp32 logits s b V 4.
 //  - A LayerCostTable measured on this machine (`conveyor profile`): the forward,
 //    backward-input and backward-weight seconds and the activation bytes of the embedding, a
-//    block (also under selective recomputation) and the head, linear in the micro-batch's
-//    sequences between and beyond the two sizes timed; over tp.
+//    block (also under selective recomputation) and the head, piecewise linear in the
+//    micro-batch's sequences through the sizes timed; over tp.
 // After a rank's last action come AdamW's step (measured costs only) and, for schedules
 // that keep a copy of each part on two ranks (DualPipe), the all-reduce of the copies'
 // fp32 gradients over the intra-node link.
@@ -33,12 +33,15 @@
 //
 // Memory per rank, a hard limit: weights, gradients and AdamW's moments at bytes_per_param
 // (16: fp32 weights and gradients, two fp32 moments; ZeRO-1 shards the moments over dp:
-// 8 + 8 / dp), over tp, and with dp > 1 4 more for the reducer's buckets; the activations at
-// the schedule's peak in flight (PeakActivations; measured ones under TP: 24 of a block's 34
-// parts split, the rest whole, after Korthikanti et al.);
-// backward's workspace: the largest layer's activations again (their gradients) and a
-// micro-batch's input and its gradient from the neighbours. A candidate over the limit is
-// never simulated.
+// 8 + 8 / dp), over tp; the activations in flight, followed through the rank's actions
+// (measured ones under TP: 24 of a block's 34 parts split, the rest whole, after Korthikanti
+// et al.); during a backward, its workspace: the most that stage's layers allocate while
+// their backward runs (measured; from FLOP counts, their activations again) and the next
+// micro-batch's input. After a stage's backward, its activations gone, come with dp > 1
+// the reducer's flat copy of one bucket of gradients (at most kReducerBucketBytes), and
+// with copies of each part (DualPipe) the sum of their gradients (flat, then copied back:
+// twice the rank's gradients): the rank holds the larger of those and its activations. A
+// candidate over the limit is never simulated.
 //
 // Not modelled: sequence and context parallelism, interleaving beyond each schedule's
 // default chunks.
@@ -47,7 +50,6 @@
 #ifndef CONVEYOR_SIM_AUTO_PLANNER_H_
 #define CONVEYOR_SIM_AUTO_PLANNER_H_
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -84,19 +86,21 @@ struct LayerSample {
   double input_s = 0;           // backward for the layer's input
   double weight_s = 0;          // backward for its weights
   double activation_bytes = 0;  // held from its forward to its backward
+  double backward_bytes = 0;    // allocated at most while its backward runs, beyond those
+  double backward_s = 0;        // the whole backward at once (B); 0: input_s + weight_s
 };
 
-// A layer kind as `conveyor profile` measured it: its parameters and its costs at the
-// table's two micro-batch sizes.
+// A layer kind as `conveyor profile` measured it: its parameters and its costs at each of
+// the table's micro-batch sizes.
 struct MeasuredLayer {
   double params = 0;
-  std::array<LayerSample, 2> at;
+  std::vector<LayerSample> at;
 };
 
 // What `conveyor profile` measured of a model's layer kinds on one device.
 struct LayerCostTable {
-  TransformerSpec model;                   // what was timed (seq_len: the sequences' tokens)
-  std::array<int64_t, 2> sequences{1, 4};  // the micro-batch sizes timed, ascending
+  TransformerSpec model;                 // what was timed (seq_len: the sequences' tokens)
+  std::vector<int64_t> sequences{1, 4};  // the micro-batch sizes timed: two or more, ascending
   MeasuredLayer embedding, block, block_selective, head;
   int threads = 1;           // intra-op threads of the timing
   std::string device;        // "cpu"
@@ -108,10 +112,11 @@ struct LayerCostTable {
   int cores = 1;
   double capacity = 1;
   int capacity_ranks = 1;  // the ranks busy at once when `capacity` was measured
-  double calibration = 1;  // the factor the profile's layer times were scaled by
+  // The factor the profile's layer times at each size were scaled by.
+  std::vector<double> calibration{1, 1};
 
-  // `layer` at a micro-batch of `sequences`: linear through the two sizes timed, never
-  // below 0.
+  // `layer` at a micro-batch of `sequences`: piecewise linear through the sizes timed (beyond
+  // them, the nearest piece's line), never below 0.
   LayerSample At(const MeasuredLayer& layer, double sequences) const;
 };
 

@@ -88,10 +88,10 @@ LayerCostTable Measured() {
   LayerCostTable t;
   t.model = TransformerSpec{.layers = 6, .hidden = 64, .heads = 4, .vocab = 256, .seq_len = 64};
   t.sequences = {1, 3};
-  t.embedding = {1e3, {{{1e-5, 0, 1e-5, 1e4}, {3e-5, 0, 3e-5, 3e4}}}};
-  t.block = {5e4, {{{1e-3, 1e-3, 1e-3, 1e6}, {3e-3, 3e-3, 3e-3, 3e6}}}};
-  t.block_selective = {5e4, {{{1e-3, 1.5e-3, 1e-3, 5e5}, {3e-3, 4.5e-3, 3e-3, 1.5e6}}}};
-  t.head = {2e4, {{{5e-4, 5e-4, 5e-4, 2e6}, {1.5e-3, 1.5e-3, 1.5e-3, 6e6}}}};
+  t.embedding = {1e3, {{1e-5, 0, 1e-5, 1e4}, {3e-5, 0, 3e-5, 3e4}}};
+  t.block = {5e4, {{1e-3, 1e-3, 1e-3, 1e6}, {3e-3, 3e-3, 3e-3, 3e6}}};
+  t.block_selective = {5e4, {{1e-3, 1.5e-3, 1e-3, 5e5}, {3e-3, 4.5e-3, 3e-3, 1.5e6}}};
+  t.head = {2e4, {{5e-4, 5e-4, 5e-4, 2e6}, {1.5e-3, 1.5e-3, 1.5e-3, 6e6}}};
   return t;
 }
 
@@ -131,6 +131,37 @@ TEST(AutoPlannerTest, MeasuredCostsSplitByTimeAndOfferSelectiveRecomputation) {
   ASSERT_FALSE(plan.best.empty());
   EXPECT_LE(plan.best[0].peak_bytes, r.memory_per_rank);
   EXPECT_GT(plan.best[0].step_s, fastest.step_s);
+}
+
+// The reducer copies a bucket of gradients after the backward, when the activations are
+// gone: a DP replica needs no more memory than the same run alone while that copy is the
+// smaller, and every layout of the table fits what the same run alone needs plus it.
+TEST(AutoPlannerTest, DataParallelBucketsTakeNoMemoryBesideTheActivations) {
+  AutoPlanRequest r;
+  r.model = Measured().model;
+  r.measured = Measured();
+  r.memory_per_rank = 1e12;
+  r.top = 1000;
+  r.pp = 1;
+  r.schedules = {"naive"};
+  r.world = 1;
+  r.global_batch = 4;
+  const AutoPlan alone = PlanAuto(r);
+  r.world = 2;
+  r.global_batch = 8;
+  const AutoPlan replicas = PlanAuto(r);
+  int compared = 0;
+  for (const PlanCandidate& a : alone.best) {
+    for (const PlanCandidate& b : replicas.best) {
+      if (b.dp != 2 || b.microbatches != a.microbatches || b.recompute != a.recompute ||
+          b.zero != 0) {
+        continue;
+      }
+      EXPECT_DOUBLE_EQ(b.peak_bytes, a.peak_bytes) << a.microbatches << " " << a.recompute;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 3);
 }
 
 TEST(AutoPlannerTest, TensorParallelismStaysInsideANode) {

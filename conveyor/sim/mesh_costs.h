@@ -37,6 +37,10 @@
 
 namespace conveyor {
 
+// The gradient bytes of one data-parallel all-reduce in conveyor's trainer (the reducer's
+// bucket, train/data_parallel_reducer.h).
+inline constexpr int64_t kReducerBucketBytes = 4 << 20;
+
 // The sizes the mesh's communication depends on.
 struct ModelShape {
   int64_t hidden = 4096;                   // C

@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +12,7 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/process_stats.h"
+#include "conveyor/module/weight_grad_store.h"
 #include "conveyor/optim/optimizer.h"
 #include "conveyor/profile/memory_tracker.h"
 #include "conveyor/train/builtin_tasks.h"
@@ -25,50 +25,60 @@ double Since(std::chrono::steady_clock::time_point start) {
 }
 
 // Layer `index` of `model` timed on `x` (tokens for the embedding, else (n, T, C)); `out`
-// receives its output, detached, for the next layer.
+// receives its output, detached, for the next layer. The backward is split as the runtime
+// splits it (runtime/stage.h): autograd with the weight-gradient store deferring is I, the
+// store's queued work is W; a backward without deferring, on the graph built again, is B.
+// The weights' gradients stay from the unmeasured first round on,
+// as a step's do after its first micro-batch: later backwards add into them.
 LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, const MicroBatch& mb,
                       int rounds, at::Tensor* out) {
   const std::shared_ptr<Layer> layer = model.BuildLayers({}, {index, index + 1}).at(0);
-  std::vector<at::Tensor> weights;
-  for (const auto& [name, p] : layer->NamedParameters()) {
-    if (p.requires_grad()) weights.push_back(p);
-  }
   // The head's own loss; a sum of squares for the others (any scalar that uses the output).
   auto loss_of = [&](const at::Tensor& y) {
     return layer->has_loss() ? layer->LossSum(y, mb) : (y * y).sum();
   };
   const bool takes_grad = x.is_floating_point();
   const double inf = std::numeric_limits<double>::infinity();
-  LayerSample best{inf, inf, inf, 0};
-  double whole_backward = inf;
+  LayerSample best{inf, inf, inf, 0, 0, inf};
+  WeightGradStore store;
   for (int round = 0; round <= rounds; ++round) {
-    for (const at::Tensor& w : weights) w.mutable_grad() = at::Tensor();
     const at::Tensor in = takes_grad ? x.detach().requires_grad_(true) : x;
     const int64_t held_before = MemoryTracker::current_bytes();
     auto start = std::chrono::steady_clock::now();
-    at::Tensor y = layer->Forward(in, mb);
-    at::Tensor loss = loss_of(y);
-    const double forward = Since(start);
-    const double held = static_cast<double>(MemoryTracker::current_bytes() - held_before);
-    double input = 0;
-    if (takes_grad) {
-      start = std::chrono::steady_clock::now();
-      torch::autograd::grad({loss}, {in}, {}, /*retain_graph=*/false);
-      input = Since(start);
-      y = layer->Forward(in, mb);  // the graph again, for the whole backward
+    at::Tensor y, loss;
+    {
+      WeightGradStore::Recording recording(&store, round);
+      y = layer->Forward(in, mb);
       loss = loss_of(y);
     }
+    const double forward = Since(start);
+    const double held = static_cast<double>(MemoryTracker::current_bytes() - held_before);
+    MemoryTracker::ResetPeak();
+    const int64_t before_backward = MemoryTracker::current_bytes();
+    store.SetDeferring(round, true);
+    start = std::chrono::steady_clock::now();
+    loss.backward();
+    const double input = Since(start);
+    store.SetDeferring(round, false);
+    start = std::chrono::steady_clock::now();
+    store.Run(round);
+    const double weight = Since(start);
+    const double backward = static_cast<double>(MemoryTracker::peak_bytes() - before_backward);
+    *out = y.detach();
+    // The whole backward at once, on the graph again (what B runs).
+    y = layer->Forward(in, mb);
+    loss = loss_of(y);
     start = std::chrono::steady_clock::now();
     loss.backward();
     const double whole = Since(start);
     if (round == 0) continue;  // warm-up: first-call allocations and caches
     best.forward_s = std::min(best.forward_s, forward);
     best.input_s = std::min(best.input_s, input);
-    whole_backward = std::min(whole_backward, whole);
+    best.weight_s = std::min(best.weight_s, weight);
+    best.backward_s = std::min(best.backward_s, whole);
     best.activation_bytes = std::max(best.activation_bytes, held);
-    *out = y.detach();
+    best.backward_bytes = std::max(best.backward_bytes, backward);
   }
-  best.weight_s = std::max(0.0, whole_backward - best.input_s);
   return best;
 }
 
@@ -110,23 +120,23 @@ double Capacity(const ModelTask& model, int index, const at::Tensor& x, const Mi
   return capacity;
 }
 
-// The mean seconds of a forward and backward through the embedding, two blocks and the head
-// chained as one stage, over `rounds` after one unmeasured: what the layers cost in a run,
-// where their sum of fastest lone timings is optimistic.
+// The fastest of `rounds` (after one unmeasured) forward and backward through the embedding,
+// two blocks and the head chained as one stage: what the layers cost together, against the
+// sum of their fastest lone timings.
 double ChainSeconds(const ModelTask& model, const at::Tensor& tokens, const MicroBatch& mb,
                     int rounds) {
   const int head = model.num_layers() - 1;
   LayerList layers = model.BuildLayers({}, {0, std::min(3, head)});
   layers.push_back(model.BuildLayers({}, {head, head + 1}).at(0));
-  double total = 0;
+  double best = std::numeric_limits<double>::infinity();
   for (int round = 0; round <= rounds; ++round) {
     const auto start = std::chrono::steady_clock::now();
     at::Tensor y = tokens;
     for (const auto& layer : layers) y = layer->Forward(y, mb);
     layers.back()->LossSum(y, mb).backward();
-    if (round > 0) total += Since(start);
+    if (round > 0) best = std::min(best, Since(start));
   }
-  return total / rounds;
+  return best;
 }
 
 // AdamW's step, seconds a parameter, on a block's parameters with gradients.
@@ -151,12 +161,15 @@ double OptimizerSeconds(const ModelTask& model, int index) {
 
 }  // namespace
 
-LayerCostTable ProfileLayerKinds(const TrainConfig& config, std::array<int64_t, 2> sequences,
+LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<int64_t>& sequences,
                                  int rounds, int ranks) {
   CONVEYOR_CHECK(IsLanguageModel(config.model))
       << "conveyor profile times a gpt or llama, not a " << ModelKindName(config.model);
-  CONVEYOR_CHECK(sequences[0] >= 1 && sequences[0] < sequences[1])
-      << "the micro-batch sizes timed must be 1 <= " << sequences[0] << " < " << sequences[1];
+  bool ascending = sequences.size() >= 2 && sequences[0] >= 1;
+  for (size_t k = 1; k < sequences.size(); ++k) ascending &= sequences[k - 1] < sequences[k];
+  CONVEYOR_CHECK(ascending) << "the micro-batch sizes timed must be two or more, ascending from "
+                            << "1 or more (" << sequences.size() << " given, the first "
+                            << (sequences.empty() ? 0 : sequences[0]) << ")";
   CONVEYOR_CHECK(rounds >= 1) << "--rounds " << rounds << " must be >= 1";
   MemoryTracker::Install();
   TrainConfig selective_config = config;
@@ -186,7 +199,15 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, std::array<int64_t, 
   table.block.params = static_cast<double>(CountParameters({shapes.at(1)}));
   table.block_selective.params = table.block.params;
   table.head.params = static_cast<double>(CountParameters({shapes.at(head)}));
-  for (int k = 0; k < 2; ++k) {
+  auto work = [](const LayerSample& l) { return l.forward_s + l.backward_s; };
+  const int blocks = std::min(2, head - 1);
+  const size_t sizes = sequences.size();
+  table.calibration.assign(sizes, 1);
+  for (MeasuredLayer* layer :
+       {&table.embedding, &table.block, &table.block_selective, &table.head}) {
+    layer->at.resize(sizes);
+  }
+  for (size_t k = 0; k < sizes; ++k) {
     Batch batch;
     batch.inputs = at::randint(0, ModelVocab(config), {sequences[k], config.seq_len},
                                at::TensorOptions().dtype(at::kLong));
@@ -198,37 +219,29 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, std::array<int64_t, 
     table.block.at[k] = TimeLayer(*plain, 1, x, mb, rounds, &hidden);
     table.block_selective.at[k] = TimeLayer(*selective, 1, x, mb, rounds, &unused);
     table.head.at[k] = TimeLayer(*plain, head, hidden, mb, rounds, &unused);
-    if (k == 1) {
-      const LayerSample& b = table.block.at[1];
+    if (k + 1 == sizes) {
+      const LayerSample& b = table.block.at[k];
       table.cores = AvailableCores();
       table.capacity_ranks = ranks > 0 ? ranks : table.cores;
-      table.capacity = table.threads == 1 ? Capacity(*plain, 1, x, mb, table.capacity_ranks,
-                                                     b.forward_s + b.input_s + b.weight_s)
-                                          : static_cast<double>(table.cores) / table.threads;
+      table.capacity = table.threads == 1
+                           ? Capacity(*plain, 1, x, mb, table.capacity_ranks, work(b))
+                           : static_cast<double>(table.cores) / table.threads;
+    }
+    // The chain against the sum of its layers' lone timings, at this size.
+    const double sum =
+        work(table.embedding.at[k]) + blocks * work(table.block.at[k]) + work(table.head.at[k]);
+    const double factor = ChainSeconds(*plain, batch.inputs, mb, rounds + 2) / sum;
+    table.calibration[k] = factor;
+    for (MeasuredLayer* layer :
+         {&table.embedding, &table.block, &table.block_selective, &table.head}) {
+      LayerSample& sample = layer->at[k];
+      sample.forward_s *= factor;
+      sample.input_s *= factor;
+      sample.weight_s *= factor;
+      sample.backward_s *= factor;
     }
   }
   table.optimizer_s = OptimizerSeconds(*plain, 1);
-  {
-    // The chain against the sum of its layers' lone timings, at the larger size.
-    Batch batch;
-    batch.inputs = at::randint(0, ModelVocab(config), {sequences[1], config.seq_len},
-                               at::TensorOptions().dtype(at::kLong));
-    batch.targets = batch.inputs;
-    const MicroBatch mb = SplitBatch(batch, 1)[0];
-    auto work = [](const LayerSample& l) { return l.forward_s + l.input_s + l.weight_s; };
-    const int blocks = std::min(2, head - 1);
-    const double sum =
-        work(table.embedding.at[1]) + blocks * work(table.block.at[1]) + work(table.head.at[1]);
-    table.calibration = std::max(1.0, ChainSeconds(*plain, batch.inputs, mb, rounds + 2) / sum);
-    for (MeasuredLayer* layer :
-         {&table.embedding, &table.block, &table.block_selective, &table.head}) {
-      for (LayerSample& sample : layer->at) {
-        sample.forward_s *= table.calibration;
-        sample.input_s *= table.calibration;
-        sample.weight_s *= table.calibration;
-      }
-    }
-  }
   return table;
 }
 

@@ -3,8 +3,8 @@
 #ifndef CONVEYOR_TRAIN_LAYER_PROFILE_H_
 #define CONVEYOR_TRAIN_LAYER_PROFILE_H_
 
-#include <array>
 #include <cstdint>
+#include <vector>
 
 #include "conveyor/sim/auto_planner.h"
 #include "conveyor/train/train_config.h"
@@ -13,20 +13,23 @@ namespace conveyor {
 
 // Times the embedding, one block (again built for selective recomputation) and the head of
 // `config`'s model (gpt or llama; its weights drawn from the seed, or read from its folder
-// for the layers timed only) on random tokens, at micro-batches of `sequences[0]` and
-// `sequences[1]` sequences of config.seq_len, on the CPU with the current intra-op threads:
-// each layer's forward, its backward for its input alone, and its whole backward (the
-// weights' part is the difference), the fastest of `rounds` after one unmeasured; the bytes
-// it holds from forward to backward by the counting allocator (profile/memory_tracker.h).
+// for the layers timed only) on random tokens, at micro-batches of each of `sequences`
+// sequences of config.seq_len, on the CPU with the current intra-op threads:
+// each layer's forward, its backward for its input (I: autograd with the weight-gradient
+// store deferring, as the runtime's split backward runs it) and for its weights (W: the
+// store's deferred work), and its whole backward at once (B, as the other schedules run it),
+// each the fastest of `rounds` after one unmeasured; the bytes
+// it holds from forward to backward and the most its backward allocates beyond them, by the
+// counting allocator (profile/memory_tracker.h).
 // Also AdamW's step per parameter (on a block's), and with one thread the capacity of this
 // machine's cores: a block's forward and backward timed on `ranks` threads at once (0: one a
-// core) against alone (about 0.15 s each way), whose ratio says how much of a lone rank's
-// speed each of that many busy ranks keeps (more ranks than cores also pay for switching
-// between them and sharing the caches). The times are then scaled by `calibration`: the mean
-// time of the embedding, two blocks and the head chained as one stage over the sum of their
-// fastest lone timings (at least 1).
-// UserError for a classifier, or sizes not 1 <= sequences[0] < sequences[1].
-LayerCostTable ProfileLayerKinds(const TrainConfig& config, std::array<int64_t, 2> sequences,
+// core) against alone (about 0.15 s each way, at the largest size), whose ratio says how much of a
+// lone rank's speed each of that many busy ranks keeps (more ranks than cores also pay for
+// switching between them and sharing the caches). The times at each size are then scaled by that
+// size's `calibration`: the fastest time of the embedding, two blocks and the head chained
+// as one stage over the sum of their fastest lone timings (F + B).
+// UserError for a classifier, or sizes not two or more, ascending from 1 or more.
+LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<int64_t>& sequences,
                                  int rounds, int ranks);
 
 }  // namespace conveyor

@@ -18,15 +18,13 @@
 #include "conveyor/optim/sharded_adamw.h"
 #include "conveyor/profile/comm_breakdown.h"
 #include "conveyor/profile/memory_tracker.h"
+#include "conveyor/sim/mesh_costs.h"
 #include "conveyor/train/compute_placement.h"
 #include "conveyor/train/pipeline_step_report.h"
 #include "conveyor/train/world_collectives.h"
 
 namespace conveyor {
 namespace {
-
-// Gradient bytes per data-parallel all-reduce.
-constexpr int64_t kBucketBytes = 4 << 20;
 
 // "all-reduce 4.0 MiB": a collective as a trace names it.
 std::string CollectiveName(const CollectiveSpan& c) {
@@ -84,7 +82,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
                                                PipelineGradients::SharedNames(model_.holders()));
   }
   if (dp_group != nullptr) {
-    dp_reducer_ = std::make_unique<DataParallelReducer>(dp_group, kBucketBytes, zero);
+    dp_reducer_ = std::make_unique<DataParallelReducer>(dp_group, kReducerBucketBytes, zero);
     model_.pipeline().executor().set_reduce_grad_hook(
         [this](Stage& stage) { dp_reducer_->Start(stage.module().NamedParameters()); });
   }

@@ -1,0 +1,32 @@
+#include "conveyor/train/layer_profile.h"
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include "conveyor/train/train_testing.h"
+
+namespace conveyor {
+namespace {
+
+// The backward is timed split as the runtime's I and W run it: a block's weight gradients
+// are deferred work of their own (timing the input's gradient alone once computed them too,
+// which left W at nothing), and its backward allocates beyond what its forward held.
+TEST(LayerProfileTest, ABlocksBackwardSplitsIntoInputAndWeightWork) {
+  at::set_num_threads(1);
+  const TrainConfig config = TinyGpt();
+  const LayerCostTable table = ProfileLayerKinds(config, {1, 2}, /*rounds=*/2, /*ranks=*/1);
+  for (const LayerSample& s : table.block.at) {
+    EXPECT_GT(s.forward_s, 0);
+    EXPECT_GT(s.input_s, 0);
+    EXPECT_GT(s.weight_s, 0);
+    EXPECT_GT(s.backward_s, 0);
+    EXPECT_GT(s.activation_bytes, 0);
+    EXPECT_GT(s.backward_bytes, 0);
+  }
+  for (const LayerSample& s : table.head.at) EXPECT_GT(s.weight_s, 0) << "the head's projection";
+  EXPECT_LT(table.block.at[0].activation_bytes, table.block.at[1].activation_bytes);
+  for (double c : table.calibration) EXPECT_GT(c, 0);
+}
+
+}  // namespace
+}  // namespace conveyor
