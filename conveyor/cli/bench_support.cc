@@ -27,12 +27,6 @@ std::vector<std::string> SelectedSchedules(const std::string& list) {
   return names;
 }
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 std::string BenchTable(const nlohmann::json& rows, const std::string& header,
                        const std::function<std::string(const nlohmann::json&)>& line) {
   std::string text = header;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/common/statistics.h"
 #include "conveyor/common/text.h"
 
 namespace conveyor {
@@ -17,10 +18,6 @@ namespace conveyor {
 // The schedules a comma-separated --schedules value names (every registered schedule when
 // empty), in its order. UserError naming an unknown schedule.
 std::vector<std::string> SelectedSchedules(const std::string& list);
-
-// The median of `values` (the mean of the middle two for an even count). Precondition:
-// `values` is not empty.
-double Median(std::vector<double> values);
 
 // A bench's text table: `header`, then one line per row, `line(row)` for a measured row and,
 // for a row {schedule, skipped}, the schedule's name and why it was skipped.

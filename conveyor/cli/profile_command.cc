@@ -38,7 +38,7 @@ void AddProfileCommand(CLI::App& app) {
       ->expected(2, 16)
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--rounds", flags->rounds, "timed rounds per layer (the fastest counts)")
+  cmd->add_option("--rounds", flags->rounds, "timed rounds per layer (their median counts)")
       ->capture_default_str();
   cmd->add_option("--ranks", flags->ranks,
                   "ranks that will share the cores, for the capacity measured (0 = one a core)")

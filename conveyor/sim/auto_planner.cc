@@ -327,10 +327,10 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
               for (int s = 0; s < stages; ++s) {
                 double& bytes = rank_bytes[layout.rank_of(s)];
                 // After the backward, the activations gone: with dp > 1 the reducer's flat
-                // bucket; with copies of the parts (DualPipe), their gradients summed flat
-                // and copied back.
+                // bucket; with copies of the parts (DualPipe), the sum of their gradients
+                // (flat, the transport's buffer, copied back: three times the rank's).
                 if (dp > 1) bytes = std::max(bytes, std::min(params[s] * 4, bucket_bytes));
-                if (stages > parts) bytes = std::max(bytes, 2 * 4 * rank_params[layout.rank_of(s)]);
+                if (stages > parts) bytes = std::max(bytes, 3 * 4 * rank_params[layout.rank_of(s)]);
               }
               for (int s = 0; s < stages; ++s) {
                 rank_bytes[layout.rank_of(s)] += params[s] * bytes_per_param;
@@ -357,13 +357,21 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
             }
             cand.zero = zero;
             cost_model.comm_latency = r.hop_s >= 0 ? r.hop_s : r.network.intra.latency;
+            // Ranks on one host: the gradient collectives that run at once (one a DP group,
+            // one a pair of DualPipe's copies) share its copying bandwidth.
+            MeshNetwork network = r.network;
+            Link copies_link = r.network.intra;
+            if (r.shared_compute > 0) {
+              if (dp > 1) network.intra.bandwidth /= r.world / dp;
+              copies_link.bandwidth /= std::max(1, r.world / 2);
+            }
             // After the last action: the optimizer's step and, where a part of the model has a
             // copy on another rank (DualPipe's two directions), the sum of their gradients.
             const double most_params = *std::max_element(rank_params.begin(), rank_params.end());
             if (r.measured) cost_model.optimizer = most_params * r.measured->optimizer_s;
             if (stages > parts) {
               cost_model.optimizer +=
-                  RingAllReduceTime(stages / parts, most_params * 4, r.network.intra);
+                  RingAllReduceTime(stages / parts, most_params * 4, copies_link);
             }
             if (r.shared_compute > 0) {
               cost_model.sharing =
@@ -376,9 +384,8 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
             shape.layers_per_stage = std::max<int64_t>(most_blocks, 1);
             shape.element_bytes = r.measured ? r.measured->element_bytes : 2;
             shape.param_bytes_per_stage = *std::max_element(params.begin(), params.end()) * 4;
-            shape.bucket_bytes = bucket_bytes;
             const MeshSimResult sim =
-                SimulateMesh(*program, cost_model, mesh, r.network, shape, SimOptions{1});
+                SimulateMesh(*program, cost_model, mesh, network, shape, SimOptions{1});
             ++plan.simulated;
             // The simulated step ends at the last action (or DP reduction); the optimizer
             // (and DualPipe's gradient sum) follows it.

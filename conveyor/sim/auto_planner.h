@@ -27,9 +27,10 @@
 // The stage split is Partition (partition.h) of the layers' F + I + W: the embedding and the
 // head are layers, so the first and last stages take fewer blocks when they are heavy.
 // Communication is SimulateMesh's (mesh_costs.h): Megatron's tensor-parallel all-reduces and
-// the bucketed data-parallel reduction over the nodes' links. Where the ranks share one
-// machine's compute (shared_compute), the simulator runs each pipeline rank's computes under
-// processor sharing (compute_sharing.h).
+// the bucketed data-parallel reduction over the nodes' links (on one host, the DP groups'
+// reductions, and DualPipe's sums, that run at once share its bandwidth). Where the ranks
+// share one machine's compute (shared_compute), the simulator runs each pipeline rank's
+// computes under processor sharing (compute_sharing.h).
 //
 // Memory per rank, a hard limit: weights, gradients and AdamW's moments at bytes_per_param
 // (16: fp32 weights and gradients, two fp32 moments; ZeRO-1 shards the moments over dp:
@@ -39,8 +40,9 @@
 // their backward runs (measured; from FLOP counts, their activations again) and the next
 // micro-batch's input. After a stage's backward, its activations gone, come with dp > 1
 // the reducer's flat copy of one bucket of gradients (at most kReducerBucketBytes), and
-// with copies of each part (DualPipe) the sum of their gradients (flat, then copied back:
-// twice the rank's gradients): the rank holds the larger of those and its activations. A
+// with copies of each part (DualPipe) the sum of their gradients (flat, the transport's
+// buffer, copied back: three times the rank's gradients, as measured): the rank holds the
+// larger of those and its activations. A
 // candidate over the limit is never simulated.
 //
 // Not modelled: sequence and context parallelism, interleaving beyond each schedule's

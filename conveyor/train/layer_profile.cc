@@ -12,6 +12,7 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/process_stats.h"
+#include "conveyor/common/statistics.h"
 #include "conveyor/module/weight_grad_store.h"
 #include "conveyor/optim/optimizer.h"
 #include "conveyor/profile/memory_tracker.h"
@@ -38,8 +39,8 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
     return layer->has_loss() ? layer->LossSum(y, mb) : (y * y).sum();
   };
   const bool takes_grad = x.is_floating_point();
-  const double inf = std::numeric_limits<double>::infinity();
-  LayerSample best{inf, inf, inf, 0, 0, inf};
+  std::vector<double> forwards, inputs, weights, wholes;
+  LayerSample sample;
   WeightGradStore store;
   for (int round = 0; round <= rounds; ++round) {
     const at::Tensor in = takes_grad ? x.detach().requires_grad_(true) : x;
@@ -72,14 +73,18 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
     loss.backward();
     const double whole = Since(start);
     if (round == 0) continue;  // warm-up: first-call allocations and caches
-    best.forward_s = std::min(best.forward_s, forward);
-    best.input_s = std::min(best.input_s, input);
-    best.weight_s = std::min(best.weight_s, weight);
-    best.backward_s = std::min(best.backward_s, whole);
-    best.activation_bytes = std::max(best.activation_bytes, held);
-    best.backward_bytes = std::max(best.backward_bytes, backward);
+    forwards.push_back(forward);
+    inputs.push_back(input);
+    weights.push_back(weight);
+    wholes.push_back(whole);
+    sample.activation_bytes = std::max(sample.activation_bytes, held);
+    sample.backward_bytes = std::max(sample.backward_bytes, backward);
   }
-  return best;
+  sample.forward_s = Median(forwards);
+  sample.input_s = Median(inputs);
+  sample.weight_s = Median(weights);
+  sample.backward_s = Median(wholes);
+  return sample;
 }
 
 // Forward and backward of `layer` on `x`, `iterations` times: the unit of work both
@@ -120,23 +125,23 @@ double Capacity(const ModelTask& model, int index, const at::Tensor& x, const Mi
   return capacity;
 }
 
-// The fastest of `rounds` (after one unmeasured) forward and backward through the embedding,
-// two blocks and the head chained as one stage: what the layers cost together, against the
-// sum of their fastest lone timings.
+// The median of `rounds` (after one unmeasured) forwards and backwards through the
+// embedding, two blocks and the head chained as one stage: what the layers cost together,
+// against the sum of their lone timings.
 double ChainSeconds(const ModelTask& model, const at::Tensor& tokens, const MicroBatch& mb,
                     int rounds) {
   const int head = model.num_layers() - 1;
   LayerList layers = model.BuildLayers({}, {0, std::min(3, head)});
   layers.push_back(model.BuildLayers({}, {head, head + 1}).at(0));
-  double best = std::numeric_limits<double>::infinity();
+  std::vector<double> times;
   for (int round = 0; round <= rounds; ++round) {
     const auto start = std::chrono::steady_clock::now();
     at::Tensor y = tokens;
     for (const auto& layer : layers) y = layer->Forward(y, mb);
     layers.back()->LossSum(y, mb).backward();
-    if (round > 0) best = std::min(best, Since(start));
+    if (round > 0) times.push_back(Since(start));
   }
-  return best;
+  return Median(times);
 }
 
 // AdamW's step, seconds a parameter, on a block's parameters with gradients.
