@@ -78,7 +78,7 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
     // between: the costs are interpolated, not extrapolated.
     const int64_t largest = std::clamp<int64_t>(config.batch_size, 2, 16);
     std::vector<int64_t> sizes = {1, largest};
-    if (largest >= 4) sizes.insert(sizes.begin() + 1, largest / 4 > 1 ? largest / 4 : 2);
+    if (largest >= 4) sizes.insert(sizes.begin() + 1, std::max<int64_t>(2, largest / 4));
     table = ProfileLayerKinds(config, sizes, 5, world);
     at::set_num_threads(before);
   } else {

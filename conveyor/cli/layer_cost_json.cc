@@ -95,8 +95,6 @@ LayerCostTable ReadLayerCostTable(const std::string& path) {
   CONVEYOR_CHECK(t.cores >= 1 && t.capacity > 0 && t.threads >= 1 && t.capacity_ranks >= 1)
       << where << ": 'cores', 'capacity', 'capacity_ranks' and 'threads' must be positive";
   const nlohmann::json& sizes = j["sequences"];
-  t.sequences.clear();
-  t.calibration.clear();
   bool ascending = sizes.is_array() && sizes.size() >= 2;
   for (size_t k = 0; ascending && k < sizes.size(); ++k) {
     ascending = sizes[k].is_number_integer() && sizes[k].get<int64_t>() >= 1 &&

@@ -317,6 +317,20 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
                 HeldActivations(*program, held_per_mb, whole, backward_peak, recompute == "full");
             std::vector<double> rank_params(layout.num_ranks());
             for (int s = 0; s < stages; ++s) rank_params[layout.rank_of(s)] += params[s];
+            // After the backward, the activations gone: with dp > 1 the reducer's flat bucket;
+            // with copies of the parts (DualPipe), the sum of their gradients (flat, the
+            // transport's buffer, copied back: three times the rank's).
+            for (int s = 0; s < stages; ++s) {
+              if (dp > 1) {
+                double& bytes = held[layout.rank_of(s)];
+                bytes = std::max(bytes, std::min(params[s] * 4, bucket_bytes));
+              }
+            }
+            if (stages > parts) {
+              for (size_t k = 0; k < held.size(); ++k) {
+                held[k] = std::max(held[k], 3 * 4 * rank_params[k]);
+              }
+            }
             int zero = -1;
             double peak = 0;
             for (int z : {0, 1}) {
@@ -324,14 +338,6 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
               const double bytes_per_param =
                   z == 0 ? r.bytes_per_param : r.bytes_per_param / 2 * (1 + 1.0 / dp);
               std::vector<double> rank_bytes(held);
-              for (int s = 0; s < stages; ++s) {
-                double& bytes = rank_bytes[layout.rank_of(s)];
-                // After the backward, the activations gone: with dp > 1 the reducer's flat
-                // bucket; with copies of the parts (DualPipe), the sum of their gradients
-                // (flat, the transport's buffer, copied back: three times the rank's).
-                if (dp > 1) bytes = std::max(bytes, std::min(params[s] * 4, bucket_bytes));
-                if (stages > parts) bytes = std::max(bytes, 3 * 4 * rank_params[layout.rank_of(s)]);
-              }
               for (int s = 0; s < stages; ++s) {
                 rank_bytes[layout.rank_of(s)] += params[s] * bytes_per_param;
               }

@@ -101,8 +101,8 @@ struct MeasuredLayer {
 
 // What `conveyor profile` measured of a model's layer kinds on one device.
 struct LayerCostTable {
-  TransformerSpec model;                 // what was timed (seq_len: the sequences' tokens)
-  std::vector<int64_t> sequences{1, 4};  // the micro-batch sizes timed: two or more, ascending
+  TransformerSpec model;           // what was timed (seq_len: the sequences' tokens)
+  std::vector<int64_t> sequences;  // the micro-batch sizes timed: two or more, ascending
   MeasuredLayer embedding, block, block_selective, head;
   int threads = 1;           // intra-op threads of the timing
   std::string device;        // "cpu"
@@ -115,7 +115,7 @@ struct LayerCostTable {
   double capacity = 1;
   int capacity_ranks = 1;  // the ranks busy at once when `capacity` was measured
   // The factor the profile's layer times at each size were scaled by.
-  std::vector<double> calibration{1, 1};
+  std::vector<double> calibration;
 
   // `layer` at a micro-batch of `sequences`: piecewise linear through the sizes timed (beyond
   // them, the nearest piece's line), never below 0.
