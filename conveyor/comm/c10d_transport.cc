@@ -182,14 +182,20 @@ class ShmWork : public Work {
   std::string error_;
 };
 
+// Shared-memory tags: a group's own 32-bit tag below, the group above it (the world 0, its
+// sub-group number n n + 1), so that no two groups' messages between the same two ranks
+// can match. Groups of sub-groups do not use shared memory.
+constexpr std::uint64_t kNoShm = ~std::uint64_t{0};
+
 class C10dTransport : public Transport {
  public:
   C10dTransport(std::shared_ptr<C10dWorld> world, GroupRanks ranks, std::string prefix,
-                bool is_world)
+                bool is_world, std::uint64_t shm_space)
       : world_(std::move(world)),
         ranks_(std::move(ranks)),
         prefix_(std::move(prefix)),
         is_world_(is_world),
+        shm_space_(shm_space),
         backends_(Connect(*world_, prefix_, ranks_)) {
     if (is_world_) world_->ConnectShm();
   }
@@ -213,7 +219,8 @@ class C10dTransport : public Transport {
       auto data = std::make_shared<at::Tensor>(tensor.contiguous());
       const void* bytes = data->data_ptr();
       const std::size_t nbytes = data->nbytes();
-      auto op = world_->shm()->Send(bytes, nbytes, dst, tag, std::move(data));
+      auto op = world_->shm()->Send(bytes, nbytes, ranks_.world_rank(dst), shm_space_ | tag,
+                                    std::move(data));
       return std::make_shared<ShmWork>(world_, std::move(op), std::move(what));
     }
     std::vector<at::Tensor> tensors = {tensor.contiguous()};
@@ -229,8 +236,8 @@ class C10dTransport : public Transport {
     if (UsesShm(buffer, src)) {
       ThrowIfAborted(what);
       void* bytes = buffer.data_ptr();
-      auto op = world_->shm()->Recv(bytes, buffer.nbytes(), src, tag,
-                                    std::make_shared<at::Tensor>(buffer));
+      auto op = world_->shm()->Recv(bytes, buffer.nbytes(), ranks_.world_rank(src),
+                                    shm_space_ | tag, std::make_shared<at::Tensor>(buffer));
       return std::make_shared<ShmWork>(world_, std::move(op), std::move(what));
     }
     std::vector<at::Tensor> tensors = {buffer};
@@ -250,9 +257,12 @@ class C10dTransport : public Transport {
 
   std::unique_ptr<Transport> NewGroup(const std::vector<int>& ranks) override {
     GroupRanks sub = ranks_.Subgroup(ranks);
-    std::string prefix = prefix_ + "/g" + std::to_string(next_group_++);
+    const std::uint64_t n = next_group_++;
+    std::string prefix = prefix_ + "/g" + std::to_string(n);
     if (!sub.member()) return nullptr;
-    return std::make_unique<C10dTransport>(world_, std::move(sub), std::move(prefix), false);
+    const std::uint64_t space =
+        is_world_ && n + 1 < (std::uint64_t{1} << 32) ? (n + 1) << 32 : kNoShm;
+    return std::make_unique<C10dTransport>(world_, std::move(sub), std::move(prefix), false, space);
   }
 
   void ReportFailure(const std::string& message) noexcept override {
@@ -262,11 +272,11 @@ class C10dTransport : public Transport {
  private:
   using Launch = std::function<c10::intrusive_ptr<c10d::Work>(ProcessGroupBase&)>;
 
-  // Whether a message of `tensor` to or from `peer` goes through shared memory: CPU tensors,
-  // the world transport only (its ranks are world ranks), a peer on this host.
+  // Whether a message of `tensor` to or from `peer` (a rank of this group) goes through
+  // shared memory: CPU tensors, the world or one of its sub-groups, a peer on this host.
   bool UsesShm(const at::Tensor& tensor, int peer) const {
-    return is_world_ && world_->shm() && tensor.defined() && tensor.is_cpu() &&
-           world_->shm()->Reaches(peer);
+    return shm_space_ != kNoShm && world_->shm() && tensor.defined() && tensor.is_cpu() &&
+           world_->shm()->Reaches(ranks_.world_rank(peer));
   }
 
   void ThrowIfAborted(const std::string& what) {
@@ -331,6 +341,7 @@ class C10dTransport : public Transport {
   GroupRanks ranks_;
   std::string prefix_;
   bool is_world_;
+  std::uint64_t shm_space_;  // this group's bits of a shared-memory tag, or kNoShm
   std::shared_ptr<Backends> backends_;
   // The process groups that carry the ring messages of this group's reduce-scatters, and
   // nothing else (so these can never match the caller's Send and Recv, whatever the tags);
@@ -447,7 +458,7 @@ std::unique_ptr<Transport> ConnectC10d(const RendezvousInfo& info, const C10dOpt
   auto world = std::make_shared<C10dWorld>(info, options);
   return std::make_unique<C10dTransport>(std::move(world),
                                          GroupRanks::World(info.world_size, info.rank), "pg",
-                                         /*is_world=*/true);
+                                         /*is_world=*/true, /*shm_space=*/0);
 }
 
 }  // namespace conveyor

@@ -39,7 +39,7 @@ constexpr char kGlooRanksVariable[] = "CONVEYOR_C10D_TEST_GLOO_RANKS";
 
 // Runs `worker` as `nproc` ranks, bounded by a deadline.
 WorkerRun LaunchWorkers(int nproc, const std::string& worker, bool stop_all_on_failure,
-                                 const Environment& env = {}) {
+                        const Environment& env = {}) {
   LaunchOptions options;
   options.extra_env = env;
   options.deadline = std::chrono::seconds(150);
@@ -172,6 +172,31 @@ CONVEYOR_WORKER(SharedMemory) {
     at::Tensor got = at::zeros({big});
     t->Recv(got, 2, 3)->Wait();
     EXPECT_EQ(got.sum().item<double>(), 2.5 * big);
+  }
+  // A sub-group's messages go through shared memory too (a pipeline in a dp x pp mesh), and
+  // never match the world's or another group's between the same ranks with the same tag,
+  // even when they arrive before their receives are posted.
+  std::unique_ptr<Transport> pair = t->NewGroup({1, 0});
+  std::unique_ptr<Transport> other = t->NewGroup({0, 1});
+  if (me == 0) {
+    auto in_world = t->Send(at::full({4}, 1.0), 1, 5);
+    auto in_pair = pair->Send(at::full({4}, 2.0), 0, 5);  // pair's rank 0 is world rank 1
+    auto in_other = other->Send(at::full({4}, 3.0), 1, 5);
+    if (!gloo) {
+      EXPECT_TRUE(in_pair->IsCompleted());
+      EXPECT_TRUE(in_other->IsCompleted());
+    }
+    in_world->Wait(), in_pair->Wait(), in_other->Wait();
+  }
+  t->Barrier();
+  if (me == 1) {
+    at::Tensor a = at::zeros({4}), b = at::zeros({4}), c = at::zeros({4});
+    other->Recv(c, 0, 5)->Wait();
+    pair->Recv(b, 1, 5)->Wait();
+    t->Recv(a, 0, 5)->Wait();
+    EXPECT_EQ(a[3].item<float>(), 1.0f);
+    EXPECT_EQ(b[3].item<float>(), 2.0f);
+    EXPECT_EQ(c[3].item<float>(), 3.0f);
   }
   std::vector<at::Tensor> one = {at::ones({1})};
   t->AllReduceSum(one);

@@ -32,11 +32,12 @@ constexpr char kPrefix[] = "conveyor/shm/";
 
 struct MessageHeader {
   std::uint32_t magic;
-  std::uint32_t tag;
+  std::uint32_t unused;
+  std::uint64_t tag;
   std::uint64_t nbytes;
 };
 constexpr std::uint64_t kMessageHeaderBytes = sizeof(MessageHeader);
-static_assert(kMessageHeaderBytes == 16);
+static_assert(kMessageHeaderBytes == 24);
 
 template <typename T>
 std::atomic_ref<T> Atomic(T& value) {
@@ -64,7 +65,7 @@ void FutexWakeAll(std::uint32_t* word) {
 }  // namespace
 
 struct ShmChannel::Op {
-  Op(bool is_send, int peer_rank, std::uint32_t message_tag, std::byte* bytes, std::uint64_t n,
+  Op(bool is_send, int peer_rank, std::uint64_t message_tag, std::byte* bytes, std::uint64_t n,
      std::shared_ptr<void> owner)
       : send(is_send),
         peer(peer_rank),
@@ -75,7 +76,7 @@ struct ShmChannel::Op {
 
   const bool send;
   const int peer;
-  const std::uint32_t tag;
+  const std::uint64_t tag;
   std::byte* const data;
   const std::uint64_t nbytes;
   std::uint64_t moved = 0;   // payload bytes written (send)
@@ -119,8 +120,8 @@ struct ShmChannel::Peer {
   std::uint64_t out_tail = 0;           // last tail seen
   std::uint64_t in_tail = 0;            // our copy of in.tail (we are its only reader)
   std::deque<std::shared_ptr<Op>> sends;
-  std::map<std::uint32_t, std::deque<std::shared_ptr<Op>>> posted;
-  std::map<std::uint32_t, std::deque<std::shared_ptr<Stashed>>> stash;
+  std::map<std::uint64_t, std::deque<std::shared_ptr<Op>>> posted;
+  std::map<std::uint64_t, std::deque<std::shared_ptr<Stashed>>> stash;
   Incoming current;
 
   ~Peer() {
@@ -286,7 +287,7 @@ std::string ShmChannel::MapSegments(int rank, const std::vector<int>& local,
 bool ShmChannel::Reaches(int peer) const { return peers_.count(peer) != 0; }
 
 std::shared_ptr<ShmChannel::Op> ShmChannel::Send(const void* data, std::size_t nbytes, int dst,
-                                                 std::uint32_t tag, std::shared_ptr<void> keep) {
+                                                 std::uint64_t tag, std::shared_ptr<void> keep) {
   auto op = std::make_shared<Op>(true, dst, tag, static_cast<std::byte*>(const_cast<void*>(data)),
                                  nbytes, std::move(keep));
   std::lock_guard<std::mutex> lock(mutex_);
@@ -298,7 +299,7 @@ std::shared_ptr<ShmChannel::Op> ShmChannel::Send(const void* data, std::size_t n
 }
 
 std::shared_ptr<ShmChannel::Op> ShmChannel::Recv(void* data, std::size_t nbytes, int src,
-                                                 std::uint32_t tag, std::shared_ptr<void> keep) {
+                                                 std::uint64_t tag, std::shared_ptr<void> keep) {
   auto op =
       std::make_shared<Op>(false, src, tag, static_cast<std::byte*>(data), nbytes, std::move(keep));
   std::lock_guard<std::mutex> lock(mutex_);
@@ -366,7 +367,7 @@ bool ShmChannel::Push(Peer& peer) {
       if (free < need) break;
     }
     if (!op.header_sent) {
-      MessageHeader header{kMessageMagic, op.tag, op.nbytes};
+      MessageHeader header{kMessageMagic, 0, op.tag, op.nbytes};
       ring.CopyIn(peer.out_head, reinterpret_cast<const std::byte*>(&header), sizeof(header));
       peer.out_head += kMessageHeaderBytes;
       free -= kMessageHeaderBytes;

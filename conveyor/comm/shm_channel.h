@@ -1,6 +1,6 @@
 // ShmChannel: point-to-point messages between the processes of one host through POSIX shared
 // memory. The c10d transport sends CPU tensors through it between ranks on the same host
-// (collectives, sub-groups and failure propagation stay on c10d); it is torch-free.
+// (collectives and failure propagation stay on c10d); it is torch-free.
 //
 // Layout: every rank that has a peer on its host creates one segment (shm_open, a run-unique
 // name) holding its doorbell and one single-producer single-consumer byte ring per local
@@ -10,7 +10,7 @@
 // segment is shm_unlink-ed, so nothing is left in /dev/shm even when a process is killed
 // later; a rank that gives up during Connect unlinks every segment of its host.
 //
-// Messages: a 16-byte header {magic, tag, nbytes} and the payload, streamed through the ring; a
+// Messages: a 24-byte header {magic, tag, nbytes} and the payload, streamed through the ring; a
 // message larger than the ring's free space (or than the ring) is written in pieces as the
 // receiver frees space. Matching follows transport.h: by (source, tag), in posting order;
 // receives may be posted before or after their message arrived, in any tag order, and a
@@ -132,9 +132,10 @@ class ShmChannel : public std::enable_shared_from_this<ShmChannel> {
   // Posts a send of `nbytes` at `data` to `dst`, or a receive of exactly `nbytes` into
   // `data` from `src`. Precondition: Reaches(peer). `data` must stay valid and untouched
   // until the operation completes; `keep` (e.g. the tensor) is held until then.
-  std::shared_ptr<Op> Send(const void* data, std::size_t nbytes, int dst, std::uint32_t tag,
+  // A tag is 64 bits: a transport's own tag and, above it, the group it belongs to.
+  std::shared_ptr<Op> Send(const void* data, std::size_t nbytes, int dst, std::uint64_t tag,
                            std::shared_ptr<void> keep);
-  std::shared_ptr<Op> Recv(void* data, std::size_t nbytes, int src, std::uint32_t tag,
+  std::shared_ptr<Op> Recv(void* data, std::size_t nbytes, int src, std::uint64_t tag,
                            std::shared_ptr<void> keep);
 
   // Blocks until `op` completes or fails, at most `timeout`. An operation whose wait did not
