@@ -53,6 +53,10 @@ void AutoPlanFlags::Register(CLI::App& cmd) {
   cmd.add_option("--top", top, "--auto: layouts shown")->capture_default_str();
   cmd.add_option("--max-microbatches", max_microbatches, "--auto: most micro-batches tried")
       ->capture_default_str();
+  cmd.add_option("--max-chunks", max_chunks,
+                 "--auto: most chunks per rank tried (interleaved-1f1b, looped-bfs, "
+                 "interleaved-zb)")
+      ->capture_default_str();
   cmd.add_option("--costs", costs,
                  "--auto: layer costs measured by `conveyor profile` (its model; else FLOPs at "
                  "--device-tflops x --efficiency)");
@@ -82,6 +86,7 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) cons
   CheckInRange("--global-batch", global_batch, 1, int64_t{1} << 24);
   CheckInRange("--top", top, 1, 1000);
   CheckInRange("--max-microbatches", max_microbatches, 1, 4096);
+  CheckInRange("--max-chunks", max_chunks, 1, 64);
   CheckInRange("--cores", cores, 0.0, 1e6);
   const ModelShape shape = mesh.ToShape();
   AutoPlanRequest r;
@@ -102,6 +107,7 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) cons
   r.schedules = SelectedSchedules(schedules);
   r.top = static_cast<int>(top);
   r.max_microbatches = static_cast<int>(max_microbatches);
+  r.max_chunks = static_cast<int>(max_chunks);
   if (!costs.empty()) {
     r.measured = ReadLayerCostTable(costs);
     r.model = r.measured->model;

@@ -28,6 +28,7 @@ struct AutoPlanFlags {
   std::string schedules;  // comma-separated; empty: all
   int64_t top = 5;
   int64_t max_microbatches = 128;
+  int64_t max_chunks = 4;
   std::string costs;  // a `conveyor profile` file: measured costs, and the model timed
   double cores = 0;   // > 0: every rank on one machine of this many cores
   // --pp, --dp, --tp when given (they then fix that axis).

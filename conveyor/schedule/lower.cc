@@ -2,6 +2,7 @@
 
 #include <map>
 #include <sstream>
+#include <vector>
 
 namespace conveyor {
 namespace {
@@ -80,6 +81,22 @@ Program Lower(const Program& program) {
   return out;
 }
 
+std::vector<int> GradientsFinalAfter(const std::vector<Action>& actions) {
+  // The stage whose weight gradients an action adds to, or -1.
+  auto weight_grad_stage = [](const Action& a) {
+    const Action& b = a.op == Op::kOverlapFB ? a.BackwardHalf() : a;
+    return b.op == Op::kBackward || b.op == Op::kBackwardWeight ? b.stage : -1;
+  };
+  std::map<int, size_t> last;  // stage -> index of its last weight-gradient action
+  for (size_t k = 0; k < actions.size(); ++k) {
+    const int stage = weight_grad_stage(actions[k]);
+    if (stage >= 0) last[stage] = k;
+  }
+  std::vector<int> out(actions.size(), -1);
+  for (const auto& [stage, k] : last) out[k] = stage;
+  return out;
+}
+
 Program WithGradReductions(const Program& program) {
   Program out(program.layout);
   for (size_t r = 0; r < program.ranks.size(); ++r) {
@@ -87,16 +104,7 @@ Program WithGradReductions(const Program& program) {
     for (const Action& a : program.ranks[r]) {
       if (a.op != Op::kReduceGrad) actions.push_back(a);
     }
-    // The stage whose weight gradients an action adds to, or -1.
-    auto weight_grad_stage = [](const Action& a) {
-      const Action& b = a.op == Op::kOverlapFB ? a.BackwardHalf() : a;
-      return b.op == Op::kBackward || b.op == Op::kBackwardWeight ? b.stage : -1;
-    };
-    std::map<int, size_t> last;  // stage -> index of its last weight-gradient action
-    for (size_t k = 0; k < actions.size(); ++k) {
-      const int stage = weight_grad_stage(actions[k]);
-      if (stage >= 0) last[stage] = k;
-    }
+    const std::vector<int> final_after = GradientsFinalAfter(actions);
     std::vector<int> pending;  // stages whose last weight-gradient action just ran
     for (size_t k = 0; k < actions.size(); ++k) {
       const bool send = actions[k].op == Op::kSendF || actions[k].op == Op::kSendB;
@@ -105,8 +113,7 @@ Program WithGradReductions(const Program& program) {
         pending.clear();
       }
       out.ranks[r].push_back(actions[k]);
-      const int stage = weight_grad_stage(actions[k]);
-      if (stage >= 0 && last[stage] == k) pending.push_back(stage);
+      if (final_after[k] >= 0) pending.push_back(final_after[k]);
     }
     for (int stage : pending) out.ranks[r].push_back(Action{Op::kReduceGrad, stage});
   }

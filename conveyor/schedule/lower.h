@@ -12,6 +12,8 @@
 #ifndef CONVEYOR_SCHEDULE_LOWER_H_
 #define CONVEYOR_SCHEDULE_LOWER_H_
 
+#include <vector>
+
 #include "conveyor/common/error.h"
 #include "conveyor/schedule/program.h"
 
@@ -35,6 +37,11 @@ Program Lower(const Program& program);
 // and a data-parallel reduction of them may start. REDUCE_GRADs already in `program` are
 // dropped first. Works on compute-only and lowered programs alike.
 Program WithGradReductions(const Program& program);
+
+// For each action of one rank's list `actions`: the stage whose weight gradients are final
+// once it is done (the last action of the list adding to them, as WithGradReductions marks),
+// or -1.
+std::vector<int> GradientsFinalAfter(const std::vector<Action>& actions);
 
 }  // namespace conveyor
 

@@ -263,149 +263,153 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
       const Mesh mesh = Mesh::Make(r.world, dp, tp, pp);
       for (const ScheduleInfo* info : schedules) {
         if (pp == 1 && info != schedules.front()) break;  // one rank: every schedule alike
-        for (int mbs : Divisors(per_replica, r.max_microbatches)) {
-          const ScheduleOptions options{pp, mbs, info->default_chunks};
-          std::optional<Program> program;
-          try {
-            CheckPipelineSize(info->name, options);
-            program.emplace(BuildSchedule(info->name, options));
-          } catch (const UserError&) {
-            continue;  // outside the schedule's preconditions
-          }
-          const Layout& layout = program->layout;
-          const int parts = layout.pipeline_length();
-          if (parts > m.layers + 2) continue;
-          ++plan.layouts;
-          const int64_t b = per_replica / mbs;
-          const int stages = layout.num_stages();
-          for (const std::string& recompute : recomputes) {
-            const LayerCosts costs = CostsOf(r, tp, b, recompute);
-            std::vector<LayerRange>& split = splits[{parts, tp, r.measured ? b : 0, recompute}];
-            if (split.empty()) {
-              std::vector<double> work;
-              for (const LayerSample& l : costs.layers) {
-                work.push_back(l.forward_s + l.backward_s);
-              }
-              split = Partition(work, parts);
+        for (int chunks = info->default_chunks;
+             chunks == info->default_chunks ||
+             (info->takes_chunks && pp > 1 && chunks <= r.max_chunks &&
+              pp * chunks <= m.layers + 2);
+             ++chunks) {
+          for (int mbs : Divisors(per_replica, r.max_microbatches)) {
+            const ScheduleOptions options{pp, mbs, chunks};
+            std::optional<Program> program;
+            try {
+              CheckPipelineSize(info->name, options);
+              program.emplace(BuildSchedule(info->name, options));
+            } catch (const UserError&) {
+              continue;  // outside the schedule's preconditions
             }
-            // Per stage: its layers' parameters, compute and activations.
-            std::vector<double> params(stages), held_per_mb(stages), whole(stages),
-                backward_peak(stages);
-            CostModel cost_model;
-            int64_t most_blocks = 0;
-            for (int s = 0; s < stages; ++s) {
-              const LayerRange range = split[layout.part_of(s)];
-              StageCost stage{0, 0, 0, 0};
-              for (int l = range.begin; l < range.end; ++l) {
-                const LayerSample& layer = costs.layers[l];
-                params[s] += costs.params[l];
-                whole[s] += layer.activation_bytes;
-                backward_peak[s] = std::max(backward_peak[s], layer.backward_bytes);
-                stage.f += layer.forward_s, stage.i += layer.input_s, stage.w += layer.weight_s;
-                stage.b += layer.backward_s;
+            const Layout& layout = program->layout;
+            const int parts = layout.pipeline_length();
+            if (parts > m.layers + 2) continue;
+            ++plan.layouts;
+            const int64_t b = per_replica / mbs;
+            const int stages = layout.num_stages();
+            for (const std::string& recompute : recomputes) {
+              const LayerCosts costs = CostsOf(r, tp, b, recompute);
+              std::vector<LayerRange>& split = splits[{parts, tp, r.measured ? b : 0, recompute}];
+              if (split.empty()) {
+                std::vector<double> work;
+                for (const LayerSample& l : costs.layers) {
+                  work.push_back(l.forward_s + l.backward_s);
+                }
+                split = Partition(work, parts);
               }
-              held_per_mb[s] = recompute == "full" ? costs.input_bytes[range.begin] : whole[s];
-              // The next micro-batch's input arrives while a backward runs.
-              backward_peak[s] += costs.input_bytes.back();
-              cost_model.stages.push_back(stage);
-              most_blocks = std::max<int64_t>(
-                  most_blocks,
-                  std::min(range.end, static_cast<int>(m.layers) + 1) - std::max(range.begin, 1));
-            }
-            // Memory: the fullest rank, with the first ZeRO stage that fits.
-            std::vector<double> held =
-                HeldActivations(*program, held_per_mb, whole, backward_peak, recompute == "full");
-            std::vector<double> rank_params(layout.num_ranks());
-            for (int s = 0; s < stages; ++s) rank_params[layout.rank_of(s)] += params[s];
-            // After the backward, the activations gone: with dp > 1 the reducer's flat bucket;
-            // with copies of the parts (DualPipe), the sum of their gradients (flat, the
-            // transport's buffer, copied back: three times the rank's).
-            for (int s = 0; s < stages; ++s) {
-              if (dp > 1) {
-                double& bytes = held[layout.rank_of(s)];
-                bytes = std::max(bytes, std::min(params[s] * 4, bucket_bytes));
-              }
-            }
-            if (stages > parts) {
-              for (size_t k = 0; k < held.size(); ++k) {
-                held[k] = std::max(held[k], 3 * 4 * rank_params[k]);
-              }
-            }
-            int zero = -1;
-            double peak = 0;
-            for (int z : {0, 1}) {
-              if (z == 1 && dp == 1) break;
-              const double bytes_per_param =
-                  z == 0 ? r.bytes_per_param : r.bytes_per_param / 2 * (1 + 1.0 / dp);
-              std::vector<double> rank_bytes(held);
+              // Per stage: its layers' parameters, compute and activations.
+              std::vector<double> params(stages), held_per_mb(stages), whole(stages),
+                  backward_peak(stages);
+              CostModel cost_model;
+              int64_t most_blocks = 0;
               for (int s = 0; s < stages; ++s) {
-                rank_bytes[layout.rank_of(s)] += params[s] * bytes_per_param;
+                const LayerRange range = split[layout.part_of(s)];
+                StageCost stage{0, 0, 0, 0};
+                for (int l = range.begin; l < range.end; ++l) {
+                  const LayerSample& layer = costs.layers[l];
+                  params[s] += costs.params[l];
+                  whole[s] += layer.activation_bytes;
+                  backward_peak[s] = std::max(backward_peak[s], layer.backward_bytes);
+                  stage.f += layer.forward_s, stage.i += layer.input_s, stage.w += layer.weight_s;
+                  stage.b += layer.backward_s;
+                }
+                held_per_mb[s] = recompute == "full" ? costs.input_bytes[range.begin] : whole[s];
+                // The next micro-batch's input arrives while a backward runs.
+                backward_peak[s] += costs.input_bytes.back();
+                cost_model.stages.push_back(stage);
+                most_blocks = std::max<int64_t>(
+                    most_blocks,
+                    std::min(range.end, static_cast<int>(m.layers) + 1) - std::max(range.begin, 1));
               }
-              peak = *std::max_element(rank_bytes.begin(), rank_bytes.end());
-              if (peak <= r.memory_per_rank) {
-                zero = z;
-                break;
+              // Memory: the fullest rank, with the first ZeRO stage that fits.
+              std::vector<double> held =
+                  HeldActivations(*program, held_per_mb, whole, backward_peak, recompute == "full");
+              std::vector<double> rank_params(layout.num_ranks());
+              for (int s = 0; s < stages; ++s) rank_params[layout.rank_of(s)] += params[s];
+              // After the backward, the activations gone: with dp > 1 the reducer's flat bucket;
+              // with copies of the parts (DualPipe), the sum of their gradients (flat, the
+              // transport's buffer, copied back: three times the rank's).
+              for (int s = 0; s < stages; ++s) {
+                if (dp > 1) {
+                  double& bytes = held[layout.rank_of(s)];
+                  bytes = std::max(bytes, std::min(params[s] * 4, bucket_bytes));
+                }
               }
+              if (stages > parts) {
+                for (size_t k = 0; k < held.size(); ++k) {
+                  held[k] = std::max(held[k], 3 * 4 * rank_params[k]);
+                }
+              }
+              int zero = -1;
+              double peak = 0;
+              for (int z : {0, 1}) {
+                if (z == 1 && dp == 1) break;
+                const double bytes_per_param =
+                    z == 0 ? r.bytes_per_param : r.bytes_per_param / 2 * (1 + 1.0 / dp);
+                std::vector<double> rank_bytes(held);
+                for (int s = 0; s < stages; ++s) {
+                  rank_bytes[layout.rank_of(s)] += params[s] * bytes_per_param;
+                }
+                peak = *std::max_element(rank_bytes.begin(), rank_bytes.end());
+                if (peak <= r.memory_per_rank) {
+                  zero = z;
+                  break;
+                }
+              }
+              PlanCandidate cand;
+              cand.dp = dp, cand.tp = tp, cand.pp = pp;
+              cand.schedule = std::string(info->name);
+              cand.chunks = chunks;
+              cand.microbatches = mbs;
+              cand.micro_batch_size = b;
+              cand.recompute = recompute;
+              cand.stage_layers = Sizes(split);
+              cand.peak_bytes = peak;
+              if (zero < 0) {
+                ++plan.over_memory;
+                if (peak < least_over) least_over = peak, plan.smallest_over = cand;
+                continue;
+              }
+              cand.zero = zero;
+              cost_model.comm_latency = r.hop_s >= 0 ? r.hop_s : r.network.intra.latency;
+              // Ranks on one host: the sums of DualPipe's copies, a pair of ranks each, run at
+              // once after the last action and share its copying bandwidth. (The DP
+              // reductions are work on the shared cores in the simulation.)
+              Link copies_link = r.network.intra;
+              if (r.shared_compute > 0) copies_link.bandwidth /= std::max(1, r.world / 2);
+              // After the last action: the optimizer's step and, where a part of the model has a
+              // copy on another rank (DualPipe's two directions), the sum of their gradients.
+              const double most_params = *std::max_element(rank_params.begin(), rank_params.end());
+              if (r.measured) cost_model.optimizer = most_params * r.measured->optimizer_s;
+              if (stages > parts) {
+                cost_model.optimizer +=
+                    RingAllReduceTime(stages / parts, most_params * 4, copies_link);
+              }
+              if (r.shared_compute > 0) {
+                cost_model.sharing =
+                    ComputeSharing::OneDevice(layout.num_ranks(), r.shared_compute / (dp * tp));
+              }
+              ModelShape shape;
+              shape.hidden = m.hidden;
+              shape.seq_len = m.seq_len;
+              shape.micro_batch_size = b;
+              shape.layers_per_stage = std::max<int64_t>(most_blocks, 1);
+              shape.element_bytes = r.measured ? r.measured->element_bytes : 2;
+              shape.param_bytes_per_stage = *std::max_element(params.begin(), params.end()) * 4;
+              const MeshSimResult sim =
+                  SimulateMesh(*program, cost_model, mesh, r.network, shape, SimOptions{1});
+              ++plan.simulated;
+              // The simulated step ends at the last action (or DP reduction); the optimizer
+              // (and DualPipe's gradient sum) follows it.
+              cand.step_s = sim.step + cost_model.optimizer + step_collectives_s;
+              cand.tokens_per_s = tokens_per_step / cand.step_s;
+              cand.mfu = r.measured ? -1
+                                    : m.TrainFlopsPerToken() * cand.tokens_per_s /
+                                          (r.world * r.device_flops);
+              cand.bubble = sim.pipeline.bubble_fraction;
+              cand.tp_comm_s = sim.tp_time.empty()
+                                   ? 0
+                                   : *std::max_element(sim.tp_time.begin(), sim.tp_time.end());
+              cand.dp_exposed_s = sim.dp_exposed;
+              cand.tp_across_nodes = tp > 1 && per_node % tp != 0;
+              fits.push_back(cand);
             }
-            PlanCandidate cand;
-            cand.dp = dp, cand.tp = tp, cand.pp = pp;
-            cand.schedule = std::string(info->name);
-            cand.chunks = info->default_chunks;
-            cand.microbatches = mbs;
-            cand.micro_batch_size = b;
-            cand.recompute = recompute;
-            cand.stage_layers = Sizes(split);
-            cand.peak_bytes = peak;
-            if (zero < 0) {
-              ++plan.over_memory;
-              if (peak < least_over) least_over = peak, plan.smallest_over = cand;
-              continue;
-            }
-            cand.zero = zero;
-            cost_model.comm_latency = r.hop_s >= 0 ? r.hop_s : r.network.intra.latency;
-            // Ranks on one host: the gradient collectives that run at once (one a DP group,
-            // one a pair of DualPipe's copies) share its copying bandwidth.
-            MeshNetwork network = r.network;
-            Link copies_link = r.network.intra;
-            if (r.shared_compute > 0) {
-              if (dp > 1) network.intra.bandwidth /= r.world / dp;
-              copies_link.bandwidth /= std::max(1, r.world / 2);
-            }
-            // After the last action: the optimizer's step and, where a part of the model has a
-            // copy on another rank (DualPipe's two directions), the sum of their gradients.
-            const double most_params = *std::max_element(rank_params.begin(), rank_params.end());
-            if (r.measured) cost_model.optimizer = most_params * r.measured->optimizer_s;
-            if (stages > parts) {
-              cost_model.optimizer +=
-                  RingAllReduceTime(stages / parts, most_params * 4, copies_link);
-            }
-            if (r.shared_compute > 0) {
-              cost_model.sharing =
-                  ComputeSharing::OneDevice(layout.num_ranks(), r.shared_compute / (dp * tp));
-            }
-            ModelShape shape;
-            shape.hidden = m.hidden;
-            shape.seq_len = m.seq_len;
-            shape.micro_batch_size = b;
-            shape.layers_per_stage = std::max<int64_t>(most_blocks, 1);
-            shape.element_bytes = r.measured ? r.measured->element_bytes : 2;
-            shape.param_bytes_per_stage = *std::max_element(params.begin(), params.end()) * 4;
-            const MeshSimResult sim =
-                SimulateMesh(*program, cost_model, mesh, network, shape, SimOptions{1});
-            ++plan.simulated;
-            // The simulated step ends at the last action (or DP reduction); the optimizer
-            // (and DualPipe's gradient sum) follows it.
-            cand.step_s = sim.step + cost_model.optimizer + step_collectives_s;
-            cand.tokens_per_s = tokens_per_step / cand.step_s;
-            cand.mfu = r.measured ? -1
-                                  : m.TrainFlopsPerToken() * cand.tokens_per_s /
-                                        (r.world * r.device_flops);
-            cand.bubble = sim.pipeline.bubble_fraction;
-            cand.tp_comm_s =
-                sim.tp_time.empty() ? 0 : *std::max_element(sim.tp_time.begin(), sim.tp_time.end());
-            cand.dp_exposed_s = sim.dp_exposed;
-            cand.tp_across_nodes = tp > 1 && per_node % tp != 0;
-            fits.push_back(cand);
           }
         }
       }

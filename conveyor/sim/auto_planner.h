@@ -27,10 +27,10 @@
 // The stage split is Partition (partition.h) of the layers' F + I + W: the embedding and the
 // head are layers, so the first and last stages take fewer blocks when they are heavy.
 // Communication is SimulateMesh's (mesh_costs.h): Megatron's tensor-parallel all-reduces and
-// the bucketed data-parallel reduction over the nodes' links (on one host, the DP groups'
-// reductions, and DualPipe's sums, that run at once share its bandwidth). Where the ranks
-// share one machine's compute (shared_compute), the simulator runs each pipeline rank's
-// computes under processor sharing (compute_sharing.h).
+// the bucketed data-parallel reduction over the nodes' links (on one host, DualPipe's sums
+// that run at once share its bandwidth). Where the ranks share one machine's compute
+// (shared_compute), the simulator runs each pipeline rank's computes, and its DP
+// reductions, under processor sharing (compute_sharing.h).
 //
 // Memory per rank, a hard limit: weights, gradients and AdamW's moments at bytes_per_param
 // (16: fp32 weights and gradients, two fp32 moments; ZeRO-1 shards the moments over dp:
@@ -45,8 +45,7 @@
 // larger of those and its activations. A
 // candidate over the limit is never simulated.
 //
-// Not modelled: sequence and context parallelism, interleaving beyond each schedule's
-// default chunks.
+// Not modelled: sequence and context parallelism.
 //
 // Pure; thread-compatible.
 #ifndef CONVEYOR_SIM_AUTO_PLANNER_H_
@@ -132,6 +131,10 @@ struct AutoPlanRequest {
   MeshNetwork network;                 // ranks_per_node: GPUs per node (0: one node)
   std::vector<std::string> schedules;  // empty: every schedule
   int max_microbatches = 128;
+  // Chunks per rank tried for the schedules that take a choice of them (interleaved 1F1B,
+  // looped BFS, interleaved ZB): from their default (2) to this, while the pipeline's parts
+  // (pp x chunks) do not outnumber the model's layers.
+  int max_chunks = 4;
   double bytes_per_param = 16;
   int top = 5;
   std::optional<LayerCostTable> measured;  // else FLOP counts at device_flops x efficiency

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+#include <tuple>
+
 #include "conveyor/common/error.h"
 
 namespace conveyor {
@@ -37,6 +41,29 @@ AutoPlanRequest Small() {
   r.network.ranks_per_node = 8;
   r.top = 50;
   return r;
+}
+
+TEST(AutoPlannerTest, TriesChunksPerRankWhereTheScheduleTakesThem) {
+  AutoPlanRequest r = Small();  // 8 blocks, the embedding and the head: 10 layers
+  r.world = 4;
+  r.network.ranks_per_node = 4;
+  r.top = 1000;
+  r.schedules = {"interleaved-1f1b", "zb-v"};
+  std::set<std::tuple<int, std::string, int>> seen;  // (pp, schedule, chunks)
+  for (const PlanCandidate& c : PlanAuto(r).best) {
+    seen.insert({c.pp, c.schedule, c.chunks});
+    EXPECT_EQ(static_cast<int>(std::count(c.stage_layers.begin(), c.stage_layers.end(), ',')) + 1,
+              c.pp * c.chunks);
+  }
+  // Up to max_chunks (4) while pp x chunks <= 10; ZB-V's two chunks are fixed.
+  EXPECT_TRUE(seen.count({2, "interleaved-1f1b", 4}));
+  EXPECT_TRUE(seen.count({4, "interleaved-1f1b", 2}));
+  EXPECT_FALSE(seen.count({4, "interleaved-1f1b", 3}));
+  EXPECT_TRUE(seen.count({2, "zb-v", 2}));
+  EXPECT_FALSE(seen.count({2, "zb-v", 3}));
+  EXPECT_FALSE(seen.count({1, "interleaved-1f1b", 3}));  // one rank: more chunks buy nothing
+  r.max_chunks = 2;
+  for (const PlanCandidate& c : PlanAuto(r).best) EXPECT_EQ(c.chunks, 2);
 }
 
 TEST(AutoPlannerTest, RanksLayoutsThatFitFastestFirst) {

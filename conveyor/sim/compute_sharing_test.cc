@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "conveyor/common/error.h"
+#include "conveyor/schedule/program_testing.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/sim/simulator.h"
 
@@ -134,6 +135,48 @@ TEST(ComputeSharingTest, IntrinsicSecondsCreditTheSharedPartAtItsRate) {
   EXPECT_DOUBLE_EQ(work[1], 0.5 + 1);
   EXPECT_DOUBLE_EQ(work[2], 2);
   EXPECT_EQ(IntrinsicSeconds(t, ComputeSharing{}), (std::vector<double>{2, 2, 2}));
+}
+
+TEST(ComputeSharingTest, GradientReductionsShareTheDeviceWithTheRanksComputes) {
+  // One rank holding stages 0 and 1: F = 1, B = 2; stage 1's gradients are final at 4.
+  const Program p = MakeProgram(Layout::Loop(1, 2, 1), {"0F0 1F0 1B0 0B0"});
+  CostModel c;
+  c.uniform = StageCost{1, 1, 1};
+  c.reduce = {3, 3};
+  // A device of its own (room for the channel too): stage 1 reduces over [4, 7] beside
+  // 0B0, stage 0 over [7, 10].
+  c.sharing = ComputeSharing::OneDevice(1, 2);
+  SimResult r = Simulate(p, c, SimOptions{1});
+  EXPECT_DOUBLE_EQ(r.makespan, 6);
+  EXPECT_DOUBLE_EQ(r.reduced_end, 10);
+  // One core: 0B0 and stage 1's reduction run at half speed from 4; 0B0 ends at 8 with 1
+  // of the reduction's 3 left, done alone by 9; stage 0's then takes [9, 12].
+  c.sharing = ComputeSharing::OneDevice(1, 1);
+  r = Simulate(p, c, SimOptions{1});
+  EXPECT_DOUBLE_EQ(r.makespan, 8);
+  EXPECT_DOUBLE_EQ(r.reduced_end, 12);
+  ASSERT_EQ(r.timeline.phases.size(), 2u);
+  EXPECT_EQ(r.timeline.phases[0].name, "dp all-reduce stage 1");
+  EXPECT_DOUBLE_EQ(r.timeline.phases[0].start, 4);
+  EXPECT_DOUBLE_EQ(r.timeline.phases[0].end, 9);
+  EXPECT_EQ(r.timeline.phases[1].track, PhaseTrack::kDataParallel);
+  EXPECT_DOUBLE_EQ(r.timeline.phases[1].start, 9);
+  EXPECT_DOUBLE_EQ(r.timeline.phases[1].end, 12);
+}
+
+TEST(ComputeSharingTest, EveryScheduleReducesEachStageOnceAndEndsItsStepsAfter) {
+  for (const auto& [name, program] : EverySchedule()) {
+    CostModel c = Uneven(program.layout.num_stages());
+    c.reduce.assign(program.layout.num_stages(), 0.5);
+    c.sharing = ComputeSharing::OneDevice(program.layout.num_ranks(), 2);
+    const SimResult r = Simulate(program, c, SimOptions{4});
+    EXPECT_EQ(r.timeline.phases.size(), static_cast<size_t>(program.layout.num_stages())) << name;
+    EXPECT_GT(r.reduced_end, r.makespan) << name;  // the last stage's reduction follows it
+    c.reduce.clear();
+    const SimResult without = Simulate(program, c, SimOptions{4});
+    EXPECT_GE(r.makespan, without.makespan - 1e-9) << name;  // reductions take cores
+    EXPECT_GT(r.steady_state_period, without.steady_state_period) << name;
+  }
 }
 
 TEST(ComputeSharingTest, SaysWhatIsSharedAndRefusesBadPlacements) {

@@ -45,8 +45,20 @@ struct CostModel {
   // Ranks that share a device: costs are then work, done at the device's shared rate.
   ComputeSharing sharing;
 
+  // Per stage, the data-parallel reduction of its gradients (empty, or 0 for a stage: none).
+  // It starts once the stage's weight gradients are final on its rank (GradientsFinalAfter,
+  // schedule/lower.h) and runs on a channel of the rank's own, beside the rank's later
+  // actions, one stage after another in the order they become final; the rank's optimizer
+  // step waits for its last one. Where ranks share a device (`sharing`) a reduction is work
+  // on the rank's device like a compute (a CPU's collectives copy and add on its cores);
+  // else it takes no compute.
+  std::vector<double> reduce;
+
   const StageCost& cost(int stage) const {
     return stage < static_cast<int>(stages.size()) ? stages[stage] : uniform;
+  }
+  double reduce_time(int stage) const {
+    return stage < static_cast<int>(reduce.size()) ? reduce[stage] : 0;
   }
   double transfer_time() const {
     return comm_latency + (comm_bandwidth > 0 ? message_bytes / comm_bandwidth : 0);

@@ -40,22 +40,6 @@ CostModel WithTensorParallel(const CostModel& costs, const Layout& layout,
   return out;
 }
 
-// When each stage's last backward work (B, I, W, or the backward half of an overlapped
-// unit) ends in `timeline`.
-std::vector<double> GradientsReadyAt(const Timeline& timeline, int num_stages) {
-  std::vector<double> ready(num_stages, 0.0);
-  for (const Span& s : timeline.spans) {
-    const Action& a = s.action;
-    const bool backward =
-        a.op == Op::kBackward || a.op == Op::kBackwardInput || a.op == Op::kBackwardWeight;
-    if (backward || a.op == Op::kOverlapFB) {
-      const int stage = a.op == Op::kOverlapFB ? a.overlap_stage : a.stage;
-      ready[stage] = std::max(ready[stage], s.end);
-    }
-  }
-  return ready;
-}
-
 }  // namespace
 
 double ModelShape::activation_bytes() const {
@@ -93,31 +77,25 @@ MeshSimResult SimulateMesh(const Program& program, const CostModel& costs, const
            result.dp_buckets * RingAllReduceTime(n, 0, Link{link.latency, link.bandwidth});
   });
 
-  result.pipeline = Simulate(program, WithTensorParallel(costs, layout, result.tp_time), options);
-  result.step_without_dp = result.pipeline.makespan;
-  result.step = result.step_without_dp;
-  if (mesh.dp() == 1) return result;
-
-  // Each rank's channel reduces its stages in the order their gradients are ready; what
-  // runs before the pipeline's end hides behind it.
-  const std::vector<double> ready = GradientsReadyAt(result.pipeline.timeline, layout.num_stages());
-  double hidden = 0;
-  for (int r = 0; r < layout.num_ranks(); ++r) {
-    std::vector<int> stages = layout.stages_of(r);
-    std::stable_sort(stages.begin(), stages.end(),
-                     [&](int a, int b) { return ready[a] < ready[b]; });
-    double free = 0;
-    for (int s : stages) {
-      const double start = std::max(free, ready[s]);
-      free = start + result.dp_time[r];
-      result.pipeline.timeline.phases.push_back(Phase{r, "dp all-reduce stage " + std::to_string(s),
-                                                      start, free, PhaseTrack::kDataParallel});
-      result.dp_comm += result.dp_time[r];
-      hidden += std::max(0.0, std::min(free, result.step_without_dp) - start);
+  // Each rank's reductions run on a channel of its own, in the order its stages' gradients
+  // become final (the simulator's CostModel::reduce); what runs before the pipeline's end
+  // hides behind it.
+  CostModel with_mesh = WithTensorParallel(costs, layout, result.tp_time);
+  if (mesh.dp() > 1) {
+    for (int s = 0; s < layout.num_stages(); ++s) {
+      with_mesh.reduce.push_back(result.dp_time[layout.rank_of(s)]);
     }
-    result.step = std::max(result.step, free);
   }
+  result.pipeline = Simulate(program, with_mesh, options);
+  result.step_without_dp = result.pipeline.makespan;
+  result.step = std::max(result.step_without_dp, result.pipeline.reduced_end);
   result.dp_exposed = result.step - result.step_without_dp;
+  double hidden = 0;
+  for (const Phase& phase : result.pipeline.timeline.phases) {
+    if (phase.track != PhaseTrack::kDataParallel) continue;
+    result.dp_comm += phase.end - phase.start;
+    hidden += std::max(0.0, std::min(phase.end, result.step_without_dp) - phase.start);
+  }
   result.dp_hidden_share = result.dp_comm > 0 ? hidden / result.dp_comm : 1;
   return result;
 }

@@ -15,12 +15,15 @@
 // where link is the slowest link of the slowest TP group at pipeline coordinate k. W
 // exchanges nothing; an overlapped F&B unit pays both halves' (2 * tp_time[k]).
 //
-// Data parallelism: once a stage's last backward (B, I or W) on a rank is done, its
-// gradients (param_bytes_per_stage) are all-reduced over the DP group in buckets of
+// Data parallelism: once a stage's weight gradients are final on a rank (its last B or W),
+// they (param_bytes_per_stage) are all-reduced over the DP group in buckets of
 // bucket_bytes, each bucket a ring: 2(d-1)/d * bucket / bandwidth + 2(d-1) * latency. The
 // reductions of one rank's stages queue on one channel, in the order their stages finish,
-// and overlap whatever the pipeline still computes; they do not slow compute or the
-// pipeline's messages. The step ends when the last reduction ends.
+// and overlap whatever the pipeline still computes (CostModel::reduce): they slow neither
+// compute nor the pipeline's messages, except where the costs place ranks on a shared
+// device (CostModel::sharing: CPU collectives copy and add on the cores the ranks compute
+// on), where a reduction is work on its rank's device. The step ends when the last
+// reduction ends.
 //
 // Times: seconds, so the program's compute costs (CostModel) must be in seconds too.
 //

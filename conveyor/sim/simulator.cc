@@ -1,7 +1,9 @@
 #include "conveyor/sim/simulator.h"
 
 #include <algorithm>
+#include <deque>
 #include <limits>
+#include <string>
 
 #include "conveyor/common/error.h"
 #include "conveyor/schedule/activation_memory.h"
@@ -47,6 +49,21 @@ bool RunsAsHalves(const CostModel& costs, const Action& a) {
   return a.op == Op::kOverlapFB && costs.cost(a.stage).overlap < 0;
 }
 
+// Per rank, GradientsFinalAfter of its list.
+std::vector<std::vector<int>> FinalGradients(const Program& program) {
+  std::vector<std::vector<int>> out;
+  for (const std::vector<Action>& actions : program.ranks) {
+    out.push_back(GradientsFinalAfter(actions));
+  }
+  return out;
+}
+
+// The timeline's phase for stage `stage`'s gradient reduction on rank r.
+Phase ReductionPhase(int r, int stage, double start, double end) {
+  return Phase{r, "dp all-reduce stage " + std::to_string(stage), start, end,
+               PhaseTrack::kDataParallel};
+}
+
 // `steps` back-to-back runs of one program, each with its own Progress holding finish
 // times; every rank runs its list once per step, in order.
 class Engine {
@@ -56,7 +73,8 @@ class Engine {
         layout_(program.layout),
         costs_(costs),
         steps_(steps),
-        progress_(steps, Progress(layout_)) {}
+        progress_(steps, Progress(layout_)),
+        final_after_(FinalGradients(program)) {}
 
   // Runs all steps. Fills the step-0 timeline and per-rank busy time, and each rank's
   // finish time of every step. Throws DeadlockError when the program cannot complete.
@@ -65,6 +83,7 @@ class Engine {
     std::vector<int> step(p, 0);
     std::vector<size_t> pos(p, 0);
     std::vector<double> free(p, 0.0);
+    channel_.assign(p, 0.0);
     step_end_.assign(steps_, 0.0);
     result.busy.assign(p, 0.0);
     result.timeline.num_ranks = p;
@@ -92,7 +111,10 @@ class Engine {
             RunOne(r, step[r], a, ready, free[r], result);
           }
           progressed = true;
+          const int reduced = final_after_[r][pos[r]];
+          if (reduced >= 0) Reduce(r, step[r], reduced, free[r], result);
           if (++pos[r] == actions.size()) {
+            free[r] = std::max(free[r], channel_[r]);  // the optimizer waits for reductions
             step_end_[step[r]] = std::max(step_end_[step[r]], free[r]);
             free[r] += costs_.optimizer;
             pos[r] = 0;
@@ -122,6 +144,15 @@ class Engine {
     }
   }
 
+  // Queues stage `stage`'s reduction on rank r's channel at `ready`; records step 0.
+  void Reduce(int r, int step, int stage, double ready, SimResult& result) {
+    const double t = costs_.reduce_time(stage);
+    if (t <= 0) return;
+    const double start = std::max(channel_[r], ready);
+    channel_[r] = start + t;
+    if (step == 0) result.timeline.phases.push_back(ReductionPhase(r, stage, start, channel_[r]));
+  }
+
   // Whether `a`'s inputs are there; *ready is when they reach its rank.
   bool ReadyAt(int step, const Action& a, double* ready) const {
     return progress_[step].ReadyAt(a, costs_.transfer_time(), ready);
@@ -132,6 +163,8 @@ class Engine {
   const CostModel& costs_;
   const int steps_;
   std::vector<Progress> progress_;  // per step
+  const std::vector<std::vector<int>> final_after_;
+  std::vector<double> channel_;  // per rank: when its reduction channel is free
   std::vector<double> step_end_;
 };
 
@@ -145,7 +178,8 @@ class SharedEngine {
       : program_(program),
         costs_(costs),
         steps_(steps),
-        progress_(steps, Progress(program.layout)) {}
+        progress_(steps, Progress(program.layout)),
+        final_after_(FinalGradients(program)) {}
 
   void Run(SimResult& result) {
     const int p = program_.layout.num_ranks();
@@ -158,31 +192,42 @@ class SharedEngine {
     for (;;) {
       bool all_done = true;
       for (int r = 0; r < p; ++r) {
-        if (!Done(r)) all_done = false;
         TryStart(r, now);
+        if (!Done(r)) all_done = false;
       }
       if (all_done) break;
-      // The next event: the first busy rank to finish, or inputs reaching an idle one.
+      // The next event: the first busy rank or reduction channel to finish, or inputs
+      // reaching an idle rank.
       std::vector<int> busy_on(costs_.sharing.capacity.size(), 0);
-      for (const RankState& s : ranks_) {
-        if (s.running) ++busy_on[Device(&s - ranks_.data())];
+      for (int r = 0; r < p; ++r) {
+        busy_on[Device(r)] += ranks_[r].running + !ranks_[r].reductions.empty();
       }
       double next = kNever;
       std::vector<double> rate(p, 0.0);
       for (int r = 0; r < p; ++r) {
         const RankState& s = ranks_[r];
+        rate[r] = costs_.sharing.Rate(Device(r), busy_on[Device(r)]);
         if (s.running) {
-          rate[r] = costs_.sharing.Rate(Device(r), busy_on[Device(r)]);
           next = std::min(next, now + s.remaining / rate[r]);
         } else if (s.inputs_at > now) {
           next = std::min(next, s.inputs_at);
         }
+        if (!s.reductions.empty()) next = std::min(next, now + s.reduce_remaining / rate[r]);
       }
       if (next == kNever) {
         Lower(program_);  // throws DeadlockError naming every blocked rank
         CONVEYOR_ASSERT(false) << "simulation stalled on a program Lower() accepts";
       }
       const double slack = 1e-12 * std::max(1.0, next);
+      for (int r = 0; r < p; ++r) {
+        RankState& s = ranks_[r];
+        if (s.reductions.empty()) continue;
+        if (now + s.reduce_remaining / rate[r] <= next + slack) {
+          FinishReduction(r, next, result);
+        } else {
+          s.reduce_remaining -= rate[r] * (next - now);
+        }
+      }
       for (int r = 0; r < p; ++r) {
         RankState& s = ranks_[r];
         if (!s.running) continue;
@@ -209,6 +254,11 @@ class SharedEngine {
     double remaining = 0;  // work left, at full speed
     double start = 0;
     double inputs_at = -1;  // waiting: when the next action's inputs arrive (-1: unknown)
+    // Its reduction channel: the stages whose gradients await reduction, the first one being
+    // reduced since reduce_start with reduce_remaining of work left.
+    std::deque<int> reductions;
+    double reduce_remaining = 0;
+    double reduce_start = 0;
   };
 
   int Device(int r) const { return costs_.sharing.device[r]; }
@@ -273,16 +323,38 @@ class SharedEngine {
       s.half = 1;
     } else {
       s.half = 0;
+      const int reduced = final_after_[r][s.pos];
+      if (reduced >= 0 && costs_.reduce_time(reduced) > 0) {
+        s.reductions.push_back(reduced);
+        if (s.reductions.size() == 1) {
+          s.reduce_remaining = costs_.reduce_time(reduced);
+          s.reduce_start = now;
+        }
+      }
       ++s.pos;
       Skip(r);
     }
     if (s.pos == program_.ranks[r].size()) EndStep(r, now);
   }
 
-  // Rank r finished its list of the step: its optimizer step (as work on its device), then
-  // the next step.
+  // Rank r's channel finished the reduction at its front; the next one starts.
+  void FinishReduction(int r, double now, SimResult& result) {
+    RankState& s = ranks_[r];
+    if (s.step == 0) {
+      result.timeline.phases.push_back(
+          ReductionPhase(r, s.reductions.front(), s.reduce_start, now));
+    }
+    s.reductions.pop_front();
+    if (s.reductions.empty()) return;
+    s.reduce_remaining = costs_.reduce_time(s.reductions.front());
+    s.reduce_start = now;
+  }
+
+  // Rank r finished its list of the step: once its reductions are done (else TryStart calls
+  // again at a later event), its optimizer step (as work on its device), then the next step.
   void EndStep(int r, double now) {
     RankState& s = ranks_[r];
+    if (!s.reductions.empty()) return;
     step_end_[s.step] = std::max(step_end_[s.step], now);
     if (costs_.optimizer > 0) {
       s.running = true;
@@ -300,6 +372,7 @@ class SharedEngine {
   const CostModel& costs_;
   const int steps_;
   std::vector<Progress> progress_;  // per step
+  const std::vector<std::vector<int>> final_after_;
   std::vector<RankState> ranks_;
   std::vector<double> step_end_;
 };
@@ -327,7 +400,10 @@ SimResult Simulate(const Program& program, const CostModel& costs, const SimOpti
   }
 
   const int p = program.layout.num_ranks();
-  result.makespan = first_end;
+  result.reduced_end = first_end;
+  for (const Span& span : result.timeline.spans) {
+    result.makespan = std::max(result.makespan, span.end);
+  }
   for (int r = 0; r < p; ++r) result.idle.push_back(result.makespan - result.busy[r]);
   for (const Span& span : result.timeline.spans)
     result.work += Cost(costs, program.layout, span.action);

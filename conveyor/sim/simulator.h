@@ -3,7 +3,8 @@
 // Every rank runs its actions in order; an action starts when its rank is free and its
 // producers have finished, plus transfer_time() for a producer on another rank. SEND/RECV
 // actions in a lowered program take no time (they post asynchronous transfers). Memory
-// follows CostModel::mem_b / mem_w.
+// follows CostModel::mem_b / mem_w. Gradient reductions (CostModel::reduce) run on a
+// channel per rank beside its actions; a rank's step ends after its last one.
 //
 // OVERLAP_F_B: with an overlap cost given (StageCost::overlap >= 0) the unit starts when
 // both halves' inputs are there and both halves finish together; without one the halves run
@@ -31,7 +32,8 @@ struct SimOptions {
 };
 
 struct SimResult {
-  double makespan = 0;
+  double makespan = 0;       // step 0's last action's end
+  double reduced_end = 0;    // step 0's end with its gradient reductions (CostModel::reduce)
   std::vector<double> busy;  // per rank, time spent computing
   std::vector<double> idle;  // per rank, makespan - busy
   double work = 0;           // the step's computes at full speed, all ranks
@@ -43,7 +45,7 @@ struct SimResult {
   std::int64_t p2p_messages = 0;
   double p2p_bytes = 0;
   double steady_state_period = 0;  // 0 when not computed
-  Timeline timeline;               // one step
+  Timeline timeline;               // one step; the reductions as kDataParallel phases
 };
 
 // Precondition: Verify(program) reports no kMissing/kDuplicate/kBadAction findings. Throws
