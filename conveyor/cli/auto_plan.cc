@@ -156,13 +156,14 @@ std::string AutoPlanText(const AutoPlanRequest& r, const AutoPlan& plan, double 
       static_cast<long long>(r.global_batch), static_cast<long long>(r.model.seq_len),
       costs.c_str(), Size(r.memory_per_rank).c_str());
   out +=
-      "rank  dp x tp x pp  schedule          mb x size  recompute zero    step s  tokens/s   "
+      "rank  dp x tp x pp  schedule          chunks  mb x size  recompute zero    step s  tokens/s "
+      "  "
       "MFU  bubble  peak memory  layers a stage  held back by\n";
   for (size_t i = 0; i < plan.best.size(); ++i) {
     const PlanCandidate& c = plan.best[i];
     out += Printf(
-        "%4zu  %-12s  %-16s %4d x %-4lld  %-9s %4d %9.3g %9.0f %6s %6.1f%% %12s  %-14s  %s\n",
-        i + 1, MeshSizes(c).c_str(), c.schedule.c_str(), c.microbatches,
+        "%4zu  %-12s  %-16s %6d %4d x %-4lld  %-9s %4d %9.3g %9.0f %6s %6.1f%% %12s  %-14s  %s\n",
+        i + 1, MeshSizes(c).c_str(), c.schedule.c_str(), c.chunks, c.microbatches,
         static_cast<long long>(c.micro_batch_size), c.recompute.c_str(), c.zero, c.step_s,
         c.tokens_per_s, c.mfu < 0 ? "-" : Printf("%.1f%%", 100 * c.mfu).c_str(),
         100 * std::max(0.0, c.bubble), Size(c.peak_bytes).c_str(),

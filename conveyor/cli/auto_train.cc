@@ -26,9 +26,11 @@ namespace {
 constexpr double kPlannedShare = 0.9;
 
 std::string Describe(const PlanCandidate& c) {
-  return Printf("dp x tp x pp %d x %d x %d, %s, %d micro-batches of %lld, recompute %s, ZeRO %d",
-                c.dp, c.tp, c.pp, c.schedule.c_str(), c.microbatches,
-                static_cast<long long>(c.micro_batch_size), c.recompute.c_str(), c.zero) +
+  return Printf(
+             "dp x tp x pp %d x %d x %d, %s, %d chunk(s) a rank, %d micro-batches of %lld, "
+             "recompute %s, ZeRO %d",
+             c.dp, c.tp, c.pp, c.schedule.c_str(), c.chunks, c.microbatches,
+             static_cast<long long>(c.micro_batch_size), c.recompute.c_str(), c.zero) +
          ", layers a stage " + c.stage_layers;
 }
 
@@ -148,8 +150,8 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
   int shown = 0;
   for (size_t i = 0; i < plan.best.size() && shown < 2; ++i) {
     const PlanCandidate& c = plan.best[i];
-    if (i == chosen ||
-        (c.dp == best.dp && c.tp == best.tp && c.pp == best.pp && c.schedule == best.schedule)) {
+    if (i == chosen || (c.dp == best.dp && c.tp == best.tp && c.pp == best.pp &&
+                        c.schedule == best.schedule && c.chunks == best.chunks)) {
       continue;  // show other layouts, not the same one with other micro-batches
     }
     text += "auto: next " + Describe(c) + Printf(": %.1f ms (", 1e3 * c.step_s) +

@@ -8,14 +8,16 @@
 namespace conveyor {
 namespace {
 
-constexpr char kFormat[] = "conveyor layer costs 2";
+constexpr char kFormat[] = "conveyor layer costs 3";
 constexpr const char* kKinds[] = {"embedding", "block", "block_selective", "head"};
 constexpr double LayerSample::*kFields[] = {
-    &LayerSample::forward_s,  &LayerSample::input_s,          &LayerSample::weight_s,
-    &LayerSample::backward_s, &LayerSample::activation_bytes, &LayerSample::backward_bytes};
-constexpr const char* kFieldNames[] = {"forward_s",  "input_s",          "weight_s",
-                                       "backward_s", "activation_bytes", "backward_bytes"};
-constexpr int kNumFields = 6;
+    &LayerSample::forward_s,   &LayerSample::input_s,          &LayerSample::weight_s,
+    &LayerSample::backward_s,  &LayerSample::activation_bytes, &LayerSample::backward_bytes,
+    &LayerSample::weight_bytes};
+constexpr const char* kFieldNames[] = {"forward_s",   "input_s",          "weight_s",
+                                       "backward_s",  "activation_bytes", "backward_bytes",
+                                       "weight_bytes"};
+constexpr int kNumFields = 7;
 
 MeasuredLayer LayerCostTable::*KindField(int k) {
   constexpr MeasuredLayer LayerCostTable::*kFieldsOf[] = {

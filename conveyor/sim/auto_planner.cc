@@ -58,7 +58,8 @@ LayerSample LayerCostTable::At(const MeasuredLayer& layer, double n) const {
   };
   return {line(&LayerSample::forward_s),      line(&LayerSample::input_s),
           line(&LayerSample::weight_s),       line(&LayerSample::activation_bytes),
-          line(&LayerSample::backward_bytes), line(&LayerSample::backward_s)};
+          line(&LayerSample::backward_bytes), line(&LayerSample::backward_s),
+          line(&LayerSample::weight_bytes)};
 }
 
 namespace {
@@ -81,7 +82,7 @@ struct LayerCosts {
 
 LayerSample Scaled(LayerSample s, double by) {
   s.forward_s *= by, s.input_s *= by, s.weight_s *= by, s.backward_s *= by;
-  s.activation_bytes *= by, s.backward_bytes *= by;
+  s.activation_bytes *= by, s.backward_bytes *= by, s.weight_bytes *= by;
   return s;
 }
 
@@ -104,19 +105,24 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::strin
                std::max(s.weight_s, block.weight_s),
                s.activation_bytes,
                s.backward_bytes,
-               std::max(s.backward_s, block.backward_s)};
+               std::max(s.backward_s, block.backward_s),
+               s.weight_bytes};
     }
     // Of a block's activations, 10 of 34 parts (the norms' and residuals' (b, T, C)) stay
-    // whole under TP, 24 are split (Korthikanti et al.).
+    // whole under TP, 24 are split (Korthikanti et al.); of what W needs (the linear
+    // layers' inputs and output gradients), 8 of 32.
     block.activation_bytes *= tp * (10 + 24.0 / tp) / 34;
+    block.weight_bytes *= tp * (8 + 24.0 / tp) / 32;
     head = Scaled(table.At(table.head, n), 1.0 / tp);  // vocabulary-parallel: logits split
     element_bytes = table.element_bytes;
   } else {
     const double rate = r.device_flops * r.efficiency * tp;
     const double f = bt * m.BlockForwardFlops() / rate, h = bt * 2 * c * v / rate;
     const double held = bt * c * (10 + 24.0 / tp);
-    block = {f, f, f, held, held, 2 * f};
-    head = {h, h, h, bt * v * 4, bt * v * 4, 2 * h};
+    // W's share: the four linear layers' inputs (2 + 2 + 2 + 8) and output gradients
+    // (6 + 2 + 8 + 2), in bf16 per token and C, split as above.
+    block = {f, f, f, held, held, 2 * f, bt * c * (8 + 24.0 / tp)};
+    head = {h, h, h, bt * v * 4, bt * v * 4, 2 * h, bt * v * 4};
   }
   LayerCosts costs;
   const double input = bt * c * element_bytes;
@@ -135,16 +141,16 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::strin
 // The most activation memory each rank holds, following its actions. F of stage s keeps
 // held[s] (its activations; its input under full recomputation); a backward (B or I) needs
 // backward_peak[s] more while it runs and, under full recomputation, the stage's whole[s]
-// recomputed; I frees what it kept except what W needs (half the activations, kept or
-// recomputed), which W frees.
+// recomputed; I frees what it kept except what W needs (for_w[s]: the linear layers' inputs,
+// kept or recomputed, and their output gradients), which W frees.
 std::vector<double> HeldActivations(const Program& program, const std::vector<double>& held,
                                     const std::vector<double>& whole,
-                                    const std::vector<double>& backward_peak, bool full) {
+                                    const std::vector<double>& backward_peak,
+                                    const std::vector<double>& for_w, bool full) {
   std::vector<double> peaks;
   for (const std::vector<Action>& actions : program.ranks) {
     double now = 0, peak = 0;
     auto apply = [&](Op op, int s) {
-      const double for_w = 0.5 * whole[s];
       switch (op) {
         case Op::kForward:
           now += held[s];
@@ -154,10 +160,10 @@ std::vector<double> HeldActivations(const Program& program, const std::vector<do
         case Op::kBackwardInput:
           peak = std::max(peak, now + backward_peak[s] + (full ? whole[s] : 0));
           now -= held[s];
-          if (op == Op::kBackwardInput) now += for_w;
+          if (op == Op::kBackwardInput) now += for_w[s];
           break;
         case Op::kBackwardWeight:
-          now -= for_w;
+          now -= for_w[s];
           break;
         default:
           break;
@@ -295,7 +301,7 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
               }
               // Per stage: its layers' parameters, compute and activations.
               std::vector<double> params(stages), held_per_mb(stages), whole(stages),
-                  backward_peak(stages);
+                  backward_peak(stages), for_w(stages);
               CostModel cost_model;
               int64_t most_blocks = 0;
               for (int s = 0; s < stages; ++s) {
@@ -305,6 +311,7 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
                   const LayerSample& layer = costs.layers[l];
                   params[s] += costs.params[l];
                   whole[s] += layer.activation_bytes;
+                  for_w[s] += layer.weight_bytes;
                   backward_peak[s] = std::max(backward_peak[s], layer.backward_bytes);
                   stage.f += layer.forward_s, stage.i += layer.input_s, stage.w += layer.weight_s;
                   stage.b += layer.backward_s;
@@ -318,8 +325,8 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
                     std::min(range.end, static_cast<int>(m.layers) + 1) - std::max(range.begin, 1));
               }
               // Memory: the fullest rank, with the first ZeRO stage that fits.
-              std::vector<double> held =
-                  HeldActivations(*program, held_per_mb, whole, backward_peak, recompute == "full");
+              std::vector<double> held = HeldActivations(*program, held_per_mb, whole,
+                                                         backward_peak, for_w, recompute == "full");
               std::vector<double> rank_params(layout.num_ranks());
               for (int s = 0; s < stages; ++s) rank_params[layout.rank_of(s)] += params[s];
               // After the backward, the activations gone: with dp > 1 the reducer's flat bucket;

@@ -11,18 +11,19 @@
 //    bytes in bf16 with fused attention (Korthikanti et al., "Reducing Activation
 //    Recomputation in Large Transformer Models", 2022, without sequence parallelism; fused
 //    attention keeps no scores, so selective recomputation buys nothing and is not tried),
-//    the head's fp32 logits s b V 4.
+//    the head's fp32 logits s b V 4. What W needs from I on (the linear layers' inputs and
+//    output gradients): s b C (8 + 24 / tp) a block, the logits' gradient for the head.
 //  - A LayerCostTable measured on this machine (`conveyor profile`): the forward,
-//    backward-input and backward-weight seconds and the activation bytes of the embedding, a
-//    block (also under selective recomputation) and the head, piecewise linear in the
-//    micro-batch's sequences through the sizes timed; over tp.
+//    backward-input and backward-weight seconds, the activation bytes and what W holds of
+//    the embedding, a block (also under selective recomputation) and the head, piecewise
+//    linear in the micro-batch's sequences through the sizes timed; over tp.
 // After a rank's last action come AdamW's step (measured costs only) and, for schedules
 // that keep a copy of each part on two ranks (DualPipe), the all-reduce of the copies'
 // fp32 gradients over the intra-node link.
 // Full recomputation keeps a stage's input (b T C) per micro-batch in flight, runs the
 // forward again before the backward and, for that micro-batch, holds the stage's whole
-// activations once; where I and W run apart (the zero-bubble schedules), the half of them W
-// needs stays from I until W.
+// activations once; where I and W run apart (the zero-bubble schedules), what W needs stays
+// from I until W (recomputed or kept alike).
 //
 // The stage split is Partition (partition.h) of the layers' F + I + W: the embedding and the
 // head are layers, so the first and last stages take fewer blocks when they are heavy.
@@ -89,6 +90,8 @@ struct LayerSample {
   double activation_bytes = 0;  // held from its forward to its backward
   double backward_bytes = 0;    // allocated at most while its backward runs, beyond those
   double backward_s = 0;        // the whole backward at once (B); 0: input_s + weight_s
+  double weight_bytes = 0;      // of activation_bytes and the output's gradient, what W needs
+                                // (held from I until W)
 };
 
 // A layer kind as `conveyor profile` measured it: its parameters and its costs at each of

@@ -61,9 +61,11 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
     loss.backward();
     const double input = Since(start);
     store.SetDeferring(round, false);
+    const int64_t before_weight = MemoryTracker::current_bytes();
     start = std::chrono::steady_clock::now();
     store.Run(round);
     const double weight = Since(start);
+    const double for_weight = static_cast<double>(before_weight - MemoryTracker::current_bytes());
     const double backward = static_cast<double>(MemoryTracker::peak_bytes() - before_backward);
     *out = y.detach();
     // The whole backward at once, on the graph again (what B runs).
@@ -79,6 +81,7 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
     wholes.push_back(whole);
     sample.activation_bytes = std::max(sample.activation_bytes, held);
     sample.backward_bytes = std::max(sample.backward_bytes, backward);
+    sample.weight_bytes = std::max(sample.weight_bytes, for_weight);
   }
   sample.forward_s = Median(forwards);
   sample.input_s = Median(inputs);
