@@ -279,6 +279,28 @@ class C10dTransport : public Transport {
            world_->shm()->Reaches(ranks_.world_rank(peer));
   }
 
+  // Whether every other member is reached through shared memory with `tensor` (the same on
+  // every member: the channel joins the ranks of one host that all take part).
+  bool ShmReachesAll(const at::Tensor& tensor) const {
+    for (int r = 0; r < world_size(); ++r) {
+      if (r != rank() && !UsesShm(tensor, r)) return false;
+    }
+    return true;
+  }
+
+  // The sum over the group of part rank() of `flat` (1-D, contiguous; `parts` its split),
+  // by a ring of point-to-point messages (through RingExchange).
+  at::Tensor RingReduceScatter(const std::string& what, const at::Tensor& flat,
+                               const ScatterParts& parts);
+  // Sums `flat` (1-D, contiguous, on the CPU) over the group in place, through shared
+  // memory. Precondition: ShmReachesAll(flat).
+  void ShmAllReduce(const std::string& what, const at::Tensor& flat);
+  // One step of a ring: posts the receive of `recv` from `left` and the send of `send` to
+  // `right` (each skipped when empty), through shared memory when `shm` (else on ring_),
+  // and waits for both.
+  void RingExchange(const std::string& what, bool shm, const at::Tensor& send, int right,
+                    const at::Tensor& recv, int left);
+
   void ThrowIfAborted(const std::string& what) {
     if (world_->abort().triggered()) {
       throw CommError(what + " aborted: " + world_->abort().reason(), true);
@@ -367,7 +389,11 @@ void C10dTransport::AllReduceSum(std::vector<at::Tensor>& tensors) {
     std::vector<at::Tensor> flat;
     for (size_t i : bucket) flat.push_back(tensors[i].reshape({-1}));
     std::vector<at::Tensor> buffer = {at::cat(flat)};
-    Run(what, buffer[0], [&](ProcessGroupBase& pg) { return pg.allreduce(buffer); });
+    if (ShmReachesAll(buffer[0])) {
+      ShmAllReduce(what, buffer[0]);
+    } else {
+      Run(what, buffer[0], [&](ProcessGroupBase& pg) { return pg.allreduce(buffer); });
+    }
     int64_t offset = 0;
     for (size_t i : bucket) {
       int64_t n = tensors[i].numel();
@@ -381,16 +407,22 @@ at::Tensor C10dTransport::ReduceScatterSum(const at::Tensor& input,
                                            const std::vector<int64_t>& counts) {
   const ScatterParts parts(ranks_, input, counts);
   const std::string what = NextCollective("reduce-scatter");
+  const at::Tensor flat = input.contiguous();
+  if (world_size() == 1) return flat.clone();
+  return RingReduceScatter(what, flat, parts);
+}
+
+at::Tensor C10dTransport::RingReduceScatter(const std::string& what, const at::Tensor& flat,
+                                            const ScatterParts& parts) {
   const int n = world_size();
   const int me = rank();
-  const at::Tensor flat = input.contiguous();
-  if (n == 1) return flat.clone();
-  if (ring_ == nullptr) ring_ = Connect(*world_, prefix_ + "/ring", ranks_);
-  // A ring (Gloo 1.13 has no reduce-scatter): in step k of n - 1, every rank sends one
-  // partial sum to its right neighbour and adds its own input to the one it receives from its
-  // left. Rank r starts with its input's part r - 1; the part it holds after step k holds the
-  // inputs of k + 1 ranks, and after step n - 1 it is part r, summed over all n. Each rank
-  // sends and receives n - 1 parts: about (n - 1) / n of one input. Empty parts are not sent.
+  const bool shm = ShmReachesAll(flat);
+  if (!shm && ring_ == nullptr) ring_ = Connect(*world_, prefix_ + "/ring", ranks_);
+  // A ring: in step k of n - 1, every rank sends one partial sum to its right neighbour and
+  // adds its own input to the one it receives from its left. Rank r starts with its input's
+  // part r - 1; the part it holds after step k holds the inputs of k + 1 ranks, and after
+  // step n - 1 it is part r, summed over all n. Each rank sends and receives n - 1 parts:
+  // about (n - 1) / n of one input. Empty parts are not sent.
   const int right = (me + 1) % n;
   const int left = (me + n - 1) % n;
   auto held_after = [&](int step) { return ((me - step - 1) % n + n) % n; };
@@ -400,25 +432,71 @@ at::Tensor C10dTransport::ReduceScatterSum(const at::Tensor& input,
     at::Tensor got = at::empty({parts.count(part)}, flat.options());
     const std::string at_step =
         what + " step " + std::to_string(step) + " of " + std::to_string(n - 1);
-    std::vector<at::Tensor> recv_buffer = {got};
-    std::vector<at::Tensor> send_buffer = {carry};
-    std::shared_ptr<Work> recv, send;
-    if (got.numel() > 0) {
-      recv = Post(
-          at_step + ": recv from rank " + std::to_string(ranks_.world_rank(left)), recv_buffer,
-          [&](ProcessGroupBase& pg) { return pg.recv(recv_buffer, left, 0); }, ring_);
-    }
-    if (carry.numel() > 0) {
-      send = Post(
-          at_step + ": send to rank " + std::to_string(ranks_.world_rank(right)), send_buffer,
-          [&](ProcessGroupBase& pg) { return pg.send(send_buffer, right, 0); }, ring_);
-    }
-    if (recv != nullptr) recv->Wait();
-    if (send != nullptr) send->Wait();
+    RingExchange(at_step, shm, carry, right, got, left);
     got.add_(parts.Of(flat, part));
     carry = got;
   }
   return carry;
+}
+
+void C10dTransport::ShmAllReduce(const std::string& what, const at::Tensor& flat) {
+  const int n = world_size();
+  const int me = rank();
+  if (n == 1) return;
+  // A ring reduce-scatter of n near-equal parts, then a ring all-gather of the sums: each
+  // rank sends and receives about 2 (n - 1) / n of the input.
+  std::vector<int64_t> counts(n, flat.numel() / n);
+  for (int r = 0; r < flat.numel() % n; ++r) ++counts[r];
+  const ScatterParts parts(ranks_, flat, counts);
+  parts.Of(flat, me).copy_(RingReduceScatter(what + " (reduce-scatter)", flat, parts));
+  // Step k: send the sum received last (first one's own), receive part me - k from the left.
+  const int right = (me + 1) % n;
+  const int left = (me + n - 1) % n;
+  for (int step = 1; step < n; ++step) {
+    const int part = ((me - step) % n + n) % n;
+    at::Tensor got = parts.Of(flat, part);
+    const std::string at_step =
+        what + " (all-gather) step " + std::to_string(step) + " of " + std::to_string(n - 1);
+    RingExchange(at_step, /*shm=*/true, parts.Of(flat, (part + 1) % n), right, got, left);
+  }
+}
+
+void C10dTransport::RingExchange(const std::string& what, bool shm, const at::Tensor& send,
+                                 int right, const at::Tensor& recv, int left) {
+  // Shared memory under a tag no Send or Recv can use (bit 31 set); else Gloo process groups
+  // of their own, whose tags cannot meet the caller's.
+  const std::uint64_t tag = shm_space_ | (std::uint64_t{1} << 31);
+  std::shared_ptr<Work> in, out;
+  const std::string from = what + ": recv from rank " + std::to_string(ranks_.world_rank(left));
+  const std::string to = what + ": send to rank " + std::to_string(ranks_.world_rank(right));
+  if (recv.numel() > 0) {
+    if (shm) {
+      ThrowIfAborted(from);
+      auto op = world_->shm()->Recv(recv.data_ptr(), recv.nbytes(), ranks_.world_rank(left), tag,
+                                    std::make_shared<at::Tensor>(recv));
+      in = std::make_shared<ShmWork>(world_, std::move(op), from);
+    } else {
+      std::vector<at::Tensor> buffer = {recv};
+      in = Post(
+          from, buffer, [&](ProcessGroupBase& pg) { return pg.recv(buffer, left, 0); }, ring_);
+    }
+  }
+  if (send.numel() > 0) {
+    if (shm) {
+      ThrowIfAborted(to);
+      auto data = std::make_shared<at::Tensor>(send.contiguous());
+      const void* bytes = data->data_ptr();
+      const std::size_t nbytes = data->nbytes();
+      auto op = world_->shm()->Send(bytes, nbytes, ranks_.world_rank(right), tag, std::move(data));
+      out = std::make_shared<ShmWork>(world_, std::move(op), to);
+    } else {
+      std::vector<at::Tensor> buffer = {send.contiguous()};
+      out = Post(
+          to, buffer, [&](ProcessGroupBase& pg) { return pg.send(buffer, right, 0); }, ring_);
+    }
+  }
+  if (in != nullptr) in->Wait();
+  if (out != nullptr) out->Wait();
 }
 
 std::vector<at::Tensor> C10dTransport::AllGather(const at::Tensor& local) {

@@ -178,15 +178,15 @@ CONVEYOR_WORKER(SharedMemory) {
   // even when they arrive before their receives are posted.
   std::unique_ptr<Transport> pair = t->NewGroup({1, 0});
   std::unique_ptr<Transport> other = t->NewGroup({0, 1});
+  std::vector<std::shared_ptr<Work>> sent;
   if (me == 0) {
-    auto in_world = t->Send(at::full({4}, 1.0), 1, 5);
-    auto in_pair = pair->Send(at::full({4}, 2.0), 0, 5);  // pair's rank 0 is world rank 1
-    auto in_other = other->Send(at::full({4}, 3.0), 1, 5);
+    sent.push_back(t->Send(at::full({4}, 1.0), 1, 5));
+    sent.push_back(pair->Send(at::full({4}, 2.0), 0, 5));  // pair's rank 0 is world rank 1
+    sent.push_back(other->Send(at::full({4}, 3.0), 1, 5));
     if (!gloo) {
-      EXPECT_TRUE(in_pair->IsCompleted());
-      EXPECT_TRUE(in_other->IsCompleted());
+      EXPECT_TRUE(sent[1]->IsCompleted());
+      EXPECT_TRUE(sent[2]->IsCompleted());
     }
-    in_world->Wait(), in_pair->Wait(), in_other->Wait();
   }
   t->Barrier();
   if (me == 1) {
@@ -197,6 +197,20 @@ CONVEYOR_WORKER(SharedMemory) {
     EXPECT_EQ(a[3].item<float>(), 1.0f);
     EXPECT_EQ(b[3].item<float>(), 2.0f);
     EXPECT_EQ(c[3].item<float>(), 3.0f);
+  }
+  for (const std::shared_ptr<Work>& send : sent) send->Wait();
+  // All-reduces through shared memory (a ring over the three ranks): fewer elements than
+  // ranks (an empty part), and more bytes than a ring holds; every rank gets the same sums.
+  std::vector<at::Tensor> sums = {at::full({2}, me + 1.0), at::full({big + 1}, me + 0.25),
+                                  at::full({3}, int64_t{me}, at::kLong)};
+  t->AllReduceSum(sums);
+  EXPECT_TRUE(sums[0].equal(at::full({2}, 6.0)));
+  EXPECT_TRUE(sums[1].equal(at::full({big + 1}, 3.75)));
+  EXPECT_TRUE(sums[2].equal(at::full({3}, int64_t{3}, at::kLong)));
+  if (me < 2) {
+    std::vector<at::Tensor> in_pair = {at::arange(7, at::kFloat) * (me + 1)};
+    pair->AllReduceSum(in_pair);
+    EXPECT_TRUE(in_pair[0].equal(at::arange(7, at::kFloat) * 3));
   }
   std::vector<at::Tensor> one = {at::ones({1})};
   t->AllReduceSum(one);

@@ -7,7 +7,7 @@
 
 namespace conveyor {
 
-Link LocalCpuLink() { return Link{800e-6, 0.7e9}; }
+Link LocalCpuLink() { return Link{kLocalHopSeconds, 0.7e9}; }
 
 int MeshNetwork::node_of(int rank) const { return ranks_per_node > 0 ? rank / ranks_per_node : 0; }
 

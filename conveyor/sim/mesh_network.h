@@ -22,13 +22,14 @@ struct Link {
   bool operator==(const Link&) const = default;
 };
 
-// The link of collectives between ranks sharing one CPU over Gloo: a ring step costs about
-// 0.8 ms there (tensor-parallel all-reduces of 2 and 4 ranks on 2 cores, docs/BENCHMARKS.md,
-// "The auto-planner's predictions against measured runs"), and moves about 0.7 GB a second
-// (two ranks' data-parallel all-reduce of 6.6 MB in two buckets: 12 ms). Their pipeline hops
-// go over shared memory: kLocalHopSeconds.
-Link LocalCpuLink();
+// The pipeline hop between ranks sharing one CPU, over shared memory (20 to 40 us measured on
+// 2 cores with 4 ranks busy; more while the cores are full).
 inline constexpr double kLocalHopSeconds = 50e-6;
+// The link of their collectives, rings of shared-memory messages (c10d_transport.h): a ring
+// step costs a hop, and the data moves at about 0.7 GB a second (the copies into and out of
+// the rings and the sums: two ranks' data-parallel all-reduce of 6.6 MB in two buckets took
+// 12 to 15 ms, over Gloo too).
+Link LocalCpuLink();
 
 struct MeshNetwork {
   // Defaults: within a node, NVLink-class (5 us, 150 GB/s of all-reduce bus bandwidth);
