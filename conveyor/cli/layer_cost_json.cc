@@ -11,13 +11,13 @@ namespace {
 constexpr char kFormat[] = "conveyor layer costs 3";
 constexpr const char* kKinds[] = {"embedding", "block", "block_selective", "head"};
 constexpr double LayerSample::*kFields[] = {
-    &LayerSample::forward_s,   &LayerSample::input_s,          &LayerSample::weight_s,
-    &LayerSample::backward_s,  &LayerSample::activation_bytes, &LayerSample::backward_bytes,
-    &LayerSample::weight_bytes};
-constexpr const char* kFieldNames[] = {"forward_s",   "input_s",          "weight_s",
-                                       "backward_s",  "activation_bytes", "backward_bytes",
-                                       "weight_bytes"};
-constexpr int kNumFields = 7;
+    &LayerSample::forward_s,    &LayerSample::input_s,          &LayerSample::weight_s,
+    &LayerSample::backward_s,   &LayerSample::activation_bytes, &LayerSample::backward_bytes,
+    &LayerSample::weight_bytes, &LayerSample::forward_bytes,    &LayerSample::infer_bytes};
+constexpr const char* kFieldNames[] = {"forward_s",    "input_s",          "weight_s",
+                                       "backward_s",   "activation_bytes", "backward_bytes",
+                                       "weight_bytes", "forward_bytes",    "infer_bytes"};
+constexpr int kNumFields = 9;
 
 MeasuredLayer LayerCostTable::*KindField(int k) {
   constexpr MeasuredLayer LayerCostTable::*kFieldsOf[] = {
@@ -46,6 +46,7 @@ nlohmann::json LayerCostTableJson(const LayerCostTable& t, const std::string& de
                         {"threads", t.threads},
                         {"element_bytes", t.element_bytes},
                         {"optimizer_s_per_param", t.optimizer_s},
+                        {"optimizer_bytes_per_param", t.optimizer_bytes},
                         {"cores", t.cores},
                         {"capacity", t.capacity},
                         {"capacity_ranks", t.capacity_ranks},
@@ -91,6 +92,7 @@ LayerCostTable ReadLayerCostTable(const std::string& path) {
   t.threads = static_cast<int>(Number(j, "threads", where));
   t.element_bytes = Number(j, "element_bytes", where);
   t.optimizer_s = Number(j, "optimizer_s_per_param", where);
+  t.optimizer_bytes = Number(j, "optimizer_bytes_per_param", where);
   t.cores = static_cast<int>(Number(j, "cores", where));
   t.capacity = Number(j, "capacity", where);
   t.capacity_ranks = static_cast<int>(Number(j, "capacity_ranks", where));

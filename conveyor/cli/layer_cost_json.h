@@ -2,14 +2,16 @@
 // LayerCostTable (sim/auto_planner.h) as JSON.
 //
 //   {"format": "conveyor layer costs 3", "describe": "...", "device": "cpu", "threads": 1,
-//    "element_bytes": 4, "optimizer_s_per_param": s, "cores": 2, "capacity": 1.3,
+//    "element_bytes": 4, "optimizer_s_per_param": s,
+//    "optimizer_bytes_per_param": b, "cores": 2, "capacity": 1.3,
 //    "capacity_ranks": 4, "calibration": [1.1, 1.0, 1.0],
 //    "sequences": [1, 4, 16],
 //    "model": {"layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "seq_len",
 //              "gated_mlp"},
 //    "embedding" | "block" | "block_selective" | "head":
 //      {"params": P, "at": [{"forward_s", "input_s", "weight_s", "backward_s",
-//                             "activation_bytes", "backward_bytes", "weight_bytes"} a size]}}
+//                             "activation_bytes", "backward_bytes", "weight_bytes",
+//                             "forward_bytes", "infer_bytes"} a size]}}
 #ifndef CONVEYOR_CLI_LAYER_COST_JSON_H_
 #define CONVEYOR_CLI_LAYER_COST_JSON_H_
 

@@ -62,7 +62,7 @@ void AddProfileCommand(CLI::App& app) {
                                          static_cast<long long>(config.seq_len), table.threads);
     text +=
         "layer            sequences  forward ms  input ms  weight ms  backward ms  activations MiB"
-        "  backward MiB  for W MiB\n";
+        "  backward MiB  for W MiB  forward MiB  no-grad MiB\n";
     const std::array<std::pair<const char*, const MeasuredLayer*>, 4> kinds = {
         {{"embedding", &table.embedding},
          {"block", &table.block},
@@ -71,11 +71,12 @@ void AddProfileCommand(CLI::App& app) {
     for (const auto& [name, layer] : kinds) {
       for (size_t k = 0; k < table.sequences.size(); ++k) {
         const LayerSample& s = layer->at[k];
-        text +=
-            Printf("%-16s %9lld %11.3f %9.3f %10.3f %12.3f %16.2f %13.2f %10.2f\n", name,
-                   static_cast<long long>(table.sequences[k]), 1e3 * s.forward_s, 1e3 * s.input_s,
-                   1e3 * s.weight_s, 1e3 * s.backward_s, s.activation_bytes / (1 << 20),
-                   s.backward_bytes / (1 << 20), s.weight_bytes / (1 << 20));
+        text += Printf(
+            "%-16s %9lld %11.3f %9.3f %10.3f %12.3f %16.2f %13.2f %10.2f %12.2f %12.2f\n", name,
+            static_cast<long long>(table.sequences[k]), 1e3 * s.forward_s, 1e3 * s.input_s,
+            1e3 * s.weight_s, 1e3 * s.backward_s, s.activation_bytes / (1 << 20),
+            s.backward_bytes / (1 << 20), s.weight_bytes / (1 << 20), s.forward_bytes / (1 << 20),
+            s.infer_bytes / (1 << 20));
       }
     }
     std::fputs((text + "written to " + flags->out + "\n").c_str(), stdout);

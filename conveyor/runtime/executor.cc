@@ -109,7 +109,7 @@ void Executor::RunForward(const Action& a, const MicroBatch& mb) {
   EndRun(a, start);
   const int next = layout.next_stage(s);
   if (next < 0) {
-    if (inference_) last_outputs_[mb.index] = output;
+    if (inference_ && keep_outputs_) last_outputs_[mb.index] = output;
     return;
   }
   if (layout.rank_of(next) == rank_) {
@@ -280,8 +280,10 @@ double Executor::RunStep(const std::vector<MicroBatch>& microbatches) {
   return loss;
 }
 
-Executor::Inference Executor::RunInference(const std::vector<MicroBatch>& microbatches) {
+Executor::Inference Executor::RunInference(const std::vector<MicroBatch>& microbatches,
+                                           bool keep_outputs) {
   inference_ = true;
+  keep_outputs_ = keep_outputs;
   last_outputs_.clear();
   Execute(microbatches);
   inference_ = false;

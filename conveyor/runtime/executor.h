@@ -92,13 +92,14 @@ class Executor {
   double RunStep(const std::vector<MicroBatch>& microbatches);
 
   // Runs a forward-only program (BuildForwardOnly) without autograd: evaluation and
-  // generation. `outputs` gets, per micro-batch index, the output of this rank's last
-  // stage (logits), if it has one.
+  // generation. With `keep_outputs`, `outputs` gets, per micro-batch index, the output of
+  // this rank's last stage (logits), if it has one; else each is dropped once its loss is
+  // taken (a micro-batch's logits at a time, not all of them).
   struct Inference {
     double loss = 0;
     std::map<int, at::Tensor> outputs;
   };
-  Inference RunInference(const std::vector<MicroBatch>& microbatches);
+  Inference RunInference(const std::vector<MicroBatch>& microbatches, bool keep_outputs = true);
 
   // Null (the default) turns the hook off.
   void set_hook(SpanHook hook) { hook_ = std::move(hook); }
@@ -171,6 +172,7 @@ class Executor {
   std::vector<std::pair<std::shared_ptr<Work>, Action>> sends_;
   StepStats stats_;
   bool inference_ = false;                  // running RunInference
+  bool keep_outputs_ = true;                // RunInference's keep_outputs
   std::map<int, at::Tensor> last_outputs_;  // inference: last stages' outputs by micro-batch
 };
 

@@ -59,7 +59,8 @@ LayerSample LayerCostTable::At(const MeasuredLayer& layer, double n) const {
   return {line(&LayerSample::forward_s),      line(&LayerSample::input_s),
           line(&LayerSample::weight_s),       line(&LayerSample::activation_bytes),
           line(&LayerSample::backward_bytes), line(&LayerSample::backward_s),
-          line(&LayerSample::weight_bytes)};
+          line(&LayerSample::weight_bytes),   line(&LayerSample::forward_bytes),
+          line(&LayerSample::infer_bytes)};
 }
 
 namespace {
@@ -82,7 +83,8 @@ struct LayerCosts {
 
 LayerSample Scaled(LayerSample s, double by) {
   s.forward_s *= by, s.input_s *= by, s.weight_s *= by, s.backward_s *= by;
-  s.activation_bytes *= by, s.backward_bytes *= by, s.weight_bytes *= by;
+  s.activation_bytes *= by, s.backward_bytes *= by, s.weight_bytes *= by, s.forward_bytes *= by;
+  s.infer_bytes *= by;
   return s;
 }
 
@@ -106,7 +108,9 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::strin
                s.activation_bytes,
                s.backward_bytes,
                std::max(s.backward_s, block.backward_s),
-               s.weight_bytes};
+               s.weight_bytes,
+               s.forward_bytes,
+               s.infer_bytes};
     }
     // Of a block's activations, 10 of 34 parts (the norms' and residuals' (b, T, C)) stay
     // whole under TP, 24 are split (Korthikanti et al.); of what W needs (the linear
@@ -121,8 +125,10 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::strin
     const double held = bt * c * (10 + 24.0 / tp);
     // W's share: the four linear layers' inputs (2 + 2 + 2 + 8) and output gradients
     // (6 + 2 + 8 + 2), in bf16 per token and C, split as above.
-    block = {f, f, f, held, held, 2 * f, bt * c * (8 + 24.0 / tp)};
-    head = {h, h, h, bt * v * 4, bt * v * 4, 2 * h, bt * v * 4};
+    // Without autograd, a block holds at most its MLP's (b, T, 4C) twice; the head its logits
+    // and their softmax.
+    block = {f, f, f, held, held, 2 * f, bt * c * (8 + 24.0 / tp), 0, bt * c * 16 / tp};
+    head = {h, h, h, bt * v * 4, bt * v * 4, 2 * h, bt * v * 4, 0, 2 * bt * v * 4};
   }
   LayerCosts costs;
   const double input = bt * c * element_bytes;
@@ -138,38 +144,52 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::strin
   return costs;
 }
 
-// The most activation memory each rank holds, following its actions. F of stage s keeps
-// held[s] (its activations; its input under full recomputation); a backward (B or I) needs
-// backward_peak[s] more while it runs and, under full recomputation, the stage's whole[s]
-// recomputed; I frees what it kept except what W needs (for_w[s]: the linear layers' inputs,
-// kept or recomputed, and their output gradients), which W frees.
-std::vector<double> HeldActivations(const Program& program, const std::vector<double>& held,
-                                    const std::vector<double>& whole,
-                                    const std::vector<double>& backward_peak,
-                                    const std::vector<double>& for_w, bool full) {
+// One stage's activation memory for one micro-batch.
+struct StageBytes {
+  double held = 0;           // kept from F to its backward (its input under full recomputation)
+  double whole = 0;          // its layers' activations
+  double forward_peak = 0;   // more while F runs: its largest transient (under full
+                             // recomputation, of a forward that keeps nothing)
+  double backward_peak = 0;  // more while a backward runs: its workspace, the next input
+  double for_w = 0;          // what W needs (the linear layers' inputs and output gradients)
+  double eval = 0;           // an evaluation's forward, keeping nothing: its input and its
+                             // largest layer's infer_bytes
+};
+
+// The most activation memory each rank holds, following its actions. F of stage s needs
+// forward_peak more while it runs and keeps held; a backward (B or I) needs backward_peak
+// more while it runs and, under full recomputation, the stage's whole recomputed; I frees
+// what it kept except for_w (kept or recomputed), which W frees. An evaluation's forward of
+// one of its stages needs that stage's eval, with nothing else held.
+std::vector<double> HeldActivations(const Program& program, const std::vector<StageBytes>& bytes,
+                                    bool full) {
   std::vector<double> peaks;
   for (const std::vector<Action>& actions : program.ranks) {
     double now = 0, peak = 0;
     auto apply = [&](Op op, int s) {
+      const StageBytes& b = bytes[s];
       switch (op) {
         case Op::kForward:
-          now += held[s];
-          peak = std::max(peak, now);
+          peak = std::max(peak, now + b.held + b.forward_peak);
+          now += b.held;
           break;
         case Op::kBackward:
         case Op::kBackwardInput:
-          peak = std::max(peak, now + backward_peak[s] + (full ? whole[s] : 0));
-          now -= held[s];
-          if (op == Op::kBackwardInput) now += for_w[s];
+          peak = std::max(peak, now + b.backward_peak + (full ? b.whole : 0));
+          now -= b.held;
+          if (op == Op::kBackwardInput) now += b.for_w;
           break;
         case Op::kBackwardWeight:
-          now -= for_w[s];
+          now -= b.for_w;
           break;
         default:
           break;
       }
     };
     ForEachHalf(actions, apply);
+    for (int s : program.layout.stages_of(static_cast<int>(peaks.size()))) {
+      peak = std::max(peak, bytes[s].eval);
+    }
     peaks.push_back(peak);
   }
   return peaks;
@@ -248,6 +268,8 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
   }
 
   const double tokens_per_step = static_cast<double>(r.global_batch) * m.seq_len;
+  // A fused optimizer (FLOP counts: GPUs) allocates nothing beside its state.
+  const double optimizer_bytes_per_param = r.measured ? r.measured->optimizer_bytes : 0;
   const Link slowest = per_node < r.world ? r.network.inter : r.network.intra;
   const double step_collectives_s =
       r.step_collectives * RingAllReduceTime(r.world, 8.0 * r.world, slowest);
@@ -289,6 +311,9 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
             ++plan.layouts;
             const int64_t b = per_replica / mbs;
             const int stages = layout.num_stages();
+            // The held-out evaluation (train/evaluate.h) splits a whole batch into as many
+            // micro-batches as training, dp times its size, and keeps no activations.
+            const LayerCosts eval = CostsOf(r, tp, b * dp, "none");
             for (const std::string& recompute : recomputes) {
               const LayerCosts costs = CostsOf(r, tp, b, recompute);
               std::vector<LayerRange>& split = splits[{parts, tp, r.measured ? b : 0, recompute}];
@@ -300,8 +325,8 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
                 split = Partition(work, parts);
               }
               // Per stage: its layers' parameters, compute and activations.
-              std::vector<double> params(stages), held_per_mb(stages), whole(stages),
-                  backward_peak(stages), for_w(stages);
+              std::vector<double> params(stages);
+              std::vector<StageBytes> bytes(stages);
               CostModel cost_model;
               int64_t most_blocks = 0;
               for (int s = 0; s < stages; ++s) {
@@ -310,23 +335,30 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
                 for (int l = range.begin; l < range.end; ++l) {
                   const LayerSample& layer = costs.layers[l];
                   params[s] += costs.params[l];
-                  whole[s] += layer.activation_bytes;
-                  for_w[s] += layer.weight_bytes;
-                  backward_peak[s] = std::max(backward_peak[s], layer.backward_bytes);
+                  bytes[s].whole += layer.activation_bytes;
+                  bytes[s].for_w += layer.weight_bytes;
+                  bytes[s].forward_peak =
+                      std::max(bytes[s].forward_peak,
+                               recompute == "full" ? layer.infer_bytes : layer.forward_bytes);
+                  bytes[s].backward_peak = std::max(bytes[s].backward_peak, layer.backward_bytes);
                   stage.f += layer.forward_s, stage.i += layer.input_s, stage.w += layer.weight_s;
                   stage.b += layer.backward_s;
                 }
-                held_per_mb[s] = recompute == "full" ? costs.input_bytes[range.begin] : whole[s];
+                bytes[s].held =
+                    recompute == "full" ? costs.input_bytes[range.begin] : bytes[s].whole;
+                for (int l = range.begin; l < range.end; ++l) {
+                  bytes[s].eval = std::max(
+                      bytes[s].eval, eval.input_bytes[range.begin] + eval.layers[l].infer_bytes);
+                }
                 // The next micro-batch's input arrives while a backward runs.
-                backward_peak[s] += costs.input_bytes.back();
+                bytes[s].backward_peak += costs.input_bytes.back();
                 cost_model.stages.push_back(stage);
                 most_blocks = std::max<int64_t>(
                     most_blocks,
                     std::min(range.end, static_cast<int>(m.layers) + 1) - std::max(range.begin, 1));
               }
               // Memory: the fullest rank, with the first ZeRO stage that fits.
-              std::vector<double> held = HeldActivations(*program, held_per_mb, whole,
-                                                         backward_peak, for_w, recompute == "full");
+              std::vector<double> held = HeldActivations(*program, bytes, recompute == "full");
               std::vector<double> rank_params(layout.num_ranks());
               for (int s = 0; s < stages; ++s) rank_params[layout.rank_of(s)] += params[s];
               // After the backward, the activations gone: with dp > 1 the reducer's flat bucket;
@@ -349,11 +381,14 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
                 if (z == 1 && dp == 1) break;
                 const double bytes_per_param =
                     z == 0 ? r.bytes_per_param : r.bytes_per_param / 2 * (1 + 1.0 / dp);
-                std::vector<double> rank_bytes(held);
-                for (int s = 0; s < stages; ++s) {
-                  rank_bytes[layout.rank_of(s)] += params[s] * bytes_per_param;
+                // The activations' peak, or the optimizer's step (its temporaries, for the
+                // rank's shard of the parameters under ZeRO-1), beside the state.
+                const double optimizer_bytes = optimizer_bytes_per_param / (z == 1 ? dp : 1);
+                peak = 0;
+                for (size_t k = 0; k < held.size(); ++k) {
+                  peak = std::max(peak, rank_params[k] * bytes_per_param +
+                                            std::max(held[k], rank_params[k] * optimizer_bytes));
                 }
-                peak = *std::max_element(rank_bytes.begin(), rank_bytes.end());
                 if (peak <= r.memory_per_rank) {
                   zero = z;
                   break;

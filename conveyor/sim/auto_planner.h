@@ -92,6 +92,9 @@ struct LayerSample {
   double backward_s = 0;        // the whole backward at once (B); 0: input_s + weight_s
   double weight_bytes = 0;      // of activation_bytes and the output's gradient, what W needs
                                 // (held from I until W)
+  double forward_bytes = 0;     // allocated at most while its forward runs, beyond what it keeps
+  double infer_bytes = 0;       // allocated at most by a forward that keeps nothing (no
+                                // autograd: full recomputation's first forward, evaluation)
 };
 
 // A layer kind as `conveyor profile` measured it: its parameters and its costs at each of
@@ -106,10 +109,11 @@ struct LayerCostTable {
   TransformerSpec model;           // what was timed (seq_len: the sequences' tokens)
   std::vector<int64_t> sequences;  // the micro-batch sizes timed: two or more, ascending
   MeasuredLayer embedding, block, block_selective, head;
-  int threads = 1;           // intra-op threads of the timing
-  std::string device;        // "cpu"
-  double element_bytes = 4;  // of an activation (fp32 on the CPU)
-  double optimizer_s = 0;    // AdamW's step, seconds a parameter
+  int threads = 1;             // intra-op threads of the timing
+  std::string device;          // "cpu"
+  double element_bytes = 4;    // of an activation (fp32 on the CPU)
+  double optimizer_s = 0;      // AdamW's step, seconds a parameter
+  double optimizer_bytes = 0;  // what AdamW's step allocates beyond its state, bytes a parameter
   // The machine's cores, and how many lone ranks' worth of work they do with every core
   // busy (measured: a block timed on all cores at once against alone; below `cores` where
   // cores are hyperthreads or share caches).

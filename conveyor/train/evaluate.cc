@@ -35,7 +35,8 @@ std::vector<double> RunOnReplicas(
     if (static_cast<int>(i % mesh.dp()) != coords.dp) continue;
     const std::vector<MicroBatch> split =
         SplitBatch(ToDevice(batch, model.device()), mbs, loss_denominator);
-    const Executor::Inference result = forward.Run(split);
+    // The logits only where `extra` reads them: a micro-batch's at a time otherwise.
+    const Executor::Inference result = forward.Run(split, /*keep_outputs=*/extra != nullptr);
     loss += result.loss;
     if (extra) more += extra(result, split);
     if (progress) progress(static_cast<int64_t>(i) + 1, static_cast<int64_t>(batches.size()));

@@ -28,7 +28,7 @@ Layout SameLayoutWith(const Layout& layout, int microbatches) {
 
 ForwardPipeline::ForwardPipeline(PipelineModel& model) : model_(model) {}
 
-Executor::Inference ForwardPipeline::Run(const std::vector<MicroBatch>& mbs) {
+Executor::Inference ForwardPipeline::Run(const std::vector<MicroBatch>& mbs, bool keep_outputs) {
   const int m = static_cast<int>(mbs.size());
   auto it = built_.find(m);
   if (it == built_.end()) {
@@ -40,7 +40,7 @@ Executor::Inference ForwardPipeline::Run(const std::vector<MicroBatch>& mbs) {
         it->second.program, model_.pipeline_rank(), model_.pipeline_group(), stages,
         at::TensorOptions().dtype(model_.message_dtype()).device(model_.device()));
   }
-  return it->second.executor->RunInference(mbs);
+  return it->second.executor->RunInference(mbs, keep_outputs);
 }
 
 }  // namespace conveyor

@@ -27,10 +27,11 @@ class ForwardPipeline {
   explicit ForwardPipeline(PipelineModel& model);
 
   // Runs `mbs` (indices 0 .. size - 1) through the forward-only program for their count: the
-  // summed loss of this rank's last stages, and their outputs by micro-batch index.
+  // summed loss of this rank's last stages, and with `keep_outputs` their outputs by
+  // micro-batch index (Executor::RunInference).
   // Collective: every rank runs the same count of micro-batches of the same shapes, in the
   // same order.
-  Executor::Inference Run(const std::vector<MicroBatch>& mbs);
+  Executor::Inference Run(const std::vector<MicroBatch>& mbs, bool keep_outputs = true);
 
   PipelineModel& model() const { return model_; }
   // How many micro-batch counts have had their program and executor built.

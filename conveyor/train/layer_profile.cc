@@ -45,6 +45,7 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
   for (int round = 0; round <= rounds; ++round) {
     const at::Tensor in = takes_grad ? x.detach().requires_grad_(true) : x;
     const int64_t held_before = MemoryTracker::current_bytes();
+    MemoryTracker::ResetPeak();
     auto start = std::chrono::steady_clock::now();
     at::Tensor y, loss;
     {
@@ -54,6 +55,8 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
     }
     const double forward = Since(start);
     const double held = static_cast<double>(MemoryTracker::current_bytes() - held_before);
+    const double forward_peak =
+        static_cast<double>(MemoryTracker::peak_bytes() - MemoryTracker::current_bytes());
     MemoryTracker::ResetPeak();
     const int64_t before_backward = MemoryTracker::current_bytes();
     store.SetDeferring(round, true);
@@ -82,6 +85,15 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
     sample.activation_bytes = std::max(sample.activation_bytes, held);
     sample.backward_bytes = std::max(sample.backward_bytes, backward);
     sample.weight_bytes = std::max(sample.weight_bytes, for_weight);
+    sample.forward_bytes = std::max(sample.forward_bytes, forward_peak);
+    {  // A forward that keeps nothing (no autograd).
+      at::NoGradGuard no_grad;
+      const int64_t before = MemoryTracker::current_bytes();
+      MemoryTracker::ResetPeak();
+      loss_of(layer->Forward(in, mb));
+      sample.infer_bytes =
+          std::max(sample.infer_bytes, static_cast<double>(MemoryTracker::peak_bytes() - before));
+    }
   }
   sample.forward_s = Median(forwards);
   sample.input_s = Median(inputs);
@@ -148,7 +160,13 @@ double ChainSeconds(const ModelTask& model, const at::Tensor& tokens, const Micr
 }
 
 // AdamW's step, seconds a parameter, on a block's parameters with gradients.
-double OptimizerSeconds(const ModelTask& model, int index) {
+// AdamW's step on layer `index`'s parameters, per parameter: the fastest of 5 (after the
+// one that allocates the moments), and the most it allocates beyond the state it keeps.
+struct OptimizerCost {
+  double seconds = 0;
+  double bytes = 0;
+};
+OptimizerCost TimeOptimizer(const ModelTask& model, int index) {
   const std::shared_ptr<Layer> layer = model.BuildLayers({}, {index, index + 1}).at(0);
   const NamedTensors params = layer->NamedParameters();
   double count = 0;
@@ -159,12 +177,16 @@ double OptimizerSeconds(const ModelTask& model, int index) {
   AdamW adamw(AdamWOptions{});
   adamw.Step(params, 1e-3, 1);  // the moments allocated
   double best = std::numeric_limits<double>::infinity();
+  double most = 0;
   for (int round = 0; round < 5; ++round) {
+    const int64_t before = MemoryTracker::current_bytes();
+    MemoryTracker::ResetPeak();
     const auto start = std::chrono::steady_clock::now();
     adamw.Step(params, 1e-3, round + 2);
     best = std::min(best, Since(start));
+    most = std::max(most, static_cast<double>(MemoryTracker::peak_bytes() - before));
   }
-  return best / std::max(count, 1.0);
+  return {best / std::max(count, 1.0), most / std::max(count, 1.0)};
 }
 
 }  // namespace
@@ -249,7 +271,9 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
       sample.backward_s *= factor;
     }
   }
-  table.optimizer_s = OptimizerSeconds(*plain, 1);
+  const OptimizerCost optimizer = TimeOptimizer(*plain, 1);
+  table.optimizer_s = optimizer.seconds;
+  table.optimizer_bytes = optimizer.bytes;
   return table;
 }
 
