@@ -386,14 +386,19 @@ void C10dTransport::AllReduceSum(std::vector<at::Tensor>& tensors) {
   }
   std::string what = NextCollective("all-reduce");
   for (const std::vector<size_t>& bucket : buckets) {
+    // A lone contiguous tensor (the data-parallel reducer's flat bucket) is reduced in place:
+    // no copy of it, in memory or time.
+    const at::Tensor& first = tensors[bucket[0]];
+    const bool in_place = bucket.size() == 1 && first.is_contiguous();
     std::vector<at::Tensor> flat;
     for (size_t i : bucket) flat.push_back(tensors[i].reshape({-1}));
-    std::vector<at::Tensor> buffer = {at::cat(flat)};
+    std::vector<at::Tensor> buffer = {in_place ? first.view({-1}) : at::cat(flat)};
     if (ShmReachesAll(buffer[0])) {
       ShmAllReduce(what, buffer[0]);
     } else {
       Run(what, buffer[0], [&](ProcessGroupBase& pg) { return pg.allreduce(buffer); });
     }
+    if (in_place) continue;
     int64_t offset = 0;
     for (size_t i : bucket) {
       int64_t n = tensors[i].numel();

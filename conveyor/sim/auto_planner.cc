@@ -361,13 +361,15 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
               std::vector<double> held = HeldActivations(*program, bytes, recompute == "full");
               std::vector<double> rank_params(layout.num_ranks());
               for (int s = 0; s < stages; ++s) rank_params[layout.rank_of(s)] += params[s];
-              // After the backward, the activations gone: with dp > 1 the reducer's flat bucket;
-              // with copies of the parts (DualPipe), the sum of their gradients (flat, the
+              // After the backward, the activations gone: with dp > 1 the reducer's flat bucket
+              // and the ring's parts in flight (one of 1 / dp of it at dp 2, two beyond); with
+              // copies of the parts (DualPipe), the sum of their gradients (flat, the
               // transport's buffer, copied back: three times the rank's).
+              const double in_flight = 1 + std::min(2, dp - 1) / static_cast<double>(dp);
               for (int s = 0; s < stages; ++s) {
                 if (dp > 1) {
                   double& bytes = held[layout.rank_of(s)];
-                  bytes = std::max(bytes, std::min(params[s] * 4, bucket_bytes));
+                  bytes = std::max(bytes, std::min(params[s] * 4, bucket_bytes) * in_flight);
                 }
               }
               if (stages > parts) {

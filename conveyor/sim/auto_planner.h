@@ -37,14 +37,18 @@
 // (16: fp32 weights and gradients, two fp32 moments; ZeRO-1 shards the moments over dp:
 // 8 + 8 / dp), over tp; the activations in flight, followed through the rank's actions
 // (measured ones under TP: 24 of a block's 34 parts split, the rest whole, after Korthikanti
-// et al.); during a backward, its workspace: the most that stage's layers allocate while
-// their backward runs (measured; from FLOP counts, their activations again) and the next
-// micro-batch's input. After a stage's backward, its activations gone, come with dp > 1
-// the reducer's flat copy of one bucket of gradients (at most kReducerBucketBytes), and
-// with copies of each part (DualPipe) the sum of their gradients (flat, the transport's
-// buffer, copied back: three times the rank's gradients, as measured): the rank holds the
-// larger of those and its activations. A
-// candidate over the limit is never simulated.
+// et al.); during a forward, its transients (under full recomputation, those of a forward
+// without autograd); during a backward, its workspace: the most that stage's layers
+// allocate while their backward runs (measured; from FLOP counts, their activations again)
+// and the next micro-batch's input. After a stage's backward, its activations gone, come
+// with dp > 1 the reducer's flat copy of one bucket of gradients (at most
+// kReducerBucketBytes) and the ring's parts of it in flight, and with copies of each part
+// (DualPipe) the sum of their gradients (flat, the transport's buffer, copied back: three
+// times the rank's gradients, as measured): the rank holds the larger of those and its
+// activations; so it does of AdamW's temporaries (measured; none from FLOP counts: a fused
+// optimizer) and of the held-out evaluation's forward (a whole batch a replica in as many
+// micro-batches as training, keeping no activations). A candidate over the limit is never
+// simulated.
 //
 // Not modelled: sequence and context parallelism.
 //
