@@ -311,9 +311,6 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
             ++plan.layouts;
             const int64_t b = per_replica / mbs;
             const int stages = layout.num_stages();
-            // The held-out evaluation (train/evaluate.h) splits a whole batch into as many
-            // micro-batches as training, dp times its size, and keeps no activations.
-            const LayerCosts eval = CostsOf(r, tp, b * dp, "none");
             for (const std::string& recompute : recomputes) {
               const LayerCosts costs = CostsOf(r, tp, b, recompute);
               std::vector<LayerRange>& split = splits[{parts, tp, r.measured ? b : 0, recompute}];
@@ -348,7 +345,7 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
                     recompute == "full" ? costs.input_bytes[range.begin] : bytes[s].whole;
                 for (int l = range.begin; l < range.end; ++l) {
                   bytes[s].eval = std::max(
-                      bytes[s].eval, eval.input_bytes[range.begin] + eval.layers[l].infer_bytes);
+                      bytes[s].eval, costs.input_bytes[range.begin] + costs.layers[l].infer_bytes);
                 }
                 // The next micro-batch's input arrives while a backward runs.
                 bytes[s].backward_peak += costs.input_bytes.back();

@@ -46,9 +46,8 @@
 // (DualPipe) the sum of their gradients (flat, the transport's buffer, copied back: three
 // times the rank's gradients, as measured): the rank holds the larger of those and its
 // activations; so it does of AdamW's temporaries (measured; none from FLOP counts: a fused
-// optimizer) and of the held-out evaluation's forward (a whole batch a replica in as many
-// micro-batches as training, keeping no activations). A candidate over the limit is never
-// simulated.
+// optimizer) and of the held-out evaluation's forward (training's micro-batches, keeping no
+// activations). A candidate over the limit is never simulated.
 //
 // Not modelled: sequence and context parallelism.
 //

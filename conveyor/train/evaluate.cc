@@ -15,7 +15,8 @@ namespace conveyor {
 namespace {
 
 // Runs `batches` through `forward`, batch i on replica i % dp (every rank of a replica runs
-// it: TP layers are collective), each split into min(microbatches, samples) micro-batches of
+// it: TP layers are collective), each split into min(microbatches x dp, samples)
+// micro-batches (training's size: a replica runs a whole batch, not its share of one) of
 // `loss_denominator` (0: the batch's own count of targets); calls `visit` with each result
 // this rank computed and its micro-batches, and returns the sum of the world's losses (TP
 // rank 0's count: a pipeline's TP ranks hold the same ones) with that of `extra`.
@@ -29,7 +30,8 @@ std::vector<double> RunOnReplicas(
   double loss = 0, more = 0;
   for (size_t i = 0; i < batches.size(); ++i) {
     const Batch& batch = batches[i];
-    const int mbs = std::min<int>(model.config().microbatches, batch.inputs.size(0));
+    const int mbs = static_cast<int>(
+        std::min<int64_t>(int64_t{model.config().microbatches} * mesh.dp(), batch.inputs.size(0)));
     CONVEYOR_CHECK(model.program().layout.directions() == 1 || mbs >= 2)
         << "evaluation batches need at least 2 samples for two pipeline directions";
     if (static_cast<int>(i % mesh.dp()) != coords.dp) continue;

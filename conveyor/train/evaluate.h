@@ -19,7 +19,7 @@ struct EvalMetrics {
   int64_t batches = 0;   // evaluated; 0 when there is no held-out data (loss 0 then)
 };
 
-// Runs every evaluation batch of `task` (each split into min(microbatches, samples)
+// Runs every evaluation batch of `task` (each split into min(microbatches x dp, samples)
 // micro-batches) through `forward`, the batches shared across the data-parallel
 // replicas (replica d runs batches d, d + dp, ...; every rank of a replica runs them), their
 // losses and counts then summed over the world: the metrics are those of one replica
