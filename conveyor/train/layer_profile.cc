@@ -159,7 +159,6 @@ double ChainSeconds(const ModelTask& model, const at::Tensor& tokens, const Micr
   return Median(times);
 }
 
-// AdamW's step, seconds a parameter, on a block's parameters with gradients.
 // AdamW's step on layer `index`'s parameters, per parameter: the fastest of 5 (after the
 // one that allocates the moments), and the most it allocates beyond the state it keeps.
 struct OptimizerCost {

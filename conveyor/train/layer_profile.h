@@ -19,13 +19,15 @@ namespace conveyor {
 // store deferring, as the runtime's split backward runs it) and for its weights (W: the
 // store's deferred work), and its whole backward at once (B, as the other schedules run it),
 // each the median of `rounds` after one unmeasured (as a run's steps are summarised); the bytes
-// it holds from forward to backward and the most its backward allocates beyond them, by the
-// counting allocator (profile/memory_tracker.h).
-// Also AdamW's step per parameter (on a block's), and with one thread the capacity of this
+// it holds from forward to backward, the most its backward allocates beyond them, what W holds
+// from I on, and the most a forward allocates beyond what it keeps, with autograd and
+// without, by the counting allocator (profile/memory_tracker.h).
+// Also AdamW's step per parameter (on a block's: its time and its temporaries' bytes), and
+// with one thread the capacity of this
 // machine's cores: a block's forward and backward timed on `ranks` threads at once (0: one a
 // core) against alone (about 0.15 s each way, at the largest size), whose ratio says how much of a
-// lone rank's speed each of that many busy ranks keeps (more ranks than cores also pay for
-// switching between them and sharing the caches). The times at each size are then scaled by that
+// lone rank's speed each of that many busy ranks keeps (threads: the cost of switching
+// between processes is not in it). The times at each size are then scaled by that
 // size's `calibration`: the median time of the embedding, two blocks and the head chained
 // as one stage over the sum of their lone timings (F + B).
 // UserError for a classifier, or sizes not two or more, ascending from 1 or more.
