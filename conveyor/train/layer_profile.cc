@@ -123,13 +123,19 @@ bool ReadSeconds(int fd, double* seconds) {
   return poll(&p, 1, 60000) == 1 && read(fd, seconds, sizeof(*seconds)) == sizeof(*seconds);
 }
 
-// How many lone ranks' worth of work `ranks` processes computing blocks at once do: each
-// one's time alone over its time with all running, summed. Processes (forked, each with its
-// own copy of block `index`), as ranks run: more of them than cores also pay for switching
-// between them (measured here: 4 processes on 2 cores did 1.66 to 1.73 lone ranks' work, 4
-// threads 1.91). Each child warms up (its copy-on-write pages copied), says so, waits for
-// the start, computes and writes its time to a pipe; -1 when one could not be started or did
-// not report within a minute.
+// Now on the steady clock, which every process of the machine shares, in seconds.
+double ClockSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// How many lone ranks' worth of work `ranks` processes computing blocks at once do: the same
+// work each, `ranks` times one's time alone over the time from the start until the last
+// finished (the sum of each one's own ratio would count the last ones' lone tails as shared
+// speed). Processes (forked, each with its own copy of block `index`), as ranks run: more of
+// them than cores also pay for switching between them, which threads of one process do not
+// show. Each child warms up (its copy-on-write pages copied), says so, waits for the start,
+// computes and writes its end time to a pipe; -1 when one could not be started or did not
+// report within a minute.
 double Capacity(const ModelTask& model, int index, const at::Tensor& x, const MicroBatch& mb,
                 int ranks, double block_s) {
   const int iterations = std::max(3, static_cast<int>(0.15 / std::max(block_s, 1e-6)));
@@ -155,9 +161,8 @@ double Capacity(const ModelTask& model, int index, const at::Tensor& x, const Mi
         const double ready = 0;
         char byte;
         if (write(times[1], &ready, sizeof(ready)) == sizeof(ready) && read(go[0], &byte, 1) == 1) {
-          const auto begin = std::chrono::steady_clock::now();
           Work(*block, x, mb, iterations);
-          seconds = Since(begin);
+          seconds = ClockSeconds();
         }
       } catch (...) {
       }
@@ -172,13 +177,15 @@ double Capacity(const ModelTask& model, int index, const at::Tensor& x, const Mi
     ready = ReadSeconds(times[0], &seconds) && seconds == 0;
   }
   const std::string bytes(children.size(), 'g');
+  const double began = ClockSeconds();
   if (ready) ready = write(go[1], bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
   close(go[1]);  // a child still waiting reads end-of-file and reports -1
-  double capacity = 0;
+  double last = began;
   int reported = 0;
   while (ready && reported < ranks && ReadSeconds(times[0], &seconds) && seconds > 0) {
-    capacity += alone / seconds, ++reported;
+    last = std::max(last, seconds), ++reported;
   }
+  const double capacity = last > began ? ranks * alone / (last - began) : -1;
   close(times[0]);
   for (pid_t pid : children) {
     if (reported < ranks) kill(pid, SIGKILL);
