@@ -107,14 +107,12 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
   return sample;
 }
 
-// Forward and backward of `layer` on `x`, `iterations` times: the unit of work both
-// capacity timings repeat.
+// Forwards of `layer` on `x` without autograd, `iterations` times: the unit of work the
+// capacity timings repeat. No autograd: its engine refuses to run in a forked child once it
+// has started threads (a CUDA libtorch starts them).
 void Work(Layer& layer, const at::Tensor& x, const MicroBatch& mb, int iterations) {
-  for (int i = 0; i < iterations; ++i) {
-    const at::Tensor in = x.detach().requires_grad_(true);
-    const at::Tensor y = layer.Forward(in, mb);
-    (y * y).sum().backward();
-  }
+  at::NoGradGuard no_grad;
+  for (int i = 0; i < iterations; ++i) (layer.Forward(x, mb) * 2).sum();
 }
 
 // One double from `fd`, waiting at most a minute; false on end of file, error or timeout.
@@ -137,8 +135,8 @@ double ClockSeconds() {
 // computes and writes its end time to a pipe; -1 when one could not be started or did not
 // report within a minute.
 double Capacity(const ModelTask& model, int index, const at::Tensor& x, const MicroBatch& mb,
-                int ranks, double block_s) {
-  const int iterations = std::max(3, static_cast<int>(0.15 / std::max(block_s, 1e-6)));
+                int ranks, double forward_s) {
+  const int iterations = std::max(3, static_cast<int>(0.15 / std::max(forward_s, 1e-6)));
   const std::shared_ptr<Layer> block = model.BuildLayers({}, {index, index + 1}).at(0);
   Work(*block, x, mb, 1);  // warm
   auto start = std::chrono::steady_clock::now();
@@ -307,7 +305,7 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
       table.cores = AvailableCores();
       table.capacity_ranks = ranks > 0 ? ranks : table.cores;
       table.capacity = table.threads == 1
-                           ? Capacity(*plain, 1, x, mb, table.capacity_ranks, work(b))
+                           ? Capacity(*plain, 1, x, mb, table.capacity_ranks, b.forward_s)
                            : static_cast<double>(table.cores) / table.threads;
       CONVEYOR_CHECK(table.capacity > 0)
           << "the profile could not run " << table.capacity_ranks

@@ -23,11 +23,12 @@ namespace conveyor {
 // from I on, and the most a forward allocates beyond what it keeps, with autograd and
 // without, by the counting allocator (profile/memory_tracker.h).
 // Also AdamW's step per parameter (on a block's: its time and its temporaries' bytes), and
-// with one thread the capacity of this
-// machine's cores: a block's forward and backward timed on `ranks` threads at once (0: one a
-// core) against alone (about 0.15 s each way, at the largest size), whose ratio says how much of a
-// lone rank's speed each of that many busy ranks keeps (threads: the cost of switching
-// between processes is not in it). The times at each size are then scaled by that
+// with one thread the capacity of this machine's cores: a block's forwards (without
+// autograd) in `ranks` forked processes at once (0: one a core) against alone (about 0.15 s
+// of work each, at the largest size), which says how many lone ranks' worth of work that
+// many busy ranks do (switching between processes included). Forks child processes, which
+// only compute: call it before the process starts threads of its own that hold locks. The
+// times at each size are then scaled by that
 // size's `calibration`: the median time of the embedding, two blocks and the head chained
 // as one stage over the sum of their lone timings (F + B).
 // UserError for a classifier, or sizes not two or more, ascending from 1 or more.
