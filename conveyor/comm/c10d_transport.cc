@@ -183,7 +183,7 @@ class ShmWork : public Work {
 };
 
 // Shared-memory tags: a group's own 32-bit tag below, the group above it (the world 0, its
-// sub-group number n n + 1), so that no two groups' messages between the same two ranks
+// sub-group number n: n + 1), so that no two groups' messages between the same two ranks
 // can match. Groups of sub-groups do not use shared memory.
 constexpr std::uint64_t kNoShm = ~std::uint64_t{0};
 
@@ -214,14 +214,7 @@ class C10dTransport : public Transport {
   std::shared_ptr<Work> Send(at::Tensor tensor, int dst, std::uint32_t tag) override {
     ranks_.CheckPeer("send", dst, tag);
     if (UsesShm(tensor, dst)) {
-      std::string what = ranks_.Describe("send", "to", dst, tag);
-      ThrowIfAborted(what);
-      auto data = std::make_shared<at::Tensor>(tensor.contiguous());
-      const void* bytes = data->data_ptr();
-      const std::size_t nbytes = data->nbytes();
-      auto op = world_->shm()->Send(bytes, nbytes, ranks_.world_rank(dst), shm_space_ | tag,
-                                    std::move(data));
-      return std::make_shared<ShmWork>(world_, std::move(op), std::move(what));
+      return ShmSend(tensor, dst, shm_space_ | tag, ranks_.Describe("send", "to", dst, tag));
     }
     std::vector<at::Tensor> tensors = {tensor.contiguous()};
     return Post(ranks_.Describe("send", "to", dst, tag), tensors,
@@ -233,13 +226,7 @@ class C10dTransport : public Transport {
     std::string what = ranks_.Describe("recv", "from", src, tag);
     CONVEYOR_CHECK(buffer.defined() && buffer.is_contiguous())
         << what << ": the buffer must be a contiguous tensor";
-    if (UsesShm(buffer, src)) {
-      ThrowIfAborted(what);
-      void* bytes = buffer.data_ptr();
-      auto op = world_->shm()->Recv(bytes, buffer.nbytes(), ranks_.world_rank(src),
-                                    shm_space_ | tag, std::make_shared<at::Tensor>(buffer));
-      return std::make_shared<ShmWork>(world_, std::move(op), std::move(what));
-    }
+    if (UsesShm(buffer, src)) return ShmRecv(buffer, src, shm_space_ | tag, std::move(what));
     std::vector<at::Tensor> tensors = {buffer};
     return Post(what, tensors,
                 [&](ProcessGroupBase& pg) { return pg.recv(tensors, src, static_cast<int>(tag)); });
@@ -277,6 +264,25 @@ class C10dTransport : public Transport {
   bool UsesShm(const at::Tensor& tensor, int peer) const {
     return shm_space_ != kNoShm && world_->shm() && tensor.defined() && tensor.is_cpu() &&
            world_->shm()->Reaches(ranks_.world_rank(peer));
+  }
+
+  // Posts a send of `tensor` to / a receive into `buffer` from group rank `peer` on the
+  // shared-memory channel under the whole 64-bit `tag`.
+  std::shared_ptr<Work> ShmSend(const at::Tensor& tensor, int peer, std::uint64_t tag,
+                                std::string what) {
+    ThrowIfAborted(what);
+    auto data = std::make_shared<at::Tensor>(tensor.contiguous());
+    const void* bytes = data->data_ptr();
+    const std::size_t nbytes = data->nbytes();
+    auto op = world_->shm()->Send(bytes, nbytes, ranks_.world_rank(peer), tag, std::move(data));
+    return std::make_shared<ShmWork>(world_, std::move(op), std::move(what));
+  }
+  std::shared_ptr<Work> ShmRecv(const at::Tensor& buffer, int peer, std::uint64_t tag,
+                                std::string what) {
+    ThrowIfAborted(what);
+    auto op = world_->shm()->Recv(buffer.data_ptr(), buffer.nbytes(), ranks_.world_rank(peer), tag,
+                                  std::make_shared<at::Tensor>(buffer));
+    return std::make_shared<ShmWork>(world_, std::move(op), std::move(what));
   }
 
   // Whether every other member is reached through shared memory with `tensor` (the same on
@@ -476,10 +482,7 @@ void C10dTransport::RingExchange(const std::string& what, bool shm, const at::Te
   const std::string to = what + ": send to rank " + std::to_string(ranks_.world_rank(right));
   if (recv.numel() > 0) {
     if (shm) {
-      ThrowIfAborted(from);
-      auto op = world_->shm()->Recv(recv.data_ptr(), recv.nbytes(), ranks_.world_rank(left), tag,
-                                    std::make_shared<at::Tensor>(recv));
-      in = std::make_shared<ShmWork>(world_, std::move(op), from);
+      in = ShmRecv(recv, left, tag, from);
     } else {
       std::vector<at::Tensor> buffer = {recv};
       in = Post(
@@ -488,12 +491,7 @@ void C10dTransport::RingExchange(const std::string& what, bool shm, const at::Te
   }
   if (send.numel() > 0) {
     if (shm) {
-      ThrowIfAborted(to);
-      auto data = std::make_shared<at::Tensor>(send.contiguous());
-      const void* bytes = data->data_ptr();
-      const std::size_t nbytes = data->nbytes();
-      auto op = world_->shm()->Send(bytes, nbytes, ranks_.world_rank(right), tag, std::move(data));
-      out = std::make_shared<ShmWork>(world_, std::move(op), to);
+      out = ShmSend(send, right, tag, to);
     } else {
       std::vector<at::Tensor> buffer = {send.contiguous()};
       out = Post(

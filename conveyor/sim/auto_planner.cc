@@ -270,6 +270,11 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
   const double tokens_per_step = static_cast<double>(r.global_batch) * m.seq_len;
   // A fused optimizer (FLOP counts: GPUs) allocates nothing beside its state.
   const double optimizer_bytes_per_param = r.measured ? r.measured->optimizer_bytes : 0;
+  // Ranks on one host: the sums of DualPipe's copies, a pair of ranks each, run at once after
+  // the last action and share its copying bandwidth. (The DP reductions are work on the
+  // shared cores in the simulation.)
+  Link copies_link = r.network.intra;
+  if (r.shared_compute > 0) copies_link.bandwidth /= std::max(1, r.world / 2);
   const Link slowest = per_node < r.world ? r.network.inter : r.network.intra;
   const double step_collectives_s =
       r.step_collectives * RingAllReduceTime(r.world, 8.0 * r.world, slowest);
@@ -338,15 +343,13 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
                       std::max(bytes[s].forward_peak,
                                recompute == "full" ? layer.infer_bytes : layer.forward_bytes);
                   bytes[s].backward_peak = std::max(bytes[s].backward_peak, layer.backward_bytes);
+                  bytes[s].eval =
+                      std::max(bytes[s].eval, costs.input_bytes[range.begin] + layer.infer_bytes);
                   stage.f += layer.forward_s, stage.i += layer.input_s, stage.w += layer.weight_s;
                   stage.b += layer.backward_s;
                 }
                 bytes[s].held =
                     recompute == "full" ? costs.input_bytes[range.begin] : bytes[s].whole;
-                for (int l = range.begin; l < range.end; ++l) {
-                  bytes[s].eval = std::max(
-                      bytes[s].eval, costs.input_bytes[range.begin] + costs.layers[l].infer_bytes);
-                }
                 // The next micro-batch's input arrives while a backward runs.
                 bytes[s].backward_peak += costs.input_bytes.back();
                 cost_model.stages.push_back(stage);
@@ -409,11 +412,6 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
               }
               cand.zero = zero;
               cost_model.comm_latency = r.hop_s >= 0 ? r.hop_s : r.network.intra.latency;
-              // Ranks on one host: the sums of DualPipe's copies, a pair of ranks each, run at
-              // once after the last action and share its copying bandwidth. (The DP
-              // reductions are work on the shared cores in the simulation.)
-              Link copies_link = r.network.intra;
-              if (r.shared_compute > 0) copies_link.bandwidth /= std::max(1, r.world / 2);
               // After the last action: the optimizer's step and, where a part of the model has a
               // copy on another rank (DualPipe's two directions), the sum of their gradients.
               const double most_params = *std::max_element(rank_params.begin(), rank_params.end());
