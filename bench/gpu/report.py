@@ -225,6 +225,13 @@ def main(argv):
                          f"| {at(0.75)} | {losses[-1]:.3f} | {m.get('overflow_steps', '-')} | "
                          f"{m.get('final_loss_scale', '-')} |")
         lines.append("")
+
+    planner_log = find(folder, "auto_planner.log")
+    if planner_log:
+        lines.append("The auto-planner on the GPU (bench/auto_planner --device cuda): "
+                     "predicted against measured\n")
+        lines += [l.rstrip() for l in open(planner_log) if l.startswith("|")]
+        lines.append("")
     print("\n".join(lines))
     return 0
 

@@ -64,6 +64,10 @@ void AutoPlanFlags::Register(CLI::App& cmd) {
                  "--auto: the ranks share one machine of this many cores (with --costs: running "
                  "the profile's threads each, at the capacity it measured); 0 = a device each")
       ->capture_default_str();
+  cmd.add_flag("--one-gpu", one_gpu,
+               "--auto: the ranks are threads sharing one GPU (train --rank-threads), at the "
+               "capacity `conveyor profile --device cuda --ranks N` measured")
+      ->excludes("--cores");
   for (const char* chosen : {"--schedule", "--microbatches", "--chunks", "--load",
                              "--micro-batch-size", "--layers-per-stage"}) {
     if (CLI::Option* option = cmd.get_option_no_throw(chosen)) auto_flag->excludes(option);
@@ -113,6 +117,7 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) cons
     r.model = r.measured->model;
   }
   if (cores > 0) ShareOneCpu(r, cores);
+  if (one_gpu) ShareOneGpu(r);
   auto given = [](const CLI::Option* option) { return option != nullptr && option->count() > 0; };
   if (given(fixed_pp)) {
     CheckInRange("--pp", pp, 1, kMaxMeshRanks);
@@ -140,12 +145,14 @@ std::string AutoPlanText(const AutoPlanRequest& r, const AutoPlan& plan, double 
                                 : "one node";
   const std::string costs =
       r.measured
-          ? Printf("costs measured by conveyor profile (%d thread(s) a rank%s)",
-                   r.measured->threads,
-                   r.shared_compute > 0
-                       ? Printf(", the ranks sharing cores worth %.2f lone ranks", r.shared_compute)
-                             .c_str()
-                       : "")
+          ? "costs measured by conveyor profile (" +
+                (r.measured->device == "cpu" ? Printf("%d thread(s) a rank", r.measured->threads)
+                                             : "on a GPU") +
+                (r.shared_compute > 0
+                     ? Printf(", the ranks sharing %s worth %.2f lone ranks",
+                              r.measured->device == "cpu" ? "cores" : "it", r.shared_compute)
+                     : "") +
+                ")"
           : Printf("%.0f TFLOP/s peak (%.0f%% of it reached)", r.device_flops / 1e12,
                    100 * r.efficiency);
   std::string out = Printf(

@@ -29,8 +29,9 @@ struct AutoPlanFlags {
   int64_t top = 5;
   int64_t max_microbatches = 128;
   int64_t max_chunks = 4;
-  std::string costs;  // a `conveyor profile` file: measured costs, and the model timed
-  double cores = 0;   // > 0: every rank on one machine of this many cores
+  std::string costs;     // a `conveyor profile` file: measured costs, and the model timed
+  double cores = 0;      // > 0: every rank on one machine of this many cores
+  bool one_gpu = false;  // every rank a thread on one GPU (costs measured there)
   // --pp, --dp, --tp when given (they then fix that axis).
   CLI::Option* fixed_pp = nullptr;
   CLI::Option* fixed_dp = nullptr;

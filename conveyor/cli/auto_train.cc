@@ -13,6 +13,7 @@
 #include "conveyor/common/process_stats.h"
 #include "conveyor/common/range_check.h"
 #include "conveyor/common/text.h"
+#include "conveyor/device/compute_device.h"
 #include "conveyor/launch/rendezvous.h"
 #include "conveyor/mesh/mesh.h"
 #include "conveyor/profile/memory_tracker.h"
@@ -61,13 +62,25 @@ void AutoTrainFlags::Register(CLI::App* cmd) {
   }
 }
 
-TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& flags) {
+TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& flags,
+                              bool rank_threads) {
   CONVEYOR_CHECK(!LaunchedAsRank())
       << "train --auto chooses the layout where the ranks start, and under a launcher (RANK is "
          "set) every process is a rank: plan with `conveyor plan --auto --costs FILE` and pass "
          "its layout (--dp --tp --pp --schedule --microbatches --stage-layers ...)";
   CheckInRange("--world", flags.world, 1, kMaxMeshRanks);
   const int world = static_cast<int>(flags.world);
+  // Ranks on GPUs: a GPU each, or all of them threads sharing one (NCCL takes one process a
+  // GPU, so ranks as processes cannot share one).
+  const bool gpu = UsesCuda(config.device);
+  const bool share_gpu = gpu && world > VisibleGpus();
+  CONVEYOR_CHECK(!share_gpu || (rank_threads && VisibleGpus() == 1))
+      << "train --auto --world " << world << " on " << VisibleGpus()
+      << " GPU(s): ranks share a GPU only as threads of one process on one GPU "
+         "(--rank-threads), else give each rank a GPU of its own (--world at most the GPUs)";
+  CONVEYOR_CHECK(!gpu || config.memory_per_rank > 0)
+      << "train --auto on GPUs needs --memory-per-rank (the bytes of GPU memory a rank may "
+         "hold)";
   const auto start = std::chrono::steady_clock::now();
   const int cores = AvailableCores();
   const int threads = config.threads > 0 ? config.threads : std::max(1, cores / world);
@@ -81,7 +94,7 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
     const int64_t largest = std::clamp<int64_t>(config.batch_size, 2, 16);
     std::vector<int64_t> sizes = {1, largest};
     if (largest >= 4) sizes.insert(sizes.begin() + 1, std::max<int64_t>(2, largest / 4));
-    table = ProfileLayerKinds(config, sizes, 5, world);
+    table = ProfileLayerKinds(config, sizes, 5, gpu && !share_gpu ? 1 : world);
     at::set_num_threads(before);
   } else {
     table = ReadLayerCostTable(flags.costs);
@@ -90,7 +103,8 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
   const int64_t before_data = MemoryTracker::current_bytes();
   const int64_t data_bytes = [&] {
     const std::shared_ptr<TrainTask> task = MakeTask(config);
-    return std::max<int64_t>(0, MemoryTracker::current_bytes() - before_data);
+    // On GPUs the data stays in the host's memory.
+    return gpu ? 0 : std::max<int64_t>(0, MemoryTracker::current_bytes() - before_data);
   }();
   const double limit = config.memory_per_rank > 0 ? static_cast<double>(config.memory_per_rank)
                                                   : static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
@@ -104,7 +118,11 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
   // allocator's temporaries, timing of frees): the cap stops the run that needs it.
   request.memory_per_rank = kPlannedShare * limit - static_cast<double>(data_bytes);
   request.measured = table;
-  ShareOneCpu(request, cores);
+  if (share_gpu) {
+    ShareOneGpu(request);
+  } else if (!gpu) {
+    ShareOneCpu(request, cores);
+  }
   request.max_microbatches = std::min(config.batch_size, 128);
   request.top = 1000;
   CONVEYOR_CHECK(request.memory_per_rank > 0)
@@ -138,15 +156,20 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
       1e3 * best.step_s, 100 * std::max(0.0, best.bubble),
       Size(best.peak_bytes + static_cast<double>(data_bytes)).c_str(), Size(limit).c_str(),
       Size(static_cast<double>(data_bytes)).c_str(), 100 * (1 - kPlannedShare));
-  text += "auto: from " +
-          (flags.costs.empty()
-               ? Printf("the layers timed now (%d thread(s) a rank, %d ranks on %d cores, which "
-                        "do the work of %.2f ranks alone)",
-                        threads, world, cores, request.shared_compute)
-               : "--costs " + flags.costs) +
-          Printf("; %lld layouts, %lld over the memory, %lld simulated, in %.1f s\n",
-                 static_cast<long long>(plan.layouts), static_cast<long long>(plan.over_memory),
-                 static_cast<long long>(plan.simulated), seconds);
+  text +=
+      "auto: from " +
+      (flags.costs.empty()
+           ? "the layers timed now (" +
+                 (gpu ? share_gpu ? Printf("%d ranks on one GPU", world) : "a GPU a rank"
+                      : Printf("%d thread(s) a rank, %d ranks on %d cores", threads, world,
+                               cores)) +
+                 (request.shared_compute > 0
+                      ? Printf(", which do the work of %.2f ranks alone)", request.shared_compute)
+                      : ")")
+           : "--costs " + flags.costs) +
+      Printf("; %lld layouts, %lld over the memory, %lld simulated, in %.1f s\n",
+             static_cast<long long>(plan.layouts), static_cast<long long>(plan.over_memory),
+             static_cast<long long>(plan.simulated), seconds);
   int shown = 0;
   for (size_t i = 0; i < plan.best.size() && shown < 2; ++i) {
     const PlanCandidate& c = plan.best[i];

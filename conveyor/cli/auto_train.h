@@ -28,10 +28,14 @@ struct AutoTrainFlags {
 
 // `config` with the planner's best layout for `flags.world` ranks on this machine that
 // passes TrainConfig::Validate; prints the choice, its prediction and the runners-up on
-// stdout. The memory per rank is config.memory_per_rank (0: this machine's memory over the
-// ranks), less the tensors the training data holds. UserError under another launcher, for a
-// classifier, or when no layout fits (naming the smallest need).
-TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& flags);
+// stdout. The ranks share the CPU's cores, or (config.device a GPU) have a GPU each, or are
+// `rank_threads` sharing the one GPU. The memory per rank is config.memory_per_rank (0 on
+// the CPU: this machine's memory over the ranks), less the tensors the training data holds
+// on the CPU. UserError under another launcher, for a classifier, for more ranks than GPUs
+// unless they are threads on one, on GPUs without config.memory_per_rank, or when no
+// layout fits (naming the smallest need).
+TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& flags,
+                              bool rank_threads);
 
 // `args` with --auto, --world and --costs (and their values) taken out and the layout of
 // `chosen` given as flags: the command line of the ranks.

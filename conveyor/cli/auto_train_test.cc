@@ -55,6 +55,13 @@ TEST(CliTest, ProfileWritesCostsThatPlanAutoReads) {
   ASSERT_EQ(r.code, 0) << r.err;
   for (const auto& c : nlohmann::json::parse(r.out)["best"]) EXPECT_EQ(c["pp"], 2);
 
+  // Ranks sharing one GPU are planned from costs measured there, not on the CPU.
+  r = Conveyor("plan --auto --costs " + dir + "/costs.json --world 4 --one-gpu");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("needs layer costs measured on it (conveyor profile --device cuda"),
+            std::string::npos)
+      << r.err;
+
   std::ofstream(dir + "/bad.json") << R"({"format": "conveyor layer costs 1"})";
   r = Conveyor("plan --auto --costs " + dir + "/bad.json");
   EXPECT_EQ(r.code, 1);

@@ -41,7 +41,8 @@ void AddProfileCommand(CLI::App& app) {
   cmd->add_option("--rounds", flags->rounds, "timed rounds per layer (their median counts)")
       ->capture_default_str();
   cmd->add_option("--ranks", flags->ranks,
-                  "ranks that will share the cores, for the capacity measured (0 = one a core)")
+                  "ranks that will share the device, for the capacity measured (0: one a core on "
+                  "the CPU, one on a GPU)")
       ->capture_default_str();
   cmd->add_option("-o,--out", flags->out, "the JSON file (default: stdout, and no table)");
   cmd->callback([flags] {
@@ -58,8 +59,12 @@ void AddProfileCommand(CLI::App& app) {
     const std::string describe = MakeModelTask(config)->Describe();
     WriteOutput(flags->out, LayerCostTableJson(table, describe).dump(2) + "\n");
     if (flags->out.empty() || flags->out == "-") return;
-    std::string text = describe + Printf(", %lld tokens a sequence, %d thread(s) on the cpu\n",
-                                         static_cast<long long>(config.seq_len), table.threads);
+    std::string text = describe +
+                       Printf(", %lld tokens a sequence, on the %s",
+                              static_cast<long long>(config.seq_len), table.device.c_str()) +
+                       (table.device == "cpu" ? Printf(" with %d thread(s)", table.threads) : "") +
+                       Printf(", capacity %.2f ranks' work with %d sharing it\n", table.capacity,
+                              table.capacity_ranks);
     text +=
         "layer            sequences  forward ms  input ms  weight ms  backward ms  activations MiB"
         "  backward MiB  for W MiB  forward MiB  no-grad MiB\n";

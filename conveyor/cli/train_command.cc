@@ -265,7 +265,7 @@ void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* e
     TrainConfig config = ResolveTrainConfig(*flags);
     std::vector<std::string> rank_args = args;
     if (auto_flags->on) {
-      config = ChooseTrainLayout(config, *auto_flags);
+      config = ChooseTrainLayout(config, *auto_flags, flags->launch.rank_threads);
       rank_args = ArgsWithLayout(args, config);
     }
     const RanksOptions options = MeshRanksOptions(config, flags->launch);  // process count first

@@ -43,4 +43,12 @@ std::optional<c10::Stream> StreamFromPool(const c10::Device& device) {
   return c10::impl::VirtualGuardImpl(device.type()).getStreamFromGlobalPool(device);
 }
 
+void ComputeOnOwnStream(const c10::Device& device) {
+  const std::optional<c10::Stream> stream = StreamFromPool(device);
+  if (!stream) return;
+  c10::impl::VirtualGuardImpl guard(device.type());
+  guard.setDevice(device);
+  guard.exchangeStream(*stream);
+}
+
 }  // namespace conveyor

@@ -51,6 +51,10 @@ void SynchronizeCurrentStream(const c10::Device& device);
 // others (ranks as threads sharing one GPU); nullopt for CPU devices.
 std::optional<c10::Stream> StreamFromPool(const c10::Device& device);
 
+// Makes `device` the calling thread's current device and a stream of its own from the pool
+// its current stream (both stay after the call). Nothing on the CPU.
+void ComputeOnOwnStream(const c10::Device& device);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_DEVICE_STREAM_ORDER_H_

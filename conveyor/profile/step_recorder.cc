@@ -7,6 +7,7 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/profile/memory_tracker.h"
+#include "conveyor/profile/tensor_bytes.h"
 
 namespace conveyor {
 
@@ -41,7 +42,7 @@ void StepRecorder::BeginStep() {
   run_samples_.clear();
   ResetDeviceMemoryPeaks(device_);
   MemoryTracker::ResetPeak();
-  step_base_bytes_ = AllocatedBytes();
+  step_base_bytes_ = TensorBytes(device_);
   held_bytes_ = 0;
   Sample(Executor::Now() - origin_, 0);
 }
@@ -55,7 +56,7 @@ void StepRecorder::Phase(const std::string& name, double start, double end, Phas
 }
 
 void StepRecorder::Sample(double time, double sent) {
-  held_bytes_ = AllocatedBytes() - step_base_bytes_;
+  held_bytes_ = TensorBytes(device_) - step_base_bytes_;
   step_.counters.push_back(
       CounterSample{rank_, "activation bytes", time, static_cast<double>(held_bytes_)});
   step_.counters.push_back(CounterSample{rank_, "bytes sent", time, sent});
@@ -97,16 +98,7 @@ void StepRecorder::UseDeviceTimes(const std::vector<Span>& runs) {
   run_samples_.clear();  // indices are stale after the sort
 }
 
-int64_t StepRecorder::AllocatedBytes() const {
-  const DeviceMemory device = ReadDeviceMemory(device_);
-  return device.has_counts ? device.allocated_bytes : MemoryTracker::current_bytes();
-}
-
-int64_t StepRecorder::PeakBytes() const {
-  const DeviceMemory device = ReadDeviceMemory(device_);
-  return (device.has_counts ? device.peak_allocated_bytes : MemoryTracker::peak_bytes()) -
-         step_base_bytes_;
-}
+int64_t StepRecorder::PeakBytes() const { return PeakTensorBytes(device_) - step_base_bytes_; }
 
 std::map<int, double> StepRecorder::ForwardBytes() const {
   std::map<int, double> mean;

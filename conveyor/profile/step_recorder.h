@@ -69,7 +69,6 @@ class StepRecorder {
 
  private:
   void OnSpan(const Span& span);
-  int64_t AllocatedBytes() const;  // the device's count, or MemoryTracker's
   void Sample(double time, double sent_bytes);
 
   const int rank_;

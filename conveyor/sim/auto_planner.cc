@@ -240,6 +240,16 @@ void ShareOneCpu(AutoPlanRequest& r, double cores) {
   if (r.network.intra == MeshNetwork{}.intra) r.network.intra = LocalCpuLink();
 }
 
+void ShareOneGpu(AutoPlanRequest& r) {
+  CONVEYOR_CHECK(r.measured.has_value() && r.measured->device == "cuda")
+      << "planning ranks that share one GPU needs layer costs measured on it (conveyor "
+         "profile --device cuda --ranks N), not "
+      << (r.measured ? "costs measured on the " + r.measured->device : "FLOP counts");
+  r.shared_compute = r.measured->capacity;
+  r.hop_s = kLocalGpuHopSeconds;
+  if (r.network.intra == MeshNetwork{}.intra) r.network.intra = LocalGpuLink();
+}
+
 AutoPlan PlanAuto(const AutoPlanRequest& r) {
   const TransformerSpec& m = r.model;
   const double bucket_bytes = static_cast<double>(kReducerBucketBytes);

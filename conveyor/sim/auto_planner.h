@@ -197,6 +197,13 @@ struct AutoPlan {
 // link (LocalCpuLink) for the collectives. Precondition: cores > 0.
 void ShareOneCpu(AutoPlanRequest& request, double cores);
 
+// Plans for ranks as threads of one process sharing one GPU (train --rank-threads on one
+// GPU): shared_compute the capacity the measured table found for its ranks, pipeline hops
+// and, unless the request states another link, collectives inside the process
+// (kLocalGpuHopSeconds, LocalGpuLink). UserError unless the request has a table measured on
+// a GPU.
+void ShareOneGpu(AutoPlanRequest& request);
+
 // UserError naming the value when the request cannot be planned (world, sizes, a schedule
 // name, no layout at all).
 AutoPlan PlanAuto(const AutoPlanRequest& request);

@@ -191,6 +191,30 @@ TEST(AutoPlannerTest, DataParallelBucketsTakeNoMemoryBesideTheActivations) {
   EXPECT_GE(compared, 3);
 }
 
+// Ranks as threads on one GPU share it at the capacity its profile measured: at 1.2 ranks'
+// work, a pipeline of 4 runs far slower than on 4 GPUs. A table measured on the CPU cannot
+// say how a GPU is shared.
+TEST(AutoPlannerTest, RanksSharingOneGpuRunAtTheCapacityMeasuredThere) {
+  AutoPlanRequest r;
+  r.model = Measured().model;
+  r.measured = Measured();
+  r.world = 4;
+  r.pp = 4;
+  r.global_batch = 8;
+  r.memory_per_rank = 1e12;
+  r.schedules = {"1f1b"};
+  r.measured->device = "cpu";
+  EXPECT_THROW(ShareOneGpu(r), UserError);
+  r.measured->device = "cuda";
+  r.measured->capacity = 1.2;
+  r.measured->capacity_ranks = 4;
+  const double own = PlanAuto(r).best.at(0).step_s;
+  ShareOneGpu(r);
+  EXPECT_DOUBLE_EQ(r.shared_compute, 1.2);
+  EXPECT_EQ(r.network.intra, LocalGpuLink());
+  EXPECT_GT(PlanAuto(r).best.at(0).step_s, 1.5 * own);
+}
+
 TEST(AutoPlannerTest, TensorParallelismStaysInsideANode) {
   AutoPlanRequest r = Small();
   r.world = 16;

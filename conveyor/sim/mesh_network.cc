@@ -9,6 +9,8 @@ namespace conveyor {
 
 Link LocalCpuLink() { return Link{kLocalHopSeconds, 0.7e9}; }
 
+Link LocalGpuLink() { return Link{kLocalGpuHopSeconds, 300e9}; }
+
 int MeshNetwork::node_of(int rank) const { return ranks_per_node > 0 ? rank / ranks_per_node : 0; }
 
 std::vector<int> MeshNetwork::NodesOf(const std::vector<int>& group) const {

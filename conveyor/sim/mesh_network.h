@@ -31,6 +31,13 @@ inline constexpr double kLocalHopSeconds = 50e-6;
 // 12 to 15 ms, over Gloo too).
 Link LocalCpuLink();
 
+// Ranks as threads of one process sharing one GPU hand a tensor over inside the process (an
+// event and a queue: a few tens of microseconds, estimated, not measured), and their
+// collectives sum copies in the GPU's own memory (hundreds of GB a second; the estimate
+// leaves the copies' share of the GPU out).
+inline constexpr double kLocalGpuHopSeconds = 30e-6;
+Link LocalGpuLink();
+
 struct MeshNetwork {
   // Defaults: within a node, NVLink-class (5 us, 150 GB/s of all-reduce bus bandwidth);
   // between nodes, one 200 Gb/s InfiniBand or RoCE port per GPU (10 us, 25 GB/s).

@@ -9,25 +9,64 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/process_stats.h"
 #include "conveyor/common/statistics.h"
+#include "conveyor/device/compute_device.h"
+#include "conveyor/device/compute_precision.h"
+#include "conveyor/device/stream_order.h"
 #include "conveyor/module/weight_grad_store.h"
 #include "conveyor/optim/optimizer.h"
 #include "conveyor/profile/memory_tracker.h"
+#include "conveyor/profile/tensor_bytes.h"
 #include "conveyor/train/builtin_tasks.h"
 
 namespace conveyor {
 namespace {
 
-double Since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+// Where the profile computes: the device, and the dtype of its products (autocast unless
+// fp32), as a rank's stages compute (runtime/stage.h).
+struct ProfileDevice {
+  c10::Device device;
+  c10::ScalarType dtype;
+};
+
+// Runs the forward passes of its scope in `on`'s dtype.
+class Precision {
+ public:
+  explicit Precision(const ProfileDevice& on)
+      : guard_(on.device.type(), on.dtype, on.dtype != at::kFloat) {}
+
+ private:
+  ComputePrecisionGuard guard_;
+};
+
+using Clock = std::chrono::steady_clock;
+
+// Now, once the work this thread gave `device` so far has finished.
+Clock::time_point Now(const c10::Device& device) {
+  SynchronizeCurrentStream(device);
+  return Clock::now();
+}
+
+double Since(const c10::Device& device, Clock::time_point start) {
+  return std::chrono::duration<double>(Now(device) - start).count();
+}
+
+// Layer `index` of `model`, its weights on `device`.
+std::shared_ptr<Layer> LayerOn(const ModelTask& model, int index, const c10::Device& device) {
+  std::shared_ptr<Layer> layer = model.BuildLayers({}, {index, index + 1}).at(0);
+  MoveParameters(layer->NamedParameters(), device);
+  return layer;
 }
 
 // Layer `index` of `model` timed on `x` (tokens for the embedding, else (n, T, C)); `out`
@@ -37,11 +76,15 @@ double Since(std::chrono::steady_clock::time_point start) {
 // The weights' gradients stay from the unmeasured first round on,
 // as a step's do after its first micro-batch: later backwards add into them.
 LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, const MicroBatch& mb,
-                      int rounds, at::Tensor* out) {
-  const std::shared_ptr<Layer> layer = model.BuildLayers({}, {index, index + 1}).at(0);
-  // The head's own loss; a sum of squares for the others (any scalar that uses the output).
-  auto loss_of = [&](const at::Tensor& y) {
-    return layer->has_loss() ? layer->LossSum(y, mb) : (y * y).sum();
+                      int rounds, const ProfileDevice& on, at::Tensor* out) {
+  const c10::Device& device = on.device;
+  const std::shared_ptr<Layer> layer = LayerOn(model, index, device);
+  // The forward and the loss: the head's own; a sum of squares for the others (any scalar
+  // that uses the output).
+  auto forward = [&](const at::Tensor& in, at::Tensor* y) {
+    const Precision precision(on);
+    *y = layer->Forward(in, mb);
+    return layer->has_loss() ? layer->LossSum(*y, mb) : (*y * *y).sum();
   };
   const bool takes_grad = x.is_floating_point();
   std::vector<double> forwards, inputs, weights, wholes;
@@ -49,41 +92,38 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
   WeightGradStore store;
   for (int round = 0; round <= rounds; ++round) {
     const at::Tensor in = takes_grad ? x.detach().requires_grad_(true) : x;
-    const int64_t held_before = MemoryTracker::current_bytes();
-    MemoryTracker::ResetPeak();
-    auto start = std::chrono::steady_clock::now();
+    auto start = Now(device);
+    const int64_t held_before = TensorBytes(device);
+    ResetTensorPeak(device);
     at::Tensor y, loss;
     {
       WeightGradStore::Recording recording(&store, round);
-      y = layer->Forward(in, mb);
-      loss = loss_of(y);
+      loss = forward(in, &y);
     }
-    const double forward = Since(start);
-    const double held = static_cast<double>(MemoryTracker::current_bytes() - held_before);
-    const double forward_peak =
-        static_cast<double>(MemoryTracker::peak_bytes() - MemoryTracker::current_bytes());
-    MemoryTracker::ResetPeak();
-    const int64_t before_backward = MemoryTracker::current_bytes();
+    const double forward_s = Since(device, start);
+    const double held = static_cast<double>(TensorBytes(device) - held_before);
+    const double forward_peak = static_cast<double>(PeakTensorBytes(device) - TensorBytes(device));
+    ResetTensorPeak(device);
+    const int64_t before_backward = TensorBytes(device);
     store.SetDeferring(round, true);
-    start = std::chrono::steady_clock::now();
+    start = Now(device);
     loss.backward();
-    const double input = Since(start);
+    const double input = Since(device, start);
     store.SetDeferring(round, false);
-    const int64_t before_weight = MemoryTracker::current_bytes();
-    start = std::chrono::steady_clock::now();
+    const int64_t before_weight = TensorBytes(device);
+    start = Now(device);
     store.Run(round);
-    const double weight = Since(start);
-    const double for_weight = static_cast<double>(before_weight - MemoryTracker::current_bytes());
-    const double backward = static_cast<double>(MemoryTracker::peak_bytes() - before_backward);
+    const double weight = Since(device, start);
+    const double for_weight = static_cast<double>(before_weight - TensorBytes(device));
+    const double backward = static_cast<double>(PeakTensorBytes(device) - before_backward);
     *out = y.detach();
     // The whole backward at once, on the graph again (what B runs).
-    y = layer->Forward(in, mb);
-    loss = loss_of(y);
-    start = std::chrono::steady_clock::now();
+    loss = forward(in, &y);
+    start = Now(device);
     loss.backward();
-    const double whole = Since(start);
+    const double whole = Since(device, start);
     if (round == 0) continue;  // warm-up: first-call allocations and caches
-    forwards.push_back(forward);
+    forwards.push_back(forward_s);
     inputs.push_back(input);
     weights.push_back(weight);
     wholes.push_back(whole);
@@ -93,11 +133,13 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
     sample.forward_bytes = std::max(sample.forward_bytes, forward_peak);
     {  // A forward that keeps nothing (no autograd).
       at::NoGradGuard no_grad;
-      const int64_t before = MemoryTracker::current_bytes();
-      MemoryTracker::ResetPeak();
-      loss_of(layer->Forward(in, mb));
+      SynchronizeCurrentStream(device);
+      const int64_t before = TensorBytes(device);
+      ResetTensorPeak(device);
+      at::Tensor unused;
+      forward(in, &unused);
       sample.infer_bytes =
-          std::max(sample.infer_bytes, static_cast<double>(MemoryTracker::peak_bytes() - before));
+          std::max(sample.infer_bytes, static_cast<double>(PeakTensorBytes(device) - before));
     }
   }
   sample.forward_s = Median(forwards);
@@ -107,12 +149,15 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
   return sample;
 }
 
-// Forwards of `layer` on `x` without autograd, `iterations` times: the unit of work the
-// capacity timings repeat. No autograd: its engine refuses to run in a forked child once it
-// has started threads (a CUDA libtorch starts them).
-void Work(Layer& layer, const at::Tensor& x, const MicroBatch& mb, int iterations) {
+// Forwards of `layer` on `x` without autograd, `iterations` times, then a wait for the
+// device: the unit of work the capacity timings repeat. No autograd: its engine refuses to
+// run in a forked child once it has started threads (a CUDA libtorch starts them).
+void Work(Layer& layer, const at::Tensor& x, const MicroBatch& mb, int iterations,
+          const ProfileDevice& on) {
   at::NoGradGuard no_grad;
+  const Precision precision(on);
   for (int i = 0; i < iterations; ++i) (layer.Forward(x, mb) * 2).sum();
+  SynchronizeCurrentStream(on.device);
 }
 
 // One double from `fd`, waiting at most a minute; false on end of file, error or timeout.
@@ -123,30 +168,22 @@ bool ReadSeconds(int fd, double* seconds) {
 
 // Now on the steady clock, which every process of the machine shares, in seconds.
 double ClockSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
 
-// How many lone ranks' worth of work `ranks` processes computing blocks at once do: the same
-// work each, `ranks` times one's time alone over the time from the start until the last
-// finished (the sum of each one's own ratio would count the last ones' lone tails as shared
-// speed). Processes (forked, each with its own copy of block `index`), as ranks run: more of
-// them than cores also pay for switching between them, which threads of one process do not
-// show. Each child warms up (its copy-on-write pages copied), says so, waits for the start,
-// computes and writes its end time to a pipe; -1 when one could not be started or did not
-// report within a minute.
-double Capacity(const ModelTask& model, int index, const at::Tensor& x, const MicroBatch& mb,
-                int ranks, double forward_s) {
-  const int iterations = std::max(3, static_cast<int>(0.15 / std::max(forward_s, 1e-6)));
-  const std::shared_ptr<Layer> block = model.BuildLayers({}, {index, index + 1}).at(0);
-  Work(*block, x, mb, 1);  // warm
-  auto start = std::chrono::steady_clock::now();
-  Work(*block, x, mb, iterations);
-  const double alone = Since(start);
+// The CPU's Capacity: `ranks` processes (forked, each with its own copy of `block`), as
+// ranks run; more of them than cores also pay for switching between them, which threads of
+// one process do not show. Each child warms up (its copy-on-write pages copied), says so,
+// waits for the start, computes and writes its end time to a pipe. The start and the last
+// end in `began` and `last`; false when a child could not be started or did not report
+// within a minute.
+bool TimeProcesses(Layer& block, const at::Tensor& x, const MicroBatch& mb, int ranks,
+                   int iterations, const ProfileDevice& on, double* began, double* last) {
   int go[2], times[2];
-  if (pipe(go) != 0) return -1;
+  if (pipe(go) != 0) return false;
   if (pipe(times) != 0) {
     close(go[0]), close(go[1]);
-    return -1;
+    return false;
   }
   std::vector<pid_t> children;
   for (int c = 0; c < ranks; ++c) {
@@ -155,11 +192,11 @@ double Capacity(const ModelTask& model, int index, const at::Tensor& x, const Mi
       close(go[1]), close(times[0]);
       double seconds = -1;
       try {
-        Work(*block, x, mb, 1);
+        Work(block, x, mb, 1, on);
         const double ready = 0;
         char byte;
         if (write(times[1], &ready, sizeof(ready)) == sizeof(ready) && read(go[0], &byte, 1) == 1) {
-          Work(*block, x, mb, iterations);
+          Work(block, x, mb, iterations, on);
           seconds = ClockSeconds();
         }
       } catch (...) {
@@ -175,38 +212,107 @@ double Capacity(const ModelTask& model, int index, const at::Tensor& x, const Mi
     ready = ReadSeconds(times[0], &seconds) && seconds == 0;
   }
   const std::string bytes(children.size(), 'g');
-  const double began = ClockSeconds();
+  *began = *last = ClockSeconds();
   if (ready) ready = write(go[1], bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
   close(go[1]);  // a child still waiting reads end-of-file and reports -1
-  double last = began;
   int reported = 0;
   while (ready && reported < ranks && ReadSeconds(times[0], &seconds) && seconds > 0) {
-    last = std::max(last, seconds), ++reported;
+    *last = std::max(*last, seconds), ++reported;
   }
-  const double capacity = last > began ? ranks * alone / (last - began) : -1;
   close(times[0]);
   for (pid_t pid : children) {
     if (reported < ranks) kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
   }
-  return reported == ranks ? capacity : -1;
+  return reported == ranks;
+}
+
+// A GPU's Capacity: `ranks` threads, each with its own copy of the block and a stream of
+// its own, as ranks as threads sharing one GPU run (train/pipeline_model.h): kernels of
+// several streams overlap where one stream alone leaves the GPU idle. False when one failed.
+bool TimeThreads(const ModelTask& model, int index, const at::Tensor& x, const MicroBatch& mb,
+                 int ranks, int iterations, const ProfileDevice& on, double* began, double* last) {
+  std::vector<std::shared_ptr<Layer>> blocks;
+  for (int r = 0; r < ranks; ++r) blocks.push_back(LayerOn(model, index, on.device));
+  std::mutex mutex;
+  std::condition_variable changed;
+  int ready = 0;
+  bool go = false;
+  std::vector<double> ends(ranks, -1);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      bool warm = true;
+      try {
+        ComputeOnOwnStream(on.device);
+        Work(*blocks[r], x, mb, 1, on);
+      } catch (...) {
+        warm = false;
+      }
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        ++ready;
+        changed.notify_all();
+        changed.wait(lock, [&] { return go; });
+      }
+      try {
+        if (warm) Work(*blocks[r], x, mb, iterations, on), ends[r] = ClockSeconds();
+      } catch (...) {
+      }
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return ready == ranks; });
+    *began = ClockSeconds();
+    go = true;
+    changed.notify_all();
+  }
+  for (std::thread& thread : threads) thread.join();
+  *last = *std::max_element(ends.begin(), ends.end());
+  return *std::min_element(ends.begin(), ends.end()) > 0;
+}
+
+// How many lone ranks' worth of work `ranks` ranks computing blocks at once do: the same
+// work each (about 0.15 s alone), `ranks` times one's time alone over the time from the start
+// until the last finished (the sum of each one's own ratio would count the last ones' lone
+// tails as shared speed). Processes on the CPU, threads on a GPU; -1 when they could not run.
+double Capacity(const ModelTask& model, int index, const at::Tensor& x, const MicroBatch& mb,
+                int ranks, double forward_s, const ProfileDevice& on) {
+  const int iterations = std::max(3, static_cast<int>(0.15 / std::max(forward_s, 1e-6)));
+  const std::shared_ptr<Layer> block = LayerOn(model, index, on.device);
+  Work(*block, x, mb, 1, on);  // warm
+  const auto start = Now(on.device);
+  Work(*block, x, mb, iterations, on);
+  const double alone = Since(on.device, start);
+  double began = 0, last = 0;
+  const bool ran = on.device.is_cpu()
+                       ? TimeProcesses(*block, x, mb, ranks, iterations, on, &began, &last)
+                       : TimeThreads(model, index, x, mb, ranks, iterations, on, &began, &last);
+  return ran && last > began ? ranks * alone / (last - began) : -1;
 }
 
 // The median of `rounds` (after one unmeasured) forwards and backwards through the
 // embedding, two blocks and the head chained as one stage: what the layers cost together,
 // against the sum of their lone timings.
 double ChainSeconds(const ModelTask& model, const at::Tensor& tokens, const MicroBatch& mb,
-                    int rounds) {
+                    int rounds, const ProfileDevice& on) {
   const int head = model.num_layers() - 1;
-  LayerList layers = model.BuildLayers({}, {0, std::min(3, head)});
-  layers.push_back(model.BuildLayers({}, {head, head + 1}).at(0));
+  std::vector<std::shared_ptr<Layer>> layers;
+  for (int l = 0; l < std::min(3, head); ++l) layers.push_back(LayerOn(model, l, on.device));
+  layers.push_back(LayerOn(model, head, on.device));
   std::vector<double> times;
   for (int round = 0; round <= rounds; ++round) {
-    const auto start = std::chrono::steady_clock::now();
-    at::Tensor y = tokens;
-    for (const auto& layer : layers) y = layer->Forward(y, mb);
-    layers.back()->LossSum(y, mb).backward();
-    if (round > 0) times.push_back(Since(start));
+    const auto start = Now(on.device);
+    at::Tensor loss;
+    {
+      const Precision precision(on);
+      at::Tensor y = tokens;
+      for (const auto& layer : layers) y = layer->Forward(y, mb);
+      loss = layers.back()->LossSum(y, mb);
+    }
+    loss.backward();
+    if (round > 0) times.push_back(Since(on.device, start));
   }
   return Median(times);
 }
@@ -217,8 +323,8 @@ struct OptimizerCost {
   double seconds = 0;
   double bytes = 0;
 };
-OptimizerCost TimeOptimizer(const ModelTask& model, int index) {
-  const std::shared_ptr<Layer> layer = model.BuildLayers({}, {index, index + 1}).at(0);
+OptimizerCost TimeOptimizer(const ModelTask& model, int index, const c10::Device& device) {
+  const std::shared_ptr<Layer> layer = LayerOn(model, index, device);
   const NamedTensors params = layer->NamedParameters();
   double count = 0;
   for (const auto& [name, p] : params) {
@@ -230,12 +336,12 @@ OptimizerCost TimeOptimizer(const ModelTask& model, int index) {
   double best = std::numeric_limits<double>::infinity();
   double most = 0;
   for (int round = 0; round < 5; ++round) {
-    const int64_t before = MemoryTracker::current_bytes();
-    MemoryTracker::ResetPeak();
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = Now(device);
+    const int64_t before = TensorBytes(device);
+    ResetTensorPeak(device);
     adamw.Step(params, 1e-3, round + 2);
-    best = std::min(best, Since(start));
-    most = std::max(most, static_cast<double>(MemoryTracker::peak_bytes() - before));
+    best = std::min(best, Since(device, start));
+    most = std::max(most, static_cast<double>(PeakTensorBytes(device) - before));
   }
   return {best / std::max(count, 1.0), most / std::max(count, 1.0)};
 }
@@ -253,6 +359,7 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
                             << (sequences.empty() ? 0 : sequences[0]) << ")";
   CONVEYOR_CHECK(rounds >= 1) << "--rounds " << rounds << " must be >= 1";
   MemoryTracker::Install();
+  const ProfileDevice on{ComputeDevice(config.device, 0, 0), ScalarTypeOf(config.dtype)};
   TrainConfig selective_config = config;
   selective_config.recompute = Recompute::kSelective;
   TrainConfig plain_config = config;
@@ -274,8 +381,9 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
                       .gated_mlp = llama};
   table.sequences = sequences;
   table.threads = at::get_num_threads();
-  table.device = "cpu";
-  table.element_bytes = 4;
+  table.device = on.device.is_cpu() ? "cpu" : "cuda";
+  // A stage's input and output cross in the dtype of its products (runtime/stage.h).
+  table.element_bytes = static_cast<double>(c10::elementSize(on.dtype));
   table.embedding.params = static_cast<double>(CountParameters({shapes.at(0)}));
   table.block.params = static_cast<double>(CountParameters({shapes.at(1)}));
   table.block_selective.params = table.block.params;
@@ -293,28 +401,35 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
     batch.inputs = at::randint(0, ModelVocab(config), {sequences[k], config.seq_len},
                                at::TensorOptions().dtype(at::kLong));
     batch.targets = batch.inputs;
+    batch = ToDevice(batch, on.device);
     const MicroBatch mb = SplitBatch(batch, 1)[0];
     at::Tensor x, unused;
-    table.embedding.at[k] = TimeLayer(*plain, 0, batch.inputs, mb, rounds, &x);
+    table.embedding.at[k] = TimeLayer(*plain, 0, batch.inputs, mb, rounds, on, &x);
     at::Tensor hidden;
-    table.block.at[k] = TimeLayer(*plain, 1, x, mb, rounds, &hidden);
-    table.block_selective.at[k] = TimeLayer(*selective, 1, x, mb, rounds, &unused);
-    table.head.at[k] = TimeLayer(*plain, head, hidden, mb, rounds, &unused);
+    table.block.at[k] = TimeLayer(*plain, 1, x, mb, rounds, on, &hidden);
+    table.block_selective.at[k] = TimeLayer(*selective, 1, x, mb, rounds, on, &unused);
+    table.head.at[k] = TimeLayer(*plain, head, hidden, mb, rounds, on, &unused);
     if (k + 1 == sizes) {
       const LayerSample& b = table.block.at[k];
       table.cores = AvailableCores();
-      table.capacity_ranks = ranks > 0 ? ranks : table.cores;
-      table.capacity = table.threads == 1
-                           ? Capacity(*plain, 1, x, mb, table.capacity_ranks, b.forward_s)
-                           : static_cast<double>(table.cores) / table.threads;
+      // A GPU: ranks as threads sharing it (one rank unless told); the CPU: one a core.
+      table.capacity_ranks = ranks > 0 ? ranks : on.device.is_cpu() ? table.cores : 1;
+      if (!on.device.is_cpu() && table.capacity_ranks == 1) {
+        table.capacity = 1;
+      } else if (on.device.is_cpu() && table.threads > 1) {
+        table.capacity = static_cast<double>(table.cores) / table.threads;
+      } else {
+        table.capacity = Capacity(*plain, 1, x, mb, table.capacity_ranks, b.forward_s, on);
+      }
       CONVEYOR_CHECK(table.capacity > 0)
-          << "the profile could not run " << table.capacity_ranks
-          << " processes at once to measure the cores' capacity (fork failed)";
+          << "the profile could not run " << table.capacity_ranks << " ranks' work at once on "
+          << on.device.str() << " to measure its capacity ("
+          << (on.device.is_cpu() ? "fork failed" : "a thread failed") << ")";
     }
     // The chain against the sum of its layers' lone timings, at this size.
     const double sum =
         work(table.embedding.at[k]) + blocks * work(table.block.at[k]) + work(table.head.at[k]);
-    const double factor = ChainSeconds(*plain, batch.inputs, mb, rounds + 2) / sum;
+    const double factor = ChainSeconds(*plain, batch.inputs, mb, rounds + 2, on) / sum;
     table.calibration[k] = factor;
     for (MeasuredLayer* layer :
          {&table.embedding, &table.block, &table.block_selective, &table.head}) {
@@ -325,7 +440,7 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
       sample.backward_s *= factor;
     }
   }
-  const OptimizerCost optimizer = TimeOptimizer(*plain, 1);
+  const OptimizerCost optimizer = TimeOptimizer(*plain, 1, on.device);
   table.optimizer_s = optimizer.seconds;
   table.optimizer_bytes = optimizer.bytes;
   return table;

@@ -14,21 +14,23 @@ namespace conveyor {
 // Times the embedding, one block (again built for selective recomputation) and the head of
 // `config`'s model (gpt or llama; its weights drawn from the seed, or read from its folder
 // for the layers timed only) on random tokens, at micro-batches of each of `sequences`
-// sequences of config.seq_len, on the CPU with the current intra-op threads:
+// sequences of config.seq_len, on config.device (the CPU with the current intra-op threads,
+// or a GPU, each timing waiting for it) with products in config.dtype, as a rank computes:
 // each layer's forward, its backward for its input (I: autograd with the weight-gradient
 // store deferring, as the runtime's split backward runs it) and for its weights (W: the
 // store's deferred work), and its whole backward at once (B, as the other schedules run it),
 // each the median of `rounds` after one unmeasured (as a run's steps are summarised); the bytes
 // it holds from forward to backward, the most its backward allocates beyond them, what W holds
 // from I on, and the most a forward allocates beyond what it keeps, with autograd and
-// without, by the counting allocator (profile/memory_tracker.h).
+// without, by the device's tensor count (profile/tensor_bytes.h).
 // Also AdamW's step per parameter (on a block's: its time and its temporaries' bytes), and
-// with one thread the capacity of this machine's cores: a block's forwards (without
-// autograd) in `ranks` forked processes at once (0: one a core) against alone (about 0.15 s
-// of work each, at the largest size), which says how many lone ranks' worth of work that
-// many busy ranks do (switching between processes included). Forks child processes, which
-// only compute: call it before the process starts threads of its own that hold locks. The
-// times at each size are then scaled by that
+// the capacity of the device for `ranks` ranks sharing it: a block's forwards (without
+// autograd) in `ranks` ranks at once against alone (about 0.15 s of work each, at the
+// largest size), which says how many lone ranks' worth of work that many busy ranks do. On
+// the CPU (with one thread; 0 ranks: one a core) the ranks are forked processes, switching
+// between them included: call it before the process starts threads of its own that hold
+// locks. On a GPU (0 ranks: 1, nothing measured) they are threads, each on a stream of its
+// own, as ranks as threads sharing a GPU run. The times at each size are then scaled by that
 // size's `calibration`: the median time of the embedding, two blocks and the head chained
 // as one stage over the sum of their lone timings (F + B).
 // UserError for a classifier, or sizes not two or more, ascending from 1 or more.

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include "conveyor/device/compute_device.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -31,6 +32,31 @@ TEST(LayerProfileTest, ABlocksBackwardSplitsIntoInputAndWeightWork) {
   for (const LayerSample& s : table.head.at) EXPECT_GT(s.weight_s, 0) << "the head's projection";
   EXPECT_LT(table.block.at[0].activation_bytes, table.block.at[1].activation_bytes);
   for (double c : table.calibration) EXPECT_GT(c, 0);
+}
+
+// On a GPU the layers are timed there, in the run's dtype, and the capacity of two ranks as
+// threads sharing it (streams of their own) is measured; the planner reads the device.
+TEST(LayerProfileTest, OnAGpuTheLayersAndTheSharingAreMeasuredThere) {
+  if (VisibleGpus() == 0) GTEST_SKIP() << "no CUDA device";
+  TrainConfig config = TinyGpt();
+  config.device = DeviceKind::kCuda;
+  config.dtype = ComputeDtype::kBf16;
+  const LayerCostTable table = ProfileLayerKinds(config, {1, 4}, /*rounds=*/2, /*ranks=*/2);
+  EXPECT_EQ(table.device, "cuda");
+  EXPECT_EQ(table.element_bytes, 2) << "stages hand over bf16 messages";
+  EXPECT_EQ(table.capacity_ranks, 2);
+  // Two ranks sharing a GPU do between about one and two ranks' work at once.
+  EXPECT_GT(table.capacity, 0.5);
+  EXPECT_LT(table.capacity, 2.5);
+  for (const LayerSample& s : table.block.at) {
+    EXPECT_GT(s.forward_s, 0);
+    EXPECT_GT(s.input_s, 0);
+    EXPECT_GT(s.weight_s, 0);
+    EXPECT_GT(s.activation_bytes, 0) << "counted by the GPU's allocator, not the CPU's";
+    EXPECT_GT(s.backward_bytes, 0);
+  }
+  EXPECT_LT(table.block.at[0].activation_bytes, table.block.at[1].activation_bytes);
+  EXPECT_GT(table.optimizer_s, 0);
 }
 
 }  // namespace

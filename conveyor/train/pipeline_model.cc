@@ -1,10 +1,8 @@
 #include "conveyor/train/pipeline_model.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <chrono>
-#include <optional>
 #include <utility>
 
 #include "conveyor/common/error.h"
@@ -34,16 +32,6 @@ std::map<std::string, std::vector<int>> Holders(const Layout& layout,
     }
   }
   return holders;
-}
-
-// Makes `device` the calling thread's current device and a stream of its own from the pool
-// its current stream (both stay after the call). Nothing on the CPU.
-void ComputeOn(const c10::Device& device) {
-  const std::optional<c10::Stream> stream = StreamFromPool(device);
-  if (!stream) return;
-  c10::impl::VirtualGuardImpl guard(device.type());
-  guard.setDevice(device);
-  guard.exchangeStream(*stream);
 }
 
 Mesh MakeMesh(const TrainConfig& c, Transport* world) {
@@ -80,7 +68,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
       program_(BuildSchedule(config.schedule,
                              ScheduleOptions{config.pp, config.microbatches, config.chunks})) {
   config_.Validate();
-  ComputeOn(device_);
+  ComputeOnOwnStream(device_);
   const c10::ScalarType compute_dtype = ScalarTypeOf(config_.dtype);
   message_dtype_ = compute_dtype;
   CONVEYOR_CHECK(config_.dtype == ComputeDtype::kFp32 || AutocastComputesIn(device_, compute_dtype))
