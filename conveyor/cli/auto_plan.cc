@@ -117,7 +117,6 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) cons
     r.model = r.measured->model;
   }
   if (cores > 0) ShareOneCpu(r, cores);
-  if (one_gpu) ShareOneGpu(r);
   auto given = [](const CLI::Option* option) { return option != nullptr && option->count() > 0; };
   if (given(fixed_pp)) {
     CheckInRange("--pp", pp, 1, kMaxMeshRanks);
@@ -125,6 +124,7 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) cons
   }
   if (given(fixed_dp)) r.dp = static_cast<int>(mesh.dp);
   if (given(fixed_tp)) r.tp = static_cast<int>(mesh.tp);
+  if (one_gpu) ShareOneGpu(r);  // after --tp, which it refuses above 1
   return r;
 }
 

@@ -246,6 +246,19 @@ TEST(CliTest, GpuPipelinesTrainLikeTheCpu) {
   }
 }
 
+// Tensor-parallel ranks as threads sharing one GPU would deadlock inside the backward
+// (libtorch runs a GPU's backwards on one thread): refused before any rank starts.
+TEST(CliTest, GpuRankThreadsSharingAGpuRefuseTensorParallelism) {
+  if (VisibleGpus() == 0) GTEST_SKIP() << "no CUDA device";
+  if (VisibleGpus() >= 2) GTEST_SKIP() << "two ranks would each have a GPU of their own";
+  const Result r = Conveyor(
+      "train --device cuda --rank-threads --tp 2 --layers 2 --hidden 32 --heads 2 --seq-len 16 "
+      "--batch-size 4 --steps 1 --eval-every 0 --sample-tokens 0");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("would wait for each other forever inside the backward"), std::string::npos)
+      << r.err;
+}
+
 // The 3D mesh across real processes over Gloo: dp 2 x tp 2 x pp 2 (8 processes) trains
 // with the per-step losses of the plain 2-rank pipeline, checkpoints whole tensors that a
 // 1-rank run resumes from, and reports its data-parallel reduction.

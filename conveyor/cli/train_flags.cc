@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "conveyor/common/error.h"
+#include "conveyor/device/compute_device.h"
 
 namespace conveyor {
 namespace {
@@ -187,6 +188,16 @@ RanksOptions MeshRanksOptions(const TrainConfig& config, const LaunchFlags& laun
   const int ranks = std::max(config.dp, 1) * config.tp * config.pp;
   launch.CheckLocalRanks(ranks, "--dp x --tp x --pp");
   launch.CheckThreads(config.threads, ranks);
+  // libtorch's autograd runs the backward of every GPU tensor through one thread per GPU:
+  // ranks as threads sharing a GPU queue their backwards on that one thread, and a
+  // tensor-parallel all-reduce inside one of them waits forever for a peer's queued behind it
+  // (seen on an H200: tp 2 as threads on one GPU hung in its first step).
+  CONVEYOR_CHECK(!launch.rank_threads || config.tp == 1 || !UsesCuda(config.device) ||
+                 VisibleGpus() >= ranks)
+      << "--tp " << config.tp << " with --rank-threads puts " << ranks << " ranks on "
+      << VisibleGpus() << " GPU(s): tensor-parallel ranks that share a GPU as threads would "
+      << "wait for each other forever inside the backward (libtorch runs a GPU's backwards on "
+      << "one thread); use --tp 1 there, or ranks as processes on a GPU each";
   RanksOptions options;
   options.nproc = ranks;
   options.ranks_flag = "dp x tp x pp =";

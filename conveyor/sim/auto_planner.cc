@@ -245,6 +245,10 @@ void ShareOneGpu(AutoPlanRequest& r) {
       << "planning ranks that share one GPU needs layer costs measured on it (conveyor "
          "profile --device cuda --ranks N), not "
       << (r.measured ? "costs measured on the " + r.measured->device : "FLOP counts");
+  CONVEYOR_CHECK(r.tp <= 1) << "--tp " << r.tp
+                            << ": tensor-parallel ranks cannot share one GPU as threads (they "
+                               "would wait for each other inside the backward)";
+  r.tp = 1;
   r.shared_compute = r.measured->capacity;
   r.hop_s = kLocalGpuHopSeconds;
   if (r.network.intra == MeshNetwork{}.intra) r.network.intra = LocalGpuLink();

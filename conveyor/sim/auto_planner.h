@@ -200,8 +200,9 @@ void ShareOneCpu(AutoPlanRequest& request, double cores);
 // Plans for ranks as threads of one process sharing one GPU (train --rank-threads on one
 // GPU): shared_compute the capacity the measured table found for its ranks, pipeline hops
 // and, unless the request states another link, collectives inside the process
-// (kLocalGpuHopSeconds, LocalGpuLink). UserError unless the request has a table measured on
-// a GPU.
+// (kLocalGpuHopSeconds, LocalGpuLink), and tp 1: libtorch runs a GPU's backwards on one
+// thread, where tensor-parallel ranks sharing it as threads would wait for each other
+// forever. UserError unless the request has a table measured on a GPU, or for request.tp > 1.
 void ShareOneGpu(AutoPlanRequest& request);
 
 // UserError naming the value when the request cannot be planned (world, sizes, a schedule

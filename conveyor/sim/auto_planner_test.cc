@@ -199,7 +199,6 @@ TEST(AutoPlannerTest, RanksSharingOneGpuRunAtTheCapacityMeasuredThere) {
   r.model = Measured().model;
   r.measured = Measured();
   r.world = 4;
-  r.pp = 4;
   r.global_batch = 8;
   r.memory_per_rank = 1e12;
   r.schedules = {"1f1b"};
@@ -208,10 +207,14 @@ TEST(AutoPlannerTest, RanksSharingOneGpuRunAtTheCapacityMeasuredThere) {
   r.measured->device = "cuda";
   r.measured->capacity = 1.2;
   r.measured->capacity_ranks = 4;
+  r.tp = 2;
+  EXPECT_THROW(ShareOneGpu(r), UserError) << "tensor-parallel threads on one GPU deadlock";
+  r.tp = 0;
   const double own = PlanAuto(r).best.at(0).step_s;
   ShareOneGpu(r);
   EXPECT_DOUBLE_EQ(r.shared_compute, 1.2);
   EXPECT_EQ(r.network.intra, LocalGpuLink());
+  for (const PlanCandidate& c : PlanAuto(r).best) EXPECT_EQ(c.tp, 1) << "TP would deadlock";
   EXPECT_GT(PlanAuto(r).best.at(0).step_s, 1.5 * own);
 }
 
