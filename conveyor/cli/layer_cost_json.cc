@@ -8,7 +8,7 @@
 namespace conveyor {
 namespace {
 
-constexpr char kFormat[] = "conveyor layer costs 3";
+constexpr char kFormat[] = "conveyor layer costs 4";
 constexpr const char* kKinds[] = {"embedding", "block", "block_selective", "head"};
 constexpr double LayerSample::*kFields[] = {
     &LayerSample::forward_s,    &LayerSample::input_s,          &LayerSample::weight_s,
@@ -94,10 +94,9 @@ LayerCostTable ReadLayerCostTable(const std::string& path) {
   t.optimizer_s = Number(j, "optimizer_s_per_param", where);
   t.optimizer_bytes = Number(j, "optimizer_bytes_per_param", where);
   t.cores = static_cast<int>(Number(j, "cores", where));
-  t.capacity = Number(j, "capacity", where);
   t.capacity_ranks = static_cast<int>(Number(j, "capacity_ranks", where));
-  CONVEYOR_CHECK(t.cores >= 1 && t.capacity > 0 && t.threads >= 1 && t.capacity_ranks >= 1)
-      << where << ": 'cores', 'capacity', 'capacity_ranks' and 'threads' must be positive";
+  CONVEYOR_CHECK(t.cores >= 1 && t.threads >= 1 && t.capacity_ranks >= 1)
+      << where << ": 'cores', 'capacity_ranks' and 'threads' must be positive";
   const nlohmann::json& sizes = j["sequences"];
   bool ascending = sizes.is_array() && sizes.size() >= 2;
   for (size_t k = 0; ascending && k < sizes.size(); ++k) {
@@ -106,14 +105,19 @@ LayerCostTable ReadLayerCostTable(const std::string& path) {
     if (ascending) t.sequences.push_back(sizes[k].get<int64_t>());
   }
   CONVEYOR_CHECK(ascending) << where << ": 'sequences' must be two or more increasing sizes";
-  const nlohmann::json& calibration = j["calibration"];
-  CONVEYOR_CHECK(calibration.is_array() && calibration.size() == t.sequences.size())
-      << where << ": 'calibration' must hold a factor for each of the " << t.sequences.size()
-      << " sizes";
-  for (const nlohmann::json& factor : calibration) {
-    CONVEYOR_CHECK(factor.is_number() && factor.get<double>() > 0)
-        << where << ": 'calibration' must hold positive factors";
-    t.calibration.push_back(factor.get<double>());
+  // A factor a size each.
+  t.capacity.clear();
+  for (const auto& [key, factors] :
+       {std::pair{"capacity", &t.capacity}, std::pair{"calibration", &t.calibration}}) {
+    const nlohmann::json& given = j[key];
+    CONVEYOR_CHECK(given.is_array() && given.size() == t.sequences.size())
+        << where << ": '" << key << "' must hold a factor for each of the " << t.sequences.size()
+        << " sizes";
+    for (const nlohmann::json& factor : given) {
+      CONVEYOR_CHECK(factor.is_number() && factor.get<double>() > 0)
+          << where << ": '" << key << "' must hold positive factors";
+      factors->push_back(factor.get<double>());
+    }
   }
   const nlohmann::json& m = j["model"];
   const std::string model_where = where + ": model";

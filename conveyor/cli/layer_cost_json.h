@@ -1,9 +1,9 @@
 // The file `conveyor profile` writes and `plan --auto --costs` / `train --auto` read: a
 // LayerCostTable (sim/auto_planner.h) as JSON.
 //
-//   {"format": "conveyor layer costs 3", "describe": "...", "device": "cpu", "threads": 1,
+//   {"format": "conveyor layer costs 4", "describe": "...", "device": "cpu", "threads": 1,
 //    "element_bytes": 4, "optimizer_s_per_param": s,
-//    "optimizer_bytes_per_param": b, "cores": 2, "capacity": 1.3,
+//    "optimizer_bytes_per_param": b, "cores": 2, "capacity": [1.9, 1.9, 1.8],
 //    "capacity_ranks": 4, "calibration": [1.1, 1.0, 1.0],
 //    "sequences": [1, 4, 16],
 //    "model": {"layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "seq_len",

@@ -63,8 +63,12 @@ void AddProfileCommand(CLI::App& app) {
                        Printf(", %lld tokens a sequence, on the %s",
                               static_cast<long long>(config.seq_len), table.device.c_str()) +
                        (table.device == "cpu" ? Printf(" with %d thread(s)", table.threads) : "") +
-                       Printf(", capacity %.2f ranks' work with %d sharing it\n", table.capacity,
-                              table.capacity_ranks);
+                       Printf("; with %d ranks sharing it, the work of", table.capacity_ranks);
+    for (size_t k = 0; k < table.sequences.size(); ++k) {
+      text += Printf("%s %.2f at %lld", k == 0 ? "" : ",", table.capacity[k],
+                     static_cast<long long>(table.sequences[k]));
+    }
+    text += " sequences\n";
     text +=
         "layer            sequences  forward ms  input ms  weight ms  backward ms  activations MiB"
         "  backward MiB  for W MiB  forward MiB  no-grad MiB\n";

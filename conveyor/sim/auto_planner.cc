@@ -63,6 +63,17 @@ LayerSample LayerCostTable::At(const MeasuredLayer& layer, double n) const {
           line(&LayerSample::infer_bytes)};
 }
 
+double LayerCostTable::CapacityAt(double n) const {
+  CONVEYOR_ASSERT(capacity.size() == sequences.size() && !sequences.empty())
+      << capacity.size() << " capacities for " << sequences.size() << " sizes";
+  if (n <= static_cast<double>(sequences.front())) return capacity.front();
+  for (size_t k = 1; k < sequences.size(); ++k) {
+    const double n0 = static_cast<double>(sequences[k - 1]), n1 = static_cast<double>(sequences[k]);
+    if (n <= n1) return capacity[k - 1] + (n - n0) / (n1 - n0) * (capacity[k] - capacity[k - 1]);
+  }
+  return capacity.back();
+}
+
 namespace {
 
 std::vector<int> Divisors(int64_t n, int64_t most) {
@@ -235,7 +246,7 @@ std::string HeldBack(const PlanCandidate& c, const PlanCandidate& best) {
 }  // namespace
 
 void ShareOneCpu(AutoPlanRequest& r, double cores) {
-  r.shared_compute = r.measured ? cores * r.measured->capacity / r.measured->cores : cores;
+  r.shared_compute = r.measured ? cores * r.measured->capacity.back() / r.measured->cores : cores;
   r.hop_s = kLocalHopSeconds;
   if (r.network.intra == MeshNetwork{}.intra) r.network.intra = LocalCpuLink();
 }
@@ -249,7 +260,7 @@ void ShareOneGpu(AutoPlanRequest& r) {
                             << ": tensor-parallel ranks cannot share one GPU as threads (they "
                                "would wait for each other inside the backward)";
   r.tp = 1;
-  r.shared_compute = r.measured->capacity;
+  r.shared_compute = r.measured->capacity.back();
   r.hop_s = kLocalGpuHopSeconds;
   if (r.network.intra == MeshNetwork{}.intra) r.network.intra = LocalGpuLink();
 }
@@ -435,8 +446,12 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
                     RingAllReduceTime(stages / parts, most_params * 4, copies_link);
               }
               if (r.shared_compute > 0) {
+                const double shared =
+                    r.measured ? r.shared_compute * r.measured->CapacityAt(static_cast<double>(b)) /
+                                     r.measured->capacity.back()
+                               : r.shared_compute;
                 cost_model.sharing =
-                    ComputeSharing::OneDevice(layout.num_ranks(), r.shared_compute / (dp * tp));
+                    ComputeSharing::OneDevice(layout.num_ranks(), shared / (dp * tp));
               }
               ModelShape shape;
               shape.hidden = m.hidden;

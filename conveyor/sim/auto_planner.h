@@ -117,18 +117,23 @@ struct LayerCostTable {
   double element_bytes = 4;    // of an activation (fp32 on the CPU)
   double optimizer_s = 0;      // AdamW's step, seconds a parameter
   double optimizer_bytes = 0;  // what AdamW's step allocates beyond its state, bytes a parameter
-  // The machine's cores, and how many lone ranks' worth of work they do with every core
-  // busy (measured: a block timed on all cores at once against alone; below `cores` where
-  // cores are hyperthreads or share caches).
+  // The machine's cores, and how many lone ranks' worth of work `capacity_ranks` ranks busy at
+  // once do on the device, at each size timed (a block's forwards in that many ranks at once
+  // against alone): on the CPU below `cores` where cores are hyperthreads or share caches
+  // and ranks pay for switching; on a GPU above 1 where small micro-batches leave it idle
+  // between kernels that other ranks' kernels fill.
   int cores = 1;
-  double capacity = 1;
-  int capacity_ranks = 1;  // the ranks busy at once when `capacity` was measured
+  std::vector<double> capacity = {1, 1};  // a size each, > 0
+  int capacity_ranks = 1;
   // The factor the profile's layer times at each size were scaled by.
   std::vector<double> calibration;
 
   // `layer` at a micro-batch of `sequences`: piecewise linear through the sizes timed (beyond
   // them, the nearest piece's line), never below 0.
   LayerSample At(const MeasuredLayer& layer, double sequences) const;
+  // The capacity at a micro-batch of `sequences`: piecewise linear between the sizes timed,
+  // the nearest size's beyond them.
+  double CapacityAt(double sequences) const;
 };
 
 struct AutoPlanRequest {
@@ -149,7 +154,9 @@ struct AutoPlanRequest {
   int top = 5;
   std::optional<LayerCostTable> measured;  // else FLOP counts at device_flops x efficiency
   // > 0: every rank of the world computes on one machine that runs this many of them at full
-  // speed (a CPU's cores over each rank's threads); 0: a device of its own each.
+  // speed (a CPU's cores over each rank's threads); 0: a device of its own each. With a
+  // measured table: at its largest size, and at a candidate's micro-batch size in
+  // proportion to the table's capacity there.
   double shared_compute = 0;
   int dp = 0, tp = 0, pp = 0;  // > 0: only layouts of that size on the axis
   // A pipeline hop's latency (< 0: the intra-node link's); local ranks hand activations over

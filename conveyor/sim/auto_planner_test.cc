@@ -205,7 +205,7 @@ TEST(AutoPlannerTest, RanksSharingOneGpuRunAtTheCapacityMeasuredThere) {
   r.measured->device = "cpu";
   EXPECT_THROW(ShareOneGpu(r), UserError);
   r.measured->device = "cuda";
-  r.measured->capacity = 1.2;
+  r.measured->capacity = {1.2, 1.2};
   r.measured->capacity_ranks = 4;
   r.tp = 2;
   EXPECT_THROW(ShareOneGpu(r), UserError) << "tensor-parallel threads on one GPU deadlock";
@@ -216,6 +216,42 @@ TEST(AutoPlannerTest, RanksSharingOneGpuRunAtTheCapacityMeasuredThere) {
   EXPECT_EQ(r.network.intra, LocalGpuLink());
   for (const PlanCandidate& c : PlanAuto(r).best) EXPECT_EQ(c.tp, 1) << "TP would deadlock";
   EXPECT_GT(PlanAuto(r).best.at(0).step_s, 1.5 * own);
+}
+
+// The capacity of ranks sharing a device is measured at each micro-batch size (a GPU idles
+// between the small kernels of small micro-batches, which other ranks' kernels fill):
+// between sizes on the line, beyond them the nearest, and a plan of micro-batches of 1 runs
+// at the capacity there.
+TEST(AutoPlannerTest, SharedCapacityFollowsTheMicroBatchSize) {
+  LayerCostTable t = Measured();  // sizes 1 and 3
+  t.device = "cuda";
+  t.capacity = {2.0, 1.2};
+  EXPECT_DOUBLE_EQ(t.CapacityAt(0.5), 2.0);
+  EXPECT_DOUBLE_EQ(t.CapacityAt(1), 2.0);
+  EXPECT_DOUBLE_EQ(t.CapacityAt(2), 1.6);
+  EXPECT_DOUBLE_EQ(t.CapacityAt(3), 1.2);
+  EXPECT_DOUBLE_EQ(t.CapacityAt(16), 1.2);
+  AutoPlanRequest r;
+  r.model = t.model;
+  r.measured = t;
+  r.world = 2;
+  r.dp = 2;
+  r.global_batch = 8;  // 4 sequences a replica
+  r.memory_per_rank = 1e12;
+  r.top = 1000;
+  r.max_microbatches = 4;
+  ShareOneGpu(r);
+  auto step_at = [](const AutoPlanRequest& request, int microbatches) {
+    for (const PlanCandidate& c : PlanAuto(request).best) {
+      if (c.microbatches == microbatches && c.recompute == "none" && c.zero == 0) return c.step_s;
+    }
+    return -1.0;
+  };
+  const double varying = step_at(r, 4);  // micro-batches of 1 sequence: capacity 2
+  r.measured->capacity = {1.2, 1.2};
+  const double flat = step_at(r, 4);
+  ASSERT_GT(varying, 0);
+  EXPECT_LT(varying, 0.8 * flat);
 }
 
 TEST(AutoPlannerTest, TensorParallelismStaysInsideANode) {

@@ -392,6 +392,10 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
   const int blocks = std::min(2, head - 1);
   const size_t sizes = sequences.size();
   table.calibration.assign(sizes, 1);
+  table.cores = AvailableCores();
+  // A GPU: ranks as threads sharing it (one rank unless told); the CPU: one a core.
+  table.capacity_ranks = ranks > 0 ? ranks : on.device.is_cpu() ? table.cores : 1;
+  table.capacity.assign(sizes, 1);
   for (MeasuredLayer* layer :
        {&table.embedding, &table.block, &table.block_selective, &table.head}) {
     layer->at.resize(sizes);
@@ -409,23 +413,18 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
     table.block.at[k] = TimeLayer(*plain, 1, x, mb, rounds, on, &hidden);
     table.block_selective.at[k] = TimeLayer(*selective, 1, x, mb, rounds, on, &unused);
     table.head.at[k] = TimeLayer(*plain, head, hidden, mb, rounds, on, &unused);
-    if (k + 1 == sizes) {
-      const LayerSample& b = table.block.at[k];
-      table.cores = AvailableCores();
-      // A GPU: ranks as threads sharing it (one rank unless told); the CPU: one a core.
-      table.capacity_ranks = ranks > 0 ? ranks : on.device.is_cpu() ? table.cores : 1;
-      if (!on.device.is_cpu() && table.capacity_ranks == 1) {
-        table.capacity = 1;
-      } else if (on.device.is_cpu() && table.threads > 1) {
-        table.capacity = static_cast<double>(table.cores) / table.threads;
-      } else {
-        table.capacity = Capacity(*plain, 1, x, mb, table.capacity_ranks, b.forward_s, on);
-      }
-      CONVEYOR_CHECK(table.capacity > 0)
-          << "the profile could not run " << table.capacity_ranks << " ranks' work at once on "
-          << on.device.str() << " to measure its capacity ("
-          << (on.device.is_cpu() ? "fork failed" : "a thread failed") << ")";
+    if (!on.device.is_cpu() && table.capacity_ranks == 1) {
+      table.capacity[k] = 1;
+    } else if (on.device.is_cpu() && table.threads > 1) {
+      table.capacity[k] = static_cast<double>(table.cores) / table.threads;
+    } else {
+      table.capacity[k] =
+          Capacity(*plain, 1, x, mb, table.capacity_ranks, table.block.at[k].forward_s, on);
     }
+    CONVEYOR_CHECK(table.capacity[k] > 0)
+        << "the profile could not run " << table.capacity_ranks << " ranks' work at once on "
+        << on.device.str() << " to measure its capacity ("
+        << (on.device.is_cpu() ? "fork failed" : "a thread failed") << ")";
     // The chain against the sum of its layers' lone timings, at this size.
     const double sum =
         work(table.embedding.at[k]) + blocks * work(table.block.at[k]) + work(table.head.at[k]);

@@ -24,9 +24,9 @@ namespace conveyor {
 // from I on, and the most a forward allocates beyond what it keeps, with autograd and
 // without, by the device's tensor count (profile/tensor_bytes.h).
 // Also AdamW's step per parameter (on a block's: its time and its temporaries' bytes), and
-// the capacity of the device for `ranks` ranks sharing it: a block's forwards (without
-// autograd) in `ranks` ranks at once against alone (about 0.15 s of work each, at the
-// largest size), which says how many lone ranks' worth of work that many busy ranks do. On
+// the capacity of the device for `ranks` ranks sharing it, at each size: a block's forwards
+// (without autograd) in `ranks` ranks at once against alone (about 0.15 s of work each),
+// which says how many lone ranks' worth of work that many busy ranks do. On
 // the CPU (with one thread; 0 ranks: one a core) the ranks are forked processes, switching
 // between them included: call it before the process starts threads of its own that hold
 // locks. On a GPU (0 ranks: 1, nothing measured) they are threads, each on a stream of its
