@@ -75,6 +75,7 @@ void AutoPlanFlags::Register(CLI::App& cmd) {
   fixed_pp = cmd.get_option_no_throw("--pp");
   fixed_dp = cmd.get_option_no_throw("--dp");
   fixed_tp = cmd.get_option_no_throw("--tp");
+  bucket = cmd.get_option_no_throw("--bucket-bytes");
 }
 
 AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) const {
@@ -124,6 +125,10 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) cons
   }
   if (given(fixed_dp)) r.dp = static_cast<int>(mesh.dp);
   if (given(fixed_tp)) r.tp = static_cast<int>(mesh.tp);
+  // The trainer's bucket where the ranks will run, unless told.
+  r.bucket_bytes = given(bucket) ? shape.bucket_bytes
+                   : cores > 0   ? static_cast<double>(kReducerBucketBytes)
+                                 : static_cast<double>(kGpuReducerBucketBytes);
   if (one_gpu) ShareOneGpu(r);  // after --tp, which it refuses above 1
   return r;
 }

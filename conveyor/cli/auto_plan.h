@@ -36,6 +36,7 @@ struct AutoPlanFlags {
   CLI::Option* fixed_pp = nullptr;
   CLI::Option* fixed_dp = nullptr;
   CLI::Option* fixed_tp = nullptr;
+  CLI::Option* bucket = nullptr;  // --bucket-bytes
 
   // The flags beside `plan`'s; --auto excludes the ones it chooses (--schedule,
   // --microbatches, --chunks, --load, --micro-batch-size, --layers-per-stage) and reads --pp,

@@ -118,6 +118,7 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
   // allocator's temporaries, timing of frees): the cap stops the run that needs it.
   request.memory_per_rank = kPlannedShare * limit - static_cast<double>(data_bytes);
   request.measured = table;
+  request.bucket_bytes = static_cast<double>(DpBucketBytes(config, gpu));
   if (share_gpu) {
     ShareOneGpu(request);
   } else if (!gpu) {

@@ -33,8 +33,10 @@ void MeshFlags::Register(CLI::App& app) {
   app.add_option("--param-bytes-per-stage", shape.param_bytes_per_stage,
                  "gradient bytes of one stage on one rank (default 0: 12 C^2 x blocks x "
                  "element bytes / tp)");
-  app.add_option("--bucket-bytes", shape.bucket_bytes,
-                 "bytes per DP all-reduce bucket (default 25 MiB)");
+  app.add_option(
+      "--bucket-bytes", shape.bucket_bytes,
+      "bytes per DP all-reduce bucket (default 25 MiB, the trainer's on GPUs; plan --auto "
+      "--cores: its 4 MiB on the CPU)");
 }
 
 bool MeshFlags::shown() const { return dp > 1 || tp > 1 || gpus_per_node > 0; }

@@ -259,6 +259,24 @@ TEST(CliTest, GpuRankThreadsSharingAGpuRefuseTensorParallelism) {
       << r.err;
 }
 
+// --dp-bucket sets how many gradient bytes the data-parallel reducer sums at once: smaller
+// buckets, more of them, the same sums (the same losses).
+TEST(CliTest, DataParallelBucketsAreASetting) {
+  const std::string dir = ScratchWithCorpus("dp-bucket");
+  const std::string job =
+      "train --dp 2 --pp 1 --layers 2 --hidden 32 --heads 2 --seq-len 16 --batch-size 8 "
+      "--microbatches 2 --steps 3 --eval-every 0 --sample-tokens 0 --data " +
+      dir + "/corpus.txt --metrics " + dir;
+  const Result whole = Conveyor(job + "/whole.json");
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  EXPECT_NE(whole.out.find("of gradients in 1.0 buckets"), std::string::npos) << whole.out;
+  const Result small = Conveyor(job + "/small.json --dp-bucket 16KiB");
+  ASSERT_EQ(small.code, 0) << small.err;
+  EXPECT_EQ(small.out.find("of gradients in 1.0 buckets"), std::string::npos) << small.out;
+  EXPECT_NE(small.out.find(" buckets, reduced in "), std::string::npos) << small.out;
+  EXPECT_TRUE(SameLosses(dir + "/whole.json", dir + "/small.json", 3, 1e-6));
+}
+
 // The 3D mesh across real processes over Gloo: dp 2 x tp 2 x pp 2 (8 processes) trains
 // with the per-step losses of the plain 2-rank pipeline, checkpoints whole tensors that a
 // 1-rank run resumes from, and reports its data-parallel reduction.

@@ -137,6 +137,10 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
        "bytes of tensors a rank may hold (2GiB, 500MB or a number): a step that needs more "
        "stops the run (0 = no limit)");
   flags.options.back().first->transform(CLI::AsSizeValue(/*kb_is_1000=*/true));
+  Flag(cmd, flags, "--dp-bucket", &TrainConfig::dp_bucket,
+       "bytes of gradients the data-parallel reducer sums at once (0 = 4MiB on the CPU, 25MiB "
+       "on GPUs)");
+  flags.options.back().first->transform(CLI::AsSizeValue(/*kb_is_1000=*/true));
   Flag(cmd, flags, "--eval-every", &TrainConfig::eval_every, "steps between evaluations");
   Flag(cmd, flags, "--eval-batches", &TrainConfig::eval_batches,
        "gpt, llama: held-out batches per eval");

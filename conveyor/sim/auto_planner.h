@@ -42,7 +42,7 @@
 // allocate while their backward runs (measured; from FLOP counts, their activations again)
 // and the next micro-batch's input. After a stage's backward, its activations gone, come
 // with dp > 1 the reducer's flat copy of one bucket of gradients (at most
-// kReducerBucketBytes) and the ring's parts of it in flight, and with copies of each part
+// AutoPlanRequest::bucket_bytes) and the ring's parts of it in flight, and with copies of each part
 // (DualPipe) the sum of their gradients (flat, the transport's buffer, copied back: three
 // times the rank's gradients, as measured): the rank holds the larger of those and its
 // activations; so it does of AdamW's temporaries (measured; none from FLOP counts: a fused
@@ -60,6 +60,7 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/sim/mesh_costs.h"
 #include "conveyor/sim/mesh_network.h"
 
 namespace conveyor {
@@ -151,6 +152,9 @@ struct AutoPlanRequest {
   // (pp x chunks) do not outnumber the model's layers.
   int max_chunks = 4;
   double bytes_per_param = 16;
+  // The data-parallel reducer's bucket (its count prices the DP all-reduces' latencies, its
+  // copy takes memory): the trainer's default on GPUs unless told.
+  double bucket_bytes = kGpuReducerBucketBytes;
   int top = 5;
   std::optional<LayerCostTable> measured;  // else FLOP counts at device_flops x efficiency
   // > 0: every rank of the world computes on one machine that runs this many of them at full

@@ -40,9 +40,12 @@
 
 namespace conveyor {
 
-// The gradient bytes of one data-parallel all-reduce in conveyor's trainer (the reducer's
-// bucket, train/data_parallel_reducer.h).
+// The gradient bytes of one data-parallel all-reduce in conveyor's trainer by default (the
+// reducer's bucket, train/data_parallel_reducer.h; --dp-bucket): 4 MiB on the CPU (small
+// buckets start reducing early, behind the backward), 25 MiB on GPUs (PyTorch DDP's: at
+// dp 32 over InfiniBand, 4 MiB buckets made the published layouts latency-bound).
 inline constexpr int64_t kReducerBucketBytes = 4 << 20;
+inline constexpr int64_t kGpuReducerBucketBytes = 25 << 20;
 
 // The sizes the mesh's communication depends on.
 struct ModelShape {

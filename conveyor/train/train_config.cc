@@ -26,6 +26,7 @@
 #include "conveyor/nn/tensor_parallel_split.h"
 #include "conveyor/optim/loss_scaler.h"
 #include "conveyor/schedule/pipeline_limits.h"
+#include "conveyor/sim/mesh_costs.h"
 
 namespace conveyor {
 namespace {
@@ -77,6 +78,7 @@ void ForEachInteger(Config& c, Visit&& visit) {
   visit("kv_heads", c.kv_heads, 0, 4096);
   visit("intermediate", c.intermediate, 0, 1 << 20);
   visit("memory_per_rank", c.memory_per_rank, 0, int64_t{1} << 50);
+  visit("dp_bucket", c.dp_bucket, 0, int64_t{1} << 40);
 }
 
 // The same for the real settings; lo = nullopt means (0, hi]: zero itself is refused.
@@ -247,6 +249,11 @@ int LlamaIntermediate(const TrainConfig& config) {
   if (config.intermediate > 0) return config.intermediate;
   const int units = (8 * config.hidden + 2) / 3;  // ceil(8 hidden / 3)
   return (units + 7) / 8 * 8;
+}
+
+int64_t DpBucketBytes(const TrainConfig& config, bool gpu) {
+  if (config.dp_bucket > 0) return config.dp_bucket;
+  return gpu ? kGpuReducerBucketBytes : kReducerBucketBytes;
 }
 
 PartitionBy ParsePartitionBy(std::string_view text, std::string_view name) {

@@ -55,6 +55,9 @@ int LlamaIntermediate(const TrainConfig& config);
 // The vocabulary a model of `config` has: config.vocab for a llama that sets it, else the
 // byte tokenizer's 256 ids.
 int ModelVocab(const TrainConfig& config);
+// The data-parallel reducer's bucket under `config` on a GPU (`gpu`) or the CPU: dp_bucket,
+// or kReducerBucketBytes on the CPU and kGpuReducerBucketBytes on GPUs (sim/mesh_costs.h).
+int64_t DpBucketBytes(const TrainConfig& config, bool gpu);
 
 // `text` as --model (or the TOML key `name`): a kind ("gpt", "classifier", "llama"), or a
 // Hugging Face folder (a path holding config.json), which sets model_dir and model = llama
@@ -154,6 +157,9 @@ struct TrainConfig {
   // naming rank, stage, step and bytes. 0 = no limit. Rank threads share one process: their
   // limit is the sum of theirs.
   int64_t memory_per_rank = 0;
+  // Bytes of gradients the data-parallel reducer sums at once (0 = 4 MiB on the CPU, 25 MiB
+  // on GPUs: DpBucketBytes).
+  int64_t dp_bucket = 0;
   // Evaluation, output, checkpoints.
   int64_t eval_every = 50;  // 0 = only at the end
   int eval_batches = 4;

@@ -82,7 +82,8 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
                                                PipelineGradients::SharedNames(model_.holders()));
   }
   if (dp_group != nullptr) {
-    dp_reducer_ = std::make_unique<DataParallelReducer>(dp_group, kReducerBucketBytes, zero);
+    dp_reducer_ = std::make_unique<DataParallelReducer>(
+        dp_group, DpBucketBytes(config, model_.device().is_cuda()), zero);
     model_.pipeline().executor().set_reduce_grad_hook(
         [this](Stage& stage) { dp_reducer_->Start(stage.module().NamedParameters()); });
   }
