@@ -37,7 +37,7 @@ TEST(CliTest, ProfileWritesCostsThatPlanAutoReads) {
 
   r = Conveyor("plan --auto --costs " + dir +
                "/costs.json --world 4 --cores 2 --global-batch 8 --memory-per-rank 1e9 "
-               "--top 50 --format json");
+               "--top 1000 --format json");  // every candidate
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json plan = nlohmann::json::parse(r.out);
   bool selective = false;
