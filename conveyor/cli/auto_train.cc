@@ -1,7 +1,6 @@
 #include "conveyor/cli/auto_train.h"
 
 #include <ATen/Parallel.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -107,8 +106,7 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
     return gpu ? 0 : std::max<int64_t>(0, MemoryTracker::current_bytes() - before_data);
   }();
   const double limit = config.memory_per_rank > 0 ? static_cast<double>(config.memory_per_rank)
-                                                  : static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
-                                                        sysconf(_SC_PAGESIZE) / world;
+                                                  : PhysicalMemoryBytes() / world;
 
   AutoPlanRequest request;
   request.model = table.model;

@@ -45,4 +45,8 @@ int AvailableCores() {
   return cores > 0 ? cores : 1;
 }
 
+double PhysicalMemoryBytes() {
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
 }  // namespace conveyor

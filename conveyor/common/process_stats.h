@@ -21,6 +21,9 @@ int64_t PeakResidentBytes();
 // be read), at least 1.
 int AvailableCores();
 
+// The machine's physical memory in bytes.
+double PhysicalMemoryBytes();
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_COMMON_PROCESS_STATS_H_

@@ -292,14 +292,24 @@ double Capacity(const ModelTask& model, int index, const at::Tensor& x, const Mi
   return ran && last > began ? ranks * alone / (last - began) : -1;
 }
 
+// The blocks of the chained stage (ChainSeconds): a model's worth of weights, which moves
+// through the caches as a run's does (a block timed alone keeps its own in them), up to 8
+// blocks, fewer where they would take more than an eighth of the memory at 16 bytes a
+// parameter.
+int ChainBlocks(int blocks, double block_params) {
+  int n = std::min(8, blocks);
+  while (n > 1 && 16 * n * block_params > PhysicalMemoryBytes() / 8) --n;
+  return n;
+}
+
 // The median of `rounds` (after one unmeasured) forwards and backwards through the
-// embedding, two blocks and the head chained as one stage: what the layers cost together,
-// against the sum of their lone timings.
-double ChainSeconds(const ModelTask& model, const at::Tensor& tokens, const MicroBatch& mb,
-                    int rounds, const ProfileDevice& on) {
+// embedding, `blocks` blocks and the head chained as one stage: what the layers cost
+// together, against the sum of their lone timings.
+double ChainSeconds(const ModelTask& model, int blocks, const at::Tensor& tokens,
+                    const MicroBatch& mb, int rounds, const ProfileDevice& on) {
   const int head = model.num_layers() - 1;
   std::vector<std::shared_ptr<Layer>> layers;
-  for (int l = 0; l < std::min(3, head); ++l) layers.push_back(LayerOn(model, l, on.device));
+  for (int l = 0; l <= blocks; ++l) layers.push_back(LayerOn(model, l, on.device));
   layers.push_back(LayerOn(model, head, on.device));
   std::vector<double> times;
   for (int round = 0; round <= rounds; ++round) {
@@ -389,7 +399,7 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
   table.block_selective.params = table.block.params;
   table.head.params = static_cast<double>(CountParameters({shapes.at(head)}));
   auto work = [](const LayerSample& l) { return l.forward_s + l.backward_s; };
-  const int blocks = std::min(2, head - 1);
+  const int blocks = ChainBlocks(head - 1, table.block.params);
   const size_t sizes = sequences.size();
   table.calibration.assign(sizes, 1);
   table.cores = AvailableCores();
@@ -428,7 +438,7 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
     // The chain against the sum of its layers' lone timings, at this size.
     const double sum =
         work(table.embedding.at[k]) + blocks * work(table.block.at[k]) + work(table.head.at[k]);
-    const double factor = ChainSeconds(*plain, batch.inputs, mb, rounds + 2, on) / sum;
+    const double factor = ChainSeconds(*plain, blocks, batch.inputs, mb, rounds + 2, on) / sum;
     table.calibration[k] = factor;
     for (MeasuredLayer* layer :
          {&table.embedding, &table.block, &table.block_selective, &table.head}) {

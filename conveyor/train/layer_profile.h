@@ -31,8 +31,9 @@ namespace conveyor {
 // between them included: call it before the process starts threads of its own that hold
 // locks. On a GPU (0 ranks: 1, nothing measured) they are threads, each on a stream of its
 // own, as ranks as threads sharing a GPU run. The times at each size are then scaled by that
-// size's `calibration`: the median time of the embedding, two blocks and the head chained
-// as one stage over the sum of their lone timings (F + B).
+// size's `calibration`: the median time of the embedding, up to 8 blocks (a model's worth
+// of weights through the caches; fewer where they would take more than an eighth of the
+// memory) and the head chained as one stage over the sum of their lone timings (F + B).
 // UserError for a classifier, or sizes not two or more, ascending from 1 or more.
 LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<int64_t>& sequences,
                                  int rounds, int ranks);
