@@ -127,8 +127,7 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) cons
   if (given(fixed_tp)) r.tp = static_cast<int>(mesh.tp);
   // The trainer's bucket where the ranks will run, unless told.
   r.bucket_bytes = given(bucket) ? shape.bucket_bytes
-                   : cores > 0   ? static_cast<double>(kReducerBucketBytes)
-                                 : static_cast<double>(kGpuReducerBucketBytes);
+                                 : static_cast<double>(DefaultBucketBytes(/*gpu=*/cores == 0));
   if (one_gpu) ShareOneGpu(r);  // after --tp, which it refuses above 1
   return r;
 }

@@ -154,7 +154,7 @@ struct AutoPlanRequest {
   double bytes_per_param = 16;
   // The data-parallel reducer's bucket (its count prices the DP all-reduces' latencies, its
   // copy takes memory): the trainer's default on GPUs unless told.
-  double bucket_bytes = kGpuReducerBucketBytes;
+  double bucket_bytes = DefaultBucketBytes(/*gpu=*/true);
   int top = 5;
   std::optional<LayerCostTable> measured;  // else FLOP counts at device_flops x efficiency
   // > 0: every rank of the world computes on one machine that runs this many of them at full

@@ -122,19 +122,27 @@ LayerCostTable Measured() {
   return t;
 }
 
+// A request planned by `table` for `world` ranks and `global_batch` sequences a step, every
+// candidate kept, memory no limit.
+AutoPlanRequest MeasuredRequest(const LayerCostTable& table, int world, int64_t global_batch) {
+  AutoPlanRequest r;
+  r.model = table.model;
+  r.measured = table;
+  r.world = world;
+  r.global_batch = global_batch;
+  r.memory_per_rank = 1e12;
+  r.top = 1000;
+  return r;
+}
+
 TEST(AutoPlannerTest, MeasuredCostsSplitByTimeAndOfferSelectiveRecomputation) {
   const LayerCostTable table = Measured();
   const LayerSample two = table.At(table.block, 2);
   EXPECT_DOUBLE_EQ(two.forward_s, 2e-3);
   EXPECT_DOUBLE_EQ(two.activation_bytes, 2e6);
   EXPECT_DOUBLE_EQ(table.At(table.block, 0.5).forward_s, 0.5e-3);  // beyond, on the line
-  AutoPlanRequest r;
-  r.model = table.model;
-  r.measured = table;
-  r.world = 2;
-  r.global_batch = 8;
+  AutoPlanRequest r = MeasuredRequest(table, 2, 8);
   r.memory_per_rank = 1e9;
-  r.top = 1000;
   r.pp = 2;
   AutoPlan plan = PlanAuto(r);
   ASSERT_FALSE(plan.best.empty());
@@ -164,15 +172,9 @@ TEST(AutoPlannerTest, MeasuredCostsSplitByTimeAndOfferSelectiveRecomputation) {
 // gone: a DP replica needs no more memory than the same run alone while that copy is the
 // smaller, and every layout of the table fits what the same run alone needs plus it.
 TEST(AutoPlannerTest, DataParallelBucketsTakeNoMemoryBesideTheActivations) {
-  AutoPlanRequest r;
-  r.model = Measured().model;
-  r.measured = Measured();
-  r.memory_per_rank = 1e12;
-  r.top = 1000;
+  AutoPlanRequest r = MeasuredRequest(Measured(), 1, 4);
   r.pp = 1;
   r.schedules = {"naive"};
-  r.world = 1;
-  r.global_batch = 4;
   const AutoPlan alone = PlanAuto(r);
   r.world = 2;
   r.global_batch = 8;
@@ -195,12 +197,7 @@ TEST(AutoPlannerTest, DataParallelBucketsTakeNoMemoryBesideTheActivations) {
 // work, a pipeline of 4 runs far slower than on 4 GPUs. A table measured on the CPU cannot
 // say how a GPU is shared.
 TEST(AutoPlannerTest, RanksSharingOneGpuRunAtTheCapacityMeasuredThere) {
-  AutoPlanRequest r;
-  r.model = Measured().model;
-  r.measured = Measured();
-  r.world = 4;
-  r.global_batch = 8;
-  r.memory_per_rank = 1e12;
+  AutoPlanRequest r = MeasuredRequest(Measured(), 4, 8);
   r.schedules = {"1f1b"};
   r.measured->device = "cpu";
   EXPECT_THROW(ShareOneGpu(r), UserError);
@@ -231,14 +228,8 @@ TEST(AutoPlannerTest, SharedCapacityFollowsTheMicroBatchSize) {
   EXPECT_DOUBLE_EQ(t.CapacityAt(2), 1.6);
   EXPECT_DOUBLE_EQ(t.CapacityAt(3), 1.2);
   EXPECT_DOUBLE_EQ(t.CapacityAt(16), 1.2);
-  AutoPlanRequest r;
-  r.model = t.model;
-  r.measured = t;
-  r.world = 2;
+  AutoPlanRequest r = MeasuredRequest(t, 2, 8);  // 4 sequences a replica
   r.dp = 2;
-  r.global_batch = 8;  // 4 sequences a replica
-  r.memory_per_rank = 1e12;
-  r.top = 1000;
   r.max_microbatches = 4;
   ShareOneGpu(r);
   auto step_at = [](const AutoPlanRequest& request, int microbatches) {

@@ -44,18 +44,17 @@ namespace conveyor {
 // reducer's bucket, train/data_parallel_reducer.h; --dp-bucket): 4 MiB on the CPU (small
 // buckets start reducing early, behind the backward), 25 MiB on GPUs (PyTorch DDP's: at
 // dp 32 over InfiniBand, 4 MiB buckets made the published layouts latency-bound).
-inline constexpr int64_t kReducerBucketBytes = 4 << 20;
-inline constexpr int64_t kGpuReducerBucketBytes = 25 << 20;
+constexpr int64_t DefaultBucketBytes(bool gpu) { return gpu ? 25 << 20 : 4 << 20; }
 
 // The sizes the mesh's communication depends on.
 struct ModelShape {
-  int64_t hidden = 4096;                   // C
-  int64_t seq_len = 2048;                  // T
-  int64_t micro_batch_size = 1;            // b, sequences per micro-batch on one DP replica
-  int64_t layers_per_stage = 1;            // transformer blocks of one stage
-  double element_bytes = 2;                // of an activation and of a gradient (bf16)
-  double param_bytes_per_stage = 0;        // of one TP shard of a stage; 0: derived (see below)
-  double bucket_bytes = 25 * 1024 * 1024;  // the DP all-reduce bucket (PyTorch DDP's 25 MiB)
+  int64_t hidden = 4096;             // C
+  int64_t seq_len = 2048;            // T
+  int64_t micro_batch_size = 1;      // b, sequences per micro-batch on one DP replica
+  int64_t layers_per_stage = 1;      // transformer blocks of one stage
+  double element_bytes = 2;          // of an activation and of a gradient (bf16)
+  double param_bytes_per_stage = 0;  // of one TP shard of a stage; 0: derived (see below)
+  double bucket_bytes = DefaultBucketBytes(/*gpu=*/true);  // the DP all-reduce bucket
 
   // b * T * C * element_bytes: one micro-batch's activation, the TP all-reduce's payload.
   double activation_bytes() const;

@@ -253,7 +253,7 @@ int LlamaIntermediate(const TrainConfig& config) {
 
 int64_t DpBucketBytes(const TrainConfig& config, bool gpu) {
   if (config.dp_bucket > 0) return config.dp_bucket;
-  return gpu ? kGpuReducerBucketBytes : kReducerBucketBytes;
+  return DefaultBucketBytes(gpu);
 }
 
 PartitionBy ParsePartitionBy(std::string_view text, std::string_view name) {

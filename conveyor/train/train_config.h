@@ -56,7 +56,7 @@ int LlamaIntermediate(const TrainConfig& config);
 // byte tokenizer's 256 ids.
 int ModelVocab(const TrainConfig& config);
 // The data-parallel reducer's bucket under `config` on a GPU (`gpu`) or the CPU: dp_bucket,
-// or kReducerBucketBytes on the CPU and kGpuReducerBucketBytes on GPUs (sim/mesh_costs.h).
+// or DefaultBucketBytes (sim/mesh_costs.h).
 int64_t DpBucketBytes(const TrainConfig& config, bool gpu);
 
 // `text` as --model (or the TOML key `name`): a kind ("gpt", "classifier", "llama"), or a
