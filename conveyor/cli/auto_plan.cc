@@ -159,13 +159,15 @@ std::string AutoPlanText(const AutoPlanRequest& r, const AutoPlan& plan, double 
                 ")"
           : Printf("%.0f TFLOP/s peak (%.0f%% of it reached)", r.device_flops / 1e12,
                    100 * r.efficiency);
+  const double params = r.model.Params();
+  const bool billions = params >= 1e9;
   std::string out = Printf(
-      "auto plan: %s of %lld layers, hidden %lld, %.2f B parameters, %d ranks (%s), %lld "
+      "auto plan: %s of %lld layers, hidden %lld, %.2f %s parameters, %d ranks (%s), %lld "
       "sequences of %lld a step, %s and %s a rank\n",
       r.model.gated_mlp ? "Llama" : "GPT", static_cast<long long>(r.model.layers),
-      static_cast<long long>(r.model.hidden), r.model.Params() / 1e9, r.world, nodes.c_str(),
-      static_cast<long long>(r.global_batch), static_cast<long long>(r.model.seq_len),
-      costs.c_str(), Size(r.memory_per_rank).c_str());
+      static_cast<long long>(r.model.hidden), params / (billions ? 1e9 : 1e6), billions ? "B" : "M",
+      r.world, nodes.c_str(), static_cast<long long>(r.global_batch),
+      static_cast<long long>(r.model.seq_len), costs.c_str(), Size(r.memory_per_rank).c_str());
   out +=
       "rank  dp x tp x pp  schedule          chunks  mb x size  recompute zero    step s  tokens/s "
       "  "

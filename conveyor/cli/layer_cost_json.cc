@@ -8,16 +8,17 @@
 namespace conveyor {
 namespace {
 
-constexpr char kFormat[] = "conveyor layer costs 4";
+constexpr char kFormat[] = "conveyor layer costs 5";
 constexpr const char* kKinds[] = {"embedding", "block", "block_selective", "head"};
 constexpr double LayerSample::*kFields[] = {
     &LayerSample::forward_s,    &LayerSample::input_s,          &LayerSample::weight_s,
     &LayerSample::backward_s,   &LayerSample::activation_bytes, &LayerSample::backward_bytes,
-    &LayerSample::weight_bytes, &LayerSample::forward_bytes,    &LayerSample::infer_bytes};
-constexpr const char* kFieldNames[] = {"forward_s",    "input_s",          "weight_s",
-                                       "backward_s",   "activation_bytes", "backward_bytes",
-                                       "weight_bytes", "forward_bytes",    "infer_bytes"};
-constexpr int kNumFields = 9;
+    &LayerSample::weight_bytes, &LayerSample::forward_bytes,    &LayerSample::infer_bytes,
+    &LayerSample::infer_s};
+constexpr const char* kFieldNames[] = {
+    "forward_s",      "input_s",      "weight_s",      "backward_s",  "activation_bytes",
+    "backward_bytes", "weight_bytes", "forward_bytes", "infer_bytes", "infer_s"};
+constexpr int kNumFields = 10;
 
 MeasuredLayer LayerCostTable::*KindField(int k) {
   constexpr MeasuredLayer LayerCostTable::*kFieldsOf[] = {
@@ -105,19 +106,27 @@ LayerCostTable ReadLayerCostTable(const std::string& path) {
     if (ascending) t.sequences.push_back(sizes[k].get<int64_t>());
   }
   CONVEYOR_CHECK(ascending) << where << ": 'sequences' must be two or more increasing sizes";
-  // A factor a size each.
-  t.capacity.clear();
-  for (const auto& [key, factors] :
-       {std::pair{"capacity", &t.capacity}, std::pair{"calibration", &t.calibration}}) {
-    const nlohmann::json& given = j[key];
-    CONVEYOR_CHECK(given.is_array() && given.size() == t.sequences.size())
-        << where << ": '" << key << "' must hold a factor for each of the " << t.sequences.size()
-        << " sizes";
+  // A size each: a factor, and a capacity for each count of busy ranks.
+  auto factors = [&](const nlohmann::json& given, size_t count, const std::string& what) {
+    CONVEYOR_CHECK(given.is_array() && given.size() == count)
+        << where << ": " << what << " must hold " << count << " factors";
+    std::vector<double> out;
     for (const nlohmann::json& factor : given) {
       CONVEYOR_CHECK(factor.is_number() && factor.get<double>() > 0)
-          << where << ": '" << key << "' must hold positive factors";
-      factors->push_back(factor.get<double>());
+          << where << ": " << what << " must hold positive factors";
+      out.push_back(factor.get<double>());
     }
+    return out;
+  };
+  t.calibration = factors(j["calibration"], t.sequences.size(), "'calibration' (one a size)");
+  const nlohmann::json& capacity = j["capacity"];
+  CONVEYOR_CHECK(capacity.is_array() && capacity.size() == t.sequences.size())
+      << where << ": 'capacity' must hold a list for each of the " << t.sequences.size()
+      << " sizes";
+  t.capacity.clear();
+  for (const nlohmann::json& by_busy : capacity) {
+    t.capacity.push_back(factors(by_busy, static_cast<size_t>(t.capacity_ranks),
+                                 "'capacity' (at each size, one for 1 to 'capacity_ranks' busy)"));
   }
   const nlohmann::json& m = j["model"];
   const std::string model_where = where + ": model";

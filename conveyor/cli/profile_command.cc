@@ -63,15 +63,18 @@ void AddProfileCommand(CLI::App& app) {
                        Printf(", %lld tokens a sequence, on the %s",
                               static_cast<long long>(config.seq_len), table.device.c_str()) +
                        (table.device == "cpu" ? Printf(" with %d thread(s)", table.threads) : "") +
-                       Printf("; with %d ranks sharing it, the work of", table.capacity_ranks);
+                       Printf("; with %d ranks sharing it, the work of 1", table.capacity_ranks) +
+                       (table.capacity_ranks > 1 ? Printf(" to %d", table.capacity_ranks) : "") +
+                       " of them busy at once, in lone ranks' worth:";
     for (size_t k = 0; k < table.sequences.size(); ++k) {
-      text += Printf("%s %.2f at %lld", k == 0 ? "" : ",", table.capacity[k],
-                     static_cast<long long>(table.sequences[k]));
+      text += k == 0 ? "" : ";";
+      for (double c : table.capacity[k]) text += Printf(" %.2f", c);
+      text += Printf(" at %lld", static_cast<long long>(table.sequences[k]));
     }
     text += " sequences\n";
     text +=
         "layer            sequences  forward ms  input ms  weight ms  backward ms  activations MiB"
-        "  backward MiB  for W MiB  forward MiB  no-grad MiB\n";
+        "  backward MiB  for W MiB  forward MiB  no-grad MiB  no-grad ms\n";
     const std::array<std::pair<const char*, const MeasuredLayer*>, 4> kinds = {
         {{"embedding", &table.embedding},
          {"block", &table.block},
@@ -81,11 +84,11 @@ void AddProfileCommand(CLI::App& app) {
       for (size_t k = 0; k < table.sequences.size(); ++k) {
         const LayerSample& s = layer->at[k];
         text += Printf(
-            "%-16s %9lld %11.3f %9.3f %10.3f %12.3f %16.2f %13.2f %10.2f %12.2f %12.2f\n", name,
-            static_cast<long long>(table.sequences[k]), 1e3 * s.forward_s, 1e3 * s.input_s,
+            "%-16s %9lld %11.3f %9.3f %10.3f %12.3f %16.2f %13.2f %10.2f %12.2f %12.2f %10.3f\n",
+            name, static_cast<long long>(table.sequences[k]), 1e3 * s.forward_s, 1e3 * s.input_s,
             1e3 * s.weight_s, 1e3 * s.backward_s, s.activation_bytes / (1 << 20),
             s.backward_bytes / (1 << 20), s.weight_bytes / (1 << 20), s.forward_bytes / (1 << 20),
-            s.infer_bytes / (1 << 20));
+            s.infer_bytes / (1 << 20), 1e3 * s.infer_s);
       }
     }
     std::fputs((text + "written to " + flags->out + "\n").c_str(), stdout);

@@ -60,18 +60,22 @@ LayerSample LayerCostTable::At(const MeasuredLayer& layer, double n) const {
           line(&LayerSample::weight_s),       line(&LayerSample::activation_bytes),
           line(&LayerSample::backward_bytes), line(&LayerSample::backward_s),
           line(&LayerSample::weight_bytes),   line(&LayerSample::forward_bytes),
-          line(&LayerSample::infer_bytes)};
+          line(&LayerSample::infer_bytes),    line(&LayerSample::infer_s)};
 }
 
-double LayerCostTable::CapacityAt(double n) const {
-  CONVEYOR_ASSERT(capacity.size() == sequences.size() && !sequences.empty())
-      << capacity.size() << " capacities for " << sequences.size() << " sizes";
-  if (n <= static_cast<double>(sequences.front())) return capacity.front();
+double LayerCostTable::CapacityAt(double n, int busy) const {
+  CONVEYOR_ASSERT(capacity.size() == sequences.size() && !sequences.empty() && busy >= 1)
+      << capacity.size() << " capacities for " << sequences.size() << " sizes, " << busy << " busy";
+  auto at = [&](size_t k) {
+    CONVEYOR_ASSERT(!capacity[k].empty()) << "no capacity at size " << sequences[k];
+    return capacity[k][std::min<size_t>(busy, capacity[k].size()) - 1];
+  };
+  if (n <= static_cast<double>(sequences.front())) return at(0);
   for (size_t k = 1; k < sequences.size(); ++k) {
     const double n0 = static_cast<double>(sequences[k - 1]), n1 = static_cast<double>(sequences[k]);
-    if (n <= n1) return capacity[k - 1] + (n - n0) / (n1 - n0) * (capacity[k] - capacity[k - 1]);
+    if (n <= n1) return at(k - 1) + (n - n0) / (n1 - n0) * (at(k) - at(k - 1));
   }
-  return capacity.back();
+  return at(sequences.size() - 1);
 }
 
 namespace {
@@ -93,7 +97,7 @@ struct LayerCosts {
 };
 
 LayerSample Scaled(LayerSample s, double by) {
-  s.forward_s *= by, s.input_s *= by, s.weight_s *= by, s.backward_s *= by;
+  s.forward_s *= by, s.input_s *= by, s.weight_s *= by, s.backward_s *= by, s.infer_s *= by;
   s.activation_bytes *= by, s.backward_bytes *= by, s.weight_bytes *= by, s.forward_bytes *= by;
   s.infer_bytes *= by;
   return s;
@@ -121,7 +125,8 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::strin
                std::max(s.backward_s, block.backward_s),
                s.weight_bytes,
                s.forward_bytes,
-               s.infer_bytes};
+               s.infer_bytes,
+               std::max(s.infer_s, block.infer_s)};
     }
     // Of a block's activations, 10 of 34 parts (the norms' and residuals' (b, T, C)) stay
     // whole under TP, 24 are split (Korthikanti et al.); of what W needs (the linear
@@ -147,7 +152,10 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::strin
     const bool first = l == 0, last = l == m.layers + 1;
     LayerSample s = first ? embedding : last ? head : block;
     if (s.backward_s <= 0) s.backward_s = s.input_s + s.weight_s;
-    if (recompute == "full") s.input_s += s.forward_s, s.backward_s += s.forward_s;
+    if (recompute == "full") {  // F keeps nothing; the backward runs the forward again first
+      s.input_s += s.forward_s, s.backward_s += s.forward_s;
+      if (s.infer_s > 0) s.forward_s = s.infer_s;
+    }
     costs.layers.push_back(s);
     costs.params.push_back((first || last ? v * c : m.BlockParams()) / tp);
     costs.input_bytes.push_back(first ? 0 : input);
@@ -246,7 +254,7 @@ std::string HeldBack(const PlanCandidate& c, const PlanCandidate& best) {
 }  // namespace
 
 void ShareOneCpu(AutoPlanRequest& r, double cores) {
-  r.shared_compute = r.measured ? cores * r.measured->capacity.back() / r.measured->cores : cores;
+  r.shared_compute = r.measured ? cores * r.measured->FullCapacity() / r.measured->cores : cores;
   r.hop_s = kLocalHopSeconds;
   if (r.network.intra == MeshNetwork{}.intra) r.network.intra = LocalCpuLink();
 }
@@ -260,7 +268,7 @@ void ShareOneGpu(AutoPlanRequest& r) {
                             << ": tensor-parallel ranks cannot share one GPU as threads (they "
                                "would wait for each other inside the backward)";
   r.tp = 1;
-  r.shared_compute = r.measured->capacity.back();
+  r.shared_compute = r.measured->FullCapacity();
   r.hop_s = kLocalGpuHopSeconds;
   if (r.network.intra == MeshNetwork{}.intra) r.network.intra = LocalGpuLink();
 }
@@ -454,12 +462,21 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
                     RingAllReduceTime(stages / parts, most_params * 4, copies_link);
               }
               if (r.shared_compute > 0) {
-                const double shared =
-                    r.measured ? r.shared_compute * r.measured->CapacityAt(static_cast<double>(b)) /
-                                     r.measured->capacity.back()
-                               : r.shared_compute;
+                // The dp x tp pipelines compute at once, each with a share of the machine: k
+                // busy ranks of one are k x dp x tp busy ranks of the machine.
+                const int copies = dp * tp;
                 cost_model.sharing =
-                    ComputeSharing::OneDevice(layout.num_ranks(), shared / (dp * tp));
+                    ComputeSharing::OneDevice(layout.num_ranks(), r.shared_compute / copies);
+                if (r.measured) {
+                  std::vector<double> by_busy;
+                  for (int k = 1; k <= layout.num_ranks(); ++k) {
+                    by_busy.push_back(r.shared_compute *
+                                      r.measured->CapacityAt(static_cast<double>(b), k * copies) /
+                                      r.measured->FullCapacity() / copies);
+                  }
+                  cost_model.sharing.capacity = {by_busy.back()};
+                  cost_model.sharing.busy_capacity = {by_busy};
+                }
               }
               ModelShape shape;
               shape.hidden = m.hidden;

@@ -99,6 +99,7 @@ struct LayerSample {
   double forward_bytes = 0;     // allocated at most while its forward runs, beyond what it keeps
   double infer_bytes = 0;       // allocated at most by a forward that keeps nothing (no
                                 // autograd: full recomputation's first forward, evaluation)
+  double infer_s = 0;           // that forward's time; 0: forward_s
 };
 
 // A layer kind as `conveyor profile` measured it: its parameters and its costs at each of
@@ -118,13 +119,14 @@ struct LayerCostTable {
   double element_bytes = 4;    // of an activation (fp32 on the CPU)
   double optimizer_s = 0;      // AdamW's step, seconds a parameter
   double optimizer_bytes = 0;  // what AdamW's step allocates beyond its state, bytes a parameter
-  // The machine's cores, and how many lone ranks' worth of work `capacity_ranks` ranks busy at
-  // once do on the device, at each size timed (a block's forwards in that many ranks at once
-  // against alone): on the CPU below `cores` where cores are hyperthreads or share caches
-  // and ranks pay for switching; on a GPU above 1 where small micro-batches leave it idle
-  // between kernels that other ranks' kernels fill.
+  // The machine's cores, and how many lone ranks' worth of work k of `capacity_ranks` ranks
+  // busy at once do on the device, at each size timed: capacity[size][k - 1], k = 1 ..
+  // capacity_ranks (a block's forwards in k ranks at once against alone). On the CPU below k
+  // where cores are hyperthreads or share caches and ranks pay for switching (more ranks than
+  // cores take turns, slower than alone even one at a time); on a GPU above 1 where small
+  // micro-batches leave it idle between kernels that other ranks' kernels fill.
   int cores = 1;
-  std::vector<double> capacity = {1, 1};  // a size each, > 0
+  std::vector<std::vector<double>> capacity = {{1}, {1}};  // a size each, > 0
   int capacity_ranks = 1;
   // The factor the profile's layer times at each size were scaled by.
   std::vector<double> calibration;
@@ -132,9 +134,14 @@ struct LayerCostTable {
   // `layer` at a micro-batch of `sequences`: piecewise linear through the sizes timed (beyond
   // them, the nearest piece's line), never below 0.
   LayerSample At(const MeasuredLayer& layer, double sequences) const;
-  // The capacity at a micro-batch of `sequences`: piecewise linear between the sizes timed,
-  // the nearest size's beyond them.
-  double CapacityAt(double sequences) const;
+  // The capacity with `busy` (>= 1) ranks computing at a micro-batch of `sequences`:
+  // piecewise linear between the sizes timed, the nearest size's beyond them; for more busy
+  // ranks than measured, that of all of them.
+  double CapacityAt(double sequences, int busy) const;
+  // With all capacity_ranks busy at the largest size.
+  double FullCapacity() const {
+    return CapacityAt(static_cast<double>(sequences.back()), capacity_ranks);
+  }
 };
 
 struct AutoPlanRequest {
@@ -159,8 +166,9 @@ struct AutoPlanRequest {
   std::optional<LayerCostTable> measured;  // else FLOP counts at device_flops x efficiency
   // > 0: every rank of the world computes on one machine that runs this many of them at full
   // speed (a CPU's cores over each rank's threads); 0: a device of its own each. With a
-  // measured table: at its largest size, and at a candidate's micro-batch size in
-  // proportion to the table's capacity there.
+  // measured table: with all its ranks busy at its largest size, and at a candidate's
+  // micro-batch size and each count of busy ranks in proportion to the table's capacity
+  // there.
   double shared_compute = 0;
   int dp = 0, tp = 0, pp = 0;  // > 0: only layouts of that size on the axis
   // A pipeline hop's latency (< 0: the intra-node link's); local ranks hand activations over
@@ -203,7 +211,8 @@ struct AutoPlan {
 };
 
 // Plans for ranks that share one CPU of `cores` cores: shared_compute from the measured
-// table's capacity (scaled to `cores`; `cores` itself without a table), pipeline hops over
+// table's capacity with all its ranks busy (scaled to `cores`; `cores` itself without a
+// table; the table's capacity at each busy count in proportion), pipeline hops over
 // shared memory (kLocalHopSeconds) and, unless the request states another, the local Gloo
 // link (LocalCpuLink) for the collectives. Precondition: cores > 0.
 void ShareOneCpu(AutoPlanRequest& request, double cores);

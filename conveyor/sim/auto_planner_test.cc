@@ -202,7 +202,7 @@ TEST(AutoPlannerTest, RanksSharingOneGpuRunAtTheCapacityMeasuredThere) {
   r.measured->device = "cpu";
   EXPECT_THROW(ShareOneGpu(r), UserError);
   r.measured->device = "cuda";
-  r.measured->capacity = {1.2, 1.2};
+  r.measured->capacity = {{1.2}, {1.2}};
   r.measured->capacity_ranks = 4;
   r.tp = 2;
   EXPECT_THROW(ShareOneGpu(r), UserError) << "tensor-parallel threads on one GPU deadlock";
@@ -222,12 +222,12 @@ TEST(AutoPlannerTest, RanksSharingOneGpuRunAtTheCapacityMeasuredThere) {
 TEST(AutoPlannerTest, SharedCapacityFollowsTheMicroBatchSize) {
   LayerCostTable t = Measured();  // sizes 1 and 3
   t.device = "cuda";
-  t.capacity = {2.0, 1.2};
-  EXPECT_DOUBLE_EQ(t.CapacityAt(0.5), 2.0);
-  EXPECT_DOUBLE_EQ(t.CapacityAt(1), 2.0);
-  EXPECT_DOUBLE_EQ(t.CapacityAt(2), 1.6);
-  EXPECT_DOUBLE_EQ(t.CapacityAt(3), 1.2);
-  EXPECT_DOUBLE_EQ(t.CapacityAt(16), 1.2);
+  t.capacity = {{2.0}, {1.2}};
+  EXPECT_DOUBLE_EQ(t.CapacityAt(0.5, 1), 2.0);
+  EXPECT_DOUBLE_EQ(t.CapacityAt(1, 1), 2.0);
+  EXPECT_DOUBLE_EQ(t.CapacityAt(2, 1), 1.6);
+  EXPECT_DOUBLE_EQ(t.CapacityAt(3, 1), 1.2);
+  EXPECT_DOUBLE_EQ(t.CapacityAt(16, 4), 1.2);
   AutoPlanRequest r = MeasuredRequest(t, 2, 8);  // 4 sequences a replica
   r.dp = 2;
   r.max_microbatches = 4;
@@ -239,10 +239,40 @@ TEST(AutoPlannerTest, SharedCapacityFollowsTheMicroBatchSize) {
     return -1.0;
   };
   const double varying = step_at(r, 4);  // micro-batches of 1 sequence: capacity 2
-  r.measured->capacity = {1.2, 1.2};
+  r.measured->capacity = {{1.2}, {1.2}};
   const double flat = step_at(r, 4);
   ASSERT_GT(varying, 0);
   EXPECT_LT(varying, 0.8 * flat);
+}
+
+// More ranks than cores take turns, and each count of busy ranks has the capacity measured
+// for it: a pipeline that runs one rank at a time (naive, one micro-batch) is predicted at
+// the rate of one busy rank of the four, however fast all four together run.
+TEST(AutoPlannerTest, RanksTakingTurnsRunAtTheCapacityMeasuredForEachBusyCount) {
+  LayerCostTable t = Measured();  // sizes 1 and 3
+  t.cores = 2;
+  t.capacity_ranks = 4;
+  t.capacity = {{1.0, 1.6, 1.6, 1.6}, {0.6, 1.2, 1.6, 1.6}};
+  EXPECT_DOUBLE_EQ(t.CapacityAt(2, 1), 0.8);
+  EXPECT_DOUBLE_EQ(t.CapacityAt(3, 2), 1.2);
+  EXPECT_DOUBLE_EQ(t.CapacityAt(3, 9), 1.6);  // more busy than measured: all of them
+  EXPECT_DOUBLE_EQ(t.FullCapacity(), 1.6);
+  AutoPlanRequest r = MeasuredRequest(t, 4, 1);
+  r.pp = 4;
+  r.schedules = {"naive"};
+  ShareOneCpu(r, 2);
+  EXPECT_DOUBLE_EQ(r.shared_compute, 1.6);
+  auto naive_step = [](const AutoPlanRequest& request) {
+    for (const PlanCandidate& c : PlanAuto(request).best) {
+      if (c.recompute == "none" && c.zero == 0) return c.step_s;
+    }
+    return -1.0;
+  };
+  const double alone = naive_step(r);
+  r.measured->capacity = {{0.5, 1.6, 1.6, 1.6}, {0.5, 1.2, 1.6, 1.6}};
+  const double taking_turns = naive_step(r);
+  ASSERT_GT(alone, 0);
+  EXPECT_GT(taking_turns, 1.5 * alone);
 }
 
 TEST(AutoPlannerTest, TensorParallelismStaysInsideANode) {

@@ -19,19 +19,27 @@ std::vector<int> RanksOn(const ComputeSharing& sharing) {
 }  // namespace
 
 ComputeSharing ComputeSharing::OneDevice(int ranks, double capacity) {
-  return ComputeSharing{std::vector<int>(ranks, 0), {capacity}};
+  return ComputeSharing{std::vector<int>(ranks, 0), {capacity}, {}};
 }
 
 bool ComputeSharing::Shares() const {
   const std::vector<int> ranks = RanksOn(*this);
   for (size_t d = 0; d < capacity.size(); ++d) {
     if (ranks[d] > capacity[d]) return true;
+    for (int k = 1; k <= ranks[d]; ++k) {
+      if (Rate(static_cast<int>(d), k) < 1) return true;
+    }
   }
   return false;
 }
 
 double ComputeSharing::Rate(int device_index, int busy) const {
-  const double c = capacity[device_index];
+  const size_t d = static_cast<size_t>(device_index);
+  if (d < busy_capacity.size() && !busy_capacity[d].empty() && busy >= 1) {
+    const std::vector<double>& by_busy = busy_capacity[d];
+    return by_busy[std::min<size_t>(busy, by_busy.size()) - 1] / busy;
+  }
+  const double c = capacity[d];
   return busy <= c ? 1.0 : c / busy;
 }
 
@@ -63,6 +71,15 @@ void CheckSharing(const ComputeSharing& sharing, int ranks) {
   }
   for (double c : sharing.capacity) {
     CONVEYOR_CHECK(c > 0) << "compute sharing: a device's capacity must be positive, not " << c;
+  }
+  CONVEYOR_CHECK(sharing.busy_capacity.size() <= sharing.capacity.size())
+      << "compute sharing: busy capacities for " << sharing.busy_capacity.size() << " devices, of "
+      << sharing.capacity.size();
+  for (const std::vector<double>& by_busy : sharing.busy_capacity) {
+    for (double c : by_busy) {
+      CONVEYOR_CHECK(c > 0) << "compute sharing: a busy count's capacity must be positive, not "
+                            << c;
+    }
   }
 }
 

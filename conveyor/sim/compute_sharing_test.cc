@@ -34,7 +34,7 @@ TEST(ComputeSharingTest, RanksWithDevicesOfTheirOwnKeepEveryScheduleTimes) {
     const CostModel alone = Uneven(program.layout.num_stages());
     CostModel placed = alone;
     // Ranks 0 and 1 on a device of capacity 2, the others alone: nothing is shared.
-    placed.sharing = ComputeSharing{{0, 0, 1, 2}, {2, 1, 1}};
+    placed.sharing = ComputeSharing{{0, 0, 1, 2}, {2, 1, 1}, {}};
     ASSERT_FALSE(placed.sharing.Shares());
     const SimResult a = Simulate(program, alone);
     const SimResult b = Simulate(program, placed);
@@ -102,7 +102,7 @@ TEST(ComputeSharingTest, IntrinsicSecondsUndoTheSharingOfASimulatedStep) {
     CostModel c = Uneven(program.layout.num_stages());
     c.optimizer = 0;  // the optimizer step is no span: its load would be invisible
     const CostModel alone = c;
-    c.sharing = ComputeSharing{{0, 0, 0, 1}, {2, 0.5}};
+    c.sharing = ComputeSharing{{0, 0, 0, 1}, {2, 0.5}, {}};
     const SimResult shared = Simulate(program, c, SimOptions{1});
     const SimResult reference = Simulate(program, alone, SimOptions{1});
     const std::vector<double> work = IntrinsicSeconds(shared.timeline, c.sharing);
@@ -129,7 +129,7 @@ TEST(ComputeSharingTest, IntrinsicSecondsCreditTheSharedPartAtItsRate) {
   t.spans = {Span{0, Action{Op::kForward, 0, 0}, 0, 2}, Span{1, Action{Op::kForward, 1, 0}, 1, 3},
              Span{2, Action{Op::kForward, 2, 0}, 1, 3}};
   // Ranks 0 and 1 on one core; rank 2 alone on another.
-  const ComputeSharing sharing{{0, 0, 1}, {1, 1}};
+  const ComputeSharing sharing{{0, 0, 1}, {1, 1}, {}};
   const std::vector<double> work = IntrinsicSeconds(t, sharing);
   EXPECT_DOUBLE_EQ(work[0], 1 + 0.5);  // alone on [0, 1], shared on [1, 2]
   EXPECT_DOUBLE_EQ(work[1], 0.5 + 1);
@@ -185,10 +185,36 @@ TEST(ComputeSharingTest, SaysWhatIsSharedAndRefusesBadPlacements) {
   EXPECT_FALSE(ComputeSharing::OneDevice(2, 2).Shares());
   EXPECT_DOUBLE_EQ(ComputeSharing::OneDevice(4, 2).Rate(0, 4), 0.5);
   EXPECT_DOUBLE_EQ(ComputeSharing::OneDevice(4, 2).Rate(0, 2), 1);
-  EXPECT_THROW(CheckSharing(ComputeSharing{{0, 1}, {1}}, 2), UserError);
-  EXPECT_THROW(CheckSharing(ComputeSharing{{0, 0}, {0}}, 2), UserError);
-  EXPECT_THROW(CheckSharing(ComputeSharing{{0}, {1}}, 2), UserError);
+  EXPECT_THROW(CheckSharing(ComputeSharing{{0, 1}, {1}, {}}, 2), UserError);
+  EXPECT_THROW(CheckSharing(ComputeSharing{{0, 0}, {0}, {}}, 2), UserError);
+  EXPECT_THROW(CheckSharing(ComputeSharing{{0}, {1}, {}}, 2), UserError);
   EXPECT_NO_THROW(CheckSharing(ComputeSharing{}, 2));
+  ComputeSharing bad = ComputeSharing::OneDevice(2, 2);
+  bad.busy_capacity = {{0.9, 0}};
+  EXPECT_THROW(CheckSharing(bad, 2), UserError);
+}
+
+// Measured rates for each busy count: 4 ranks taking turns on 2 cores run even one alone
+// below full speed, and the sharing shows in the simulated step.
+TEST(ComputeSharingTest, BusyCapacitiesGiveEachBusyCountItsMeasuredRate) {
+  ComputeSharing s = ComputeSharing::OneDevice(4, 1.6);
+  s.busy_capacity = {{0.8, 1.4, 1.5, 1.6}};
+  EXPECT_DOUBLE_EQ(s.Rate(0, 1), 0.8);
+  EXPECT_DOUBLE_EQ(s.Rate(0, 2), 0.7);
+  EXPECT_DOUBLE_EQ(s.Rate(0, 4), 0.4);
+  EXPECT_DOUBLE_EQ(s.Rate(0, 8), 0.2);  // beyond the curve: its last entry's work
+  EXPECT_NO_THROW(CheckSharing(s, 4));
+  ComputeSharing whole = ComputeSharing::OneDevice(2, 2);
+  EXPECT_FALSE(whole.Shares());
+  whole.busy_capacity = {{0.9, 2}};
+  EXPECT_TRUE(whole.Shares());  // one rank alone runs at 0.9
+
+  const Program program = BuildSchedule("naive", ScheduleOptions{2, 1, 0});  // one rank at a time
+  CostModel c;
+  c.sharing = ComputeSharing::OneDevice(2, 2);
+  const double full = Simulate(program, c, SimOptions{1}).makespan;
+  c.sharing.busy_capacity = {{0.5}};
+  EXPECT_NEAR(Simulate(program, c, SimOptions{1}).makespan, 2 * full, 1e-9);
 }
 
 }  // namespace

@@ -87,7 +87,7 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
     return layer->has_loss() ? layer->LossSum(*y, mb) : (*y * *y).sum();
   };
   const bool takes_grad = x.is_floating_point();
-  std::vector<double> forwards, inputs, weights, wholes;
+  std::vector<double> forwards, inputs, weights, wholes, infers;
   LayerSample sample;
   WeightGradStore store;
   for (int round = 0; round <= rounds; ++round) {
@@ -133,11 +133,12 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
     sample.forward_bytes = std::max(sample.forward_bytes, forward_peak);
     {  // A forward that keeps nothing (no autograd).
       at::NoGradGuard no_grad;
-      SynchronizeCurrentStream(device);
+      start = Now(device);
       const int64_t before = TensorBytes(device);
       ResetTensorPeak(device);
       at::Tensor unused;
       forward(in, &unused);
+      infers.push_back(Since(device, start));
       sample.infer_bytes =
           std::max(sample.infer_bytes, static_cast<double>(PeakTensorBytes(device) - before));
     }
@@ -146,6 +147,7 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
   sample.input_s = Median(inputs);
   sample.weight_s = Median(weights);
   sample.backward_s = Median(wholes);
+  sample.infer_s = Median(infers);
   return sample;
 }
 
@@ -171,63 +173,87 @@ double ClockSeconds() {
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
 
-// The CPU's Capacity: `ranks` processes (forked, each with its own copy of `block`), as
-// ranks run; more of them than cores also pay for switching between them, which threads of
-// one process do not show. Each child warms up (its copy-on-write pages copied), says so,
-// waits for the start, computes and writes its end time to a pipe. The start and the last
-// end in `began` and `last`; false when a child could not be started or did not report
-// within a minute.
-bool TimeProcesses(Layer& block, const at::Tensor& x, const MicroBatch& mb, int ranks,
+// The CPU's Capacity: `count` processes (forked, each with its own copy of `block`) computing
+// `iterations` forwards each, as ranks run. With `ring` 0 each computes on, as ranks that keep
+// a core of their own do. Ranks that outnumber the cores take turns, and a pipeline's ranks
+// do so at every message, a rank that waits giving its core to another and resuming colder,
+// wherever a core frees: with `ring` > 0 the processes form a ring, as a pipeline's stages
+// do, each waiting for a message from the one before it, computing once and handing a message
+// to the next, `ring` messages going round (one each in the steady state of a pipeline that
+// keeps every rank busy; one alone where a single rank computes at a time). Each child warms
+// up (its copy-on-write pages copied), says so, waits for the start, computes and writes its
+// end time to a pipe. The start and the last end in `began` and `last`; false when a child
+// could not be started or did not report within a minute.
+bool TimeProcesses(Layer& block, const at::Tensor& x, const MicroBatch& mb, int count, int ring,
                    int iterations, const ProfileDevice& on, double* began, double* last) {
-  int go[2], times[2];
-  if (pipe(go) != 0) return false;
-  if (pipe(times) != 0) {
-    close(go[0]), close(go[1]);
-    return false;
+  std::vector<int> fds;  // go, times, then each child's inbox: read end, write end
+  auto close_all = [&fds] {
+    for (int fd : fds) close(fd);
+    fds.clear();
+  };
+  for (int p = 0; p < 2 + count; ++p) {
+    int ends[2];
+    if (pipe(ends) != 0) {
+      close_all();
+      return false;
+    }
+    fds.push_back(ends[0]), fds.push_back(ends[1]);
+  }
+  const int go_read = fds[0], go_write = fds[1], times_read = fds[2], times_write = fds[3];
+  auto inbox_read = [&fds](int c) { return fds[4 + 2 * c]; };
+  auto inbox_write = [&fds](int c) { return fds[5 + 2 * c]; };
+  char byte = 'm';
+  for (int m = 0; m < ring; ++m) {  // spread over the ring
+    if (write(inbox_write(m * count / ring), &byte, 1) != 1) {
+      close_all();
+      return false;
+    }
   }
   std::vector<pid_t> children;
-  for (int c = 0; c < ranks; ++c) {
+  for (int c = 0; c < count; ++c) {
     const pid_t pid = fork();
     if (pid == 0) {  // the child, which leaves without any cleanup
-      close(go[1]), close(times[0]);
       double seconds = -1;
       try {
         Work(block, x, mb, 1, on);
         const double ready = 0;
-        char byte;
-        if (write(times[1], &ready, sizeof(ready)) == sizeof(ready) && read(go[0], &byte, 1) == 1) {
-          Work(block, x, mb, iterations, on);
-          seconds = ClockSeconds();
+        bool ok = write(times_write, &ready, sizeof(ready)) == sizeof(ready) &&
+                  read(go_read, &byte, 1) == 1;
+        for (int i = 0; ok && i < iterations; ++i) {
+          ok = ring == 0 || read(inbox_read(c), &byte, 1) == 1;
+          if (ok) Work(block, x, mb, 1, on);
+          ok = ok && (ring == 0 || write(inbox_write((c + 1) % count), &byte, 1) == 1);
         }
+        if (ok) seconds = ClockSeconds();
       } catch (...) {
       }
-      _exit(write(times[1], &seconds, sizeof(seconds)) == sizeof(seconds) ? 0 : 1);
+      _exit(write(times_write, &seconds, sizeof(seconds)) == sizeof(seconds) ? 0 : 1);
     }
     if (pid > 0) children.push_back(pid);
   }
-  close(go[0]), close(times[1]);
   double seconds = 0;
-  bool ready = children.size() == static_cast<size_t>(ranks);
+  bool ready = children.size() == static_cast<size_t>(count);
   for (size_t c = 0; ready && c < children.size(); ++c) {
-    ready = ReadSeconds(times[0], &seconds) && seconds == 0;
+    ready = ReadSeconds(times_read, &seconds) && seconds == 0;
   }
   const std::string bytes(children.size(), 'g');
   *began = *last = ClockSeconds();
-  if (ready) ready = write(go[1], bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
-  close(go[1]);  // a child still waiting reads end-of-file and reports -1
+  if (ready)
+    ready = write(go_write, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
   int reported = 0;
-  while (ready && reported < ranks && ReadSeconds(times[0], &seconds) && seconds > 0) {
+  while (ready && reported < count && ReadSeconds(times_read, &seconds) && seconds > 0) {
     *last = std::max(*last, seconds), ++reported;
   }
-  close(times[0]);
+  // A child still waiting is killed: every child holds the pipes' write ends open.
   for (pid_t pid : children) {
-    if (reported < ranks) kill(pid, SIGKILL);
+    if (reported < count) kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
   }
-  return reported == ranks;
+  close_all();
+  return reported == count;
 }
 
-// A GPU's Capacity: `ranks` threads, each with its own copy of the block and a stream of
+// A GPU's Capacity: `ranks` busy threads, each with its own copy of the block and a stream of
 // its own, as ranks as threads sharing one GPU run (train/pipeline_model.h): kernels of
 // several streams overlap where one stream alone leaves the GPU idle. False when one failed.
 bool TimeThreads(const ModelTask& model, int index, const at::Tensor& x, const MicroBatch& mb,
@@ -273,23 +299,36 @@ bool TimeThreads(const ModelTask& model, int index, const at::Tensor& x, const M
   return *std::min_element(ends.begin(), ends.end()) > 0;
 }
 
-// How many lone ranks' worth of work `ranks` ranks computing blocks at once do: the same
-// work each (about 0.15 s alone), `ranks` times one's time alone over the time from the start
-// until the last finished (the sum of each one's own ratio would count the last ones' lone
-// tails as shared speed). Processes on the CPU, threads on a GPU; -1 when they could not run.
-double Capacity(const ModelTask& model, int index, const at::Tensor& x, const MicroBatch& mb,
-                int ranks, double forward_s, const ProfileDevice& on) {
-  const int iterations = std::max(3, static_cast<int>(0.15 / std::max(forward_s, 1e-6)));
+// How many lone ranks' worth of work 1, 2, ... `ranks` of `ranks` ranks computing blocks at
+// once do (entry k - 1 for k busy): about 0.5 s of lone work in all each time, the forwards
+// computed times one's time alone over the time from the start until the last finished (the
+// sum of each one's own ratio would count the last ones' lone tails as shared speed).
+// Processes on the CPU, threads on a GPU; empty when they could not run.
+std::vector<double> Capacities(const ModelTask& model, int index, const at::Tensor& x,
+                               const MicroBatch& mb, int ranks, double forward_s,
+                               const ProfileDevice& on) {
   const std::shared_ptr<Layer> block = LayerOn(model, index, on.device);
   Work(*block, x, mb, 1, on);  // warm
+  const int lone = std::max(3, static_cast<int>(0.3 / std::max(forward_s, 1e-6)));
   const auto start = Now(on.device);
-  Work(*block, x, mb, iterations, on);
-  const double alone = Since(on.device, start);
-  double began = 0, last = 0;
-  const bool ran = on.device.is_cpu()
-                       ? TimeProcesses(*block, x, mb, ranks, iterations, on, &began, &last)
-                       : TimeThreads(model, index, x, mb, ranks, iterations, on, &began, &last);
-  return ran && last > began ? ranks * alone / (last - began) : -1;
+  Work(*block, x, mb, lone, on);
+  const double alone = Since(on.device, start) / lone;  // a forward's
+  std::vector<double> out;
+  // More ranks than cores take turns: all of them in a ring, `busy` messages going round.
+  const bool turns = on.device.is_cpu() && ranks > AvailableCores();
+  for (int busy = 1; busy <= ranks; ++busy) {
+    const int processes = turns ? ranks : busy;
+    const int iterations =
+        std::max(3, static_cast<int>(0.5 / (processes * std::max(forward_s, 1e-6))));
+    double began = 0, last = 0;
+    const bool ran = on.device.is_cpu()
+                         ? TimeProcesses(*block, x, mb, processes, turns ? busy : 0, iterations, on,
+                                         &began, &last)
+                         : TimeThreads(model, index, x, mb, busy, iterations, on, &began, &last);
+    if (!ran || last <= began) return {};
+    out.push_back(processes * iterations * alone / (last - began));
+  }
+  return out;
 }
 
 // The blocks of the chained stage (ChainSeconds): a model's worth of weights, which moves
@@ -405,7 +444,7 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
   table.cores = AvailableCores();
   // A GPU: ranks as threads sharing it (one rank unless told); the CPU: one a core.
   table.capacity_ranks = ranks > 0 ? ranks : on.device.is_cpu() ? table.cores : 1;
-  table.capacity.assign(sizes, 1);
+  table.capacity.assign(sizes, {});
   for (MeasuredLayer* layer :
        {&table.embedding, &table.block, &table.block_selective, &table.head}) {
     layer->at.resize(sizes);
@@ -423,15 +462,19 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
     table.block.at[k] = TimeLayer(*plain, 1, x, mb, rounds, on, &hidden);
     table.block_selective.at[k] = TimeLayer(*selective, 1, x, mb, rounds, on, &unused);
     table.head.at[k] = TimeLayer(*plain, head, hidden, mb, rounds, on, &unused);
+    std::vector<double>& capacity = table.capacity[k];
     if (!on.device.is_cpu() && table.capacity_ranks == 1) {
-      table.capacity[k] = 1;
+      capacity = {1};
     } else if (on.device.is_cpu() && table.threads > 1) {
-      table.capacity[k] = static_cast<double>(table.cores) / table.threads;
+      for (int busy = 1; busy <= table.capacity_ranks; ++busy) {
+        capacity.push_back(
+            std::min<double>(busy, static_cast<double>(table.cores) / table.threads));
+      }
     } else {
-      table.capacity[k] =
-          Capacity(*plain, 1, x, mb, table.capacity_ranks, table.block.at[k].forward_s, on);
+      capacity =
+          Capacities(*plain, 1, x, mb, table.capacity_ranks, table.block.at[k].forward_s, on);
     }
-    CONVEYOR_CHECK(table.capacity[k] > 0)
+    CONVEYOR_CHECK(!capacity.empty())
         << "the profile could not run " << table.capacity_ranks << " ranks' work at once on "
         << on.device.str() << " to measure its capacity ("
         << (on.device.is_cpu() ? "fork failed" : "a thread failed") << ")";
@@ -447,6 +490,7 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
       sample.input_s *= factor;
       sample.weight_s *= factor;
       sample.backward_s *= factor;
+      sample.infer_s *= factor;
     }
   }
   const OptimizerCost optimizer = TimeOptimizer(*plain, 1, on.device);

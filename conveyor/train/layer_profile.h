@@ -25,16 +25,17 @@ namespace conveyor {
 // without, by the device's tensor count (profile/tensor_bytes.h).
 // Also AdamW's step per parameter (on a block's: its time and its temporaries' bytes), and
 // the capacity of the device for `ranks` ranks sharing it, at each size: a block's forwards
-// (without autograd) in `ranks` ranks at once against alone (about 0.15 s of work each),
+// (without autograd) in `ranks` ranks at once against alone (about 0.3 s of work each),
 // which says how many lone ranks' worth of work that many busy ranks do. On
 // the CPU (with one thread; 0 ranks: one a core) the ranks are forked processes, switching
-// between them included: call it before the process starts threads of its own that hold
-// locks. On a GPU (0 ranks: 1, nothing measured) they are threads, each on a stream of its
-// own, as ranks as threads sharing a GPU run. The times at each size are then scaled by that
-// size's `calibration`: the median time of the embedding, up to 8 blocks (a model's worth
-// of weights through the caches; fewer where they would take more than an eighth of the
-// memory) and the head chained as one stage over the sum of their lone timings (F + B).
-// UserError for a classifier, or sizes not two or more, ascending from 1 or more.
+// between them included (more of them than cores pass a message around a ring between
+// forwards, as a pipeline's ranks take turns at every message): call it before the process
+// starts threads of its own that hold locks. On a GPU (0 ranks: 1, nothing measured) they
+// are threads, each on a stream of its own, as ranks as threads sharing a GPU run. The times at
+// each size are then scaled by that size's `calibration`: the median time of the embedding, up to 8
+// blocks (a model's worth of weights through the caches; fewer where they would take more than an
+// eighth of the memory) and the head chained as one stage over the sum of their lone timings (F +
+// B). UserError for a classifier, or sizes not two or more, ascending from 1 or more.
 LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<int64_t>& sequences,
                                  int rounds, int ranks);
 

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include "conveyor/common/process_stats.h"
 #include "conveyor/device/compute_device.h"
 #include "conveyor/train/train_testing.h"
 
@@ -32,6 +33,25 @@ TEST(LayerProfileTest, ABlocksBackwardSplitsIntoInputAndWeightWork) {
   for (const LayerSample& s : table.head.at) EXPECT_GT(s.weight_s, 0) << "the head's projection";
   EXPECT_LT(table.block.at[0].activation_bytes, table.block.at[1].activation_bytes);
   for (double c : table.calibration) EXPECT_GT(c, 0);
+  for (const LayerSample& s : table.block.at) EXPECT_GT(s.infer_s, 0) << "a no-grad forward";
+}
+
+// More ranks than cores: the capacity is measured for each count of them busy, the ranks
+// forked processes passing messages around a ring as they take turns.
+TEST(LayerProfileTest, RanksBeyondTheCoresHaveACapacityForEachBusyCount) {
+  at::set_num_threads(1);
+  const int ranks = AvailableCores() + 1;
+  const LayerCostTable table = ProfileLayerKinds(TinyGpt(), {1, 2}, /*rounds=*/1, ranks);
+  EXPECT_EQ(table.capacity_ranks, ranks);
+  ASSERT_EQ(table.capacity.size(), 2u);
+  for (const std::vector<double>& by_busy : table.capacity) {
+    ASSERT_EQ(by_busy.size(), static_cast<size_t>(ranks));
+    for (double c : by_busy) {
+      EXPECT_GT(c, 0);
+      EXPECT_LT(c, ranks + 1.0);
+    }
+  }
+  EXPECT_GT(table.FullCapacity(), 0);
 }
 
 // On a GPU the layers are timed there, in the run's dtype, and the capacity of two ranks as
@@ -47,9 +67,12 @@ TEST(LayerProfileTest, OnAGpuTheLayersAndTheSharingAreMeasuredThere) {
   EXPECT_EQ(table.capacity_ranks, 2);
   // Two ranks sharing a GPU do between about one and two ranks' work at once, at each size.
   ASSERT_EQ(table.capacity.size(), 2u);
-  for (double c : table.capacity) {
-    EXPECT_GT(c, 0.5);
-    EXPECT_LT(c, 2.5);
+  for (const std::vector<double>& by_busy : table.capacity) {
+    ASSERT_EQ(by_busy.size(), 2u) << "one and two of them busy";
+    for (double c : by_busy) {
+      EXPECT_GT(c, 0.5);
+      EXPECT_LT(c, 2.5);
+    }
   }
   for (const LayerSample& s : table.block.at) {
     EXPECT_GT(s.forward_s, 0);
