@@ -485,6 +485,7 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
               shape.layers_per_stage = std::max<int64_t>(most_blocks, 1);
               shape.element_bytes = r.measured ? r.measured->element_bytes : 2;
               shape.bucket_bytes = bucket_bytes;
+              shape.full_recompute = recompute == "full";
               shape.param_bytes_per_stage = *std::max_element(params.begin(), params.end()) * 4;
               const MeshSimResult sim =
                   SimulateMesh(*program, cost_model, mesh, r.network, shape, SimOptions{1});

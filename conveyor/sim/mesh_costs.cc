@@ -22,19 +22,20 @@ std::vector<double> SlowestPerPipelineRank(const Mesh& mesh, const MeshNetwork& 
   return times;
 }
 
-// `costs` with `tp_time[rank]` added to every F, I and B (twice to an overlapped F&B) of
-// each stage, as per-stage costs.
+// `costs` with `tp_time[rank]` added to every F, I and B (twice to an overlapped F&B, and
+// to I and B where the backward recomputes the forward) of each stage, as per-stage costs.
 CostModel WithTensorParallel(const CostModel& costs, const Layout& layout,
-                             const std::vector<double>& tp_time) {
+                             const std::vector<double>& tp_time, bool full_recompute) {
   CostModel out = costs;
   out.stages.clear();
   for (int s = 0; s < layout.num_stages(); ++s) {
     StageCost c = costs.cost(s);
     const double t = tp_time[layout.rank_of(s)];
+    const double backward = full_recompute ? 2 * t : t;
     c.f += t;
-    c.i += t;
-    if (c.b >= 0) c.b += t;  // otherwise B = I + W, which now holds t once
-    if (c.overlap >= 0) c.overlap += 2 * t;
+    c.i += backward;
+    if (c.b >= 0) c.b += backward;  // otherwise B = I + W, which now holds it
+    if (c.overlap >= 0) c.overlap += t + backward;
     out.stages.push_back(c);
   }
   return out;
@@ -80,7 +81,7 @@ MeshSimResult SimulateMesh(const Program& program, const CostModel& costs, const
   // Each rank's reductions run on a channel of its own, in the order its stages' gradients
   // become final (the simulator's CostModel::reduce); what runs before the pipeline's end
   // hides behind it.
-  CostModel with_mesh = WithTensorParallel(costs, layout, result.tp_time);
+  CostModel with_mesh = WithTensorParallel(costs, layout, result.tp_time, shape.full_recompute);
   if (mesh.dp() > 1) {
     for (int s = 0; s < layout.num_stages(); ++s) {
       with_mesh.reduce.push_back(result.dp_time[layout.rank_of(s)]);

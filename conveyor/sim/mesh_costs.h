@@ -13,7 +13,9 @@
 //   tp_time[k] = 2 * layers_per_stage * RingAllReduceTime(tp, b*T*C*element_bytes, link)
 //
 // where link is the slowest link of the slowest TP group at pipeline coordinate k. W
-// exchanges nothing; an overlapped F&B unit pays both halves' (2 * tp_time[k]).
+// exchanges nothing; an overlapped F&B unit pays both halves' (2 * tp_time[k]). Under full
+// recomputation the backward runs the forward again, its all-reduces too: I and B pay
+// 2 * tp_time[k].
 //
 // Data parallelism: once a stage's weight gradients are final on a rank (its last B or W),
 // they (param_bytes_per_stage) are all-reduced over the DP group in buckets of
@@ -55,6 +57,7 @@ struct ModelShape {
   double element_bytes = 2;          // of an activation and of a gradient (bf16)
   double param_bytes_per_stage = 0;  // of one TP shard of a stage; 0: derived (see below)
   double bucket_bytes = DefaultBucketBytes(/*gpu=*/true);  // the DP all-reduce bucket
+  bool full_recompute = false;  // the backward recomputes the forward (and its all-reduces)
 
   // b * T * C * element_bytes: one micro-batch's activation, the TP all-reduce's payload.
   double activation_bytes() const;

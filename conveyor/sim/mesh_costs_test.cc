@@ -46,6 +46,11 @@ TEST(MeshCostsTest, TensorParallelAddsTwoAllReducesPerBlockToEachForwardAndBackw
   // Both ranks on one node: the intra link, 2 * 3 * (16 / 16 + 2 * 0.1).
   const MeshSimResult within = SimulateMesh(p, Uniform(1, 1, 1), mesh, Network(2), Tiny());
   EXPECT_DOUBLE_EQ(within.tp_time[0], 2 * 3 * 1.2);
+  // Under full recomputation the backward runs the forward's all-reduces again.
+  ModelShape full = Tiny();
+  full.full_recompute = true;
+  EXPECT_DOUBLE_EQ(SimulateMesh(p, Uniform(1, 1, 1), mesh, Network(1), full).pipeline.makespan,
+                   (1 + t) + (2 + 2 * t));
 }
 
 TEST(MeshCostsTest, WeightGradientsExchangeNothingAndOverlappedUnitsPayBothHalves) {
