@@ -309,10 +309,15 @@ std::vector<double> Capacities(const ModelTask& model, int index, const at::Tens
                                const ProfileDevice& on) {
   const std::shared_ptr<Layer> block = LayerOn(model, index, on.device);
   Work(*block, x, mb, 1, on);  // warm
-  const int lone = std::max(3, static_cast<int>(0.3 / std::max(forward_s, 1e-6)));
-  const auto start = Now(on.device);
-  Work(*block, x, mb, lone, on);
-  const double alone = Since(on.device, start) / lone;  // a forward's
+  const int lone = std::max(3, static_cast<int>(0.2 / std::max(forward_s, 1e-6)));
+  // A forward's time alone, before the ranks and after them (a shared machine's speed drifts
+  // over seconds), the mean of the two.
+  auto time_alone = [&] {
+    const auto start = Now(on.device);
+    Work(*block, x, mb, lone, on);
+    return Since(on.device, start) / lone;
+  };
+  const double before = time_alone();
   std::vector<double> out;
   // More ranks than cores take turns: all of them in a ring, `busy` messages going round.
   const bool turns = on.device.is_cpu() && ranks > AvailableCores();
@@ -326,8 +331,10 @@ std::vector<double> Capacities(const ModelTask& model, int index, const at::Tens
                                          &began, &last)
                          : TimeThreads(model, index, x, mb, busy, iterations, on, &began, &last);
     if (!ran || last <= began) return {};
-    out.push_back(processes * iterations * alone / (last - began));
+    out.push_back(processes * iterations / (last - began));  // forwards a second
   }
+  const double alone = (before + time_alone()) / 2;
+  for (double& c : out) c *= alone;
   return out;
 }
 
