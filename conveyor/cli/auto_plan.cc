@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "conveyor/cli/bench_support.h"
+#include "conveyor/cli/bytes_flag.h"
 #include "conveyor/cli/layer_cost_json.h"
 #include "conveyor/common/range_check.h"
 
@@ -32,8 +33,10 @@ void AutoPlanFlags::Register(CLI::App& cmd) {
       "choose the layout: every dp x tp x pp, schedule, micro-batch count, recomputation and "
       "ZeRO stage that fits --memory-per-rank, simulated, best first");
   cmd.add_option("--world", world, "--auto: ranks (GPUs) in all")->capture_default_str();
-  cmd.add_option("--memory-per-rank", memory_per_rank, "--auto: bytes each rank may hold")
-      ->capture_default_str();
+  cmd.add_option("--memory-per-rank", memory_per_rank,
+                 "--auto: bytes each rank may hold (80GB, 512MiB or a number)")
+      ->capture_default_str()
+      ->transform(BytesFlag());
   cmd.add_option("--device-tflops", device_tflops, "--auto: a rank's peak TFLOP/s (A100 bf16)")
       ->capture_default_str();
   cmd.add_option("--efficiency", efficiency,

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "conveyor/cli/bytes_flag.h"
 #include "conveyor/common/error.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/hf_export.h"
@@ -29,7 +30,7 @@ void AddExportCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--shard-size", flags->shard_bytes,
                   "most bytes of weights per file (5GB, 500MB, 2GiB or a number)")
-      ->transform(CLI::AsSizeValue(/*kb_is_1000=*/true))
+      ->transform(BytesFlag())
       ->capture_default_str();
   cmd->callback([flags] {
     HfWriteOptions options;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <type_traits>
 
+#include "conveyor/cli/bytes_flag.h"
 #include "conveyor/common/error.h"
 #include "conveyor/device/compute_device.h"
 
@@ -136,11 +137,11 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--memory-per-rank", &TrainConfig::memory_per_rank,
        "bytes of tensors a rank may hold (2GiB, 500MB or a number): a step that needs more "
        "stops the run (0 = no limit)");
-  flags.options.back().first->transform(CLI::AsSizeValue(/*kb_is_1000=*/true));
+  flags.options.back().first->transform(BytesFlag());
   Flag(cmd, flags, "--dp-bucket", &TrainConfig::dp_bucket,
        "bytes of gradients the data-parallel reducer sums at once (0 = 4MiB on the CPU, 25MiB "
        "on GPUs)");
-  flags.options.back().first->transform(CLI::AsSizeValue(/*kb_is_1000=*/true));
+  flags.options.back().first->transform(BytesFlag());
   Flag(cmd, flags, "--eval-every", &TrainConfig::eval_every, "steps between evaluations");
   Flag(cmd, flags, "--eval-batches", &TrainConfig::eval_batches,
        "gpt, llama: held-out batches per eval");
