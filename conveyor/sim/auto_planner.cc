@@ -465,18 +465,16 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
                 // The dp x tp pipelines compute at once, each with a share of the machine: k
                 // busy ranks of one are k x dp x tp busy ranks of the machine.
                 const int copies = dp * tp;
-                cost_model.sharing =
-                    ComputeSharing::OneDevice(layout.num_ranks(), r.shared_compute / copies);
-                if (r.measured) {
-                  std::vector<double> by_busy;
-                  for (int k = 1; k <= layout.num_ranks(); ++k) {
-                    by_busy.push_back(r.shared_compute *
-                                      r.measured->CapacityAt(static_cast<double>(b), k * copies) /
-                                      r.measured->FullCapacity() / copies);
-                  }
-                  cost_model.sharing.capacity = {by_busy.back()};
-                  cost_model.sharing.busy_capacity = {by_busy};
+                std::vector<double> by_busy;  // measured: the table's, in proportion
+                for (int k = 1; r.measured && k <= layout.num_ranks(); ++k) {
+                  by_busy.push_back(r.shared_compute *
+                                    r.measured->CapacityAt(static_cast<double>(b), k * copies) /
+                                    r.measured->FullCapacity() / copies);
                 }
+                cost_model.sharing = ComputeSharing::OneDevice(
+                    layout.num_ranks(),
+                    by_busy.empty() ? r.shared_compute / copies : by_busy.back());
+                cost_model.sharing.busy_capacity = {by_busy};
               }
               ModelShape shape;
               shape.hidden = m.hidden;
