@@ -28,11 +28,11 @@ TEST(CliTest, ProfileWritesCostsThatPlanAutoReads) {
   EXPECT_EQ(table.model.hidden, 32);
   EXPECT_EQ(table.model.vocab, 256);
   EXPECT_EQ(table.threads, 1);
-  EXPECT_EQ(table.sequences, (std::vector<int64_t>{1, 4, 16})) << "the default sizes";
-  ASSERT_EQ(table.block.at.size(), 3u);
-  EXPECT_GT(table.block.at[1].forward_s, 0);
+  EXPECT_EQ(table.sequences, (std::vector<int64_t>{1, 2, 4, 8, 16})) << "the default sizes";
+  ASSERT_EQ(table.block.at.size(), 5u);
+  EXPECT_GT(table.block.at[2].forward_s, 0);
   // Four sequences hold more than one does.
-  EXPECT_GT(table.block.at[1].activation_bytes, table.block.at[0].activation_bytes);
+  EXPECT_GT(table.block.at[2].activation_bytes, table.block.at[0].activation_bytes);
   EXPECT_EQ(table.head.params, 256 * 32 + 2 * 32);  // the LM head and the final LayerNorm
 
   r = Conveyor("plan --auto --costs " + dir +

@@ -21,7 +21,7 @@ namespace conveyor {
 void AddProfileCommand(CLI::App& app) {
   struct ProfileFlags {
     TrainFlags train;
-    std::vector<int64_t> sizes = {1, 4, 16};
+    std::vector<int64_t> sizes = {1, 2, 4, 8, 16};
     int64_t rounds = 5;
     int64_t ranks = 0;
     std::string out;

@@ -453,14 +453,6 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
               }
               cand.zero = zero;
               cost_model.comm_latency = r.hop_s >= 0 ? r.hop_s : r.network.intra.latency;
-              // After the last action: the optimizer's step and, where a part of the model has a
-              // copy on another rank (DualPipe's two directions), the sum of their gradients.
-              const double most_params = *std::max_element(rank_params.begin(), rank_params.end());
-              if (r.measured) cost_model.optimizer = most_params * r.measured->optimizer_s;
-              if (stages > parts) {
-                cost_model.optimizer +=
-                    RingAllReduceTime(stages / parts, most_params * 4, copies_link);
-              }
               if (r.shared_compute > 0) {
                 // The dp x tp pipelines compute at once, each with a share of the machine: k
                 // busy ranks of one are k x dp x tp busy ranks of the machine.
@@ -476,6 +468,15 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
                     by_busy.empty() ? r.shared_compute / copies : by_busy.back());
                 cost_model.sharing.busy_capacity = {by_busy};
               }
+              // After the last action of every rank (the trainer's gradient norm is a collective
+              // before them): the optimizer's step and, where a part of the model has a copy on
+              // another rank (DualPipe's two directions), the sum of their gradients. Not in the
+              // simulation, which would start a rank's as soon as its own actions end.
+              const double most_params = *std::max_element(rank_params.begin(), rank_params.end());
+              double step_end = r.measured ? most_params * r.measured->optimizer_s : 0;
+              if (stages > parts) {
+                step_end += RingAllReduceTime(stages / parts, most_params * 4, copies_link);
+              }
               ModelShape shape;
               shape.hidden = m.hidden;
               shape.seq_len = m.seq_len;
@@ -488,9 +489,12 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
               const MeshSimResult sim =
                   SimulateMesh(*program, cost_model, mesh, r.network, shape, SimOptions{1});
               ++plan.simulated;
-              // The simulated step ends at the last action (or DP reduction); the optimizer
-              // (and DualPipe's gradient sum) follows it.
-              cand.step_s = sim.step + cost_model.optimizer + step_collectives_s;
+              // The simulated step ends at the last action (or DP reduction); the step's end
+              // follows it: work, every rank's at once, so at the rate of all of them busy where
+              // they share the machine.
+              const double end_rate =
+                  r.shared_compute > 0 ? cost_model.sharing.Rate(0, layout.num_ranks()) : 1;
+              cand.step_s = sim.step + step_end / end_rate + step_collectives_s;
               cand.tokens_per_s = tokens_per_step / cand.step_s;
               cand.mfu = r.measured ? -1
                                     : m.TrainFlopsPerToken() * cand.tokens_per_s /

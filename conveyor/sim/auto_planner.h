@@ -117,7 +117,7 @@ struct LayerCostTable {
   int threads = 1;             // intra-op threads of the timing
   std::string device;          // "cpu"
   double element_bytes = 4;    // of an activation (fp32 on the CPU)
-  double optimizer_s = 0;      // AdamW's step, seconds a parameter
+  double optimizer_s = 0;      // the step's end: norm, clip, AdamW (trainer.h), seconds a param
   double optimizer_bytes = 0;  // what AdamW's step allocates beyond its state, bytes a parameter
   // The machine's cores, and how many lone ranks' worth of work k of `capacity_ranks` ranks
   // busy at once do on the device, at each size timed: capacity[size][k - 1], k = 1 ..

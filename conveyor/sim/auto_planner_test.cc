@@ -275,6 +275,34 @@ TEST(AutoPlannerTest, RanksTakingTurnsRunAtTheCapacityMeasuredForEachBusyCount) 
   EXPECT_GT(taking_turns, 1.5 * alone);
 }
 
+// The step's end (norm, clip, AdamW) runs on every rank at once: on shared cores, at the rate
+// of all of them busy.
+TEST(AutoPlannerTest, TheStepsEndRunsEveryRankAtOnceOnSharedCores) {
+  // What 1 us a parameter of the step's end adds to naive's step (one micro-batch: one rank
+  // busy at a time in the pipeline) where 4 busy ranks do `all_busy` ranks' worth.
+  auto added_by_optimizer = [](double all_busy) {
+    LayerCostTable t = Measured();
+    t.cores = 2;
+    t.capacity_ranks = 4;
+    t.capacity = {{1.0, 1.6, 1.6, all_busy}, {1.0, 1.6, 1.6, all_busy}};
+    auto step = [&](double optimizer_s) {
+      t.optimizer_s = optimizer_s;
+      AutoPlanRequest r = MeasuredRequest(t, 4, 1);
+      r.pp = 4;
+      r.schedules = {"naive"};
+      ShareOneCpu(r, 2);
+      for (const PlanCandidate& c : PlanAuto(r).best) {
+        if (c.recompute == "none" && c.zero == 0 && c.microbatches == 1) return c.step_s;
+      }
+      return -1.0;
+    };
+    return step(1e-6) - step(0);
+  };
+  const double slow = added_by_optimizer(1.6);  // each of 4 at 0.4
+  ASSERT_GT(slow, 0);
+  EXPECT_NEAR(slow / added_by_optimizer(3.2), 2.0, 1e-6);  // each at 0.8
+}
+
 TEST(AutoPlannerTest, TensorParallelismStaysInsideANode) {
   AutoPlanRequest r = Small();
   r.world = 16;

@@ -29,6 +29,7 @@
 #include "conveyor/profile/memory_tracker.h"
 #include "conveyor/profile/tensor_bytes.h"
 #include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/pipeline_gradients.h"
 
 namespace conveyor {
 namespace {
@@ -373,33 +374,46 @@ double ChainSeconds(const ModelTask& model, int blocks, const at::Tensor& tokens
   return Median(times);
 }
 
-// AdamW's step on layer `index`'s parameters, per parameter: the fastest of 5 (after the
-// one that allocates the moments), and the most it allocates beyond the state it keeps.
+// The trainer's work after the pipeline (train/trainer.h), per parameter: the gradients'
+// squared norm, their scaling by the clip, and AdamW's step; the median of 5 rounds (after
+// the one that allocates the moments), over copies of layer `index` up to kStepEndParams or
+// the model's blocks, so that the state streams from memory as a rank's does. `bytes`: the
+// most AdamW's step allocates beyond the state it keeps, over one copy.
 struct OptimizerCost {
   double seconds = 0;
   double bytes = 0;
 };
-OptimizerCost TimeOptimizer(const ModelTask& model, int index, const c10::Device& device) {
-  const std::shared_ptr<Layer> layer = LayerOn(model, index, device);
-  const NamedTensors params = layer->NamedParameters();
-  double count = 0;
-  for (const auto& [name, p] : params) {
-    p.mutable_grad() = at::ones_like(p);
-    count += static_cast<double>(p.numel());
+constexpr double kStepEndParams = 16e6;
+OptimizerCost TimeOptimizer(const ModelTask& model, int index, int blocks,
+                            const c10::Device& device) {
+  NamedTensors params, first;  // first: copy 0's
+  double count = 0, first_count = 0;
+  for (int copy = 0; copy < blocks && (copy == 0 || count < kStepEndParams); ++copy) {
+    for (auto& [name, p] : LayerOn(model, index, device)->NamedParameters()) {
+      p.mutable_grad() = at::ones_like(p);
+      count += static_cast<double>(p.numel());
+      params.emplace_back(std::to_string(copy) + "." + name, p);
+      if (copy == 0) first.emplace_back(name, p), first_count += static_cast<double>(p.numel());
+    }
   }
   AdamW adamw(AdamWOptions{});
   adamw.Step(params, 1e-3, 1);  // the moments allocated
-  double best = std::numeric_limits<double>::infinity();
   double most = 0;
+  std::vector<double> times;
   for (int round = 0; round < 5; ++round) {
-    const auto start = Now(device);
     const int64_t before = TensorBytes(device);
     ResetTensorPeak(device);
-    adamw.Step(params, 1e-3, round + 2);
-    best = std::min(best, Since(device, start));
+    adamw.Step(first, 1e-3, round + 2);
     most = std::max(most, static_cast<double>(PeakTensorBytes(device) - before));
+    const auto start = Now(device);
+    at::Tensor squares = at::zeros({}, at::TensorOptions(device).dtype(at::kDouble));
+    for (const auto& [name, p] : params) squares += PipelineGradients::SumOfSquares(p.grad());
+    const double norm = std::sqrt(squares.item<double>());
+    PipelineGradients::Scale(params, 1 / std::max(norm, 1.0));
+    adamw.Step(params, 1e-3, round + 2);
+    times.push_back(Since(device, start));
   }
-  return {best / std::max(count, 1.0), most / std::max(count, 1.0)};
+  return {Median(times) / count, most / std::max(first_count, 1.0)};
 }
 
 }  // namespace
@@ -500,7 +514,7 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
       sample.infer_s *= factor;
     }
   }
-  const OptimizerCost optimizer = TimeOptimizer(*plain, 1, on.device);
+  const OptimizerCost optimizer = TimeOptimizer(*plain, 1, config.layers, on.device);
   table.optimizer_s = optimizer.seconds;
   table.optimizer_bytes = optimizer.bytes;
   return table;

@@ -105,7 +105,7 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
   // wait per parameter on a GPU); undefined while nothing was added.
   at::Tensor local_sq, scattered_sq;  // scattered: this replica's range of scattered params
   const auto add_squares = [](at::Tensor& sum, const at::Tensor& g) {
-    at::Tensor squares = g.to(at::kDouble).pow(2).sum();
+    at::Tensor squares = SumOfSquares(g);
     sum = sum.defined() ? sum + squares : squares;
   };
   const auto read = [](const at::Tensor& sum) { return sum.defined() ? sum.item<double>() : 0.0; };
@@ -141,6 +141,10 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
     local = total[0].item<double>();
   }
   return std::sqrt(local);
+}
+
+at::Tensor PipelineGradients::SumOfSquares(const at::Tensor& grad) {
+  return grad.to(at::kDouble).pow(2).sum();
 }
 
 void PipelineGradients::Scale(const NamedTensors& params, double factor) {

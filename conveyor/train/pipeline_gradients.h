@@ -55,6 +55,9 @@ class PipelineGradients {
   // Scales every gradient by `factor`.
   static void Scale(const NamedTensors& params, double factor);
 
+  // The sum of `grad`'s squared elements, () double on its device (no host wait).
+  static at::Tensor SumOfSquares(const at::Tensor& grad);
+
  private:
   struct Group {
     std::vector<int> ranks;
