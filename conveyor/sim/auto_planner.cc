@@ -469,14 +469,15 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
                 cost_model.sharing.busy_capacity = {by_busy};
               }
               // After the last action of every rank (the trainer's gradient norm is a collective
-              // before them): the optimizer's step and, where a part of the model has a copy on
-              // another rank (DualPipe's two directions), the sum of their gradients. Not in the
-              // simulation, which would start a rank's as soon as its own actions end.
+              // before its optimizer's step): where a part of the model has a copy on another
+              // rank (DualPipe's two directions), the sum of their gradients, then the step's
+              // work. Not in the simulation, which would start a rank's optimizer as soon as its
+              // own actions end.
               const double most_params = *std::max_element(rank_params.begin(), rank_params.end());
-              double step_end = r.measured ? most_params * r.measured->optimizer_s : 0;
-              if (stages > parts) {
-                step_end += RingAllReduceTime(stages / parts, most_params * 4, copies_link);
-              }
+              const double optimizer_work = r.measured ? most_params * r.measured->optimizer_s : 0;
+              const double copies_sum =
+                  stages > parts ? RingAllReduceTime(stages / parts, most_params * 4, copies_link)
+                                 : 0;
               ModelShape shape;
               shape.hidden = m.hidden;
               shape.seq_len = m.seq_len;
@@ -490,11 +491,11 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
                   SimulateMesh(*program, cost_model, mesh, r.network, shape, SimOptions{1});
               ++plan.simulated;
               // The simulated step ends at the last action (or DP reduction); the step's end
-              // follows it: work, every rank's at once, so at the rate of all of them busy where
-              // they share the machine.
+              // follows it, the optimizer's work every rank's at once, so at the rate of all of
+              // them busy where they share the machine.
               const double end_rate =
                   r.shared_compute > 0 ? cost_model.sharing.Rate(0, layout.num_ranks()) : 1;
-              cand.step_s = sim.step + step_end / end_rate + step_collectives_s;
+              cand.step_s = sim.step + copies_sum + optimizer_work / end_rate + step_collectives_s;
               cand.tokens_per_s = tokens_per_step / cand.step_s;
               cand.mfu = r.measured ? -1
                                     : m.TrainFlopsPerToken() * cand.tokens_per_s /
