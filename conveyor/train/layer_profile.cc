@@ -311,17 +311,19 @@ std::vector<double> Capacities(const ModelTask& model, int index, const at::Tens
   const std::shared_ptr<Layer> block = LayerOn(model, index, on.device);
   Work(*block, x, mb, 1, on);  // warm
   const int lone = std::max(3, static_cast<int>(0.2 / std::max(forward_s, 1e-6)));
-  // A forward's time alone, before the ranks and after them (a shared machine's speed drifts
-  // over seconds), the mean of the two.
+  // A forward's time alone before the ranks, between their counts and after them: the median
+  // (a shared machine's speed drifts over seconds, and a neighbour's burst during one sample
+  // had put 2 processes on 2 cores at 2.7 lone ranks' worth).
   auto time_alone = [&] {
     const auto start = Now(on.device);
     Work(*block, x, mb, lone, on);
     return Since(on.device, start) / lone;
   };
-  const double before = time_alone();
+  std::vector<double> alone = {time_alone()};
   std::vector<double> out;
   // More ranks than cores take turns: all of them in a ring, `busy` messages going round.
-  const bool turns = on.device.is_cpu() && ranks > AvailableCores();
+  const int cores = AvailableCores();
+  const bool turns = on.device.is_cpu() && ranks > cores;
   for (int busy = 1; busy <= ranks; ++busy) {
     const int processes = turns ? ranks : busy;
     const int iterations =
@@ -333,9 +335,14 @@ std::vector<double> Capacities(const ModelTask& model, int index, const at::Tens
                          : TimeThreads(model, index, x, mb, busy, iterations, on, &began, &last);
     if (!ran || last <= began) return {};
     out.push_back(processes * iterations / (last - began));  // forwards a second
+    alone.push_back(time_alone());
   }
-  const double alone = (before + time_alone()) / 2;
-  for (double& c : out) c *= alone;
+  const double alone_s = Median(alone);
+  for (size_t k = 0; k < out.size(); ++k) {
+    out[k] *= alone_s;
+    // Single-threaded processes on the CPU do at most one lone rank's work a core.
+    if (on.device.is_cpu()) out[k] = std::min(out[k], std::min<double>(k + 1, cores));
+  }
   return out;
 }
 
