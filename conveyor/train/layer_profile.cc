@@ -9,9 +9,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <csignal>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
