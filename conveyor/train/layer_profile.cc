@@ -385,7 +385,8 @@ double ChainSeconds(const ModelTask& model, int blocks, const at::Tensor& tokens
 // squared norm, their scaling by the clip, and AdamW's step; the median of 5 rounds (after
 // the one that allocates the moments), over copies of layer `index` up to kStepEndParams or
 // the model's blocks, so that the state streams from memory as a rank's does. `bytes`: the
-// most AdamW's step allocates beyond the state it keeps, over one copy.
+// most AdamW's step allocates beyond the state it keeps (one tensor's temporaries at a time,
+// the same for any number of copies), per parameter of one copy.
 struct OptimizerCost {
   double seconds = 0;
   double bytes = 0;
@@ -393,14 +394,14 @@ struct OptimizerCost {
 constexpr double kStepEndParams = 16e6;
 OptimizerCost TimeOptimizer(const ModelTask& model, int index, int blocks,
                             const c10::Device& device) {
-  NamedTensors params, first;  // first: copy 0's
-  double count = 0, first_count = 0;
-  for (int copy = 0; copy < blocks && (copy == 0 || count < kStepEndParams); ++copy) {
+  NamedTensors params;
+  double count = 0;
+  int copies = 0;
+  for (; copies < blocks && (copies == 0 || count < kStepEndParams); ++copies) {
     for (auto& [name, p] : LayerOn(model, index, device)->NamedParameters()) {
       p.mutable_grad() = at::ones_like(p);
       count += static_cast<double>(p.numel());
-      params.emplace_back(std::to_string(copy) + "." + name, p);
-      if (copy == 0) first.emplace_back(name, p), first_count += static_cast<double>(p.numel());
+      params.emplace_back(std::to_string(copies) + "." + name, p);
     }
   }
   AdamW adamw(AdamWOptions{});
@@ -408,19 +409,18 @@ OptimizerCost TimeOptimizer(const ModelTask& model, int index, int blocks,
   double most = 0;
   std::vector<double> times;
   for (int round = 0; round < 5; ++round) {
-    const int64_t before = TensorBytes(device);
-    ResetTensorPeak(device);
-    adamw.Step(first, 1e-3, round + 2);
-    most = std::max(most, static_cast<double>(PeakTensorBytes(device) - before));
     const auto start = Now(device);
     at::Tensor squares = at::zeros({}, at::TensorOptions(device).dtype(at::kDouble));
     for (const auto& [name, p] : params) squares += PipelineGradients::SumOfSquares(p.grad());
     const double norm = std::sqrt(squares.item<double>());
     PipelineGradients::Scale(params, 1 / std::max(norm, 1.0));
+    const int64_t before = TensorBytes(device);
+    ResetTensorPeak(device);
     adamw.Step(params, 1e-3, round + 2);
+    most = std::max(most, static_cast<double>(PeakTensorBytes(device) - before));
     times.push_back(Since(device, start));
   }
-  return {Median(times) / count, most / std::max(first_count, 1.0)};
+  return {Median(times) / count, most / std::max(count / copies, 1.0)};
 }
 
 }  // namespace
