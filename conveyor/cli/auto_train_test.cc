@@ -20,9 +20,11 @@ const char kModel[] = " --layers 4 --hidden 32 --heads 2 --seq-len 32 --batch-si
 // The costs profile writes are read back whole, and plan --auto plans by them.
 TEST(CliTest, ProfileWritesCostsThatPlanAutoReads) {
   const std::string dir = ScratchDir("profile");
-  Result r = Conveyor(std::string("profile") + kModel + " --rounds 1 -o " + dir + "/costs.json");
+  Result r =
+      Conveyor(std::string("profile") + kModel + " --rounds 1 --ranks 2 -o " + dir + "/costs.json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("block selective"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("block selective/2"), std::string::npos) << "a TP rank's shard: " << r.out;
   const LayerCostTable table = ReadLayerCostTable(dir + "/costs.json");
   EXPECT_EQ(table.model.layers, 4);
   EXPECT_EQ(table.model.hidden, 32);
@@ -34,6 +36,19 @@ TEST(CliTest, ProfileWritesCostsThatPlanAutoReads) {
   // Four sequences hold more than one does.
   EXPECT_GT(table.block.at[2].activation_bytes, table.block.at[0].activation_bytes);
   EXPECT_EQ(table.head.params, 256 * 32 + 2 * 32);  // the LM head and the final LayerNorm
+  // 2 ranks may run tp 2 (2 heads): one rank's shards, read back at every size. A shard keeps
+  // less than the whole block (its heads' and MLP units' part), more than half of it (the
+  // norms' and residuals' activations stay whole).
+  ASSERT_EQ(table.tp_shards.size(), 1u);
+  const MeasuredKinds& shard = table.tp_shards.at(2);
+  ASSERT_EQ(shard.block.at.size(), 5u);
+  EXPECT_EQ(shard.block.params, table.block.params / 2);
+  for (size_t k = 0; k < 5; ++k) {
+    EXPECT_GT(shard.block.at[k].forward_s, 0);
+    EXPECT_GT(shard.head.at[k].input_s, 0);
+    EXPECT_LT(shard.block.at[k].activation_bytes, table.block.at[k].activation_bytes);
+    EXPECT_GT(shard.block.at[k].activation_bytes, table.block.at[k].activation_bytes / 2);
+  }
 
   r = Conveyor("plan --auto --costs " + dir +
                "/costs.json --world 4 --cores 2 --global-batch 8 --memory-per-rank 1e9 "

@@ -1,14 +1,17 @@
 #include "conveyor/cli/layer_cost_json.h"
 
 #include <cmath>
+#include <exception>
 #include <fstream>
+#include <string>
 
 #include "conveyor/common/error.h"
 
 namespace conveyor {
 namespace {
 
-constexpr char kFormat[] = "conveyor layer costs 5";
+constexpr char kFormat[] = "conveyor layer costs 6";
+// The names of kMeasuredKinds, in its order.
 constexpr const char* kKinds[] = {"embedding", "block", "block_selective", "head"};
 constexpr double LayerSample::*kFields[] = {
     &LayerSample::forward_s,    &LayerSample::input_s,          &LayerSample::weight_s,
@@ -20,13 +23,6 @@ constexpr const char* kFieldNames[] = {
     "backward_bytes", "weight_bytes", "forward_bytes", "infer_bytes", "infer_s"};
 constexpr int kNumFields = 10;
 
-MeasuredLayer LayerCostTable::*KindField(int k) {
-  constexpr MeasuredLayer LayerCostTable::*kFieldsOf[] = {
-      &LayerCostTable::embedding, &LayerCostTable::block, &LayerCostTable::block_selective,
-      &LayerCostTable::head};
-  return kFieldsOf[k];
-}
-
 // A finite number >= 0 at `key` of `j`, named in the error as `where`.key.
 double Number(const nlohmann::json& j, const char* key, const std::string& where) {
   CONVEYOR_CHECK(j.is_object() && j.contains(key) && j[key].is_number())
@@ -35,6 +31,40 @@ double Number(const nlohmann::json& j, const char* key, const std::string& where
   CONVEYOR_CHECK(std::isfinite(value) && value >= 0)
       << where << ": '" << key << "' must be finite and >= 0, got " << value;
   return value;
+}
+
+// Each kind of `kinds` into `out`: its parameters and a sample a size.
+void WriteKinds(const MeasuredKinds& kinds, nlohmann::json* out) {
+  for (int k = 0; k < 4; ++k) {
+    const MeasuredLayer& layer = kinds.*kMeasuredKinds[k];
+    nlohmann::json at = nlohmann::json::array();
+    for (const LayerSample& sample : layer.at) {
+      nlohmann::json row;
+      for (int f = 0; f < kNumFields; ++f) row[kFieldNames[f]] = sample.*kFields[f];
+      at.push_back(row);
+    }
+    (*out)[kKinds[k]] = {{"params", layer.params}, {"at", at}};
+  }
+}
+
+// The kinds WriteKinds wrote into `j`, `sizes` samples each; errors name `where`.
+void ReadKinds(const nlohmann::json& j, size_t sizes, const std::string& where,
+               MeasuredKinds* kinds) {
+  for (int k = 0; k < 4; ++k) {
+    const std::string kind_where = where + ": " + kKinds[k];
+    CONVEYOR_CHECK(j.is_object() && j.contains(kKinds[k])) << kind_where << " is missing";
+    const nlohmann::json& layer = j[kKinds[k]];
+    MeasuredLayer& out = kinds->*kMeasuredKinds[k];
+    out.params = Number(layer, "params", kind_where);
+    CONVEYOR_CHECK(layer.contains("at") && layer["at"].is_array() && layer["at"].size() == sizes)
+        << kind_where << ": 'at' must hold a sample for each of the " << sizes << " sizes";
+    out.at.resize(sizes);
+    for (size_t i = 0; i < sizes; ++i) {
+      for (int f = 0; f < kNumFields; ++f) {
+        out.at[i].*kFields[f] = Number(layer["at"][i], kFieldNames[f], kind_where);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -62,16 +92,10 @@ nlohmann::json LayerCostTableJson(const LayerCostTable& t, const std::string& de
                           {"vocab", m.vocab},
                           {"seq_len", m.seq_len},
                           {"gated_mlp", m.gated_mlp}}}};
-  for (int k = 0; k < 4; ++k) {
-    const MeasuredLayer& layer = t.*KindField(k);
-    nlohmann::json at = nlohmann::json::array();
-    for (const LayerSample& sample : layer.at) {
-      nlohmann::json row;
-      for (int f = 0; f < kNumFields; ++f) row[kFieldNames[f]] = sample.*kFields[f];
-      at.push_back(row);
-    }
-    out[kKinds[k]] = {{"params", layer.params}, {"at", at}};
-  }
+  WriteKinds(t, &out);
+  nlohmann::json shards = nlohmann::json::object();
+  for (const auto& [tp, kinds] : t.tp_shards) WriteKinds(kinds, &shards[std::to_string(tp)]);
+  out["tp_shards"] = shards;
   return out;
 }
 
@@ -144,22 +168,18 @@ LayerCostTable ReadLayerCostTable(const std::string& path) {
                             .vocab = integer("vocab"),
                             .seq_len = integer("seq_len"),
                             .gated_mlp = m.value("gated_mlp", false)};
-  for (int k = 0; k < 4; ++k) {
-    const std::string kind_where = where + ": " + kKinds[k];
-    CONVEYOR_CHECK(j.contains(kKinds[k])) << kind_where << " is missing";
-    const nlohmann::json& layer = j[kKinds[k]];
-    MeasuredLayer& out = t.*KindField(k);
-    out.params = Number(layer, "params", kind_where);
-    CONVEYOR_CHECK(layer.contains("at") && layer["at"].is_array() &&
-                   layer["at"].size() == t.sequences.size())
-        << kind_where << ": 'at' must hold a sample for each of the " << t.sequences.size()
-        << " sizes";
-    out.at.resize(t.sequences.size());
-    for (size_t i = 0; i < t.sequences.size(); ++i) {
-      for (int f = 0; f < kNumFields; ++f) {
-        out.at[i].*kFields[f] = Number(layer["at"][i], kFieldNames[f], kind_where);
-      }
+  ReadKinds(j, t.sequences.size(), where, &t);
+  const nlohmann::json& shards = j["tp_shards"];
+  CONVEYOR_CHECK(shards.is_object()) << where << ": 'tp_shards' must be an object";
+  for (const auto& [key, kinds] : shards.items()) {
+    int tp = 0;
+    try {
+      tp = std::stoi(key);
+    } catch (const std::exception&) {
     }
+    CONVEYOR_CHECK(tp > 1 && std::to_string(tp) == key)
+        << where << ": 'tp_shards' is keyed by TP sizes above 1, not '" << key << "'";
+    ReadKinds(kinds, t.sequences.size(), where + ": tp_shards." + key, &t.tp_shards[tp]);
   }
   return t;
 }

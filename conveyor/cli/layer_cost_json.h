@@ -1,7 +1,7 @@
 // The file `conveyor profile` writes and `plan --auto --costs` / `train --auto` read: a
 // LayerCostTable (sim/auto_planner.h) as JSON.
 //
-//   {"format": "conveyor layer costs 5", "describe": "...", "device": "cpu", "threads": 1,
+//   {"format": "conveyor layer costs 6", "describe": "...", "device": "cpu", "threads": 1,
 //    "element_bytes": 4, "optimizer_s_per_param": s,
 //    "optimizer_bytes_per_param": b, "cores": 2,
 //    "capacity": [[0.9, 1.6, 1.7, 1.8], [...], [...]] (a size each, 1 to capacity_ranks busy),
@@ -12,7 +12,8 @@
 //    "embedding" | "block" | "block_selective" | "head":
 //      {"params": P, "at": [{"forward_s", "input_s", "weight_s", "backward_s",
 //                             "activation_bytes", "backward_bytes", "weight_bytes",
-//                             "forward_bytes", "infer_bytes", "infer_s"} a size]}}
+//                             "forward_bytes", "infer_bytes", "infer_s"} a size]},
+//    "tp_shards": {"2": {"embedding" | ... | "head" as above: one TP rank's shards}, ...}}
 #ifndef CONVEYOR_CLI_LAYER_COST_JSON_H_
 #define CONVEYOR_CLI_LAYER_COST_JSON_H_
 

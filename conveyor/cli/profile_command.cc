@@ -75,20 +75,22 @@ void AddProfileCommand(CLI::App& app) {
     text +=
         "layer            sequences  forward ms  input ms  weight ms  backward ms  activations MiB"
         "  backward MiB  for W MiB  forward MiB  no-grad MiB  no-grad ms\n";
-    const std::array<std::pair<const char*, const MeasuredLayer*>, 4> kinds = {
-        {{"embedding", &table.embedding},
-         {"block", &table.block},
-         {"block selective", &table.block_selective},
-         {"head", &table.head}}};
-    for (const auto& [name, layer] : kinds) {
-      for (size_t k = 0; k < table.sequences.size(); ++k) {
-        const LayerSample& s = layer->at[k];
-        text += Printf(
-            "%-16s %9lld %11.3f %9.3f %10.3f %12.3f %16.2f %13.2f %10.2f %12.2f %12.2f %10.3f\n",
-            name, static_cast<long long>(table.sequences[k]), 1e3 * s.forward_s, 1e3 * s.input_s,
-            1e3 * s.weight_s, 1e3 * s.backward_s, s.activation_bytes / (1 << 20),
-            s.backward_bytes / (1 << 20), s.weight_bytes / (1 << 20), s.forward_bytes / (1 << 20),
-            s.infer_bytes / (1 << 20), 1e3 * s.infer_s);
+    constexpr const char* kNames[] = {"embedding", "block", "block selective", "head"};
+    // The whole layers, then each TP size's shards ("block/2": one of 2 ranks' shard).
+    std::vector<std::pair<std::string, const MeasuredKinds*>> tables = {{"", &table}};
+    for (const auto& [tp, shard] : table.tp_shards) tables.push_back({Printf("/%d", tp), &shard});
+    for (const auto& [suffix, kinds] : tables) {
+      for (int kind = 0; kind < 4; ++kind) {
+        const std::string name = kNames[kind] + suffix;
+        for (size_t k = 0; k < table.sequences.size(); ++k) {
+          const LayerSample& s = (kinds->*kMeasuredKinds[kind]).at[k];
+          text += Printf(
+              "%-18s %7lld %11.3f %9.3f %10.3f %12.3f %16.2f %13.2f %10.2f %12.2f %12.2f %10.3f\n",
+              name.c_str(), static_cast<long long>(table.sequences[k]), 1e3 * s.forward_s,
+              1e3 * s.input_s, 1e3 * s.weight_s, 1e3 * s.backward_s, s.activation_bytes / (1 << 20),
+              s.backward_bytes / (1 << 20), s.weight_bytes / (1 << 20), s.forward_bytes / (1 << 20),
+              s.infer_bytes / (1 << 20), 1e3 * s.infer_s);
+        }
       }
     }
     std::fputs((text + "written to " + flags->out + "\n").c_str(), stdout);

@@ -112,11 +112,16 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::strin
   if (r.measured.has_value()) {
     const LayerCostTable& table = *r.measured;
     const double n = static_cast<double>(b);
-    embedding = Scaled(table.At(table.embedding, n), 1.0 / tp);
-    embedding.activation_bytes *= tp;  // its output is whole on every TP rank
-    block = Scaled(table.At(table.block, n), 1.0 / tp);
+    // A shard as measured, else the whole layer's 1 / tp.
+    const auto shard = table.tp_shards.find(tp);
+    const bool measured = tp == 1 || shard != table.tp_shards.end();
+    const MeasuredKinds& kinds = shard != table.tp_shards.end() ? shard->second : table;
+    const double by = measured ? 1.0 : 1.0 / tp;
+    embedding = Scaled(table.At(kinds.embedding, n), by);
+    if (!measured) embedding.activation_bytes *= tp;  // its output is whole on every TP rank
+    block = Scaled(table.At(kinds.block, n), by);
     if (recompute == "selective") {  // never faster than keeping the scores: timing noise
-      const LayerSample s = Scaled(table.At(table.block_selective, n), 1.0 / tp);
+      const LayerSample s = Scaled(table.At(kinds.block_selective, n), by);
       block = {std::max(s.forward_s, block.forward_s),
                std::max(s.input_s, block.input_s),
                std::max(s.weight_s, block.weight_s),
@@ -128,12 +133,14 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::strin
                s.infer_bytes,
                std::max(s.infer_s, block.infer_s)};
     }
-    // Of a block's activations, 10 of 34 parts (the norms' and residuals' (b, T, C)) stay
-    // whole under TP, 24 are split (Korthikanti et al.); of what W needs (the linear
-    // layers' inputs and output gradients), 8 of 32.
-    block.activation_bytes *= tp * (10 + 24.0 / tp) / 34;
-    block.weight_bytes *= tp * (8 + 24.0 / tp) / 32;
-    head = Scaled(table.At(table.head, n), 1.0 / tp);  // vocabulary-parallel: logits split
+    if (!measured) {
+      // Of a block's activations, 10 of 34 parts (the norms' and residuals' (b, T, C)) stay
+      // whole under TP, 24 are split (Korthikanti et al.); of what W needs (the linear
+      // layers' inputs and output gradients), 8 of 32.
+      block.activation_bytes *= tp * (10 + 24.0 / tp) / 34;
+      block.weight_bytes *= tp * (8 + 24.0 / tp) / 32;
+    }
+    head = Scaled(table.At(kinds.head, n), by);  // vocabulary-parallel: logits split
     element_bytes = table.element_bytes;
   } else {
     const double rate = r.device_flops * r.efficiency * tp;

@@ -56,6 +56,7 @@
 #define CONVEYOR_SIM_AUTO_PLANNER_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -109,11 +110,26 @@ struct MeasuredLayer {
   std::vector<LayerSample> at;
 };
 
-// What `conveyor profile` measured of a model's layer kinds on one device.
-struct LayerCostTable {
+// The layer kinds of a language model, each as measured.
+struct MeasuredKinds {
+  MeasuredLayer embedding, block, block_selective, head;
+};
+// Its kinds in that order, to go over them.
+inline constexpr MeasuredLayer MeasuredKinds::*kMeasuredKinds[] = {
+    &MeasuredKinds::embedding, &MeasuredKinds::block, &MeasuredKinds::block_selective,
+    &MeasuredKinds::head};
+
+// What `conveyor profile` measured of a model's layer kinds on one device: the whole layers
+// (the MeasuredKinds it is), and one rank's shard of them for each tensor-parallel size timed.
+struct LayerCostTable : MeasuredKinds {
   TransformerSpec model;           // what was timed (seq_len: the sequences' tokens)
   std::vector<int64_t> sequences;  // the micro-batch sizes timed: two or more, ascending
-  MeasuredLayer embedding, block, block_selective, head;
+  // By TP size (> 1): one rank's shard of each kind at each size, its collectives skipped (the
+  // planner prices them on the link). A shard is not the whole layer divided by tp: what
+  // stays whole under TP (norms, residuals) and every operation's fixed cost remain (on the
+  // CPU, half a block at one sequence took 0.8 of the whole). The planner divides the whole
+  // layer by tp for a TP size missing here.
+  std::map<int, MeasuredKinds> tp_shards;
   int threads = 1;             // intra-op threads of the timing
   std::string device;          // "cpu"
   double element_bytes = 4;    // of an activation (fp32 on the CPU)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -301,6 +302,39 @@ TEST(AutoPlannerTest, TheStepsEndRunsEveryRankAtOnceOnSharedCores) {
   const double slow = added_by_optimizer(1.6);  // each of 4 at 0.4
   ASSERT_GT(slow, 0);
   EXPECT_NEAR(slow / added_by_optimizer(3.2), 2.0, 1e-6);  // each at 0.8
+}
+
+// A tensor-parallel rank's shard costs what the profile measured of it where it did, not the
+// whole layer's 1 / tp: norms, residuals and each operation's fixed cost are not split.
+TEST(AutoPlannerTest, ATensorParallelShardCostsWhatWasMeasuredOfIt) {
+  // The step of 1x2x1 (two TP ranks, one micro-batch of 2) and its peak, with `shards`.
+  auto planned = [](const std::map<int, MeasuredKinds>& shards) {
+    LayerCostTable t = Measured();
+    t.tp_shards = shards;
+    AutoPlanRequest r = MeasuredRequest(t, 2, 2);
+    r.tp = 2;
+    for (const PlanCandidate& c : PlanAuto(r).best) {
+      if (c.microbatches == 1 && c.recompute == "none") return std::pair(c.step_s, c.peak_bytes);
+    }
+    return std::pair(-1.0, -1.0);
+  };
+  // The whole layers with their times scaled by `by` and their bytes kept.
+  auto shard = [](double by) {
+    MeasuredKinds kinds = Measured();
+    for (MeasuredLayer MeasuredKinds::*kind : kMeasuredKinds) {
+      for (LayerSample& s : (kinds.*kind).at) {
+        s.forward_s *= by, s.input_s *= by, s.weight_s *= by, s.backward_s *= by;
+      }
+    }
+    return kinds;
+  };
+  const auto [divided, divided_peak] = planned({});
+  ASSERT_GT(divided, 0);
+  const auto [half, whole_bytes_peak] = planned({{2, shard(0.5)}});
+  EXPECT_NEAR(half, divided, 1e-12) << "a shard measured at half the time is the 1 / tp model";
+  EXPECT_GT(whole_bytes_peak, divided_peak) << "its bytes as measured: the whole layer's here";
+  EXPECT_GT(planned({{2, shard(0.8)}}).first, divided * 1.2);
+  EXPECT_NEAR(planned({{4, shard(0.8)}}).first, divided, 1e-12) << "no shard of tp 2: 1 / tp";
 }
 
 TEST(AutoPlannerTest, TensorParallelismStaysInsideANode) {

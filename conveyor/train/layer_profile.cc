@@ -12,12 +12,14 @@
 #include <cmath>
 #include <condition_variable>
 #include <csignal>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "conveyor/comm/transport.h"
 #include "conveyor/common/error.h"
 #include "conveyor/common/process_stats.h"
 #include "conveyor/common/statistics.h"
@@ -25,6 +27,8 @@
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/device/stream_order.h"
 #include "conveyor/module/weight_grad_store.h"
+#include "conveyor/nn/tensor_parallel.h"
+#include "conveyor/nn/tensor_parallel_split.h"
 #include "conveyor/optim/optimizer.h"
 #include "conveyor/profile/memory_tracker.h"
 #include "conveyor/profile/tensor_bytes.h"
@@ -63,23 +67,61 @@ double Since(const c10::Device& device, Clock::time_point start) {
   return std::chrono::duration<double>(Now(device) - start).count();
 }
 
-// Layer `index` of `model`, its weights on `device`.
-std::shared_ptr<Layer> LayerOn(const ModelTask& model, int index, const c10::Device& device) {
-  std::shared_ptr<Layer> layer = model.BuildLayers({}, {index, index + 1}).at(0);
+// The group of a tensor-parallel shard timed alone: it says it is rank 0 of `size` and skips
+// the collectives (an all-reduce leaves the partial sum, a gather repeats this rank's part),
+// so that a shard's own compute is timed; what its collectives cost is the link's. Anything
+// else is an InternalError.
+class LoneShardGroup : public Transport {
+ public:
+  explicit LoneShardGroup(int size) : size_(size) {}
+  int rank() const override { return 0; }
+  int world_size() const override { return size_; }
+  void AllReduceSum(std::vector<at::Tensor>&) override {}
+  std::vector<at::Tensor> AllGather(const at::Tensor& local) override {
+    return std::vector<at::Tensor>(size_, local.contiguous().clone());
+  }
+  std::shared_ptr<Work> Send(at::Tensor, int, std::uint32_t) override { return Refuse("Send"); }
+  std::shared_ptr<Work> Recv(at::Tensor, int, std::uint32_t) override { return Refuse("Recv"); }
+  at::Tensor ReduceScatterSum(const at::Tensor&, const std::vector<int64_t>&) override {
+    Refuse("ReduceScatterSum");
+    return {};
+  }
+  void Broadcast(at::Tensor&, int) override { Refuse("Broadcast"); }
+  void Barrier() override { Refuse("Barrier"); }
+  std::unique_ptr<Transport> NewGroup(const std::vector<int>&) override {
+    Refuse("NewGroup");
+    return nullptr;
+  }
+  void ReportFailure(const std::string&) noexcept override {}
+
+ private:
+  std::shared_ptr<Work> Refuse(const char* what) {
+    CONVEYOR_ASSERT(false) << "a tensor-parallel shard timed alone called " << what;
+    return nullptr;
+  }
+  int size_;
+};
+
+// Layer `index` of `model`, its weights on `device`: the whole layer, or with `tp` one rank's
+// shard of it.
+std::shared_ptr<Layer> LayerOn(const ModelTask& model, int index, const c10::Device& device,
+                               const TensorParallel& tp = {}) {
+  std::shared_ptr<Layer> layer = model.BuildLayers(tp, {index, index + 1}).at(0);
   MoveParameters(layer->NamedParameters(), device);
   return layer;
 }
 
-// Layer `index` of `model` timed on `x` (tokens for the embedding, else (n, T, C)); `out`
-// receives its output, detached, for the next layer. The backward is split as the runtime
-// splits it (runtime/stage.h): autograd with the weight-gradient store deferring is I, the
-// store's queued work is W; a backward without deferring, on the graph built again, is B.
-// The weights' gradients stay from the unmeasured first round on,
-// as a step's do after its first micro-batch: later backwards add into them.
+// Layer `index` of `model` (with `tp`, one rank's shard of it) timed on `x` (tokens for the
+// embedding, else (n, T, C)); `out` receives its output, detached, for the next layer. The backward
+// is split as the runtime splits it (runtime/stage.h): autograd with the weight-gradient store
+// deferring is I, the store's queued work is W; a backward without deferring, on the graph built
+// again, is B. The weights' gradients stay from the unmeasured first round on, as a step's do after
+// its first micro-batch: later backwards add into them.
 LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, const MicroBatch& mb,
-                      int rounds, const ProfileDevice& on, at::Tensor* out) {
+                      int rounds, const ProfileDevice& on, at::Tensor* out,
+                      const TensorParallel& tp = {}) {
   const c10::Device& device = on.device;
-  const std::shared_ptr<Layer> layer = LayerOn(model, index, device);
+  const std::shared_ptr<Layer> layer = LayerOn(model, index, device, tp);
   // The forward and the loss: the head's own; a sum of squares for the others (any scalar
   // that uses the output).
   auto forward = [&](const at::Tensor& in, at::Tensor* y) {
@@ -473,9 +515,20 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
   // A GPU: ranks as threads sharing it (one rank unless told); the CPU: one a core.
   table.capacity_ranks = ranks > 0 ? ranks : on.device.is_cpu() ? table.cores : 1;
   table.capacity.assign(sizes, {});
-  for (MeasuredLayer* layer :
-       {&table.embedding, &table.block, &table.block_selective, &table.head}) {
-    layer->at.resize(sizes);
+  for (MeasuredLayer MeasuredKinds::*kind : kMeasuredKinds) (table.*kind).at.resize(sizes);
+  // The tensor-parallel sizes a plan for capacity_ranks ranks may choose (each dividing the
+  // ranks and the heads), on the CPU (ranks as threads sharing a GPU run tp 1: ShareOneGpu).
+  std::map<int, std::unique_ptr<LoneShardGroup>> shard_groups;
+  for (int tp = 2; on.device.is_cpu() && tp <= table.capacity_ranks; ++tp) {
+    if (table.capacity_ranks % tp == 0 && table.model.heads % tp == 0 &&
+        table.model.kv() % tp == 0) {
+      shard_groups[tp] = std::make_unique<LoneShardGroup>(tp);
+      MeasuredKinds& shard = table.tp_shards[tp];
+      for (MeasuredLayer MeasuredKinds::*kind : kMeasuredKinds) {
+        (shard.*kind).params = (table.*kind).params / tp;
+        (shard.*kind).at.resize(sizes);
+      }
+    }
   }
   for (size_t k = 0; k < sizes; ++k) {
     Batch batch;
@@ -490,6 +543,15 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
     table.block.at[k] = TimeLayer(*plain, 1, x, mb, rounds, on, &hidden);
     table.block_selective.at[k] = TimeLayer(*selective, 1, x, mb, rounds, on, &unused);
     table.head.at[k] = TimeLayer(*plain, head, hidden, mb, rounds, on, &unused);
+    for (const auto& [tp, group] : shard_groups) {
+      const TensorParallel parallel{tp, 0, group.get(),
+                                    llama ? KvReplicas(table.model.kv(), tp) : 1};
+      MeasuredKinds& shard = table.tp_shards[tp];
+      shard.embedding.at[k] = TimeLayer(*plain, 0, batch.inputs, mb, rounds, on, &unused, parallel);
+      shard.block.at[k] = TimeLayer(*plain, 1, x, mb, rounds, on, &unused, parallel);
+      shard.block_selective.at[k] = TimeLayer(*selective, 1, x, mb, rounds, on, &unused, parallel);
+      shard.head.at[k] = TimeLayer(*plain, head, hidden, mb, rounds, on, &unused, parallel);
+    }
     std::vector<double>& capacity = table.capacity[k];
     if (!on.device.is_cpu() && table.capacity_ranks == 1) {
       capacity = {1};
@@ -511,14 +573,17 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
         work(table.embedding.at[k]) + blocks * work(table.block.at[k]) + work(table.head.at[k]);
     const double factor = ChainSeconds(*plain, blocks, batch.inputs, mb, rounds + 2, on) / sum;
     table.calibration[k] = factor;
-    for (MeasuredLayer* layer :
-         {&table.embedding, &table.block, &table.block_selective, &table.head}) {
-      LayerSample& sample = layer->at[k];
-      sample.forward_s *= factor;
-      sample.input_s *= factor;
-      sample.weight_s *= factor;
-      sample.backward_s *= factor;
-      sample.infer_s *= factor;
+    std::vector<MeasuredKinds*> scaled = {&table};
+    for (auto& [tp, shard] : table.tp_shards) scaled.push_back(&shard);
+    for (MeasuredKinds* kinds : scaled) {
+      for (MeasuredLayer MeasuredKinds::*kind : kMeasuredKinds) {
+        LayerSample& sample = (kinds->*kind).at[k];
+        sample.forward_s *= factor;
+        sample.input_s *= factor;
+        sample.weight_s *= factor;
+        sample.backward_s *= factor;
+        sample.infer_s *= factor;
+      }
     }
   }
   const OptimizerCost optimizer = TimeOptimizer(*plain, 1, config.layers, on.device);
