@@ -1,7 +1,7 @@
 #include "conveyor/cli/layer_cost_json.h"
 
+#include <charconv>
 #include <cmath>
-#include <exception>
 #include <fstream>
 #include <string>
 
@@ -173,11 +173,8 @@ LayerCostTable ReadLayerCostTable(const std::string& path) {
   CONVEYOR_CHECK(shards.is_object()) << where << ": 'tp_shards' must be an object";
   for (const auto& [key, kinds] : shards.items()) {
     int tp = 0;
-    try {
-      tp = std::stoi(key);
-    } catch (const std::exception&) {
-    }
-    CONVEYOR_CHECK(tp > 1 && std::to_string(tp) == key)
+    const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), tp);
+    CONVEYOR_CHECK(error == std::errc() && end == key.data() + key.size() && tp > 1)
         << where << ": 'tp_shards' is keyed by TP sizes above 1, not '" << key << "'";
     ReadKinds(kinds, t.sequences.size(), where + ": tp_shards." + key, &t.tp_shards[tp]);
   }

@@ -24,6 +24,10 @@ int64_t TransformerSpec::mlp() const {
   return (8 * hidden / 3 + 255) / 256 * 256;
 }
 
+bool TransformerSpec::SplitsOver(int tp) const {
+  return heads % tp == 0 && kv() % tp == 0 && mlp() % tp == 0;
+}
+
 double TransformerSpec::BlockParams() const {
   const double c = static_cast<double>(hidden);
   const double head_dim = c / static_cast<double>(heads);
@@ -328,7 +332,7 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
   std::vector<PlanCandidate> fits;
   double least_over = std::numeric_limits<double>::infinity();
   for (int tp : Divisors(r.world, per_node)) {
-    if (m.heads % tp != 0 || m.kv() % tp != 0 || (r.tp > 0 && tp != r.tp)) continue;
+    if (!m.SplitsOver(tp) || (r.tp > 0 && tp != r.tp)) continue;
     for (int pp : Divisors(r.world / tp, m.layers + 2)) {
       const int dp = r.world / tp / pp;
       if (r.global_batch % dp != 0 || (r.pp > 0 && pp != r.pp) || (r.dp > 0 && dp != r.dp)) {

@@ -78,6 +78,9 @@ struct TransformerSpec {
 
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t mlp() const;
+  // Whether `tp` tensor-parallel ranks can split a block: the heads, the key-value heads and
+  // the MLP units each divide by tp (what the trainer's --tp accepts).
+  bool SplitsOver(int tp) const;
   double BlockParams() const;
   // Parameters of everything: blocks, embedding and an untied head.
   double Params() const;
@@ -127,7 +130,7 @@ struct LayerCostTable : MeasuredKinds {
   // By TP size (> 1): one rank's shard of each kind at each size, its collectives skipped (the
   // planner prices them on the link). A shard is not the whole layer divided by tp: what
   // stays whole under TP (norms, residuals) and every operation's fixed cost remain (on the
-  // CPU, half a block at one sequence took 0.8 of the whole). The planner divides the whole
+  // CPU, half a block at one sequence took 0.70 of the whole). The planner divides the whole
   // layer by tp for a TP size missing here.
   std::map<int, MeasuredKinds> tp_shards;
   int threads = 1;             // intra-op threads of the timing

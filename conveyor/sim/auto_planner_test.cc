@@ -344,6 +344,25 @@ TEST(AutoPlannerTest, TensorParallelismStaysInsideANode) {
   for (const PlanCandidate& c : PlanAuto(r).best) EXPECT_LE(c.tp, 4);
 }
 
+// A TP size splits every part of a block: a Llama whose MLP units do not divide by 2 gets no
+// tp 2 candidate, though its heads do (the trainer's --tp refuses it too).
+TEST(AutoPlannerTest, TensorParallelSizesSplitEveryPartOfABlock) {
+  TransformerSpec m{
+      .layers = 4, .hidden = 64, .heads = 4, .kv_heads = 2, .intermediate = 171, .gated_mlp = true};
+  EXPECT_FALSE(m.SplitsOver(2));
+  m.intermediate = 172;
+  EXPECT_TRUE(m.SplitsOver(2));
+  EXPECT_FALSE(m.SplitsOver(4)) << "2 key-value heads";
+  AutoPlanRequest r = Small();
+  r.model = m;
+  r.world = 2;
+  r.network.ranks_per_node = 2;
+  r.tp = 2;
+  EXPECT_FALSE(PlanAuto(r).best.empty());
+  r.model.intermediate = 171;
+  EXPECT_THROW(PlanAuto(r), UserError) << "no layout with tp 2";
+}
+
 TEST(AutoPlannerTest, RefusesWhatCannotBePlannedNamingIt) {
   AutoPlanRequest r = Small();
   r.world = 0;

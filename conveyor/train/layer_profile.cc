@@ -517,11 +517,11 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
   table.capacity.assign(sizes, {});
   for (MeasuredLayer MeasuredKinds::*kind : kMeasuredKinds) (table.*kind).at.resize(sizes);
   // The tensor-parallel sizes a plan for capacity_ranks ranks may choose (each dividing the
-  // ranks and the heads), on the CPU (ranks as threads sharing a GPU run tp 1: ShareOneGpu).
+  // ranks and splitting a block), on the CPU (ranks as threads sharing a GPU run tp 1:
+  // ShareOneGpu).
   std::map<int, std::unique_ptr<LoneShardGroup>> shard_groups;
   for (int tp = 2; on.device.is_cpu() && tp <= table.capacity_ranks; ++tp) {
-    if (table.capacity_ranks % tp == 0 && table.model.heads % tp == 0 &&
-        table.model.kv() % tp == 0) {
+    if (table.capacity_ranks % tp == 0 && table.model.SplitsOver(tp)) {
       shard_groups[tp] = std::make_unique<LoneShardGroup>(tp);
       MeasuredKinds& shard = table.tp_shards[tp];
       for (MeasuredLayer MeasuredKinds::*kind : kMeasuredKinds) {

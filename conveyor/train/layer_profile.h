@@ -35,9 +35,9 @@ namespace conveyor {
 // through the caches; fewer where they would take more than an eighth of the memory) and the head
 // chained as one stage over the sum of their lone timings (F + B). On the CPU one rank's shard of
 // each layer is timed and scaled the same way (table.tp_shards) at each tensor-parallel size a plan
-// for `ranks` ranks may choose (dividing them and the heads), its collectives skipped: a shard's
-// own compute, which is not the whole layer's 1 / tp. UserError for a classifier, or sizes not two
-// or more, ascending from 1 or more.
+// for `ranks` ranks may choose (dividing them, TransformerSpec::SplitsOver), its collectives
+// skipped: a shard's own compute, which is not the whole layer's 1 / tp. UserError for a
+// classifier, or sizes not two or more, ascending from 1 or more.
 LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<int64_t>& sequences,
                                  int rounds, int ranks);
 
