@@ -1,7 +1,6 @@
 #include "conveyor/cli/launch_flags.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <thread>
 
 #include "conveyor/cli/run_as_ranks.h"
@@ -31,19 +30,13 @@ void LaunchFlags::CheckLocalRanks(int64_t nproc, std::string_view flag) const {
 }
 
 void LaunchFlags::CheckThreads(int64_t threads, int64_t ranks) const {
-  if (threads <= 0 || LaunchedAsRank()) return;
+  if (threads <= 0 || oversubscribe || LaunchedAsRank()) return;
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
   const int64_t total = threads * ranks;
-  if (total <= cores) return;
-  CONVEYOR_CHECK(oversubscribe || total <= 8 * cores)
+  CONVEYOR_CHECK(total <= 8 * cores)
       << "--threads " << threads << " x " << ranks << " local ranks = " << total << " threads on "
       << cores << " cores: more than 8 per core, each rank waiting for the "
       << "others' threads; give fewer, or --oversubscribe";
-  std::fprintf(stderr,
-               "conveyor: warning: --threads %lld x %lld local ranks = %lld threads on %lld "
-               "cores: the ranks will wait for each other's threads (0 shares the cores)\n",
-               static_cast<long long>(threads), static_cast<long long>(ranks),
-               static_cast<long long>(total), static_cast<long long>(cores));
 }
 
 }  // namespace conveyor

@@ -24,9 +24,9 @@ struct LaunchFlags {
   // mpirun or conveyor's launcher start the ranks there, not this process).
   void CheckLocalRanks(int64_t nproc, std::string_view flag) const;
   // Call before starting `ranks` local ranks of `threads` intra-op threads each (--threads;
-  // 0: the machine's share, nothing to check): warns on stderr, once, when threads x ranks
-  // exceed the machine's cores (each rank then waits for the others' threads), and throws
-  // UserError beyond 8 x the cores without --oversubscribe. Nothing in a launched rank.
+  // 0: the machine's share, nothing to check): throws UserError when threads x ranks exceed
+  // 8 x the machine's cores without --oversubscribe. Nothing in a launched rank. (Fewer, but
+  // more than the cores, are warned of by the ranks: launch/thread_share.h.)
   void CheckThreads(int64_t threads, int64_t ranks) const;
 };
 

@@ -1,5 +1,6 @@
 #include "conveyor/cli/run_as_ranks.h"
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <unistd.h>
@@ -11,33 +12,56 @@
 #include <iostream>
 #include <mutex>
 #include <sstream>
-#include <thread>
+#include <utility>
+#include <vector>
 
 #include "conveyor/cli/blas_check.h"
 #include "conveyor/comm/c10d_transport.h"
 #include "conveyor/comm/heartbeat_monitor.h"
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
-#include "conveyor/common/env.h"
 #include "conveyor/common/error.h"
+#include "conveyor/common/process_stats.h"
 #include "conveyor/device/compute_device.h"
 #include "conveyor/launch/interrupt_watcher.h"
 #include "conveyor/launch/launcher.h"
 #include "conveyor/launch/rendezvous.h"
+#include "conveyor/launch/thread_share.h"
 
 namespace conveyor {
 namespace {
 
-// Ranks on one machine share its cores: without --threads or OMP_NUM_THREADS, each of its
-// `local_ranks` ranks gets its share (oversubscribed intra-op threads slow every hand-off
-// between ranks several fold).
-void SetIntraOpThreads(const RanksOptions& options, int local_ranks) {
-  if (options.threads > 0) {
-    at::set_num_threads(options.threads);
-  } else if (std::getenv("OMP_NUM_THREADS") == nullptr) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    at::set_num_threads(std::max(1, cores / local_ranks));
+// This process's machine and the cores it may run on.
+RankCores ThisProcessCores() { return RankCores{MachineId(), AffinityMask()}; }
+
+// Every rank's machine and cores, gathered over `world` (collective): one row of 64-bit
+// words a rank, the machine and then the mask.
+std::vector<RankCores> GatherRankCores(Transport& world) {
+  const RankCores mine = ThisProcessCores();
+  std::vector<int64_t> row = {static_cast<int64_t>(mine.machine)};
+  row.insert(row.end(), mine.mask.begin(), mine.mask.end());
+  std::vector<RankCores> everyone;
+  for (const at::Tensor& got : world.AllGather(at::tensor(row, at::kLong))) {
+    const int64_t* words = got.data_ptr<int64_t>();
+    everyone.push_back(RankCores{static_cast<uint64_t>(words[0]),
+                                 std::vector<uint64_t>(words + 1, words + got.numel())});
   }
+  return everyone;
+}
+
+// Ranks on one machine share its cores (oversubscribed intra-op threads slow every hand-off
+// between ranks several fold): sets the calling thread's intra-op threads as
+// launch/thread_share.h chooses, warns (the machine's first rank) when the user's choice
+// oversubscribes the cores, and returns the line saying what was chosen and why.
+std::string ShareCoresAmongRanks(const RanksOptions& options, ThreadShareInput input) {
+  input.threads_flag = options.threads;
+  if (const char* omp = std::getenv("OMP_NUM_THREADS")) input.omp_num_threads = omp;
+  const ThreadShare share = ShareCores(input);
+  if (share.threads > 0) at::set_num_threads(share.threads);
+  if (!share.warning.empty() && share.first_on_machine) {
+    std::cerr << "conveyor: warning: rank " << input.rank << ": " << share.warning << "\n";
+  }
+  return share.line;
 }
 
 // RanksOptions::as_threads. Errors are printed as "conveyor: rank R (thread) failed: ...".
@@ -60,9 +84,17 @@ int RunAsThreads(const RanksOptions& options, const std::function<void(const Ran
     for (const auto& rank : world) rank->ReportFailure(why);
   });
   try {
+    ThreadShareInput threads;
+    threads.world.assign(options.nproc, ThisProcessCores());
+    threads.launcher_local = options.nproc;
+    threads.launcher_variable = "--rank-threads";
     RunRankThreads(world, [&](int rank) {
-      SetIntraOpThreads(options, options.nproc);  // per thread: OpenMP's count is per thread
-      body(InProcessRank(world[rank].get(), options.device));
+      RankContext context = InProcessRank(world[rank].get(), options.device);
+      ThreadShareInput mine = threads;
+      mine.rank = rank;
+      // Per thread: OpenMP's count is per thread.
+      context.threads = ShareCoresAmongRanks(options, std::move(mine));
+      body(context);
     });
   } catch (const std::exception& e) {
     if (const int signal = interrupted.load()) {
@@ -113,7 +145,6 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     live->ReportFailure(self + " was interrupted by SIG" + sigabbrev_np(signal));
   });
   if (info.rank == 0) WarnAboutBlas();
-  SetIntraOpThreads(options, static_cast<int>(EnvInt("LOCAL_WORLD_SIZE", 1, 1, 1 << 24)));
   C10dOptions c10d;
   c10d.transport.timeout = options.timeout;
   c10d.connect_timeout = options.timeout;
@@ -139,6 +170,12 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     }
     transport = ConnectC10d(info, c10d);
     context.world = transport.get();
+    ThreadShareInput threads;
+    threads.launcher_local = info.local_world_size;
+    threads.launcher_variable = info.local_world_size_variable;
+    threads.world = GatherRankCores(*transport);
+    threads.rank = info.rank;
+    context.threads = ShareCoresAmongRanks(options, std::move(threads));
   } catch (const std::exception& e) {
     report(ErrorLine(e));
     return 1;

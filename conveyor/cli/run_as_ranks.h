@@ -41,7 +41,8 @@ struct RanksOptions {
   std::chrono::milliseconds deadline{0};                       // whole run when launching; 0 = none
   LaunchOptions::Output output = LaunchOptions::Output::kRank0Only;
   // Intra-op threads of each rank: > 0 sets them; 0 leaves OMP_NUM_THREADS in charge, or
-  // without it gives each of the LOCAL_WORLD_SIZE ranks its share of the machine's cores.
+  // without it gives each rank its share of the cores of its machine, found when the ranks
+  // meet (launch/thread_share.h); the context's `threads` says what was chosen.
   int threads = 0;
   // Where the ranks compute (compute_device.h): when it resolves to CUDA, each rank makes its
   // GPU the current device before connecting and CUDA tensors travel over NCCL.

@@ -8,6 +8,8 @@
 
 #include <c10/core/Device.h>
 
+#include <string>
+
 #include "conveyor/comm/transport.h"
 #include "conveyor/device/compute_device.h"
 
@@ -18,6 +20,9 @@ struct RankContext {
   int rank = 0;                // in the world
   int local_rank = 0;          // among the ranks of its machine (threads: the rank)
   c10::Device device = c10::Device(c10::DeviceType::CPU);  // where it computes
+  // Its intra-op threads and why, one line (launch/thread_share.h's ThreadShare::line); ""
+  // where nothing chose them (a context made by hand).
+  std::string threads;
 };
 
 // A rank of this process: the rank of `world` (an in-process world: its ranks are threads;

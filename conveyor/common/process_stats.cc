@@ -4,7 +4,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -43,6 +45,25 @@ int AvailableCores() {
                         ? CPU_COUNT(&set)
                         : static_cast<int>(std::thread::hardware_concurrency());
   return cores > 0 ? cores : 1;
+}
+
+std::vector<uint64_t> AffinityMask() {
+  cpu_set_t set;
+  const bool read = sched_getaffinity(0, sizeof set, &set) == 0;
+  const int machine = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<uint64_t> mask((CPU_SETSIZE + 63) / 64, 0);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (read ? CPU_ISSET(cpu, &set) : cpu < machine) mask[cpu / 64] |= uint64_t{1} << (cpu % 64);
+  }
+  return mask;
+}
+
+uint64_t MachineId() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return std::hash<std::string>{}(std::string(host) + "/" + boot) & ((uint64_t{1} << 52) - 1);
 }
 
 double PhysicalMemoryBytes() {

@@ -26,5 +26,18 @@ TEST(ProcessStatsTest, PeakResidentMemoryCountsWhatWasTouched) {
   EXPECT_EQ(block[kBytes - 1], 1);
 }
 
+TEST(ProcessStatsTest, TheAffinityMaskHoldsTheAvailableCores) {
+  int bits = 0;
+  for (uint64_t word : AffinityMask()) bits += __builtin_popcountll(word);
+  EXPECT_EQ(bits, AvailableCores());
+}
+
+TEST(ProcessStatsTest, TheMachineIdIsStableAndExactInADouble) {
+  const uint64_t id = MachineId();
+  EXPECT_EQ(MachineId(), id);
+  EXPECT_LT(id, uint64_t{1} << 52);
+  EXPECT_EQ(static_cast<uint64_t>(static_cast<double>(id)), id);
+}
+
 }  // namespace
 }  // namespace conveyor

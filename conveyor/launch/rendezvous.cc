@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <sstream>
 
 #include "conveyor/common/error.h"
 
@@ -22,15 +23,18 @@ struct VariableNames {
   const char* rank;
   const char* world_size;
   const char* local_rank;
+  // The processes on this node: a count, or for Slurm a list of counts by node.
+  const char* local_world_size;
   // Whether the launcher sets `rank` for a lone process too (a batch script, mpirun -n 1):
   // then only a world size above 1 makes the process a rank of a world.
   bool sets_rank_alone;
 };
 
 constexpr VariableNames kLaunchers[] = {
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", false},
-    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", true},
-    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", true},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", false},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_STEP_TASKS_PER_NODE", true},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE", true},
 };
 
 std::optional<std::string> Lookup(const Environment& env, const std::string& name) {
@@ -68,6 +72,50 @@ const VariableNames* LauncherOf(const Environment& env) {
   return nullptr;
 }
 
+// The count for node `node` in Slurm's list of tasks per node ("2(x3),1": 2 on each of
+// nodes 0 to 2, then 1), or 0 when the list is malformed or shorter.
+int SlurmTasksOnNode(const std::string& list, int node) {
+  std::istringstream items(list);
+  for (std::string item; std::getline(items, item, ',');) {
+    int count = 0, repeat = 1;
+    char open = 0, x = 0, close = 0;
+    std::istringstream parts(item);
+    if (!(parts >> count) || count < 1) return 0;
+    if (parts >> open) {
+      if (open != '(' || !(parts >> x >> repeat >> close) || x != 'x' || close != ')' ||
+          repeat < 1 || parts.peek() != EOF) {
+        return 0;
+      }
+    }
+    if (node < repeat) return count;
+    node -= repeat;
+  }
+  return 0;
+}
+
+// Fills info.local_world_size from the launcher's variable, when it sets one that reads.
+void ReadLocalWorldSize(const Environment& env, const VariableNames& names, RendezvousInfo& info) {
+  if (std::string(names.launcher) == "slurm") {
+    const std::optional<std::string> node = Lookup(env, "SLURM_NODEID");
+    // The step's tasks (srun), else the job's (a batch script's own process).
+    for (const char* variable : {names.local_world_size, "SLURM_TASKS_PER_NODE"}) {
+      const std::optional<std::string> list = Lookup(env, variable);
+      if (!list || !node) continue;
+      const int count =
+          SlurmTasksOnNode(*list, ParseInt("SLURM_NODEID", *node, 0, kMaxWorldSize - 1));
+      if (count < 1) continue;
+      info.local_world_size = count;
+      info.local_world_size_variable = std::string(variable) + "=" + *list;
+      return;
+    }
+    return;
+  }
+  const std::optional<std::string> size = Lookup(env, names.local_world_size);
+  if (!size) return;
+  info.local_world_size = ParseInt(names.local_world_size, *size, 1, info.world_size);
+  info.local_world_size_variable = std::string(names.local_world_size) + "=" + *size;
+}
+
 }  // namespace
 
 bool LaunchedAsRank(const Environment& env) { return LauncherOf(env) != nullptr; }
@@ -93,6 +141,7 @@ RendezvousInfo RendezvousFromEnvironment(const Environment& env) {
   std::optional<std::string> local_rank = Lookup(env, names.local_rank);
   info.local_rank =
       local_rank ? ParseInt(names.local_rank, *local_rank, 0, info.world_size - 1) : info.rank;
+  ReadLocalWorldSize(env, names, info);
   info.master_addr = Require(env, "MASTER_ADDR", names.launcher);
   info.master_port = ParseInt("MASTER_PORT", Require(env, "MASTER_PORT", names.launcher), 1, 65535);
   if (Lookup(env, "TORCHELASTIC_USE_AGENT_STORE") == "True") {

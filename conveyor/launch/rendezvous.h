@@ -2,12 +2,15 @@
 //
 // Three launchers are understood:
 //   torchrun (and conveyor's own launcher): RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
-//     MASTER_PORT; LOCAL_RANK defaults to RANK (one node) when absent; torchrun's
-//     TORCHELASTIC_USE_AGENT_STORE and TORCHELASTIC_RESTART_COUNT (see RendezvousInfo);
+//     MASTER_PORT; LOCAL_RANK defaults to RANK (one node) when absent; LOCAL_WORLD_SIZE;
+//     torchrun's TORCHELASTIC_USE_AGENT_STORE and TORCHELASTIC_RESTART_COUNT (see
+//     RendezvousInfo);
 //   Slurm (srun): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, and MASTER_ADDR / MASTER_PORT,
-//     which the job script must export (Slurm does not pick an address);
+//     which the job script must export (Slurm does not pick an address); the tasks on this
+//     node from SLURM_STEP_TASKS_PER_NODE (else SLURM_TASKS_PER_NODE), at SLURM_NODEID;
 //   Open MPI (mpirun): OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
-//     OMPI_COMM_WORLD_LOCAL_RANK, and MASTER_ADDR / MASTER_PORT likewise.
+//     OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE, and MASTER_ADDR / MASTER_PORT
+//     as for Slurm.
 //
 // The one rule for "is this process a launched rank, and of which launcher": the launchers
 // are tried in the order above; the first whose rank variable is set wins, except that
@@ -33,7 +36,11 @@ namespace conveyor {
 struct RendezvousInfo {
   int rank = 0;
   int world_size = 1;
-  int local_rank = 0;       // rank among the processes of this node: picks the GPU
+  int local_rank = 0;  // rank among the processes of this node: picks the GPU
+  // The ranks on this node as the launcher says (local_world_size_variable names where it
+  // said so, e.g. "OMPI_COMM_WORLD_LOCAL_SIZE=4"); 0 when it says nothing.
+  int local_world_size = 0;
+  std::string local_world_size_variable;
   std::string master_addr;  // host of rank 0, which serves the rendezvous store
   int master_port = 0;
   std::string launcher;  // "torchrun", "slurm" or "openmpi": which variables were read

@@ -37,6 +37,52 @@ TEST(RendezvousTest, ReadsTorchrunVariables) {
   EXPECT_EQ(info.master_port, 29511);
 }
 
+TEST(RendezvousTest, EachLauncherSaysHowManyRanksShareThisNode) {
+  const Environment master = {{"MASTER_ADDR", "h"}, {"MASTER_PORT", "29500"}};
+  auto with = [&](Environment env) {
+    env.insert(master.begin(), master.end());
+    return RendezvousFromEnvironment(env);
+  };
+  RendezvousInfo info = with({{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"LOCAL_WORLD_SIZE", "4"}});
+  EXPECT_EQ(info.local_world_size, 4);
+  EXPECT_EQ(info.local_world_size_variable, "LOCAL_WORLD_SIZE=4");
+  info = with({{"OMPI_COMM_WORLD_RANK", "1"},
+               {"OMPI_COMM_WORLD_SIZE", "4"},
+               {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  EXPECT_EQ(info.local_world_size, 4);
+  EXPECT_EQ(info.local_world_size_variable, "OMPI_COMM_WORLD_LOCAL_SIZE=4");
+  // Slurm lists the tasks of every node: 2 on each of nodes 0 to 2, then 1 on node 3.
+  const Environment slurm = {{"SLURM_PROCID", "6"},
+                             {"SLURM_NTASKS", "7"},
+                             {"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"},
+                             {"SLURM_TASKS_PER_NODE", "4(x2)"}};
+  Environment env = slurm;
+  env["SLURM_NODEID"] = "3";
+  info = with(env);
+  EXPECT_EQ(info.local_world_size, 1);
+  EXPECT_EQ(info.local_world_size_variable, "SLURM_STEP_TASKS_PER_NODE=2(x3),1");
+  env["SLURM_NODEID"] = "2";
+  EXPECT_EQ(with(env).local_world_size, 2);
+  env.erase("SLURM_STEP_TASKS_PER_NODE");  // a batch script's own process: the job's list
+  env["SLURM_NODEID"] = "1";
+  EXPECT_EQ(with(env).local_world_size, 4);
+  // Nothing that reads: unknown, found when the ranks meet.
+  for (const std::string list : {"", "x", "2(x", "2(y3)", "0", "2(x3)z"}) {
+    env = slurm;
+    env["SLURM_NODEID"] = "0";
+    env["SLURM_STEP_TASKS_PER_NODE"] = list;
+    env.erase("SLURM_TASKS_PER_NODE");
+    EXPECT_EQ(with(env).local_world_size, 0) << list;
+  }
+  EXPECT_EQ(with({{"RANK", "1"}, {"WORLD_SIZE", "8"}}).local_world_size, 0);
+  EXPECT_THAT(ErrorOf({{"RANK", "1"},
+                       {"WORLD_SIZE", "8"},
+                       {"LOCAL_WORLD_SIZE", "9"},
+                       {"MASTER_ADDR", "h"},
+                       {"MASTER_PORT", "1"}}),
+              HasSubstr("LOCAL_WORLD_SIZE"));
+}
+
 TEST(RendezvousTest, TorchrunsAgentStoreIsUsedUnderAPrefixPerAttempt) {
   const Environment env = {{"RANK", "0"},
                            {"WORLD_SIZE", "4"},

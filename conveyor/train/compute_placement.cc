@@ -2,10 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <unistd.h>
-
-#include <fstream>
-#include <functional>
+#include <algorithm>
 #include <map>
 
 #include "conveyor/common/error.h"
@@ -16,13 +13,7 @@ namespace conveyor {
 
 RankPlacement ThisRankPlacement(const MeshCoords& coords) {
   RankPlacement p;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  // 52 bits: every such integer is exact in a double.
-  p.machine = static_cast<double>(std::hash<std::string>{}(std::string(host) + "/" + boot) &
-                                  ((uint64_t{1} << 52) - 1));
+  p.machine = static_cast<double>(MachineId());
   p.cores = AvailableCores();
   p.threads = std::max(at::get_num_threads(), 1);
   p.coords = coords;
