@@ -93,6 +93,9 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
     const int64_t largest = std::clamp<int64_t>(config.batch_size, 2, 16);
     std::vector<int64_t> sizes = {1, largest};
     if (largest >= 4) sizes.insert(sizes.begin() + 1, std::max<int64_t>(2, largest / 4));
+    std::printf("auto: timing the model's layers here for %d ranks (%zu micro-batch sizes)...\n",
+                world, sizes.size());
+    std::fflush(stdout);
     table = ProfileLayerKinds(config, sizes, 5, gpu && !share_gpu ? 1 : world);
     at::set_num_threads(before);
   } else {

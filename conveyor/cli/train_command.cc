@@ -123,6 +123,7 @@ void TrainRank(const TrainConfig& config, const RankContext& rank, int ranks_in_
         (trainer.loss_scaler().enabled()
              ? "; dynamic loss scale from " + FormatScale(trainer.loss_scaler().scale())
              : ""));
+    if (!rank.threads.empty()) progress.Note("threads: " + rank.threads);
     if (trainer.model().mesh().dp() > 1 || trainer.model().mesh().tp() > 1) {
       summary_mesh = trainer.model().mesh().Describe();
       progress.Note("mesh: " + summary_mesh);
@@ -265,6 +266,7 @@ void AddTrainCommand(CLI::App& app, const std::vector<std::string>& args, int* e
     TrainConfig config = ResolveTrainConfig(*flags);
     std::vector<std::string> rank_args = args;
     if (auto_flags->on) {
+      flags->launch.CheckLocalRanks(auto_flags->world, "--world");  // before it profiles them
       config = ChooseTrainLayout(config, *auto_flags, flags->launch.rank_threads);
       rank_args = ArgsWithLayout(args, config);
     }

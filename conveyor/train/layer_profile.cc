@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -253,9 +254,12 @@ bool TimeProcesses(Layer& block, const at::Tensor& x, const MicroBatch& mb, int 
     }
   }
   std::vector<pid_t> children;
+  const pid_t parent = getpid();
   for (int c = 0; c < count; ++c) {
     const pid_t pid = fork();
     if (pid == 0) {  // the child, which leaves without any cleanup
+      // It dies with the profiling process, however that ends (killed too: no orphans).
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
       double seconds = -1;
       try {
         Work(block, x, mb, 1, on);
@@ -342,11 +346,24 @@ bool TimeThreads(const ModelTask& model, int index, const at::Tensor& x, const M
   return *std::min_element(ends.begin(), ends.end()) > 0;
 }
 
+// The busy counts Capacities measures for `ranks` ranks: every count up to 8, then counts
+// about 1.5 times apart, and `ranks` (17 for 256 ranks, each running every rank when
+// the ranks take turns); the counts between are interpolated.
+std::vector<int> MeasuredBusyCounts(int ranks) {
+  std::vector<int> counts;
+  for (int busy = 1; busy <= ranks; busy = busy < 8 ? busy + 1 : busy * 3 / 2) {
+    counts.push_back(busy);
+  }
+  if (counts.back() != ranks) counts.push_back(ranks);
+  return counts;
+}
+
 // How many lone ranks' worth of work 1, 2, ... `ranks` of `ranks` ranks computing blocks at
-// once do (entry k - 1 for k busy): about 0.5 s of lone work in all each time, the forwards
-// computed times one's time alone over the time from the start until the last finished (the
-// sum of each one's own ratio would count the last ones' lone tails as shared speed).
-// Processes on the CPU, threads on a GPU; empty when they could not run.
+// once do (entry k - 1 for k busy; MeasuredBusyCounts' counts measured, the others
+// interpolated): about 0.5 s of lone work in all each time, the forwards computed times one's
+// time alone over the time from the start until the last finished (the sum of each one's own
+// ratio would count the last ones' lone tails as shared speed). Processes on the CPU, threads
+// on a GPU; empty when they could not run.
 std::vector<double> Capacities(const ModelTask& model, int index, const at::Tensor& x,
                                const MicroBatch& mb, int ranks, double forward_s,
                                const ProfileDevice& on) {
@@ -366,7 +383,8 @@ std::vector<double> Capacities(const ModelTask& model, int index, const at::Tens
   // More ranks than cores take turns: all of them in a ring, `busy` messages going round.
   const int cores = AvailableCores();
   const bool turns = on.device.is_cpu() && ranks > cores;
-  for (int busy = 1; busy <= ranks; ++busy) {
+  const std::vector<int> counts = MeasuredBusyCounts(ranks);
+  for (int busy : counts) {
     const int processes = turns ? ranks : busy;
     const int iterations =
         std::max(3, static_cast<int>(0.5 / (processes * std::max(forward_s, 1e-6))));
@@ -380,12 +398,18 @@ std::vector<double> Capacities(const ModelTask& model, int index, const at::Tens
     alone.push_back(time_alone());
   }
   const double alone_s = Median(alone);
-  for (size_t k = 0; k < out.size(); ++k) {
-    out[k] *= alone_s;
-    // Single-threaded processes on the CPU do at most one lone rank's work a core.
-    if (on.device.is_cpu()) out[k] = std::min(out[k], std::min<double>(k + 1, cores));
+  std::vector<double> capacity;
+  for (size_t m = 0; m < counts.size(); ++m) {
+    for (int busy = m == 0 ? 1 : counts[m - 1] + 1; busy <= counts[m]; ++busy) {
+      const double share =
+          m == 0 ? 1 : static_cast<double>(busy - counts[m - 1]) / (counts[m] - counts[m - 1]);
+      double worth = (m == 0 ? out[m] : out[m - 1] + share * (out[m] - out[m - 1])) * alone_s;
+      // Single-threaded processes on the CPU do at most one lone rank's work a core.
+      if (on.device.is_cpu()) worth = std::min(worth, std::min<double>(busy, cores));
+      capacity.push_back(worth);
+    }
   }
-  return out;
+  return capacity;
 }
 
 // The blocks of the chained stage (ChainSeconds): a model's worth of weights, which moves
