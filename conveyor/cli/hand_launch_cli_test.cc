@@ -19,6 +19,7 @@ struct Process {
   int rank;
   int world_size;
   std::string args;  // after `conveyor train`
+  std::string cwd = "";  // where it starts ("": the test's own folder)
 };
 
 // Runs the processes at once on one free port, each bounded by 60 s; their results, in order.
@@ -29,7 +30,8 @@ std::vector<Result> Launch(const std::string& name, const std::vector<Process>& 
   for (size_t i = 0; i < processes.size(); ++i) {
     const Process& p = processes[i];
     const std::string out = dir + "/" + std::to_string(i);
-    script += "(RANK=" + std::to_string(p.rank) + " WORLD_SIZE=" + std::to_string(p.world_size) +
+    script += "(" + (p.cwd.empty() ? "" : "cd " + p.cwd + " && ") +
+              "RANK=" + std::to_string(p.rank) + " WORLD_SIZE=" + std::to_string(p.world_size) +
               " LOCAL_RANK=" + std::to_string(p.rank) +
               " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " timeout 60 " +
               CONVEYOR_BINARY + " train --steps 20 --sample-tokens 0 --eval-every 0 --timeout 20 " +
@@ -68,6 +70,20 @@ TEST(HandLaunchTest, RanksWithDifferentSettingsStopBeforeTheFirstStepNamingThem)
                       "--schedule is 1f1b on rank 0 and gpipe on rank 1");
   ExpectStoppedNaming(Launch("hidden", {{0, 2, "--pp 2"}, {1, 2, "--pp 2 --hidden 32"}}),
                       "--hidden is 64 on rank 0 and 32 on rank 1");
+}
+
+// Two nodes holding other text under the same path: the ranks compare what they read.
+TEST(HandLaunchTest, RanksThatReadOtherContentsUnderOnePathStopNamingIt) {
+  const std::string a = ScratchWithCorpus("node_a"), b = ScratchWithCorpus("node_b");
+  Shell("echo 'one more line only node b has' >> " + b + "/corpus.txt");
+  ExpectStoppedNaming(Launch("contents", {{0, 2, "--pp 2 --data corpus.txt", a},
+                                          {1, 2, "--pp 2 --data corpus.txt", b}}),
+                      "--data (contents) is ");
+  // The same contents in two places agree (and train).
+  const std::string c = ScratchWithCorpus("node_c");
+  const std::vector<Result> same = Launch(
+      "same", {{0, 2, "--pp 2 --data corpus.txt", a}, {1, 2, "--pp 2 --data corpus.txt", c}});
+  for (const Result& r : same) EXPECT_EQ(r.code, 0) << r.err;
 }
 
 TEST(HandLaunchTest, AWorldSizeGivenTwoWaysIsNamed) {

@@ -7,6 +7,8 @@
 #include "conveyor/cli/bytes_flag.h"
 #include "conveyor/common/error.h"
 #include "conveyor/device/compute_device.h"
+#include "conveyor/launch/launcher.h"
+#include "conveyor/launch/rendezvous.h"
 
 namespace conveyor {
 namespace {
@@ -213,6 +215,11 @@ RanksOptions MeshRanksOptions(const TrainConfig& config, const LaunchFlags& laun
   options.output = LaunchOptions::Output::kRank0Direct;
   options.as_threads = launch.rank_threads;
   options.settings = SettingsThatMustAgree(config);
+  // What each rank read, where another launcher started them (conveyor's own ranks all read
+  // this machine's files).
+  if (LaunchedAsRank() && !LaunchedByConveyor()) {
+    for (auto& content : ContentsThatMustAgree(config)) options.settings.push_back(content);
+  }
   return options;
 }
 

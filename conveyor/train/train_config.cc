@@ -15,10 +15,13 @@
 #include <utility>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/file_fingerprint.h"
 #include "conveyor/common/range_check.h"
 #include "conveyor/common/spellings.h"
 #include "conveyor/common/text.h"
+#include "conveyor/data/blended_lm_stream.h"
 #include "conveyor/data/byte_tokenizer.h"
+#include "conveyor/data/corpus.h"
 #include "conveyor/data/load_tokenizer.h"
 #include "conveyor/data/tokenizer.h"
 #include "conveyor/mesh/mesh.h"
@@ -235,6 +238,23 @@ std::vector<std::pair<std::string, std::string>> SettingsThatMustAgree(const Tra
     settings.emplace_back(FlagName(key), std::string(text, end));
   });
   return settings;
+}
+
+std::vector<std::pair<std::string, std::string>> ContentsThatMustAgree(const TrainConfig& c) {
+  std::vector<std::pair<std::string, std::string>> contents;
+  auto add = [&](const std::string& flag, const std::string& fingerprints) {
+    if (!fingerprints.empty()) contents.emplace_back(flag + " (contents)", fingerprints);
+  };
+  add("--model", c.model_dir.empty() ? "" : FileFingerprint(c.model_dir));
+  std::string data;  // one a source, in the blend's order
+  for (const auto& [weight, path] : ParseDataBlend(c.data)) {
+    data += (data.empty() ? "" : " ") + FileFingerprint(path == "fortunes" ? kFortunesDir : path);
+  }
+  add("--data", data);
+  add("--tokenizer",
+      c.tokenizer.empty() || c.tokenizer == "bytes" ? "" : FileFingerprint(c.tokenizer));
+  add("--resume", c.resume.empty() ? "" : FileFingerprint(c.resume));
+  return contents;
 }
 
 int ModelFolderPositions(const std::string& dir) {

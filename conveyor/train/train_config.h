@@ -87,6 +87,13 @@ std::vector<int> ParseStageLayers(std::string_view text, std::string_view name);
 // hold alone: its threads, its outputs of rank 0 (--metrics, --trace), the timeout.
 std::vector<std::pair<std::string, std::string>> SettingsThatMustAgree(const TrainConfig& config);
 
+// What every rank must have read the same of, for the same comparison: a fingerprint of the
+// contents (common/file_fingerprint.h) of the model folder, each data source, the tokenizer
+// and the checkpoint resumed, named "--data (contents)" and so on (a blend's sources' in
+// its order): ranks on other machines may hold other files under the same paths. Reads
+// those files' samples.
+std::vector<std::pair<std::string, std::string>> ContentsThatMustAgree(const TrainConfig& config);
+
 // The positions of the Hugging Face folder `dir` (its config.json, checked): a Llama's
 // max_position_embeddings, a GPT-2's n_positions.
 int ModelFolderPositions(const std::string& dir);
