@@ -49,6 +49,7 @@ void AddProfileCommand(CLI::App& app) {
     TrainConfig config = ResolveTrainConfig(flags->train);
     CheckInRange("--rounds", flags->rounds, 1, 1000);
     CheckInRange("--ranks", flags->ranks, 0, 256);
+    flags->train.launch.CheckLocalRanks(flags->ranks, "--ranks");  // forked to time the cores
     for (size_t k = 0; k < flags->sizes.size(); ++k) {
       CheckInRange("--sizes", flags->sizes[k], k == 0 ? 1 : flags->sizes[k - 1] + 1, 1 << 16);
     }
