@@ -18,12 +18,14 @@ namespace {
 struct Process {
   int rank;
   int world_size;
-  std::string args;  // after `conveyor train`
+  std::string args;      // after `conveyor train`
   std::string cwd = "";  // where it starts ("": the test's own folder)
 };
 
-// Runs the processes at once on one free port, each bounded by 60 s; their results, in order.
-std::vector<Result> Launch(const std::string& name, const std::vector<Process>& processes) {
+// Runs the processes at once on one free port, each bounded by 60 s, for `steps` steps;
+// their results, in order.
+std::vector<Result> Launch(const std::string& name, const std::vector<Process>& processes,
+                           int steps = 20) {
   const std::string dir = ScratchDir(name);
   const int port = PickFreePort();
   std::string script;
@@ -34,8 +36,9 @@ std::vector<Result> Launch(const std::string& name, const std::vector<Process>& 
               "RANK=" + std::to_string(p.rank) + " WORLD_SIZE=" + std::to_string(p.world_size) +
               " LOCAL_RANK=" + std::to_string(p.rank) +
               " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " timeout 60 " +
-              CONVEYOR_BINARY + " train --steps 20 --sample-tokens 0 --eval-every 0 --timeout 20 " +
-              p.args + " > " + out + ".out 2>&1; echo $? > " + out + ".code) & ";
+              CONVEYOR_BINARY + " train --steps " + std::to_string(steps) +
+              " --sample-tokens 0 --eval-every 0 --timeout 20 " + p.args + " > " + out +
+              ".out 2>&1; echo $? > " + out + ".code) & ";
     if (i == 0) script += "sleep 0.3; ";  // rank 0 first: it serves the store
   }
   Shell(script + "wait");
@@ -92,9 +95,11 @@ TEST(HandLaunchTest, AWorldSizeGivenTwoWaysIsNamed) {
 }
 
 TEST(HandLaunchTest, TwoProcessesClaimingOneRankAreNamed) {
-  // Rank 1 twice: the second claimant stops at once, the run with it.
+  // Rank 1 twice: the second claimant stops at once, the run with it. The run is one that
+  // only the claim ends (bounded by 60 s), so a claimant that starts late still meets it.
+  constexpr int kLongRun = 100000;
   const std::vector<Result> one =
-      Launch("rank1", {{0, 2, "--pp 2"}, {1, 2, "--pp 2"}, {1, 2, "--pp 2"}});
+      Launch("rank1", {{0, 2, "--pp 2"}, {1, 2, "--pp 2"}, {1, 2, "--pp 2"}}, kLongRun);
   for (const Result& r : one) EXPECT_NE(r.code, 0) << r.err;
   int naming = 0;
   for (const Result& r : one)
@@ -102,20 +107,21 @@ TEST(HandLaunchTest, TwoProcessesClaimingOneRankAreNamed) {
   EXPECT_GE(naming, 2) << one[0].err << one[1].err << one[2].err;  // rank 0 and the claimant
   EXPECT_NE(one[0].err.find("two processes claim rank 1"), std::string::npos) << one[0].err;
   // Rank 0 twice: the second cannot serve the store, finds the first serving it, and both stop.
-  ExpectStoppedNaming(Launch("rank0", {{0, 2, "--pp 2"}, {0, 2, "--pp 2"}}),
+  ExpectStoppedNaming(Launch("rank0", {{0, 2, "--pp 2"}, {0, 2, "--pp 2"}}, kLongRun),
                       "two processes claim rank 0");
 }
 
-// A rank stopped (SIGSTOP) with a --timeout below the default heartbeat window: the window
-// follows the timeout, so the stopped rank is blamed, not one waiting for it, and said to
-// have been killed.
+// A rank stopped (SIGSTOP) with a --timeout below the default heartbeat window (20 s): the
+// window follows the timeout (half of it, 5 s), so the stopped rank is blamed, not one
+// waiting for it, and said to have been killed. The 5 s between the window and the timeout
+// leave room for a busy machine (with --timeout 4 the window's 3 s left 1 s, once too little).
 TEST(StallTest, AStoppedRankIsBlamedAndSaidToBeKilledWithAShortTimeout) {
   const std::string dir = ScratchWithCorpus("stall");
   const Result r =
       Shell("cd " + dir + "; timeout 90 " + CONVEYOR_BINARY +
-            " train --pp 4 --layers 4 --timeout 4 --steps 100000 --sample-tokens 0 --eval-every 0 "
+            " train --pp 4 --layers 4 --timeout 10 --steps 100000 --sample-tokens 0 --eval-every 0 "
             "--data corpus.txt > out.txt 2>&1 & launcher=$!; "
-            "for i in $(seq 600); do grep -q 'step 1/' out.txt && break; sleep 0.1; done; "
+            "for i in $(seq 1200); do grep -q 'step 1/' out.txt && break; sleep 0.1; done; "
             "rank2=$(ps -o pid= --ppid $(pgrep -P $launcher) | sort -n | sed -n 3p); "
             "kill -STOP $rank2; wait $launcher; echo \"exit $?\"; cat out.txt");
   EXPECT_NE(r.out.find("exit 1"), std::string::npos) << r.out;
@@ -128,19 +134,20 @@ TEST(StallTest, AStoppedRankIsBlamedAndSaidToBeKilledWithAShortTimeout) {
 
 // Under another launcher (here: by hand) a stalled rank that runs again before rank 0 leaves
 // learns that it was blamed and exits kExitBlamed (76); rank 0 exits kExitPeerFailed (75).
+// --timeout 10: a 5 s stall window, 5 s before rank 0's wait would time out.
 TEST(StallTest, AStalledRankThatRunsAgainExitsAsTheOneBlamed) {
   const std::string dir = ScratchWithCorpus("blamed");
   const std::string env =
       "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(PickFreePort()) + " ";
   const std::string job = std::string(CONVEYOR_BINARY) +
-                          " train --pp 2 --layers 2 --timeout 4 --steps 100000 --sample-tokens 0 "
+                          " train --pp 2 --layers 2 --timeout 10 --steps 100000 --sample-tokens 0 "
                           "--eval-every 0 --data corpus.txt";
   const Result r =
       Shell("cd " + dir + "; " + env + "RANK=0 LOCAL_RANK=0 " + job + " > r0.txt 2>&1 & r0=$!; " +
             "sleep 0.3; " + env + "RANK=1 LOCAL_RANK=1 " + job + " > r1.txt 2>&1 & r1=$!; " +
-            "for i in $(seq 600); do grep -q 'step 1/' r0.txt && break; sleep 0.1; done; "
+            "for i in $(seq 1200); do grep -q 'step 1/' r0.txt && break; sleep 0.1; done; "
             "kill -STOP $r1; "
-            "for i in $(seq 300); do grep -q 'rank 1 stalled' r0.txt && break; sleep 0.1; done; "
+            "for i in $(seq 600); do grep -q 'rank 1 stalled' r0.txt && break; sleep 0.1; done; "
             "kill -CONT $r1; wait $r0; echo \"rank 0 exit $?\"; wait $r1; echo \"rank 1 exit $?\"; "
             "cat r0.txt r1.txt");
   EXPECT_NE(r.out.find("rank 0 exit 75"), std::string::npos) << r.out;
