@@ -7,18 +7,20 @@
 #include "conveyor/comm/c10d_transport.h"
 
 #include <ATen/ATen.h>
-#include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
 #include <string_view>
-#include <thread>
 
 #include "conveyor/common/env.h"
 #include "conveyor/launch/launcher.h"
@@ -36,6 +38,26 @@ constexpr std::chrono::seconds kOpTimeout(60);
 
 // Ranks whose world rank is listed in this variable ("0,2") connect with CONVEYOR_SHM=0.
 constexpr char kGlooRanksVariable[] = "CONVEYOR_C10D_TEST_GLOO_RANKS";
+
+// A folder where each rank, once connected, lists the shared-memory segments it maps (file
+// RANK): its run's own and its local peers', whose names are random (shm_channel.cc).
+constexpr char kSegmentsVariable[] = "CONVEYOR_C10D_TEST_SEGMENTS";
+
+// In a worker, where kSegmentsVariable is set: writes the names ("conveyor-RUN-RANK") of the
+// /dev/shm segments this process maps, unlinked already or not, to FOLDER/`rank`.
+void RecordMappedSegments(int rank) {
+  const char* folder = std::getenv(kSegmentsVariable);
+  if (folder == nullptr) return;
+  std::ifstream maps("/proc/self/maps");
+  std::ofstream out(std::string(folder) + "/" + std::to_string(rank));
+  constexpr std::string_view kShm = "/dev/shm/";
+  for (std::string line; std::getline(maps, line);) {
+    const size_t at = line.find("/dev/shm/conveyor-");
+    if (at == std::string::npos) continue;
+    const std::string name = line.substr(at + kShm.size());
+    out << name.substr(0, name.find(' ')) << "\n";  // less " (deleted)"
+  }
+}
 
 // Runs `worker` as `nproc` ranks, bounded by a deadline.
 WorkerRun LaunchWorkers(int nproc, const std::string& worker, bool stop_all_on_failure,
@@ -60,7 +82,9 @@ std::unique_ptr<Transport> ConnectWorker() {
   C10dOptions options;
   options.transport.timeout = kOpTimeout;
   options.failure_poll_interval = std::chrono::milliseconds(50);
-  return ConnectC10d(info, options);
+  std::unique_ptr<Transport> t = ConnectC10d(info, options);
+  RecordMappedSegments(info.rank);
+  return t;
 }
 
 // The CommError `work.Wait()` throws ("no error" when it returns).
@@ -90,33 +114,44 @@ void MeetBeforeFailure(Transport& t, int failing) {
   }
 }
 
-// The /dev/shm entries of conveyor's shared-memory segments.
-std::set<std::string> ShmEntries() {
-  std::set<std::string> names;
-  if (DIR* dir = opendir("/dev/shm")) {
-    while (dirent* entry = readdir(dir)) {
-      if (std::string_view(entry->d_name).starts_with("conveyor-")) names.insert(entry->d_name);
-    }
-    closedir(dir);
+// The shared-memory segments the ranks of one launch map, as they record them: this run's
+// own. Not every new conveyor-* entry in /dev/shm: other tests running beside this one
+// (ctest -j) make theirs, which this run must not count as its leaks.
+class RunSegments {
+ public:
+  RunSegments() : folder_(::testing::TempDir() + "c10d-segments-XXXXXX") {
+    if (mkdtemp(folder_.data()) == nullptr) ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
   }
-  return names;
-}
+  ~RunSegments() {
+    std::error_code ignored;
+    std::filesystem::remove_all(folder_, ignored);
+  }
 
-// Entries that did not exist in `before` and still exist after waiting up to 60 s for them
-// to go, space-separated. The wait is for other test processes running beside this one
-// (ctest -j): their segments are new here too, and go when they finish; a leak stays.
-std::string NewShmEntries(const std::set<std::string>& before) {
-  std::string added;
-  for (int poll = 0; poll < 600; ++poll) {
-    added.clear();
-    for (const std::string& name : ShmEntries()) {
-      if (!before.count(name)) added += name + " ";
+  // For the ranks' environment.
+  Environment env() const { return {{kSegmentsVariable, folder_}}; }
+
+  // The segments the ranks recorded.
+  std::set<std::string> Names() const {
+    std::set<std::string> names;
+    for (const auto& file : std::filesystem::directory_iterator(folder_)) {
+      std::ifstream in(file.path());
+      for (std::string name; std::getline(in, name);) names.insert(name);
     }
-    if (added.empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return names;
   }
-  return added;
-}
+
+  // Those of them still in /dev/shm once every rank is gone (leaks), space-separated.
+  std::string Left() const {
+    std::string left;
+    for (const std::string& name : Names()) {
+      if (std::filesystem::exists("/dev/shm/" + name)) left += name + " ";
+    }
+    return left;
+  }
+
+ private:
+  std::string folder_;
+};
 
 TEST(C10dTransportTest, PointToPointCollectivesAndSubgroups) {
   // Shared memory between all four, between none, and between 0 and 1 only.
@@ -129,11 +164,14 @@ TEST(C10dTransportTest, PointToPointCollectivesAndSubgroups) {
 }
 
 TEST(C10dTransportTest, SharedMemoryPointToPoint) {
-  std::set<std::string> before = ShmEntries();
-  WorkerRun run = LaunchWorkers(3, "SharedMemory", true);
+  const RunSegments segments;
+  WorkerRun run = LaunchWorkers(3, "SharedMemory", true, segments.env());
   EXPECT_TRUE(run.launch.ok()) << run.launch.Report();
   EXPECT_THAT(run.finished, ElementsAre(0, 1, 2));
-  EXPECT_EQ(NewShmEntries(before), "");
+  if (EnvFlag("CONVEYOR_SHM", true)) {
+    EXPECT_EQ(segments.Names().size(), 3u) << "one a rank";
+  }
+  EXPECT_EQ(segments.Left(), "");
 }
 
 CONVEYOR_WORKER(SharedMemory) {
@@ -405,11 +443,14 @@ CONVEYOR_WORKER(ReduceScatterFailure) {
 }
 
 TEST(C10dTransportTest, KilledRankAbortsEveryPendingWait) {
-  std::set<std::string> before = ShmEntries();
-  WorkerRun run = LaunchWorkers(4, "KilledRank", /*stop_all_on_failure=*/false);
+  const RunSegments segments;
+  WorkerRun run = LaunchWorkers(4, "KilledRank", /*stop_all_on_failure=*/false, segments.env());
   EXPECT_THAT(run.finished, ElementsAre(0, 2, 3));
   const LaunchResult& result = run.launch;
-  EXPECT_EQ(NewShmEntries(before), "") << "a killed rank leaves nothing in /dev/shm";
+  if (EnvFlag("CONVEYOR_SHM", true)) {
+    EXPECT_EQ(segments.Names().size(), 4u) << "one a rank";
+  }
+  EXPECT_EQ(segments.Left(), "") << "a killed rank leaves nothing in /dev/shm";
   EXPECT_EQ(result.failed_rank, 1) << result.Report();
   ASSERT_EQ(result.ranks.size(), 4u);
   EXPECT_EQ(result.ranks[1].signal, SIGKILL);
@@ -462,9 +503,10 @@ TEST(C10dTransportTest, ReceiveWithoutSenderTimesOutNamingPeerAndTag) {
 
 CONVEYOR_WORKER(Timeout) {
   // Rank 1 times out long before rank 0 would, and rank 0 learns of it as a failure.
+  // 5 s, not less: the timeout also bounds connecting the Gloo group, slow on a busy machine.
   RendezvousInfo info = RendezvousFromEnvironment();
   C10dOptions options;
-  options.transport.timeout = std::chrono::milliseconds(info.rank == 0 ? 60000 : 1500);
+  options.transport.timeout = std::chrono::milliseconds(info.rank == 0 ? 60000 : 5000);
   std::unique_ptr<Transport> t = ConnectC10d(info, options);
   if (t->rank() == 0) {
     std::string error = WaitError(*t->Recv(at::zeros({1}), 1, 5));
@@ -486,9 +528,10 @@ CONVEYOR_WORKER(CollectiveTimeout) {
   // Rank 1 alone enters a world all-gather and times out long before the others would; rank 0
   // waits in a sub-group's all-gather for rank 1, rank 2 on a receive from it: both are
   // aborted with rank 1's failure.
+  // 5 s, not less: the timeout also bounds connecting the Gloo groups, slow on a busy machine.
   RendezvousInfo info = RendezvousFromEnvironment();
   C10dOptions options;
-  options.transport.timeout = std::chrono::milliseconds(info.rank == 1 ? 1500 : 60000);
+  options.transport.timeout = std::chrono::milliseconds(info.rank == 1 ? 5000 : 60000);
   options.failure_poll_interval = std::chrono::milliseconds(50);
   std::unique_ptr<Transport> t = ConnectC10d(info, options);
   std::unique_ptr<Transport> pair = t->NewGroup({0, 1});
