@@ -38,7 +38,8 @@ Result Shell(const std::string& command) {
 }
 
 Result Conveyor(const std::string& args) {
-  return Shell(std::string("timeout 60 ") + CONVEYOR_BINARY + " " + args);
+  // A guard against a hang only: on a busy machine a run may take many times its usual time.
+  return Shell(std::string("timeout 180 ") + CONVEYOR_BINARY + " " + args);
 }
 
 namespace {

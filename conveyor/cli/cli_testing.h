@@ -19,7 +19,7 @@ struct Result {
 // in parallel do not share files.
 Result Shell(const std::string& command);
 
-// Runs the binary under test (CONVEYOR_BINARY) with `args`, bounded by 60 s.
+// Runs the binary under test (CONVEYOR_BINARY) with `args`, bounded by 180 s.
 Result Conveyor(const std::string& args);
 
 // A new, empty folder TempDir()/conveyor_cli_NAME.PID, removed when the tests have run.
