@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -102,10 +103,15 @@ TEST(LauncherTest, ReportedErrorIsPrintedOnceThenASummary) {
 
 TEST(LauncherTest, RankThatDoesNotStopWithItsPeersIsBlamed) {
   // Ranks 0 and 2 stop for a failure (exit code kExitPeerFailed) and say why; rank 1 is
-  // frozen by SIGSTOP, as a stalled rank is.
+  // frozen by SIGSTOP, as a stalled rank is. They stop only once rank 1 is frozen (its
+  // state in /proc is T), whatever the machine's load: a handshake, not a sleep.
+  std::string dir = testing::TempDir() + "/launcher-stalled-XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
   std::ostringstream out;
   const std::string script =
-      "if [ \"$RANK\" = 1 ]; then kill -STOP $$; sleep 60; fi; sleep 0.5; "
+      "if [ \"$RANK\" = 1 ]; then echo $$ > " + dir + "/1.pid; kill -STOP $$; sleep 60; fi; " +
+      "until [ -s " + dir + "/1.pid ] && [ \"$(cut -d' ' -f3 /proc/$(cat " + dir +
+      "/1.pid)/stat)\" = T ]; do sleep 0.05; done; "
       "echo \"rank $RANK: recv aborted: rank 1 stalled\" > /proc/self/fd/$" +
       std::string(kReportFdVariable) + "; exit " + std::to_string(kExitPeerFailed);
   LaunchResult result = LaunchLocal(3, Shell(script), Bounded(out));
@@ -120,6 +126,7 @@ TEST(LauncherTest, RankThatDoesNotStopWithItsPeersIsBlamed) {
               HasSubstr("rank 1 did not stop when the others did (it was stopped by signal " +
                         std::to_string(SIGSTOP)));
   EXPECT_THAT(result.Report(), HasSubstr("; ranks 0 and 2 stopped"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(LauncherTest, RankKilledBySignalIsReported) {
@@ -136,7 +143,9 @@ TEST(LauncherTest, RankKilledBySignalIsReported) {
 TEST(LauncherTest, DeadlineStopsAHungRun) {
   std::ostringstream out;
   LaunchOptions options = Bounded(out);
-  options.deadline = std::chrono::milliseconds(300);
+  // Long enough for the shells to ignore SIGTERM before it comes, even on a busy machine
+  // (with 300 ms a shell not yet past its `trap` once died of the SIGTERM).
+  options.deadline = std::chrono::seconds(3);
   options.grace = std::chrono::milliseconds(200);
   LaunchResult result = LaunchLocal(2, Shell("trap '' TERM; sleep 60"), options);
   EXPECT_TRUE(result.deadline_exceeded);
