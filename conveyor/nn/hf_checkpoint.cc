@@ -22,6 +22,9 @@ using Json = nlohmann::json;
 
 constexpr char kSingleFile[] = "model.safetensors";
 constexpr char kIndexFile[] = "model.safetensors.index.json";
+// In DIR.tmp while WriteHfCheckpoint writes it: what marks a folder left by a write that
+// did not finish as one that may be removed.
+constexpr char kUnfinishedMark[] = ".conveyor-unfinished-export";
 
 // tensor -> file, from the index's weight_map.
 std::map<std::string, std::string> ReadWeightMap(const std::string& path) {
@@ -87,6 +90,21 @@ bool IsGpt2Buffer(const std::string& name) {
   return ends_with(".attn.bias") || ends_with(".attn.masked_bias");
 }
 
+// Removes `temp` when it is the temporary folder of a WriteHfCheckpoint that did not finish
+// (killed: it holds kUnfinishedMark), saying so on stderr. UserError when something else is
+// there, which is left alone.
+void RemoveUnfinishedWrite(const fs::path& temp, const std::string& dir) {
+  const fs::file_status status = fs::symlink_status(temp);
+  if (!fs::exists(status)) return;
+  CONVEYOR_CHECK(fs::is_directory(status) &&
+                 fs::is_regular_file(fs::symlink_status(temp / kUnfinishedMark)))
+      << "cannot write " << dir << ": " << temp.string()
+      << " exists and is not a folder left by an unfinished export; move it away or remove it";
+  RemoveTree(temp);
+  std::fprintf(stderr, "conveyor: removed %s, left by an export to %s that did not finish\n",
+               temp.c_str(), dir.c_str());
+}
+
 }  // namespace
 
 std::vector<HfTensor> HfTensors(const HfModelConfig& config, const std::string& gpt2_prefix) {
@@ -116,11 +134,11 @@ HfCheckpoint::HfCheckpoint(const std::string& dir)
   // tensor -> the file that must hold it
   std::map<std::string, std::string> wanted;
   const fs::path index = fs::path(dir) / kIndexFile;
-  if (fs::exists(index)) {
-    wanted = ReadWeightMap(index.string());
-  } else {
-    CONVEYOR_CHECK(fs::exists(fs::path(dir) / kSingleFile))
+  // As transformers' from_pretrained: the single file when there is one, else the index.
+  if (!fs::exists(fs::path(dir) / kSingleFile)) {
+    CONVEYOR_CHECK(fs::exists(index))
         << where << "has neither " << kSingleFile << " nor " << kIndexFile;
+    wanted = ReadWeightMap(index.string());
   }
   std::set<std::string> names;
   for (const auto& [tensor, file] : wanted) names.insert(file);
@@ -208,8 +226,13 @@ void HfCheckpoint::CopyShardInto(const HfTensor& t, TensorParallelSplit split,
                                  const TensorParallel& tp, const at::Tensor& dst) {
   ++reads_;
   SafetensorsReader& file = *file_of_.at(t.name);
-  // The stored bytes, widened and transposed in the one copy into dst.
+  // The stored bytes, checked, then widened and transposed in the one copy into dst.
   auto copy = [&](const at::Tensor& into, const at::Tensor& stored) {
+    const int64_t nonfinite = NonFiniteCount(stored);
+    CONVEYOR_CHECK(nonfinite == 0)
+        << "model folder " << dir_ << ": " << fs::path(file.path()).filename().string()
+        << ": tensor '" << t.name << "' holds NaN or infinite values (" << nonfinite << " of the "
+        << stored.numel() << " read)";
     into.copy_(t.transposed ? stored.t() : stored);
   };
   if (split.replicated() || tp.size == 1) return copy(dst, file.Read(t.name));
@@ -281,11 +304,16 @@ std::vector<std::string> WriteHfCheckpoint(
     file_bytes += bytes;
     total_bytes += bytes;
   }
+  for (const auto& [name, source] : options.files) {
+    CONVEYOR_ASSERT(fs::path(name).filename() == name && name != kUnfinishedMark)
+        << "'" << name << "' is not a file name of its own";
+  }
   const fs::path temp = target.string() + ".tmp";
+  RemoveUnfinishedWrite(temp, dir);
   std::vector<std::string> names;
   try {
-    RemoveTree(temp);
     fs::create_directories(temp);
+    WriteFileAtomically((temp / kUnfinishedMark).string(), "");
     const char* torch_dtype = dtype == at::kFloat      ? "float32"
                               : dtype == at::kBFloat16 ? "bfloat16"
                                                        : "float16";
@@ -311,6 +339,8 @@ std::vector<std::string> WriteHfCheckpoint(
       const Json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
       WriteFileAtomically((temp / kIndexFile).string(), index.dump(2) + "\n");
     }
+    for (const auto& [name, source] : options.files) fs::copy_file(source, temp / name);
+    fs::remove(temp / kUnfinishedMark);
     if (fs::exists(target)) fs::remove(target);  // empty, checked above
     fs::rename(temp, target);
     SyncFolder(fs::absolute(target).parent_path().string());

@@ -1,6 +1,7 @@
 // A Hugging Face model folder opened for loading: config.json (hf_config.h) and the weights,
 // either model.safetensors or the shards that model.safetensors.index.json lists
-// ({"weight_map": {tensor: file}}).
+// ({"weight_map": {tensor: file}}); in a folder with both, model.safetensors alone, as
+// transformers' from_pretrained reads it (the index and its shards are not opened).
 //
 // Opening reads config.json and every weight file's header, never a tensor's data, and checks
 // before anything is loaded that the folder holds exactly the model config.json describes:
@@ -15,7 +16,8 @@
 //
 // Read then reads one tensor alone (SafetensorsReader), ReadShard one tensor-parallel rank's
 // part of it alone: a rank loading its stages reads its part of their tensors and nothing
-// else, holding at most one of them beyond its own weights.
+// else, holding at most one of them beyond its own weights. NaN or infinity in what is read
+// throws UserError naming the tensor and the file.
 //
 // Not thread-safe; the files stay open while the checkpoint lives.
 #ifndef CONVEYOR_NN_HF_CHECKPOINT_H_
@@ -71,8 +73,9 @@ class HfCheckpoint {
 
   // Copies into each of `params` (a model's parameters, by name, as held by tensor-parallel
   // rank tp.rank: TensorParallelSplitOf) its part of the checkpoint's tensor; nothing else
-  // is read. UserError for a name the checkpoint lacks or a shard of another shape; then no
-  // parameter has changed.
+  // is read. UserError for a name the checkpoint lacks or a shard of another shape (then no
+  // parameter has changed), or for NaN or infinity in a part read (then that parameter and
+  // those after it have not).
   void LoadInto(const NamedTensors& params, const TensorParallel& tp);
 
  private:
@@ -101,6 +104,8 @@ class HfCheckpoint {
 struct HfWriteOptions {
   at::ScalarType dtype = at::kFloat;    // how the tensors are stored: fp32, bf16 or fp16
   int64_t shard_bytes = 5'000'000'000;  // most bytes of tensor data in one file
+  // Other files the folder gets with the weights: a name in the folder -> the file copied.
+  std::map<std::string, std::string> files;
 };
 
 // Writes the Hugging Face folder `dir` for `config`: config.json (HfModelConfigJson) and
@@ -109,9 +114,12 @@ struct HfWriteOptions {
 // files of at most options.shard_bytes of data (a larger tensor alone in its file):
 // model.safetensors when one file holds them all, else model-0000i-of-0000n.safetensors and
 // model.safetensors.index.json ({"metadata": {"total_size"}, "weight_map"}). Holds one
-// file's tensors at a time. `dir` must not exist or be an empty folder (UserError otherwise);
-// the files are written into dir + ".tmp", renamed to `dir` once all are complete, so a
-// failure leaves nothing at `dir`. Returns the weight files' names.
+// file's tensors at a time; then options.files. `dir` must not exist or be an empty folder
+// (UserError otherwise); the files are written into dir + ".tmp", renamed to `dir` once all
+// are complete, so a failure leaves nothing at `dir`. A dir + ".tmp" left by a write that
+// did not finish (a killed process: the folder holds the mark this function writes into it
+// first) is removed, saying so in one line on stderr; anything else there is refused
+// (UserError) and left alone. Returns the weight files' names.
 std::vector<std::string> WriteHfCheckpoint(
     const std::string& dir, const HfModelConfig& config, const HfWriteOptions& options,
     const std::function<at::Tensor(const std::string&)>& tensor);

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -159,6 +162,128 @@ TEST_F(HfCheckpointTest, RefusesABrokenIndexOrATruncatedShard) {
   ExpectRefused({"model-00002-of-00002.safetensors", "not in the folder"});
   fs::remove(dir_ + "/model.safetensors.index.json");
   ExpectRefused({"neither model.safetensors nor model.safetensors.index.json"});
+}
+
+// A folder with both model.safetensors and an index reads the single file, as transformers'
+// from_pretrained does: the index and its shards are not even opened.
+TEST_F(HfCheckpointTest, AFolderWithBothReadsTheSingleFileAsTransformersDoes) {
+  const LlamaConfig c = SmallLlama();
+  Write(c, LlamaWeights(c, 11), at::kFloat, /*shards=*/true);
+  const Named single = LlamaWeights(c, 12);
+  WriteHfLlamaFolder(dir_, c, single, at::kFloat, /*shards=*/false);
+  ASSERT_TRUE(fs::exists(dir_ + "/model.safetensors.index.json"));
+  fs::resize_file(dir_ + "/model-00002-of-00002.safetensors", 10);
+  HfCheckpoint checkpoint(dir_);
+  for (const auto& [name, t] : single) {
+    EXPECT_TRUE(at::equal(checkpoint.Read(name), t)) << name;
+  }
+}
+
+// NaN or infinity in a weight is refused as it is read (whole, as a tensor-parallel part, or
+// loaded into a parameter), naming the tensor and its file; a part without it reads.
+TEST_F(HfCheckpointTest, RefusesNaNOrInfinityInAWeightItReads) {
+  const LlamaConfig c = SmallLlama();
+  const std::string down = "model.layers.1.mlp.down_proj.weight";
+  for (const float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+      SCOPED_TRACE(std::to_string(bad) + " " + c10::toString(dtype));
+      Named weights = LlamaWeights(c, 13);
+      weights[down] = weights[down].clone();
+      weights[down][2][3] = bad;
+      Write(c, weights, dtype, /*shards=*/true);
+      HfCheckpoint checkpoint(dir_);
+      auto expect_refused = [&](const std::function<void()>& read, const std::string& what) {
+        try {
+          read();
+          ADD_FAILURE() << what << " read a tensor holding " << bad;
+        } catch (const UserError& e) {
+          for (const std::string& part : {std::string("model-00002-of-00002.safetensors"),
+                                          "'" + down + "'", std::string("NaN or infinite")}) {
+            EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+                << what << ": no '" << part << "' in: " << e.what();
+          }
+        }
+      };
+      expect_refused([&] { checkpoint.Read(down); }, "Read");
+      const TensorParallelSplit split = TensorParallelSplitOf(down, 1);
+      for (int rank = 0; rank < 2; ++rank) {
+        const TensorParallel tp{2, rank, nullptr};
+        if (NonFiniteCount(TakeShard(weights[down], split, 2, rank)) > 0) {
+          expect_refused([&] { checkpoint.ReadShard(down, tp); }, "ReadShard");
+          NamedTensors params = {{down, at::zeros_like(TakeShard(weights[down], split, 2, rank))}};
+          expect_refused([&] { checkpoint.LoadInto(params, tp); }, "LoadInto");
+        } else {
+          EXPECT_EQ(NonFiniteCount(checkpoint.ReadShard(down, tp)), 0) << "rank " << rank;
+        }
+      }
+      EXPECT_EQ(NonFiniteCount(checkpoint.Read("model.norm.weight")), 0);
+    }
+  }
+}
+
+// A write killed midway (kill -9) leaves DIR.tmp with its mark; the next write to DIR removes
+// it, saying so in one line. A DIR.tmp without the mark (a folder, a file or a link of the
+// user's) is refused and left as it was.
+TEST_F(HfCheckpointTest, AWriteRemovesTheFolderAKilledWriteLeftAndNothingElse) {
+  HfModelConfig config;
+  config.type = "llama";
+  config.llama = SmallLlama();
+  const Named weights = LlamaWeights(config.llama, 15);
+  const std::string out = dir_ + "/out", temp = out + ".tmp";
+  HfWriteOptions options;
+  options.shard_bytes = 3000;  // several files
+  auto tensor = [&](const std::string& name) { return weights.at(name); };
+  EXPECT_EXIT(
+      {
+        int reads = 0;
+        WriteHfCheckpoint(out, config, options, [&](const std::string& name) {
+          if (++reads == 4) std::raise(SIGKILL);
+          return weights.at(name);
+        });
+      },
+      ::testing::KilledBySignal(SIGKILL), "");
+  ASSERT_TRUE(fs::is_directory(temp));
+  EXPECT_TRUE(fs::exists(temp + "/config.json"));
+  EXPECT_TRUE(fs::exists(temp + "/.conveyor-unfinished-export"));
+  EXPECT_FALSE(fs::exists(out));
+  ::testing::internal::CaptureStderr();
+  WriteHfCheckpoint(out, config, options, tensor);
+  EXPECT_EQ(
+      ::testing::internal::GetCapturedStderr(),
+      "conveyor: removed " + temp + ", left by an export to " + out + " that did not finish\n");
+  EXPECT_FALSE(fs::exists(temp));
+  HfCheckpoint written(out);
+  for (const auto& [name, t] : weights) EXPECT_TRUE(at::equal(written.Read(name), t)) << name;
+  EXPECT_FALSE(fs::exists(out + "/.conveyor-unfinished-export"));
+  // Not a killed write's: refused, left alone.
+  const std::string other = dir_ + "/other", mine = other + ".tmp";
+  auto expect_left_alone = [&](const std::string& kind) {
+    try {
+      WriteHfCheckpoint(other, config, options, tensor);
+      ADD_FAILURE() << "wrote over " << kind;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(mine + " exists and is not a folder left by an "
+                                                  "unfinished export"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_TRUE(fs::exists(fs::symlink_status(mine))) << kind;
+    EXPECT_FALSE(fs::exists(other)) << kind;
+  };
+  fs::create_directories(mine);
+  std::ofstream(mine + "/config.json") << "{}";
+  expect_left_alone("a folder without the mark");
+  EXPECT_TRUE(fs::exists(mine + "/config.json"));
+  RemoveTree(mine);
+  std::ofstream(mine) << "notes";
+  expect_left_alone("a file");
+  fs::remove(mine);
+  fs::create_directories(dir_ + "/killed");
+  std::ofstream(dir_ + "/killed/.conveyor-unfinished-export");
+  fs::create_directory_symlink(dir_ + "/killed", mine);
+  expect_left_alone("a link to a folder with the mark");
+  EXPECT_TRUE(fs::exists(dir_ + "/killed/.conveyor-unfinished-export"));
 }
 
 // A GPT-2 saved without the "transformer." prefix (as GPT2Model saves it) and holding the

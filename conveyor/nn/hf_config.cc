@@ -1,5 +1,6 @@
 #include "conveyor/nn/hf_config.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <limits>
@@ -19,9 +20,9 @@ using Json = nlohmann::json;
 
 // Fields that change nothing conveyor computes.
 const std::set<std::string> kIgnoredFields = {
-    "_name_or_path",     "architectures", "transformers_version", "torch_dtype",
-    "bos_token_id",      "eos_token_id",  "pad_token_id",         "use_cache",
-    "initializer_range", "model_type"};
+    "_name_or_path", "transformers_version", "torch_dtype",
+    "bos_token_id",  "eos_token_id",         "pad_token_id",
+    "use_cache",     "model_type",           "initializer_range"};
 
 class Fields {
  public:
@@ -71,6 +72,23 @@ class Fields {
     }
     CONVEYOR_CHECK(false) << path_ << ": \"" << key << "\" = " << json_[key].dump()
                           << " is not supported (" << why << ")";
+  }
+
+  // "architectures", when present, must list classes of `allowed` alone: those conveyor
+  // reads a folder of `model_type` as.
+  void Architectures(const std::string& model_type, const std::vector<std::string>& allowed) {
+    read_.insert("architectures");
+    if (!json_.contains("architectures") || json_["architectures"].is_null()) return;
+    const Json& listed = json_["architectures"];
+    bool known = listed.is_array();
+    for (const Json& name : known ? listed : Json::array()) {
+      known = known && name.is_string() &&
+              std::find(allowed.begin(), allowed.end(), name.get<std::string>()) != allowed.end();
+    }
+    CONVEYOR_CHECK(known) << path_ << ": \"architectures\" = " << listed.dump()
+                          << " does not match \"model_type\" = \"" << model_type
+                          << "\" (conveyor reads a " << model_type << " folder as "
+                          << Json(allowed).dump() << ")";
   }
 
   // A field read and deliberately not applied.
@@ -130,6 +148,7 @@ std::string ReadText(const std::string& path) {
 // The model of a config.json already parsed and of its model_type (checked by the caller).
 LlamaConfig LlamaFromJson(const Json& json, const std::string& path) {
   Fields f(json, path);
+  f.Architectures("llama", {"LlamaForCausalLM"});
   LlamaConfig c;
   c.hidden = f.Integer("hidden_size", std::nullopt);
   c.intermediate = f.Integer("intermediate_size", std::nullopt);
@@ -158,6 +177,7 @@ LlamaConfig LlamaFromJson(const Json& json, const std::string& path) {
 
 GptConfig Gpt2FromJson(const Json& json, const std::string& path) {
   Fields f(json, path);
+  f.Architectures("gpt2", {"GPT2LMHeadModel", "GPT2Model"});
   GptConfig c;
   c.hidden = f.Integer("n_embd", std::nullopt);
   c.heads = f.Integer("n_head", std::nullopt);

@@ -3,13 +3,16 @@
 // GPT-2 (model_type "gpt2", conveyor's GPT: GptConfig): n_embd, n_head, n_layer,
 // n_positions, vocab_size, activation_function ("gelu_new" or "gelu_pytorch_tanh": GELU's
 // tanh approximation; "gelu": exact), tie_word_embeddings (default true), n_inner (null or
-// 4 n_embd), layer_norm_epsilon (1e-5). Dropout rates are read and not applied: conveyor
-// trains without dropout.
+// 4 n_embd), layer_norm_epsilon (1e-5), architectures (GPT2LMHeadModel or GPT2Model).
+// Dropout rates are read and not applied: conveyor trains without dropout.
 //
 // Llama (model_type "llama", LlamaConfig's fields): hidden_size, intermediate_size,
 // num_attention_heads, num_key_value_heads (default: num_attention_heads),
 // num_hidden_layers, vocab_size, max_position_embeddings, rms_norm_eps, rope_theta (default
-// 10000), tie_word_embeddings (default false).
+// 10000), tie_word_embeddings (default false), architectures (LlamaForCausalLM).
+//
+// architectures may be absent; present, it must name only the classes above for the file's
+// model_type: a GPT2LMHeadModel that says model_type "llama" is refused, naming both keys.
 //
 // Strict: every other field must be one that changes nothing conveyor computes (token ids,
 // dtype, cache and version notes: kIgnoredFields in the .cc) or hold the one value conveyor

@@ -131,6 +131,30 @@ TEST(HfConfigTest, RefusesMissingOrMalformedFields) {
   ExpectRefused(groups, "kv_heads (3) must divide heads (4)");
 }
 
+// `text` with its first `from` replaced by `to`.
+std::string Replaced(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? text : text.replace(at, from.size(), to);
+}
+
+// "architectures" must agree with "model_type": a GPT-2's class in a llama's file (or the
+// other way round) is refused, naming both keys; absent, or GPT2Model, it is accepted.
+TEST(HfConfigTest, RefusesArchitecturesThatContradictTheModelType) {
+  ExpectRefused(Replaced(LlamaJson(), "LlamaForCausalLM", "GPT2LMHeadModel"),
+                "\"architectures\" = [\"GPT2LMHeadModel\"] does not match \"model_type\" = "
+                "\"llama\"");
+  ExpectRefused(Replaced(LlamaJson(), "LlamaForCausalLM", "LlamaForSequenceClassification"),
+                "\"architectures\" = [\"LlamaForSequenceClassification\"]");
+  ExpectRefused(Replaced(LlamaJson(), "[\"LlamaForCausalLM\"]", "\"LlamaForCausalLM\""),
+                "\"architectures\" = \"LlamaForCausalLM\" does not match");
+  EXPECT_EQ(
+      ParseHfLlamaConfig(Replaced(LlamaJson(), "\"architectures\": [\"LlamaForCausalLM\"],", ""),
+                         "m/config.json")
+          .hidden,
+      64);
+}
+
 // GPT-2's config.json as Hugging Face publishes it for the 124 M model (its fields, token ids
 // and all), then `extra` fields.
 std::string Gpt2Json(const std::string& extra = "") {
@@ -216,6 +240,12 @@ TEST(HfConfigTest, RefusesAGpt2ConveyorWouldComputeDifferently) {
   refused(by_layer, "\"scale_attn_by_inverse_layer_idx\" = true");
   refused(Gpt2Json(R"( "n_inner": 1000,)"), "\"n_inner\"");
   refused(Gpt2Json(R"( "rotary": true,)"), "field \"rotary\"");
+  refused(Replaced(Gpt2Json(), "GPT2LMHeadModel", "LlamaForCausalLM"),
+          "config.json: \"architectures\" = [\"LlamaForCausalLM\"] does not match \"model_type\" = "
+          "\"gpt2\"");
+  EXPECT_EQ(
+      ParseHfGpt2Config(Replaced(Gpt2Json(), "GPT2LMHeadModel", "GPT2Model"), "config.json").hidden,
+      768);
 }
 
 }  // namespace

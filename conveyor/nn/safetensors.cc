@@ -273,6 +273,11 @@ SafetensorsFile LoadSafetensors(const std::string& path) {
   return result;
 }
 
+int64_t NonFiniteCount(const at::Tensor& t) {
+  if (!at::isFloatingType(t.scalar_type())) return 0;
+  return at::isfinite(t).logical_not_().sum().item<int64_t>();
+}
+
 SafetensorsHeader LoadSafetensorsHeader(const std::string& path) { return HeaderOf(Parse(path)); }
 
 struct SafetensorsReader::File {

@@ -20,6 +20,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -54,6 +55,11 @@ void SaveSafetensors(const std::string& path, const std::map<std::string, at::Te
                      const std::map<std::string, std::string>& metadata = {});
 
 SafetensorsFile LoadSafetensors(const std::string& path);
+
+// How many elements of `t` are NaN or infinite (0 for integer and boolean dtypes): checked
+// of every weight a checkpoint or a Hugging Face folder gives, and every tensor a checkpoint
+// saves.
+int64_t NonFiniteCount(const at::Tensor& t);
 
 // Reads and checks the header as LoadSafetensors does (the layout against the file's size
 // included) without reading any tensor's data.

@@ -24,8 +24,12 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 namespace {
 
-constexpr char kFormat[] = "conveyor-checkpoint-2";
+constexpr char kFormat[] = "conveyor-checkpoint-3";
+// Its manifest has no checksum of the tokenizer: read, the tokenizer unverified.
+constexpr char kFormatWithoutTokenizerChecksum[] = "conveyor-checkpoint-2";
 constexpr char kFormatWithoutChecksums[] = "conveyor-checkpoint-1";
+// The one dtype a checkpoint stores: the fp32 master weights and AdamW state.
+constexpr char kStoredDtype[] = "F32";
 // A rank file's metadata holds "fnv1a64/<tensor>" -> the tensor's checksum, in hex.
 constexpr char kChecksumPrefix[] = "fnv1a64/";
 
@@ -70,6 +74,14 @@ std::string TensorChecksum(const at::Tensor& t) {
   return Hex64(Fnv1a64(bytes.data_ptr(), bytes.nbytes()));
 }
 
+// The checksum of the file at `path`, read whole (a tokenizer: megabytes at most).
+std::string FileChecksum(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CONVEYOR_CHECK(in.good() || in.eof()) << "cannot read " << path.string();
+  return Hex64(Fnv1a64(bytes.data(), bytes.size()));
+}
+
 void RemoveQuietly(const fs::path& path) {
   std::error_code ignored;
   RemoveTree(path, ignored);
@@ -86,8 +98,9 @@ std::vector<int> FailedRanks(Transport* world, bool failed) {
   return failed_ranks;
 }
 
-// meta.json, the manifest: the step, the model, and every rank's file with each tensor's
-// dtype, shape and checksum as that file's header records them.
+// meta.json, the manifest: the step, the model, every rank's file with each tensor's dtype,
+// shape and checksum as that file's header records them, and the tokenizer's checksum when
+// the folder has one.
 Json Manifest(const fs::path& folder, int64_t step, const TrainConfig& config, int ranks,
               const LossScaler& scaler) {
   Json files = Json::object();
@@ -117,6 +130,9 @@ Json Manifest(const fs::path& folder, int64_t step, const TrainConfig& config, i
                    {"files", files}};
   if (scaler.enabled()) {
     manifest["loss_scale"] = {{"scale", scaler.scale()}, {"good_steps", scaler.good_steps()}};
+  }
+  if (fs::exists(folder / kTokenizerFile)) {
+    manifest["tokenizer"] = {{"fnv1a64", FileChecksum(folder / kTokenizerFile)}};
   }
   return manifest;
 }
@@ -168,9 +184,9 @@ Json ReadMeta(const fs::path& folder) {
     CONVEYOR_CHECK(format != kFormatWithoutChecksums)
         << where << "written by an older conveyor (format " << kFormatWithoutChecksums
         << "), before checkpoints had checksums; it cannot be verified and is refused";
-    CONVEYOR_CHECK(format == kFormat)
+    CONVEYOR_CHECK(format == kFormat || format == kFormatWithoutTokenizerChecksum)
         << where << "not a conveyor checkpoint (meta.json has format '" << format << "', expected '"
-        << kFormat << "')";
+        << kFormat << "' or the older '" << kFormatWithoutTokenizerChecksum << "')";
     CONVEYOR_CHECK(meta.contains("step") && meta["step"].is_number_integer() &&
                    meta["step"].get<int64_t>() >= 0)
         << where << "meta.json has no valid step";
@@ -210,13 +226,40 @@ void CheckFileOrigin(const std::map<std::string, std::string>& metadata, const J
                                          << ", but meta.json says " << meta["model"].dump();
 }
 
+// The path of the tokenizer saved in `folder`, "" when it has none, checked against the
+// manifest: listed if and only if present, its bytes giving the listed checksum. A checkpoint
+// of the format before tokenizer checksums has its tokenizer returned unverified.
+std::string VerifiedTokenizer(const fs::path& folder, const Json& meta) {
+  const fs::path path = folder / kTokenizerFile;
+  const std::string where = "checkpoint " + folder.string() + ": " + kTokenizerFile + " ";
+  const bool present = fs::exists(path);
+  if (meta.value("format", "") == kFormatWithoutTokenizerChecksum) {
+    return present ? path.string() : "";
+  }
+  if (!meta.contains("tokenizer")) {
+    CONVEYOR_CHECK(!present) << where << "is not listed in meta.json (a file from elsewhere?)";
+    return "";
+  }
+  const Json& listed = meta["tokenizer"];
+  CONVEYOR_CHECK(listed.is_object() && listed.contains("fnv1a64") && listed["fnv1a64"].is_string())
+      << "checkpoint " << folder.string()
+      << ": meta.json's tokenizer is not {fnv1a64}: " << listed.dump();
+  CONVEYOR_CHECK(fs::is_regular_file(path)) << where << "is missing (meta.json lists it)";
+  const std::string checksum = FileChecksum(path);
+  CONVEYOR_CHECK(checksum == listed["fnv1a64"].get<std::string>())
+      << where << "fails its checksum (its bytes give " << checksum << ", meta.json says "
+      << listed["fnv1a64"].get<std::string>() << "): the file was replaced or is corrupt";
+  return path.string();
+}
+
 }  // namespace
 
 // The rank files of the checkpoint in `folder`, opened and checked against the manifest
 // before any data is read (listed, its step, its model, its tensors' names, dtypes and
-// shapes); Read then reads one tensor alone and checks its data (finite, checksum). A rank
-// reads the tensors of its own stages and no others. Throws UserError naming the file and
-// the tensor.
+// shapes, every dtype F32); Read then reads one tensor alone and checks its data (finite,
+// checksum). Every reader of a checkpoint's tensors (resume, generate, eval, export) reads
+// through here. A rank reads the tensors of its own stages and no others. Throws UserError
+// naming the file and the tensor.
 class CheckpointFiles {
  public:
   CheckpointFiles(const fs::path& folder, const Json& meta) {
@@ -254,6 +297,9 @@ class CheckpointFiles {
           CONVEYOR_CHECK(Json(found->second.shape) == want.at("shape"))
               << file << "tensor '" << tensor << "' has shape " << Json(found->second.shape).dump()
               << ", meta.json says " << want.at("shape").dump();
+          CONVEYOR_CHECK(dtype == kStoredDtype)
+              << file << "tensor '" << tensor << "' is stored as " << dtype
+              << "; a checkpoint stores every weight and optimizer state as " << kStoredDtype;
           // A tensor in several files (a tied embedding): the first file's copy.
           located_.emplace(tensor, Located{reader.get(), file, want.at("fnv1a64")});
         }
@@ -270,8 +316,10 @@ class CheckpointFiles {
   at::Tensor Read(const std::string& tensor) {
     const Located& at = located_.at(tensor);
     at::Tensor t = at.reader->Read(tensor);
-    CONVEYOR_CHECK(!at::isFloatingType(t.scalar_type()) || at::isfinite(t).all().item<bool>())
-        << at.file << "tensor '" << tensor << "' holds NaN or infinite values";
+    const int64_t nonfinite = NonFiniteCount(t);
+    CONVEYOR_CHECK(nonfinite == 0)
+        << at.file << "tensor '" << tensor << "' holds NaN or infinite values (" << nonfinite
+        << " of " << t.numel() << ")";
     const std::string checksum = TensorChecksum(t);
     CONVEYOR_CHECK(checksum == at.checksum)
         << at.file << "tensor '" << tensor << "' fails its checksum (its bytes give " << checksum
@@ -349,7 +397,17 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
         {"step", std::to_string(step)},
         {"rank", std::to_string(trainer.model().pipeline_rank())},
         {"model", ModelJson(config).dump()}};
-    for (const auto& [name, t] : tensors) metadata[kChecksumPrefix + name] = TensorChecksum(t);
+    for (const auto& [name, t] : tensors) {
+      CONVEYOR_ASSERT(t.scalar_type() == at::kFloat)
+          << name << " is " << t.scalar_type() << ", not the fp32 a checkpoint stores";
+      // A tensor a load would refuse is not saved: the run stops here, naming it.
+      const int64_t nonfinite = NonFiniteCount(t);
+      CONVEYOR_CHECK(nonfinite == 0)
+          << "rank " << trainer.model().rank() << ": at step " << step << ", tensor '" << name
+          << "' holds NaN or infinite values (" << nonfinite << " of " << t.numel()
+          << "), which no checkpoint keeps";
+      metadata[kChecksumPrefix + name] = TensorChecksum(t);
+    }
     SaveSafetensors((temp / RankFile(trainer.model().pipeline_rank())).string(), tensors, metadata);
   });
   // Every rank's file is durable (each was fsynced with its folder): the manifest, then
@@ -370,7 +428,8 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
 }
 
 TrainConfig CheckpointConfig(const std::string& path) {
-  const Json meta = ReadMeta(ResolveStepFolder(path));
+  const fs::path folder = ResolveStepFolder(path);
+  const Json meta = ReadMeta(folder);
   TrainConfig c;
   try {
     const Json& m = meta["model"];
@@ -393,8 +452,7 @@ TrainConfig CheckpointConfig(const std::string& path) {
       c.positions = m.value("positions", 0);
       c.gelu_tanh = m.value("gelu_tanh", false);
     }
-    const fs::path tokenizer = ResolveStepFolder(path) / kTokenizerFile;
-    if (fs::is_regular_file(tokenizer)) c.tokenizer = tokenizer.string();
+    c.tokenizer = VerifiedTokenizer(folder, meta);
     c.seed = meta.value("seed", c.seed);
     c.data = meta.value("data", c.data);
   } catch (const Json::exception& e) {
@@ -490,22 +548,12 @@ LoadedShards ReadShards(const std::string& path, const PipelineModel& model,
     CONVEYOR_CHECK(part.sizes() == p.sizes())
         << "checkpoint " << folder << ": parameter " << name << " has shape " << whole.sizes()
         << ", this model " << p.sizes() << (tp.size > 1 ? " (a tensor-parallel shard)" : "");
-    // Never cast: a tensor stored in another dtype than the model keeps is a wrong file, not a
-    // value to convert (an I32 weight would load as its integers).
-    auto same_dtype = [&](const std::string& stored, const at::Tensor& t) {
-      CONVEYOR_CHECK(t.scalar_type() == p.scalar_type())
-          << "checkpoint " << folder << ": " << stored << " is stored as " << t.scalar_type()
-          << ", this model keeps " << name << " as " << p.scalar_type();
-    };
-    same_dtype(stored, whole);
     loaded.mine.emplace(name, part);
     if (!optimizer_state) continue;
     for (const char* suffix : {"/exp_avg", "/exp_avg_sq"}) {
       const std::string state = "optim/" + name + suffix;
       if (!files.Has(state)) continue;
-      const at::Tensor value = files.Read(state);
-      same_dtype(state, value);
-      loaded.optim.emplace(name + suffix, shard(name, value));
+      loaded.optim.emplace(name + suffix, shard(name, files.Read(state)));
     }
   }
   return loaded;

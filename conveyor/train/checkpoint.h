@@ -7,24 +7,31 @@
 // AdamW state "optim/<name>/exp_avg|exp_avg_sq"; its metadata: the step, the rank, the model
 // and a 64-bit FNV-1a checksum of each tensor's bytes), DIR/step-000120/meta.json (the
 // manifest: step, model, seed, data, schedule, pp, the dynamic loss scale and its count of
-// good steps when loss scaling is on, and every rank file with each tensor's dtype, shape
-// and checksum), DIR/step-000120/tokenizer.model (a copy of the run's SentencePiece
-// tokenizer, when it has one) and DIR/latest naming the newest step folder. A run with loss scaling
-// that resumes a checkpoint without a scale keeps its initial one.
+// good steps when loss scaling is on, every rank file with each tensor's dtype, shape and
+// checksum, and the tokenizer's checksum), DIR/step-000120/tokenizer.model (a copy of the
+// run's SentencePiece tokenizer, when it has one) and DIR/latest naming the newest step
+// folder. Every tensor is stored as F32 (fp32 master weights and AdamW state). A run with
+// loss scaling that resumes a checkpoint without a scale keeps its initial one.
 //
-// Saving: every writing rank writes its file durably (AtomicFile) into DIR/step-000120.tmp; the
-// ranks agree that all succeeded (an all-reduce of per-rank failure flags); rank 0 then writes the
-// manifest atomically, renames the folder to its final name and only then points latest at it. A
-// failure on any rank removes the temporary folder on rank 0 and throws on every rank: the
-// previous checkpoint stays intact and latest. A process killed while saving can leave a
-// step-N.tmp folder, which nothing loads and the next save of step N replaces.
+// Saving: every writing rank writes its file durably (AtomicFile) into DIR/step-000120.tmp
+// (a weight or an optimizer state holding NaN or infinity is not written: that rank fails,
+// naming itself, the step and the tensor); the ranks agree that all succeeded (an all-reduce
+// of per-rank failure flags); rank 0 then writes the manifest atomically, renames the folder
+// to its final name and only then points latest at it. A failure on any rank removes the
+// temporary folder on rank 0 and throws on every rank: the previous checkpoint stays intact
+// and latest. A process killed while saving can leave a step-N.tmp folder, which nothing
+// loads and the next save of step N replaces.
 //
 // Loading verifies before it changes anything and refuses, naming the file and tensor: a
 // folder whose name disagrees with meta.json's step, a rank file not listed or missing, a
 // file written at another step or for another model (every model field compared), a tensor
-// missing, unlisted, or of another dtype or shape than the manifest says, NaN or infinity in
-// any floating tensor the loading rank reads, a checksum mismatch. Checkpoints of the format
-// before checksums ("conveyor-checkpoint-1") cannot be verified and are refused.
+// missing, unlisted, or of another dtype or shape than the manifest says, a tensor stored as
+// anything but F32 (even when the manifest agrees), NaN or infinity in any tensor the loading
+// rank reads, a checksum mismatch; and (CheckpointConfig, which hands the tokenizer out) a
+// tokenizer.model the manifest does not list, or lists and is missing or fails its checksum.
+// Checkpoints of the format before checksums ("conveyor-checkpoint-1") cannot be verified and
+// are refused; those of the format before the tokenizer's checksum ("conveyor-checkpoint-2")
+// are verified as above but for their tokenizer, which is used as found.
 //
 // Data position and randomness need no state of their own: batches and sampling are
 // functions of (seed, step), so the step is the position.
@@ -67,8 +74,9 @@ void LoadCheckpoint(const std::string& path, Trainer& trainer, const TrainConfig
 // optimizer state and loss scale left aside.
 void LoadWeights(const std::string& path, PipelineModel& model, const TrainConfig& config);
 
-// The configuration a checkpoint's model was trained with (model sizes, data, seed); the
-// other fields keep their defaults. For `conveyor generate`.
+// The configuration a checkpoint's model was trained with (model sizes, data, seed, and as
+// tokenizer its tokenizer.model, verified as above, when it has one); the other fields keep
+// their defaults. For `conveyor generate`, `eval` and `export`.
 TrainConfig CheckpointConfig(const std::string& path);
 
 // Checks that config.resume continues a run rather than starting another by mistake:

@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -17,6 +19,7 @@
 #include "conveyor/common/remove_tree.h"
 #include "conveyor/nn/safetensors.h"
 #include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/hf_export.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -206,7 +209,10 @@ class CheckpointVerifyTest : public ::testing::Test {
     RemoveTree(dir_);
     fs::copy(*pristine_, dir_, fs::copy_options::recursive);
   }
-  void TearDown() override { RemoveTree(dir_); }
+  void TearDown() override {
+    RemoveTree(dir_);
+    RemoveTree(Exported());
+  }
 
   fs::path Step(int step) const {
     char name[32];
@@ -223,8 +229,10 @@ class CheckpointVerifyTest : public ::testing::Test {
     return "";
   }
 
-  // Expects loading `path` into a fresh one-rank trainer to throw UserError naming every one
-  // of `parts`, and the trainer to be left as it was.
+  // Expects every reader of the checkpoint at `path` to throw UserError naming every one of
+  // `parts`: loading it into a fresh one-rank trainer (--resume), loading its weights alone
+  // (generate, eval) and exporting it (export); the trainer is left as it was, nothing is
+  // exported.
   void ExpectRefused(const std::string& path, std::initializer_list<std::string> parts) const {
     TrainConfig single = Config();
     single.pp = 1;
@@ -232,20 +240,30 @@ class CheckpointVerifyTest : public ::testing::Test {
     Trainer trainer(single, MakeTask(single), InProcessRank(nullptr, single.device));
     std::vector<at::Tensor> before;
     for (const auto& [name, p] : trainer.model().Parameters()) before.push_back(p.detach().clone());
-    try {
-      LoadCheckpoint(path, trainer, single);
-      ADD_FAILURE() << "loaded; expected a refusal naming " << *parts.begin();
-    } catch (const UserError& e) {
-      for (const std::string& part : parts) {
-        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-            << "no '" << part << "' in: " << e.what();
+    auto refused = [&](const char* reader, const std::function<void()>& read) {
+      try {
+        read();
+        ADD_FAILURE() << reader << " read it; expected a refusal naming " << *parts.begin();
+      } catch (const UserError& e) {
+        for (const std::string& part : parts) {
+          EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+              << reader << ": no '" << part << "' in: " << e.what();
+        }
       }
-    }
+    };
+    refused("LoadCheckpoint", [&] { LoadCheckpoint(path, trainer, single); });
+    refused("LoadWeights", [&] { LoadWeights(path, trainer.model(), single); });
+    refused("ExportHfCheckpoint", [&] { ExportHfCheckpoint(path, Exported(), {}); });
+    EXPECT_FALSE(fs::exists(Exported()));
+    EXPECT_FALSE(fs::exists(Exported() + ".tmp"));
     size_t k = 0;
     for (const auto& [name, p] : trainer.model().Parameters())
       EXPECT_TRUE(at::equal(p, before[k++]));
     EXPECT_EQ(trainer.step(), 0);
   }
+
+  // Where ExpectRefused exports to.
+  std::string Exported() const { return dir_ + "_exported"; }
 
   static std::string* pristine_;
   std::string dir_;
@@ -329,9 +347,9 @@ TEST_F(CheckpointVerifyTest, RefusesADtypeChangedInAHeader) {
 }
 
 // The header and the manifest agree on I32 (the bytes, and so the checksum, unchanged): the
-// file is consistent, but the model keeps that weight in fp32; loading it would cast its
-// bits' integers into the weights.
-TEST_F(CheckpointVerifyTest, RefusesAWeightStoredInAnotherDtypeThanTheModels) {
+// file is consistent, but a checkpoint stores F32 alone; reading it would cast its bits'
+// integers into the weights (an export once wrote a LayerNorm weight of 1.07e9 so).
+TEST_F(CheckpointVerifyTest, RefusesAWeightStoredAsAnythingButF32EvenWhenTheManifestAgrees) {
   const fs::path file = Step(4) / "rank-0.safetensors";
   const std::string tensor = FirstParam(file);
   std::string bytes = ReadBytes(file);
@@ -342,7 +360,8 @@ TEST_F(CheckpointVerifyTest, RefusesAWeightStoredInAnotherDtypeThanTheModels) {
   nlohmann::json meta = ReadJson(Step(4) / "meta.json");
   meta["files"]["rank-0.safetensors"]["tensors"][tensor]["dtype"] = "I32";
   WriteJson(Step(4) / "meta.json", meta);
-  ExpectRefused(dir_, {tensor, "stored as Int", "keeps", "Float"});
+  ExpectRefused(dir_, {"rank-0.safetensors", "'" + tensor + "' is stored as I32",
+                       "a checkpoint stores every weight and optimizer state as F32"});
 }
 
 TEST_F(CheckpointVerifyTest, RefusesNaNOrInfinityWrittenOverAWeight) {
@@ -411,6 +430,111 @@ TEST_F(CheckpointVerifyTest, RefusesACheckpointFromBeforeChecksums) {
   WriteJson(Step(4) / "meta.json", meta);
   ExpectRefused(dir_, {"step-000004", "before checkpoints had checksums"});
   EXPECT_THROW(CheckpointConfig(dir_), UserError);
+}
+
+// A weight or an optimizer state holding NaN or infinity is not saved (no load would take
+// it): the save fails naming the rank, the step and the tensor, and writes nothing.
+TEST_F(CheckpointVerifyTest, RefusesToSaveNaNOrInfinityNamingRankTensorAndStep) {
+  TrainConfig single = Config();
+  single.pp = 1;
+  single.schedule = "gpipe";
+  const std::string fresh = dir_ + "/fresh";
+  for (const bool weight : {true, false}) {
+    Trainer trainer(single, MakeTask(single), InProcessRank(nullptr, single.device));
+    LoadCheckpoint(dir_, trainer, single);
+    const auto& [name, p] = trainer.model().Parameters().back();
+    std::string tensor;
+    {
+      at::NoGradGuard no_grad;
+      if (weight) {
+        p.view(-1)[1].fill_(std::numeric_limits<float>::infinity());
+        tensor = "param/" + name;
+      } else {
+        trainer.optimizer().State().at(name + "/exp_avg_sq").view(-1)[1].fill_(NAN);
+        tensor = "optim/" + name + "/exp_avg_sq";
+      }
+    }
+    try {
+      SaveCheckpoint(fresh, trainer, single, nullptr);
+      ADD_FAILURE() << "saved " << tensor << " holding a non-finite value";
+    } catch (const UserError& e) {
+      for (const std::string& part :
+           {std::string("step-000004 was not written (rank 0: at step 4, tensor '") + tensor +
+                "' holds NaN or infinite values (1 of ",
+            std::string("still the latest")}) {
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+            << "no '" << part << "' in: " << e.what();
+      }
+    }
+    EXPECT_FALSE(fs::exists(fresh + "/step-000004"));
+    EXPECT_FALSE(fs::exists(fresh + "/step-000004.tmp"));
+    EXPECT_FALSE(fs::exists(fresh + "/latest"));
+  }
+}
+
+// A checkpoint saved with a tokenizer lists its checksum in meta.json; CheckpointConfig (which
+// generate, eval and export take the tokenizer from) refuses one replaced, missing, or not
+// listed. A checkpoint of the format before (conveyor-checkpoint-2) keeps loading, its
+// tokenizer unverified.
+TEST_F(CheckpointVerifyTest, TheTokenizerIsCoveredByTheManifest) {
+  const std::string tokenizer = dir_ + "/some.model", other = dir_ + "/other.model";
+  WriteBytes(tokenizer, std::string(400, 'a'));
+  WriteBytes(other, std::string(399, 'a') + "b");
+  TrainConfig single = Config();
+  single.pp = 1;
+  single.schedule = "gpipe";
+  Trainer trainer(single, MakeTask(single), InProcessRank(nullptr, single.device));
+  LoadCheckpoint(dir_, trainer, single);
+  TrainConfig with = single;  // as saved by a run with this tokenizer
+  with.tokenizer = tokenizer;
+  const std::string saved = dir_ + "/with";
+  SaveCheckpoint(saved, trainer, with, nullptr);
+  const fs::path step = fs::path(saved) / "step-000004";
+  const fs::path copy = step / "tokenizer.model";
+  const nlohmann::json clean = ReadJson(step / "meta.json");
+  EXPECT_EQ(clean["format"], "conveyor-checkpoint-3");
+  EXPECT_EQ(clean["tokenizer"]["fnv1a64"].get<std::string>().size(), 16u);
+  EXPECT_EQ(CheckpointConfig(saved).tokenizer, copy.string());
+  ExportHfCheckpoint(saved, Exported(), {});
+  EXPECT_EQ(ReadBytes(fs::path(Exported()) / "tokenizer.model"), ReadBytes(tokenizer));
+  RemoveTree(Exported());
+  auto refused = [&](std::initializer_list<std::string> parts) {
+    for (const char* reader : {"CheckpointConfig", "ExportHfCheckpoint"}) {
+      try {
+        if (reader[0] == 'C') {
+          CheckpointConfig(saved);
+        } else {
+          ExportHfCheckpoint(saved, Exported(), {});
+        }
+        ADD_FAILURE() << reader << " accepted; expected a refusal naming " << *parts.begin();
+      } catch (const UserError& e) {
+        for (const std::string& part : parts) {
+          EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+              << reader << ": no '" << part << "' in: " << e.what();
+        }
+      }
+      EXPECT_FALSE(fs::exists(Exported()));
+    }
+  };
+  fs::copy_file(other, copy, fs::copy_options::overwrite_existing);  // as many bytes
+  refused({step.string(), "tokenizer.model fails its checksum",
+           "meta.json says " + clean["tokenizer"]["fnv1a64"].get<std::string>()});
+  fs::remove(copy);
+  refused({"tokenizer.model is missing (meta.json lists it)"});
+  nlohmann::json unlisted = clean;
+  unlisted.erase("tokenizer");
+  WriteJson(step / "meta.json", unlisted);
+  fs::copy_file(tokenizer, copy);
+  refused({"tokenizer.model is not listed in meta.json"});
+  // The format before tokenizer checksums: verified but for the tokenizer, used as found.
+  nlohmann::json older = unlisted;
+  older["format"] = "conveyor-checkpoint-2";
+  WriteJson(step / "meta.json", older);
+  fs::copy_file(other, copy, fs::copy_options::overwrite_existing);
+  EXPECT_EQ(CheckpointConfig(saved).tokenizer, copy.string());
+  Trainer resumed(single, MakeTask(single), InProcessRank(nullptr, single.device));
+  LoadCheckpoint(saved, resumed, single);
+  EXPECT_EQ(resumed.step(), 4);
 }
 
 // A save that fails on every rank (each rank's file write hits RLIMIT_FSIZE, as on a full

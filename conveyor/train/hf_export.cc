@@ -1,7 +1,5 @@
 #include "conveyor/train/hf_export.h"
 
-#include <filesystem>
-
 #include "conveyor/common/error.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
@@ -23,13 +21,11 @@ std::vector<std::string> ExportHfCheckpoint(const std::string& checkpoint, const
     folder.type = "llama";
     folder.llama = LlamaConfigOf(config);
   }
-  std::vector<std::string> written = WriteHfCheckpoint(
-      out, folder, options, [&](const std::string& name) { return weights.Read(name); });
-  if (!config.tokenizer.empty()) {  // the checkpoint's copy (CheckpointConfig)
-    std::filesystem::copy_file(config.tokenizer, std::filesystem::path(out) / kTokenizerFile,
-                               std::filesystem::copy_options::overwrite_existing);
-  }
-  return written;
+  HfWriteOptions with_tokenizer = options;
+  // The checkpoint's copy, verified against its manifest (CheckpointConfig).
+  if (!config.tokenizer.empty()) with_tokenizer.files[kTokenizerFile] = config.tokenizer;
+  return WriteHfCheckpoint(out, folder, with_tokenizer,
+                           [&](const std::string& name) { return weights.Read(name); });
 }
 
 }  // namespace conveyor

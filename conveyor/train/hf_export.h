@@ -4,8 +4,8 @@
 // Conv1D weights transposed; activation_function "gelu_new" when it computes GPT-2's GELU,
 // "gelu" otherwise). config.json describes the checkpoint's model, a Llama's
 // max_position_embeddings being the sequence length it trained at, a GPT's n_positions its
-// position table's rows. The checkpoint's tokenizer.model, when it has one, is copied beside
-// them.
+// position table's rows. The checkpoint's tokenizer.model, when it has one, verified against
+// its manifest, is written with them.
 // Reads and converts one tensor at a time, holding one output file's tensors at most.
 #ifndef CONVEYOR_TRAIN_HF_EXPORT_H_
 #define CONVEYOR_TRAIN_HF_EXPORT_H_

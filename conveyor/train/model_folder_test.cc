@@ -7,12 +7,15 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "conveyor/common/error.h"
 #include "conveyor/common/remove_tree.h"
 #include "conveyor/nn/hf_checkpoint_testing.h"
+#include "conveyor/nn/hf_config.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/train_testing.h"
 
@@ -56,6 +59,38 @@ TEST_F(ModelFolderTest, LlamaStartsFromAHuggingFaceFolder) {
   bf16.dp = 2;
   bf16.schedule = "zb-h1";
   ExpectSameLosses(other, TrainOnThreads(bf16), "dp 2 x tp 2 x pp 2 from a sharded bf16 folder");
+  RemoveTree(dir);
+}
+
+// A size in config.json out of its setting's range is named by the file and its key there,
+// not by a flag the user never gave.
+TEST_F(ModelFolderTest, ASizeOutOfRangeNamesTheFileAndItsKey) {
+  const std::string dir =
+      ::testing::TempDir() + "conveyor_folder_sizes_" + std::to_string(::getpid());
+  RemoveTree(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/config.json";
+  auto refused = [&](const std::string& json, const std::string& message) {
+    std::ofstream(path) << json;
+    TrainConfig c = TinyLlama();
+    try {
+      SetModel(c, dir, "--model");
+      ApplyModelFolder(c);
+      ADD_FAILURE() << "accepted; expected: " << message;
+    } catch (const UserError& e) {
+      EXPECT_EQ(std::string(e.what()), path + ": " + message);
+    }
+  };
+  LlamaConfig llama = LlamaConfigOf(TinyLlama());
+  llama.hidden = 1 << 17;
+  refused(HfLlamaConfigJson(llama, "float32"), "hidden_size must be within [1, 65536], got 131072");
+  llama = LlamaConfigOf(TinyLlama());
+  llama.layers = 5000;
+  refused(HfLlamaConfigJson(llama, "float32"),
+          "num_hidden_layers must be within [1, 4096], got 5000");
+  GptConfig gpt = GptConfigOf(TinyGpt());
+  gpt.layers = 5000;
+  refused(HfGpt2ConfigJson(gpt, "float32"), "n_layer must be within [1, 4096], got 5000");
   RemoveTree(dir);
 }
 

@@ -145,12 +145,16 @@ void ApplyModelFolder(TrainConfig& c) {
   if (c.model_dir.empty()) return;
   const std::string path = (std::filesystem::path(c.model_dir) / "config.json").string();
   const HfModelConfig folder = ReadHfModelConfig(path);
+  // A size out of its setting's range is named by the file and its key there.
+  auto set = [&](std::string_view key, int value, std::string_view hf_key) {
+    SetIntegerSetting(c, key, value, path + ": " + std::string(hf_key));
+  };
   if (folder.gpt2()) {
     const GptConfig& gpt = folder.gpt;
     c.model = ModelKind::kGpt;
-    c.hidden = gpt.hidden;
-    c.heads = gpt.heads;
-    c.layers = gpt.layers;
+    set("hidden", gpt.hidden, "n_embd");
+    set("heads", gpt.heads, "n_head");
+    set("layers", gpt.layers, "n_layer");
     c.vocab = gpt.vocab;
     c.positions = gpt.max_seq_len;
     c.tie_embeddings = gpt.tie_embeddings;
@@ -158,14 +162,14 @@ void ApplyModelFolder(TrainConfig& c) {
   } else {
     const LlamaConfig& llama = folder.llama;
     c.model = ModelKind::kLlama;
-    c.hidden = llama.hidden;
-    c.heads = llama.heads;
-    c.kv_heads = llama.kv_heads;
-    c.layers = llama.layers;
-    c.intermediate = llama.intermediate;
+    set("hidden", llama.hidden, "hidden_size");
+    set("heads", llama.heads, "num_attention_heads");
+    set("kv_heads", llama.kv_heads, "num_key_value_heads");
+    set("layers", llama.layers, "num_hidden_layers");
+    set("intermediate", llama.intermediate, "intermediate_size");
     c.vocab = llama.vocab;
     c.rms_norm_eps = llama.rms_norm_eps;
-    c.rope_theta = llama.rope_theta;
+    SetRealSetting(c, "rope_theta", llama.rope_theta, path + ": rope_theta");
     c.tie_embeddings = llama.tie_embeddings;
   }
   const int positions = folder.positions();

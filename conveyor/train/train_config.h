@@ -67,8 +67,10 @@ void SetModel(TrainConfig& config, std::string_view text, std::string_view name)
 // With config.model_dir set: the architecture fields (a Llama's hidden, heads, kv_heads,
 // layers, intermediate, vocab, rms_norm_eps, rope_theta, tie_embeddings; a GPT-2's hidden,
 // heads, layers, vocab, positions, tie_embeddings, gelu_tanh) from its config.json
-// (nn/hf_config.h), whatever flags said; UserError when the file is refused, seq_len exceeds
-// its positions, or its vocabulary cannot hold the byte tokenizer's 256 ids.
+// (nn/hf_config.h), whatever flags said; UserError when the file is refused, a size is out of
+// its setting's range (named by the file and its key: "DIR/config.json: hidden_size must be
+// within ..."), seq_len exceeds its positions, or its vocabulary cannot hold the byte
+// tokenizer's 256 ids.
 void ApplyModelFolder(TrainConfig& config);
 
 // Resolves config.tokenizer: "" becomes the model folder's tokenizer.model when there is one
