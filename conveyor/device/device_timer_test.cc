@@ -16,7 +16,8 @@ TEST(DeviceTimerTest, TheCpuIsTimedByTheHost) {
 }
 
 // Three marks around two products of different sizes on the current stream: resolved, each
-// lies before the next, the last is the reference, and the larger product took longer.
+// lies before the next, and the last is the reference. Which product took longer is not
+// asserted: between marks the GPU may also wait for the host, which a busy CPU delays.
 TEST(DeviceTimerTest, MarksOnAGpuResolveToTheirDistanceFromTheLast) {
   if (!HasGpu()) GTEST_SKIP() << "no CUDA device";
   const c10::Device gpu(c10::DeviceType::CUDA, 0);
@@ -33,10 +34,9 @@ TEST(DeviceTimerTest, MarksOnAGpuResolveToTheirDistanceFromTheLast) {
   const std::vector<double> seconds = timer.Resolve();
   ASSERT_EQ(seconds.size(), 3u);
   EXPECT_EQ(seconds[2], 0);
-  EXPECT_GT(seconds[1], 0);
-  EXPECT_GT(seconds[0], seconds[1]);
-  EXPECT_GT(seconds[1], seconds[0] - seconds[1]);  // the large products outlast the small
-  EXPECT_TRUE(timer.Resolve().empty());            // the marks are forgotten
+  EXPECT_GT(seconds[1], 0);              // the large products lie between marks 1 and 2
+  EXPECT_GT(seconds[0], seconds[1]);     // and the small one between marks 0 and 1
+  EXPECT_TRUE(timer.Resolve().empty());  // the marks are forgotten
 }
 
 }  // namespace
