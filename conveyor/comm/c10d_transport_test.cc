@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "conveyor/common/env.h"
+#include "conveyor/common/remove_tree.h"
 #include "conveyor/launch/launcher.h"
 #include "conveyor/launch/worker_testing.h"
 
@@ -124,7 +125,7 @@ class RunSegments {
   }
   ~RunSegments() {
     std::error_code ignored;
-    std::filesystem::remove_all(folder_, ignored);
+    RemoveTree(folder_, ignored);
   }
 
   // For the ranks' environment.

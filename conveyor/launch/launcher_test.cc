@@ -14,6 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include "conveyor/common/remove_tree.h"
+
 namespace conveyor {
 namespace {
 
@@ -126,7 +128,7 @@ TEST(LauncherTest, RankThatDoesNotStopWithItsPeersIsBlamed) {
               HasSubstr("rank 1 did not stop when the others did (it was stopped by signal " +
                         std::to_string(SIGSTOP)));
   EXPECT_THAT(result.Report(), HasSubstr("; ranks 0 and 2 stopped"));
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
 }
 
 TEST(LauncherTest, RankKilledBySignalIsReported) {
