@@ -235,6 +235,8 @@ class C10dTransport : public Transport {
   void AllReduceSum(std::vector<at::Tensor>& tensors) override;
   at::Tensor ReduceScatterSum(const at::Tensor& input, const std::vector<int64_t>& counts) override;
   std::vector<at::Tensor> AllGather(const at::Tensor& local) override;
+  at::Tensor AllToAll(const at::Tensor& input, const std::vector<int64_t>& send_counts,
+                      const std::vector<int64_t>& recv_counts) override;
   void Broadcast(at::Tensor& tensor, int root) override;
 
   void Barrier() override {
@@ -376,7 +378,7 @@ class C10dTransport : public Transport {
   // connected at the first reduce-scatter, where every member is (it is collective).
   std::shared_ptr<Backends> ring_;
   std::uint64_t next_group_ = 0;
-  std::uint64_t next_collective_ = 0;  // all-reduces, reduce-scatters, all-gathers, broadcasts
+  std::uint64_t next_collective_ = 0;  // every collective but barriers and new groups
 };
 
 void C10dTransport::AllReduceSum(std::vector<at::Tensor>& tensors) {
@@ -514,6 +516,25 @@ std::vector<at::Tensor> C10dTransport::AllGather(const at::Tensor& local) {
   for (int r = 0; r < world_size(); ++r) outputs[0].push_back(gathered[r]);
   Run(what, gathered, [&](ProcessGroupBase& pg) { return pg.allgather(outputs, input); });
   return gathered.unbind(0);
+}
+
+at::Tensor C10dTransport::AllToAll(const at::Tensor& input, const std::vector<int64_t>& send_counts,
+                                   const std::vector<int64_t>& recv_counts) {
+  CONVEYOR_CHECK(input.defined() && input.dim() >= 1)
+      << ranks_.Self() << ": all-to-all of "
+      << (input.defined() ? "a 0-dimensional" : "an undefined")
+      << " tensor: it needs rows (dimension 0)";
+  ScatterParts::AllToAllSide(ranks_, send_counts, input.size(0), "send");
+  const ScatterParts from = ScatterParts::AllToAllSide(ranks_, recv_counts, -1, "receive");
+  std::string what = NextCollective("all-to-all");
+  std::vector<int64_t> sizes = input.sizes().vec();
+  sizes[0] = from.total();
+  at::Tensor output = at::empty(sizes, input.options().memory_format(at::MemoryFormat::Contiguous));
+  at::Tensor source = input.contiguous();
+  std::vector<int64_t> sent = send_counts, received = recv_counts;  // c10d takes them mutable
+  Run(what, output,
+      [&](ProcessGroupBase& pg) { return pg.alltoall_base(output, source, received, sent); });
+  return output;
 }
 
 void C10dTransport::Broadcast(at::Tensor& tensor, int root) {

@@ -22,6 +22,7 @@
 #include <set>
 #include <string_view>
 
+#include "conveyor/comm/all_to_all_testing.h"
 #include "conveyor/common/env.h"
 #include "conveyor/common/remove_tree.h"
 #include "conveyor/launch/launcher.h"
@@ -348,6 +349,20 @@ CONVEYOR_WORKER(GatherAndBroadcast) {
   at::Tensor y = at::full({1}, me + 1, at::kInt);
   group->Broadcast(y, 1);  // world rank 1 in the odd group, 2 in the even one
   EXPECT_EQ(y.item<int>(), me % 2 == 1 ? 2 : 3);
+  t->Barrier();
+}
+
+TEST(C10dTransportTest, AllToAllInTheWorldAndASubgroup) {
+  WorkerRun run = LaunchWorkers(4, "AllToAll", true);
+  EXPECT_TRUE(run.launch.ok()) << run.launch.Report();
+  EXPECT_THAT(run.finished, ElementsAre(0, 1, 2, 3));
+}
+
+CONVEYOR_WORKER(AllToAll) {
+  std::unique_ptr<Transport> t = ConnectWorker();
+  ExpectAllToAllDelivers(*t);
+  std::unique_ptr<Transport> group = t->NewGroup({3, 0, 2});
+  if (group != nullptr) ExpectAllToAllDelivers(*group);
   t->Barrier();
 }
 

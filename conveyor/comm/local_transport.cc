@@ -46,13 +46,15 @@ struct Collective {
   // All-reduce: the running sums. All-gather and reduce-scatter: each rank's operand, by
   // rank. Broadcast: the root's operand alone.
   std::vector<at::Tensor> tensors;
-  // All-gather, reduce-scatter and broadcast: the first rank to arrive, its operand's shape
-  // and dtype (a tensor on the meta device), its root (broadcast) and its counts
-  // (reduce-scatter).
+  // All-gather, reduce-scatter, all-to-all and broadcast: the first rank to arrive, its
+  // operand's shape and dtype (a tensor on the meta device; all-to-all: one row of it), its
+  // root (broadcast) and its counts (reduce-scatter).
   int first_rank = -1;
   at::Tensor like;
   int root = -1;
   std::vector<int64_t> counts;
+  // All-to-all: every arrived rank's send and receive counts, by rank.
+  std::vector<std::vector<int64_t>> sends, receives;
   std::vector<bool> arrived;
   int count = 0;
   int readers_left = 0;
@@ -234,6 +236,8 @@ class LocalTransport : public Transport {
   void AllReduceSum(std::vector<at::Tensor>& tensors) override;
   at::Tensor ReduceScatterSum(const at::Tensor& input, const std::vector<int64_t>& counts) override;
   std::vector<at::Tensor> AllGather(const at::Tensor& local) override;
+  at::Tensor AllToAll(const at::Tensor& input, const std::vector<int64_t>& send_counts,
+                      const std::vector<int64_t>& recv_counts) override;
   void Broadcast(at::Tensor& tensor, int root) override;
 
   void Barrier() override {
@@ -432,6 +436,59 @@ std::vector<at::Tensor> LocalTransport::AllGather(const at::Tensor& local) {
         }
       });
   return gathered;
+}
+
+at::Tensor LocalTransport::AllToAll(const at::Tensor& input,
+                                    const std::vector<int64_t>& send_counts,
+                                    const std::vector<int64_t>& recv_counts) {
+  CONVEYOR_CHECK(input.defined() && input.dim() >= 1)
+      << ranks_.Self() << ": all-to-all of "
+      << (input.defined() ? "a 0-dimensional" : "an undefined")
+      << " tensor: it needs rows (dimension 0)";
+  ScatterParts::AllToAllSide(ranks_, send_counts, input.size(0), "send");
+  ScatterParts::AllToAllSide(ranks_, recv_counts, -1, "receive");
+  // "rank 2 sends 3 rows to rank 0, which receives 1 from it".
+  auto pair = [&](int sender, int receiver, int64_t sent, int64_t received) {
+    return "rank " + std::to_string(ranks_.world_rank(sender)) + " sends " + std::to_string(sent) +
+           " rows to rank " + std::to_string(ranks_.world_rank(receiver)) + ", which receives " +
+           std::to_string(received) +
+           " from it (every rank's send count must be its peer's receive count)";
+  };
+  at::Tensor output;
+  Meet(
+      "all-to-all", input.device(),
+      [&](Collective& c) {
+        // A row's shape and dtype, like the first rank's.
+        std::string error =
+            CheckLikeFirst(c, at::empty(input.sizes().slice(1), input.options().device(at::kMeta)));
+        if (!error.empty()) return error;
+        c.tensors.resize(world_size());
+        c.sends.resize(world_size());
+        c.receives.resize(world_size());
+        c.tensors[rank()] = input.detach().clone(at::MemoryFormat::Contiguous);
+        c.sends[rank()] = send_counts;
+        c.receives[rank()] = recv_counts;
+        // Every pair is checked by the later of its two ranks to arrive.
+        for (int r = 0; r < world_size(); ++r) {
+          if (!c.sends[r].empty() && c.sends[r][rank()] != recv_counts[r]) {
+            return pair(r, rank(), c.sends[r][rank()], recv_counts[r]);
+          }
+          if (!c.receives[r].empty() && send_counts[r] != c.receives[r][rank()]) {
+            return pair(rank(), r, send_counts[r], c.receives[r][rank()]);
+          }
+        }
+        return std::string();
+      },
+      [&](const Collective& c) {
+        std::vector<at::Tensor> parts;
+        for (int r = 0; r < world_size(); ++r) {
+          int64_t begin = 0;
+          for (int k = 0; k < rank(); ++k) begin += c.sends[r][k];
+          parts.push_back(c.tensors[r].narrow(0, begin, c.sends[r][rank()]).to(input.device()));
+        }
+        output = at::cat(parts, 0);
+      });
+  return output;
 }
 
 void LocalTransport::Broadcast(at::Tensor& tensor, int root) {

@@ -8,6 +8,7 @@
 
 #include <functional>
 
+#include "conveyor/comm/all_to_all_testing.h"
 #include "conveyor/comm/rank_threads.h"
 #include "conveyor/device/stream_order.h"
 
@@ -132,6 +133,60 @@ TEST(LocalTransportTest, AllGatherReturnsEveryRanksTensorInRankOrder) {
     std::vector<at::Tensor> again = t.AllGather(at::full({}, t.rank() + 0.5, at::kDouble));
     for (int r = 0; r < kRanks; ++r) EXPECT_EQ(again[r].item<double>(), r + 0.5);
   });
+}
+
+TEST(LocalTransportTest, AllToAllDeliversEveryRanksPartsIncludingEmptyOnes) {
+  for (int ranks : {1, 2, 4}) RunWorld(ranks, kLong, ExpectAllToAllDelivers);
+  RunWorld(4, kLong, [](Transport& t) {
+    std::unique_ptr<Transport> group = t.NewGroup({3, 1, 2});
+    if (group != nullptr) ExpectAllToAllDelivers(*group);
+  });
+}
+
+TEST(LocalTransportTest, AllToAllCountsThatDisagreeFailEveryRankNamingThePair) {
+  RunWorld(3, kLong, [](Transport& t) {
+    // Rank 2 sends rank 0 two rows; rank 0 expects one from it.
+    const std::vector<int64_t> send =
+        t.rank() == 2 ? std::vector<int64_t>{2, 0, 0} : std::vector<int64_t>{0, 0, 0};
+    const std::vector<int64_t> recv =
+        t.rank() == 0 ? std::vector<int64_t>{0, 0, 1} : std::vector<int64_t>{0, 0, 0};
+    try {
+      t.AllToAll(at::zeros({t.rank() == 2 ? 2 : 0, 4}), send, recv);
+      ADD_FAILURE() << "rank " << t.rank() << ": 2 rows sent, 1 received";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), AllOf(HasSubstr("all-to-all #0 failed"),
+                                  HasSubstr("rank 2 sends 2 rows to rank 0, which receives 1")));
+    }
+  });
+  RunWorld(2, kLong, [](Transport& t) {
+    try {  // rows of other shapes
+      t.AllToAll(at::zeros({1, 3 + t.rank()}), {0, 1}, {0, 1});
+      ADD_FAILURE() << "rows of 3 and 4 elements met";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("every rank must pass the same"));
+    }
+  });
+}
+
+TEST(LocalTransportTest, BadAllToAllCountsAreUserErrorsNamingThem) {
+  auto world = LocalWorld(2);
+  auto error = [&](const at::Tensor& input, const std::vector<int64_t>& send,
+                   const std::vector<int64_t>& recv) -> std::string {
+    try {
+      world[1]->AllToAll(input, send, recv);
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_THAT(error(at::zeros({3, 2}), {1, 1}, {0, 0}),
+              HasSubstr("rank 1: all-to-all with send counts [1, 1]: they sum to 2 but the input "
+                        "has 3 rows"));
+  EXPECT_THAT(error(at::zeros({2}), {1, 1, 0}, {0, 0}),
+              HasSubstr("send counts [1, 1, 0]: 3 counts for a group of 2 ranks"));
+  EXPECT_THAT(error(at::zeros({2}), {1, 1}, {-1, 0}),
+              HasSubstr("receive counts [-1, 0]: a count is negative"));
+  EXPECT_THAT(error(at::zeros({}), {0, 0}, {0, 0}), HasSubstr("a 0-dimensional tensor"));
 }
 
 TEST(LocalTransportTest, BroadcastCopiesTheRootsTensorIntoEveryRank) {

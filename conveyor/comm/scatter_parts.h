@@ -1,6 +1,6 @@
-// ScatterParts: the parts of one reduce-scatter (Transport::ReduceScatterSum), for the
-// implementations of Transport: the argument checks every backend makes, and where each
-// rank's part lies in the input.
+// ScatterParts: the parts of one reduce-scatter (Transport::ReduceScatterSum) or one side of
+// an all-to-all (Transport::AllToAll), for the implementations of Transport: the argument
+// checks every backend makes, and where each rank's part lies along dimension 0.
 //
 // Value type; immutable; thread-safe.
 #ifndef CONVEYOR_COMM_SCATTER_PARTS_H_
@@ -25,12 +25,19 @@ class ScatterParts {
   ScatterParts(const GroupRanks& ranks, const at::Tensor& input,
                const std::vector<int64_t>& counts);
 
+  // Checks one side of Transport::AllToAll on this rank of `ranks` (`side`: "send" or
+  // "receive"): throws UserError naming this rank and the offending values unless `counts`
+  // has one count per rank, none negative, and (when `rows` >= 0) they sum to `rows`.
+  static ScatterParts AllToAllSide(const GroupRanks& ranks, const std::vector<int64_t>& counts,
+                                   int64_t rows, const char* side);
+
   int size() const { return static_cast<int>(counts_.size()); }
-  // Rank r's part: elements [begin(r), begin(r) + count(r)) of the input.
+  // Rank r's part: elements (rows) [begin(r), begin(r) + count(r)) along dimension 0.
   int64_t begin(int r) const { return begins_.at(r); }
   int64_t count(int r) const { return counts_.at(r); }
-  // Rank r's part of the 1-D tensor `flat` (a view).
-  at::Tensor Of(const at::Tensor& flat, int r) const { return flat.narrow(0, begin(r), count(r)); }
+  int64_t total() const { return total_; }
+  // Rank r's part of `t` along dimension 0 (a view).
+  at::Tensor Of(const at::Tensor& t, int r) const { return t.narrow(0, begin(r), count(r)); }
 
   const std::vector<int64_t>& counts() const { return counts_; }
 
@@ -38,8 +45,13 @@ class ScatterParts {
   static std::string Format(const std::vector<int64_t>& counts);
 
  private:
+  // Checks `counts` for the operation `what`: one a rank, none negative.
+  ScatterParts(const GroupRanks& ranks, const std::string& what,
+               const std::vector<int64_t>& counts);
+
   std::vector<int64_t> counts_;
   std::vector<int64_t> begins_;
+  int64_t total_ = 0;
 };
 
 }  // namespace conveyor

@@ -34,5 +34,21 @@ TEST(ScatterPartsTest, BadCountsNameTheRankAndTheValues) {
   EXPECT_THROW(ScatterParts(group, at::zeros({4}), {4}), UserError);
 }
 
+TEST(ScatterPartsTest, AnAllToAllSideSplitsRowsAndNamesItsSide) {
+  const ScatterParts parts =
+      ScatterParts::AllToAllSide(GroupRanks::World(3, 0), {1, 0, 2}, 3, "send");
+  EXPECT_EQ(parts.begin(2), 1);
+  EXPECT_EQ(parts.total(), 3);
+  EXPECT_TRUE(parts.Of(at::arange(6).view({3, 2}), 2).equal(at::arange(2, 6).view({2, 2})));
+  EXPECT_EQ(ScatterParts::AllToAllSide(GroupRanks::World(2, 1), {4, 5}, -1, "receive").total(), 9);
+  try {
+    ScatterParts::AllToAllSide(GroupRanks::World(2, 1), {1, 1}, 3, "send");
+    ADD_FAILURE() << "counts [1, 1] split 3 rows";
+  } catch (const UserError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("rank 1: all-to-all with send counts [1, 1]: they sum to 2 "
+                                    "but the input has 3 rows"));
+  }
+}
+
 }  // namespace
 }  // namespace conveyor

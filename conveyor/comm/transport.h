@@ -5,9 +5,9 @@
 // Point-to-point: Send and Recv post an operation and return at once with a Work handle.
 // Messages match by (sender, receiver, tag); messages with the same triple match in posting
 // order. Receives may be posted before the matching send exists, and sends may be posted in
-// any order of tags. Collectives (AllReduceSum, ReduceScatterSum, AllGather, Broadcast, Barrier,
-// NewGroup) block and must be called by every rank of the transport in the same order. The
-// traffic of a collective never matches a caller's Send or Recv, whatever their tags (an
+// any order of tags. Collectives (AllReduceSum, ReduceScatterSum, AllGather, AllToAll,
+// Broadcast, Barrier, NewGroup) block and must be called by every rank of the transport in the same
+// order. The traffic of a collective never matches a caller's Send or Recv, whatever their tags (an
 // implementation that builds a collective from point-to-point messages keeps those apart).
 //
 // Buffer lifetime: an implementation keeps every tensor of an operation in flight alive until
@@ -112,6 +112,22 @@ class Transport {
   // ranks and their shapes; c10d cannot: there, a mismatch may fail, time out, or return
   // garbage.
   virtual std::vector<at::Tensor> AllGather(const at::Tensor& local) = 0;
+
+  // Sends parts of `input` to every rank and returns what every rank sent this one, blocking:
+  // the first send_counts[0] rows of `input` (along dimension 0) go to rank 0, the next
+  // send_counts[1] to rank 1, and so on (this rank's own part included); the result holds
+  // recv_counts[0] rows from rank 0, then recv_counts[1] from rank 1, ..., with `input`'s
+  // other dimensions, dtype and device, as a new contiguous tensor owned by the caller. Parts
+  // may be empty; `input` may be non-contiguous and is not modified. This is how tokens travel
+  // to their experts and back (expert parallelism), each rank's counts its own.
+  // Preconditions (UserError naming this rank and the values, before any traffic): `input`
+  // is defined with at least one dimension; both counts have one entry per rank, none
+  // negative; the send counts sum to input.size(0). Every rank passes inputs of the same
+  // trailing shape and dtype, and rank s's send_counts[r] equals rank r's recv_counts[s]:
+  // the in-process transport detects a mismatch and fails every rank with a CommError naming
+  // the ranks and counts; c10d cannot (a mismatch may fail, time out, or return garbage).
+  virtual at::Tensor AllToAll(const at::Tensor& input, const std::vector<int64_t>& send_counts,
+                              const std::vector<int64_t>& recv_counts) = 0;
 
   // Copies rank `root`'s `tensor` into `tensor` on every other rank, in place, blocking (the
   // root's is left as it is). `root` is a rank of this transport, the same on every rank

@@ -50,6 +50,15 @@ std::vector<at::Tensor> TimedTransport::AllGather(const at::Tensor& local) {
   return all;
 }
 
+at::Tensor TimedTransport::AllToAll(const at::Tensor& input,
+                                    const std::vector<int64_t>& send_counts,
+                                    const std::vector<int64_t>& recv_counts) {
+  const double start = Executor::Now();
+  at::Tensor received = inner_->AllToAll(input, send_counts, recv_counts);
+  Record("all-to-all", start, static_cast<int64_t>(input.nbytes()));
+  return received;
+}
+
 void TimedTransport::Broadcast(at::Tensor& tensor, int root) {
   const double start = Executor::Now();
   inner_->Broadcast(tensor, root);

@@ -48,6 +48,8 @@ class TimedTransport : public Transport {
   void AllReduceSum(std::vector<at::Tensor>& tensors) override;
   at::Tensor ReduceScatterSum(const at::Tensor& input, const std::vector<int64_t>& counts) override;
   std::vector<at::Tensor> AllGather(const at::Tensor& local) override;
+  at::Tensor AllToAll(const at::Tensor& input, const std::vector<int64_t>& send_counts,
+                      const std::vector<int64_t>& recv_counts) override;
   void Broadcast(at::Tensor& tensor, int root) override;
   void Barrier() override;
   std::unique_ptr<Transport> NewGroup(const std::vector<int>& ranks) override;

@@ -99,6 +99,10 @@ class RecordingTransport : public Transport {
   std::vector<at::Tensor> AllGather(const at::Tensor& local) override {
     return inner_->AllGather(local);
   }
+  at::Tensor AllToAll(const at::Tensor& input, const std::vector<int64_t>& send_counts,
+                      const std::vector<int64_t>& recv_counts) override {
+    return inner_->AllToAll(input, send_counts, recv_counts);
+  }
   void Broadcast(at::Tensor& tensor, int root) override { inner_->Broadcast(tensor, root); }
   void Barrier() override { inner_->Barrier(); }
   std::unique_ptr<Transport> NewGroup(const std::vector<int>& ranks) override {

@@ -87,6 +87,11 @@ class LoneShardGroup : public Transport {
     Refuse("ReduceScatterSum");
     return {};
   }
+  at::Tensor AllToAll(const at::Tensor&, const std::vector<int64_t>&,
+                      const std::vector<int64_t>&) override {
+    Refuse("AllToAll");
+    return {};
+  }
   void Broadcast(at::Tensor&, int) override { Refuse("Broadcast"); }
   void Barrier() override { Refuse("Barrier"); }
   std::unique_ptr<Transport> NewGroup(const std::vector<int>&) override {
