@@ -128,6 +128,42 @@ std::vector<std::string> Names() {
   return names;
 }
 
+// Losses from any stage: a term added from inside a middle stage (module/auxiliary_loss.h)
+// gives, under every schedule (split backward, interleaved and V placements, DualPipe's
+// paired directions), the loss, gradients and parameters of one process with the same term
+// added to its loss, and with full recomputation the term counts once; its value summed over
+// the ranks is the reference's.
+TEST(AuxiliaryLossEquivalenceTest, ATermOnAMiddleStageMatchesOneProcessUnderEverySchedule) {
+  auto config = SmallGpt();
+  config.layers = 6;
+  const std::vector<Batch> batches = TwoBatchesOfNine(config);
+  const StepOutcome plain = RunReference(config, kSeed, batches, 0.1);
+  int ran = 0;
+  for (const std::string& schedule : Names()) {
+    Program program(Layout::Loop(1, 1, 1));
+    try {
+      program = BuildSchedule(schedule, ScheduleOptions{4, 4, 0});
+    } catch (const UserError&) {
+      continue;
+    }
+    const SquareTermAt square{&program.layout, 1};  // after the second part: a middle stage
+    const StepOutcome want = RunReference(config, kSeed, batches, 0.1, nullptr, at::kFloat, square);
+    EXPECT_GT(std::abs(want.loss - plain.loss), 1e-6) << "the term changed the first step";
+    for (bool recompute : {false, true}) {
+      const std::string what = schedule + (recompute ? ", full recompute" : "");
+      const StepOutcome got =
+          RunPipeline(program, config, kSeed, batches, 0.1, recompute, at::kFloat, 1);
+      ExpectSame(want, got, what);
+      ASSERT_EQ(got.auxiliary.count("square"), 1u) << what;
+      EXPECT_NEAR(got.auxiliary.at("square"), want.auxiliary.at("square"),
+                  1e-5 * want.auxiliary.at("square"))
+          << what;
+    }
+    ++ran;
+  }
+  EXPECT_GE(ran, 8);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllSchedules, PipelineEquivalenceTest, ::testing::ValuesIn(Names()),
                          [](const auto& info) {
                            std::string name = info.param;

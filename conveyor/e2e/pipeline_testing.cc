@@ -2,10 +2,13 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <functional>
 #include <mutex>
 
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
+#include "conveyor/common/error.h"
+#include "conveyor/module/auxiliary_loss.h"
 #include "conveyor/nn/layer.h"
 #include "conveyor/partition/partition.h"
 #include "conveyor/runtime/pipeline_rank.h"
@@ -64,9 +67,38 @@ class RoundTrip : public Layer {
   at::ScalarType dtype_;
 };
 
-StepOutcome Finish(Collected& collected, double loss) {
+// SquareTermAt's term: x (n, T, C) passes unchanged, with the mean over mb's counted
+// targets of |x|^2 attached to the loss under the name "square".
+class SquareTerm : public Layer {
+ public:
+  explicit SquareTerm(int64_t hidden) : hidden_(hidden) {}
+  at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
+    const at::Tensor counted = mb.targets.ge(0).to(x.scalar_type());  // (n, T)
+    const at::Tensor term = ((x * x).sum(-1) * counted).sum() / counted.sum().clamp_min(1);  // ()
+    return AttachAuxiliaryLoss(x, term, "square");
+  }
+  NamedTensors NamedParameters() override { return {}; }
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, hidden_);
+  }
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, hidden_);
+  }
+
+ private:
+  int64_t hidden_;
+};
+
+// Adds the auxiliary losses of `stage` to `into`.
+void AddAuxiliary(Stage& stage, std::map<std::string, double>& into) {
+  for (const auto& [name, value] : stage.auxiliary_losses()) into[name] += value;
+}
+
+StepOutcome Finish(Collected& collected, double loss,
+                   const std::map<std::string, double>& auxiliary = {}) {
   StepOutcome out;
   out.loss = loss;
+  out.auxiliary = auxiliary;
   out.grads = collected.grads;
   for (const auto& [name, list] : collected.copies) out.params[name] = list.front();
   return out;
@@ -98,12 +130,16 @@ Batch MakeBatch(const GptConfig& config, int n, int t, uint64_t seed) {
   return batch;
 }
 
-MakeStageModule GptStages(const Layout& layout, const GptConfig& config, uint64_t seed) {
+MakeStageModule GptStages(const Layout& layout, const GptConfig& config, uint64_t seed,
+                          int square_after_part) {
   const auto slices = PartitionEvenly(config.layers + 2, layout.pipeline_length());
   return [=](int stage) {
     const LayerList all = BuildGpt(config, seed);
-    const auto [begin, end] = slices[layout.part_of(stage)];
-    return std::make_unique<LayerStack>(LayerList(all.begin() + begin, all.begin() + end));
+    const int part = layout.part_of(stage);
+    const auto [begin, end] = slices[part];
+    LayerList layers(all.begin() + begin, all.begin() + end);
+    if (part == square_after_part) layers.push_back(std::make_shared<SquareTerm>(config.hidden));
+    return std::make_unique<LayerStack>(layers);
   };
 }
 
@@ -118,42 +154,60 @@ StepOutcome RunRankStep(const Program& program, int rank, Transport& transport,
 }
 
 StepOutcome RunReference(const GptConfig& config, uint64_t seed, const std::vector<Batch>& batches,
-                         double lr, const Layout* rounded_at, at::ScalarType dtype) {
+                         double lr, const Layout* rounded_at, at::ScalarType dtype,
+                         const SquareTermAt& square) {
   LayerList layers = BuildGpt(config, seed);
-  if (rounded_at != nullptr) {
-    const auto slices = PartitionEvenly(config.layers + 2, rounded_at->pipeline_length());
-    LayerList rounded;
+  // The layers a part boundary of `layout` follows get `add()` after them.
+  auto insert_after = [&](const Layout& layout, const std::function<bool(size_t)>& at_part,
+                          const std::function<std::shared_ptr<Layer>()>& add) {
+    const auto slices = PartitionEvenly(config.layers + 2, layout.pipeline_length());
+    LayerList with;
     for (size_t part = 0; part < slices.size(); ++part) {
       const auto [begin, end] = slices[part];
-      rounded.insert(rounded.end(), layers.begin() + begin, layers.begin() + end);
-      if (part + 1 < slices.size())
-        rounded.push_back(std::make_shared<RoundTrip>(config.hidden, dtype));
+      with.insert(with.end(), layers.begin() + begin, layers.begin() + end);
+      if (at_part(part)) with.push_back(add());
     }
-    layers = rounded;
+    layers = with;
+  };
+  CONVEYOR_ASSERT(square.after_part < 0 || rounded_at == nullptr)
+      << "a reference with the casts or the term, not both";  // parts of the original list
+  if (square.after_part >= 0) {
+    insert_after(
+        *square.layout, [&](size_t part) { return static_cast<int>(part) == square.after_part; },
+        [&] { return std::make_shared<SquareTerm>(config.hidden); });
+  }
+  if (rounded_at != nullptr) {
+    const size_t parts = rounded_at->pipeline_length();
+    insert_after(
+        *rounded_at, [&](size_t part) { return part + 1 < parts; },
+        [&] { return std::make_shared<RoundTrip>(config.hidden, dtype); });
   }
   Stage stage(0, true, true, std::make_unique<LayerStack>(layers));
   Collected collected;
   double loss = 0;
+  std::map<std::string, double> auxiliary;
   for (size_t k = 0; k < batches.size(); ++k) {
     const MicroBatch mb = SplitBatch(batches[k], 1)[0];
     stage.ResetStep();
     stage.Forward(mb, mb.inputs);
     stage.Backward(mb, at::Tensor());
     loss = stage.loss();
+    auxiliary.clear();
+    AddAuxiliary(stage, auxiliary);
     collected = Collected();
     collected.Add(stage.module().NamedParameters());
     if (k + 1 < batches.size()) collected.Sgd(lr);
   }
-  return Finish(collected, loss);
+  return Finish(collected, loss, auxiliary);
 }
 
 StepOutcome RunPipeline(const Program& compute_program, const GptConfig& config, uint64_t seed,
                         const std::vector<Batch>& batches, double lr, bool recompute,
-                        at::ScalarType message_dtype) {
+                        at::ScalarType message_dtype, int square_after_part) {
   const Program program = Lower(compute_program);
   const Layout& layout = program.layout;
   const int p = layout.num_ranks();
-  const MakeStageModule make = GptStages(layout, config, seed);
+  const MakeStageModule make = GptStages(layout, config, seed, square_after_part);
   TransportOptions options;
   options.timeout = std::chrono::seconds(60);
   // As NCCL matches: by order between two ranks (and the tags must agree too).
@@ -170,6 +224,7 @@ StepOutcome RunPipeline(const Program& compute_program, const GptConfig& config,
   }
   Collected collected;
   double loss = 0;
+  std::map<std::string, double> auxiliary;
   for (size_t k = 0; k < batches.size(); ++k) {
     const std::vector<MicroBatch> mbs = SplitBatch(batches[k], layout.num_microbatches());
     std::vector<double> losses(p, 0);
@@ -177,10 +232,14 @@ StepOutcome RunPipeline(const Program& compute_program, const GptConfig& config,
     loss = 0;
     for (double l : losses) loss += l;
     collected = Collected();
-    for (auto& rank : ranks) collected.Add(rank->NamedParameters());
+    auxiliary.clear();
+    for (auto& rank : ranks) {
+      collected.Add(rank->NamedParameters());
+      for (const auto& [index, stage] : rank->stages()) AddAuxiliary(*stage, auxiliary);
+    }
     if (k + 1 < batches.size()) collected.Sgd(lr);
   }
-  return Finish(collected, loss);
+  return Finish(collected, loss, auxiliary);
 }
 
 }  // namespace conveyor

@@ -49,6 +49,7 @@ std::vector<MicroBatch> SplitBatch(const Batch& batch, int m, double loss_denomi
     if (batch.attention_mask.defined())
       mb.attention_mask = batch.attention_mask.narrow(0, first, size);
     mb.loss_denominator = denominator;
+    mb.share = static_cast<double>(mb.targets.ge(0).sum().item<int64_t>()) / denominator;
     out.push_back(std::move(mb));
   }
   return out;

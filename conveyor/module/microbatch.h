@@ -31,6 +31,10 @@ struct MicroBatch {
   at::Tensor targets;           // (n, T) or (n,)
   at::Tensor attention_mask;    // (n, T) or undefined
   double loss_denominator = 1;  // counted targets in the whole batch
+  // Its counted targets over loss_denominator: its part of the whole batch's loss, the
+  // weight of a per-micro-batch term in it (auxiliary_loss.h). The shares of a batch's
+  // micro-batches, over every data-parallel replica, sum to 1.
+  double share = 1;
   // Generation with a key-value cache (conveyor/nn/kv_cache.h): the position of inputs'
   // first token, whose predecessors' keys and values the attention layers kept; -1: none.
   int64_t cache_position = -1;

@@ -76,5 +76,21 @@ TEST(MicroBatchTest, SlicesShareTheBatchAndKeepItsDenominator) {
   }
 }
 
+// A micro-batch's share is its counted targets over the batch's: the shares add up to 1,
+// or to a replica's part of the global batch when the denominator is the global count.
+TEST(MicroBatchTest, SharesWeighMicroBatchesByTheirCountedTargets) {
+  Batch batch;
+  batch.inputs = at::zeros({3, 4}, at::kLong);
+  batch.targets = at::zeros({3, 4}, at::kLong);
+  batch.targets[2].fill_(-1);  // the third sample counts nothing
+  batch.targets[1][0] = -1;    // the second, 3 of its 4
+  const std::vector<MicroBatch> mbs = SplitBatch(batch, 3);
+  EXPECT_DOUBLE_EQ(mbs[0].share, 4.0 / 7);
+  EXPECT_DOUBLE_EQ(mbs[1].share, 3.0 / 7);
+  EXPECT_DOUBLE_EQ(mbs[2].share, 0);
+  const std::vector<MicroBatch> replica = SplitBatch(batch, 1, 14);  // half the global count
+  EXPECT_DOUBLE_EQ(replica[0].share, 0.5);
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -24,10 +24,11 @@ at::Tensor Widen(const at::Tensor& t) {
 
 }  // namespace
 
-at::Tensor Stage::RunForward(const MicroBatch& mb, const at::Tensor& input) {
+at::Tensor Stage::RunForward(const MicroBatch& mb, const at::Tensor& input, bool recomputing) {
   const ComputePrecisionGuard precision(input.device().type(), compute_dtype_,
                                         compute_dtype_ != c10::ScalarType::Float);
   WeightGradStore::Recording recording(&store_, mb.index);
+  AuxiliaryLosses::Recording auxiliary(&auxiliary_, mb.share, loss_scale_, !recomputing);
   at::Tensor out = module_->Forward(input, mb);
   return is_last_ ? module_->LossSum(out, mb) / mb.loss_denominator : out;
 }
@@ -41,14 +42,14 @@ at::Tensor Stage::Forward(const MicroBatch& mb, const at::Tensor& input) {
   if (recompute_) {
     at::NoGradGuard no_grad;
     if (!is_first_) cached.input = input;
-    out = RunForward(mb, Widen(input));
+    out = RunForward(mb, Widen(input), /*recomputing=*/false);
   } else {
     at::Tensor in = input;
     if (!is_first_) {
       cached.input = input.detach().requires_grad_(true);
       in = Widen(cached.input);
     }
-    out = RunForward(mb, in);
+    out = RunForward(mb, in, /*recomputing=*/false);
     cached.output = out;
   }
   cache_.emplace(mb.index, std::move(cached));
@@ -96,7 +97,7 @@ at::Tensor Stage::RunBackward(const MicroBatch& mb, const at::Tensor& grad_outpu
     if (recompute_) {  // the forward again, this time with autograd
       at::Tensor input = mb.inputs;
       if (!is_first_) input = Widen(cached.input = cached.input.detach().requires_grad_(true));
-      cached.output = RunForward(mb, input);
+      cached.output = RunForward(mb, input, /*recomputing=*/true);
     }
     // A last stage seeds with the loss scale (1 unless loss scaling is on); another takes the
     // received gradient in its output's dtype.
@@ -136,6 +137,7 @@ void Stage::ResetStep() {
       << " micro-batches still held, " << awaiting_weight_.size()
       << " awaiting backward-for-weights and " << store_.pending() << " weight tasks pending";
   loss_ = at::Tensor();
+  auxiliary_.Reset();
 }
 
 }  // namespace conveyor

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "conveyor/module/auxiliary_loss.h"
 #include "conveyor/module/microbatch.h"
 #include "conveyor/module/stage_module.h"
 #include "conveyor/module/weight_grad_store.h"
@@ -86,6 +87,10 @@ class Stage {
   // Sum of this step's scaled micro-batch losses (last stage); reset by ResetStep().
   // Reads the device once (the losses are summed there, without a host wait per micro-batch).
   double loss() const;
+  // This step's auxiliary losses (auxiliary_loss.h) by name, each the sum over its
+  // micro-batches of share x term: counted once per micro-batch even when recomputed; reset
+  // by ResetStep(). Their gradients are already in the backward.
+  std::map<std::string, double> auxiliary_losses() const { return auxiliary_.Values(); }
   // Micro-batches whose activations are held (forward done, backward-for-inputs not).
   size_t held() const { return cache_.size(); }
   // Micro-batches with deferred weight work queued.
@@ -98,9 +103,10 @@ class Stage {
                         // recomputing
     at::Tensor output;  // output, or the scaled loss on a last stage; undefined when recomputing
   };
-  // The module's forward from `input` under a WeightGradStore recording of mb: the output, or
-  // the scaled loss on a last stage.
-  at::Tensor RunForward(const MicroBatch& mb, const at::Tensor& input);
+  // The module's forward from `input` under a WeightGradStore recording of mb and an
+  // AuxiliaryLosses one (counting the terms' values unless `recomputing`): the output, or the
+  // scaled loss on a last stage.
+  at::Tensor RunForward(const MicroBatch& mb, const at::Tensor& input, bool recomputing);
   at::Tensor RunBackward(const MicroBatch& mb, const at::Tensor& grad_output, bool defer);
 
   void AddLoss(const at::Tensor& scaled);  // adds a scaled micro-batch loss to loss_
@@ -110,6 +116,7 @@ class Stage {
   bool is_last_;
   std::unique_ptr<StageModule> module_;
   WeightGradStore store_;
+  AuxiliaryLosses auxiliary_;
   std::map<int, Cached> cache_;
   std::set<int> awaiting_weight_;  // micro-batches whose I ran and W not yet
   at::Tensor loss_;  // () double on the stage's device; undefined before the first loss

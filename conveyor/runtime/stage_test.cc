@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "conveyor/common/error.h"
+#include "conveyor/module/auxiliary_loss.h"
 #include "conveyor/runtime/synthetic_stage.h"
 
 namespace conveyor {
@@ -88,6 +89,57 @@ TEST(StageTest, WhatCrossesToTheNeighboursIsInTheMessageDtype) {
     EXPECT_EQ(grad.scalar_type(), dtype);
     EXPECT_EQ(stage.Infer(Micro(1), Activation().to(dtype)).scalar_type(), dtype);
   }
+}
+
+// A middle stage y = x w whose forward adds term = mean(y^2) to the loss.
+class SquareTermModule : public StageModule {
+ public:
+  at::Tensor Forward(const at::Tensor& x, const MicroBatch&) override {
+    const at::Tensor y = x * weight_;
+    return AttachAuxiliaryLoss(y, (y * y).mean(), "square");
+  }
+  at::Tensor LossSum(const at::Tensor&, const MicroBatch&) override { return {}; }
+  NamedTensors NamedParameters() override { return {{"w", weight_}}; }
+  std::vector<int64_t> InputShape(const MicroBatch&) const override { return {2, 3, 1}; }
+  std::vector<int64_t> OutputShape(const MicroBatch&) const override { return {2, 3, 1}; }
+
+ private:
+  at::Tensor weight_ = at::full({1}, 0.75).requires_grad_(true);
+};
+
+// The term's gradient is the one of share x term added to the loss, under the loss scale,
+// and its value is counted once a micro-batch, recomputed or not.
+TEST(StageTest, AnAuxiliaryLossOnAMiddleStageEntersItsBackwardOnce) {
+  const at::Tensor grad_output = at::full({2, 3, 1}, 0.5);
+  MicroBatch mb = Micro(0);
+  mb.share = 0.25;
+  constexpr double kScale = 8;
+  // By hand: d/dw of sum(g y) + share x mean(y^2), y = x w, all times the loss scale.
+  const at::Tensor w = at::full({1}, 0.75).requires_grad_(true);
+  const at::Tensor y = Activation() * w;
+  ((y * grad_output).sum() + 0.25 * (y * y).mean()).backward();
+  const double term = 0.25 * (y * y).mean().item<double>();
+  for (bool recompute : {false, true}) {
+    Stage stage(1, false, false, std::make_unique<SquareTermModule>());
+    stage.set_recompute(recompute);
+    stage.set_loss_scale(kScale);
+    stage.Forward(mb, Activation());
+    const at::Tensor input_grad = stage.BackwardInput(mb, grad_output * kScale);
+    stage.BackwardWeight(mb);
+    const at::Tensor got = stage.module().NamedParameters()[0].second.grad();
+    ASSERT_TRUE(got.defined());
+    EXPECT_TRUE(at::allclose(got, w.grad() * kScale)) << got << " against " << w.grad() * kScale;
+    EXPECT_TRUE(at::allclose(input_grad, (grad_output + 0.25 * 2 * y.detach() / 6) * 0.75 * kScale))
+        << input_grad;
+    ASSERT_EQ(stage.auxiliary_losses().count("square"), 1u) << "recompute " << recompute;
+    EXPECT_NEAR(stage.auxiliary_losses().at("square"), term, 1e-12) << "counted once";
+    stage.ResetStep();
+    EXPECT_TRUE(stage.auxiliary_losses().empty());
+  }
+  // Inference adds nothing.
+  Stage stage(1, false, false, std::make_unique<SquareTermModule>());
+  stage.Infer(mb, Activation());
+  EXPECT_TRUE(stage.auxiliary_losses().empty());
 }
 
 }  // namespace
