@@ -3,9 +3,9 @@
 // PREFIX.idx (little-endian); PREFIX.idx is the next L bytes (fewer when the input ends),
 // PREFIX.bin the rest. Every pair is either refused with a UserError when opened, or opens,
 // and then every sequence, every document and, for a contiguous one, the whole stream read
-// back within the files' bounds. The whole input is also read as a flat token file: refused,
-// or every part and token read back. Anything else (a crash, another exception, a sanitizer
-// report) is a finding.
+// back within the files' bounds and checked against a vocabulary. The whole input is also read as a
+// flat token file: refused, or every part and token read back. Anything else (a crash, another
+// exception, a sanitizer report) is a finding.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +14,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/data/flat_token_file.h"
 #include "conveyor/data/indexed_dataset.h"
+#include "conveyor/data/open_token_source.h"
 #include "fuzz/scratch_dir.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -26,7 +27,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const IndexedDataset set(scratch.path() + "/set");
     for (int64_t i = 0; i < set.num_sequences(); ++i) set.Read(i);
-    set.FindTokenOutside(256);
     for (int64_t j = 0; j < set.num_documents(); ++j) {
       CONVEYOR_ASSERT(set.document_first(j) <= set.document_end(j)) << "documents fall";
     }
@@ -35,6 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       set.ReadStream(0, set.num_tokens(), stream.data());
       CONVEYOR_ASSERT(set.DocumentAt(set.num_tokens() - 1) < set.num_documents())
           << "the last token belongs to no document";
+      CheckEveryToken(set, 256);  // a token outside is a UserError naming its document
     }
   } catch (const UserError&) {
   }

@@ -2,10 +2,14 @@
 // indexed data set read back token for token; bad inputs refused with nothing written.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "conveyor/cli/cli_testing.h"
@@ -15,6 +19,11 @@ namespace conveyor {
 namespace {
 
 namespace fs = std::filesystem;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 std::string WriteInput(const std::string& dir, const std::string& name, const std::string& text) {
   const std::string path = dir + "/" + name;
@@ -48,17 +57,14 @@ TEST(CliTest, DataPrepareWritesAnIndexedDataSetThatCheckCounts) {
   EXPECT_EQ(data.Read(3), Bytes("x"));
   const Result checked = Conveyor("data check " + dir + "/set --vocab 256");
   ASSERT_EQ(checked.code, 0) << checked.err;
-  EXPECT_NE(checked.out.find("4 documents, 4 sequences, 25 tokens (uint16), every token in "
-                             "[0, 256)"),
-            std::string::npos)
-      << checked.out;
-  // 0xC3 of the 'é' is the first token past a vocabulary of 128.
+  EXPECT_EQ(checked.out,
+            "data set " + dir + "/set: 4 documents, 25 tokens (uint16); every token in [0, 256)\n");
+  // 0xC3 of the 'é' is the first token past a vocabulary of 128, named as train names it.
   const Result outside = Conveyor("data check " + dir + "/set --vocab 128");
   EXPECT_EQ(outside.code, 1);
-  EXPECT_NE(outside.err.find("document 2, sequence 2, token 3: value 195 is outside the "
-                             "vocabulary [0, 128)"),
-            std::string::npos)
-      << outside.err;
+  EXPECT_EQ(outside.err, "conveyor: error: " + dir +
+                             "/set: document 2, token 3 is 195, outside the model's vocabulary "
+                             "[0, 128)\n");
 }
 
 TEST(CliTest, DataPrepareRefusesBadInputAndWritesNothing) {
@@ -82,8 +88,108 @@ TEST(CliTest, DataPrepareRefusesBadInputAndWritesNothing) {
   EXPECT_NE(tokenizer.err.find("tokenizer gpt2: "), std::string::npos) << tokenizer.err;
   const Result missing = Conveyor("data check " + dir + "/nothing");
   EXPECT_EQ(missing.code, 1);
-  EXPECT_NE(missing.err.find("cannot open " + dir + "/nothing.idx"), std::string::npos)
+  EXPECT_NE(missing.err.find(dir + "/nothing is neither a data set (" + dir + "/nothing.bin and " +
+                             dir + "/nothing.idx) nor a token file"),
+            std::string::npos)
       << missing.err;
+}
+
+// `data check` opens data as train does: every index train refuses (a dtype that is not the
+// .bin's, a sequence cut to nothing, two sequences' pointers swapped), check refuses with the
+// very same line; a sound set passes both.
+TEST(CliTest, DataCheckRefusesWhatTrainRefusesWithItsMessage) {
+  const std::string dir = ScratchWithCorpus("data_check_as_train");
+  std::string blocks;
+  for (int i = 0; i < 40; ++i) blocks += "block " + std::to_string(i) + " of a few words\n\n";
+  WriteInput(dir, "blocks.txt", blocks);
+  ASSERT_EQ(Conveyor("data prepare --input " + dir + "/blocks.txt --blank-line-blocks --out " +
+                     dir + "/good")
+                .code,
+            0);
+  const std::string bin = ReadAll(dir + "/good.bin"), idx = ReadAll(dir + "/good.idx");
+  const size_t lengths = 34, pointers = 34 + 4 * 40;  // 40 sequences
+  std::map<std::string, std::string> broken;
+  broken["dtype1"] = idx;
+  broken["dtype1"][17] = 1;  // uint8 over uint16 tokens
+  broken["empty"] = idx;
+  std::fill_n(broken["empty"].begin() + lengths + 4 * 3, 4, '\0');  // sequence 3: 0 tokens
+  broken["swapped"] = idx;
+  std::swap_ranges(broken["swapped"].begin() + pointers + 8,
+                   broken["swapped"].begin() + pointers + 16,
+                   broken["swapped"].begin() + pointers + 16);
+  const std::string train =
+      "train --model llama --layers 2 --hidden 32 --heads 4 --seq-len 16 --batch-size 4 "
+      "--microbatches 2 --steps 1 --sample-tokens 0 --split 90,10,0 --data ";
+  const Result good_check = Conveyor("data check " + dir + "/good");
+  EXPECT_EQ(good_check.code, 0) << good_check.err;
+  const Result good_train = Conveyor(train + dir + "/good");
+  EXPECT_EQ(good_train.code, 0) << good_train.err;
+  for (const auto& [name, bytes] : broken) {
+    const std::string prefix = dir + "/" + name;
+    WriteInput(dir, name + ".bin", bin);
+    WriteInput(dir, name + ".idx", bytes);
+    const Result check = Conveyor("data check " + prefix);
+    const Result trained = Conveyor(train + prefix);
+    EXPECT_EQ(check.code, 1) << name << ": " << check.out;
+    EXPECT_EQ(trained.code, 1) << name << ": " << trained.out;
+    EXPECT_EQ(Lines(check.err), 1) << check.err;
+    EXPECT_NE(check.err.find(prefix + ": "), std::string::npos) << check.err;
+    EXPECT_EQ(check.err, trained.err) << name;
+  }
+}
+
+// `data prepare` never reads what it is writing: an input that is one of the outputs, under
+// its own name or another (a link, a path through ..), is refused and left as it was.
+TEST(CliTest, DataPrepareRefusesAnInputThatIsItsOutput) {
+  const std::string dir = ScratchWithCorpus("data_prepare_self");
+  ASSERT_EQ(Conveyor("data prepare --input " + dir + "/corpus.txt --out " + dir + "/set").code, 0);
+  const std::string bin = ReadAll(dir + "/set.bin"), idx = ReadAll(dir + "/set.idx");
+  std::filesystem::create_symlink(dir + "/set.idx", dir + "/link.txt");
+  for (const auto& [input, out] :
+       {std::pair{dir + "/set.bin", dir + "/set"}, std::pair{dir + "/link.txt", dir + "/set"},
+        std::pair{dir + "/set.bin", dir + "/../" + fs::path(dir).filename().string() + "/set"}}) {
+    const Result r =
+        Conveyor("data prepare --input " + dir + "/corpus.txt " + input + " --out " + out);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_EQ(Lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("--input " + input + " is the output " + out + "."), std::string::npos)
+        << r.err;
+  }
+  EXPECT_EQ(ReadAll(dir + "/set.bin"), bin);
+  EXPECT_EQ(ReadAll(dir + "/set.idx"), idx);
+}
+
+// A folder, a loop of links or a link to nothing where a file is read: one line naming the
+// flag and the path, never the standard library's "basic_filebuf::underflow" or "filesystem
+// error".
+TEST(CliTest, PathsThatNameNoReadableFileAreOneLineNamingTheFlag) {
+  const std::string dir = ScratchWithCorpus("bad_paths");
+  const std::string loop = dir + "/loop";
+  std::filesystem::create_symlink(loop, loop);
+  std::filesystem::create_directory(dir + "/folder");
+  const std::string model = "--model llama --layers 2 --hidden 32 --heads 4 --seq-len 16 ";
+  for (const auto& [args, line] : {
+           std::pair{"train --steps 1 --data " + loop,
+                     "--data " + loop + ": its symbolic links loop (or nest too deep)"},
+           std::pair{"eval " + model + "--data " + loop,
+                     "--data " + loop + ": its symbolic links loop (or nest too deep)"},
+           std::pair{"data prepare --input " + dir + "/folder --out " + dir + "/x",
+                     "--input " + dir + "/folder: is a directory, expected a file"},
+           std::pair{"tokenizer train --input " + dir + "/folder --vocab-size 300 --out " + dir +
+                         "/t.model",
+                     "--input " + dir + "/folder: is a directory, expected a file"},
+           std::pair{"train " + dir + "/folder --steps 1",
+                     "config file " + dir + "/folder: is a directory, expected a file"},
+           std::pair{"train --steps 1 --model " + loop,
+                     "--model " + loop + ": its symbolic links loop (or nest too deep)"},
+           std::pair{"train --steps 1 --resume " + loop,
+                     "--resume " + loop + ": its symbolic links loop (or nest too deep)"},
+       }) {
+    const Result r = Conveyor(args);
+    EXPECT_EQ(r.code, 1) << args;
+    EXPECT_EQ(Lines(r.err), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("conveyor: error: " + line), std::string::npos) << args << ": " << r.err;
+  }
 }
 
 // Train on a prepared data set: a run stopped after 3 steps and resumed on another mesh has
@@ -142,6 +248,37 @@ TEST(CliTest, TrainAndEvalReadAPreparedDataSet) {
   EXPECT_NE(bad.err.find("--split '80,20' must be three weights"), std::string::npos) << bad.err;
 }
 
+// eval reads every token of the data it is given: a data set too small for the default
+// split's validation part (which train refuses) is evaluated whole; --split is refused there.
+TEST(CliTest, EvalReadsEveryTokenOfADataSetWhateverItsSplit) {
+  const std::string dir = ScratchWithCorpus("eval_whole");
+  std::string blocks;
+  for (int i = 0; i < 7; ++i) blocks += "document number " + std::to_string(i) + " of text\n\n";
+  WriteInput(dir, "blocks.txt", blocks);
+  ASSERT_EQ(Conveyor("data prepare --input " + dir + "/blocks.txt --blank-line-blocks --out " +
+                     dir + "/small")
+                .code,
+            0);
+  const std::string model =
+      "--model llama --layers 2 --hidden 32 --heads 4 --seq-len 16 --batch-size 4 "
+      "--microbatches 2 --data " +
+      dir + "/small ";
+  const Result trained = Conveyor("train " + model + "--steps 1");
+  EXPECT_EQ(trained.code, 1);
+  EXPECT_NE(trained.err.find("the validation split (0 of 7 documents) holds 0 tokens"),
+            std::string::npos)
+      << trained.err;
+  const Result eval = Conveyor("eval " + model + "--format json");
+  ASSERT_EQ(eval.code, 0) << eval.err;
+  // 7 documents of "document number i of text" and a newline: every token but the first.
+  EXPECT_EQ(nlohmann::json::parse(eval.out)["tokens"].get<int64_t>(), 7 * 26 - 1) << eval.out;
+  const Result split = Conveyor("eval " + model + "--split 0,1,0");
+  EXPECT_EQ(split.code, 1);
+  EXPECT_EQ(split.err,
+            "conveyor: error: eval reads every token of --data, not a split of it: --split 0,1,0 "
+            "does not apply (to evaluate a part, prepare that part as a data set of its own)\n");
+}
+
 // llm.c's and nanoGPT's token files train as data sets do, alone or blended with one; bad
 // blends are refused before any rank starts.
 TEST(CliTest, TrainReadsTokenFilesAndBlends) {
@@ -186,8 +323,11 @@ TEST(CliTest, TrainReadsTokenFilesAndBlends) {
   const auto metrics = nlohmann::json::parse(std::ifstream(dir + "/m.json"));
   EXPECT_GE(metrics["steps"][0]["data_s"].get<double>(), 0.0);
   for (const auto& [data, words] :
-       {std::pair{"-1 " + dir + "/set 2 " + dir + "/llmc.bin", std::string("is not a number >= 0")},
+       {std::pair{"-1 " + dir + "/set 2 " + dir + "/llmc.bin",
+                  std::string("is not a finite number >= 0")},
         std::pair{"0 " + dir + "/set 0 " + dir + "/llmc.bin", std::string("the weights sum to 0")},
+        std::pair{"1e308 " + dir + "/set 1e308 " + dir + "/llmc.bin",
+                  std::string("the weights sum past the largest number (inf)")},
         std::pair{"1 " + dir + "/set 1 " + dir + "/missing",
                   dir + "/missing in the blend is neither a data set"}}) {
     const Result bad = Conveyor(job + data);

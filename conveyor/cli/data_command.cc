@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/input_path.h"
 #include "conveyor/data/indexed_dataset.h"
 #include "conveyor/data/load_tokenizer.h"
+#include "conveyor/data/open_token_source.h"
 #include "conveyor/data/text_documents.h"
 #include "conveyor/data/tokenizer.h"
 
@@ -94,6 +96,15 @@ void Prepare(const std::vector<std::string>& inputs, const std::string& out,
              const std::string& tokenizer_spec, const TextDocumentOptions& options, int threads) {
   uintmax_t total = 0;
   for (const std::string& input : inputs) {
+    CheckInputPath("--input", input, PathKind::kFile);
+    // The same file under another name (a link, ../x.bin) too: it would be read as it is
+    // replaced.
+    for (const std::string& output : {out + ".bin", out + ".idx"}) {
+      std::error_code error;
+      CONVEYOR_CHECK(!std::filesystem::equivalent(input, output, error))
+          << "--input " << input << " is the output " << output << " of --out " << out
+          << ": writing it would replace what is being read; give --out another PREFIX";
+    }
     std::error_code error;
     const uintmax_t size = std::filesystem::file_size(input, error);
     CONVEYOR_CHECK(!error) << "--input " << input << ": " << error.message();
@@ -140,18 +151,13 @@ void Prepare(const std::vector<std::string>& inputs, const std::string& out,
       threads);
 }
 
-void Check(const std::string& prefix, int64_t vocab) {
-  const IndexedDataset data(prefix);
-  if (vocab > 0) {
-    const std::string outside = data.FindTokenOutside(vocab);
-    CONVEYOR_CHECK(outside.empty())
-        << prefix << ": " << outside << " is outside the vocabulary [0, " << vocab << ")";
-  }
-  std::printf("%s: %lld documents, %lld sequences, %lld tokens (%s)%s\n", prefix.c_str(),
-              static_cast<long long>(data.num_documents()),
-              static_cast<long long>(data.num_sequences()),
-              static_cast<long long>(data.num_tokens()), data.dtype().name,
-              vocab > 0 ? (", every token in [0, " + std::to_string(vocab) + ")").c_str() : "");
+// Opens and reads the data as train and eval do (OpenTokenSource, CheckTokens): whatever they
+// refuse, this refuses with their message.
+void Check(const std::string& path, int64_t vocab) {
+  const std::shared_ptr<const TokenSource> data = OpenTokenSource(path);
+  if (vocab > 0) CheckEveryToken(*data, vocab);
+  std::printf("%s%s\n", data->Describe().c_str(),
+              vocab > 0 ? ("; every token in [0, " + std::to_string(vocab) + ")").c_str() : "");
 }
 
 }  // namespace
@@ -190,8 +196,13 @@ void AddDataCommand(CLI::App& app) {
     Prepare(flags->inputs, flags->out, flags->tokenizer, flags->documents, flags->threads);
   });
   CLI::App* check = data->add_subcommand(
-      "check", "check a Megatron indexed data set (PREFIX.bin, PREFIX.idx) and count it");
-  check->add_option("prefix", flags->prefix, "PREFIX of PREFIX.bin and PREFIX.idx")->required();
+      "check",
+      "check a data set (PREFIX.bin, PREFIX.idx) or token file (.bin) as train reads it, and "
+      "count it");
+  check
+      ->add_option("prefix", flags->prefix,
+                   "PREFIX of PREFIX.bin and PREFIX.idx, or an llm.c / nanoGPT token file")
+      ->required();
   check->add_option("--vocab", flags->vocab, "also check every token against [0, N)")
       ->check(CLI::NonNegativeNumber);
   check->callback([flags] { Check(flags->prefix, flags->vocab); });

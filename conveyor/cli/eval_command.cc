@@ -10,6 +10,7 @@
 #include "conveyor/cli/run_as_ranks.h"
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/common/error.h"
+#include "conveyor/common/input_path.h"
 #include "conveyor/data/blended_lm_stream.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/data/corpus.h"
@@ -38,10 +39,16 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
   cmd->add_option("--format", flags->format, "text or json (the result alone on stdout)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  cmd->callback([flags, args, exit_code] {
+  cmd->callback([flags, args, exit_code, cmd] {
+    // eval reads the whole stream (token_windows.h); --split cuts a training run's data.
+    CONVEYOR_CHECK(cmd->get_option("--split")->count() == 0)
+        << "eval reads every token of --data, not a split of it: --split "
+        << flags->train.given.split
+        << " does not apply (to evaluate a part, prepare that part as a data set of its own)";
     TrainConfig config = ResolveTrainConfig(flags->train);
     const std::string checkpoint = config.resume;
     if (!checkpoint.empty()) {
+      CheckInputPath("--resume", checkpoint, PathKind::kFolder);
       // The checkpoint's model, with the flags given over it (data, windows, mesh).
       config = CheckpointConfig(checkpoint);
       ApplyGivenFlags(flags->train, config);
@@ -64,28 +71,26 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
     config.checkpoint_dir.clear();
     if (config.partition == PartitionBy::kProfile) config.partition = PartitionBy::kParams;
     const RanksOptions options = MeshRanksOptions(config, flags->train.launch);
-    // Checked once, before any rank starts (the data found and long enough, a model folder's
-    // tensors against its config.json), as train checks them.
+    // Checked once, before any rank starts (the data found and opened, a model folder's
+    // tensors against its config.json), as train checks them, but for the split.
     if (!LaunchedByConveyor()) {
       PreflightCheck(config);
-      PreflightFiles(config);
+      PreflightFiles(config, DataUse::kEvaluateAll);
     }
     const auto start = std::chrono::steady_clock::now();
     *exit_code = RunAsRanks(args, options, [&](const RankContext& rank) {
       // The stream, and what it is for the summary: a data set's tokens or a text's bytes.
       at::Tensor stream;
       std::string source;
-      int64_t documents = 0;
       if (token_data) {
         const std::shared_ptr<const TokenSource> data = OpenTokenSource(config.data);
         stream = DataSetStream(*data, ModelVocab(config));
         source = data->Describe();
-        documents = data->num_documents();
       } else {
         const Corpus corpus = LoadCorpus(config.data);
         stream = CorpusByteStream(corpus);
-        source = corpus.source;
-        documents = static_cast<int64_t>(corpus.documents.size());
+        source = "corpus " + corpus.source + ": " + std::to_string(corpus.documents.size()) +
+                 " documents";
       }
       const std::vector<Batch> windows =
           NextTokenWindows(stream, config.seq_len, config.batch_size);
@@ -116,11 +121,11 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
         return;
       }
       std::printf(
-          "%s: %lld tokens predicted (%s, %lld documents, in windows of %lld): loss %.6f, "
+          "%s: %lld tokens predicted (%s; every token, in windows of %lld): loss %.6f, "
           "perplexity %.4f, %.0f tokens/s\n",
           checkpoint.empty() ? MakeModelTask(config)->Describe().c_str() : checkpoint.c_str(),
-          static_cast<long long>(m.tokens), source.c_str(), static_cast<long long>(documents),
-          static_cast<long long>(config.seq_len), m.loss, m.perplexity,
+          static_cast<long long>(m.tokens), source.c_str(), static_cast<long long>(config.seq_len),
+          m.loss, m.perplexity,
           static_cast<double>(m.tokens) /
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     });

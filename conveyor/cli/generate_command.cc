@@ -12,6 +12,7 @@
 #include "conveyor/cli/run_as_ranks.h"
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/common/error.h"
+#include "conveyor/common/input_path.h"
 #include "conveyor/common/range_check.h"
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/data/load_tokenizer.h"
@@ -86,8 +87,11 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
     CheckInRange("--seed", flags->seed, 0, std::numeric_limits<int64_t>::max());
     TrainConfig config;
     if (!flags->checkpoint.empty()) {
+      CheckInputPath("--checkpoint", flags->checkpoint, PathKind::kFolder);
       config = CheckpointConfig(flags->checkpoint);
     } else {
+      const std::string note = ModelFolderNote(flags->model);
+      if (!note.empty()) std::fprintf(stderr, "conveyor: note: %s\n", note.c_str());
       SetModel(config, flags->model, "--model");
       CONVEYOR_CHECK(!config.model_dir.empty())
           << "--model: '" << flags->model << "' is not a Hugging Face folder (for gpt or "

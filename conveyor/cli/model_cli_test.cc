@@ -100,5 +100,35 @@ TEST(CliTest, GenerateFromACheckpointOrAFolderWithTokenIds) {
   EXPECT_NE(none.err.find("needs a model"), std::string::npos) << none.err;
 }
 
+// A folder named `llama` in the working directory does not replace the built-in Llama: the
+// flags size the model, one note says which was taken; `--model ./llama` reads the folder.
+TEST(CliTest, ABuiltInModelNameIsNotShadowedByAFolder) {
+  const std::string dir = ScratchWithCorpus("model_shadow");
+  const Result train = Conveyor(
+      "train --model llama --layers 1 --hidden 48 --heads 4 --seq-len 16 --batch-size 4 --pp 1 "
+      "--microbatches 2 --steps 1 --eval-every 0 --sample-tokens 0 --data " +
+      dir + "/corpus.txt --checkpoint-dir " + dir + "/ckpt");
+  ASSERT_EQ(train.code, 0) << train.err;
+  ASSERT_EQ(Conveyor("export --checkpoint " + dir + "/ckpt --out " + dir + "/llama").code, 0);
+  const std::string run = "cd " + dir + " && timeout 180 " + CONVEYOR_BINARY +
+                          " train --layers 2 --hidden 32 --heads 4 --seq-len 16 --batch-size 4 "
+                          "--microbatches 2 --steps 1 --eval-every 0 --sample-tokens 0 --data "
+                          "corpus.txt --pp 2 --model ";
+  const Result builtin = Shell(run + "llama");
+  ASSERT_EQ(builtin.code, 0) << builtin.err;
+  EXPECT_EQ(builtin.out.rfind("llama: 2 layers, hidden 32, 4 heads", 0), 0u) << builtin.out;
+  const std::string note =
+      "conveyor: note: --model llama is the built-in llama, not the folder ./llama here "
+      "(--model ./llama reads that folder)\n";
+  const size_t at = builtin.err.find(note);
+  EXPECT_NE(at, std::string::npos) << builtin.err;
+  EXPECT_EQ(builtin.err.find(note, at + 1), std::string::npos) << "said once: " << builtin.err;
+  const Result folder = Shell(run + "./llama");
+  ASSERT_EQ(folder.code, 0) << folder.err;
+  EXPECT_EQ(folder.out.rfind("llama from ./llama: 1 layers, hidden 48, 4 heads", 0), 0u)
+      << folder.out;
+  EXPECT_EQ(folder.err.find("note: --model"), std::string::npos) << folder.err;
+}
+
 }  // namespace
 }  // namespace conveyor

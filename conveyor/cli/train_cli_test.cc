@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -467,6 +468,31 @@ TEST(CliTest, SettingsThatDoNothingOrHurtAreSaid) {
   const Result version = Conveyor("--version");
   EXPECT_EQ(version.code, 0);
   EXPECT_EQ(version.out.rfind("0.", 0), 0u) << version.out;
+}
+
+// A memory cap that stops a run outside an action names what the rank was doing instead:
+// building a stage's layers (before the first step), or the optimizer's update, whose first
+// call creates AdamW's state (no micro-batch or action runs there).
+TEST(CliTest, AMemoryCapOutsideTheActionsNamesTheRankStageAndWork) {
+  const std::string dir = ScratchWithCorpus("memory_outside");
+  const std::string job = "train --pp 2 --steps 2 --eval-every 0 --sample-tokens 0 --data " + dir +
+                          "/corpus.txt --memory-per-rank ";
+  const Result build = Conveyor(job + "300KB");
+  EXPECT_EQ(build.code, 1) << build.out;
+  EXPECT_TRUE(std::regex_search(
+      build.err,
+      std::regex("conveyor: rank [01], stage [01], building its layers: memory limit: [0-9]+ "
+                 "bytes more would make 0\\.[0-9] MiB, over --memory-per-rank 0\\.3 MiB before "
+                 "the first step \\(300000 bytes\\)\n")))
+      << build.err;
+  const Result update = Conveyor(job + "1500KB --batch-size 2 --microbatches 2 --seq-len 8");
+  EXPECT_EQ(update.code, 1) << update.out;
+  EXPECT_TRUE(std::regex_search(
+      update.err,
+      std::regex("conveyor: rank [01], stage [01], the optimizer's update: memory limit: [0-9]+ "
+                 "bytes more would make 1\\.[0-9] MiB, over --memory-per-rank 1\\.4 MiB at "
+                 "step 1 \\(1500000 bytes\\)\n")))
+      << update.err;
 }
 
 }  // namespace

@@ -81,10 +81,13 @@ nlohmann::json MetricsJson(const TrainConfig& config, const TrainSummary& s, dou
   return metrics;
 }
 
-// "--memory-per-rank 64.0 MiB at step 3".
+// "--memory-per-rank 64.0 MiB at step 3"; step 0: "... before the first step" (the weights,
+// a checkpoint's state: what a rank builds before it runs).
 std::string MemoryLimitName(int64_t bytes, int64_t step) {
-  return Printf("--memory-per-rank %.1f MiB at step %lld", static_cast<double>(bytes) / (1 << 20),
-                static_cast<long long>(step));
+  const std::string when =
+      step > 0 ? "at step " + std::to_string(step) : std::string("before the first step");
+  return Printf("--memory-per-rank %.1f MiB %s", static_cast<double>(bytes) / (1 << 20),
+                when.c_str());
 }
 
 // `ranks_in_process`: the ranks sharing this process's allocator (rank threads), whose

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <type_traits>
 
 #include "conveyor/cli/bytes_flag.h"
@@ -72,8 +73,8 @@ void RegisterMeshFlags(CLI::App* cmd, TrainFlags& flags) {
 }
 
 void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
-  cmd->add_option("config", flags.config_file, "a TOML file of settings (flags override it)")
-      ->check(CLI::ExistingFile);
+  // Checked as it is read (ApplyTomlFile): a folder or a loop of links is named in one line.
+  cmd->add_option("config", flags.config_file, "a TOML file of settings (flags override it)");
   std::string& model = flags.choices["--model"];
   flags.options.emplace_back(
       cmd->add_option(
@@ -182,6 +183,12 @@ TrainConfig ResolveTrainConfig(const TrainFlags& flags) {
   ApplyModelFolder(config);
   ApplyTokenizer(config);
   config.Validate();
+  // Once, in the process that launches the ranks.
+  for (const auto& [option, apply] : flags.options) {
+    if (option->get_name() != "--model" || option->count() == 0 || LaunchedByConveyor()) continue;
+    const std::string note = ModelFolderNote(flags.choices.at("--model"));
+    if (!note.empty()) std::fprintf(stderr, "conveyor: note: %s\n", note.c_str());
+  }
   return config;
 }
 

@@ -55,13 +55,16 @@ std::vector<std::pair<double, std::string>> ParseDataBlend(const std::string& te
     }
     CONVEYOR_CHECK(used == words[i].size() && std::isfinite(weight) && weight >= 0)
         << "--data '" << text << "': weight '" << words[i] << "' of " << words[i + 1]
-        << " is not a number >= 0";
+        << " is not a finite number >= 0";
     CONVEYOR_CHECK(seen.insert(words[i + 1]).second)
         << "--data '" << text << "': " << words[i + 1] << " is given twice";
     sum += weight;
     parts.emplace_back(weight, words[i + 1]);
   }
   CONVEYOR_CHECK(sum > 0) << "--data '" << text << "': the weights sum to 0";
+  CONVEYOR_CHECK(std::isfinite(sum))
+      << "--data '" << text << "': the weights sum past the largest number (" << sum
+      << "), so each would count as 0; give them on a smaller scale (0.7 A 0.3 B)";
   return parts;
 }
 

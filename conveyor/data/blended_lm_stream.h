@@ -35,7 +35,8 @@ inline constexpr int64_t kBlendPeriod = 1000;
 
 // `--data`'s text as (weight, path) pairs: "PATH" alone is weight 1; "W1 PATH1 W2 PATH2 ..."
 // blends. Throws UserError naming the text for a weight that is not a finite number >= 0,
-// weights summing to 0, a weight without a path, or a path given twice.
+// weights summing to 0 or to more than a double holds (1e308 A 1e308 B), a weight without a
+// path, or a path given twice.
 std::vector<std::pair<double, std::string>> ParseDataBlend(const std::string& text);
 
 // Whether `text` names token sources (IsTokenSource of every path of ParseDataBlend): a run

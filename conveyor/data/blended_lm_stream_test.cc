@@ -49,6 +49,17 @@ TEST_F(BlendedLmStreamTest, ADataArgumentIsAPathOrWeightsAndPaths) {
        {"", "0.7 a 0.3", "-1 a 2 b", "x a 1 b", "0 a 0 b", "1 a 1 a", "inf a 1 b"}) {
     EXPECT_THROW(ParseDataBlend(bad), UserError) << bad;
   }
+  // Each weight finite, their sum not: normalized, every weight would be 0 and the run would
+  // evaluate nothing.
+  try {
+    ParseDataBlend("1e308 a 1e308 b");
+    ADD_FAILURE() << "weights summing to infinity were taken";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--data '1e308 a 1e308 b': the weights sum past the largest number (inf), so each "
+              "would count as 0; give them on a smaller scale (0.7 A 0.3 B)");
+  }
+  EXPECT_EQ(ParseDataBlend("1e307 a 1e307 b"), (Parts{{1e307, "a"}, {1e307, "b"}}));
   EXPECT_TRUE(IsTokenData(a_));
   EXPECT_TRUE(IsTokenData("0.5 " + a_ + " 0.5 " + b_));
   EXPECT_FALSE(IsTokenData("fortunes"));

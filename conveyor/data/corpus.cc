@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <utility>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/input_path.h"
 
 namespace conveyor {
 namespace {
@@ -20,12 +19,6 @@ struct NamedDocument {
   std::string text;
 };
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  CONVEYOR_CHECK(in.good()) << "cannot read " << path.string();
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 bool IsBlank(std::string_view text) {
   return text.find_first_not_of(" \t\r\n\f\v") == std::string_view::npos;
 }
@@ -33,11 +26,6 @@ bool IsBlank(std::string_view text) {
 // git's heuristic: a NUL byte near the start.
 bool LooksBinary(std::string_view content) {
   return content.substr(0, 8000).find('\0') != std::string_view::npos;
-}
-
-void CheckExists(const std::string& path) {
-  std::error_code error;
-  CONVEYOR_CHECK(fs::exists(path, error)) << "no such file or directory: " << path;
 }
 
 // Sorted categories, and documents stably sorted by category; `documents` must already be
@@ -103,8 +91,7 @@ std::vector<std::string> SplitFortunes(std::string_view content) {
 }
 
 Corpus LoadFortunes(const std::string& dir) {
-  CheckExists(dir);
-  CONVEYOR_CHECK(fs::is_directory(dir)) << "fortune directory " << dir << " is not a directory";
+  CheckInputPath("--data fortunes:", dir, PathKind::kFolder);
   std::vector<fs::path> files;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
     const std::string extension = entry.path().extension().string();
@@ -115,7 +102,7 @@ Corpus LoadFortunes(const std::string& dir) {
   std::sort(files.begin(), files.end());
   std::vector<NamedDocument> documents;
   for (const fs::path& file : files) {
-    for (std::string& text : SplitFortunes(ReadFile(file))) {
+    for (std::string& text : SplitFortunes(ReadInputFile("--data fortunes:", file.string()))) {
       documents.push_back({file.filename().string(), std::move(text)});
     }
   }
@@ -133,37 +120,43 @@ void CheckTextSize(const std::string& path, uintmax_t bytes) {
 }
 
 Corpus LoadTextPath(const std::string& path) {
-  CheckExists(path);
+  CheckInputPath("--data", path, PathKind::kFileOrFolder);
   std::error_code error;
-  CONVEYOR_CHECK(fs::is_directory(path, error) || fs::is_regular_file(path, error))
-      << path << " is neither a file nor a folder of text (a device or a pipe cannot be a corpus)";
   std::vector<NamedDocument> documents;
   const auto add = [&](const fs::path& file, std::string content) {
     if (!IsBlank(content)) documents.push_back({file.filename().string(), std::move(content)});
   };
-  if (!fs::is_directory(path)) {
-    CheckTextSize(path, fs::file_size(path));
-    std::string content = ReadFile(path);
+  if (!fs::is_directory(path, error)) {
+    CheckTextSize(path, fs::file_size(path, error));
+    std::string content = ReadInputFile("--data", path);
     CONVEYOR_CHECK(!LooksBinary(content))
         << path << " looks binary (a NUL byte in its first 8000 bytes), not text";
     add(path, std::move(content));
     return MakeCorpus(path, std::move(documents));
   }
   std::vector<fs::path> files;
-  auto it = fs::recursive_directory_iterator(path, fs::directory_options::skip_permission_denied);
-  for (; it != fs::recursive_directory_iterator(); ++it) {
+  // Entries that are not regular files, their links followed (a loop of links, a link to
+  // nothing, a device), are skipped like binary files.
+  auto it =
+      fs::recursive_directory_iterator(path, fs::directory_options::skip_permission_denied, error);
+  for (; !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+    std::error_code unfollowed;
     if (it->path().filename().string().starts_with(".")) {
-      if (it->is_directory()) it.disable_recursion_pending();
+      if (it->is_directory(unfollowed)) it.disable_recursion_pending();
       continue;
     }
-    if (it->is_regular_file()) files.push_back(it->path());
+    if (it->is_regular_file(unfollowed)) files.push_back(it->path());
   }
+  CONVEYOR_CHECK(!error) << "--data " << path << ": cannot list the folder: " << error.message();
   std::sort(files.begin(), files.end());
   uintmax_t total = 0;
-  for (const fs::path& file : files) total += fs::file_size(file, error);
+  for (const fs::path& file : files) {
+    const uintmax_t size = fs::file_size(file, error);
+    if (!error) total += size;  // one gone since is refused as it is read
+  }
   CheckTextSize(path, total);
   for (const fs::path& file : files) {
-    std::string content = ReadFile(file);
+    std::string content = ReadInputFile("--data " + path + ":", file.string());
     if (!LooksBinary(content)) add(file, std::move(content));
   }
   return MakeCorpus(path, std::move(documents));

@@ -7,8 +7,9 @@
 //
 // Order is deterministic: categories sorted by name; documents sorted by category, then by
 // their place in the source (position in the file; relative path in a directory).
-// Documents are never empty or whitespace-only. Missing paths and empty corpora are
-// UserErrors naming the path.
+// Documents are never empty or whitespace-only. Paths that cannot be read (missing, a loop
+// of symbolic links: common/input_path.h) and empty corpora are UserErrors naming --data and
+// the path.
 //
 // Thread-safety: a Corpus is a plain value; the loaders share no state.
 #ifndef CONVEYOR_DATA_CORPUS_H_
@@ -48,10 +49,12 @@ std::vector<std::string> SplitFortunes(std::string_view content);
 Corpus LoadFortunes(const std::string& dir = kFortunesDir);
 
 // A text file, or every regular text file under a directory, recursively. Hidden entries
-// (names starting with '.') and binary-looking files (a NUL byte in the first 8000 bytes)
-// are skipped; a single binary file is an error.
-// Throws UserError for a path that is neither a regular file nor a folder (a device, a
-// pipe), and for more than kMaxTextBytes of text, pointing to `conveyor data prepare`.
+// (names starting with '.'), entries that are no regular file once their links are followed
+// (a loop of links, a link to nothing, a device) and binary-looking files (a NUL byte in the
+// first 8000 bytes) are skipped; a single binary file is an error.
+// Throws UserError (CheckInputPath, as --data) for a path that is neither a file nor a folder
+// that can be read, and for more than kMaxTextBytes of text, pointing to `conveyor data
+// prepare`.
 inline constexpr uintmax_t kMaxTextBytes = uintmax_t{2} << 30;
 Corpus LoadTextPath(const std::string& path);
 

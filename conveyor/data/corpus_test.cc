@@ -75,7 +75,8 @@ TEST(LoadFortunesTest, MissingOrEmptyDirectoryIsAUserErrorNamingThePath) {
   dir.Write("blank", "%\n   \n%\n");
   ExpectUserError([&] { LoadFortunes(dir.path()); }, dir.path());
   const std::string file = dir.Write("notadir/f", "x");
-  ExpectUserError([&] { LoadFortunes(file); }, "is not a directory");
+  ExpectUserError([&] { LoadFortunes(file); },
+                  "--data fortunes: " + file + ": is a file, expected a directory");
 }
 
 TEST(LoadTextPathTest, SingleFileIsOneDocument) {
@@ -97,6 +98,10 @@ TEST(LoadTextPathTest, DirectoryRecursiveSortedSkippingHiddenBinaryAndEmpty) {
   dir.Write("image.png", std::string("\x89PNG\0\0", 6));
   dir.Write(".hidden", "secret");
   dir.Write(".git/config", "[core]");
+  // Links that name no file: skipped, as a device would be.
+  std::filesystem::create_symlink(dir.Path("loop2"), dir.Path("loop1"));
+  std::filesystem::create_symlink(dir.Path("loop1"), dir.Path("loop2"));
+  std::filesystem::create_symlink(dir.Path("nothing"), dir.Path("sub/dangling"));
 
   const Corpus corpus = LoadTextPath(dir.path());
   EXPECT_EQ(corpus.categories, (std::vector<std::string>{"a.txt", "b.txt"}));
@@ -110,8 +115,11 @@ TEST(LoadTextPathTest, DirectoryRecursiveSortedSkippingHiddenBinaryAndEmpty) {
 TEST(LoadTextPathTest, ErrorsNameThePath) {
   ScratchFolder dir;
   ExpectUserError([&] { LoadTextPath(dir.path() + "/missing.txt"); },
-                  "no such file or directory: " + dir.path() + "/missing.txt");
+                  "--data " + dir.path() + "/missing.txt: does not exist");
   ExpectUserError([&] { LoadTextPath(dir.path()); }, "no text documents in " + dir.path());
+  std::filesystem::create_symlink(dir.Path("loop"), dir.Path("loop"));
+  ExpectUserError([&] { LoadTextPath(dir.Path("loop")); },
+                  "--data " + dir.Path("loop") + ": its symbolic links loop");
   const std::string binary = dir.Write("blob.bin", std::string("ab\0cd", 5));
   ExpectUserError([&] { LoadTextPath(binary); }, binary + " looks binary");
   ExpectUserError([&] { LoadTextPath(dir.path()); }, "no text documents");

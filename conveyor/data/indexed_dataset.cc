@@ -223,26 +223,6 @@ std::vector<int64_t> IndexedDataset::Read(int64_t sequence) const {
   return tokens;
 }
 
-std::string IndexedDataset::FindTokenOutside(int64_t vocab_size) const {
-  data_->Advise(MADV_SEQUENTIAL);  // one pass over all of it, read ahead
-  for (int64_t j = 0; j < num_documents_; ++j) {
-    for (int64_t i = document_first(j); i < document_end(j); ++i) {
-      if (i % kReleaseEvery == kReleaseEvery - 1) data_->Release();
-      const std::vector<int64_t> tokens = Read(i);
-      for (size_t k = 0; k < tokens.size(); ++k) {
-        if (tokens[k] >= 0 && tokens[k] < vocab_size) continue;
-        std::ostringstream where;
-        where << "document " << j << ", sequence " << i << ", token " << k << ": value "
-              << tokens[k];
-        data_->Advise(MADV_RANDOM);
-        return where.str();
-      }
-    }
-  }
-  data_->Advise(MADV_RANDOM);
-  return "";
-}
-
 IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, int64_t vocab_size)
     : prefix_(prefix),
       vocab_size_(vocab_size),

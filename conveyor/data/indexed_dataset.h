@@ -97,10 +97,6 @@ class IndexedDataset : public TokenSource {
   void CheckTokens(int64_t offset, std::span<const int64_t> tokens,
                    int64_t vocab_size) const override;
 
-  // The first token >= vocab_size or < 0, as "document j, sequence i, token k: value v", or ""
-  // when every token is in [0, vocab_size). Reads the whole of PREFIX.bin.
-  std::string FindTokenOutside(int64_t vocab_size) const;
-
  private:
   std::string prefix_;
   std::unique_ptr<MappedFile> index_, data_;

@@ -116,8 +116,15 @@ TEST_F(IndexedDatasetTest, ATokenOutsideTheVocabularyIsNamed) {
   }
   Write(prefix_, 300, {{1, 2}, {3, 250, 4}});
   const IndexedDataset data(prefix_);
-  EXPECT_EQ(data.FindTokenOutside(300), "");
-  EXPECT_EQ(data.FindTokenOutside(200), "document 1, sequence 1, token 1: value 250");
+  const std::vector<int64_t> second = data.Read(1);
+  EXPECT_NO_THROW(data.CheckTokens(2, second, 300));
+  try {
+    data.CheckTokens(2, second, 200);
+    ADD_FAILURE() << "250 passed a vocabulary of 200";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              prefix_ + ": document 1, token 1 is 250, outside the model's vocabulary [0, 200)");
+  }
 }
 
 // Every way the pair of files can disagree is refused, naming the file and the place.

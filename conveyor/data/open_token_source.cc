@@ -1,6 +1,8 @@
 #include "conveyor/data/open_token_source.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <vector>
 
 #include "conveyor/common/error.h"
 #include "conveyor/data/flat_token_file.h"
@@ -15,6 +17,8 @@ bool IsTokenSource(const std::string& path) {
 }
 
 std::shared_ptr<const TokenSource> OpenTokenSource(const std::string& path) {
+  CONVEYOR_CHECK(IsTokenSource(path)) << path << " is neither a data set (" << path << ".bin and "
+                                      << path << ".idx) nor a token file (a .bin)";
   if (!IsIndexedDataset(path)) return std::make_shared<const FlatTokenFile>(path);
   auto data = std::make_shared<const IndexedDataset>(path);
   CONVEYOR_CHECK(data->contiguous())
@@ -22,6 +26,16 @@ std::shared_ptr<const TokenSource> OpenTokenSource(const std::string& path) {
       << "data sets whose .bin is their concatenation (as preprocess_data.py and conveyor data "
          "prepare write them)";
   return data;
+}
+
+void CheckEveryToken(const TokenSource& data, int64_t vocab_size) {
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  std::vector<int64_t> tokens;
+  for (int64_t offset = 0; offset < data.num_tokens(); offset += kChunk) {
+    tokens.resize(std::min(kChunk, data.num_tokens() - offset));
+    data.ReadStream(offset, static_cast<int64_t>(tokens.size()), tokens.data());
+    data.CheckTokens(offset, tokens, vocab_size);
+  }
 }
 
 }  // namespace conveyor

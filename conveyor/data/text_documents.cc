@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/input_path.h"
 #include "conveyor/common/text.h"
 
 namespace conveyor {
@@ -31,6 +32,7 @@ void CheckUtf8(std::string_view text, const std::string& where) {
 
 int64_t ForEachDocument(const std::string& path, const TextDocumentOptions& options,
                         const std::function<void(std::string_view)>& visit) {
+  CheckInputPath("--input", path, PathKind::kFile);
   std::ifstream in(path, std::ios::binary);
   CONVEYOR_CHECK(in.is_open()) << "cannot read " << path << ": " << std::strerror(errno);
   const bool json = !options.json_key.empty() || EndsWith(path, ".jsonl");

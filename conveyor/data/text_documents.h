@@ -27,8 +27,9 @@ struct TextDocumentOptions {
 
 // Calls visit(document) for every document of the file at `path`, in order; returns how many
 // there were. Throws UserError naming the file and line (and the byte, for UTF-8) for a file
-// that cannot be read, a line that is not a JSON object, an object without the key or whose
-// value is not a string, and text that is not valid UTF-8.
+// that cannot be read (as --input: a folder, a loop of links, ...: CheckInputPath), a line that is
+// not a JSON object, an object without the key or whose value is not a string, and text that is not
+// valid UTF-8.
 int64_t ForEachDocument(const std::string& path, const TextDocumentOptions& options,
                         const std::function<void(std::string_view)>& visit);
 

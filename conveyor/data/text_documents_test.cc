@@ -57,7 +57,11 @@ TEST(TextDocumentsTest, BadInputIsRefusedNamingFileAndLine) {
   blocks.blank_line_blocks = true;
   ExpectRefused(scratch.Write("e.txt", "fine\n\nbad \xff here\n"), blocks,
                 "e.txt, line 3: not valid UTF-8 at byte 4 of the document (0xff)");
-  ExpectRefused(scratch.Path("missing.txt"), {}, "cannot read");
+  ExpectRefused(scratch.Path("missing.txt"), {},
+                "--input " + scratch.Path("missing.txt") + ": does not exist");
+  // A folder is no text file (libstdc++ would throw "basic_filebuf::underflow" reading it).
+  ExpectRefused(scratch.path(), {},
+                "--input " + scratch.path() + ": is a directory, expected a file");
 }
 
 }  // namespace

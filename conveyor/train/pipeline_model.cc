@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/error_context.h"
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/device/stream_order.h"
 #include "conveyor/schedule/lower.h"
@@ -122,11 +123,18 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   const auto build_start = std::chrono::steady_clock::now();
   pipeline_ = std::make_unique<PipelineRank>(
       program_, pipeline_rank(), pipeline_group_,
-      [model = model_, ranges = partition_, &layout, tp = tp_, device = device_](int stage) {
-        auto stack =
-            std::make_unique<LayerStack>(model->BuildLayers(tp, ranges[layout.part_of(stage)]));
-        MoveParameters(stack->NamedParameters(), device);
-        return stack;
+      [model = model_, ranges = partition_, &layout, tp = tp_, device = device_,
+       rank = rank_](int stage) {
+        // A refusal while building (the memory limit, a model folder's tensor) names the
+        // stage, as a refusal while running names the action.
+        return WithErrorContext("rank " + std::to_string(rank) + ", stage " +
+                                    std::to_string(stage) + ", building its layers",
+                                [&] {
+                                  auto stack = std::make_unique<LayerStack>(
+                                      model->BuildLayers(tp, ranges[layout.part_of(stage)]));
+                                  MoveParameters(stack->NamedParameters(), device);
+                                  return stack;
+                                });
       },
       at::TensorOptions().dtype(message_dtype_).device(device_));
   stage_build_s_ =

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/input_path.h"
 #include "conveyor/data/blended_lm_stream.h"
 #include "conveyor/data/corpus.h"
 #include "conveyor/data/open_token_source.h"
@@ -67,7 +68,7 @@ void CheckFileCanBeWritten(const std::string& path, std::string_view flag) {
 
 }  // namespace
 
-void PreflightFiles(const TrainConfig& config) {
+void PreflightFiles(const TrainConfig& config, DataUse use) {
   const std::string path = config.data == "fortunes" ? kFortunesDir : config.data;
   const std::vector<std::pair<double, std::string>> blend = ParseDataBlend(config.data);
   for (const auto& [weight, source] : blend) {
@@ -75,11 +76,19 @@ void PreflightFiles(const TrainConfig& config) {
         << "--data: " << source << " in the blend is neither a data set (" << source << ".bin and "
         << source << ".idx) nor a token file (.bin)";
   }
-  CONVEYOR_CHECK(std::filesystem::exists(path) || IsTokenData(path))
+  // A path that exists but cannot be followed (a loop of links) is named by LoadCorpus.
+  std::error_code error;
+  CONVEYOR_CHECK(fs::exists(path, error) || error || IsTokenData(path))
       << "corpus '" << path << "' does not exist"
       << (config.data == "fortunes" ? " (apt-get install fortunes)"
                                     : ", nor do '" + path + ".bin' and '" + path + ".idx'");
-  MakeTask(config);
+  if (use == DataUse::kTrain) {
+    MakeTask(config);
+  } else if (IsTokenData(config.data)) {
+    OpenTokenSource(config.data);
+  } else {
+    LoadCorpus(config.data);
+  }
   // The model folder's weights: every tensor's name, shape and dtype against its config.json,
   // from the files' headers (HfCheckpoint reads no tensor to open).
   if (!config.model_dir.empty()) HfCheckpoint checked(config.model_dir);
@@ -88,7 +97,10 @@ void PreflightFiles(const TrainConfig& config) {
   if (!config.checkpoint_dir.empty()) {
     CheckFolderCanBeWritten(config.checkpoint_dir, "--checkpoint-dir");
   }
-  if (!config.resume.empty()) CheckResume(config);
+  if (!config.resume.empty()) {
+    CheckInputPath("--resume", config.resume, PathKind::kFolder);
+    CheckResume(config);
+  }
 }
 
 void PreflightCheck(const TrainConfig& config) {

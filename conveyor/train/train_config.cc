@@ -16,6 +16,7 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/file_fingerprint.h"
+#include "conveyor/common/input_path.h"
 #include "conveyor/common/range_check.h"
 #include "conveyor/common/spellings.h"
 #include "conveyor/common/text.h"
@@ -103,6 +104,12 @@ void CheckReal(std::string_view name, double value, std::optional<double> lo, do
   }
 }
 
+// Whether `text` names a built-in model ("gpt", "llama", "classifier").
+bool IsBuiltinModel(std::string_view text) {
+  return std::any_of(kModelKinds.begin(), kModelKinds.end(),
+                     [text](const auto& kind) { return kind.second == text; });
+}
+
 // "seq_len" -> "--seq-len".
 std::string FlagName(std::string_view key) {
   std::string flag = "--" + std::string(key);
@@ -127,18 +134,32 @@ int ModelVocab(const TrainConfig& config) {
 }
 
 void SetModel(TrainConfig& config, std::string_view text, std::string_view name) {
-  const bool path = text.find('/') != std::string_view::npos || std::filesystem::is_directory(text);
+  // Anything of that name (a loop of links too) is a path, refused below unless a folder.
+  std::error_code error;
+  const bool path = !IsBuiltinModel(text) &&
+                    (text.find('/') != std::string_view::npos ||
+                     std::filesystem::exists(std::filesystem::symlink_status(text, error)));
   if (!path) {
     config.model = ParseModelKind(text, name);
     config.model_dir.clear();
     return;
   }
-  CONVEYOR_CHECK(std::filesystem::is_regular_file(std::filesystem::path(text) / "config.json"))
+  CheckInputPath(name, std::string(text), PathKind::kFolder);
+  CONVEYOR_CHECK(
+      std::filesystem::is_regular_file(std::filesystem::path(text) / "config.json", error))
       << name << ": '" << text << "' is not a model folder (no config.json there)";
   const HfModelConfig folder =
       ReadHfModelConfig((std::filesystem::path(text) / "config.json").string());
   config.model = folder.gpt2() ? ModelKind::kGpt : ModelKind::kLlama;
   config.model_dir = std::string(text);
+}
+
+std::string ModelFolderNote(std::string_view text) {
+  std::error_code error;
+  if (!IsBuiltinModel(text) || !std::filesystem::is_directory(text, error)) return "";
+  const std::string name(text);
+  return "--model " + name + " is the built-in " + name + ", not the folder ./" + name +
+         " here (--model ./" + name + " reads that folder)";
 }
 
 void ApplyModelFolder(TrainConfig& c) {
@@ -184,7 +205,8 @@ void ApplyModelFolder(TrainConfig& c) {
 void ApplyTokenizer(TrainConfig& c) {
   if (c.tokenizer.empty() && !c.model_dir.empty()) {
     const std::filesystem::path beside = std::filesystem::path(c.model_dir) / "tokenizer.model";
-    if (std::filesystem::is_regular_file(beside)) c.tokenizer = beside.string();
+    std::error_code error;
+    if (std::filesystem::is_regular_file(beside, error)) c.tokenizer = beside.string();
   }
   if (c.tokenizer.empty() || c.tokenizer == "bytes" || !IsLanguageModel(c.model)) return;
   const std::unique_ptr<Tokenizer> tokenizer = LoadTokenizer(c.tokenizer);
@@ -373,9 +395,10 @@ bool IsRealSetting(std::string_view key) {
 }
 
 void ApplyTomlFile(const std::string& path, TrainConfig& c) {
+  const std::string content = ReadInputFile("config file", path);
   toml::table table;
   try {
-    table = toml::parse_file(path);
+    table = toml::parse(content, path);
   } catch (const toml::parse_error& e) {
     CONVEYOR_CHECK(false) << "cannot read config '" << path << "': " << e.description() << " (line "
                           << e.source().begin.line << ")";

@@ -61,8 +61,15 @@ int64_t DpBucketBytes(const TrainConfig& config, bool gpu);
 
 // `text` as --model (or the TOML key `name`): a kind ("gpt", "classifier", "llama"), or a
 // Hugging Face folder (a path holding config.json), which sets model_dir and model = llama
-// or, for a GPT-2, gpt. UserError naming `name` and the text otherwise.
+// or, for a GPT-2, gpt. A kind's name is the kind even when a folder of that name is in the
+// working directory (that folder is `./llama`); any other name without a '/' is a path when
+// something of that name exists. UserError naming `name` and the text otherwise (CheckInputPath for
+// a path that names no folder).
 void SetModel(TrainConfig& config, std::string_view text, std::string_view name);
+
+// When `text` is a kind's name and a folder of that name is in the working directory: one
+// line saying that SetModel takes the kind, and how to read the folder. "" otherwise.
+std::string ModelFolderNote(std::string_view text);
 
 // With config.model_dir set: the architecture fields (a Llama's hidden, heads, kv_heads,
 // layers, intermediate, vocab, rms_norm_eps, rope_theta, tie_embeddings; a GPT-2's hidden,
@@ -205,8 +212,9 @@ bool IsIntegerSetting(std::string_view key);
 bool IsRealSetting(std::string_view key);
 
 // Applies the keys of a TOML file onto `config`. Throws UserError naming the file, the key
-// and the problem (unknown key, wrong type, a number out of its range, parse error with
-// line). Integers are read as 64-bit and range-checked, never wrapped.
+// and the problem (a file that cannot be read: ReadInputFile, unknown key, wrong type, a
+// number out of its range, parse error with line). Integers are read as 64-bit and range-checked,
+// never wrapped.
 void ApplyTomlFile(const std::string& path, TrainConfig& config);
 
 }  // namespace conveyor

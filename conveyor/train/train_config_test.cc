@@ -10,6 +10,7 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/remove_tree.h"
+#include "conveyor/common/scratch_folder_testing.h"
 #include "conveyor/nn/hf_checkpoint_testing.h"
 
 namespace conveyor {
@@ -268,6 +269,53 @@ TEST(TrainConfigTest, ModelIsAKindOrAModelFolder) {
   SetModel(c, "gpt", "--model");
   EXPECT_TRUE(c.model_dir.empty());
   RemoveTree(dir);
+}
+
+// A folder named like a built-in model does not replace it: `llama` is the built-in Llama,
+// `./llama` the folder, and a note says so; a folder of another bare name is that folder.
+TEST(TrainConfigTest, ABuiltInNameWinsOverAFolderOfThatName) {
+  ScratchFolder scratch;
+  LlamaConfig llama;
+  llama.vocab = 300;
+  llama.hidden = 16;
+  llama.intermediate = 32;
+  llama.heads = 2;
+  llama.kv_heads = 2;
+  llama.layers = 1;
+  llama.max_seq_len = 32;
+  for (const std::string name : {"llama", "mine"}) {
+    std::filesystem::create_directories(scratch.Path(name));
+    WriteHfLlamaFolder(scratch.Path(name), llama, LlamaWeights(llama, 1), at::kFloat, false);
+  }
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(scratch.path());
+  TrainConfig c;
+  SetModel(c, "llama", "--model");
+  EXPECT_EQ(c.model, ModelKind::kLlama);
+  EXPECT_TRUE(c.model_dir.empty());
+  EXPECT_EQ(ModelFolderNote("llama"),
+            "--model llama is the built-in llama, not the folder ./llama here (--model ./llama "
+            "reads that folder)");
+  EXPECT_EQ(ModelFolderNote("gpt"), "");   // no folder of that name
+  EXPECT_EQ(ModelFolderNote("mine"), "");  // no built-in of that name
+  SetModel(c, "./llama", "--model");
+  EXPECT_EQ(c.model_dir, "./llama");
+  SetModel(c, "mine", "--model");
+  EXPECT_EQ(c.model_dir, "mine");
+  std::filesystem::current_path(cwd);
+}
+
+// A config file that is no file is one line naming it (not CLI11's, nor toml++'s).
+TEST(TrainConfigTest, AConfigFileThatIsAFolderIsNamed) {
+  ScratchFolder scratch;
+  TrainConfig c;
+  try {
+    ApplyTomlFile(scratch.path(), c);
+    FAIL() << "a folder was read as a config file";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "config file " + scratch.path() + ": is a directory, expected a file");
+  }
 }
 
 TEST(TrainConfigTest, TomlIntegersAreRangeCheckedNotWrapped) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "conveyor/comm/hop_latency.h"
+#include "conveyor/common/error_context.h"
 #include "conveyor/common/process_stats.h"
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/module/microbatch.h"
@@ -53,6 +54,15 @@ LossScaler MakeLossScaler(const TrainConfig& config) {
                          : config.dtype == ComputeDtype::kFp16 ? 65536.0
                                                                : 0.0;
   return initial > 0 ? LossScaler(initial, config.loss_scale_window) : LossScaler();
+}
+
+// "stage 1", "stages 0 and 7": the stages this rank runs, for messages.
+std::string StagesOf(const PipelineRank& pipeline) {
+  std::string out;
+  for (const auto& [index, stage] : pipeline.stages()) {
+    out += (out.empty() ? "" : " and ") + std::to_string(index);
+  }
+  return (pipeline.stages().size() > 1 ? "stages " : "stage ") + out;
 }
 
 }  // namespace
@@ -104,7 +114,10 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
         (config.batch_size / model_.mesh().dp() + config.microbatches - 1) / config.microbatches;
     const int64_t message_bytes = static_cast<int64_t>(c10::elementSize(model_.message_dtype())) *
                                   samples * config.seq_len * config.hidden;
-    hop_s_ = MeasureHopLatency(*pipeline_group, message_bytes, 20);
+    hop_s_ =
+        WithErrorContext("rank " + std::to_string(model_.rank()) + ", timing a message of " +
+                             std::to_string(message_bytes) + " bytes to its pipeline neighbours",
+                         [&] { return MeasureHopLatency(*pipeline_group, message_bytes, 20); });
   }
 }
 
@@ -149,16 +162,23 @@ StepMetrics Trainer::Step() {
   recorder_->UseDeviceTimes(pipeline.executor().device_runs());
   const int64_t pipeline_peak_bytes = recorder_->PeakBytes();  // before the optimizer's state
 
+  // A refusal between the micro-batches and the update (the memory limit) names the rank, its
+  // stages and the work, as one during the micro-batches names the action (executor.h).
+  const auto doing = [&](const char* work, auto&& run) {
+    return WithErrorContext(
+        "rank " + std::to_string(model_.rank()) + ", " + StagesOf(pipeline) + ", " + work, run);
+  };
   double phase = Executor::Now();
   if (dp_reducer_ != nullptr) {
-    m.dp = dp_reducer_->Finish();
+    m.dp = doing("the data-parallel reduction", [&] { return dp_reducer_->Finish(); });
     recorder_->Phase("dp reduce wait", phase);
   }
   phase = Executor::Now();
-  gradients_->SumShared(params);
+  doing("summing shared gradients", [&] { gradients_->SumShared(params); });
   recorder_->Phase("sum shared grads", phase);
   phase = Executor::Now();
-  m.grad_norm = gradients_->GlobalNorm(params) / m.loss_scale;  // of the true gradients
+  m.grad_norm = doing("the gradient norm", [&] { return gradients_->GlobalNorm(params); }) /
+                m.loss_scale;  // of the true gradients
   recorder_->Phase("grad norm", phase);
   phase = Executor::Now();
   const Layout& layout = model_.program().layout;
@@ -192,7 +212,8 @@ StepMetrics Trainer::Step() {
       factor *= config().clip / (m.grad_norm + 1e-6);
     }
     if (factor != 1) PipelineGradients::Scale(params, factor);
-    optimizer_->Step(params, m.lr, m.step);
+    // The first update creates the optimizer's state (AdamW's two moments a weight).
+    doing("the optimizer's update", [&] { optimizer_->Step(params, m.lr, m.step); });
     loss_scaler_.Grow();
   }
   step_ = m.step;
