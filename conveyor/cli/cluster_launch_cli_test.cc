@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iostream>
 #include <string>
 
 #include "conveyor/cli/cli_testing.h"
@@ -44,8 +45,12 @@ TEST(ClusterLaunchTest, SrunTrainsAsConveyorsOwnLauncherDoes) {
   const std::string dir = ScratchWithCorpus("srun");
   const std::string slurm = dir + "/slurm";
   const std::string script = std::string(CONVEYOR_SOURCE_DIR) + "/scripts/one-node-slurm";
-  const Result up = Shell(script + " start " + slurm);
+  Result up = Shell(script + " start " + slurm);
   if (up.code == 77) GTEST_SKIP() << up.err;
+  if (up.code != 0) {  // once seen under load: slurmd never registered; its logs say why
+    std::cerr << "one-node Slurm did not start, trying once more:\n" << up.err;
+    up = Shell(script + " start " + slurm);
+  }
   ASSERT_EQ(up.code, 0) << up.out << up.err;
   struct Stop {
     std::string command;
