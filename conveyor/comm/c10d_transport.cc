@@ -520,12 +520,7 @@ std::vector<at::Tensor> C10dTransport::AllGather(const at::Tensor& local) {
 
 at::Tensor C10dTransport::AllToAll(const at::Tensor& input, const std::vector<int64_t>& send_counts,
                                    const std::vector<int64_t>& recv_counts) {
-  CONVEYOR_CHECK(input.defined() && input.dim() >= 1)
-      << ranks_.Self() << ": all-to-all of "
-      << (input.defined() ? "a 0-dimensional" : "an undefined")
-      << " tensor: it needs rows (dimension 0)";
-  ScatterParts::AllToAllSide(ranks_, send_counts, input.size(0), "send");
-  const ScatterParts from = ScatterParts::AllToAllSide(ranks_, recv_counts, -1, "receive");
+  const ScatterParts from = ScatterParts::AllToAllReceived(ranks_, input, send_counts, recv_counts);
   std::string what = NextCollective("all-to-all");
   std::vector<int64_t> sizes = input.sizes().vec();
   sizes[0] = from.total();

@@ -441,12 +441,7 @@ std::vector<at::Tensor> LocalTransport::AllGather(const at::Tensor& local) {
 at::Tensor LocalTransport::AllToAll(const at::Tensor& input,
                                     const std::vector<int64_t>& send_counts,
                                     const std::vector<int64_t>& recv_counts) {
-  CONVEYOR_CHECK(input.defined() && input.dim() >= 1)
-      << ranks_.Self() << ": all-to-all of "
-      << (input.defined() ? "a 0-dimensional" : "an undefined")
-      << " tensor: it needs rows (dimension 0)";
-  ScatterParts::AllToAllSide(ranks_, send_counts, input.size(0), "send");
-  ScatterParts::AllToAllSide(ranks_, recv_counts, -1, "receive");
+  ScatterParts::AllToAllReceived(ranks_, input, send_counts, recv_counts);
   // "rank 2 sends 3 rows to rank 0, which receives 1 from it".
   auto pair = [&](int sender, int receiver, int64_t sent, int64_t received) {
     return "rank " + std::to_string(ranks_.world_rank(sender)) + " sends " + std::to_string(sent) +

@@ -48,4 +48,15 @@ ScatterParts ScatterParts::AllToAllSide(const GroupRanks& ranks, const std::vect
   return parts;
 }
 
+ScatterParts ScatterParts::AllToAllReceived(const GroupRanks& ranks, const at::Tensor& input,
+                                            const std::vector<int64_t>& send_counts,
+                                            const std::vector<int64_t>& recv_counts) {
+  CONVEYOR_CHECK(input.defined() && input.dim() >= 1)
+      << ranks.Self() << ": all-to-all of "
+      << (input.defined() ? "a 0-dimensional" : "an undefined")
+      << " tensor: it needs rows (dimension 0)";
+  AllToAllSide(ranks, send_counts, input.size(0), "send");
+  return AllToAllSide(ranks, recv_counts, -1, "receive");
+}
+
 }  // namespace conveyor

@@ -30,6 +30,12 @@ class ScatterParts {
   // has one count per rank, none negative, and (when `rows` >= 0) they sum to `rows`.
   static ScatterParts AllToAllSide(const GroupRanks& ranks, const std::vector<int64_t>& counts,
                                    int64_t rows, const char* side);
+  // Every precondition of Transport::AllToAll on this rank (UserError naming this rank and the
+  // values): `input` defined with rows (dimension 0), both sides as AllToAllSide checks them.
+  // Returns the receive side.
+  static ScatterParts AllToAllReceived(const GroupRanks& ranks, const at::Tensor& input,
+                                       const std::vector<int64_t>& send_counts,
+                                       const std::vector<int64_t>& recv_counts);
 
   int size() const { return static_cast<int>(counts_.size()); }
   // Rank r's part: elements (rows) [begin(r), begin(r) + count(r)) along dimension 0.

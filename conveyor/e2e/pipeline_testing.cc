@@ -46,47 +46,45 @@ struct Collected {
   }
 };
 
-// Casts the hidden state to `dtype` and back: x (n, T, C) -> (n, T, C), and its gradient
-// likewise (the casts' own backward).
-class RoundTrip : public Layer {
+// A layer that keeps the hidden state's shape (n, T, C) and holds no parameters.
+class HiddenStateLayer : public Layer {
  public:
-  RoundTrip(int64_t hidden, at::ScalarType dtype) : hidden_(hidden), dtype_(dtype) {}
+  explicit HiddenStateLayer(int64_t hidden) : hidden_(hidden) {}
+  NamedTensors NamedParameters() override { return {}; }
+  std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, hidden_);
+  }
+  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
+    return HiddenShape(mb, hidden_);
+  }
+
+ private:
+  int64_t hidden_;
+};
+
+// Casts the hidden state to `dtype` and back, and its gradient likewise (the casts' own
+// backward).
+class RoundTrip : public HiddenStateLayer {
+ public:
+  RoundTrip(int64_t hidden, at::ScalarType dtype) : HiddenStateLayer(hidden), dtype_(dtype) {}
   at::Tensor Forward(const at::Tensor& x, const MicroBatch&) override {
     return x.to(dtype_).to(x.scalar_type());
   }
-  NamedTensors NamedParameters() override { return {}; }
-  std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, hidden_);
-  }
-  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, hidden_);
-  }
 
  private:
-  int64_t hidden_;
   at::ScalarType dtype_;
 };
 
-// SquareTermAt's term: x (n, T, C) passes unchanged, with the mean over mb's counted
-// targets of |x|^2 attached to the loss under the name "square".
-class SquareTerm : public Layer {
+// SquareTermAt's term: x passes unchanged, with the mean over mb's counted targets of |x|^2
+// attached to the loss under the name "square".
+class SquareTerm : public HiddenStateLayer {
  public:
-  explicit SquareTerm(int64_t hidden) : hidden_(hidden) {}
+  using HiddenStateLayer::HiddenStateLayer;
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     const at::Tensor counted = mb.targets.ge(0).to(x.scalar_type());  // (n, T)
-    const at::Tensor term = ((x * x).sum(-1) * counted).sum() / counted.sum().clamp_min(1);  // ()
+    const at::Tensor term = ((x * x).sum(-1) * counted).sum() / counted.sum().clamp_min(1);
     return AttachAuxiliaryLoss(x, term, "square");
   }
-  NamedTensors NamedParameters() override { return {}; }
-  std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, hidden_);
-  }
-  std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, hidden_);
-  }
-
- private:
-  int64_t hidden_;
 };
 
 // Adds the auxiliary losses of `stage` to `into`.
