@@ -167,6 +167,7 @@ void TrainRank(const TrainConfig& config, const RankContext& rank, int ranks_in_
                           {"lr", m.lr},           {"grad_norm", m.grad_norm},
                           {"seconds", m.seconds}, {"tokens_per_s", m.tokens_per_s},
                           {"data_s", m.data_s}};
+    if (!m.auxiliary_losses.empty()) row["auxiliary_losses"] = m.auxiliary_losses;
     if (m.step == first_step + 1) summary.first_data_s = m.data_s;
     summary.data_s += m.data_s / static_cast<double>(config.steps - first_step);
     if (m.dp.buckets > 0) {
@@ -197,6 +198,7 @@ void TrainRank(const TrainConfig& config, const RankContext& rank, int ranks_in_
       }
     } else {
       summary.final_loss = m.loss;
+      summary.auxiliary_losses = m.auxiliary_losses;
       if (leader) progress.Step(m.step, m.loss, m.lr, m.tokens_per_s);
     }
     if (trainer.loss_scaler().enabled()) row["loss_scale"] = m.loss_scale;

@@ -18,6 +18,15 @@ void PrintTrainSummary(const TrainSummary& s) {
   }
   std::printf("\ndone: %lld steps, final loss %.4f, %s, %.0f tokens/s\n",
               static_cast<long long>(s.steps), s.final_loss, held_out, s.tokens_per_s);
+  if (!s.auxiliary_losses.empty()) {
+    std::printf("auxiliary losses of that step (besides the loss):");
+    const char* separator = " ";
+    for (const auto& [name, value] : s.auxiliary_losses) {
+      std::printf("%s%s %.4g", separator, name.c_str(), value);
+      separator = ", ";
+    }
+    std::printf("\n");
+  }
   if (s.skipped_steps > s.overflow_steps) {
     std::printf("%lld step(s) skipped: non-finite loss or gradient norm\n",
                 static_cast<long long>(s.skipped_steps - s.overflow_steps));

@@ -5,6 +5,7 @@
 #define CONVEYOR_CLI_TRAIN_SUMMARY_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,17 +16,18 @@
 namespace conveyor {
 
 struct TrainSummary {
-  int64_t steps = 0;              // the trainer's step at the end
-  double final_loss = 0;          // the last step that was not skipped (0 without one)
-  double tokens_per_s = 0;        // the last step's
-  int64_t skipped_steps = 0;      // non-finite steps skipped, overflows included
+  int64_t steps = 0;      // the trainer's step at the end
+  double final_loss = 0;  // the last step that was not skipped (0 without one)
+  std::map<std::string, double> auxiliary_losses;  // that step's (StepMetrics'); empty: none
+  double tokens_per_s = 0;                         // the last step's
+  int64_t skipped_steps = 0;                       // non-finite steps skipped, overflows included
   int64_t overflow_steps = 0;     // steps skipped because gradients overflowed the loss scale
   double loss_scale = 0;          // the loss scale at the end; 0: loss scaling off
   EvalMetrics final_eval;         // accuracy < 0 when the task has none
   double baseline_accuracy = -1;  // the majority class's, with an accuracy
   std::vector<RankReport> ranks;
-  double measured_bubble = 0;   // MeasuredBubble
-  double predicted_bubble = 0;  // the simulator's, from measured costs
+  double measured_bubble = 0;       // MeasuredBubble
+  double predicted_bubble = 0;      // the simulator's, from measured costs
   double measured_pipeline_s = 0;   // the pipeline's makespan, a step on average
   double predicted_pipeline_s = 0;  // the simulator's, from measured costs
   std::string sharing;              // "4 ranks on 2 cores"; empty: no rank shares its cores

@@ -37,6 +37,7 @@ TEST(TrainSummaryTest, PrintsTheRunsNumbersAndOneRowPerRank) {
       << out;
   EXPECT_EQ(out.find("skipped"), std::string::npos) << out;
   EXPECT_EQ(out.find("accuracy"), std::string::npos) << out;
+  EXPECT_EQ(out.find("auxiliary"), std::string::npos) << out;  // a model without any
   EXPECT_NE(out.find("   1     2.00     0.00        0.00      0.00    0.0%   100.0%      0.00   "
                      "0.00 (3.0 mb)\n"),
             std::string::npos)
@@ -99,6 +100,7 @@ TEST(TrainSummaryTest, PrintsTheRunsNumbersAndOneRowPerRank) {
   s.baseline_accuracy = 0.25;
   s.trace_dir = "t";
   s.sample = "hello";
+  s.auxiliary_losses = {{"load_balance", 1.0625}, {"z_loss", 0.003}};
   ::testing::internal::CaptureStdout();
   PrintTrainSummary(s);
   out = ::testing::internal::GetCapturedStdout();
@@ -113,6 +115,10 @@ TEST(TrainSummaryTest, PrintsTheRunsNumbersAndOneRowPerRank) {
   EXPECT_NE(out.find("held-out accuracy 50.0% (majority class 25.0%)\n"), std::string::npos) << out;
   EXPECT_NE(out.find("traces: t/trace.json, measured.svg\n"), std::string::npos) << out;
   EXPECT_NE(out.find("\nsample:\nhello\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("1000 tokens/s\nauxiliary losses of that step (besides the loss): "
+                     "load_balance 1.062, z_loss 0.003\n"),
+            std::string::npos)
+      << out;
 }
 
 }  // namespace

@@ -39,6 +39,11 @@ class ModelTask {
   virtual std::vector<double> LayerFlops() const = 0;
   // One line: the architecture and its size ("gpt: 4 blocks, hidden 64, ...").
   virtual std::string Describe() const = 0;
+  // The names of the auxiliary losses its layers may attach (auxiliary_loss.h; a router's
+  // "load_balance"), the same on every rank whatever its stages: the trainer reports each
+  // every step (StepMetrics::auxiliary_losses). None by default; a layer attaching a name not
+  // listed here is an internal error at the end of its step.
+  virtual std::vector<std::string> AuxiliaryLossNames() const { return {}; }
 };
 
 // How many numbers the model's parameters hold, a tensor two layers share (a tied embedding)

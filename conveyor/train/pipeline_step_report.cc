@@ -7,14 +7,17 @@
 namespace conveyor {
 
 PipelineStepReport GatherStepReports(Transport* pipeline, const RankStepReport& mine) {
-  // One row per rank: the send posts, the computes, then start, end and loss.
+  // One row per rank: the send posts, the computes, then start, end, loss and the auxiliary
+  // losses.
   const int64_t posts = static_cast<int64_t>(mine.send_posts.size());
   const int64_t computes = static_cast<int64_t>(mine.computes.size());
+  const int64_t auxiliary = static_cast<int64_t>(mine.auxiliary.size());
   std::vector<double> row = mine.send_posts;
   row.insert(row.end(), mine.computes.begin(), mine.computes.end());
   row.insert(row.end(), {mine.start, mine.end, mine.loss});
-  const at::Tensor rows =
-      GatherOverRanks(pipeline, at::tensor(row, at::kDouble));  // (p, posts + computes + 3)
+  row.insert(row.end(), mine.auxiliary.begin(), mine.auxiliary.end());
+  const at::Tensor rows = GatherOverRanks(
+      pipeline, at::tensor(row, at::kDouble));  // (p, posts + computes + 3 + auxiliary)
   const at::Tensor sums = rows.narrow(1, 0, posts + computes).sum(0).contiguous();
   PipelineStepReport report;
   report.send_posts.assign(sums.data_ptr<double>(), sums.data_ptr<double>() + posts);
@@ -24,6 +27,9 @@ PipelineStepReport GatherStepReports(Transport* pipeline, const RankStepReport& 
   report.first_start = rows.select(1, tail).min().item<double>();
   report.last_end = rows.select(1, tail + 1).max().item<double>();
   report.loss = rows.select(1, tail + 2).sum().item<double>();
+  const at::Tensor auxiliary_sums = rows.narrow(1, tail + 3, auxiliary).sum(0).contiguous();
+  report.auxiliary.assign(auxiliary_sums.data_ptr<double>(),
+                          auxiliary_sums.data_ptr<double>() + auxiliary);
   return report;
 }
 

@@ -2,7 +2,7 @@
 // rank's send posting times (the communication breakdown needs every rank's), when each of
 // its computes ran (ranks sharing cores need every rank's to tell their own work from the
 // waiting; compute_placement.h), the start and end of its part of the step, and its share of
-// the loss. Gathered before the update, so that
+// the loss and auxiliary losses. Gathered before the update, so that
 // every rank knows whether the step is finite.
 #ifndef CONVEYOR_TRAIN_PIPELINE_STEP_REPORT_H_
 #define CONVEYOR_TRAIN_PIPELINE_STEP_REPORT_H_
@@ -20,6 +20,7 @@ struct RankStepReport {
   double start = 0;                // its pipeline part began (seconds, shared clock)
   double end = 0;                  // and ended
   double loss = 0;                 // its last stages' summed scaled losses (0 on others)
+  std::vector<double> auxiliary;   // its stages' auxiliary losses, in the model's name order
 };
 
 // The pipeline's step, the same on every rank of it.
@@ -29,10 +30,12 @@ struct PipelineStepReport {
   double first_start = 0;          // the earliest rank's start
   double last_end = 0;             // the latest rank's end
   double loss = 0;                 // the ranks' losses summed
+  std::vector<double> auxiliary;   // the ranks' auxiliary losses summed, name by name
 };
 
 // Gathers `mine` over `pipeline` (null: this rank alone). Collective over `pipeline`.
-// Precondition: every rank's send_posts and computes have the same lengths (the program's).
+// Precondition: every rank's send_posts, computes and auxiliary have the same lengths (the
+// program's; the model's auxiliary loss names).
 PipelineStepReport GatherStepReports(Transport* pipeline, const RankStepReport& mine);
 
 }  // namespace conveyor

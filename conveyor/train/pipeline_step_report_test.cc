@@ -13,7 +13,7 @@ namespace {
 // Three ranks, each posting one of three sends and running one of three computes: the report
 // sums the posts and the compute times, takes the earliest start and the latest end, and
 // adds the losses; every rank gets the same report.
-TEST(PipelineStepReportTest, SumsPostsSpansTheRanksAndAddsLosses) {
+TEST(PipelineStepReportTest, SumsPostsSpansTheRanksAndAddsLossesAndAuxiliaryLosses) {
   auto world = LocalWorld(3);
   std::vector<PipelineStepReport> got(3);
   RunRankThreads(world, [&](int r) {
@@ -26,6 +26,7 @@ TEST(PipelineStepReportTest, SumsPostsSpansTheRanksAndAddsLosses) {
     mine.start = 1.0 + r;
     mine.end = 5.0 - r;
     mine.loss = r == 2 ? 0.75 : 0.0;
+    mine.auxiliary = {0.5 * r, r == 1 ? 0.25 : 0.0};  // each name from any stage, summed
     got[r] = GatherStepReports(world[r].get(), mine);
   });
   for (const PipelineStepReport& report : got) {
@@ -34,16 +35,19 @@ TEST(PipelineStepReportTest, SumsPostsSpansTheRanksAndAddsLosses) {
     EXPECT_EQ(report.first_start, 1.0);
     EXPECT_EQ(report.last_end, 5.0);
     EXPECT_EQ(report.loss, 0.75);
+    EXPECT_EQ(report.auxiliary, (std::vector<double>{1.5, 0.25}));
   }
 }
 
 TEST(PipelineStepReportTest, ALoneRankReportsItself) {
-  const PipelineStepReport report = GatherStepReports(nullptr, RankStepReport{{2.5}, {1, 2}, 1, 3, 0.5});
+  const PipelineStepReport report =
+      GatherStepReports(nullptr, RankStepReport{{2.5}, {1, 2}, 1, 3, 0.5, {0.125}});
   EXPECT_EQ(report.send_posts, std::vector<double>{2.5});
   EXPECT_EQ(report.computes, (std::vector<double>{1, 2}));
   EXPECT_EQ(report.first_start, 1);
   EXPECT_EQ(report.last_end, 3);
   EXPECT_EQ(report.loss, 0.5);
+  EXPECT_EQ(report.auxiliary, std::vector<double>{0.125});
 }
 
 }  // namespace

@@ -72,7 +72,8 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
     : task_(std::move(task)),
       model_(config, task_->model(), rank, task_.get()),
       schedule_{config.lr, config.min_lr_ratio, config.warmup_steps, config.steps},
-      loss_scaler_(MakeLossScaler(config)) {
+      loss_scaler_(MakeLossScaler(config)),
+      auxiliary_names_(task_->model()->AuxiliaryLossNames()) {
   // Activation memory on the CPU is counted by wrapping its allocator; a GPU's caching
   // allocator keeps its own counts (device_memory.h), so the CPU's is left alone there.
   if (!model_.device().is_cuda()) MemoryTracker::Install();
@@ -190,10 +191,15 @@ StepMetrics Trainer::Step() {
                      shares
                          ? ComputeSlots(model_.program(), recorder_->step(), model_.pipeline_rank())
                          : std::vector<double>{},
-                     pipeline_start, pipeline_end, local_loss});
-  // Every replica's share of the batch.
-  m.loss = SumOverRanks(dp_timed, at::tensor(std::vector<double>{pipeline_step.loss}, at::kDouble))
-               .item<double>();
+                     pipeline_start, pipeline_end, local_loss, AuxiliaryLossValues(pipeline)});
+  // Every replica's share of the batch: the loss, then the auxiliary losses.
+  std::vector<double> sums = {pipeline_step.loss};
+  sums.insert(sums.end(), pipeline_step.auxiliary.begin(), pipeline_step.auxiliary.end());
+  const at::Tensor summed = SumOverRanks(dp_timed, at::tensor(sums, at::kDouble));
+  m.loss = summed[0].item<double>();
+  for (size_t i = 0; i < auxiliary_names_.size(); ++i) {
+    m.auxiliary_losses[auxiliary_names_[i]] = summed[static_cast<int64_t>(i) + 1].item<double>();
+  }
   recorder_->Phase("gather loss", phase);
   m.step = step_ + 1;
   m.lr = schedule_.At(m.step);
@@ -240,6 +246,20 @@ StepMetrics Trainer::Step() {
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.tokens_per_s = task_->TokensPerBatch() / m.seconds;
   return m;
+}
+
+std::vector<double> Trainer::AuxiliaryLossValues(const PipelineRank& pipeline) const {
+  std::vector<double> values(auxiliary_names_.size(), 0.0);
+  for (const auto& [index, stage] : pipeline.stages()) {
+    for (const auto& [name, value] : stage->auxiliary_losses()) {
+      const auto it = std::find(auxiliary_names_.begin(), auxiliary_names_.end(), name);
+      CONVEYOR_ASSERT(it != auxiliary_names_.end())
+          << "rank " << model_.rank() << ", stage " << index << " attached the auxiliary loss \""
+          << name << "\", which its model does not declare (ModelTask::AuxiliaryLossNames)";
+      values[it - auxiliary_names_.begin()] += value;
+    }
+  }
+  return values;
 }
 
 std::vector<RankReport> Trainer::RankReports() const {

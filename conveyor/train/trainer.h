@@ -29,6 +29,7 @@
 #define CONVEYOR_TRAIN_TRAINER_H_
 
 #include <future>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,11 @@ struct StepMetrics {
   bool skipped = false;
   bool overflow = false;  // skipped because the scaled gradients overflowed; scale halved
   double loss_scale = 1;  // the scale the step's backward ran with (1: loss scaling off)
+  // The step's auxiliary losses (auxiliary_loss.h), each of the model's names
+  // (ModelTask::AuxiliaryLossNames) once: share x term summed over the micro-batches, the
+  // data-parallel replicas and every layer that attaches it, as the loss is (empty for a model
+  // without any). Not part of `loss`.
+  std::map<std::string, double> auxiliary_losses;
   // Seconds the step waited for its batch: the whole read when it was not read ahead, and
   // 0 when the read ahead (on a thread, during the previous step) was done in time.
   double data_s = 0;
@@ -119,6 +125,9 @@ class Trainer {
   const ComputeSharing& sharing() const { return sharing_; }
 
  private:
+  // This rank's stages' auxiliary losses of the step, in auxiliary_names_'s order.
+  std::vector<double> AuxiliaryLossValues(const PipelineRank& pipeline) const;
+
   std::shared_ptr<const TrainTask> task_;
   PipelineModel model_;
   std::unique_ptr<DataParallelReducer> dp_reducer_;  // null when dp == 1
@@ -136,6 +145,7 @@ class Trainer {
   double clock_origin_ = 0;  // SharedClockOrigin
   double hop_s_ = 0;
   ComputeSharing sharing_;
+  std::vector<std::string> auxiliary_names_;  // the model's, in the order the reports carry
   double startup_s_ = -1;  // process start to this trainer's first step; -1 before it
   RankMeasurements measurements_;
 };
