@@ -56,18 +56,19 @@ class Block : public Layer {
       : config_(c), prefix_("blocks." + std::to_string(block) + ".") {
     at::Generator gen = LayerInitGenerator(seed, block + 1);
     const int64_t h = c.hidden;
-    auto shard = [&](const char* name, const at::Tensor& full) {
-      return ShardParam(prefix_ + name, full, c.tp);
+    auto shard = [&](const char* name, const ParameterSpec& spec, const at::Tensor& full) {
+      return ShardParam(prefix_ + name, spec, full, c.tp, specs_);
     };
-    attn_.qkv_w = shard("attn.qkv.weight", NormalParam(gen, {3 * h, h}, kInitStd));
-    attn_.qkv_b = shard("attn.qkv.bias", ZerosParam({3 * h}));
-    attn_.proj_w = shard("attn.proj.weight", NormalParam(gen, {h, h}, kInitStd));
+    attn_.qkv_w =
+        shard("attn.qkv.weight", FusedColumnParallel(3), NormalParam(gen, {3 * h, h}, kInitStd));
+    attn_.qkv_b = shard("attn.qkv.bias", FusedColumnParallel(3), ZerosParam({3 * h}));
+    attn_.proj_w = shard("attn.proj.weight", RowParallel(), NormalParam(gen, {h, h}, kInitStd));
     attn_.proj_b = ZerosParam({h});
     ln1_w_ = OnesParam({h});
     ln1_b_ = ZerosParam({h});
-    fc_w_ = shard("mlp.fc.weight", NormalParam(gen, {4 * h, h}, kInitStd));
-    fc_b_ = shard("mlp.fc.bias", ZerosParam({4 * h}));
-    fc2_w_ = shard("mlp.proj.weight", NormalParam(gen, {h, 4 * h}, kInitStd));
+    fc_w_ = shard("mlp.fc.weight", ColumnParallel(), NormalParam(gen, {4 * h, h}, kInitStd));
+    fc_b_ = shard("mlp.fc.bias", ColumnParallel(), ZerosParam({4 * h}));
+    fc2_w_ = shard("mlp.proj.weight", RowParallel(), NormalParam(gen, {h, 4 * h}, kInitStd));
     fc2_b_ = ZerosParam({h});
     ln2_w_ = OnesParam({h});
     ln2_b_ = ZerosParam({h});

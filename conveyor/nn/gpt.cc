@@ -21,20 +21,22 @@ constexpr double kInitStd = 0.02;
 constexpr double kPositionInitStd = 0.01;
 constexpr char kLmHead[] = "head.lm.weight";
 
-// The parameter `name` of full shape `shape`: drawn N(0, std) from gen, this rank's part kept;
-// or (c.draw_weights false) this rank's part allocated undrawn.
+// The parameter `name` of full shape `shape`, laid out as `spec` (declared in `specs`): drawn
+// N(0, std) from gen, this rank's part kept; or (c.draw_weights false) this rank's part
+// allocated undrawn.
 at::Tensor Drawn(const GptConfig& c, at::Generator& gen, const std::string& name,
-                 std::vector<int64_t> shape, double std) {
-  if (!c.draw_weights) return UndrawnParam(name, std::move(shape), c.tp);
-  return ShardParam(name, NormalParam(gen, shape, std), c.tp);
+                 const ParameterSpec& spec, std::vector<int64_t> shape, double std,
+                 ParameterSpecs& specs) {
+  if (!c.draw_weights) return UndrawnParam(name, spec, std::move(shape), c.tp, specs);
+  return ShardParam(name, spec, NormalParam(gen, shape, std), c.tp, specs);
 }
 
 class Embedding : public Layer {
  public:
   Embedding(const GptConfig& c, uint64_t seed) : config_(c) {
     at::Generator gen = LayerInitGenerator(seed, 0);
-    wte_ = Drawn(c, gen, kTokenEmbedding, {c.vocab, c.hidden}, kInitStd);
-    wpe_ = Drawn(c, gen, "embed.wpe", {c.max_seq_len, c.hidden}, kPositionInitStd);
+    wte_ = Drawn(c, gen, kTokenEmbedding, VocabParallel(), {c.vocab, c.hidden}, kInitStd, specs_);
+    wpe_ = Drawn(c, gen, "embed.wpe", {}, {c.max_seq_len, c.hidden}, kPositionInitStd, specs_);
   }
 
   // ids (n, T) of the positions [p, p + T) (p = 0 but when generating with a cache) ->
@@ -67,23 +69,24 @@ class Block : public Layer {
     at::Generator gen = LayerInitGenerator(seed, block + 1);
     const int64_t h = c.hidden;
     const double proj_std = kInitStd / std::sqrt(2.0 * c.layers);
-    auto normal = [&](const char* name, std::vector<int64_t> shape, double std) {
-      return Drawn(c, gen, prefix_ + name, std::move(shape), std);
+    auto normal = [&](const char* name, const ParameterSpec& spec, std::vector<int64_t> shape,
+                      double std) {
+      return Drawn(c, gen, prefix_ + name, spec, std::move(shape), std, specs_);
     };
-    auto shard = [&](const char* name, const at::Tensor& full) {
-      return ShardParam(prefix_ + name, full, c.tp);
+    auto shard = [&](const char* name, const ParameterSpec& spec, const at::Tensor& full) {
+      return ShardParam(prefix_ + name, spec, full, c.tp, specs_);
     };
     ln1_w_ = OnesParam({h});
     ln1_b_ = ZerosParam({h});
-    qkv_w_ = normal("attn.qkv.weight", {3 * h, h}, kInitStd);
-    qkv_b_ = shard("attn.qkv.bias", ZerosParam({3 * h}));
-    proj_w_ = normal("attn.proj.weight", {h, h}, proj_std);
+    qkv_w_ = normal("attn.qkv.weight", FusedColumnParallel(3), {3 * h, h}, kInitStd);
+    qkv_b_ = shard("attn.qkv.bias", FusedColumnParallel(3), ZerosParam({3 * h}));
+    proj_w_ = normal("attn.proj.weight", RowParallel(), {h, h}, proj_std);
     proj_b_ = ZerosParam({h});
     ln2_w_ = OnesParam({h});
     ln2_b_ = ZerosParam({h});
-    fc_w_ = normal("mlp.fc.weight", {4 * h, h}, kInitStd);
-    fc_b_ = shard("mlp.fc.bias", ZerosParam({4 * h}));
-    fc2_w_ = normal("mlp.proj.weight", {h, 4 * h}, proj_std);
+    fc_w_ = normal("mlp.fc.weight", ColumnParallel(), {4 * h, h}, kInitStd);
+    fc_b_ = shard("mlp.fc.bias", ColumnParallel(), ZerosParam({4 * h}));
+    fc2_w_ = normal("mlp.proj.weight", RowParallel(), {h, 4 * h}, proj_std);
     fc2_b_ = ZerosParam({h});
   }
 
@@ -137,7 +140,8 @@ class Head : public Layer {
     // Tied: the same initial values as the embedding's copy (drawn first from layer 0's
     // stream), under the same name, so the same row shard.
     at::Generator gen = LayerInitGenerator(seed, c.tie_embeddings ? 0 : c.layers + 1);
-    lm_head_ = Drawn(c, gen, lm_head_name(), {c.vocab, c.hidden}, kInitStd);
+    lm_head_ =
+        Drawn(c, gen, lm_head_name(), VocabParallel(), {c.vocab, c.hidden}, kInitStd, specs_);
   }
 
   // x (n, T, C) -> logits (n, T, r) of this rank's r vocabulary rows (vocab_parallel.h)

@@ -6,13 +6,19 @@
 // Targets (n, T), -1 where not counted (padding).
 //
 // Tensor parallelism (config.tp, tensor_parallel.h) over p ranks: every rank builds the full
-// initial weights (the same draws as the unsharded model) and keeps its shard
-// (TensorParallelSplitOf): the blocks' attention by heads and MLP by hidden units, the token
-// embedding and LM head by vocabulary rows (vocab_parallel.h; tied embeddings share the same
-// row shard). Activations between layers stay replicated (n, T, C), so InputShape and
-// OutputShape between stages do not change, except the head's output: this rank's logits
-// (n, T, ceil(V/p)), padded columns included, never gathered; LossSum turns them into the full
-// loss, the same on every rank. Forward and backward are then collectives over config.tp.group.
+// initial weights (the same draws as the unsharded model) and keeps its shard, each layer
+// declaring its parameters' layouts (parameter_spec.h):
+//   blocks.i.attn.qkv.weight / .bias   FusedColumnParallel(3)  (3C, C) -> (3C/p, C)
+//   blocks.i.attn.proj.weight          RowParallel             (C, C) -> (C, C/p)
+//   blocks.i.mlp.fc.weight / .bias     ColumnParallel          (4C, C) -> (4C/p, C)
+//   blocks.i.mlp.proj.weight           RowParallel             (C, 4C) -> (C, 4C/p)
+//   embed.wte, head.lm.weight          VocabParallel           (V, C) -> (ceil(V/p), C)
+// and the rest replicated (norms, position embeddings, the row-parallel linears' biases). Tied
+// embeddings: the head holds embed.wte under its name, the same row shard. Activations between
+// layers stay replicated (n, T, C), so InputShape and OutputShape between stages do not change,
+// except the head's output: this rank's logits (n, T, ceil(V/p)), padded columns included, never
+// gathered; LossSum turns them into the full loss, the same on every rank. Forward and backward are
+// then collectives over config.tp.group.
 #ifndef CONVEYOR_NN_GPT_H_
 #define CONVEYOR_NN_GPT_H_
 

@@ -249,22 +249,23 @@ void HfCheckpoint::CopyShardInto(const HfTensor& t, TensorParallelSplit split,
   if (real < dst.size(split.dim)) dst.narrow(split.dim, real, dst.size(split.dim) - real).zero_();
 }
 
-at::Tensor HfCheckpoint::Read(const std::string& param) { return ReadShard(param, {}); }
+at::Tensor HfCheckpoint::Read(const std::string& param) { return ReadShard(param, {}, {}); }
 
-at::Tensor HfCheckpoint::ReadShard(const std::string& param, const TensorParallel& tp) {
+at::Tensor HfCheckpoint::ReadShard(const std::string& param, const ParameterSpec& spec,
+                                   const TensorParallel& tp) {
   const HfTensor& t = Find(param);
-  const TensorParallelSplit split = TensorParallelSplitOf(param, tp.kv_replicas);
+  const TensorParallelSplit split = spec.tp;
   at::Tensor shard = at::empty(ShardShape(t, split, tp), at::kFloat);
   CopyShardInto(t, split, tp, shard);
   return shard;
 }
 
-void HfCheckpoint::LoadInto(const NamedTensors& params, const TensorParallel& tp) {
+void HfCheckpoint::LoadInto(const NamedTensors& params, const ParameterSpecs& specs,
+                            const TensorParallel& tp) {
   // Every name and shard shape checked from the headers first: nothing changes on a refusal.
   for (const auto& [name, p] : params) {
     const HfTensor& t = Find(name);
-    const std::vector<int64_t> shape =
-        ShardShape(t, TensorParallelSplitOf(name, tp.kv_replicas), tp);
+    const std::vector<int64_t> shape = ShardShape(t, specs.Of(name).tp, tp);
     CONVEYOR_CHECK(at::IntArrayRef(shape) == p.sizes())
         << "model folder " << dir_ << ": tensor '" << t.name << "' gives this rank a part of shape "
         << at::IntArrayRef(shape) << ", its parameter has shape " << p.sizes();
@@ -272,7 +273,7 @@ void HfCheckpoint::LoadInto(const NamedTensors& params, const TensorParallel& tp
   // Straight into each parameter: no fp32 copy of a tensor on the way.
   at::NoGradGuard no_grad;
   for (const auto& [name, p] : params) {
-    CopyShardInto(Find(name), TensorParallelSplitOf(name, tp.kv_replicas), tp, p);
+    CopyShardInto(Find(name), specs.Of(name).tp, tp, p);
   }
 }
 

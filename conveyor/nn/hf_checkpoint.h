@@ -67,16 +67,17 @@ class HfCheckpoint {
   // read from its file alone. UserError when the model has no such parameter.
   at::Tensor Read(const std::string& param);
 
-  // Tensor-parallel rank tp.rank's part of the parameter `param` (TensorParallelSplitOf) in
+  // Tensor-parallel rank tp.rank's part of the parameter `param`, laid out as `spec`, in
   // fp32, reading that part's bytes alone; Read(param) when it is replicated.
-  at::Tensor ReadShard(const std::string& param, const TensorParallel& tp);
+  at::Tensor ReadShard(const std::string& param, const ParameterSpec& spec,
+                       const TensorParallel& tp);
 
   // Copies into each of `params` (a model's parameters, by name, as held by tensor-parallel
-  // rank tp.rank: TensorParallelSplitOf) its part of the checkpoint's tensor; nothing else
+  // rank tp.rank, laid out as `specs` says) its part of the checkpoint's tensor; nothing else
   // is read. UserError for a name the checkpoint lacks or a shard of another shape (then no
   // parameter has changed), or for NaN or infinity in a part read (then that parameter and
   // those after it have not).
-  void LoadInto(const NamedTensors& params, const TensorParallel& tp);
+  void LoadInto(const NamedTensors& params, const ParameterSpecs& specs, const TensorParallel& tp);
 
  private:
   // The folder's tensor of `param`, and the file holding it; UserError when there is none.

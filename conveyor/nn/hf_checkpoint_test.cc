@@ -16,6 +16,7 @@
 #include "conveyor/common/remove_tree.h"
 #include "conveyor/nn/gpt.h"
 #include "conveyor/nn/hf_checkpoint_testing.h"
+#include "conveyor/nn/llama.h"
 #include "conveyor/nn/safetensors.h"
 
 namespace conveyor {
@@ -92,24 +93,24 @@ TEST_F(HfCheckpointTest, LoadsARanksShardsReadingOnlyItsTensors) {
   const Named weights = LlamaWeights(c, 5);
   Write(c, weights, at::kFloat, /*shards=*/true);
   HfCheckpoint checkpoint(dir_);
+  const ParameterSpecs specs = ParameterSpecsOf(BuildLlama(c, 5));
   NamedTensors mine;
   for (const char* name :
        {"model.layers.1.self_attn.k_proj.weight", "model.layers.1.self_attn.o_proj.weight",
         "model.layers.1.input_layernorm.weight"}) {
-    const TensorParallelSplit split = TensorParallelSplitOf(name, 1);
+    const TensorParallelSplit split = specs.Of(name).tp;
     mine.emplace_back(name, at::zeros_like(TakeShard(weights.at(name), split, 2, 1)));
   }
-  checkpoint.LoadInto(mine, TensorParallel{2, 1, nullptr});
+  checkpoint.LoadInto(mine, specs, TensorParallel{2, 1, nullptr});
   EXPECT_EQ(checkpoint.reads(), 3);
   for (const auto& [name, p] : mine) {
-    EXPECT_TRUE(at::equal(p, TakeShard(weights.at(name), TensorParallelSplitOf(name, 1), 2, 1)))
-        << name;
+    EXPECT_TRUE(at::equal(p, TakeShard(weights.at(name), specs.Of(name).tp, 2, 1))) << name;
   }
   // A parameter of another shape is refused before anything is copied.
   NamedTensors wrong = {{"model.norm.weight", at::zeros({3})},
                         {"model.layers.0.input_layernorm.weight", at::zeros({c.hidden})}};
   try {
-    checkpoint.LoadInto({wrong[1], wrong[0]}, TensorParallel{});
+    checkpoint.LoadInto({wrong[1], wrong[0]}, specs, TensorParallel{});
     ADD_FAILURE() << "loaded a tensor of another shape";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("model.norm.weight"), std::string::npos) << e.what();
@@ -206,15 +207,18 @@ TEST_F(HfCheckpointTest, RefusesNaNOrInfinityInAWeightItReads) {
         }
       };
       expect_refused([&] { checkpoint.Read(down); }, "Read");
-      const TensorParallelSplit split = TensorParallelSplitOf(down, 1);
+      const ParameterSpec spec = RowParallel();  // a down projection's
+      ParameterSpecs specs;
+      specs.Declare(down, spec);
       for (int rank = 0; rank < 2; ++rank) {
         const TensorParallel tp{2, rank, nullptr};
-        if (NonFiniteCount(TakeShard(weights[down], split, 2, rank)) > 0) {
-          expect_refused([&] { checkpoint.ReadShard(down, tp); }, "ReadShard");
-          NamedTensors params = {{down, at::zeros_like(TakeShard(weights[down], split, 2, rank))}};
-          expect_refused([&] { checkpoint.LoadInto(params, tp); }, "LoadInto");
+        if (NonFiniteCount(TakeShard(weights[down], spec.tp, 2, rank)) > 0) {
+          expect_refused([&] { checkpoint.ReadShard(down, spec, tp); }, "ReadShard");
+          NamedTensors params = {
+              {down, at::zeros_like(TakeShard(weights[down], spec.tp, 2, rank))}};
+          expect_refused([&] { checkpoint.LoadInto(params, specs, tp); }, "LoadInto");
         } else {
-          EXPECT_EQ(NonFiniteCount(checkpoint.ReadShard(down, tp)), 0) << "rank " << rank;
+          EXPECT_EQ(NonFiniteCount(checkpoint.ReadShard(down, spec, tp)), 0) << "rank " << rank;
         }
       }
       EXPECT_EQ(NonFiniteCount(checkpoint.Read("model.norm.weight")), 0);

@@ -46,6 +46,14 @@ NamedTensors LayerStack::NamedParameters() {
   return all;
 }
 
+ParameterSpecs LayerStack::parameter_specs() const { return ParameterSpecsOf(layers_); }
+
+ParameterSpecs ParameterSpecsOf(const LayerList& layers) {
+  ParameterSpecs specs;
+  for (const auto& layer : layers) specs.Add(layer->parameter_specs());
+  return specs;
+}
+
 std::vector<int64_t> LayerStack::InputShape(const MicroBatch& mb) const {
   return layers_.front()->InputShape(mb);
 }

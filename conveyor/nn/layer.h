@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "conveyor/module/stage_module.h"
+#include "conveyor/nn/parameter_spec.h"
 
 namespace conveyor {
 
@@ -33,9 +34,18 @@ class Layer {
   // Only a model's last layer has a loss: summed over mb's counted targets.
   virtual bool has_loss() const { return false; }
   virtual at::Tensor LossSum(const at::Tensor& output, const MicroBatch& mb);
+  // The layouts of its parameters by global name (parameter_spec.h), as it declared them
+  // when it created them (ShardParam, UndrawnParam); a parameter not declared is replicated.
+  const ParameterSpecs& parameter_specs() const { return specs_; }
+
+ protected:
+  ParameterSpecs specs_;  // filled by the constructor
 };
 
 using LayerList = std::vector<std::shared_ptr<Layer>>;
+
+// Every layer's parameter specs (Layer::parameter_specs).
+ParameterSpecs ParameterSpecsOf(const LayerList& layers);
 
 // Parameters by global name, as (unsharded) shapes: what a layer holds, without its values.
 using ParameterShapes = std::map<std::string, std::vector<int64_t>>;
@@ -50,6 +60,8 @@ class LayerStack : public StageModule {
   NamedTensors NamedParameters() override;
   std::vector<int64_t> InputShape(const MicroBatch& mb) const override;
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override;
+  // Every layer's parameter specs.
+  ParameterSpecs parameter_specs() const;
 
  private:
   LayerList layers_;

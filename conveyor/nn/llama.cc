@@ -18,13 +18,15 @@ constexpr double kInitStd = 0.02;  // Hugging Face's LlamaConfig.initializer_ran
 constexpr char kEmbedding[] = "model.embed_tokens.weight";
 constexpr char kLmHead[] = "lm_head.weight";
 
-// The parameter `name` of full shape `shape` in a model built for c.tp: drawn N(0, std) from
-// its own stream, or (c.draw_weights false) this rank's shard allocated undrawn.
-at::Tensor NormalTensor(const std::string& name, std::vector<int64_t> shape, uint64_t seed,
-                        const LlamaConfig& c) {
-  if (!c.draw_weights) return UndrawnParam(name, std::move(shape), c.tp);
+// The parameter `name` of full shape `shape` in a model built for c.tp, laid out as `spec`
+// (declared in `specs`): drawn N(0, std) from its own stream, or (c.draw_weights false) this
+// rank's shard allocated undrawn.
+at::Tensor NormalTensor(const std::string& name, const ParameterSpec& spec,
+                        std::vector<int64_t> shape, uint64_t seed, const LlamaConfig& c,
+                        ParameterSpecs& specs) {
+  if (!c.draw_weights) return UndrawnParam(name, spec, std::move(shape), c.tp, specs);
   at::Generator gen = TensorInitGenerator(seed, name);
-  return ShardParam(name, NormalParam(gen, shape, kInitStd), c.tp);
+  return ShardParam(name, spec, NormalParam(gen, shape, kInitStd), c.tp, specs);
 }
 
 // The parameters of decoder layer i (global layer index i + 1), full shapes.
@@ -45,7 +47,8 @@ ParameterShapes DecoderShapes(const LlamaConfig& c, int i) {
 class LlamaEmbedding : public Layer {
  public:
   LlamaEmbedding(const LlamaConfig& c, uint64_t seed)
-      : config_(c), weight_(NormalTensor(kEmbedding, {c.vocab, c.hidden}, seed, c)) {}
+      : config_(c),
+        weight_(NormalTensor(kEmbedding, VocabParallel(), {c.vocab, c.hidden}, seed, c, specs_)) {}
 
   // ids (n, T) of the positions [p, p + T) (p = 0 but when generating with a cache) ->
   // (n, T, C)
@@ -72,18 +75,18 @@ class LlamaDecoderLayer : public Layer {
   LlamaDecoderLayer(const LlamaConfig& c, uint64_t seed, int index)
       : config_(c), prefix_("model.layers." + std::to_string(index) + ".") {
     const ParameterShapes shapes = DecoderShapes(c, index);
-    auto normal = [&](const char* name) {
-      return NormalTensor(prefix_ + name, shapes.at(prefix_ + name), seed, c);
+    auto normal = [&](const char* name, const ParameterSpec& spec) {
+      return NormalTensor(prefix_ + name, spec, shapes.at(prefix_ + name), seed, c, specs_);
     };
     input_norm_ = OnesParam({c.hidden});
-    q_ = normal("self_attn.q_proj.weight");
-    k_ = normal("self_attn.k_proj.weight");
-    v_ = normal("self_attn.v_proj.weight");
-    o_ = normal("self_attn.o_proj.weight");
+    q_ = normal("self_attn.q_proj.weight", ColumnParallel());
+    k_ = normal("self_attn.k_proj.weight", KeyValueParallel(c.tp.kv_replicas));
+    v_ = normal("self_attn.v_proj.weight", KeyValueParallel(c.tp.kv_replicas));
+    o_ = normal("self_attn.o_proj.weight", RowParallel());
     mlp_norm_ = OnesParam({c.hidden});
-    gate_ = normal("mlp.gate_proj.weight");
-    up_ = normal("mlp.up_proj.weight");
-    down_ = normal("mlp.down_proj.weight");
+    gate_ = normal("mlp.gate_proj.weight", ColumnParallel());
+    up_ = normal("mlp.up_proj.weight", ColumnParallel());
+    down_ = normal("mlp.down_proj.weight", RowParallel());
   }
 
   // x (n, T, C) -> (n, T, C): pre-norm attention and MLP, both residual.
@@ -167,7 +170,8 @@ class LlamaHead : public Layer {
       : config_(c),
         norm_(OnesParam({c.hidden})),
         // Tied: the embedding's name, so its initial value and its row shard.
-        lm_head_(NormalTensor(lm_head_name(), {c.vocab, c.hidden}, seed, c)) {}
+        lm_head_(
+            NormalTensor(lm_head_name(), VocabParallel(), {c.vocab, c.hidden}, seed, c, specs_)) {}
 
   // x (n, T, C) -> logits (n, T, r) of this rank's r vocabulary rows (vocab_parallel.h)
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {

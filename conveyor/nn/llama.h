@@ -26,9 +26,18 @@
 // tensor drawn from its own stream (TensorInitGenerator(seed, name)): any split of the model
 // builds the same weights.
 //
-// Tensor parallelism over p = tp.size ranks (tensor_parallel.h, the splits listed there):
-// query heads, key-value heads, MLP units and vocabulary rows split; p must divide H, KV and
-// F; a vocabulary V it does not divide is padded (tensor_parallel_split.h). Activations between
+// Tensor parallelism over p = tp.size ranks (tensor_parallel.h): query heads, key-value
+// heads, MLP units and vocabulary rows split; p must divide H, KV and F; a vocabulary V it
+// does not divide is padded (tensor_parallel_split.h). The layouts each layer declares
+// (parameter_spec.h; d the head size):
+//   model.layers.i.self_attn.q_proj.weight          ColumnParallel    (H d, C) -> (H d/p, C)
+//   model.layers.i.self_attn.k_proj / v_proj.weight KeyValueParallel  (KV d, C) -> (KV d/p, C),
+//                                                   or (d, C) when p > KV (tp.kv_replicas)
+//   model.layers.i.self_attn.o_proj.weight          RowParallel       (C, H d) -> (C, H d/p)
+//   model.layers.i.mlp.gate_proj / up_proj.weight   ColumnParallel    (F, C) -> (F/p, C)
+//   model.layers.i.mlp.down_proj.weight             RowParallel       (C, F) -> (C, F/p)
+//   model.embed_tokens.weight, lm_head.weight       VocabParallel     (V, C) -> (ceil(V/p), C)
+// and the norms replicated. Activations between
 // layers stay replicated (n, T, C).
 #ifndef CONVEYOR_NN_LLAMA_H_
 #define CONVEYOR_NN_LLAMA_H_

@@ -179,17 +179,20 @@ at::Tensor GatherShards(const at::Tensor& local, TensorParallelSplit split,
   return whole.size(split.dim) == extent ? whole : whole.narrow(split.dim, 0, extent);
 }
 
-at::Tensor ShardParam(std::string_view name, const at::Tensor& full, const TensorParallel& tp) {
-  const TensorParallelSplit split = TensorParallelSplitOf(name, tp.kv_replicas);
-  if (split.replicated() || tp.size == 1) return full;
-  return TakeShard(full.detach(), split, tp.size, tp.rank)
+at::Tensor ShardParam(const std::string& name, const ParameterSpec& spec, const at::Tensor& full,
+                      const TensorParallel& tp, ParameterSpecs& specs) {
+  specs.Declare(name, spec);
+  if (spec.tp.replicated() || tp.size == 1) return full;
+  return TakeShard(full.detach(), spec.tp, tp.size, tp.rank)
       .clone(at::MemoryFormat::Contiguous)
       .requires_grad_(true);
 }
 
-at::Tensor UndrawnParam(std::string_view name, std::vector<int64_t> shape,
-                        const TensorParallel& tp) {
-  const TensorParallelSplit split = TensorParallelSplitOf(name, tp.kv_replicas);
+at::Tensor UndrawnParam(const std::string& name, const ParameterSpec& spec,
+                        std::vector<int64_t> shape, const TensorParallel& tp,
+                        ParameterSpecs& specs) {
+  specs.Declare(name, spec);
+  const TensorParallelSplit split = spec.tp;
   if (!split.replicated()) {
     const ShardRows part = ShardRowsOf(split, shape[split.dim], tp.size, tp.rank);
     shape[split.dim] = part.rows * split.blocks;

@@ -23,10 +23,10 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
-#include <string_view>
+#include <string>
 #include <vector>
 
-#include "conveyor/nn/tensor_parallel_split.h"
+#include "conveyor/nn/parameter_spec.h"
 
 namespace conveyor {
 
@@ -83,15 +83,18 @@ at::Tensor TakeShard(const at::Tensor& full, TensorParallelSplit split, int size
 at::Tensor GatherShards(const at::Tensor& local, TensorParallelSplit split,
                         const TensorParallel& tp, int64_t extent);
 
-// For model builders: the parameter `name` of a model built for tp, from its full initial
-// value: this rank's part (TensorParallelSplitOf(name)) as a new contiguous leaf that requires
-// grad, or `full` itself when replicated or tp.size == 1.
-at::Tensor ShardParam(std::string_view name, const at::Tensor& full, const TensorParallel& tp);
+// For model builders: declares `name` in `specs` as laid out by `spec`, and returns this
+// rank's part of its full initial value `full` as a new contiguous leaf that requires grad, or
+// `full` itself when replicated or tp.size == 1.
+at::Tensor ShardParam(const std::string& name, const ParameterSpec& spec, const at::Tensor& full,
+                      const TensorParallel& tp, ParameterSpecs& specs);
 
-// For model builders whose weights are read afterwards: this rank's part of the parameter
-// `name` of full shape `shape`, allocated (fp32, uninitialised) as a leaf that requires grad.
-at::Tensor UndrawnParam(std::string_view name, std::vector<int64_t> shape,
-                        const TensorParallel& tp);
+// For model builders whose weights are read afterwards: declares `name` as ShardParam does
+// and returns this rank's part of a parameter of full shape `shape`, allocated (fp32,
+// uninitialised) as a leaf that requires grad.
+at::Tensor UndrawnParam(const std::string& name, const ParameterSpec& spec,
+                        std::vector<int64_t> shape, const TensorParallel& tp,
+                        ParameterSpecs& specs);
 
 }  // namespace conveyor
 

@@ -5,51 +5,6 @@
 #include "conveyor/common/error.h"
 
 namespace conveyor {
-namespace {
-
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-// In a rule: the parameter's replicas are those of the key-value heads.
-constexpr int kKeyValueReplicas = 0;
-
-}  // namespace
-
-TensorParallelSplit TensorParallelSplitOf(std::string_view name, int kv_replicas) {
-  struct Rule {
-    std::string_view suffix;
-    TensorParallelSplit split;
-  };
-  static constexpr Rule kRules[] = {
-      {".attn.qkv.weight", {0, 3}},
-      {".attn.qkv.bias", {0, 3}},
-      {".attn.proj.weight", {1, 1}},
-      {".mlp.fc.weight", {0, 1}},
-      {".mlp.fc.bias", {0, 1}},
-      {".mlp.proj.weight", {1, 1}},
-      {"embed.wte", {0, 1, true}},
-      {"head.lm.weight", {0, 1, true}},
-      // Llama, in Hugging Face's names.
-      {".self_attn.q_proj.weight", {0, 1}},
-      {".self_attn.k_proj.weight", {0, 1, false, kKeyValueReplicas}},
-      {".self_attn.v_proj.weight", {0, 1, false, kKeyValueReplicas}},
-      {".self_attn.o_proj.weight", {1, 1}},
-      {".mlp.gate_proj.weight", {0, 1}},
-      {".mlp.up_proj.weight", {0, 1}},
-      {".mlp.down_proj.weight", {1, 1}},
-      {"model.embed_tokens.weight", {0, 1, true}},
-      {"lm_head.weight", {0, 1, true}},
-  };
-  for (const Rule& rule : kRules) {
-    if (!EndsWith(name, rule.suffix)) continue;
-    TensorParallelSplit split = rule.split;
-    if (split.replicas == kKeyValueReplicas) split.replicas = kv_replicas;
-    return split;
-  }
-  return {};
-}
-
 bool CountsInNorm(TensorParallelSplit split, int rank) {
   return split.replicated() ? rank == 0 : rank % split.replicas == 0;
 }

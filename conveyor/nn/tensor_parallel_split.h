@@ -1,13 +1,12 @@
 // How each parameter of a tensor-parallel model is laid out across the p ranks of its TP group
 // (tensor_parallel.h): which dimension is split, into how many blocks, and which rows of the
-// full tensor each rank holds. Pure arithmetic on names and extents, without tensors.
+// full tensor each rank holds. Pure arithmetic on extents, without tensors.
 //
 // Thread-safety: every function is pure.
 #ifndef CONVEYOR_NN_TENSOR_PARALLEL_SPLIT_H_
 #define CONVEYOR_NN_TENSOR_PARALLEL_SPLIT_H_
 
 #include <cstdint>
-#include <string_view>
 
 namespace conveyor {
 
@@ -32,30 +31,16 @@ struct TensorParallelSplit {
   bool padded = false;
   int replicas = 1;
   bool replicated() const { return dim < 0; }
+  bool operator==(const TensorParallelSplit& o) const {
+    return dim == o.dim && blocks == o.blocks && padded == o.padded && replicas == o.replicas;
+  }
 };
 
-// The split of the parameter named `name`, a global name of BuildGpt, BuildClassifier or
-// BuildLlama (its gradient is split the same way); any other name is replicated. `kv_replicas`
-// is the replicas of a Llama's k_proj and v_proj (KvReplicas; 1 for every other parameter and
-// model).
-//   blocks.i.attn.qkv.weight / .bias   dim 0, 3 blocks  (3C, C) -> (3C/p, C), (3C) -> (3C/p)
-//   blocks.i.attn.proj.weight          dim 1            (C, C) -> (C, C/p)
-//   blocks.i.mlp.fc.weight / .bias     dim 0            (4C, C) -> (4C/p, C), (4C) -> (4C/p)
-//   blocks.i.mlp.proj.weight           dim 1            (C, 4C) -> (C, 4C/p)
-//   embed.wte, head.lm.weight (GPT)    dim 0, padded    (V, C) -> (ceil(V/p), C)
-// Llama (BuildLlama, Hugging Face's names; H heads, KV key-value heads of d, F MLP units):
-//   model.layers.i.self_attn.q_proj.weight          dim 0   (H d, C) -> (H d/p, C)
-//   model.layers.i.self_attn.k_proj / v_proj.weight dim 0   (KV d, C) -> (KV d/p, C), or
-//                                                   (d, C) when p > KV (kv_replicas p / KV)
-//   model.layers.i.self_attn.o_proj.weight          dim 1   (C, H d) -> (C, H d/p)
-//   model.layers.i.mlp.gate_proj / up_proj.weight   dim 0   (F, C) -> (F/p, C)
-//   model.layers.i.mlp.down_proj.weight             dim 1   (C, F) -> (C, F/p)
-//   model.embed_tokens.weight, lm_head.weight       dim 0, padded   (V, C) -> (ceil(V/p), C)
-// Replicated: layer norms, position embeddings, the row-parallel linears' biases, and the
-// classifier's embedding and head. To count a gradient norm once, add replicated parameters
-// on TP rank 0 only and split ones on every rank (a padded part's zero rows add nothing) that
-// holds the first replica of its part: CountsInNorm.
-TensorParallelSplit TensorParallelSplitOf(std::string_view name, int kv_replicas);
+// The layers declare each parameter's split where they create it (parameter_spec.h); a
+// model's table of them is in its header (gpt.h, llama.h, classifier.h). Replicated: layer
+// norms, position embeddings, the row-parallel linears' biases. To count a gradient norm
+// once, add replicated parameters on TP rank 0 only and split ones on every rank (a padded
+// part's zero rows add nothing) that holds the first replica of its part: CountsInNorm.
 
 // Whether TP rank `rank` adds its part of a parameter of `split` to a gradient norm, so that
 // every number of the whole tensor counts once.

@@ -76,6 +76,7 @@ Pass Backprop(const LayerList& layers, const MicroBatch& mb, bool defer) {
 // What one TP rank computed: its pass, and its parameters and gradients gathered whole.
 struct RankPass {
   Pass local;
+  ParameterSpecs specs;  // as the rank's layers declared them
   Named full_params, full_grads;
 };
 
@@ -90,9 +91,11 @@ std::vector<RankPass> BackpropTensorParallel(int p, const BuildFor& build, const
   RunRankThreads(world, [&](int r) {
     const TensorParallel tp{p, r, world[r].get(), kv_replicas};
     RankPass& out = ranks[r];
-    out.local = Backprop(build(tp), mb, defer);
+    const LayerList layers = build(tp);
+    out.specs = ParameterSpecsOf(layers);
+    out.local = Backprop(layers, mb, defer);
     for (const auto& [name, local] : out.local.params) {  // the same order on every rank
-      const TensorParallelSplit split = TensorParallelSplitOf(name, kv_replicas);
+      const TensorParallelSplit split = out.specs.Of(name).tp;
       const int64_t extent = split.replicated() ? 0 : whole.params.at(name).size(split.dim);
       out.full_params[name] = GatherShards(local, split, tp, extent);
       out.full_grads[name] = GatherShards(out.local.grads.at(name), split, tp, extent);
@@ -113,7 +116,7 @@ double RelativeError(const at::Tensor& actual, const at::Tensor& expected) {
 // unsharded ones exactly, split parameters are really split, replicated parameters' gradients
 // are identical on every rank, and so are those of the ranks holding one key-value head's
 // replicas. Returns the largest relative error.
-double ExpectMatches(const Pass& whole, const std::vector<RankPass>& ranks, int kv_replicas = 1) {
+double ExpectMatches(const Pass& whole, const std::vector<RankPass>& ranks) {
   const int p = static_cast<int>(ranks.size());
   double worst = 0;
   for (int r = 0; r < p; ++r) {
@@ -129,7 +132,7 @@ double ExpectMatches(const Pass& whole, const std::vector<RankPass>& ranks, int 
         continue;
       }
       EXPECT_TRUE(at::equal(rank.full_params.at(name), expected));
-      const TensorParallelSplit split = TensorParallelSplitOf(name, kv_replicas);
+      const TensorParallelSplit split = rank.specs.Of(name).tp;
       const at::Tensor& local = rank.local.params.at(name);
       if (split.replicated()) {
         EXPECT_TRUE(at::equal(rank.local.grads.at(name), ranks[0].local.grads.at(name)))
@@ -281,7 +284,7 @@ void ExpectLlamaMatches(const LlamaConfig& c, int p, bool defer, int64_t kv_rows
     EXPECT_EQ(rank.local.params.at("model.layers.0.mlp.down_proj.weight").sizes(),
               (std::vector<int64_t>{c.hidden, c.intermediate / p}));
   }
-  RecordError(p, ExpectMatches(whole, ranks, replicas));
+  RecordError(p, ExpectMatches(whole, ranks));
 }
 
 // Llama's heads split with their key-value heads (2 query heads per key-value head), the
@@ -335,18 +338,25 @@ TEST(TensorParallelTest, ClassifierMatchesTheUnshardedModel) {
   }
 }
 
-// Rank t holds part t of each of q, k and v: not a plain slice of the stacked rows.
+// Rank t holds part t of each of q, k and v: not a plain slice of the stacked rows. The GPT
+// declares its parameters' layouts as gpt.h's table says.
 TEST(TensorParallelTest, QkvShardsTakeTheirHeadsFromEachOfQKV) {
+  GptConfig c = TinyGpt();
+  c.layers = 4;
+  const ParameterSpecs specs = ParameterSpecsOf(BuildGpt(c, 5));
   const at::Tensor qkv_bias = at::arange(12);  // C = 4: q 0..3, k 4..7, v 8..11
-  const TensorParallelSplit split = TensorParallelSplitOf("blocks.0.attn.qkv.bias", 1);
+  const TensorParallelSplit split = specs.Of("blocks.0.attn.qkv.bias").tp;
+  EXPECT_EQ(split, FusedColumnParallel(3).tp);
   EXPECT_TRUE(at::equal(TakeShard(qkv_bias, split, 2, 1), at::tensor({2, 3, 6, 7, 10, 11})));
   const at::Tensor proj = at::arange(8).view({2, 4});
-  EXPECT_TRUE(
-      at::equal(TakeShard(proj, TensorParallelSplitOf("blocks.3.attn.proj.weight", 1), 2, 1),
-                at::tensor({2, 3, 6, 7}).view({2, 2})));
-  EXPECT_TRUE(TensorParallelSplitOf("blocks.0.attn.proj.bias", 1).replicated());
-  EXPECT_TRUE(TensorParallelSplitOf("embed.tok", 1).replicated());
-  EXPECT_EQ(TensorParallelSplitOf("head.lm.weight", 1).dim, 0);
+  EXPECT_TRUE(at::equal(TakeShard(proj, specs.Of("blocks.3.attn.proj.weight").tp, 2, 1),
+                        at::tensor({2, 3, 6, 7}).view({2, 2})));
+  EXPECT_TRUE(specs.Of("blocks.0.attn.proj.bias").tp.replicated());
+  EXPECT_TRUE(specs.Of("embed.wpe").tp.replicated());
+  EXPECT_EQ(specs.Of("blocks.2.mlp.fc.bias").tp, ColumnParallel().tp);
+  EXPECT_EQ(specs.Of("blocks.2.mlp.proj.weight").tp, RowParallel().tp);
+  EXPECT_EQ(specs.Of("head.lm.weight").tp, VocabParallel().tp);
+  EXPECT_EQ(specs.Of("embed.wte").tp, VocabParallel().tp);
 
   const auto world = LocalWorld(2);
   RunRankThreads(world, [&](int r) {

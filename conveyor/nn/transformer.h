@@ -7,8 +7,8 @@
 // Shapes: x (n, T, C); key_mask (n, T) bool, true = a real token; heads divides C.
 //
 // Tensor parallelism (tensor_parallel.h): with tp.size = p > 1 the weights are this rank's
-// shards (TensorParallelSplitOf), x and the result are replicated (n, T, C), and the functions
-// are collectives over tp.group (one all-reduce in forward, one in backward).
+// shards (as their layers declare them: parameter_spec.h), x and the result are replicated (n, T,
+// C), and the functions are collectives over tp.group (one all-reduce in forward, one in backward).
 #ifndef CONVEYOR_NN_TRANSFORMER_H_
 #define CONVEYOR_NN_TRANSFORMER_H_
 

@@ -18,10 +18,14 @@
 
 namespace conveyor {
 
+int64_t GatedMlpUnits(int64_t hidden) {
+  const int64_t units = (8 * hidden + 2) / 3;  // ceil(8 hidden / 3)
+  return (units + 7) / 8 * 8;
+}
+
 int64_t TransformerSpec::mlp() const {
   if (intermediate > 0) return intermediate;
-  if (!gated_mlp) return 4 * hidden;
-  return (8 * hidden / 3 + 255) / 256 * 256;
+  return gated_mlp ? GatedMlpUnits(hidden) : 4 * hidden;
 }
 
 bool TransformerSpec::SplitsOver(int tp) const {

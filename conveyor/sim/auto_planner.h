@@ -66,12 +66,18 @@
 
 namespace conveyor {
 
+// The MLP units of a gated (SwiGLU) block when its configuration does not say: 8/3 of
+// `hidden` rounded up to a multiple of 8 (10928 for 4096). What `train --model llama` builds
+// and `plan --auto` prices; give the width (--intermediate) to match a model that rounds
+// otherwise (Llama 2 7B's 11008 rounds to 256).
+int64_t GatedMlpUnits(int64_t hidden);
+
 struct TransformerSpec {
   int64_t layers = 32;
   int64_t hidden = 4096;
   int64_t heads = 32;
   int64_t kv_heads = 0;      // 0: heads
-  int64_t intermediate = 0;  // 0: 4 x hidden (GPT), 8/3 x hidden rounded up to 256 (gated)
+  int64_t intermediate = 0;  // 0: 4 x hidden (GPT), GatedMlpUnits(hidden) (gated)
   int64_t vocab = 50257;
   int64_t seq_len = 2048;
   bool gated_mlp = false;  // SwiGLU (Llama): three matrices of hidden x intermediate

@@ -27,6 +27,11 @@ TEST(AutoPlannerTest, CountsTheParametersOfGptAndLlama) {
   // Grouped keys and values: 8 of 32 heads shrink k and v to a quarter.
   llama.kv_heads = 8;
   EXPECT_DOUBLE_EQ(llama.BlockParams(), 2.0 * 4096 * 4096 + 2.0 * 4096 * 1024 + 3.0 * 4096 * 11008);
+  // Without a width, the one default rule for gated blocks: what the trainer builds.
+  llama.intermediate = 0;
+  EXPECT_EQ(llama.mlp(), 10928);
+  EXPECT_EQ(GatedMlpUnits(64), 176);
+  EXPECT_EQ((TransformerSpec{.hidden = 96}).mlp(), 384);  // GPT: 4 x hidden
   EXPECT_DOUBLE_EQ(gpt.TrainFlopsPerToken(),
                    3 * (12 * (2 * 12.0 * 768 * 768 + 4.0 * 1024 * 768) + 2.0 * 768 * 50257));
 }

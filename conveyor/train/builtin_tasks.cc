@@ -36,7 +36,7 @@ void LoadFromFolder(const std::string& folder, const LayerList& layers, const Te
   for (const auto& layer : layers) {
     for (auto& named : layer->NamedParameters()) params.push_back(std::move(named));
   }
-  HfCheckpoint(folder).LoadInto(params, tp);
+  HfCheckpoint(folder).LoadInto(params, ParameterSpecsOf(layers), tp);
 }
 
 ClassifierConfig ClassifierConfigOf(const TrainConfig& c) {

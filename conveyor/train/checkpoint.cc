@@ -537,7 +537,7 @@ LoadedShards ReadShards(const std::string& path, const PipelineModel& model,
   const TensorParallel& tp = model.tensor_parallel();
   auto shard = [&](const std::string& name, const at::Tensor& whole) {
     // A copy: a view would keep the whole tensor alive.
-    return TakeShard(whole, TensorParallelSplitOf(name, tp.kv_replicas), tp.size, tp.rank)
+    return TakeShard(whole, model.parameter_specs().Of(name).tp, tp.size, tp.rank)
         .clone(at::MemoryFormat::Contiguous);
   };
   for (const auto& [name, p] : loaded.params) {

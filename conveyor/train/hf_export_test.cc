@@ -165,6 +165,7 @@ TEST_F(HfExportTest, AGptIsWrittenAsAGpt2AndReadBack) {
   HfCheckpoint exported(dir_ + "/gpt_hf");
   EXPECT_EQ(exported.config().type, "gpt2");
   EXPECT_TRUE(exported.config().gpt.gelu_tanh);
+  const ParameterSpecs specs = ParameterSpecsOf(BuildGpt(GptConfigOf(c), c.seed));
   for (const ParameterShapes& layer : GptLayerShapes(GptConfigOf(c))) {
     for (const auto& [name, shape] : layer) {
       const at::Tensor whole = saved.Read(name);
@@ -173,8 +174,8 @@ TEST_F(HfExportTest, AGptIsWrittenAsAGpt2AndReadBack) {
         TensorParallel tp;
         tp.size = 2;
         tp.rank = rank;
-        EXPECT_TRUE(at::equal(exported.ReadShard(name, tp),
-                              TakeShard(whole, TensorParallelSplitOf(name, 1), 2, rank)))
+        EXPECT_TRUE(at::equal(exported.ReadShard(name, specs.Of(name), tp),
+                              TakeShard(whole, specs.Of(name).tp, 2, rank)))
             << name << " rank " << rank;
       }
     }

@@ -27,11 +27,12 @@ at::Tensor GradOrZeros(const at::Tensor& p) {
 
 PipelineGradients::PipelineGradients(Transport* world,
                                      const std::map<std::string, std::vector<int>>& holders,
-                                     const TensorParallel& tp, Transport* dp_group,
-                                     std::shared_ptr<const ShardLayout> zero)
+                                     const TensorParallel& tp, ParameterSpecs specs,
+                                     Transport* dp_group, std::shared_ptr<const ShardLayout> zero)
     : world_(world),
       rank_(world != nullptr ? world->rank() : 0),
       tp_(tp),
+      specs_(std::move(specs)),
       dp_group_(dp_group),
       zero_(std::move(zero)) {
   CONVEYOR_ASSERT((dp_group_ == nullptr) == (zero_ == nullptr))
@@ -114,7 +115,7 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
     auto it = owner_.find(name);
     CONVEYOR_ASSERT(it != owner_.end()) << "unknown parameter " << name;
     if (it->second != rank_ || !counted.insert(name).second || !p.grad().defined()) continue;
-    if (!CountsInNorm(TensorParallelSplitOf(name, tp_.kv_replicas), tp_.rank)) continue;
+    if (!CountsInNorm(specs_.Of(name).tp, tp_.rank)) continue;
     if (zero_ != nullptr && zero_->scattered(name)) {
       const int64_t offset = zero_->OffsetOf(p);
       const auto [lo, hi] = zero_->Overlap(offset, p.numel(), zero_->index());

@@ -31,13 +31,14 @@ class PipelineGradients {
  public:
   // `holders`: for every parameter name, the ranks of `world` holding a copy (any order,
   // duplicates allowed: a rank may hold two copies). `world` (the pipeline's ranks) may be
-  // null for a single rank. `tp`: the tensor-parallel shard this rank holds of each of its
-  // parameters (tensor_parallel.h); `tp.group` must outlive the PipelineGradients.
+  // null for a single rank. `tp`: this rank's tensor-parallel group (tensor_parallel.h), which
+  // must outlive the PipelineGradients, and `specs` how each parameter is laid out over it.
   // `dp_group` and `zero`: both null, or this rank's DP group and the ZeRO-1 layout of its
   // parameters (shards = the group's size, index = its rank; every shared name whole), both
   // outliving the PipelineGradients.
   PipelineGradients(Transport* world, const std::map<std::string, std::vector<int>>& holders,
-                    const TensorParallel& tp = {}, Transport* dp_group = nullptr,
+                    const TensorParallel& tp = {}, ParameterSpecs specs = {},
+                    Transport* dp_group = nullptr,
                     std::shared_ptr<const ShardLayout> zero = nullptr);
 
   // The names SumShared sums: those with two copies or more in `holders`.
@@ -67,6 +68,7 @@ class PipelineGradients {
   Transport* world_;
   int rank_;
   TensorParallel tp_;
+  ParameterSpecs specs_;
   Transport* dp_group_;
   std::shared_ptr<const ShardLayout> zero_;
   std::vector<Group> groups_;

@@ -44,7 +44,7 @@ TEST(PipelineGradientsTest, ZeroNormCountsEachReplicasRangeOnce) {
         .copy_(summed_w.view({-1}).narrow(0, begin, std::min<int64_t>(end, 6) - begin));
     params[0].second.mutable_grad() = w.view({2, 3});
     params[1].second.mutable_grad() = summed_tied.clone();
-    PipelineGradients sync(nullptr, holders, {}, dp[r].get(), layout);
+    PipelineGradients sync(nullptr, holders, {}, {}, dp[r].get(), layout);
     got[r] = sync.GlobalNorm(params);
   });
   EXPECT_DOUBLE_EQ(got[0], want);

@@ -123,8 +123,8 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   const auto build_start = std::chrono::steady_clock::now();
   pipeline_ = std::make_unique<PipelineRank>(
       program_, pipeline_rank(), pipeline_group_,
-      [model = model_, ranges = partition_, &layout, tp = tp_, device = device_,
-       rank = rank_](int stage) {
+      [model = model_, ranges = partition_, &layout, tp = tp_, device = device_, rank = rank_,
+       specs = &specs_](int stage) {
         // A refusal while building (the memory limit, a model folder's tensor) names the
         // stage, as a refusal while running names the action.
         return WithErrorContext("rank " + std::to_string(rank) + ", stage " +
@@ -133,6 +133,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
                                   auto stack = std::make_unique<LayerStack>(
                                       model->BuildLayers(tp, ranges[layout.part_of(stage)]));
                                   MoveParameters(stack->NamedParameters(), device);
+                                  specs->Add(stack->parameter_specs());
                                   return stack;
                                 });
       },
@@ -147,7 +148,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
 }
 
 at::Tensor PipelineModel::GatherWhole(const std::string& name, const at::Tensor& local) const {
-  const TensorParallelSplit split = TensorParallelSplitOf(name, tp_.kv_replicas);
+  const TensorParallelSplit split = specs_.Of(name).tp;
   if (split.replicated() || tp_.size == 1) return local;
   return GatherShards(
       local, split, tp_,

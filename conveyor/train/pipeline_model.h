@@ -73,6 +73,9 @@ class PipelineModel {
   TimedTransport* tp_group() const { return tp_timed_.get(); }
   // This rank's tensor-parallel shard of the model (size 1 without TP).
   const TensorParallel& tensor_parallel() const { return tp_; }
+  // How each parameter of this rank's stages is laid out over the mesh, as its layers
+  // declared it (parameter_spec.h).
+  const ParameterSpecs& parameter_specs() const { return specs_; }
   // Whether this rank's pipeline is the one that writes checkpoints and traces (dp = tp = 0:
   // the other replicas hold the same weights; the other TP ranks hand it their shards).
   bool leads_replicas() const { return coords_.dp == 0 && coords_.tp == 0; }
@@ -111,6 +114,7 @@ class PipelineModel {
   std::unique_ptr<TimedTransport> tp_timed_, dp_timed_;
   Transport* pipeline_group_ = nullptr;
   TensorParallel tp_;
+  ParameterSpecs specs_;  // this rank's stages' parameters
   Program program_;
   std::vector<LayerRange> partition_;
   std::map<std::string, std::vector<int>> holders_;

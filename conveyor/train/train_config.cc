@@ -30,6 +30,7 @@
 #include "conveyor/nn/tensor_parallel_split.h"
 #include "conveyor/optim/loss_scaler.h"
 #include "conveyor/schedule/pipeline_limits.h"
+#include "conveyor/sim/auto_planner.h"
 #include "conveyor/sim/mesh_costs.h"
 
 namespace conveyor {
@@ -293,8 +294,7 @@ int LlamaKvHeads(const TrainConfig& config) {
 
 int LlamaIntermediate(const TrainConfig& config) {
   if (config.intermediate > 0) return config.intermediate;
-  const int units = (8 * config.hidden + 2) / 3;  // ceil(8 hidden / 3)
-  return (units + 7) / 8 * 8;
+  return static_cast<int>(GatedMlpUnits(config.hidden));
 }
 
 int64_t DpBucketBytes(const TrainConfig& config, bool gpu) {

@@ -48,8 +48,7 @@ std::string_view RecomputeName(Recompute recompute);
 struct TrainConfig;
 
 // A Llama's key-value heads and MLP units under `config`: kv_heads or heads, and intermediate
-// or 8/3 hidden rounded up to a multiple of 8 (Llama's SwiGLU width for the parameters of a
-// 4 hidden GELU MLP).
+// or GatedMlpUnits(hidden) (sim/auto_planner.h: the planner prices the same width).
 int LlamaKvHeads(const TrainConfig& config);
 int LlamaIntermediate(const TrainConfig& config);
 // The vocabulary a model of `config` has: config.vocab for a llama that sets it, else the

@@ -98,9 +98,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
     model_.pipeline().executor().set_reduce_grad_hook(
         [this](Stage& stage) { dp_reducer_->Start(stage.module().NamedParameters()); });
   }
-  gradients_ = std::make_unique<PipelineGradients>(model_.pipeline_group(), model_.holders(),
-                                                   model_.tensor_parallel(),
-                                                   zero != nullptr ? dp_group : nullptr, zero);
+  gradients_ = std::make_unique<PipelineGradients>(
+      model_.pipeline_group(), model_.holders(), model_.tensor_parallel(), model_.parameter_specs(),
+      zero != nullptr ? dp_group : nullptr, zero);
   clock_origin_ = SharedClockOrigin(rank.world);
   const Layout& layout = model_.program().layout;
   recorder_ = std::make_unique<StepRecorder>(model_.pipeline_rank(), layout.num_ranks(),
