@@ -7,18 +7,19 @@
 namespace conveyor {
 namespace {
 
-constexpr std::array<MeshAxis, 3> kAxes = {MeshAxis::kDp, MeshAxis::kTp, MeshAxis::kPp};
+constexpr MeshAxis kAxes[] = {MeshAxis::kDp, MeshAxis::kTp, MeshAxis::kPp, MeshAxis::kEp,
+                              MeshAxis::kCp};
 
-int& Coordinate(MeshCoords& c, MeshAxis axis) {
-  switch (axis) {
-    case MeshAxis::kDp:
-      return c.dp;
-    case MeshAxis::kTp:
-      return c.tp;
-    case MeshAxis::kPp:
-      break;
+// "tp, dp and pp".
+std::string ListOf(const Mesh::Order& axes) {
+  std::string text;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    text += (i == 0                 ? ""
+             : i + 1 == axes.size() ? " and "
+                                    : ", ") +
+            std::string(MeshAxisName(axes[i]));
   }
-  return c.pp;
+  return text;
 }
 
 }  // namespace
@@ -30,33 +31,49 @@ std::string_view MeshAxisName(MeshAxis axis) {
     case MeshAxis::kTp:
       return "tp";
     case MeshAxis::kPp:
+      return "pp";
+    case MeshAxis::kEp:
+      return "ep";
+    case MeshAxis::kCp:
       break;
   }
-  return "pp";
+  return "cp";
 }
 
-int MeshCoords::at(MeshAxis axis) const {
-  return axis == MeshAxis::kDp ? dp : axis == MeshAxis::kTp ? tp : pp;
+int MeshCoords::at(MeshAxis axis) const { return const_cast<MeshCoords&>(*this).at(axis); }
+
+int& MeshCoords::at(MeshAxis axis) {
+  switch (axis) {
+    case MeshAxis::kDp:
+      return dp;
+    case MeshAxis::kTp:
+      return tp;
+    case MeshAxis::kPp:
+      return pp;
+    case MeshAxis::kEp:
+      return ep;
+    case MeshAxis::kCp:
+      break;
+  }
+  return cp;
 }
 
-Mesh::Order Mesh::ParseOrder(std::string_view text) {
-  Order order{};
+Mesh::Order Mesh::ParseOrder(std::string_view text, const Order& axes) {
+  Order order;
   size_t start = 0;
-  int n = 0;
   bool ok = true;
   while (ok && start <= text.size()) {
     const size_t end = std::min(text.find('-', start), text.size());
     const std::string_view name = text.substr(start, end - start);
-    const auto axis = std::find_if(kAxes.begin(), kAxes.end(),
-                                   [&](MeshAxis a) { return MeshAxisName(a) == name; });
-    ok = axis != kAxes.end() && n < 3 &&
-         std::find(order.begin(), order.begin() + n, *axis) == order.begin() + n;
-    if (ok) order[n++] = *axis;
+    const auto axis =
+        std::find_if(axes.begin(), axes.end(), [&](MeshAxis a) { return MeshAxisName(a) == name; });
+    ok = axis != axes.end() && std::find(order.begin(), order.end(), *axis) == order.end();
+    if (ok) order.push_back(*axis);
     start = end + 1;
   }
-  CONVEYOR_CHECK(ok && n == 3)
-      << "the mesh order must name tp, dp and pp once each, joined by '-' (fastest-varying "
-         "first, e.g. tp-dp-pp), got '"
+  CONVEYOR_CHECK(ok && order.size() == axes.size())
+      << "the mesh order must name " << ListOf(axes)
+      << " once each, joined by '-' (fastest-varying first, e.g. " << OrderName(axes) << "), got '"
       << text << "'";
   return order;
 }
@@ -65,6 +82,13 @@ std::string Mesh::OrderName(const Order& order) {
   std::string name;
   for (MeshAxis axis : order) name += (name.empty() ? "" : "-") + std::string(MeshAxisName(axis));
   return name;
+}
+
+Mesh::Mesh(std::vector<Extent> axes) : axes_(std::move(axes)) {
+  for (const auto& [axis, extent] : axes_) {
+    order_.push_back(axis);
+    size_ *= extent;
+  }
 }
 
 Mesh Mesh::Make(int world, int dp, int tp, int pp, const Order& order) {
@@ -81,56 +105,126 @@ Mesh Mesh::Make(int world, int dp, int tp, int pp, const Order& order) {
   CONVEYOR_CHECK(static_cast<long long>(dp) * tp * pp == world)
       << "dp " << dp << " x tp " << tp << " x pp " << pp << " = "
       << static_cast<long long>(dp) * tp * pp << " ranks, the world has " << world;
-  return Mesh(dp, tp, pp, order);
+  CONVEYOR_ASSERT(
+      std::is_permutation(order.begin(), order.end(), kDefaultOrder.begin(), kDefaultOrder.end()))
+      << "the dense mesh's order " << OrderName(order) << " must name dp, tp and pp once each";
+  MeshCoords extents{.dp = dp, .tp = tp, .pp = pp};
+  std::vector<Extent> axes;
+  for (MeshAxis axis : order) axes.emplace_back(axis, extents.at(axis));
+  return Mesh(std::move(axes));
+}
+
+Mesh Mesh::Make(int world, const std::vector<Extent>& axes) {
+  long long product = 1;
+  std::string sizes;
+  Order order;
+  bool ok = true;
+  for (const auto& [axis, extent] : axes) {
+    ok = ok && extent >= 1 && std::find(order.begin(), order.end(), axis) == order.end();
+    order.push_back(axis);
+    product *= std::max(extent, 1);
+    sizes += (sizes.empty() ? "" : " x ") + std::string(MeshAxisName(axis)) + " " +
+             std::to_string(extent);
+  }
+  CONVEYOR_CHECK(ok && product == world)
+      << "a mesh of " << sizes << " (each axis once, at least 1) for a world of " << world
+      << " ranks: " << (ok ? std::to_string(product) + " ranks" : "an axis twice or below 1");
+  return Mesh(axes);
+}
+
+Mesh Mesh::FoldExperts(const Mesh& dense, int ep, int etp) {
+  const int world = dense.size(), pp = dense.pp();
+  CONVEYOR_CHECK(ep >= 1 && etp >= 1 && world % (static_cast<long long>(ep) * etp * pp) == 0)
+      << "expert parallelism: etp " << etp << " x ep " << ep << " x pp " << pp
+      << " must divide the world of " << world << " ranks (each the experts' data-parallel "
+      << "replicas' share)";
+  const Mesh expert = Make(world, {{MeshAxis::kTp, etp},
+                                   {MeshAxis::kEp, ep},
+                                   {MeshAxis::kDp, world / (ep * etp * pp)},
+                                   {MeshAxis::kPp, pp}});
+  for (int rank = 0; rank < world; ++rank) {
+    const std::vector<int> mine = expert.GroupOf(MeshAxis::kPp, rank);
+    const std::vector<int> theirs = dense.GroupOf(MeshAxis::kPp, rank);
+    if (mine == theirs) continue;
+    auto list = [](const std::vector<int>& ranks) {
+      std::string text;
+      for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
+      return "{" + text + "}";
+    };
+    CONVEYOR_CHECK(false) << "the expert layers' layout (etp " << etp << " x ep " << ep << " x edp "
+                          << expert.dp() << " x pp " << pp
+                          << ", order tp-ep-dp-pp) must keep the dense layers' pipelines ("
+                          << dense.Describe() << "), but rank " << rank << "'s pipeline is "
+                          << list(theirs) << " there and " << list(mine)
+                          << " here: put pp last in the mesh order";
+  }
+  return expert;
 }
 
 int Mesh::extent(MeshAxis axis) const {
-  return axis == MeshAxis::kDp ? dp_ : axis == MeshAxis::kTp ? tp_ : pp_;
+  for (const auto& [a, extent] : axes_) {
+    if (a == axis) return extent;
+  }
+  return 1;
 }
 
 MeshCoords Mesh::coords(int rank) const {
   CONVEYOR_ASSERT(rank >= 0 && rank < size()) << "rank " << rank << " outside " << Describe();
   MeshCoords c;
-  for (MeshAxis axis : order_) {
-    Coordinate(c, axis) = rank % extent(axis);
-    rank /= extent(axis);
+  for (const auto& [axis, extent] : axes_) {
+    c.at(axis) = rank % extent;
+    rank /= extent;
   }
   return c;
 }
 
 int Mesh::rank_of(const MeshCoords& coords) const {
   int rank = 0;
-  for (auto axis = order_.rbegin(); axis != order_.rend(); ++axis) {
-    const int x = coords.at(*axis);
-    CONVEYOR_ASSERT(x >= 0 && x < extent(*axis))
-        << MeshAxisName(*axis) << " " << x << " outside " << Describe();
-    rank = rank * extent(*axis) + x;
+  for (auto it = axes_.rbegin(); it != axes_.rend(); ++it) {
+    const auto& [axis, extent] = *it;
+    const int x = coords.at(axis);
+    CONVEYOR_ASSERT(x >= 0 && x < extent)
+        << MeshAxisName(axis) << " " << x << " outside " << Describe();
+    rank = rank * extent + x;
   }
   return rank;
 }
 
-std::vector<int> Mesh::GroupOf(MeshAxis axis, int rank) const {
+std::vector<int> Mesh::GroupOf(const Order& axes, int rank) const {
   MeshCoords c = coords(rank);
+  int members = 1;
+  for (MeshAxis axis : axes) members *= extent(axis);
   std::vector<int> group;
-  for (int x = 0; x < extent(axis); ++x) {
-    Coordinate(c, axis) = x;
+  for (int k = 0; k < members; ++k) {
+    int rest = k;
+    for (MeshAxis axis : axes) {
+      c.at(axis) = rest % extent(axis);
+      rest /= extent(axis);
+    }
     group.push_back(rank_of(c));
   }
   return group;
 }
 
-std::vector<std::vector<int>> Mesh::Groups(MeshAxis axis) const {
+std::vector<std::vector<int>> Mesh::Groups(const Order& axes) const {
   std::vector<std::vector<int>> groups;
   for (int rank = 0; rank < size(); ++rank) {
-    if (coords(rank).at(axis) == 0) groups.push_back(GroupOf(axis, rank));
+    const MeshCoords c = coords(rank);
+    if (std::all_of(axes.begin(), axes.end(), [&](MeshAxis a) { return c.at(a) == 0; })) {
+      groups.push_back(GroupOf(axes, rank));
+    }
   }
   return groups;  // by their lowest rank: each group's first member is its lowest rank
 }
 
 std::string Mesh::Describe() const {
-  return "dp " + std::to_string(dp_) + " x tp " + std::to_string(tp_) + " x pp " +
-         std::to_string(pp_) + " (" + std::to_string(size()) + " ranks, order " +
-         OrderName(order_) + ")";
+  std::string text;
+  for (MeshAxis axis : kAxes) {
+    if (std::find(order_.begin(), order_.end(), axis) == order_.end()) continue;
+    text += (text.empty() ? "" : " x ") + std::string(MeshAxisName(axis)) + " " +
+            std::to_string(extent(axis));
+  }
+  return text + " (" + std::to_string(size()) + " ranks, order " + OrderName(order_) + ")";
 }
 
 }  // namespace conveyor

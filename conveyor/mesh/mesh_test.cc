@@ -91,5 +91,64 @@ TEST(MeshTest, ParseOrderNamesEachAxisOnce) {
   }
 }
 
+// A mesh of any named axes: an axis it lacks has extent 1, groups may span several axes
+// (the first varying fastest), and the sizes must fill the world.
+TEST(MeshTest, AnyNamedAxesMakeAMeshAndGroupsSpanSeveralAxes) {
+  const Mesh mesh = Mesh::Make(
+      16, {{MeshAxis::kTp, 2}, {MeshAxis::kCp, 2}, {MeshAxis::kDp, 2}, {MeshAxis::kPp, 2}});
+  EXPECT_EQ(mesh.extent(MeshAxis::kCp), 2);
+  EXPECT_EQ(mesh.extent(MeshAxis::kEp), 1);
+  EXPECT_EQ(mesh.coords(6), (MeshCoords{.dp = 1, .tp = 0, .pp = 0, .ep = 0, .cp = 1}));
+  EXPECT_EQ(mesh.rank_of(mesh.coords(13)), 13);
+  EXPECT_EQ(mesh.Describe(), "dp 2 x tp 2 x pp 2 x cp 2 (16 ranks, order tp-cp-dp-pp)");
+  // Data x context parallel: the ranks a gradient is summed over under context parallelism.
+  EXPECT_EQ(mesh.GroupOf({MeshAxis::kDp, MeshAxis::kCp}, 1), (std::vector<int>{1, 5, 3, 7}));
+  const auto groups = mesh.Groups({MeshAxis::kDp, MeshAxis::kCp});
+  EXPECT_EQ(groups.size(), 4u);
+  EXPECT_EQ(groups[0], (std::vector<int>{0, 4, 2, 6}));
+  EXPECT_EQ(mesh.Groups({MeshAxis::kEp}).size(), 16u);  // extent 1: every rank alone
+  try {
+    Mesh::Make(8, {{MeshAxis::kTp, 2}, {MeshAxis::kEp, 2}});
+    ADD_FAILURE() << "a mesh of 4 ranks for a world of 8";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "a mesh of tp 2 x ep 2 (each axis once, at least 1) for a world of 8 ranks: 4 ranks");
+  }
+  EXPECT_THROW(Mesh::Make(4, {{MeshAxis::kTp, 2}, {MeshAxis::kTp, 2}}), UserError);
+  EXPECT_EQ(Mesh::ParseOrder("cp-tp", {MeshAxis::kTp, MeshAxis::kCp}),
+            (Mesh::Order{MeshAxis::kCp, MeshAxis::kTp}));
+}
+
+// The expert layers' mesh folds expert parallelism over the dense mesh's data- and
+// tensor-parallel ranks, on the same pipelines; a dense order that would give the experts
+// other pipelines is refused, naming a rank and the fix.
+TEST(MeshTest, ExpertsFoldOverTheDenseRanksOnTheSamePipelines) {
+  const Mesh dense = Mesh::Make(16, 2, 4, 2);  // tp 4 x dp 2 per pipeline stage
+  const Mesh experts = Mesh::FoldExperts(dense, /*ep=*/4, /*etp=*/2);
+  EXPECT_EQ(experts.dp(), 1);  // 16 / (2 x 4 x 2)
+  EXPECT_EQ(experts.Describe(), "dp 1 x tp 2 x pp 2 x ep 4 (16 ranks, order tp-ep-dp-pp)");
+  EXPECT_EQ(experts.Groups(MeshAxis::kPp), dense.Groups(MeshAxis::kPp));
+  // Expert-parallel groups span dense tensor- and data-parallel ranks of one stage.
+  EXPECT_EQ(experts.GroupOf(MeshAxis::kEp, 0), (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(Mesh::FoldExperts(dense, 8).GroupOf(MeshAxis::kEp, 9),
+            (std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15}));
+  for (int ep : {1, 2, 4, 8}) {
+    const Mesh folded = Mesh::FoldExperts(dense, ep);
+    EXPECT_EQ(folded.dp() * folded.extent(MeshAxis::kEp), 8) << "ep " << ep;
+  }
+  try {
+    Mesh::FoldExperts(Mesh::Make(8, 2, 2, 2, Mesh::ParseOrder("tp-pp-dp")), 2);
+    ADD_FAILURE() << "experts on other pipelines";
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("must keep the dense layers' pipelines (dp 2 x tp 2 x pp 2 (8 ranks, "
+                        "order tp-pp-dp)), but rank 0's pipeline is {0, 2} there and {0, 4} "
+                        "here: put pp last in the mesh order"),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_THROW(Mesh::FoldExperts(dense, 3), UserError);
+}
+
 }  // namespace
 }  // namespace conveyor
