@@ -72,31 +72,29 @@ void ExpectEveryParameterRoundTrips(const Build& build, const std::string& what)
   }
 }
 
+// The model `build` makes of `config` for each rank's tensor-parallel group.
+template <typename Config>
+Build Sharded(const Config& config, LayerList (*build)(const Config&, uint64_t, int, int)) {
+  return [config, build](const TensorParallel& tp) {
+    Config c = config;
+    c.tp = tp;
+    return build(c, 3, 0, -1);
+  };
+}
+
 TEST(ParameterSpecTest, EveryParameterOfEveryModelIsGatheredAndSplitBitIdentically) {
   at::set_num_threads(1);
   GptConfig gpt;
   gpt.hidden = 32;
   gpt.layers = 2;
   gpt.max_seq_len = 8;
-  ExpectEveryParameterRoundTrips(
-      [&](const TensorParallel& tp) {
-        GptConfig c = gpt;
-        c.tp = tp;
-        return BuildGpt(c, 3);
-      },
-      "gpt");
+  ExpectEveryParameterRoundTrips(Sharded(gpt, &BuildGpt), "gpt");
   // GPT-2's shape: a vocabulary no TP size divides (padded), tanh GELU, tied.
   GptConfig gpt2 = gpt;
   gpt2.vocab = 29;
   gpt2.gelu_tanh = true;
   gpt2.tie_embeddings = true;
-  ExpectEveryParameterRoundTrips(
-      [&](const TensorParallel& tp) {
-        GptConfig c = gpt2;
-        c.tp = tp;
-        return BuildGpt(c, 3);
-      },
-      "gpt-2");
+  ExpectEveryParameterRoundTrips(Sharded(gpt2, &BuildGpt), "gpt-2");
   LlamaConfig llama;
   llama.vocab = 30;
   llama.hidden = 32;
@@ -105,24 +103,12 @@ TEST(ParameterSpecTest, EveryParameterOfEveryModelIsGatheredAndSplitBitIdentical
   llama.kv_heads = 4;
   llama.layers = 2;
   llama.max_seq_len = 8;
-  ExpectEveryParameterRoundTrips(
-      [&](const TensorParallel& tp) {
-        LlamaConfig c = llama;
-        c.tp = tp;
-        return BuildLlama(c, 3);
-      },
-      "llama");
+  ExpectEveryParameterRoundTrips(Sharded(llama, &BuildLlama), "llama");
   ClassifierConfig classifier;
   classifier.hidden = 32;
   classifier.layers = 2;
   classifier.max_seq_len = 8;
-  ExpectEveryParameterRoundTrips(
-      [&](const TensorParallel& tp) {
-        ClassifierConfig c = classifier;
-        c.tp = tp;
-        return BuildClassifier(c, 3);
-      },
-      "classifier");
+  ExpectEveryParameterRoundTrips(Sharded(classifier, &BuildClassifier), "classifier");
 }
 
 }  // namespace
