@@ -161,7 +161,9 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     if (!ReportToLauncher(message)) std::cerr << "conveyor: " << message << "\n";
   };
   std::unique_ptr<Transport> transport;
-  RankContext context{nullptr, info.rank, info.local_rank};
+  RankContext context;
+  context.rank = info.rank;
+  context.local_rank = info.local_rank;
   try {
     context.device = ComputeDevice(options.device, info.rank, info.local_rank);
     if (context.device.is_cuda()) {
