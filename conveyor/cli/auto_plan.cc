@@ -8,6 +8,7 @@
 #include "conveyor/cli/bytes_flag.h"
 #include "conveyor/cli/layer_cost_json.h"
 #include "conveyor/common/range_check.h"
+#include "conveyor/sim/recompute.h"
 
 namespace conveyor {
 
@@ -141,7 +142,9 @@ std::string NoLayoutFits(const AutoPlanRequest& r, const AutoPlan& plan) {
   out << "no layout fits " << Size(r.memory_per_rank) << " a rank: the smallest need is "
       << Size(c.peak_bytes) << " (dp x tp x pp " << MeshSizes(c) << ", " << c.schedule << ", "
       << c.microbatches << " micro-batches of " << c.micro_batch_size
-      << (c.recompute == "none" ? "" : ", " + c.recompute + " recomputation")
+      << (c.recompute == Recompute::kNone
+              ? ""
+              : ", " + std::string(RecomputeName(c.recompute)) + " recomputation")
       << ", ZeRO-1 where dp > 1)";
   return out.str();
 }
@@ -180,8 +183,8 @@ std::string AutoPlanText(const AutoPlanRequest& r, const AutoPlan& plan, double 
     out += Printf(
         "%4zu  %-12s  %-16s %6d %4d x %-4lld  %-9s %4d %9.3g %9.0f %6s %6.1f%% %12s  %-14s  %s\n",
         i + 1, MeshSizes(c).c_str(), c.schedule.c_str(), c.chunks, c.microbatches,
-        static_cast<long long>(c.micro_batch_size), c.recompute.c_str(), c.zero, c.step_s,
-        c.tokens_per_s, c.mfu < 0 ? "-" : Printf("%.1f%%", 100 * c.mfu).c_str(),
+        static_cast<long long>(c.micro_batch_size), std::string(RecomputeName(c.recompute)).c_str(),
+        c.zero, c.step_s, c.tokens_per_s, c.mfu < 0 ? "-" : Printf("%.1f%%", 100 * c.mfu).c_str(),
         100 * std::max(0.0, c.bubble), Size(c.peak_bytes).c_str(),
         Abbreviated(c.stage_layers).c_str(), i == 0 ? "(best)" : c.held_back.c_str());
   }
@@ -201,7 +204,7 @@ std::string AutoPlanJson(const AutoPlanRequest& r, const AutoPlan& plan, double 
                     {"chunks", c.chunks},
                     {"microbatches", c.microbatches},
                     {"micro_batch_size", c.micro_batch_size},
-                    {"recompute", c.recompute},
+                    {"recompute", RecomputeName(c.recompute)},
                     {"stage_layers", c.stage_layers},
                     {"zero", c.zero},
                     {"step_s", c.step_s},

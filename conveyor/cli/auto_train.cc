@@ -30,7 +30,8 @@ std::string Describe(const PlanCandidate& c) {
              "dp x tp x pp %d x %d x %d, %s, %d chunk(s) a rank, %d micro-batches of %lld, "
              "recompute %s, ZeRO %d",
              c.dp, c.tp, c.pp, c.schedule.c_str(), c.chunks, c.microbatches,
-             static_cast<long long>(c.micro_batch_size), c.recompute.c_str(), c.zero) +
+             static_cast<long long>(c.micro_batch_size),
+             std::string(RecomputeName(c.recompute)).c_str(), c.zero) +
          ", layers a stage " + c.stage_layers;
 }
 
@@ -39,7 +40,7 @@ TrainConfig WithLayout(TrainConfig config, const PlanCandidate& c) {
   config.schedule = c.schedule;
   config.microbatches = c.microbatches;
   config.chunks = c.chunks;
-  config.recompute = ParseRecompute(c.recompute, "--recompute");
+  config.recompute = c.recompute;
   config.zero = c.zero;
   config.stage_layers = c.stage_layers;
   return config;

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
-#include <map>
 #include <optional>
 #include <sstream>
-#include <tuple>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "conveyor/common/error.h"
 #include "conveyor/mesh/mesh.h"
@@ -100,8 +102,9 @@ std::vector<int> Divisors(int64_t n, int64_t most) {
 // sequences on one of `tp` tensor-parallel ranks, under `recompute`.
 struct LayerCosts {
   std::vector<LayerSample> layers;
-  std::vector<double> params;       // per layer, one TP shard's
-  std::vector<double> input_bytes;  // a micro-batch's input to the layer, kept under "full"
+  std::vector<double> params;  // per layer, one TP shard's
+  std::vector<double>
+      input_bytes;  // a micro-batch's input to the layer, kept under full recomputation
 };
 
 LayerSample Scaled(LayerSample s, double by) {
@@ -111,7 +114,7 @@ LayerSample Scaled(LayerSample s, double by) {
   return s;
 }
 
-LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::string& recompute) {
+LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, Recompute recompute) {
   const TransformerSpec& m = r.model;
   const double c = static_cast<double>(m.hidden), t = static_cast<double>(m.seq_len),
                v = static_cast<double>(m.vocab), bt = static_cast<double>(b) * t;
@@ -128,7 +131,7 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::strin
     embedding = Scaled(table.At(kinds.embedding, n), by);
     if (!measured) embedding.activation_bytes *= tp;  // its output is whole on every TP rank
     block = Scaled(table.At(kinds.block, n), by);
-    if (recompute == "selective") {  // never faster than keeping the scores: timing noise
+    if (recompute == Recompute::kSelective) {  // never faster than keeping the scores: timing noise
       const LayerSample s = Scaled(table.At(kinds.block_selective, n), by);
       block = {std::max(s.forward_s, block.forward_s),
                std::max(s.input_s, block.input_s),
@@ -167,7 +170,8 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, const std::strin
     const bool first = l == 0, last = l == m.layers + 1;
     LayerSample s = first ? embedding : last ? head : block;
     if (s.backward_s <= 0) s.backward_s = s.input_s + s.weight_s;
-    if (recompute == "full") {  // F keeps nothing; the backward runs the forward again first
+    if (recompute ==
+        Recompute::kFull) {  // F keeps nothing; the backward runs the forward again first
       s.input_s += s.forward_s, s.backward_s += s.forward_s;
       if (s.infer_s > 0) s.forward_s = s.infer_s;
     }
@@ -240,9 +244,9 @@ std::string Sizes(const std::vector<LayerRange>& ranges) {
 // What costs `c` against `best`, in a few words.
 std::string HeldBack(const PlanCandidate& c, const PlanCandidate& best) {
   std::vector<std::string> why;
-  if (c.recompute != best.recompute && c.recompute != "none") {
-    why.push_back(c.recompute == "full" ? "recomputes every forward"
-                                        : "recomputes the attention scores");
+  if (c.recompute != best.recompute && c.recompute != Recompute::kNone) {
+    why.push_back(c.recompute == Recompute::kFull ? "recomputes every forward"
+                                                  : "recomputes the attention scores");
   }
   if (c.bubble > best.bubble + 0.01) {
     std::ostringstream s;
@@ -264,6 +268,34 @@ std::string HeldBack(const PlanCandidate& c, const PlanCandidate& best) {
   std::string out;
   for (const std::string& w : why) out += (out.empty() ? "" : "; ") + w;
   return out;
+}
+
+int RanksPerNode(const AutoPlanRequest& r) {
+  return r.network.ranks_per_node > 0 ? r.network.ranks_per_node : r.world;
+}
+
+// UserError naming the first value of `r` that cannot be planned.
+void CheckRequest(const AutoPlanRequest& r) {
+  const TransformerSpec& m = r.model;
+  CONVEYOR_CHECK(std::isfinite(r.bucket_bytes) && r.bucket_bytes >= 1)
+      << "the data-parallel bucket of " << r.bucket_bytes << " bytes must be at least 1";
+  CONVEYOR_CHECK(r.world >= 1 && r.world <= (1 << 20))
+      << "--world " << r.world << " is not in [1, 1048576]";
+  CONVEYOR_CHECK(m.layers >= 1 && m.hidden >= 1 && m.heads >= 1 && m.vocab >= 1 && m.seq_len >= 1 &&
+                 m.hidden % m.heads == 0 && m.heads % m.kv() == 0)
+      << "the model's sizes do not fit together: layers " << m.layers << ", hidden " << m.hidden
+      << ", heads " << m.heads << ", kv heads " << m.kv() << " (heads must divide hidden, kv "
+      << "heads the heads)";
+  CONVEYOR_CHECK(r.global_batch >= 1) << "--global-batch " << r.global_batch << " must be >= 1";
+  CONVEYOR_CHECK(std::isfinite(r.device_flops) && r.device_flops > 0)
+      << "--device-tflops must be positive";
+  CONVEYOR_CHECK(r.efficiency > 0 && r.efficiency <= 1)
+      << "--efficiency " << r.efficiency << " is not in (0, 1]";
+  CONVEYOR_CHECK(std::isfinite(r.memory_per_rank) && r.memory_per_rank > 0)
+      << "--memory-per-rank must be positive";
+  const int per_node = RanksPerNode(r);
+  CONVEYOR_CHECK(r.world % per_node == 0)
+      << "--world " << r.world << " is not a whole number of nodes of " << per_node;
 }
 
 }  // namespace
@@ -288,248 +320,258 @@ void ShareOneGpu(AutoPlanRequest& r) {
   if (r.network.intra == MeshNetwork{}.intra) r.network.intra = LocalGpuLink();
 }
 
-AutoPlan PlanAuto(const AutoPlanRequest& r) {
+CandidatePricer::CandidatePricer(const AutoPlanRequest& request) : request_(request) {
+  CheckRequest(request);
+  const AutoPlanRequest& r = request;
+  per_node_ = RanksPerNode(r);
+  tokens_per_step_ = static_cast<double>(r.global_batch) * r.model.seq_len;
+  // A fused optimizer (FLOP counts: GPUs) allocates nothing beside its state.
+  optimizer_bytes_per_param_ = r.measured ? r.measured->optimizer_bytes : 0;
+  // Ranks on one host: the sums of DualPipe's copies, a pair of ranks each, run at once after
+  // the last action and share its copying bandwidth. (The DP reductions are work on the
+  // shared cores in the simulation.)
+  copies_link_ = r.network.intra;
+  if (r.shared_compute > 0) copies_link_.bandwidth /= std::max(1, r.world / 2);
+  const Link slowest = per_node_ < r.world ? r.network.inter : r.network.intra;
+  step_collectives_s_ = r.step_collectives * RingAllReduceTime(r.world, 8.0 * r.world, slowest);
+}
+
+PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recompute) {
+  const AutoPlanRequest& r = request_;
   const TransformerSpec& m = r.model;
-  const double bucket_bytes = r.bucket_bytes;
-  CONVEYOR_CHECK(std::isfinite(bucket_bytes) && bucket_bytes >= 1)
-      << "the data-parallel bucket of " << bucket_bytes << " bytes must be at least 1";
-  CONVEYOR_CHECK(r.world >= 1 && r.world <= (1 << 20))
-      << "--world " << r.world << " is not in [1, 1048576]";
-  CONVEYOR_CHECK(m.layers >= 1 && m.hidden >= 1 && m.heads >= 1 && m.vocab >= 1 && m.seq_len >= 1 &&
-                 m.hidden % m.heads == 0 && m.heads % m.kv() == 0)
-      << "the model's sizes do not fit together: layers " << m.layers << ", hidden " << m.hidden
-      << ", heads " << m.heads << ", kv heads " << m.kv() << " (heads must divide hidden, kv "
-      << "heads the heads)";
-  CONVEYOR_CHECK(r.global_batch >= 1) << "--global-batch " << r.global_batch << " must be >= 1";
-  CONVEYOR_CHECK(std::isfinite(r.device_flops) && r.device_flops > 0)
-      << "--device-tflops must be positive";
-  CONVEYOR_CHECK(r.efficiency > 0 && r.efficiency <= 1)
-      << "--efficiency " << r.efficiency << " is not in (0, 1]";
-  CONVEYOR_CHECK(std::isfinite(r.memory_per_rank) && r.memory_per_rank > 0)
-      << "--memory-per-rank must be positive";
-  const int per_node = r.network.ranks_per_node > 0 ? r.network.ranks_per_node : r.world;
-  CONVEYOR_CHECK(r.world % per_node == 0)
-      << "--world " << r.world << " is not a whole number of nodes of " << per_node;
+  const int dp = choice.dp, tp = choice.tp;
+  const int64_t b = choice.micro_batch_size;
+  const Program& program = choice.program;
+  const Layout& layout = program.layout;
+  const int parts = layout.pipeline_length();
+  const int stages = layout.num_stages();
+  const bool full = recompute == Recompute::kFull;
+  const LayerCosts costs = CostsOf(r, tp, b, recompute);
+  std::vector<LayerRange>& split = splits_[{parts, tp, r.measured ? b : 0, recompute}];
+  if (split.empty()) {
+    std::vector<double> work;
+    for (const LayerSample& l : costs.layers) work.push_back(l.forward_s + l.backward_s);
+    split = Partition(work, parts);
+  }
+  // Per stage: its layers' parameters, compute and activations.
+  std::vector<double> params(stages);
+  std::vector<StageBytes> bytes(stages);
+  CostModel cost_model;
+  int64_t most_blocks = 0;
+  for (int s = 0; s < stages; ++s) {
+    const LayerRange range = split[layout.part_of(s)];
+    StageCost stage{0, 0, 0, 0};
+    for (int l = range.begin; l < range.end; ++l) {
+      const LayerSample& layer = costs.layers[l];
+      params[s] += costs.params[l];
+      bytes[s].whole += layer.activation_bytes;
+      bytes[s].for_w += layer.weight_bytes;
+      bytes[s].forward_peak =
+          std::max(bytes[s].forward_peak, full ? layer.infer_bytes : layer.forward_bytes);
+      bytes[s].backward_peak = std::max(bytes[s].backward_peak, layer.backward_bytes);
+      bytes[s].eval = std::max(bytes[s].eval, costs.input_bytes[range.begin] + layer.infer_bytes);
+      stage.f += layer.forward_s, stage.i += layer.input_s, stage.w += layer.weight_s;
+      stage.b += layer.backward_s;
+    }
+    bytes[s].held = full ? costs.input_bytes[range.begin] : bytes[s].whole;
+    // The next micro-batch's input arrives while a backward runs.
+    bytes[s].backward_peak += costs.input_bytes.back();
+    cost_model.stages.push_back(stage);
+    most_blocks =
+        std::max<int64_t>(most_blocks, std::min(range.end, static_cast<int>(m.layers) + 1) -
+                                           std::max(range.begin, 1));
+  }
+  // Memory: the fullest rank, with the first ZeRO stage that fits.
+  std::vector<double> held = HeldActivations(program, bytes, full);
+  std::vector<double> rank_params(layout.num_ranks());
+  for (int s = 0; s < stages; ++s) rank_params[layout.rank_of(s)] += params[s];
+  // After the backward, the activations gone: with dp > 1 the reducer's flat bucket and the
+  // ring's parts in flight (one of 1 / dp of it at dp 2, two beyond); with copies of the parts
+  // (DualPipe), the sum of their gradients (flat, the transport's buffer, copied back: three
+  // times the rank's).
+  const double in_flight = 1 + std::min(2, dp - 1) / static_cast<double>(dp);
+  for (int s = 0; s < stages; ++s) {
+    if (dp > 1) {
+      double& rank_bytes = held[layout.rank_of(s)];
+      rank_bytes = std::max(rank_bytes, std::min(params[s] * 4, r.bucket_bytes) * in_flight);
+    }
+  }
+  if (stages > parts) {
+    for (size_t k = 0; k < held.size(); ++k) held[k] = std::max(held[k], 3 * 4 * rank_params[k]);
+  }
+  int zero = -1;
+  double peak = 0;
+  for (int z : {0, 1}) {
+    if (z == 1 && dp == 1) break;
+    const double bytes_per_param =
+        z == 0 ? r.bytes_per_param : r.bytes_per_param / 2 * (1 + 1.0 / dp);
+    // The activations' peak, or the optimizer's step beside the state: its temporaries; under
+    // ZeRO-1 those of the rank's shard, then the gather of every replica's updated range (the
+    // rank's whole parameters again, flat), with its own range and its reduce-scattered
+    // gradients beside (ShardedAdamW: a dp 2 x pp 2 run of 34 k parameters a rank peaked at
+    // 0.735 MiB where 0.50 was planned without them).
+    const double optimizer_bytes = z == 1
+                                       ? std::max(optimizer_bytes_per_param_ / dp, 4.0) + 8.0 / dp
+                                       : optimizer_bytes_per_param_;
+    peak = 0;
+    for (size_t k = 0; k < held.size(); ++k) {
+      peak = std::max(peak, rank_params[k] * bytes_per_param +
+                                std::max(held[k], rank_params[k] * optimizer_bytes));
+    }
+    if (peak <= r.memory_per_rank) {
+      zero = z;
+      break;
+    }
+  }
+  PricedCandidate priced;
+  PlanCandidate& cand = priced.candidate;
+  cand.dp = dp, cand.tp = tp, cand.pp = choice.pp;
+  cand.schedule = std::string(choice.schedule);
+  cand.chunks = choice.chunks;
+  cand.microbatches = choice.microbatches;
+  cand.micro_batch_size = b;
+  cand.recompute = recompute;
+  cand.stage_layers = Sizes(split);
+  cand.peak_bytes = peak;
+  if (zero < 0) return priced;
+  priced.fits = true;
+  cand.zero = zero;
+  cost_model.comm_latency = r.hop_s >= 0 ? r.hop_s : r.network.intra.latency;
+  if (r.shared_compute > 0) {
+    // The dp x tp pipelines compute at once, each with a share of the machine: k busy ranks
+    // of one are k x dp x tp busy ranks of the machine.
+    const int copies = dp * tp;
+    std::vector<double> by_busy;  // measured: the table's, in proportion
+    for (int k = 1; r.measured && k <= layout.num_ranks(); ++k) {
+      by_busy.push_back(r.shared_compute *
+                        r.measured->CapacityAt(static_cast<double>(b), k * copies) /
+                        r.measured->FullCapacity() / copies);
+    }
+    cost_model.sharing = ComputeSharing::OneDevice(
+        layout.num_ranks(), by_busy.empty() ? r.shared_compute / copies : by_busy.back());
+    cost_model.sharing.busy_capacity = {by_busy};
+  }
+  // After the last action of every rank (the trainer's gradient norm is a collective before
+  // its optimizer's step): where a part of the model has a copy on another rank (DualPipe's
+  // two directions), the sum of their gradients, then the step's work. Not in the simulation,
+  // which would start a rank's optimizer as soon as its own actions end.
+  const double most_params = *std::max_element(rank_params.begin(), rank_params.end());
+  const double optimizer_work = r.measured ? most_params * r.measured->optimizer_s : 0;
+  const double copies_sum =
+      stages > parts ? RingAllReduceTime(stages / parts, most_params * 4, copies_link_) : 0;
+  ModelShape shape;
+  shape.hidden = m.hidden;
+  shape.seq_len = m.seq_len;
+  shape.micro_batch_size = b;
+  shape.layers_per_stage = std::max<int64_t>(most_blocks, 1);
+  shape.element_bytes = r.measured ? r.measured->element_bytes : 2;
+  shape.bucket_bytes = r.bucket_bytes;
+  shape.full_recompute = full;
+  shape.param_bytes_per_stage = *std::max_element(params.begin(), params.end()) * 4;
+  const Mesh mesh = Mesh::Make(r.world, dp, tp, choice.pp);
+  const MeshSimResult sim =
+      SimulateMesh(program, cost_model, mesh, r.network, shape, SimOptions{1});
+  // The simulated step ends at the last action (or DP reduction); the step's end follows it,
+  // the optimizer's work every rank's at once, so at the rate of all of them busy where they
+  // share the machine.
+  const double end_rate = r.shared_compute > 0 ? cost_model.sharing.Rate(0, layout.num_ranks()) : 1;
+  cand.step_s = sim.step + copies_sum + optimizer_work / end_rate + step_collectives_s_;
+  cand.tokens_per_s = tokens_per_step_ / cand.step_s;
+  cand.mfu =
+      r.measured ? -1 : m.TrainFlopsPerToken() * cand.tokens_per_s / (r.world * r.device_flops);
+  cand.bubble = sim.pipeline.bubble_fraction;
+  cand.tp_comm_s =
+      sim.tp_time.empty() ? 0 : *std::max_element(sim.tp_time.begin(), sim.tp_time.end());
+  cand.dp_exposed_s = sim.dp_exposed;
+  cand.tp_across_nodes = tp > 1 && per_node_ % tp != 0;
+  return priced;
+}
+
+int64_t ForEachPlanLayout(const AutoPlanRequest& r,
+                          const std::function<void(const PlanLayout&)>& visit) {
+  CheckRequest(r);
+  const TransformerSpec& m = r.model;
+  const int per_node = RanksPerNode(r);
   std::vector<const ScheduleInfo*> schedules;
   if (r.schedules.empty()) {
     for (const ScheduleInfo& info : AllSchedules()) schedules.push_back(&info);
   } else {
     for (const std::string& name : r.schedules) schedules.push_back(&FindSchedule(name));
   }
-
-  const double tokens_per_step = static_cast<double>(r.global_batch) * m.seq_len;
-  // A fused optimizer (FLOP counts: GPUs) allocates nothing beside its state.
-  const double optimizer_bytes_per_param = r.measured ? r.measured->optimizer_bytes : 0;
-  // Ranks on one host: the sums of DualPipe's copies, a pair of ranks each, run at once after
-  // the last action and share its copying bandwidth. (The DP reductions are work on the
-  // shared cores in the simulation.)
-  Link copies_link = r.network.intra;
-  if (r.shared_compute > 0) copies_link.bandwidth /= std::max(1, r.world / 2);
-  const Link slowest = per_node < r.world ? r.network.inter : r.network.intra;
-  const double step_collectives_s =
-      r.step_collectives * RingAllReduceTime(r.world, 8.0 * r.world, slowest);
-  std::vector<std::string> recomputes = {"none", "full"};
-  if (r.measured.has_value()) recomputes.insert(recomputes.begin() + 1, "selective");
-  // Splits by (parts, tp, micro-batch size, recomputation): Partition is the costly part.
-  std::map<std::tuple<int, int, int64_t, std::string>, std::vector<LayerRange>> splits;
-  AutoPlan plan;
-  std::vector<PlanCandidate> fits;
-  double least_over = std::numeric_limits<double>::infinity();
+  // (tp, pp) meshes first: every size dividing the world, TP inside a node.
+  std::vector<std::pair<int, int>> meshes;
   for (int tp : Divisors(r.world, per_node)) {
     if (!m.SplitsOver(tp) || (r.tp > 0 && tp != r.tp)) continue;
     for (int pp : Divisors(r.world / tp, m.layers + 2)) {
       const int dp = r.world / tp / pp;
-      if (r.global_batch % dp != 0 || (r.pp > 0 && pp != r.pp) || (r.dp > 0 && dp != r.dp)) {
-        continue;
+      if (r.global_batch % dp == 0 && (r.pp <= 0 || pp == r.pp) && (r.dp <= 0 || dp == r.dp)) {
+        meshes.emplace_back(tp, pp);
       }
-      const int64_t per_replica = r.global_batch / dp;
-      const Mesh mesh = Mesh::Make(r.world, dp, tp, pp);
-      for (const ScheduleInfo* info : schedules) {
-        if (pp == 1 && info != schedules.front()) break;  // one rank: every schedule alike
-        for (int chunks = info->default_chunks;
-             chunks == info->default_chunks ||
-             (info->takes_chunks && pp > 1 && chunks <= r.max_chunks &&
-              pp * chunks <= m.layers + 2);
-             ++chunks) {
-          for (int mbs : Divisors(per_replica, r.max_microbatches)) {
-            const ScheduleOptions options{pp, mbs, chunks};
-            std::optional<Program> program;
-            try {
-              CheckPipelineSize(info->name, options);
-              program.emplace(BuildSchedule(info->name, options));
-            } catch (const UserError&) {
-              continue;  // outside the schedule's preconditions
-            }
-            const Layout& layout = program->layout;
-            const int parts = layout.pipeline_length();
-            if (parts > m.layers + 2) continue;
-            ++plan.layouts;
-            const int64_t b = per_replica / mbs;
-            const int stages = layout.num_stages();
-            for (const std::string& recompute : recomputes) {
-              const LayerCosts costs = CostsOf(r, tp, b, recompute);
-              std::vector<LayerRange>& split = splits[{parts, tp, r.measured ? b : 0, recompute}];
-              if (split.empty()) {
-                std::vector<double> work;
-                for (const LayerSample& l : costs.layers) {
-                  work.push_back(l.forward_s + l.backward_s);
-                }
-                split = Partition(work, parts);
-              }
-              // Per stage: its layers' parameters, compute and activations.
-              std::vector<double> params(stages);
-              std::vector<StageBytes> bytes(stages);
-              CostModel cost_model;
-              int64_t most_blocks = 0;
-              for (int s = 0; s < stages; ++s) {
-                const LayerRange range = split[layout.part_of(s)];
-                StageCost stage{0, 0, 0, 0};
-                for (int l = range.begin; l < range.end; ++l) {
-                  const LayerSample& layer = costs.layers[l];
-                  params[s] += costs.params[l];
-                  bytes[s].whole += layer.activation_bytes;
-                  bytes[s].for_w += layer.weight_bytes;
-                  bytes[s].forward_peak =
-                      std::max(bytes[s].forward_peak,
-                               recompute == "full" ? layer.infer_bytes : layer.forward_bytes);
-                  bytes[s].backward_peak = std::max(bytes[s].backward_peak, layer.backward_bytes);
-                  bytes[s].eval =
-                      std::max(bytes[s].eval, costs.input_bytes[range.begin] + layer.infer_bytes);
-                  stage.f += layer.forward_s, stage.i += layer.input_s, stage.w += layer.weight_s;
-                  stage.b += layer.backward_s;
-                }
-                bytes[s].held =
-                    recompute == "full" ? costs.input_bytes[range.begin] : bytes[s].whole;
-                // The next micro-batch's input arrives while a backward runs.
-                bytes[s].backward_peak += costs.input_bytes.back();
-                cost_model.stages.push_back(stage);
-                most_blocks = std::max<int64_t>(
-                    most_blocks,
-                    std::min(range.end, static_cast<int>(m.layers) + 1) - std::max(range.begin, 1));
-              }
-              // Memory: the fullest rank, with the first ZeRO stage that fits.
-              std::vector<double> held = HeldActivations(*program, bytes, recompute == "full");
-              std::vector<double> rank_params(layout.num_ranks());
-              for (int s = 0; s < stages; ++s) rank_params[layout.rank_of(s)] += params[s];
-              // After the backward, the activations gone: with dp > 1 the reducer's flat bucket
-              // and the ring's parts in flight (one of 1 / dp of it at dp 2, two beyond); with
-              // copies of the parts (DualPipe), the sum of their gradients (flat, the
-              // transport's buffer, copied back: three times the rank's).
-              const double in_flight = 1 + std::min(2, dp - 1) / static_cast<double>(dp);
-              for (int s = 0; s < stages; ++s) {
-                if (dp > 1) {
-                  double& bytes = held[layout.rank_of(s)];
-                  bytes = std::max(bytes, std::min(params[s] * 4, bucket_bytes) * in_flight);
-                }
-              }
-              if (stages > parts) {
-                for (size_t k = 0; k < held.size(); ++k) {
-                  held[k] = std::max(held[k], 3 * 4 * rank_params[k]);
-                }
-              }
-              int zero = -1;
-              double peak = 0;
-              for (int z : {0, 1}) {
-                if (z == 1 && dp == 1) break;
-                const double bytes_per_param =
-                    z == 0 ? r.bytes_per_param : r.bytes_per_param / 2 * (1 + 1.0 / dp);
-                // The activations' peak, or the optimizer's step beside the state: its
-                // temporaries; under ZeRO-1 those of the rank's shard, then the gather of
-                // every replica's updated range (the rank's whole parameters again, flat),
-                // with its own range and its reduce-scattered gradients beside (ShardedAdamW:
-                // a dp 2 x pp 2 run of 34 k parameters a rank peaked at 0.735 MiB where
-                // 0.50 was planned without them).
-                const double optimizer_bytes =
-                    z == 1 ? std::max(optimizer_bytes_per_param / dp, 4.0) + 8.0 / dp
-                           : optimizer_bytes_per_param;
-                peak = 0;
-                for (size_t k = 0; k < held.size(); ++k) {
-                  peak = std::max(peak, rank_params[k] * bytes_per_param +
-                                            std::max(held[k], rank_params[k] * optimizer_bytes));
-                }
-                if (peak <= r.memory_per_rank) {
-                  zero = z;
-                  break;
-                }
-              }
-              PlanCandidate cand;
-              cand.dp = dp, cand.tp = tp, cand.pp = pp;
-              cand.schedule = std::string(info->name);
-              cand.chunks = chunks;
-              cand.microbatches = mbs;
-              cand.micro_batch_size = b;
-              cand.recompute = recompute;
-              cand.stage_layers = Sizes(split);
-              cand.peak_bytes = peak;
-              if (zero < 0) {
-                ++plan.over_memory;
-                if (peak < least_over) least_over = peak, plan.smallest_over = cand;
-                continue;
-              }
-              cand.zero = zero;
-              cost_model.comm_latency = r.hop_s >= 0 ? r.hop_s : r.network.intra.latency;
-              if (r.shared_compute > 0) {
-                // The dp x tp pipelines compute at once, each with a share of the machine: k
-                // busy ranks of one are k x dp x tp busy ranks of the machine.
-                const int copies = dp * tp;
-                std::vector<double> by_busy;  // measured: the table's, in proportion
-                for (int k = 1; r.measured && k <= layout.num_ranks(); ++k) {
-                  by_busy.push_back(r.shared_compute *
-                                    r.measured->CapacityAt(static_cast<double>(b), k * copies) /
-                                    r.measured->FullCapacity() / copies);
-                }
-                cost_model.sharing = ComputeSharing::OneDevice(
-                    layout.num_ranks(),
-                    by_busy.empty() ? r.shared_compute / copies : by_busy.back());
-                cost_model.sharing.busy_capacity = {by_busy};
-              }
-              // After the last action of every rank (the trainer's gradient norm is a collective
-              // before its optimizer's step): where a part of the model has a copy on another
-              // rank (DualPipe's two directions), the sum of their gradients, then the step's
-              // work. Not in the simulation, which would start a rank's optimizer as soon as its
-              // own actions end.
-              const double most_params = *std::max_element(rank_params.begin(), rank_params.end());
-              const double optimizer_work = r.measured ? most_params * r.measured->optimizer_s : 0;
-              const double copies_sum =
-                  stages > parts ? RingAllReduceTime(stages / parts, most_params * 4, copies_link)
-                                 : 0;
-              ModelShape shape;
-              shape.hidden = m.hidden;
-              shape.seq_len = m.seq_len;
-              shape.micro_batch_size = b;
-              shape.layers_per_stage = std::max<int64_t>(most_blocks, 1);
-              shape.element_bytes = r.measured ? r.measured->element_bytes : 2;
-              shape.bucket_bytes = bucket_bytes;
-              shape.full_recompute = recompute == "full";
-              shape.param_bytes_per_stage = *std::max_element(params.begin(), params.end()) * 4;
-              const MeshSimResult sim =
-                  SimulateMesh(*program, cost_model, mesh, r.network, shape, SimOptions{1});
-              ++plan.simulated;
-              // The simulated step ends at the last action (or DP reduction); the step's end
-              // follows it, the optimizer's work every rank's at once, so at the rate of all of
-              // them busy where they share the machine.
-              const double end_rate =
-                  r.shared_compute > 0 ? cost_model.sharing.Rate(0, layout.num_ranks()) : 1;
-              cand.step_s = sim.step + copies_sum + optimizer_work / end_rate + step_collectives_s;
-              cand.tokens_per_s = tokens_per_step / cand.step_s;
-              cand.mfu = r.measured ? -1
-                                    : m.TrainFlopsPerToken() * cand.tokens_per_s /
-                                          (r.world * r.device_flops);
-              cand.bubble = sim.pipeline.bubble_fraction;
-              cand.tp_comm_s = sim.tp_time.empty()
-                                   ? 0
-                                   : *std::max_element(sim.tp_time.begin(), sim.tp_time.end());
-              cand.dp_exposed_s = sim.dp_exposed;
-              cand.tp_across_nodes = tp > 1 && per_node % tp != 0;
-              fits.push_back(cand);
-            }
+    }
+  }
+  int64_t visited = 0;
+  for (const auto& [tp, pp] : meshes) {
+    const int dp = r.world / tp / pp;
+    const int64_t per_replica = r.global_batch / dp;
+    for (const ScheduleInfo* info : schedules) {
+      if (pp == 1 && info != schedules.front()) break;  // one rank: every schedule alike
+      for (int chunks = info->default_chunks;
+           chunks == info->default_chunks ||
+           (info->takes_chunks && pp > 1 && chunks <= r.max_chunks && pp * chunks <= m.layers + 2);
+           ++chunks) {
+        for (int mbs : Divisors(per_replica, r.max_microbatches)) {
+          const ScheduleOptions options{pp, mbs, chunks};
+          std::optional<Program> program;
+          try {
+            CheckPipelineSize(info->name, options);
+            program.emplace(BuildSchedule(info->name, options));
+          } catch (const UserError&) {
+            continue;  // outside the schedule's preconditions
           }
+          if (program->layout.pipeline_length() > m.layers + 2) continue;
+          ++visited;
+          visit(PlanLayout{.dp = dp,
+                           .tp = tp,
+                           .pp = pp,
+                           .schedule = info->name,
+                           .chunks = chunks,
+                           .microbatches = mbs,
+                           .micro_batch_size = per_replica / mbs,
+                           .program = std::move(*program)});
         }
       }
     }
   }
+  return visited;
+}
+
+std::vector<Recompute> PlannedRecomputes(const AutoPlanRequest& request) {
+  if (request.measured.has_value())
+    return {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  return {Recompute::kNone, Recompute::kFull};
+}
+
+AutoPlan PlanAuto(const AutoPlanRequest& r) {
+  CandidatePricer pricer(r);
+  const std::vector<Recompute> recomputes = PlannedRecomputes(r);
+  AutoPlan plan;
+  std::vector<PlanCandidate> fits;
+  double least_over = std::numeric_limits<double>::infinity();
+  plan.layouts = ForEachPlanLayout(r, [&](const PlanLayout& layout) {
+    for (Recompute recompute : recomputes) {
+      PricedCandidate priced = pricer.Price(layout, recompute);
+      const PlanCandidate& cand = priced.candidate;
+      if (!priced.fits) {
+        ++plan.over_memory;
+        if (cand.peak_bytes < least_over) least_over = cand.peak_bytes, plan.smallest_over = cand;
+        continue;
+      }
+      ++plan.simulated;
+      fits.push_back(std::move(priced.candidate));
+    }
+  });
   CONVEYOR_CHECK(plan.layouts > 0)
-      << "no layout of " << m.layers << " layers on " << r.world
+      << "no layout of " << r.model.layers << " layers on " << r.world
       << " ranks meets the schedules' preconditions (a global batch of " << r.global_batch
       << " sequences; try a larger one, or fewer ranks)";
   std::stable_sort(fits.begin(), fits.end(), [](const PlanCandidate& a, const PlanCandidate& b) {
@@ -537,7 +579,8 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
     const float sa = static_cast<float>(a.step_s), sb = static_cast<float>(b.step_s);
     if (sa != sb) return sa < sb;
     if (a.zero != b.zero) return a.zero < b.zero;
-    if ((a.recompute == "none") != (b.recompute == "none")) return a.recompute == "none";
+    const bool a_keeps = a.recompute == Recompute::kNone, b_keeps = b.recompute == Recompute::kNone;
+    if (a_keeps != b_keeps) return a_keeps;
     return a.peak_bytes < b.peak_bytes;
   });
   for (size_t i = 0; i < fits.size() && static_cast<int>(i) < std::max(r.top, 1); ++i) {

@@ -56,13 +56,19 @@
 #define CONVEYOR_SIM_AUTO_PLANNER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
+#include "conveyor/partition/partition.h"
+#include "conveyor/schedule/program.h"
 #include "conveyor/sim/mesh_costs.h"
 #include "conveyor/sim/mesh_network.h"
+#include "conveyor/sim/recompute.h"
 
 namespace conveyor {
 
@@ -209,9 +215,9 @@ struct PlanCandidate {
   std::string schedule;
   int chunks = 1;
   int microbatches = 1;
-  int64_t micro_batch_size = 1;    // sequences per micro-batch
-  std::string recompute = "none";  // "none", "selective" or "full"
-  std::string stage_layers;        // layers per stage, the embedding and head counted: "1,3,3,1"
+  int64_t micro_batch_size = 1;  // sequences per micro-batch
+  Recompute recompute = Recompute::kNone;
+  std::string stage_layers;  // layers per stage, the embedding and head counted: "1,3,3,1"
   int zero = 0;
   double step_s = 0;
   double tokens_per_s = 0;
@@ -251,8 +257,66 @@ void ShareOneCpu(AutoPlanRequest& request, double cores);
 void ShareOneGpu(AutoPlanRequest& request);
 
 // UserError naming the value when the request cannot be planned (world, sizes, a schedule
-// name, no layout at all).
+// name, no layout at all). Prices every layout of ForEachPlanLayout under each of
+// PlannedRecomputes with one CandidatePricer.
 AutoPlan PlanAuto(const AutoPlanRequest& request);
+
+// One layout the planner tries: the mesh, a schedule with its chunks per rank, the
+// micro-batch count and size, and the schedule's program for them.
+struct PlanLayout {
+  int dp = 1, tp = 1, pp = 1;
+  std::string_view schedule;  // a name of the schedule registry
+  int chunks = 1;
+  int microbatches = 1;
+  int64_t micro_batch_size = 1;  // sequences: global_batch / dp / microbatches
+  Program program;
+};
+
+// Calls `visit` with every layout `request` allows, in this order: tp (dividing the world and
+// a node's ranks, splitting the model's blocks), pp (dividing the rest, at most the layers
+// + 2), the schedules (at pp 1 only the first: one rank runs them alike), the chunks per
+// rank (AutoPlanRequest::max_chunks), the micro-batch counts dividing a replica's batch (up
+// to max_microbatches); dp = world / (tp x pp) divides the global batch, and the request's
+// dp, tp and pp, where set, hold. Skips a layout outside its schedule's preconditions or
+// with more parts (stages in pipeline order) than the layers + 2. Returns how many it
+// visited (AutoPlan::layouts). UserError naming the value when the request cannot be
+// planned (its sizes, an unknown schedule).
+int64_t ForEachPlanLayout(const AutoPlanRequest& request,
+                          const std::function<void(const PlanLayout&)>& visit);
+
+// The recomputations tried for every layout, in this order: none, selective (only with
+// measured costs: from FLOP counts fused attention keeps no scores) and full.
+std::vector<Recompute> PlannedRecomputes(const AutoPlanRequest& request);
+
+// A layout under one recomputation, priced: `candidate` has its layout, split and peak memory
+// (with the first ZeRO stage that fits; when none does, with the last tried: ZeRO-1 where
+// dp > 1) and, when it `fits`, its ZeRO stage and what the simulation says (held_back empty).
+struct PricedCandidate {
+  PlanCandidate candidate;
+  bool fits = false;
+};
+
+// Prices the candidates of one request: its stage split (Partition of the layers' costs,
+// the costly part, reused for every layout of the same parts, tp, micro-batch size and
+// recomputation), its memory and, when it fits, its simulated step. Holds a reference to
+// the request, which must outlive it. Thread-compatible.
+class CandidatePricer {
+ public:
+  // UserError as ForEachPlanLayout when the request cannot be planned.
+  explicit CandidatePricer(const AutoPlanRequest& request);
+
+  // `layout`: one that ForEachPlanLayout(request) visits.
+  PricedCandidate Price(const PlanLayout& layout, Recompute recompute);
+
+ private:
+  const AutoPlanRequest& request_;
+  int per_node_ = 1;
+  double tokens_per_step_ = 0;
+  double optimizer_bytes_per_param_ = 0;  // AdamW's temporaries beside its state
+  Link copies_link_;                      // where DualPipe's copies sum their gradients
+  double step_collectives_s_ = 0;         // the step's all-reduces outside the pipeline
+  std::map<std::tuple<int, int, int64_t, Recompute>, std::vector<LayerRange>> splits_;
+};
 
 }  // namespace conveyor
 

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "conveyor/common/error.h"
 
@@ -95,7 +97,96 @@ TEST(AutoPlannerTest, RanksLayoutsThatFitFastestFirst) {
   }
   EXPECT_TRUE(plan.best[0].held_back.empty());
   // Recomputation only costs time: the fastest plan does not recompute when all fits.
-  EXPECT_EQ(plan.best[0].recompute, "none");
+  EXPECT_EQ(plan.best[0].recompute, Recompute::kNone);
+}
+
+// A world of 2 and 2 blocks (4 layers with the embedding and the head), a batch of 4: every
+// layout, in the order the planner tries them.
+TEST(AutoPlannerTest, EnumeratesEveryLayoutInOrder) {
+  AutoPlanRequest r = Small();
+  r.model.layers = 2;
+  r.world = 2;
+  r.network.ranks_per_node = 2;
+  r.global_batch = 4;
+  r.max_microbatches = 4;
+  r.schedules = {"1f1b", "interleaved-1f1b"};
+  using Row = std::tuple<int, int, int, std::string, int, int, int64_t>;
+  std::vector<Row> seen;  // (dp, tp, pp, schedule, chunks, micro-batches, their size)
+  const int64_t visited = ForEachPlanLayout(r, [&](const PlanLayout& l) {
+    seen.emplace_back(l.dp, l.tp, l.pp, std::string(l.schedule), l.chunks, l.microbatches,
+                      l.micro_batch_size);
+    EXPECT_EQ(l.program.layout.num_ranks(), l.pp);
+    EXPECT_EQ(l.program.layout.num_stages(), l.pp * l.chunks);
+  });
+  const std::vector<Row> expected = {
+      {2, 1, 1, "1f1b", 1, 1, 2},  // pp 1: the first schedule only
+      {2, 1, 1, "1f1b", 1, 2, 1},
+      {1, 1, 2, "1f1b", 1, 1, 4},
+      {1, 1, 2, "1f1b", 1, 2, 2},
+      {1, 1, 2, "1f1b", 1, 4, 1},
+      {1, 1, 2, "interleaved-1f1b", 2, 1, 4},  // 3 chunks: 6 parts, 4 layers
+      {1, 1, 2, "interleaved-1f1b", 2, 2, 2},
+      {1, 1, 2, "interleaved-1f1b", 2, 4, 1},
+      {1, 2, 1, "1f1b", 1, 1, 4},
+      {1, 2, 1, "1f1b", 1, 2, 2},
+      {1, 2, 1, "1f1b", 1, 4, 1},
+  };
+  EXPECT_EQ(seen, expected);
+  EXPECT_EQ(visited, 11);
+  EXPECT_EQ(PlanAuto(r).layouts, visited);
+  // The request's sizes, where set, hold.
+  r.pp = 2;
+  ForEachPlanLayout(r, [&](const PlanLayout& l) { EXPECT_EQ(l.pp, 2); });
+  EXPECT_EQ(PlannedRecomputes(r), (std::vector<Recompute>{Recompute::kNone, Recompute::kFull}));
+  r.schedules = {"no-such-schedule"};
+  EXPECT_THROW(ForEachPlanLayout(r, [](const PlanLayout&) {}), UserError);
+}
+
+// Pricing one layout under one recomputation gives what the whole plan says of it.
+TEST(AutoPlannerTest, PricesOneCandidateAsThePlanDoes) {
+  AutoPlanRequest r = Small();
+  r.world = 4;
+  r.network.ranks_per_node = 4;
+  r.top = 100000;
+  const AutoPlan plan = PlanAuto(r);
+  ASSERT_EQ(plan.over_memory, 0);
+  ASSERT_EQ(static_cast<int64_t>(plan.best.size()), plan.layouts * 2);  // none and full
+  std::map<std::tuple<int, int, std::string, int, int, Recompute>, PlanCandidate> by_layout;
+  for (const PlanCandidate& c : plan.best) {
+    by_layout[{c.tp, c.pp, c.schedule, c.chunks, c.microbatches, c.recompute}] = c;
+  }
+  CandidatePricer pricer(r);
+  int64_t priced = 0;
+  ForEachPlanLayout(r, [&](const PlanLayout& l) {
+    for (Recompute recompute : PlannedRecomputes(r)) {
+      const PricedCandidate p = pricer.Price(l, recompute);
+      ASSERT_TRUE(p.fits);
+      const PlanCandidate& want =
+          by_layout.at({l.tp, l.pp, std::string(l.schedule), l.chunks, l.microbatches, recompute});
+      EXPECT_EQ(p.candidate.dp, want.dp);
+      EXPECT_EQ(p.candidate.micro_batch_size, want.micro_batch_size);
+      EXPECT_EQ(p.candidate.stage_layers, want.stage_layers);
+      EXPECT_EQ(p.candidate.zero, want.zero);
+      EXPECT_EQ(p.candidate.step_s, want.step_s);
+      EXPECT_EQ(p.candidate.peak_bytes, want.peak_bytes);
+      EXPECT_EQ(p.candidate.bubble, want.bubble);
+      EXPECT_EQ(p.candidate.mfu, want.mfu);
+      EXPECT_EQ(p.candidate.tp_comm_s, want.tp_comm_s);
+      EXPECT_EQ(p.candidate.dp_exposed_s, want.dp_exposed_s);
+      EXPECT_TRUE(p.candidate.held_back.empty());
+      ++priced;
+    }
+  });
+  EXPECT_EQ(priced, plan.layouts * 2);
+  // Over the limit: the peak, not simulated.
+  r.memory_per_rank = 1e6;
+  CandidatePricer tight(r);
+  ForEachPlanLayout(r, [&](const PlanLayout& l) {
+    const PricedCandidate p = tight.Price(l, Recompute::kFull);
+    EXPECT_FALSE(p.fits);
+    EXPECT_GT(p.candidate.peak_bytes, 1e6);
+    EXPECT_EQ(p.candidate.step_s, 0);
+  });
 }
 
 // The fastest layout needs more memory than the cap: the planner picks another, which fits.
@@ -156,15 +247,15 @@ TEST(AutoPlannerTest, MeasuredCostsSplitByTimeAndOfferSelectiveRecomputation) {
   for (const PlanCandidate& c : plan.best) {
     EXPECT_EQ(c.pp, 2) << "--pp fixes the pipeline";
     EXPECT_LT(c.mfu, 0) << "no MFU without device figures";
-    selective |= c.recompute == "selective";
-    if (c.schedule == "1f1b" && c.recompute == "none") {
+    selective |= c.recompute == Recompute::kSelective;
+    if (c.schedule == "1f1b" && c.recompute == Recompute::kNone) {
       // 8 layers (6 blocks, embedding, head) in two parts of equal work: the embedding
       // and three blocks, three blocks and the head.
       EXPECT_EQ(c.stage_layers, "4,4");
     }
   }
   EXPECT_TRUE(selective);
-  EXPECT_EQ(plan.best[0].recompute, "none") << "recomputation costs time";
+  EXPECT_EQ(plan.best[0].recompute, Recompute::kNone) << "recomputation costs time";
   // Under a cap only recomputation meets, it is chosen.
   const PlanCandidate fastest = plan.best[0];
   r.memory_per_rank = fastest.peak_bytes * 0.7;
@@ -192,7 +283,8 @@ TEST(AutoPlannerTest, DataParallelBucketsTakeNoMemoryBesideTheActivations) {
           b.zero != 0) {
         continue;
       }
-      EXPECT_DOUBLE_EQ(b.peak_bytes, a.peak_bytes) << a.microbatches << " " << a.recompute;
+      EXPECT_DOUBLE_EQ(b.peak_bytes, a.peak_bytes)
+          << a.microbatches << " " << RecomputeName(a.recompute);
       ++compared;
     }
   }
@@ -240,7 +332,8 @@ TEST(AutoPlannerTest, SharedCapacityFollowsTheMicroBatchSize) {
   ShareOneGpu(r);
   auto step_at = [](const AutoPlanRequest& request, int microbatches) {
     for (const PlanCandidate& c : PlanAuto(request).best) {
-      if (c.microbatches == microbatches && c.recompute == "none" && c.zero == 0) return c.step_s;
+      if (c.microbatches == microbatches && c.recompute == Recompute::kNone && c.zero == 0)
+        return c.step_s;
     }
     return -1.0;
   };
@@ -270,7 +363,7 @@ TEST(AutoPlannerTest, RanksTakingTurnsRunAtTheCapacityMeasuredForEachBusyCount) 
   EXPECT_DOUBLE_EQ(r.shared_compute, 1.6);
   auto naive_step = [](const AutoPlanRequest& request) {
     for (const PlanCandidate& c : PlanAuto(request).best) {
-      if (c.recompute == "none" && c.zero == 0) return c.step_s;
+      if (c.recompute == Recompute::kNone && c.zero == 0) return c.step_s;
     }
     return -1.0;
   };
@@ -298,7 +391,7 @@ TEST(AutoPlannerTest, TheStepsEndRunsEveryRankAtOnceOnSharedCores) {
       r.schedules = {"naive"};
       ShareOneCpu(r, 2);
       for (const PlanCandidate& c : PlanAuto(r).best) {
-        if (c.recompute == "none" && c.zero == 0 && c.microbatches == 1) return c.step_s;
+        if (c.recompute == Recompute::kNone && c.zero == 0 && c.microbatches == 1) return c.step_s;
       }
       return -1.0;
     };
@@ -319,7 +412,8 @@ TEST(AutoPlannerTest, ATensorParallelShardCostsWhatWasMeasuredOfIt) {
     AutoPlanRequest r = MeasuredRequest(t, 2, 2);
     r.tp = 2;
     for (const PlanCandidate& c : PlanAuto(r).best) {
-      if (c.microbatches == 1 && c.recompute == "none") return std::pair(c.step_s, c.peak_bytes);
+      if (c.microbatches == 1 && c.recompute == Recompute::kNone)
+        return std::pair(c.step_s, c.peak_bytes);
     }
     return std::pair(-1.0, -1.0);
   };

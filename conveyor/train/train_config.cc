@@ -49,11 +49,6 @@ constexpr Spellings<PartitionBy, 4> kPartitionBys = {{
     {PartitionBy::kUniform, "uniform"},
     {PartitionBy::kProfile, "profile"},
 }};
-constexpr Spellings<Recompute, 3> kRecomputes = {{
-    {Recompute::kNone, "none"},
-    {Recompute::kFull, "full"},
-    {Recompute::kSelective, "selective"},
-}};
 // Calls visit(key, field, lo, hi) for every integer setting of `c` (a TrainConfig, const or
 // not): its TOML key, the field and its allowed range [lo, hi]. The one table of ranges.
 template <typename Config, typename Visit>
@@ -309,12 +304,6 @@ PartitionBy ParsePartitionBy(std::string_view text, std::string_view name) {
 std::string_view PartitionByName(PartitionBy partition) {
   return SpellingOf(kPartitionBys, partition);
 }
-
-Recompute ParseRecompute(std::string_view text, std::string_view name) {
-  return ParseSpelling(kRecomputes, text, name);
-}
-
-std::string_view RecomputeName(Recompute recompute) { return SpellingOf(kRecomputes, recompute); }
 
 void TrainConfig::Validate() const {
   ForEachInteger(*this, [](std::string_view key, auto value, int64_t lo, int64_t hi) {

@@ -14,6 +14,7 @@
 
 #include "conveyor/device/compute_device.h"
 #include "conveyor/device/compute_precision.h"
+#include "conveyor/sim/recompute.h"
 
 namespace conveyor {
 
@@ -29,10 +30,6 @@ bool IsLanguageModel(ModelKind model);
 // count, its forward FLOPs, 1 for every layer, or its measured time.
 enum class PartitionBy : uint8_t { kParams, kFlops, kUniform, kProfile };
 
-// Activation recomputation: none; full (each stage keeps only its input and runs its forward
-// again before backward); selective (only the attention scores are recomputed).
-enum class Recompute : uint8_t { kNone, kFull, kSelective };
-
 // `text` ("gpt", "classifier", "llama") as a ModelKind. Throws UserError naming `name` (the flag,
 // or the file and key), the text and the allowed values.
 ModelKind ParseModelKind(std::string_view text, std::string_view name);
@@ -41,9 +38,6 @@ std::string_view ModelKindName(ModelKind model);
 // The same for "params", "flops", "uniform" and "profile".
 PartitionBy ParsePartitionBy(std::string_view text, std::string_view name);
 std::string_view PartitionByName(PartitionBy partition);
-// The same for "none", "full" and "selective".
-Recompute ParseRecompute(std::string_view text, std::string_view name);
-std::string_view RecomputeName(Recompute recompute);
 
 struct TrainConfig;
 
