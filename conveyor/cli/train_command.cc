@@ -2,10 +2,11 @@
 
 #include <unistd.h>
 
-#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "conveyor/cli/auto_train.h"
@@ -16,22 +17,9 @@
 #include "conveyor/cli/trace_gather.h"
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/cli/train_summary.h"
-#include "conveyor/common/text.h"
-#include "conveyor/data/byte_tokenizer.h"
-#include "conveyor/data/load_tokenizer.h"
-#include "conveyor/data/tokenizer.h"
-#include "conveyor/device/device_memory.h"
 #include "conveyor/launch/launcher.h"
-#include "conveyor/profile/memory_tracker.h"
-#include "conveyor/train/builtin_tasks.h"
-#include "conveyor/train/checkpoint.h"
-#include "conveyor/train/evaluate.h"
-#include "conveyor/train/forward_pipeline.h"
-#include "conveyor/train/generate.h"
-#include "conveyor/train/measured_costs.h"
 #include "conveyor/train/preflight.h"
-#include "conveyor/train/rank_report.h"
-#include "conveyor/train/trainer.h"
+#include "conveyor/train/training_run.h"
 
 namespace conveyor {
 namespace {
@@ -43,16 +31,43 @@ std::string FormatScale(double scale) {
   return text;
 }
 
+// A step's row of the --metrics file; `loss_scaling`: with its loss scale.
+nlohmann::json StepJson(const StepMetrics& m, bool loss_scaling) {
+  nlohmann::json row;
+  if (m.skipped) {
+    // JSON has no NaN: the row says which step was skipped, its loss null.
+    row = {{"step", m.step}, {"skipped", true}, {"loss", nullptr}};
+    if (m.overflow) row["overflow"] = true;
+  } else {
+    row = {{"step", m.step},           {"loss", m.loss},       {"lr", m.lr},
+           {"grad_norm", m.grad_norm}, {"seconds", m.seconds}, {"tokens_per_s", m.tokens_per_s},
+           {"data_s", m.data_s}};
+    if (!m.auxiliary_losses.empty()) row["auxiliary_losses"] = m.auxiliary_losses;
+    if (m.dp.buckets > 0) {
+      row["dp_comm_s"] = m.dp.comm_s;
+      row["dp_exposed_s"] = m.dp.exposed_s;
+    }
+  }
+  if (loss_scaling) row["loss_scale"] = m.loss_scale;
+  return row;
+}
+
 // The --metrics file: every step's and evaluation's row, then the summary's numbers.
-nlohmann::json MetricsJson(const TrainConfig& config, const TrainSummary& s, double pipeline_s,
-                           nlohmann::json steps, nlohmann::json evals) {
+nlohmann::json MetricsJson(const TrainConfig& config, const TrainingRun& s) {
+  nlohmann::json steps = nlohmann::json::array(), evals = nlohmann::json::array();
+  for (const StepMetrics& m : s.step_metrics) steps.push_back(StepJson(m, s.loss_scale > 0));
+  for (const EvalMetrics& e : s.evals) {
+    nlohmann::json row = {{"step", e.step}, {"loss", e.loss}, {"batches", e.batches}};
+    if (e.accuracy >= 0) row["accuracy"] = e.accuracy;
+    evals.push_back(row);
+  }
   nlohmann::json metrics = {{"steps", std::move(steps)},
                             {"evals", std::move(evals)},
                             {"final_loss", s.final_loss},
                             {"final_eval_loss", s.final_eval.loss},
                             {"schedule", config.schedule},
                             {"pp", config.pp},
-                            {"dp", config.dp},
+                            {"dp", s.replicas},
                             {"tp", config.tp},
                             {"microbatches", config.microbatches},
                             {"model", ModelKindName(config.model)},
@@ -67,7 +82,7 @@ nlohmann::json MetricsJson(const TrainConfig& config, const TrainSummary& s, dou
   metrics["measured_pipeline_s"] = s.measured_pipeline_s;
   metrics["predicted_pipeline_s"] = s.predicted_pipeline_s;
   metrics["hop_s"] = s.hop_s;
-  metrics["pipeline_s"] = pipeline_s;
+  metrics["pipeline_s"] = s.measured_pipeline_s;
   metrics["transfer_wait_fraction"] = s.exposed_comm;
   if (s.dp.buckets > 0) {
     metrics["dp_comm_s"] = s.dp.comm_s;
@@ -81,181 +96,98 @@ nlohmann::json MetricsJson(const TrainConfig& config, const TrainSummary& s, dou
   return metrics;
 }
 
-// "--memory-per-rank 64.0 MiB at step 3"; step 0: "... before the first step" (the weights,
-// a checkpoint's state: what a rank builds before it runs).
-std::string MemoryLimitName(int64_t bytes, int64_t step) {
-  const std::string when =
-      step > 0 ? "at step " + std::to_string(step) : std::string("before the first step");
-  return Printf("--memory-per-rank %.1f MiB %s", static_cast<double>(bytes) / (1 << 20),
-                when.c_str());
-}
+// Rank 0's progress lines (the others' bar stays silent): the run's set-up, each step, the
+// evaluations, checkpoints and skipped steps; traces written where --trace asks.
+class ProgressLines : public TrainingObserver {
+ public:
+  ProgressLines(const TrainConfig& config, const RankContext& rank)
+      : config_(config), rank_(rank), leader_(rank.rank == 0) {}
 
-// `ranks_in_process`: the ranks sharing this process's allocator (rank threads), whose
-// memory limits add up.
-void TrainRank(const TrainConfig& config, const RankContext& rank, int ranks_in_process) {
-  const bool leader = rank.rank == 0;
-  const int64_t limit = config.memory_per_rank * ranks_in_process;
-  if (!rank.device.is_cuda()) {
-    MemoryTracker::Install();  // before the model: its weights count
-    if (limit > 0) MemoryTracker::SetLimit(limit, MemoryLimitName(config.memory_per_rank, 0));
-  }
-  auto task = MakeTask(config);
-  Trainer trainer(config, task, rank);
-  if (!config.resume.empty()) LoadCheckpoint(config.resume, trainer, config);
-  ForwardPipeline forward(trainer.model());
-  ProgressBar progress(config.steps, trainer.step(), leader && isatty(STDOUT_FILENO));
-  std::string summary_mesh;
-  if (leader) {
+  void Started(Trainer& trainer) override {
+    progress_.emplace(config_.steps, trainer.step(), leader_ && isatty(STDOUT_FILENO));
+    if (!leader_) return;
     std::string parts;
     for (const LayerRange& r : trainer.model().partition()) {
       parts += (parts.empty() ? "" : " | ") + std::to_string(r.size());
     }
-    progress.Note(task->Describe());
-    progress.Note("pipeline: " + config.schedule + ", " +
-                  trainer.model().program().layout.Describe() + "; layers per stage " + parts +
-                  (config.stage_layers.empty()
-                       ? " (by " + std::string(PartitionByName(config.partition)) + ")"
-                       : " (as --stage-layers)"));
-    progress.Note(
+    progress_->Note(trainer.task().Describe());
+    progress_->Note("pipeline: " + config_.schedule + ", " +
+                    trainer.model().program().layout.Describe() + "; layers per stage " + parts +
+                    (config_.stage_layers.empty()
+                         ? " (by " + std::string(PartitionByName(config_.partition)) + ")"
+                         : " (as --stage-layers)"));
+    progress_->Note(
         "device: " + trainer.model().device().str() +
         (trainer.model().device().is_cuda() ? " (each rank on its local rank's GPU)" : "") +
-        (config.dtype == ComputeDtype::kFp32
+        (config_.dtype == ComputeDtype::kFp32
              ? "; fp32"
-             : "; " + std::string(ComputeDtypeName(config.dtype)) +
+             : "; " + std::string(ComputeDtypeName(config_.dtype)) +
                    " matrix products, fp32 weights, gradients and reductions") +
         (trainer.loss_scaler().enabled()
              ? "; dynamic loss scale from " + FormatScale(trainer.loss_scaler().scale())
              : ""));
-    if (!rank.threads.empty()) progress.Note("threads: " + rank.threads);
-    if (trainer.model().mesh().dp() > 1 || trainer.model().mesh().tp() > 1) {
-      summary_mesh = trainer.model().mesh().Describe();
-      progress.Note("mesh: " + summary_mesh);
-    }
-    if (trainer.step() > 0) progress.Note("resumed at step " + std::to_string(trainer.step()));
+    if (!rank_.threads.empty()) progress_->Note("threads: " + rank_.threads);
+    const std::string mesh = MeshDescription(trainer);
+    if (!mesh.empty()) progress_->Note("mesh: " + mesh);
+    if (trainer.step() > 0) progress_->Note("resumed at step " + std::to_string(trainer.step()));
   }
-  nlohmann::json steps = nlohmann::json::array(), evals = nlohmann::json::array();
-  auto evaluate = [&] {
-    const EvalMetrics e = Evaluate(forward, trainer.task(), trainer.step());
-    nlohmann::json row = {{"step", e.step}, {"loss", e.loss}, {"batches", e.batches}};
+
+  void Stepped(const StepMetrics& m, Trainer& trainer) override {
+    if (!leader_) return;
+    if (!m.skipped) {
+      progress_->Step(m.step, m.loss, m.lr, m.tokens_per_s);
+      return;
+    }
+    progress_->Note("step " + std::to_string(m.step) + " skipped: " +
+                    (m.overflow
+                         ? "gradients overflowed at loss scale " + FormatScale(m.loss_scale) +
+                               ", now " + FormatScale(trainer.loss_scaler().scale())
+                         : "loss " + std::to_string(m.loss) + ", gradient norm " +
+                               std::to_string(m.grad_norm)));
+  }
+
+  void Evaluated(const EvalMetrics& e, const TrainTask& task) override {
+    if (!leader_) return;
     std::string line = "eval at step " + std::to_string(e.step) + ": " +
                        (e.batches > 0 ? "loss " + std::to_string(e.loss) : "no held-out data");
     if (e.accuracy >= 0) {
-      row["accuracy"] = e.accuracy;
       line += ", accuracy " + Percent(e.accuracy) + " (majority class " +
-              Percent(task->BaselineAccuracy()) + ")";
+              Percent(task.BaselineAccuracy()) + ")";
     }
-    evals.push_back(row);
-    if (leader) progress.Note(line);
-    return e;
-  };
-  TrainSummary summary;
-  const int64_t first_step = trainer.step();  // after a resume, not 0
-  while (trainer.step() < config.steps) {
-    if (limit > 0 && MemoryTracker::installed()) {
-      MemoryTracker::SetLimit(limit, MemoryLimitName(config.memory_per_rank, trainer.step() + 1));
-    }
-    const StepMetrics m = trainer.Step();
-    if (limit > 0 && rank.device.is_cuda()) {
-      const DeviceMemory memory = ReadDeviceMemory(rank.device);
-      CONVEYOR_CHECK(memory.peak_allocated_bytes <= limit)
-          << "rank " << rank.rank << ", step " << m.step << ": the GPU's tensors peaked at "
-          << memory.peak_allocated_bytes << " bytes, over "
-          << MemoryLimitName(config.memory_per_rank, m.step) << " (" << limit << " bytes)";
-    }
-    summary.tokens_per_s = m.tokens_per_s;
-    nlohmann::json row = {{"step", m.step},       {"loss", m.loss},
-                          {"lr", m.lr},           {"grad_norm", m.grad_norm},
-                          {"seconds", m.seconds}, {"tokens_per_s", m.tokens_per_s},
-                          {"data_s", m.data_s}};
-    if (!m.auxiliary_losses.empty()) row["auxiliary_losses"] = m.auxiliary_losses;
-    if (m.step == first_step + 1) summary.first_data_s = m.data_s;
-    summary.data_s += m.data_s / static_cast<double>(config.steps - first_step);
-    if (m.dp.buckets > 0) {
-      row["dp_comm_s"] = m.dp.comm_s;
-      row["dp_exposed_s"] = m.dp.exposed_s;
-      summary.dp.comm_s += m.dp.comm_s;
-      summary.dp.exposed_s += m.dp.exposed_s;
-      summary.dp.bytes += m.dp.bytes;
-      summary.dp.scattered_bytes += m.dp.scattered_bytes;
-      summary.dp.scattered_kept_bytes += m.dp.scattered_kept_bytes;
-      summary.dp.buckets += m.dp.buckets;
-    }
-    if (m.skipped) {
-      // JSON has no NaN: the row says which step was skipped, its loss null.
-      row = {{"step", m.step}, {"skipped", true}, {"loss", nullptr}};
-      ++summary.skipped_steps;
-      if (m.overflow) {
-        row["overflow"] = true;
-        ++summary.overflow_steps;
-      }
-      if (leader) {
-        progress.Note("step " + std::to_string(m.step) + " skipped: " +
-                      (m.overflow
-                           ? "gradients overflowed at loss scale " + FormatScale(m.loss_scale) +
-                                 ", now " + FormatScale(trainer.loss_scaler().scale())
-                           : "loss " + std::to_string(m.loss) + ", gradient norm " +
-                                 std::to_string(m.grad_norm)));
-      }
-    } else {
-      summary.final_loss = m.loss;
-      summary.auxiliary_losses = m.auxiliary_losses;
-      if (leader) progress.Step(m.step, m.loss, m.lr, m.tokens_per_s);
-    }
-    if (trainer.loss_scaler().enabled()) row["loss_scale"] = m.loss_scale;
-    steps.push_back(row);
-    const bool last = m.step == config.steps;
-    if (config.eval_every > 0 && m.step % config.eval_every == 0 && !last) evaluate();
-    if (!config.checkpoint_dir.empty() && !last && config.checkpoint_every > 0 &&
-        m.step % config.checkpoint_every == 0) {
-      const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, rank.world);
-      if (leader) progress.Note("checkpoint " + where);
+    progress_->Note(line);
+  }
+
+  void Checkpointed(const std::string& where) override {
+    if (leader_) progress_->Note("checkpoint " + where);
+  }
+
+  void Measured(const Trainer& trainer, const SimResult& predicted) override {
+    if (!config_.trace.empty() && trainer.model().leads_replicas()) {  // one pipeline's traces
+      WriteTraces(config_.trace, trainer.LastTimeline(), predicted.timeline,
+                  *trainer.model().pipeline_group());
     }
   }
-  summary.final_eval = evaluate();
-  summary.ranks = trainer.RankReports();
-  const SimResult predicted = PredictFromMeasuredCosts(trainer);
-  if (!config.trace.empty() && trainer.model().leads_replicas()) {  // one pipeline's traces
-    WriteTraces(config.trace, trainer.LastTimeline(), predicted.timeline,
-                *trainer.model().pipeline_group());
+
+  // Ends the bar, on every rank that started one.
+  void Finish() {
+    if (progress_) progress_->Finish();
   }
-  if (!config.checkpoint_dir.empty()) {
-    const std::string where = SaveCheckpoint(config.checkpoint_dir, trainer, config, rank.world);
-    if (leader) progress.Note("checkpoint " + where);
-  }
-  // Text needs the model's tokenizer: bytes only for a model of 256 ids.
-  const std::unique_ptr<Tokenizer> tokenizer = LoadTokenizer(config.tokenizer);
-  if (IsLanguageModel(config.model) && config.sample_tokens > 0 &&
-      (dynamic_cast<const ByteTokenizer*>(tokenizer.get()) == nullptr ||
-       ModelVocab(config) == static_cast<int>(ByteTokenizer::kVocabSize))) {
-    summary.sample =
-        ByteTokenizer::Printable(Generate(forward, *tokenizer, "", config.sample_tokens,
-                                          kDefaultTemperature, config.seed, config.seq_len));
-  }
+
+ private:
+  const TrainConfig& config_;
+  const RankContext& rank_;
+  const bool leader_;
+  std::optional<ProgressBar> progress_;  // from Started on
+};
+
+// `ranks_in_process`: the ranks sharing this process's allocator (rank threads).
+void TrainRank(const TrainConfig& config, const RankContext& rank, int ranks_in_process) {
+  ProgressLines progress(config, rank);
+  const TrainingRun run = RunTraining(config, rank, ranks_in_process, progress);
   progress.Finish();
-  if (!leader) return;
-  summary.steps = trainer.step();
-  summary.baseline_accuracy = task->BaselineAccuracy();
-  const int pp = trainer.model().program().layout.num_ranks();
-  summary.measured_bubble = MeasuredBubble(summary.ranks, trainer.measurements().pipeline_s(),
-                                           trainer.sharing().Room(pp) / pp);
-  summary.predicted_bubble = predicted.bubble_fraction;
-  summary.measured_pipeline_s = trainer.measurements().pipeline_s();
-  summary.predicted_pipeline_s = predicted.makespan;
-  summary.sharing = trainer.sharing().Describe();
-  summary.hop_s = trainer.hop_s();
-  summary.exposed_comm = ExposedCommFraction(summary.ranks);
-  summary.trace_dir = config.trace;
-  summary.mesh = summary_mesh;
-  summary.optimizer_state_bytes = trainer.optimizer_state_bytes();
-  if (trainer.loss_scaler().enabled()) summary.loss_scale = trainer.loss_scaler().scale();
-  if (!config.metrics.empty()) {
-    TrainConfig resolved = config;
-    resolved.dp = trainer.model().mesh().dp();  // also when the world decided it (dp 0)
-    const nlohmann::json metrics = MetricsJson(
-        resolved, summary, trainer.measurements().pipeline_s(), std::move(steps), std::move(evals));
-    WriteOutput(config.metrics, metrics.dump(2) + "\n");
-  }
-  PrintTrainSummary(summary);
+  if (rank.rank != 0) return;
+  if (!config.metrics.empty()) WriteOutput(config.metrics, MetricsJson(config, run).dump(2) + "\n");
+  PrintTrainSummary(run);
 }
 
 }  // namespace

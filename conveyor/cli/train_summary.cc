@@ -11,7 +11,7 @@ std::string Percent(double x) {
   return text;
 }
 
-void PrintTrainSummary(const TrainSummary& s) {
+void PrintTrainSummary(const TrainingRun& s) {
   char held_out[64] = "no held-out data";
   if (s.final_eval.batches > 0) {
     std::snprintf(held_out, sizeof held_out, "held-out loss %.4f", s.final_eval.loss);

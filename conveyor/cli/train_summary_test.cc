@@ -13,7 +13,7 @@ TEST(TrainSummaryTest, PercentHasOneDecimal) {
 }
 
 TEST(TrainSummaryTest, PrintsTheRunsNumbersAndOneRowPerRank) {
-  TrainSummary s;
+  TrainingRun s;
   s.steps = 7;
   s.final_loss = 1.5;
   s.tokens_per_s = 1000;
