@@ -1,8 +1,8 @@
 #include "conveyor/cli/eval_command.h"
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
-#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -13,16 +13,12 @@
 #include "conveyor/common/input_path.h"
 #include "conveyor/data/blended_lm_stream.h"
 #include "conveyor/data/byte_tokenizer.h"
-#include "conveyor/data/corpus.h"
 #include "conveyor/data/open_token_source.h"
-#include "conveyor/data/token_source.h"
-#include "conveyor/data/token_windows.h"
 #include "conveyor/launch/launcher.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
-#include "conveyor/train/evaluate.h"
+#include "conveyor/train/evaluation_run.h"
 #include "conveyor/train/forward_pipeline.h"
-#include "conveyor/train/pipeline_model.h"
 #include "conveyor/train/preflight.h"
 
 namespace conveyor {
@@ -64,12 +60,7 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
         << "eval reads a text as bytes; this model has a vocabulary of " << ModelVocab(config)
         << " tokens, whose tokenizer conveyor does not have yet (a tokenized data set, "
            "--data PREFIX, holds token ids)";
-    // Evaluation writes nothing of a training run; profiling would time layers on training
-    // batches, which it has none of.
-    config.metrics.clear();
-    config.trace.clear();
-    config.checkpoint_dir.clear();
-    if (config.partition == PartitionBy::kProfile) config.partition = PartitionBy::kParams;
+    ConfigureForwardOnly(config);
     const RanksOptions options = MeshRanksOptions(config, flags->train.launch);
     // Checked once, before any rank starts (the data found and opened, a model folder's
     // tensors against its config.json), as train checks them, but for the split.
@@ -79,40 +70,20 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
     }
     const auto start = std::chrono::steady_clock::now();
     *exit_code = RunAsRanks(args, options, [&](const RankContext& rank) {
-      // The stream, and what it is for the summary: a data set's tokens or a text's bytes.
-      at::Tensor stream;
-      std::string source;
-      if (token_data) {
-        const std::shared_ptr<const TokenSource> data = OpenTokenSource(config.data);
-        stream = DataSetStream(*data, ModelVocab(config));
-        source = data->Describe();
-      } else {
-        const Corpus corpus = LoadCorpus(config.data);
-        stream = CorpusByteStream(corpus);
-        source = "corpus " + corpus.source + ": " + std::to_string(corpus.documents.size()) +
-                 " documents";
-      }
-      const std::vector<Batch> windows =
-          NextTokenWindows(stream, config.seq_len, config.batch_size);
-      PipelineModel model(config, MakeModelTask(config), rank);
-      if (!checkpoint.empty()) LoadWeights(checkpoint, model, config);
-      ForwardPipeline forward(model);
       // Progress on stderr from rank 0, at most every two seconds: stdout keeps the result.
-      const auto eval_start = std::chrono::steady_clock::now();
-      auto last = eval_start;
-      std::function<void(int64_t, int64_t)> progress;
+      double last_s = 0;
+      EvaluationProgress progress;
       if (rank.rank == 0) {
-        progress = [&](int64_t done, int64_t total) {
-          const auto now = std::chrono::steady_clock::now();
-          if (now - last < std::chrono::seconds(2) || done == total) return;
-          last = now;
-          const double elapsed = std::chrono::duration<double>(now - eval_start).count();
+        progress = [&](int64_t done, int64_t total, double seconds) {
+          if (seconds - last_s < 2 || done == total) return;
+          last_s = seconds;
           std::fprintf(stderr, "eval: %lld/%lld batches, eta %s\n", static_cast<long long>(done),
                        static_cast<long long>(total),
-                       FormatDuration(elapsed * static_cast<double>(total - done) / done).c_str());
+                       FormatDuration(seconds * static_cast<double>(total - done) / done).c_str());
         };
       }
-      const TokenEvalMetrics m = EvaluateTokens(forward, windows, progress);
+      const EvaluationRun run = RunEvaluation(config, checkpoint, rank, progress);
+      const TokenEvalMetrics& m = run.metrics;
       if (rank.rank != 0) return;
       if (flags->format == "json") {
         const nlohmann::json result = {
@@ -124,8 +95,8 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
           "%s: %lld tokens predicted (%s; every token, in windows of %lld): loss %.6f, "
           "perplexity %.4f, %.0f tokens/s\n",
           checkpoint.empty() ? MakeModelTask(config)->Describe().c_str() : checkpoint.c_str(),
-          static_cast<long long>(m.tokens), source.c_str(), static_cast<long long>(config.seq_len),
-          m.loss, m.perplexity,
+          static_cast<long long>(m.tokens), run.source.c_str(),
+          static_cast<long long>(config.seq_len), m.loss, m.perplexity,
           static_cast<double>(m.tokens) /
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     });

@@ -1,7 +1,6 @@
 #include "conveyor/cli/generate_command.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -19,9 +18,8 @@
 #include "conveyor/data/tokenizer.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
-#include "conveyor/train/forward_pipeline.h"
 #include "conveyor/train/generate.h"
-#include "conveyor/train/pipeline_model.h"
+#include "conveyor/train/generation_run.h"
 #include "conveyor/train/preflight.h"
 
 namespace conveyor {
@@ -127,42 +125,24 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
     config.dp = 1;
     config.tp = 1;
     ApplyGivenFlags(flags->mesh, config);
-    config.schedule = "gpipe";
-    config.chunks = 0;
-    config.microbatches = 1;
-    config.batch_size = std::max(config.dp, 1);  // one sample per replica
-    // Generation writes nothing of the run that trained the checkpoint.
-    config.metrics.clear();
-    config.trace.clear();
-    config.checkpoint_dir.clear();
-    config.resume.clear();
-    // Profiling times layers on training data, which generation has none of; any partition
-    // loads the checkpoint (its tensors are whole, by name).
-    if (config.partition == PartitionBy::kProfile) config.partition = PartitionBy::kParams;
+    ConfigureGeneration(config);
     const RanksOptions options = MeshRanksOptions(config, flags->mesh.launch);
     PreflightCheck(config);  // among others: no more stages than the model has layers
+    const GenerationRequest request{.checkpoint = flags->checkpoint,
+                                    .prompt = prompt,
+                                    .tokens = static_cast<int>(flags->tokens),
+                                    .sampling = flags->sampling,
+                                    .seed = static_cast<uint64_t>(flags->seed),
+                                    .context = context,
+                                    .kv_cache = !flags->no_kv_cache};
     *exit_code = RunAsRanks(args, options, [&](const RankContext& rank) {
-      // The model alone: no corpus, no optimizer, no measurement.
-      PipelineModel model(config, MakeModelTask(config), rank);
-      if (!flags->checkpoint.empty()) LoadWeights(flags->checkpoint, model, config);
-      ForwardPipeline forward(model);
-      const auto start = std::chrono::steady_clock::now();
-      const std::vector<int64_t> out =
-          GenerateTokens(forward, prompt, static_cast<int>(flags->tokens), flags->sampling,
-                         static_cast<uint64_t>(flags->seed), context, !flags->no_kv_cache);
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const GenerationRun run = RunGeneration(config, rank, request);
+      const std::vector<int64_t>& out = run.tokens;
+      const double seconds = run.seconds;
       if (rank.rank != 0) return;
       if (as_text) {
-        // The continuation decoded after the prompt, not alone: a piece's leading space
-        // ("▁the") is dropped at the start of a decoded text.
-        std::vector<int64_t> all = prompt;
-        all.insert(all.end(), out.begin(), out.end());
-        const std::string head = tokenizer->Decode(prompt), whole = tokenizer->Decode(all);
-        const std::string continuation =
-            whole.compare(0, head.size(), head) == 0 ? whole.substr(head.size()) : whole;
         std::printf("%s%s\n", flags->prompt.c_str(),
-                    ByteTokenizer::Printable(continuation).c_str());
+                    ByteTokenizer::Printable(DecodeContinuation(*tokenizer, prompt, out)).c_str());
       } else {
         std::string ids;
         for (int64_t id : out) ids += (ids.empty() ? "" : ",") + std::to_string(id);

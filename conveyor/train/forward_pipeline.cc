@@ -43,4 +43,11 @@ Executor::Inference ForwardPipeline::Run(const std::vector<MicroBatch>& mbs, boo
   return it->second.executor->RunInference(mbs, keep_outputs);
 }
 
+void ConfigureForwardOnly(TrainConfig& config) {
+  config.metrics.clear();
+  config.trace.clear();
+  config.checkpoint_dir.clear();
+  if (config.partition == PartitionBy::kProfile) config.partition = PartitionBy::kParams;
+}
+
 }  // namespace conveyor

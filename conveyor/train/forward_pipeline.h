@@ -48,6 +48,12 @@ class ForwardPipeline {
   std::map<int, Built> built_;  // by micro-batch count; map nodes never move
 };
 
+// Makes `config` one of a run of forwards alone (generate, eval): it writes nothing of a
+// training run (metrics, traces, checkpoints), and its layers are partitioned by parameters
+// where they would be by profile (profiling times layers on training batches, which such a
+// run has none of; any partition loads a checkpoint, whose tensors are whole, by name).
+void ConfigureForwardOnly(TrainConfig& config);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_TRAIN_FORWARD_PIPELINE_H_
