@@ -2,29 +2,22 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "conveyor/cli/bench_support.h"
 #include "conveyor/cli/bytes_flag.h"
 #include "conveyor/cli/layer_cost_json.h"
+#include "conveyor/common/byte_size.h"
 #include "conveyor/common/range_check.h"
+#include "conveyor/common/text.h"
 #include "conveyor/sim/recompute.h"
 
 namespace conveyor {
-
-std::string Size(double bytes) {
-  return bytes >= (1 << 30) ? Printf("%.1f GiB", bytes / (1 << 30))
-                            : Printf("%.1f MiB", bytes / (1 << 20));
-}
-
 namespace {
 
 // A long stage split cut to 14 characters: "1,10,10,...,9".
 std::string Abbreviated(const std::string& sizes) {
   return sizes.size() <= 14 ? sizes : sizes.substr(0, 10) + "...";
 }
-
-std::string MeshSizes(const PlanCandidate& c) { return Printf("%d x %d x %d", c.dp, c.tp, c.pp); }
 
 }  // namespace
 
@@ -136,19 +129,6 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) cons
   return r;
 }
 
-std::string NoLayoutFits(const AutoPlanRequest& r, const AutoPlan& plan) {
-  const PlanCandidate& c = plan.smallest_over;
-  std::ostringstream out;
-  out << "no layout fits " << Size(r.memory_per_rank) << " a rank: the smallest need is "
-      << Size(c.peak_bytes) << " (dp x tp x pp " << MeshSizes(c) << ", " << c.schedule << ", "
-      << c.microbatches << " micro-batches of " << c.micro_batch_size
-      << (c.recompute == Recompute::kNone
-              ? ""
-              : ", " + std::string(RecomputeName(c.recompute)) + " recomputation")
-      << ", ZeRO-1 where dp > 1)";
-  return out.str();
-}
-
 std::string AutoPlanText(const AutoPlanRequest& r, const AutoPlan& plan, double seconds) {
   const std::string nodes = r.network.ranks_per_node > 0
                                 ? std::to_string(r.network.ranks_per_node) + " a node"
@@ -173,7 +153,7 @@ std::string AutoPlanText(const AutoPlanRequest& r, const AutoPlan& plan, double 
       r.model.gated_mlp ? "Llama" : "GPT", static_cast<long long>(r.model.layers),
       static_cast<long long>(r.model.hidden), params / (billions ? 1e9 : 1e6), billions ? "B" : "M",
       r.world, nodes.c_str(), static_cast<long long>(r.global_batch),
-      static_cast<long long>(r.model.seq_len), costs.c_str(), Size(r.memory_per_rank).c_str());
+      static_cast<long long>(r.model.seq_len), costs.c_str(), ByteSize(r.memory_per_rank).c_str());
   out +=
       "rank  dp x tp x pp  schedule          chunks  mb x size  recompute zero    step s  tokens/s "
       "  "
@@ -185,7 +165,7 @@ std::string AutoPlanText(const AutoPlanRequest& r, const AutoPlan& plan, double 
         i + 1, MeshSizes(c).c_str(), c.schedule.c_str(), c.chunks, c.microbatches,
         static_cast<long long>(c.micro_batch_size), std::string(RecomputeName(c.recompute)).c_str(),
         c.zero, c.step_s, c.tokens_per_s, c.mfu < 0 ? "-" : Printf("%.1f%%", 100 * c.mfu).c_str(),
-        100 * std::max(0.0, c.bubble), Size(c.peak_bytes).c_str(),
+        100 * std::max(0.0, c.bubble), ByteSize(c.peak_bytes).c_str(),
         Abbreviated(c.stage_layers).c_str(), i == 0 ? "(best)" : c.held_back.c_str());
   }
   out += Printf("%lld layouts; %lld candidates over the memory limit, %lld simulated, in %.2f s\n",

@@ -48,13 +48,6 @@ struct AutoPlanFlags {
   AutoPlanRequest ToRequest(const MeshFlags& mesh, int64_t pp) const;
 };
 
-// "37.3 GiB", "112.6 MiB".
-std::string Size(double bytes);
-
-// "no layout fits 1.0 GiB a rank: the smallest need is ... (the layout)", for a plan with
-// no best.
-std::string NoLayoutFits(const AutoPlanRequest& request, const AutoPlan& plan);
-
 // The report of a plan with a best: text (a table, then how many layouts were tried) or
 // JSON.
 std::string AutoPlanText(const AutoPlanRequest& request, const AutoPlan& plan, double seconds);

@@ -1,29 +1,21 @@
 #include "conveyor/cli/auto_train.h"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
-#include "conveyor/cli/auto_plan.h"
 #include "conveyor/cli/layer_cost_json.h"
+#include "conveyor/cli/mesh_flags.h"
+#include "conveyor/common/byte_size.h"
 #include "conveyor/common/error.h"
-#include "conveyor/common/process_stats.h"
 #include "conveyor/common/range_check.h"
 #include "conveyor/common/text.h"
-#include "conveyor/device/compute_device.h"
 #include "conveyor/launch/rendezvous.h"
-#include "conveyor/mesh/mesh.h"
-#include "conveyor/profile/memory_tracker.h"
-#include "conveyor/train/builtin_tasks.h"
-#include "conveyor/train/layer_profile.h"
+#include "conveyor/train/layout_choice.h"
 
 namespace conveyor {
 namespace {
-
-// The share of --memory-per-rank the planner may fill.
-constexpr double kPlannedShare = 0.9;
 
 std::string Describe(const PlanCandidate& c) {
   return Printf(
@@ -33,17 +25,6 @@ std::string Describe(const PlanCandidate& c) {
              static_cast<long long>(c.micro_batch_size),
              std::string(RecomputeName(c.recompute)).c_str(), c.zero) +
          ", layers a stage " + c.stage_layers;
-}
-
-TrainConfig WithLayout(TrainConfig config, const PlanCandidate& c) {
-  config.dp = c.dp, config.tp = c.tp, config.pp = c.pp;
-  config.schedule = c.schedule;
-  config.microbatches = c.microbatches;
-  config.chunks = c.chunks;
-  config.recompute = c.recompute;
-  config.zero = c.zero;
-  config.stage_layers = c.stage_layers;
-  return config;
 }
 
 }  // namespace
@@ -70,85 +51,17 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
          "its layout (--dp --tp --pp --schedule --microbatches --stage-layers ...)";
   CheckInRange("--world", flags.world, 1, kMaxMeshRanks);
   const int world = static_cast<int>(flags.world);
-  // Ranks on GPUs: a GPU each, or all of them threads sharing one (NCCL takes one process a
-  // GPU, so ranks as processes cannot share one).
-  const bool gpu = UsesCuda(config.device);
-  const bool share_gpu = gpu && world > VisibleGpus();
-  CONVEYOR_CHECK(!share_gpu || (rank_threads && VisibleGpus() == 1))
-      << "train --auto --world " << world << " on " << VisibleGpus()
-      << " GPU(s): ranks share a GPU only as threads of one process on one GPU "
-         "(--rank-threads), else give each rank a GPU of its own (--world at most the GPUs)";
-  CONVEYOR_CHECK(!gpu || config.memory_per_rank > 0)
-      << "train --auto on GPUs needs --memory-per-rank (the bytes of GPU memory a rank may "
-         "hold)";
+  CheckLayoutDevices(config, world, rank_threads);
   const auto start = std::chrono::steady_clock::now();
-  const int cores = AvailableCores();
-  const int threads = config.threads > 0 ? config.threads : std::max(1, cores / world);
-  MemoryTracker::Install();
-  LayerCostTable table;
-  if (flags.costs.empty()) {
-    const int before = at::get_num_threads();
-    at::set_num_threads(threads);
-    // Timed at 1 sequence, the largest micro-batch a replica can run (at most 16) and one
-    // between: the costs are interpolated, not extrapolated.
-    const int64_t largest = std::clamp<int64_t>(config.batch_size, 2, 16);
-    std::vector<int64_t> sizes = {1, largest};
-    if (largest >= 4) sizes.insert(sizes.begin() + 1, std::max<int64_t>(2, largest / 4));
+  std::optional<LayerCostTable> costs;
+  if (!flags.costs.empty()) costs = ReadLayerCostTable(flags.costs);
+  const LayoutChoice choice = ChooseLayout(config, world, costs, [world](size_t sizes) {
     std::printf("auto: timing the model's layers here for %d ranks (%zu micro-batch sizes)...\n",
-                world, sizes.size());
+                world, sizes);
     std::fflush(stdout);
-    table = ProfileLayerKinds(config, sizes, 5, gpu && !share_gpu ? 1 : world);
-    at::set_num_threads(before);
-  } else {
-    table = ReadLayerCostTable(flags.costs);
-  }
-  // What the training data's tensors take on every rank, before any layer.
-  const int64_t before_data = MemoryTracker::current_bytes();
-  const int64_t data_bytes = [&] {
-    const std::shared_ptr<TrainTask> task = MakeTask(config);
-    // On GPUs the data stays in the host's memory.
-    return gpu ? 0 : std::max<int64_t>(0, MemoryTracker::current_bytes() - before_data);
-  }();
-  const double limit = config.memory_per_rank > 0 ? static_cast<double>(config.memory_per_rank)
-                                                  : PhysicalMemoryBytes() / world;
-
-  AutoPlanRequest request;
-  request.model = table.model;
-  request.world = world;
-  request.global_batch = config.batch_size;
-  // A tenth of the limit stays free for what the prediction misses (the optimizer's and the
-  // allocator's temporaries, timing of frees): the cap stops the run that needs it.
-  request.memory_per_rank = kPlannedShare * limit - static_cast<double>(data_bytes);
-  request.measured = table;
-  request.bucket_bytes = static_cast<double>(DpBucketBytes(config, gpu));
-  if (share_gpu) {
-    ShareOneGpu(request);
-  } else if (!gpu) {
-    ShareOneCpu(request, cores);
-  }
-  request.max_microbatches = std::min(config.batch_size, 128);
-  request.top = 1000;
-  CONVEYOR_CHECK(request.memory_per_rank > 0)
-      << "--memory-per-rank " << Size(limit) << " is less than the training data's "
-      << Size(static_cast<double>(data_bytes));
-  const AutoPlan plan = PlanAuto(request);
-  CONVEYOR_CHECK(!plan.best.empty())
-      << NoLayoutFits(request, plan) << "; planned for " << 100 * kPlannedShare
-      << "% of --memory-per-rank " << Size(limit) << ", less the data's "
-      << Size(static_cast<double>(data_bytes));
-  size_t chosen = plan.best.size();
-  TrainConfig out;
-  for (size_t i = 0; i < plan.best.size() && chosen == plan.best.size(); ++i) {
-    try {
-      out = WithLayout(config, plan.best[i]);
-      out.Validate();  // the trainer's own conditions (a vocabulary split over tp, ...)
-      chosen = i;
-    } catch (const UserError&) {
-    }
-  }
-  CONVEYOR_CHECK(chosen < plan.best.size())
-      << "no layout the planner found for " << world << " ranks is one the trainer runs";
-  const PlanCandidate& best = plan.best[chosen];
+  });
+  const AutoPlan& plan = choice.plan;
+  const PlanCandidate& best = choice.best();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Line by line: a split of many stages makes long lines.
@@ -157,27 +70,28 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
       "auto: predicted %.1f ms a step, bubble %.1f%%, peak %s of the %s a rank "
       "(%s of it the data; %.0f%% of the limit kept free)\n",
       1e3 * best.step_s, 100 * std::max(0.0, best.bubble),
-      Size(best.peak_bytes + static_cast<double>(data_bytes)).c_str(), Size(limit).c_str(),
-      Size(static_cast<double>(data_bytes)).c_str(), 100 * (1 - kPlannedShare));
-  text +=
-      "auto: from " +
-      (flags.costs.empty()
-           ? "the layers timed now (" +
-                 (gpu ? share_gpu ? Printf("%d ranks on one GPU", world) : "a GPU a rank"
-                      : Printf("%d thread(s) a rank, %d ranks on %d cores", threads, world,
-                               cores)) +
-                 (request.shared_compute > 0
-                      ? Printf(", which do the work of %.2f ranks alone)", request.shared_compute)
-                      : ")")
-           : "--costs " + flags.costs) +
-      Printf("; %lld layouts, %lld over the memory, %lld simulated, in %.1f s\n",
-             static_cast<long long>(plan.layouts), static_cast<long long>(plan.over_memory),
-             static_cast<long long>(plan.simulated), seconds);
+      ByteSize(best.peak_bytes + choice.data_bytes).c_str(), ByteSize(choice.limit).c_str(),
+      ByteSize(choice.data_bytes).c_str(), 100 * (1 - kPlannedShare));
+  text += "auto: from " +
+          (flags.costs.empty()
+               ? "the layers timed now (" +
+                     (choice.gpu
+                          ? choice.share_gpu ? Printf("%d ranks on one GPU", world) : "a GPU a rank"
+                          : Printf("%d thread(s) a rank, %d ranks on %d cores", choice.threads,
+                                   world, choice.cores)) +
+                     (choice.request.shared_compute > 0
+                          ? Printf(", which do the work of %.2f ranks alone)",
+                                   choice.request.shared_compute)
+                          : ")")
+               : "--costs " + flags.costs) +
+          Printf("; %lld layouts, %lld over the memory, %lld simulated, in %.1f s\n",
+                 static_cast<long long>(plan.layouts), static_cast<long long>(plan.over_memory),
+                 static_cast<long long>(plan.simulated), seconds);
   int shown = 0;
   for (size_t i = 0; i < plan.best.size() && shown < 2; ++i) {
     const PlanCandidate& c = plan.best[i];
-    if (i == chosen || (c.dp == best.dp && c.tp == best.tp && c.pp == best.pp &&
-                        c.schedule == best.schedule && c.chunks == best.chunks)) {
+    if (i == choice.chosen || (c.dp == best.dp && c.tp == best.tp && c.pp == best.pp &&
+                               c.schedule == best.schedule && c.chunks == best.chunks)) {
       continue;  // show other layouts, not the same one with other micro-batches
     }
     text += "auto: next " + Describe(c) + Printf(": %.1f ms (", 1e3 * c.step_s) +
@@ -186,7 +100,7 @@ TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& f
   }
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
-  return out;
+  return choice.config;
 }
 
 std::vector<std::string> ArgsWithLayout(const std::vector<std::string>& args,

@@ -27,13 +27,10 @@ struct AutoTrainFlags {
 };
 
 // `config` with the planner's best layout for `flags.world` ranks on this machine that
-// passes TrainConfig::Validate; prints the choice, its prediction and the runners-up on
-// stdout. The ranks share the CPU's cores, or (config.device a GPU) have a GPU each, or are
-// `rank_threads` sharing the one GPU. The memory per rank is config.memory_per_rank (0 on
-// the CPU: this machine's memory over the ranks), less the tensors the training data holds
-// on the CPU. UserError under another launcher, for a classifier, for more ranks than GPUs
-// unless they are threads on one, on GPUs without config.memory_per_rank, or when no
-// layout fits (naming the smallest need).
+// passes TrainConfig::Validate (ChooseLayout, train/layout_choice.h: from flags.costs when
+// given); prints the choice, its prediction and the runners-up on stdout. The ranks share
+// the CPU's cores, or (config.device a GPU) have a GPU each, or are `rank_threads` sharing
+// the one GPU. UserError under another launcher, and as CheckLayoutDevices and ChooseLayout.
 TrainConfig ChooseTrainLayout(const TrainConfig& config, const AutoTrainFlags& flags,
                               bool rank_threads);
 

@@ -10,7 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "conveyor/common/byte_size.h"
 #include "conveyor/common/error.h"
+#include "conveyor/common/text.h"
 #include "conveyor/mesh/mesh.h"
 #include "conveyor/partition/partition.h"
 #include "conveyor/schedule/activation_memory.h"
@@ -550,6 +552,21 @@ std::vector<Recompute> PlannedRecomputes(const AutoPlanRequest& request) {
     return {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   return {Recompute::kNone, Recompute::kFull};
 }
+
+std::string NoLayoutFits(const AutoPlanRequest& r, const AutoPlan& plan) {
+  const PlanCandidate& c = plan.smallest_over;
+  std::ostringstream out;
+  out << "no layout fits " << ByteSize(r.memory_per_rank) << " a rank: the smallest need is "
+      << ByteSize(c.peak_bytes) << " (dp x tp x pp " << MeshSizes(c) << ", " << c.schedule << ", "
+      << c.microbatches << " micro-batches of " << c.micro_batch_size
+      << (c.recompute == Recompute::kNone
+              ? ""
+              : ", " + std::string(RecomputeName(c.recompute)) + " recomputation")
+      << ", ZeRO-1 where dp > 1)";
+  return out.str();
+}
+
+std::string MeshSizes(const PlanCandidate& c) { return Printf("%d x %d x %d", c.dp, c.tp, c.pp); }
 
 AutoPlan PlanAuto(const AutoPlanRequest& r) {
   CandidatePricer pricer(r);

@@ -261,6 +261,12 @@ void ShareOneGpu(AutoPlanRequest& request);
 // PlannedRecomputes with one CandidatePricer.
 AutoPlan PlanAuto(const AutoPlanRequest& request);
 
+// "no layout fits 1.0 GiB a rank: the smallest need is ... (the layout)", for a plan with
+// no best.
+std::string NoLayoutFits(const AutoPlanRequest& request, const AutoPlan& plan);
+// A candidate's mesh: "2 x 1 x 4" (dp x tp x pp).
+std::string MeshSizes(const PlanCandidate& candidate);
+
 // One layout the planner tries: the mesh, a schedule with its chunks per rank, the
 // micro-batch count and size, and the schedule's program for them.
 struct PlanLayout {
