@@ -26,6 +26,7 @@
 
 namespace conveyor {
 
+// A run as a rank saw it (RunTraining says which rank fills what).
 struct TrainingRun {
   int64_t steps = 0;      // the trainer's step at the end
   double final_loss = 0;  // the last step that was not skipped (0 without one)
@@ -76,11 +77,13 @@ class TrainingObserver {
 std::string MeshDescription(const Trainer& trainer);
 
 // Runs `config` as `rank`, `ranks_in_process` ranks sharing this process's allocator (rank
-// threads: their memory limits add up). Every rank returns the same fields up to `sample`,
-// and its own step_metrics and evals; rank 0 alone fills the rest: the measured summary
-// (baseline_accuracy, steps, the bubbles, pipeline times, sharing, hop_s, exposed_comm,
-// trace_dir, mesh, replicas, optimizer_state_bytes, loss_scale). Collective over the world;
-// throws UserError for a run that cannot go on (a memory limit exceeded, a bad checkpoint).
+// threads: their memory limits add up). Every rank fills the losses, the skipped and
+// overflowed steps, final_eval, ranks (Trainer::RankReports) and sample, and from its own
+// steps tokens_per_s, dp, data_s, first_data_s, step_metrics and evals; rank 0 alone fills
+// the rest (baseline_accuracy, steps, the bubbles and pipeline times, sharing, hop_s,
+// exposed_comm, trace_dir, mesh, replicas, optimizer_state_bytes, loss_scale). Collective
+// over the world; throws UserError for a run that cannot go on (a memory limit exceeded, a
+// bad checkpoint).
 TrainingRun RunTraining(const TrainConfig& config, const RankContext& rank, int ranks_in_process,
                         TrainingObserver& observer);
 
