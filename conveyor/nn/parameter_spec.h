@@ -20,7 +20,7 @@ namespace conveyor {
 
 struct ParameterSpec {
   TensorParallelSplit tp;  // replicated unless declared split
-  bool operator==(const ParameterSpec& o) const { return tp == o.tp; }
+  bool operator==(const ParameterSpec&) const = default;
 };
 
 // The common layouts of a transformer's parameters over p tensor-parallel ranks.

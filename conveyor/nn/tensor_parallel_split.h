@@ -31,9 +31,7 @@ struct TensorParallelSplit {
   bool padded = false;
   int replicas = 1;
   bool replicated() const { return dim < 0; }
-  bool operator==(const TensorParallelSplit& o) const {
-    return dim == o.dim && blocks == o.blocks && padded == o.padded && replicas == o.replicas;
-  }
+  bool operator==(const TensorParallelSplit&) const = default;
 };
 
 // The layers declare each parameter's split where they create it (parameter_spec.h); a

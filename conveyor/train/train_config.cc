@@ -30,7 +30,7 @@
 #include "conveyor/nn/tensor_parallel_split.h"
 #include "conveyor/optim/loss_scaler.h"
 #include "conveyor/schedule/pipeline_limits.h"
-#include "conveyor/sim/auto_planner.h"
+#include "conveyor/sim/transformer_spec.h"
 #include "conveyor/sim/mesh_costs.h"
 
 namespace conveyor {

@@ -42,7 +42,7 @@ std::string_view PartitionByName(PartitionBy partition);
 struct TrainConfig;
 
 // A Llama's key-value heads and MLP units under `config`: kv_heads or heads, and intermediate
-// or GatedMlpUnits(hidden) (sim/auto_planner.h: the planner prices the same width).
+// or GatedMlpUnits(hidden) (sim/transformer_spec.h: the planner prices the same width).
 int LlamaKvHeads(const TrainConfig& config);
 int LlamaIntermediate(const TrainConfig& config);
 // The vocabulary a model of `config` has: config.vocab for a llama that sets it, else the
