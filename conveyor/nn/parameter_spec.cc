@@ -4,12 +4,12 @@
 
 namespace conveyor {
 
-ParameterSpec ColumnParallel() { return {TensorParallelSplit{0, 1}}; }
-ParameterSpec FusedColumnParallel(int blocks) { return {TensorParallelSplit{0, blocks}}; }
-ParameterSpec RowParallel() { return {TensorParallelSplit{1, 1}}; }
-ParameterSpec VocabParallel() { return {TensorParallelSplit{0, 1, true}}; }
+ParameterSpec ColumnParallel() { return {.tp = TensorParallelSplit{0, 1}}; }
+ParameterSpec FusedColumnParallel(int blocks) { return {.tp = TensorParallelSplit{0, blocks}}; }
+ParameterSpec RowParallel() { return {.tp = TensorParallelSplit{1, 1}}; }
+ParameterSpec VocabParallel() { return {.tp = TensorParallelSplit{0, 1, true}}; }
 ParameterSpec KeyValueParallel(int replicas) {
-  return {TensorParallelSplit{0, 1, false, replicas}};
+  return {.tp = TensorParallelSplit{0, 1, false, replicas}};
 }
 
 void ParameterSpecs::Declare(const std::string& name, const ParameterSpec& spec) {

@@ -1,9 +1,10 @@
 // A parameter's layout over the mesh, declared by the layer that creates it: how the tensor is
-// split over the tensor-parallel ranks (tensor_parallel_split.h). Everything that handles a
-// parameter by name after it exists (checkpoint save and load, Hugging Face import and export,
-// the gradient norm, the whole-tensor gather) reads its spec here instead of guessing from
-// the name; a new kind of parameter (an expert's weights over an expert axis, a norm under
-// sequence parallelism) enters by declaring a new spec.
+// split over the tensor-parallel ranks (tensor_parallel_split.h) and over which mesh axes its
+// gradient is summed after a step (the data-parallel replicas by default). Everything that handles
+// a parameter by name after it exists (checkpoint save and load, Hugging Face import and export,
+// the gradient norm, the whole-tensor gather, the gradient reduction) reads its spec here instead
+// of guessing from the name; a new kind of parameter (an expert's weights over an expert axis, a
+// norm under sequence parallelism) enters by declaring a new spec.
 //
 // Thread-safety: ParameterSpecs is a plain value; const methods may run concurrently.
 #ifndef CONVEYOR_NN_PARAMETER_SPEC_H_
@@ -14,12 +15,20 @@
 #include <string>
 #include <string_view>
 
+#include "conveyor/mesh/mesh.h"
 #include "conveyor/nn/tensor_parallel_split.h"
 
 namespace conveyor {
 
 struct ParameterSpec {
   TensorParallelSplit tp;  // replicated unless declared split
+  // The axes whose ranks hold copies of this parameter (or of its shard) that see different
+  // data, so that its gradient is the sum over them: the data-parallel group. Others to come:
+  // data x context parallel for every dense parameter under context parallelism, the
+  // experts' own data-parallel group for an expert's weights, the tensor-parallel group for a
+  // norm under sequence parallelism. Every axis set a model declares must be one whose groups
+  // the trainer creates (PipelineModel::GradientSumAxes).
+  Mesh::Order grad_sum = {MeshAxis::kDp};
   bool operator==(const ParameterSpec&) const = default;
 };
 

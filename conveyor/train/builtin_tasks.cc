@@ -59,12 +59,12 @@ class GptModel : public ModelTask {
       : config_(config), seed_(seed), folder_(std::move(folder)) {}
 
   int num_layers() const override { return config_.layers + 2; }
-  LayerList BuildLayers(const TensorParallel& tp, LayerRange range) const override {
+  LayerList BuildLayers(const ParallelContext& parallel, LayerRange range) const override {
     GptConfig config = config_;
-    config.tp = tp;
+    config.tp = parallel.tp;
     config.draw_weights = folder_.empty();  // drawing would cost about what reading does
     LayerList layers = BuildGpt(config, seed_, range.begin, range.end);
-    if (!folder_.empty()) LoadFromFolder(folder_, layers, tp);
+    if (!folder_.empty()) LoadFromFolder(folder_, layers, parallel.tp);
     return layers;
   }
   std::vector<ParameterShapes> LayerShapes() const override { return GptLayerShapes(config_); }
@@ -98,12 +98,12 @@ class LlamaModel : public ModelTask {
   int num_layers() const override { return config_.layers + 2; }
   // Weights from a folder are read into undrawn parameters: drawing them first would cost
   // about as much as reading them.
-  LayerList BuildLayers(const TensorParallel& tp, LayerRange range) const override {
+  LayerList BuildLayers(const ParallelContext& parallel, LayerRange range) const override {
     LlamaConfig config = config_;
-    config.tp = tp;
+    config.tp = parallel.tp;
     config.draw_weights = folder_.empty();
     LayerList layers = BuildLlama(config, seed_, range.begin, range.end);
-    if (!folder_.empty()) LoadFromFolder(folder_, layers, tp);
+    if (!folder_.empty()) LoadFromFolder(folder_, layers, parallel.tp);
     return layers;
   }
   std::vector<ParameterShapes> LayerShapes() const override { return LlamaLayerShapes(config_); }
@@ -139,9 +139,9 @@ class ClassifierModel : public ModelTask {
   ClassifierModel(const ClassifierConfig& config, uint64_t seed) : config_(config), seed_(seed) {}
 
   int num_layers() const override { return config_.layers + 2; }
-  LayerList BuildLayers(const TensorParallel& tp, LayerRange range) const override {
+  LayerList BuildLayers(const ParallelContext& parallel, LayerRange range) const override {
     ClassifierConfig config = config_;
-    config.tp = tp;
+    config.tp = parallel.tp;
     return BuildClassifier(config, seed_, range.begin, range.end);
   }
   std::vector<double> LayerFlops() const override {

@@ -534,7 +534,7 @@ LoadedShards ReadShards(const std::string& path, const PipelineModel& model,
   }
   loaded.params = model.Parameters();
   // This rank's tensor-parallel shard of each whole tensor.
-  const TensorParallel& tp = model.tensor_parallel();
+  const TensorParallel& tp = model.parallel().tp;
   auto shard = [&](const std::string& name, const at::Tensor& whole) {
     // A copy: a view would keep the whole tensor alive.
     return TakeShard(whole, model.parameter_specs().Of(name).tp, tp.size, tp.rank)

@@ -24,6 +24,16 @@ double DataParallelStats::hidden_fraction() const {
   return std::clamp(1 - exposed_s / comm_s, 0.0, 1.0);
 }
 
+DataParallelStats& DataParallelStats::operator+=(const DataParallelStats& other) {
+  comm_s += other.comm_s;
+  exposed_s += other.exposed_s;
+  bytes += other.bytes;
+  scattered_bytes += other.scattered_bytes;
+  scattered_kept_bytes += other.scattered_kept_bytes;
+  buckets += other.buckets;
+  return *this;
+}
+
 DataParallelReducer::DataParallelReducer(Transport* group, int64_t bucket_bytes,
                                          std::shared_ptr<const ShardLayout> zero)
     : group_(group), bucket_bytes_(bucket_bytes), zero_(std::move(zero)) {

@@ -61,6 +61,8 @@ struct DataParallelStats {
 
   // The share of the communication that overlapped compute, in [0, 1] (1 with none).
   double hidden_fraction() const;
+  // Adds `other`'s counts and times (the reductions of several groups in one step).
+  DataParallelStats& operator+=(const DataParallelStats& other);
 };
 
 class DataParallelReducer {

@@ -33,7 +33,7 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, int64_
   if (it != result.outputs.end()) {
     at::Tensor logits = it->second.select(1, it->second.size(1) - 1);  // (n, V / tp)
     // Under tensor parallelism each rank holds a slice of the vocabulary: gather it whole.
-    const TensorParallel& tp = forward.model().tensor_parallel();
+    const TensorParallel& tp = forward.model().parallel().tp;
     // The padding of a vocabulary tp does not divide is dropped: never sampled.
     if (tp.size > 1) {
       logits = GatherShards(logits, TensorParallelSplit{1, 1, true}, tp,

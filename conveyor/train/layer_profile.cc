@@ -112,7 +112,7 @@ class LoneShardGroup : public Transport {
 // shard of it.
 std::shared_ptr<Layer> LayerOn(const ModelTask& model, int index, const c10::Device& device,
                                const TensorParallel& tp = {}) {
-  std::shared_ptr<Layer> layer = model.BuildLayers(tp, {index, index + 1}).at(0);
+  std::shared_ptr<Layer> layer = model.BuildLayers({tp}, {index, index + 1}).at(0);
   MoveParameters(layer->NamedParameters(), device);
   return layer;
 }

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "conveyor/nn/layer.h"
-#include "conveyor/nn/tensor_parallel.h"
+#include "conveyor/nn/parallel_context.h"
 #include "conveyor/partition/partition.h"
 
 namespace conveyor {
@@ -27,10 +27,11 @@ class ModelTask {
   virtual int num_layers() const = 0;
   // The model's layers of global index in [range.begin, range.end), and nothing of the
   // others, as they start training: their weights drawn from the seed or read from a model
-  // folder (only those layers' tensors). With tp.size > 1, this rank's tensor-parallel shards
-  // of them (tensor_parallel.h), whose collectives go through tp.group. Precondition:
+  // folder (only those layers' tensors). Under model parallelism, this rank's part of them:
+  // with parallel.tp.size > 1 its tensor-parallel shards (tensor_parallel.h), whose
+  // collectives go through parallel.tp.group. Precondition:
   // 0 <= range.begin <= range.end <= num_layers().
-  virtual LayerList BuildLayers(const TensorParallel& tp, LayerRange range) const = 0;
+  virtual LayerList BuildLayers(const ParallelContext& parallel, LayerRange range) const = 0;
   // Each layer's parameters, by global name, with their full (unsharded) shapes. The default
   // builds the layers one at a time; a model that knows them from its configuration says so
   // without building anything.

@@ -67,9 +67,9 @@ class RecordingModel : public ModelTask {
   explicit RecordingModel(std::shared_ptr<const ModelTask> model) : model_(std::move(model)) {}
 
   int num_layers() const override { return model_->num_layers(); }
-  LayerList BuildLayers(const TensorParallel& tp, LayerRange range) const override {
+  LayerList BuildLayers(const ParallelContext& parallel, LayerRange range) const override {
     built_.push_back(range);
-    return model_->BuildLayers(tp, range);
+    return model_->BuildLayers(parallel, range);
   }
   std::vector<ParameterShapes> LayerShapes() const override { return model_->LayerShapes(); }
   std::vector<double> LayerFlops() const override { return model_->LayerFlops(); }

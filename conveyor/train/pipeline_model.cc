@@ -40,21 +40,6 @@ Mesh MakeMesh(const TrainConfig& c, Transport* world) {
                     Mesh::ParseOrder(c.mesh_order));
 }
 
-// Creates every group along `axis`, in Mesh::Groups' order (collective over `world`), and
-// returns this rank's. None (null) when the groups would be single ranks, unless `singles`,
-// or the whole world.
-std::unique_ptr<Transport> CreateGroups(Transport* world, const Mesh& mesh, MeshAxis axis,
-                                        bool singles) {
-  const int extent = mesh.extent(axis);
-  if (world == nullptr || extent == mesh.size() || (extent == 1 && !singles)) return nullptr;
-  std::unique_ptr<Transport> mine;
-  for (const std::vector<int>& ranks : mesh.Groups(axis)) {
-    std::unique_ptr<Transport> group = world->NewGroup(ranks);
-    if (group != nullptr) mine = std::move(group);
-  }
-  return mine;
-}
-
 }  // namespace
 
 PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const ModelTask> model,
@@ -82,22 +67,24 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
               : ": use --dtype fp32");
   VerifyOrThrow(program_);
   program_ = Lower(program_);
-  // The groups, in one order on every rank: TP, DP, pipelines.
-  tp_owned_ = CreateGroups(world_, mesh_, MeshAxis::kTp, false);
-  dp_owned_ = CreateGroups(world_, mesh_, MeshAxis::kDp, false);
-  pp_owned_ = CreateGroups(world_, mesh_, MeshAxis::kPp, true);
-  auto group = [&](const std::unique_ptr<Transport>& owned, MeshAxis axis) -> Transport* {
-    if (owned != nullptr) return owned.get();
-    return mesh_.extent(axis) == mesh_.size() ? world_ : nullptr;
-  };
-  if (Transport* tp = group(tp_owned_, MeshAxis::kTp))
+  // The groups, in one order on every rank: TP, those gradients are summed over, pipelines.
+  std::vector<MeshGroups::Request> requests = {{{MeshAxis::kTp}}};
+  for (const Mesh::Order& axes : GradientSumAxes()) requests.push_back({axes});
+  requests.push_back({{MeshAxis::kPp}, /*singles=*/true});
+  groups_ = std::make_unique<MeshGroups>(world_, mesh_, requests);
+  if (Transport* tp = groups_->Of({MeshAxis::kTp}))
     tp_timed_ = std::make_unique<TimedTransport>(tp);
-  if (mesh_.dp() > 1) dp_timed_ = std::make_unique<TimedTransport>(group(dp_owned_, MeshAxis::kDp));
-  pipeline_group_ = group(pp_owned_, MeshAxis::kPp);
-  tp_ = TensorParallel{mesh_.tp(), coords_.tp, mesh_.tp() > 1 ? tp_timed_.get() : nullptr};
+  for (const Mesh::Order& axes : GradientSumAxes()) {
+    if (Transport* group = groups_->Of(axes)) {
+      gradient_sum_groups_[axes] = std::make_unique<TimedTransport>(group);
+    }
+  }
+  pipeline_group_ = groups_->Of({MeshAxis::kPp});
+  TensorParallel& tp = parallel_.tp;
+  tp = TensorParallel{mesh_.tp(), coords_.tp, tp_timed_.get()};
   if (config_.model == ModelKind::kLlama)
-    tp_.kv_replicas = KvReplicas(LlamaKvHeads(config_), tp_.size);
-  if (dp_timed_ != nullptr) program_ = WithGradReductions(program_);
+    tp.kv_replicas = KvReplicas(LlamaKvHeads(config_), tp.size);
+  if (!gradient_sum_groups_.empty()) program_ = WithGradReductions(program_);
 
   const Layout& layout = program_.layout;
   // Listed once: a model without its own list builds its layers, one at a time, to list them.
@@ -123,15 +110,15 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   const auto build_start = std::chrono::steady_clock::now();
   pipeline_ = std::make_unique<PipelineRank>(
       program_, pipeline_rank(), pipeline_group_,
-      [model = model_, ranges = partition_, &layout, tp = tp_, device = device_, rank = rank_,
-       specs = &specs_](int stage) {
+      [model = model_, ranges = partition_, &layout, parallel = parallel_, device = device_,
+       rank = rank_, specs = &specs_](int stage) {
         // A refusal while building (the memory limit, a model folder's tensor) names the
         // stage, as a refusal while running names the action.
         return WithErrorContext("rank " + std::to_string(rank) + ", stage " +
                                     std::to_string(stage) + ", building its layers",
                                 [&] {
                                   auto stack = std::make_unique<LayerStack>(
-                                      model->BuildLayers(tp, ranges[layout.part_of(stage)]));
+                                      model->BuildLayers(parallel, ranges[layout.part_of(stage)]));
                                   MoveParameters(stack->NamedParameters(), device);
                                   specs->Add(stack->parameter_specs());
                                   return stack;
@@ -149,10 +136,18 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
 
 at::Tensor PipelineModel::GatherWhole(const std::string& name, const at::Tensor& local) const {
   const TensorParallelSplit split = specs_.Of(name).tp;
-  if (split.replicated() || tp_.size == 1) return local;
+  const TensorParallel& tp = parallel_.tp;
+  if (split.replicated() || tp.size == 1) return local;
   return GatherShards(
-      local, split, tp_,
-      split.padded ? ModelVocab(config_) : local.size(split.dim) * tp_.size / split.replicas);
+      local, split, tp,
+      split.padded ? ModelVocab(config_) : local.size(split.dim) * tp.size / split.replicas);
+}
+
+std::vector<Mesh::Order> PipelineModel::GradientSumAxes() { return {{MeshAxis::kDp}}; }
+
+TimedTransport* PipelineModel::gradient_sum_group(const Mesh::Order& axes) const {
+  const auto it = gradient_sum_groups_.find(axes);
+  return it == gradient_sum_groups_.end() ? nullptr : it->second.get();
 }
 
 }  // namespace conveyor

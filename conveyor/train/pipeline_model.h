@@ -7,10 +7,13 @@
 // training it needs: the optimizer, the gradient reduction and sync, loss scaling and the step are
 // Trainer's (trainer.h); evaluation, generation and checkpoints take a PipelineModel.
 //
-// Groups: every TP group, DP group and pipeline are created in that order, on every rank
-// (collective over `world`); the TP and DP groups are timed (TimedTransport), so that a step's
-// collectives can be traced on their own tracks. With dp > 1 the program carries REDUCE_GRAD
-// actions (WithGradReductions), which do nothing until a hook is set on the executor.
+// Groups (comm/mesh_groups.h): every TP group, every group gradients are summed over (the
+// axis sets of GradientSumAxes: the DP groups) and every pipeline are created in that order,
+// on every rank (collective over `world`); the TP and gradient-sum groups are timed
+// (TimedTransport), so that a step's collectives can be traced on their own tracks. The
+// layers receive one ParallelContext holding the groups they communicate over. When any
+// gradient-sum group has more than one rank the program carries REDUCE_GRAD actions
+// (WithGradReductions), which do nothing until a hook is set on the executor.
 //
 // Devices: the stages' parameters, activations and messages live on this rank's device. On
 // CUDA the constructing thread gets the device as its current device and a stream of its own
@@ -30,10 +33,11 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/comm/mesh_groups.h"
 #include "conveyor/comm/rank_context.h"
 #include "conveyor/comm/transport.h"
 #include "conveyor/mesh/mesh.h"
-#include "conveyor/nn/tensor_parallel.h"
+#include "conveyor/nn/parallel_context.h"
 #include "conveyor/partition/partition.h"
 #include "conveyor/profile/timed_transport.h"
 #include "conveyor/runtime/pipeline_rank.h"
@@ -67,12 +71,18 @@ class PipelineModel {
   // the world itself when it is the whole world; null with one rank) and this rank in it.
   Transport* pipeline_group() const { return pipeline_group_; }
   int pipeline_rank() const { return coords_.pp; }
+  // The axis sets a parameter's gradient may be summed over (ParameterSpec::grad_sum), whose
+  // groups every rank creates: the data-parallel axis. A parameter declaring another set is
+  // an internal error when the trainer sums it.
+  static std::vector<Mesh::Order> GradientSumAxes();
+  // This rank's group along `axes`, one of GradientSumAxes, timed; null when it has one rank.
+  TimedTransport* gradient_sum_group(const Mesh::Order& axes) const;
   // This rank's data-parallel and tensor-parallel groups, timed (null when that axis has one
   // rank).
-  TimedTransport* dp_group() const { return dp_timed_.get(); }
+  TimedTransport* dp_group() const { return gradient_sum_group({MeshAxis::kDp}); }
   TimedTransport* tp_group() const { return tp_timed_.get(); }
-  // This rank's tensor-parallel shard of the model (size 1 without TP).
-  const TensorParallel& tensor_parallel() const { return tp_; }
+  // The groups this rank's layers communicate over (tp size 1 without TP).
+  const ParallelContext& parallel() const { return parallel_; }
   // How each parameter of this rank's stages is laid out over the mesh, as its layers
   // declared it (parameter_spec.h).
   const ParameterSpecs& parameter_specs() const { return specs_; }
@@ -107,13 +117,13 @@ class PipelineModel {
   c10::Device device_;
   Mesh mesh_;
   MeshCoords coords_;
-  // The groups this rank belongs to (a group that is the whole world is `world`; a group of
-  // one rank is null, but for the pipeline, which always has a transport when the world has
-  // one).
-  std::unique_ptr<Transport> tp_owned_, dp_owned_, pp_owned_;
-  std::unique_ptr<TimedTransport> tp_timed_, dp_timed_;
+  // The groups this rank belongs to (a group of one rank is null, but for the pipeline,
+  // which always has a transport when the world has one).
+  std::unique_ptr<MeshGroups> groups_;
+  std::unique_ptr<TimedTransport> tp_timed_;
+  std::map<Mesh::Order, std::unique_ptr<TimedTransport>> gradient_sum_groups_;
   Transport* pipeline_group_ = nullptr;
-  TensorParallel tp_;
+  ParallelContext parallel_;
   ParameterSpecs specs_;  // this rank's stages' parameters
   Program program_;
   std::vector<LayerRange> partition_;

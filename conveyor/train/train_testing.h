@@ -9,11 +9,28 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "conveyor/train/trainer.h"
 
 namespace conveyor {
+
+// A task training `model` on `task`'s data (a test's variant of a built-in model).
+class ModelSwapTask : public TrainTask {
+ public:
+  ModelSwapTask(std::shared_ptr<const TrainTask> task, std::shared_ptr<const ModelTask> model)
+      : task_(std::move(task)), model_(std::move(model)) {}
+  std::shared_ptr<const ModelTask> model() const override { return model_; }
+  Batch TrainBatch(int64_t step) const override { return task_->TrainBatch(step); }
+  std::vector<Batch> EvalBatches() const override { return task_->EvalBatches(); }
+  double TokensPerBatch() const override { return task_->TokensPerBatch(); }
+  std::string Describe() const override { return task_->Describe(); }
+
+ private:
+  std::shared_ptr<const TrainTask> task_;
+  std::shared_ptr<const ModelTask> model_;
+};
 
 // A small text corpus written once into the test's temp folder; returns its path.
 std::string TinyCorpus();

@@ -84,6 +84,18 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   } else {
     optimizer_ = std::make_unique<AdamW>(adamw);
   }
+  // Every parameter's gradient is summed over a group the model created.
+  const ParameterSpecs& specs = model_.parameter_specs();
+  const std::vector<Mesh::Order> sum_axes = PipelineModel::GradientSumAxes();
+  for (const auto& [name, p] : model_.Parameters()) {
+    const Mesh::Order& axes = specs.Of(name).grad_sum;
+    CONVEYOR_ASSERT(std::find(sum_axes.begin(), sum_axes.end(), axes) != sum_axes.end())
+        << "the parameter " << name << " sums its gradient over " << Mesh::OrderName(axes)
+        << ", whose groups the model does not create";
+    CONVEYOR_ASSERT(config.zero == 0 || axes == Mesh::Order{MeshAxis::kDp})
+        << "ZeRO-1 shards the data-parallel group's parameters; " << name << " sums over "
+        << Mesh::OrderName(axes);
+  }
   // ZeRO-1: the reducer reduce-scatters the gradients of the unshared parameters over
   // ShardedAdamW's ranges (shard_layout.h); the shared ones stay whole for SumShared.
   std::shared_ptr<const ShardLayout> zero;
@@ -92,15 +104,29 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
                                                dp_group->rank(),
                                                PipelineGradients::SharedNames(model_.holders()));
   }
-  if (dp_group != nullptr) {
-    dp_reducer_ = std::make_unique<DataParallelReducer>(
-        dp_group, DpBucketBytes(config, model_.device().is_cuda()), zero);
-    model_.pipeline().executor().set_reduce_grad_hook(
-        [this](Stage& stage) { dp_reducer_->Start(stage.module().NamedParameters()); });
+  for (const Mesh::Order& axes : sum_axes) {
+    if (TimedTransport* group = model_.gradient_sum_group(axes)) {
+      gradient_sums_.push_back({axes, std::make_unique<DataParallelReducer>(
+                                          group, DpBucketBytes(config, model_.device().is_cuda()),
+                                          axes == Mesh::Order{MeshAxis::kDp} ? zero : nullptr)});
+    }
   }
-  gradients_ = std::make_unique<PipelineGradients>(
-      model_.pipeline_group(), model_.holders(), model_.tensor_parallel(), model_.parameter_specs(),
-      zero != nullptr ? dp_group : nullptr, zero);
+  if (!gradient_sums_.empty()) {
+    model_.pipeline().executor().set_reduce_grad_hook([this](Stage& stage) {
+      const NamedTensors params = stage.module().NamedParameters();
+      const ParameterSpecs& specs = model_.parameter_specs();
+      for (GradientSum& sum : gradient_sums_) {
+        NamedTensors mine;
+        for (const auto& named : params) {
+          if (specs.Of(named.first).grad_sum == sum.axes) mine.push_back(named);
+        }
+        sum.reducer->Start(mine);
+      }
+    });
+  }
+  gradients_ = std::make_unique<PipelineGradients>(model_.pipeline_group(), model_.holders(),
+                                                   model_.parallel().tp, model_.parameter_specs(),
+                                                   zero != nullptr ? dp_group : nullptr, zero);
   clock_origin_ = SharedClockOrigin(rank.world);
   const Layout& layout = model_.program().layout;
   recorder_ = std::make_unique<StepRecorder>(model_.pipeline_rank(), layout.num_ranks(),
@@ -170,8 +196,10 @@ StepMetrics Trainer::Step() {
         "rank " + std::to_string(model_.rank()) + ", " + StagesOf(pipeline) + ", " + work, run);
   };
   double phase = Executor::Now();
-  if (dp_reducer_ != nullptr) {
-    m.dp = doing("the data-parallel reduction", [&] { return dp_reducer_->Finish(); });
+  if (!gradient_sums_.empty()) {
+    for (GradientSum& sum : gradient_sums_) {
+      m.dp += doing("the data-parallel reduction", [&] { return sum.reducer->Finish(); });
+    }
     recorder_->Phase("dp reduce wait", phase);
   }
   phase = Executor::Now();

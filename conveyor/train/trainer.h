@@ -11,7 +11,8 @@
 //
 // Each data-parallel replica runs the whole pipeline on its slice of every batch
 // (SliceBatch), and its stages' gradients are summed across the replicas while the pipeline
-// still runs (DataParallelReducer, started at each stage's REDUCE_GRAD). With tp > 1 the
+// still runs (DataParallelReducer, started at each stage's REDUCE_GRAD): each parameter's over
+// the group its layout names (ParameterSpec::grad_sum; one reducer a group). With tp > 1 the
 // replicated parameters are counted once in the gradient norm. With config.zero = 1 and dp > 1
 // the AdamW state is sharded across each DP group (ZeRO stage 1, sharded_adamw.h): the
 // reducer reduce-scatters the gradients so that each replica receives the sum of its range
@@ -130,7 +131,13 @@ class Trainer {
 
   std::shared_ptr<const TrainTask> task_;
   PipelineModel model_;
-  std::unique_ptr<DataParallelReducer> dp_reducer_;  // null when dp == 1
+  // The gradient reductions: one for each group of PipelineModel::GradientSumAxes with more
+  // than one rank, summing the parameters whose grad_sum names its axes.
+  struct GradientSum {
+    Mesh::Order axes;
+    std::unique_ptr<DataParallelReducer> reducer;
+  };
+  std::vector<GradientSum> gradient_sums_;
   std::unique_ptr<PipelineGradients> gradients_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;

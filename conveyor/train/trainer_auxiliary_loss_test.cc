@@ -49,8 +49,8 @@ class SquareTermModel : public ModelTask {
   SquareTermModel(std::shared_ptr<const ModelTask> model, int at)
       : model_(std::move(model)), at_(at) {}
   int num_layers() const override { return model_->num_layers(); }
-  LayerList BuildLayers(const TensorParallel& tp, LayerRange range) const override {
-    LayerList layers = model_->BuildLayers(tp, range);
+  LayerList BuildLayers(const ParallelContext& parallel, LayerRange range) const override {
+    LayerList layers = model_->BuildLayers(parallel, range);
     if (range.begin <= at_ && at_ < range.end) {
       layers[at_ - range.begin] = std::make_shared<SquareTermLayer>(layers[at_ - range.begin]);
     }
@@ -63,22 +63,6 @@ class SquareTermModel : public ModelTask {
  private:
   std::shared_ptr<const ModelTask> model_;
   int at_;
-};
-
-// A task training `model` on another task's data.
-class ModelSwapTask : public TrainTask {
- public:
-  ModelSwapTask(std::shared_ptr<const TrainTask> task, std::shared_ptr<const ModelTask> model)
-      : task_(std::move(task)), model_(std::move(model)) {}
-  std::shared_ptr<const ModelTask> model() const override { return model_; }
-  Batch TrainBatch(int64_t step) const override { return task_->TrainBatch(step); }
-  std::vector<Batch> EvalBatches() const override { return task_->EvalBatches(); }
-  double TokensPerBatch() const override { return task_->TokensPerBatch(); }
-  std::string Describe() const override { return task_->Describe(); }
-
- private:
-  std::shared_ptr<const TrainTask> task_;
-  std::shared_ptr<const ModelTask> model_;
 };
 
 // Every step's metrics, checked to be the same on every rank (loss and auxiliary losses).
