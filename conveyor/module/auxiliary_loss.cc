@@ -49,6 +49,8 @@ std::map<std::string, double> AuxiliaryLosses::Values() const {
   return values;
 }
 
+bool AuxiliaryLossesCounted() { return current != nullptr && current->count_; }
+
 at::Tensor AttachAuxiliaryLoss(const at::Tensor& x, const at::Tensor& term,
                                const std::string& name) {
   if (current == nullptr) return x;

@@ -46,6 +46,7 @@ class AuxiliaryLosses {
    private:
     const Recording* previous_;
     friend at::Tensor AttachAuxiliaryLoss(const at::Tensor&, const at::Tensor&, const std::string&);
+    friend bool AuxiliaryLossesCounted();
     AuxiliaryLosses* sink_;
     double share_;
     double loss_scale_;
@@ -60,6 +61,11 @@ class AuxiliaryLosses {
   friend at::Tensor AttachAuxiliaryLoss(const at::Tensor&, const at::Tensor&, const std::string&);
   std::map<std::string, at::Tensor> sums_;  // () double tensors on the terms' device
 };
+
+// Whether a forward on this thread runs inside a Recording that counts: a training forward,
+// not its recomputation nor an evaluation. A layer keeping statistics of its own (an MoE
+// router's expert load) counts them only then, so that recomputation never counts twice.
+bool AuxiliaryLossesCounted();
 
 // x, with `term` (a scalar tensor, part of x's autograd graph or not) added to the loss as
 // described above. `name` says what it is in the metrics ("load_balance").

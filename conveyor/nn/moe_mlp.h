@@ -1,0 +1,126 @@
+// A Mixture-of-Experts MLP block (Shazeer et al., 2017; Switch, Fedus et al., 2021; as
+// Mixtral, Qwen-MoE and DeepSeek-V3 use it): a router sends each token to k of E SwiGLU
+// experts and sums their outputs weighted by its gates, beside an optional shared expert
+// every token passes through.
+//
+//   x (N, C) tokens, normalised
+//   logits = x W_r^T                (N, E)  in fp32 whatever the compute dtype
+//   scores = softmax(logits)        (N, E)  or sigmoid(logits) (DeepSeek-V3)
+//   chosen = top-k of scores + b    (N, k)  b: the selection bias (zeros unless balancing
+//                                           without an auxiliary loss); it only chooses
+//   gates  = scores at chosen       (N, k)  divided by their sum when `renormalize`
+//                                           (Mixtral; Qwen's norm_topk_prob)
+//   y      = sum_j gates_j expert_{chosen_j}(x)
+//            + shared(x) [x sigmoid(x w_g) when the shared expert is gated (Qwen2-MoE)]
+//   expert(x) = W_down (silu(W_gate x) * W_up x)       W_gate, W_up (F, C), W_down (C, F)
+//
+// Dropless: every token reaches its k experts, however uneven the load.
+//
+// Load balancing, per layer and micro-batch (as Megatron-Core counts it; Hugging Face's
+// Mixtral takes one loss over every layer's router outputs at once):
+//   "load_balance": aux_loss_coef x E x sum_i f_i P_i, f_i the tokens sent to expert i over
+//     N (they sum to k over i, as Hugging Face's load_balancing_loss_func counts them), P_i
+//     the mean over tokens of expert i's probability (the scores, each token's normalised to
+//     sum 1 under sigmoid);
+//   "router_z": z_loss_coef x mean over tokens of logsumexp(logits)^2 (ST-MoE, Zoph et al.);
+//   both attached to the output (module/auxiliary_loss.h) when their coefficient is > 0.
+//   Without an auxiliary loss (DeepSeek-V3's auxiliary-loss-free balancing): after each
+//   optimizer step, UpdateSelectionBias moves b_i by bias_rate x sign(mean load - load_i),
+//   the loads being the tokens each expert received in the step's counted forwards.
+//
+// Parameters, under `prefix` and Hugging Face's names (`names`: Qwen-MoE's and OLMoE's
+// "gate" / "experts.i.gate_proj|up_proj|down_proj", Mixtral's "gate" / "experts.i.w1|w3|w2"):
+//   PREFIX.gate.weight                     (E, C)   the router
+//   PREFIX.experts.i.gate_proj.weight      (F, C)   expert i's, i in [0, E)
+//   PREFIX.experts.i.up_proj.weight        (F, C)
+//   PREFIX.experts.i.down_proj.weight      (C, F)
+//   PREFIX.shared_expert.gate_proj|up_proj|down_proj.weight   (S, C) (S, C) (C, S)
+//   PREFIX.shared_expert_gate.weight       (1, C)
+// Every matrix drawn N(0, init_std) from its own stream (TensorInitGenerator(seed, name)).
+// Replicated over tensor-parallel ranks (this block is used with tp 1 for now); every
+// gradient summed over the data-parallel group.
+//
+// Thread-safety: one block, one thread at a time (its stage's).
+#ifndef CONVEYOR_NN_MOE_MLP_H_
+#define CONVEYOR_NN_MOE_MLP_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "conveyor/module/stage_module.h"
+#include "conveyor/nn/parameter_spec.h"
+
+namespace conveyor {
+
+enum class RouterScoring : uint8_t { kSoftmax, kSigmoid };
+
+struct MoeConfig {
+  int hidden = 64;           // C
+  int experts = 8;           // E
+  int top_k = 2;             // k, in [1, E]
+  int expert_units = 64;     // F: each expert's SwiGLU units
+  int shared_units = 0;      // S: the shared expert's units; 0 = none
+  bool shared_gate = false;  // the shared expert's output scaled by sigmoid(x w_g)
+  RouterScoring scoring = RouterScoring::kSoftmax;
+  bool renormalize = true;   // the k gates divided by their sum
+  double aux_loss_coef = 0;  // Switch load-balancing loss; 0 = none
+  double z_loss_coef = 0;    // router z-loss; 0 = none
+  double bias_rate = 0;      // auxiliary-loss-free balancing's step; 0 = no selection bias
+  double init_std = 0.02;
+  bool draw_weights = true;  // false: allocated undrawn, to be read from a checkpoint
+  // Mixtral's expert names: w1 (gate), w3 (up), w2 (down).
+  bool mixtral_names = false;
+};
+
+// UserError naming the value unless every size is >= 1 (shared_units >= 0), top_k <= experts,
+// the coefficients and the rate >= 0 and finite.
+void CheckMoeConfig(const MoeConfig& config);
+
+// The parameters of a block under `prefix` ("model.layers.3.mlp"), with their shapes, in the
+// order NamedParameters lists them.
+using NamedShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+NamedShapes MoeParameterShapes(const MoeConfig& config, const std::string& prefix);
+
+class MoeMlp {
+ public:
+  // Creates the parameters (declared in `specs`), drawn from `seed`.
+  MoeMlp(const MoeConfig& config, const std::string& prefix, uint64_t seed, ParameterSpecs& specs);
+
+  // x (n, T, C) -> (n, T, C). Attaches the configured auxiliary losses to the output; adds
+  // the tokens each expert received to load() when the forward counts
+  // (AuxiliaryLossesCounted).
+  at::Tensor Forward(const at::Tensor& x);
+
+  NamedTensors NamedParameters() const;
+
+  // Tokens each expert received in the counted forwards since the last ResetLoad, (E) int64.
+  const at::Tensor& load() const { return load_; }
+  void ResetLoad();
+  // The selection bias b (E) fp32: zeros until updated.
+  const at::Tensor& selection_bias() const { return bias_; }
+  // b_i += bias_rate x sign(mean(load) - load_i), for `load` (E) summed over whatever ranks
+  // share the experts' data (the data-parallel replicas). Precondition: bias_rate > 0.
+  void UpdateSelectionBias(const at::Tensor& load);
+
+ private:
+  // x (M, C) -> (M, C): one SwiGLU expert of weights w[0..2] (gate, up, down).
+  static at::Tensor Expert(const at::Tensor& x, const at::Tensor& gate, const at::Tensor& up,
+                           const at::Tensor& down);
+
+  MoeConfig config_;
+  std::string prefix_;
+  at::Tensor router_;                                      // (E, C)
+  std::vector<at::Tensor> gate_, up_, down_;               // E of (F, C), (F, C), (C, F)
+  at::Tensor shared_gate_proj_, shared_up_, shared_down_;  // (S, C), (S, C), (C, S)
+  at::Tensor shared_gate_;                                 // (1, C)
+  at::Tensor bias_;                                        // (E) fp32, not trained
+  at::Tensor load_;                                        // (E) int64
+};
+
+}  // namespace conveyor
+
+#endif  // CONVEYOR_NN_MOE_MLP_H_
