@@ -6,8 +6,10 @@
 #include <cmath>
 #include <utility>
 
+#include "conveyor/comm/transport.h"
 #include "conveyor/common/error.h"
 #include "conveyor/module/auxiliary_loss.h"
+#include "conveyor/nn/all_to_all.h"
 #include "conveyor/nn/layer.h"
 #include "conveyor/nn/linear.h"
 #include "conveyor/nn/tensor_parallel.h"
@@ -59,49 +61,46 @@ NamedShapes MoeParameterShapes(const MoeConfig& c, const std::string& prefix) {
 }
 
 MoeMlp::MoeMlp(const MoeConfig& config, const std::string& prefix, uint64_t seed,
-               ParameterSpecs& specs)
-    : config_(config), prefix_(prefix) {
+               ParameterSpecs& specs, const ExpertParallel& ep)
+    : config_(config), prefix_(prefix), ep_(ep) {
   CheckMoeConfig(config);
-  std::vector<at::Tensor> params;
-  for (auto& [name, shape] : MoeParameterShapes(config, prefix)) {
-    if (!config.draw_weights) {
-      params.push_back(UndrawnParam(name, ParameterSpec{}, shape, TensorParallel{}, specs));
-      continue;
+  CONVEYOR_CHECK(ep.size >= 1 && config.experts % ep.size == 0)
+      << "the " << config.experts << " experts must divide evenly over --ep " << ep.size;
+  CONVEYOR_ASSERT(ep.rank >= 0 && ep.rank < ep.size && (ep.size == 1 || ep.group != nullptr))
+      << "expert-parallel rank " << ep.rank << " of " << ep.size;
+  const int local = config.experts / ep.size;
+  first_expert_ = ep.rank * local;
+  for (const auto& [name, shape] : MoeParameterShapes(config, prefix)) {
+    const std::string::size_type at = name.find(".experts.", prefix.size());
+    if (at != std::string::npos) {  // an expert's weight: this rank's experts only
+      const int expert = std::stoi(name.substr(at + 9));
+      if (expert < first_expert_ || expert >= first_expert_ + local) continue;
     }
-    at::Generator gen = TensorInitGenerator(seed, name);
-    params.push_back(ShardParam(name, ParameterSpec{}, NormalParam(gen, shape, config.init_std),
-                                TensorParallel{}, specs));
+    at::Tensor param;
+    if (config.draw_weights) {
+      at::Generator gen = TensorInitGenerator(seed, name);
+      param = ShardParam(name, ParameterSpec{}, NormalParam(gen, shape, config.init_std),
+                         TensorParallel{}, specs);
+    } else {
+      param = UndrawnParam(name, ParameterSpec{}, shape, TensorParallel{}, specs);
+    }
+    params_.push_back({name, param});
   }
   size_t next = 0;
-  router_ = params[next++];
-  for (int i = 0; i < config.experts; ++i) {
-    gate_.push_back(params[next++]);
-    up_.push_back(params[next++]);
-    down_.push_back(params[next++]);
+  router_ = params_[next++].second;
+  for (int i = 0; i < local; ++i) {
+    gate_.push_back(params_[next++].second);
+    up_.push_back(params_[next++].second);
+    down_.push_back(params_[next++].second);
   }
   if (config.shared_units > 0) {
-    shared_gate_proj_ = params[next++];
-    shared_up_ = params[next++];
-    shared_down_ = params[next++];
-    if (config.shared_gate) shared_gate_ = params[next++];
+    shared_gate_proj_ = params_[next++].second;
+    shared_up_ = params_[next++].second;
+    shared_down_ = params_[next++].second;
+    if (config.shared_gate) shared_gate_ = params_[next++].second;
   }
   bias_ = at::zeros({config.experts}, at::kFloat);
   load_ = at::zeros({config.experts}, at::kLong);
-}
-
-NamedTensors MoeMlp::NamedParameters() const {
-  NamedTensors named;
-  const NamedShapes shapes = MoeParameterShapes(config_, prefix_);
-  std::vector<at::Tensor> params = {router_};
-  for (int i = 0; i < config_.experts; ++i) {
-    params.insert(params.end(), {gate_[i], up_[i], down_[i]});
-  }
-  if (config_.shared_units > 0) {
-    params.insert(params.end(), {shared_gate_proj_, shared_up_, shared_down_});
-    if (config_.shared_gate) params.push_back(shared_gate_);
-  }
-  for (size_t i = 0; i < shapes.size(); ++i) named.push_back({shapes[i].first, params[i]});
-  return named;
 }
 
 at::Tensor MoeMlp::Expert(const at::Tensor& x, const at::Tensor& gate, const at::Tensor& up,
@@ -131,17 +130,9 @@ at::Tensor MoeMlp::Forward(const at::Tensor& x) {
   const at::Tensor order = std::get<1>(
       slots.sort(/*stable=*/c10::optional<bool>(true), /*dim=*/0, /*descending=*/false));
   const at::Tensor token_of = at::floor_divide(order, k);
-  const at::Tensor counts = at::bincount(slots, {}, e).cpu();  // (E)
-  const at::Tensor sorted = flat.index_select(0, token_of);    // (N k, C)
-  std::vector<at::Tensor> outputs;
-  int64_t begin = 0;
-  const int64_t* count = counts.data_ptr<int64_t>();
-  for (int64_t i = 0; i < e; ++i) {
-    if (count[i] == 0) continue;
-    outputs.push_back(Expert(sorted.narrow(0, begin, count[i]), gate_[i], up_[i], down_[i]));
-    begin += count[i];
-  }
-  const at::Tensor expert_out = at::cat(outputs);  // (N k, C)
+  const at::Tensor counts = at::bincount(slots, {}, e);      // (E) on x's device
+  const at::Tensor sorted = flat.index_select(0, token_of);  // (N k, C)
+  const at::Tensor expert_out = RunExperts(sorted, counts);  // (N k, C)
   const at::Tensor weighted =
       expert_out *
       gates.reshape({tokens * k}).index_select(0, order).unsqueeze(1).to(expert_out.scalar_type());
@@ -153,7 +144,7 @@ at::Tensor MoeMlp::Forward(const at::Tensor& x) {
   }
   y = y.reshape({n, t, c});
 
-  if (AuxiliaryLossesCounted()) load_ += counts;
+  if (AuxiliaryLossesCounted()) load_ += counts.cpu();
   if (config_.aux_loss_coef > 0) {
     const at::Tensor probs = config_.scoring == RouterScoring::kSoftmax
                                  ? scores
@@ -167,6 +158,63 @@ at::Tensor MoeMlp::Forward(const at::Tensor& x) {
                             "router_z");
   }
   return y;
+}
+
+at::Tensor MoeMlp::LocalExperts(const at::Tensor& rows, const std::vector<int64_t>& counts) {
+  std::vector<at::Tensor> outputs;
+  int64_t begin = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] == 0) continue;
+    outputs.push_back(Expert(rows.narrow(0, begin, counts[i]), gate_[i], up_[i], down_[i]));
+    begin += counts[i];
+  }
+  return outputs.empty() ? rows * 0 : at::cat(outputs);
+}
+
+at::Tensor MoeMlp::RunExperts(const at::Tensor& sorted, const at::Tensor& counts) {
+  const int p = ep_.size, local = config_.experts / p;
+  if (p == 1) {
+    const at::Tensor host = counts.cpu();
+    const int64_t* c = host.data_ptr<int64_t>();
+    return LocalExperts(sorted, std::vector<int64_t>(c, c + local));
+  }
+  // How many rows every rank sends each of this rank's experts: (P, L), row s from rank s.
+  const at::Tensor host =
+      ep_.group
+          ->AllToAll(counts.view({config_.experts, 1}), std::vector<int64_t>(p, local),
+                     std::vector<int64_t>(p, local))
+          .view({p, local})
+          .cpu();
+  const at::Tensor mine = counts.cpu().view({p, local}).sum(1);  // rows to each rank
+  const int64_t* from = host.data_ptr<int64_t>();
+  std::vector<int64_t> send(mine.data_ptr<int64_t>(), mine.data_ptr<int64_t>() + p), recv(p, 0);
+  for (int s = 0; s < p; ++s) {
+    for (int l = 0; l < local; ++l) recv[s] += from[s * local + l];
+  }
+  // Received rows come by source rank, then expert; the experts take them by expert, then
+  // source: `by_expert` lists, for each expert, its rows of every source in turn.
+  const at::Tensor received = ExchangeRows(sorted, ep_.group, send, recv);  // (R, C)
+  std::vector<int64_t> starts(p * local), per_expert(local, 0);
+  for (int s = 0, row = 0; s < p; ++s) {
+    for (int l = 0; l < local; ++l) {
+      starts[s * local + l] = row;
+      row += from[s * local + l];
+      per_expert[l] += from[s * local + l];
+    }
+  }
+  std::vector<int64_t> by_expert;
+  by_expert.reserve(received.size(0));
+  for (int l = 0; l < local; ++l) {
+    for (int s = 0; s < p; ++s) {
+      for (int64_t r = 0; r < from[s * local + l]; ++r)
+        by_expert.push_back(starts[s * local + l] + r);
+    }
+  }
+  const at::Tensor order = at::tensor(by_expert, at::kLong).to(received.device());
+  const at::Tensor out = LocalExperts(received.index_select(0, order), per_expert);
+  // Back in the received order, then home.
+  const at::Tensor back = at::zeros_like(out).index_copy(0, order, out);
+  return ExchangeRows(back, ep_.group, recv, send);
 }
 
 void MoeMlp::ResetLoad() { load_.zero_(); }

@@ -40,6 +40,14 @@
 // Replicated over tensor-parallel ranks (this block is used with tp 1 for now); every
 // gradient summed over the data-parallel group.
 //
+// Expert parallelism (ExpertParallel, parallel_context.h): each of the ep ranks holds E / ep
+// experts; after routing, each rank sends every token copy to the rank holding its expert
+// and receives the copies the others route to its experts (one all-to-all of the counts,
+// one of the rows, variable splits), runs its experts, and sends the outputs back (the
+// reverse exchange; both differentiate into their reverse). The router and the shared
+// expert are on every rank. Every rank of the group must run the same forwards and
+// backwards in the same order.
+//
 // Thread-safety: one block, one thread at a time (its stage's).
 #ifndef CONVEYOR_NN_MOE_MLP_H_
 #define CONVEYOR_NN_MOE_MLP_H_
@@ -52,6 +60,7 @@
 #include <vector>
 
 #include "conveyor/module/stage_module.h"
+#include "conveyor/nn/parallel_context.h"
 #include "conveyor/nn/parameter_spec.h"
 
 namespace conveyor {
@@ -87,15 +96,20 @@ NamedShapes MoeParameterShapes(const MoeConfig& config, const std::string& prefi
 
 class MoeMlp {
  public:
-  // Creates the parameters (declared in `specs`), drawn from `seed`.
-  MoeMlp(const MoeConfig& config, const std::string& prefix, uint64_t seed, ParameterSpecs& specs);
+  // Creates the parameters (declared in `specs`), drawn from `seed`: the router and the
+  // shared expert, and of the experts this rank's share under `ep` (every expert with
+  // ep.size 1). UserError when ep.size does not divide the experts.
+  MoeMlp(const MoeConfig& config, const std::string& prefix, uint64_t seed, ParameterSpecs& specs,
+         const ExpertParallel& ep = {});
 
   // x (n, T, C) -> (n, T, C). Attaches the configured auxiliary losses to the output; adds
   // the tokens each expert received to load() when the forward counts
   // (AuxiliaryLossesCounted).
   at::Tensor Forward(const at::Tensor& x);
 
-  NamedTensors NamedParameters() const;
+  // The router, this rank's experts (by their global names) and the shared expert, in
+  // MoeParameterShapes' order.
+  const NamedTensors& NamedParameters() const { return params_; }
 
   // Tokens each expert received in the counted forwards since the last ResetLoad, (E) int64.
   const at::Tensor& load() const { return load_; }
@@ -111,10 +125,21 @@ class MoeMlp {
   static at::Tensor Expert(const at::Tensor& x, const at::Tensor& gate, const at::Tensor& up,
                            const at::Tensor& down);
 
+  // rows (M, C) sorted by this rank's experts, counts[l] of them for its l-th -> their
+  // outputs (M, C), in the same order.
+  at::Tensor LocalExperts(const at::Tensor& rows, const std::vector<int64_t>& counts);
+  // sorted (N k, C): this rank's token copies sorted by global expert, counts (E) of them for
+  // each -> the experts' outputs (N k, C) in the same order: computed here (ep.size 1), or
+  // sent to the ranks holding the experts and back by all-to-all (collective over ep.group).
+  at::Tensor RunExperts(const at::Tensor& sorted, const at::Tensor& counts);
+
   MoeConfig config_;
   std::string prefix_;
-  at::Tensor router_;                                      // (E, C)
-  std::vector<at::Tensor> gate_, up_, down_;               // E of (F, C), (F, C), (C, F)
+  ExpertParallel ep_;
+  int first_expert_ = 0;  // the global index of this rank's first expert
+  NamedTensors params_;
+  at::Tensor router_;                         // (E, C)
+  std::vector<at::Tensor> gate_, up_, down_;  // this rank's E / ep of (F, C), (F, C), (C, F)
   at::Tensor shared_gate_proj_, shared_up_, shared_down_;  // (S, C), (S, C), (C, S)
   at::Tensor shared_gate_;                                 // (1, C)
   at::Tensor bias_;                                        // (E) fp32, not trained

@@ -3,9 +3,12 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
+#include "conveyor/comm/local_transport.h"
+#include "conveyor/comm/rank_threads.h"
 #include "conveyor/common/error.h"
 #include "conveyor/module/auxiliary_loss.h"
 
@@ -230,6 +233,78 @@ TEST(MoeMlpTest, TheSelectionBiasChoosesButDoesNotWeigh) {
   const at::Tensor expert = at::linear(
       at::silu(at::linear(flat, p[7].second)) * at::linear(flat, p[8].second), p[9].second);
   EXPECT_TRUE(at::allclose(y.view({6, 8}), prob * expert, 1e-5, 1e-6));
+}
+
+// Under expert parallelism (ep 2 and 4 of 8 experts, threads over the in-process transport)
+// each rank's output and input gradient equal one process's on that rank's tokens, and each
+// expert's gradient on the rank holding it is the sum of one process's over every rank's
+// tokens; the router's is each rank's own.
+TEST(MoeMlpTest, ExpertParallelRanksComputeAsOneProcess) {
+  MoeConfig c;
+  c.hidden = 12;
+  c.experts = 8;
+  c.top_k = 2;
+  c.expert_units = 10;
+  c.shared_units = 6;
+  for (int ep : {2, 4}) {
+    std::vector<at::Tensor> inputs, grads_out;
+    for (int r = 0; r < ep; ++r) {
+      inputs.push_back(at::randn({2, 3 + r, c.hidden}));  // uneven token counts
+      grads_out.push_back(at::randn({2, 3 + r, c.hidden}));
+    }
+    // One process, every rank's tokens in turn: outputs, input gradients, and parameter
+    // gradients per rank.
+    std::vector<at::Tensor> want_y, want_dx;
+    std::vector<std::map<std::string, at::Tensor>> want_grads(ep);
+    for (int r = 0; r < ep; ++r) {
+      ParameterSpecs specs;
+      MoeMlp whole(c, "mlp", 11, specs);
+      const at::Tensor x = inputs[r].clone().requires_grad_(true);
+      const at::Tensor y = whole.Forward(x);
+      (y * grads_out[r]).sum().backward();
+      want_y.push_back(y.detach());
+      want_dx.push_back(x.grad());
+      for (const auto& [name, p] : whole.NamedParameters()) {
+        want_grads[r][name] = p.grad().defined() ? p.grad() : at::zeros_like(p);
+      }
+    }
+    auto world = LocalWorld(ep);
+    RunRankThreads(world, [&](int r) {
+      ParameterSpecs specs;
+      MoeMlp part(c, "mlp", 11, specs, ExpertParallel{ep, r, world[r].get()});
+      EXPECT_EQ(part.NamedParameters().size(), 1 + 3 * 8 / ep + 3);
+      const at::Tensor x = inputs[r].clone().requires_grad_(true);
+      const at::Tensor y = part.Forward(x);
+      (y * grads_out[r]).sum().backward();
+      EXPECT_TRUE(at::allclose(y, want_y[r], 1e-5, 1e-6)) << "ep " << ep << " rank " << r;
+      EXPECT_TRUE(at::allclose(x.grad(), want_dx[r], 1e-5, 1e-6)) << "ep " << ep << " rank " << r;
+      for (const auto& [name, p] : part.NamedParameters()) {
+        at::Tensor want = want_grads[r][name];
+        if (name.find(".experts.") != std::string::npos) {  // every rank's tokens reach it
+          want = at::zeros_like(p);
+          for (int s = 0; s < ep; ++s) want = want + want_grads[s][name];
+        }
+        const at::Tensor got = p.grad().defined() ? p.grad() : at::zeros_like(p);
+        EXPECT_TRUE(at::allclose(got, want, 1e-5, 1e-6))
+            << "ep " << ep << " rank " << r << ": " << name;
+      }
+    });
+  }
+}
+
+TEST(MoeMlpTest, ExpertsThatDoNotDivideOverTheRanksAreRefused) {
+  MoeConfig c;
+  c.experts = 6;
+  auto world = LocalWorld(4);
+  ParameterSpecs specs;
+  try {
+    MoeMlp moe(c, "mlp", 1, specs, ExpertParallel{4, 0, world[0].get()});
+    FAIL() << "6 experts over 4 ranks";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("6 experts must divide evenly over --ep 4"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(MoeMlpTest, BadSettingsAreRefusedByName) {

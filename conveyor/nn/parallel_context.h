@@ -1,8 +1,8 @@
 // The groups a model's layers communicate over, one per kind of model parallelism, handed to
 // every layer builder (ModelTask::BuildLayers) by the mesh's owner (PipelineModel). A layer
-// takes the part it needs: the attention and MLP blocks the tensor-parallel group; a
-// Mixture-of-Experts layer will take its expert group here, and attention under context
-// parallelism its context group, each a field of its own beside tp.
+// takes the part it needs: the attention and MLP blocks the tensor-parallel group, a
+// Mixture-of-Experts block the expert-parallel group; attention under context parallelism
+// will take its context group here, a field of its own.
 //
 // A plain value; the groups it points to are not owned and must outlive every layer built
 // with it.
@@ -13,8 +13,18 @@
 
 namespace conveyor {
 
+// The ranks among which each Mixture-of-Experts block's experts are divided (moe_mlp.h):
+// rank r of `size` holds experts [r E / size, (r + 1) E / size), and tokens travel to them
+// and back by all-to-all over `group` (null when size == 1; not owned).
+struct ExpertParallel {
+  int size = 1;
+  int rank = 0;
+  Transport* group = nullptr;
+};
+
 struct ParallelContext {
   TensorParallel tp;  // size 1 (the default): no tensor parallelism
+  ExpertParallel ep;  // size 1 (the default): every expert on every rank
 };
 
 }  // namespace conveyor
