@@ -66,6 +66,9 @@ void RegisterMeshFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--dp", &TrainConfig::dp,
        "data-parallel replicas (0 = world / (tp x pp); 1 when launching locally)");
   Flag(cmd, flags, "--tp", &TrainConfig::tp, "tensor-parallel ranks per stage");
+  Flag(cmd, flags, "--ep", &TrainConfig::ep,
+       "expert-parallel ranks: each MoE layer's experts divided among this many "
+       "data-parallel ranks (1 = all on every rank)");
   Flag(cmd, flags, "--mesh-order", &TrainConfig::mesh_order,
        "how ranks fill the mesh, fastest axis first (tp-dp-pp: TP on consecutive ranks)");
   Choice(cmd, flags, "--device", &TrainConfig::device, ParseDeviceKind,

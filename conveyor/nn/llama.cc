@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <memory>
 #include <string>
 #include <tuple>
 
@@ -29,19 +31,38 @@ at::Tensor NormalTensor(const std::string& name, const ParameterSpec& spec,
   return ShardParam(name, spec, NormalParam(gen, shape, kInitStd), c.tp, specs);
 }
 
+// The MoE block of a sparse layer of `c`.
+MoeConfig BlockOf(const LlamaConfig& c) {
+  MoeConfig block = c.moe->block;
+  block.hidden = c.hidden;
+  block.draw_weights = c.draw_weights;
+  return block;
+}
+
 // The parameters of decoder layer i (global layer index i + 1), full shapes.
 ParameterShapes DecoderShapes(const LlamaConfig& c, int i) {
   const int64_t h = c.hidden, d = c.hidden / c.heads;
   const std::string p = "model.layers." + std::to_string(i) + ".";
-  return {{p + "input_layernorm.weight", {h}},
-          {p + "self_attn.q_proj.weight", {c.heads * d, h}},
-          {p + "self_attn.k_proj.weight", {c.kv_heads * d, h}},
-          {p + "self_attn.v_proj.weight", {c.kv_heads * d, h}},
-          {p + "self_attn.o_proj.weight", {h, c.heads * d}},
-          {p + "post_attention_layernorm.weight", {h}},
-          {p + "mlp.gate_proj.weight", {c.intermediate, h}},
-          {p + "mlp.up_proj.weight", {c.intermediate, h}},
-          {p + "mlp.down_proj.weight", {h, c.intermediate}}};
+  ParameterShapes shapes = {{p + "input_layernorm.weight", {h}},
+                            {p + "self_attn.q_proj.weight", {c.heads * d, h}},
+                            {p + "self_attn.k_proj.weight", {c.kv_heads * d, h}},
+                            {p + "self_attn.v_proj.weight", {c.kv_heads * d, h}},
+                            {p + "self_attn.o_proj.weight", {h, c.heads * d}},
+                            {p + "post_attention_layernorm.weight", {h}}};
+  if (c.qk_norm) {
+    shapes[p + "self_attn.q_norm.weight"] = {d};
+    shapes[p + "self_attn.k_norm.weight"] = {d};
+  }
+  if (IsSparseLayer(c, i)) {
+    for (auto& [name, shape] : MoeParameterShapes(BlockOf(c), p + c.moe->prefix)) {
+      shapes[name] = shape;
+    }
+  } else {
+    shapes[p + "mlp.gate_proj.weight"] = {c.intermediate, h};
+    shapes[p + "mlp.up_proj.weight"] = {c.intermediate, h};
+    shapes[p + "mlp.down_proj.weight"] = {h, c.intermediate};
+  }
+  return shapes;
 }
 
 class LlamaEmbedding : public Layer {
@@ -83,15 +104,24 @@ class LlamaDecoderLayer : public Layer {
     k_ = normal("self_attn.k_proj.weight", KeyValueParallel(c.tp.kv_replicas));
     v_ = normal("self_attn.v_proj.weight", KeyValueParallel(c.tp.kv_replicas));
     o_ = normal("self_attn.o_proj.weight", RowParallel());
+    if (c.qk_norm) {
+      q_norm_ = OnesParam({c.hidden / c.heads});
+      k_norm_ = OnesParam({c.hidden / c.heads});
+    }
     mlp_norm_ = OnesParam({c.hidden});
-    gate_ = normal("mlp.gate_proj.weight", ColumnParallel());
-    up_ = normal("mlp.up_proj.weight", ColumnParallel());
-    down_ = normal("mlp.down_proj.weight", RowParallel());
+    if (IsSparseLayer(c, index)) {
+      moe_ = std::make_unique<MoeMlp>(BlockOf(c), prefix_ + c.moe->prefix, seed, specs_, c.ep);
+    } else {
+      gate_ = normal("mlp.gate_proj.weight", ColumnParallel());
+      up_ = normal("mlp.up_proj.weight", ColumnParallel());
+      down_ = normal("mlp.down_proj.weight", RowParallel());
+    }
   }
 
   // x (n, T, C) -> (n, T, C): pre-norm attention and MLP, both residual.
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     const at::Tensor out = x + Attention(RmsNorm(x, input_norm_, config_.rms_norm_eps), mb);
+    if (moe_ != nullptr) return out + moe_->Forward(RmsNorm(out, mlp_norm_, config_.rms_norm_eps));
     const at::Tensor h =
         CopyToTensorParallel(RmsNorm(out, mlp_norm_, config_.rms_norm_eps), config_.tp);
     const at::Tensor units = at::silu(Linear(h, gate_, {})) * Linear(h, up_, {});  // (n, T, F/p)
@@ -99,15 +129,25 @@ class LlamaDecoderLayer : public Layer {
   }
 
   NamedTensors NamedParameters() override {
-    return {{prefix_ + "input_layernorm.weight", input_norm_},
-            {prefix_ + "self_attn.q_proj.weight", q_},
-            {prefix_ + "self_attn.k_proj.weight", k_},
-            {prefix_ + "self_attn.v_proj.weight", v_},
-            {prefix_ + "self_attn.o_proj.weight", o_},
-            {prefix_ + "post_attention_layernorm.weight", mlp_norm_},
-            {prefix_ + "mlp.gate_proj.weight", gate_},
-            {prefix_ + "mlp.up_proj.weight", up_},
-            {prefix_ + "mlp.down_proj.weight", down_}};
+    NamedTensors named = {{prefix_ + "input_layernorm.weight", input_norm_},
+                          {prefix_ + "self_attn.q_proj.weight", q_},
+                          {prefix_ + "self_attn.k_proj.weight", k_},
+                          {prefix_ + "self_attn.v_proj.weight", v_},
+                          {prefix_ + "self_attn.o_proj.weight", o_}};
+    if (q_norm_.defined()) {
+      named.push_back({prefix_ + "self_attn.q_norm.weight", q_norm_});
+      named.push_back({prefix_ + "self_attn.k_norm.weight", k_norm_});
+    }
+    named.push_back({prefix_ + "post_attention_layernorm.weight", mlp_norm_});
+    if (moe_ != nullptr) {
+      const NamedTensors& block = moe_->NamedParameters();
+      named.insert(named.end(), block.begin(), block.end());
+    } else {
+      named.push_back({prefix_ + "mlp.gate_proj.weight", gate_});
+      named.push_back({prefix_ + "mlp.up_proj.weight", up_});
+      named.push_back({prefix_ + "mlp.down_proj.weight", down_});
+    }
+    return named;
   }
   std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
     return HiddenShape(mb, config_.hidden);
@@ -135,9 +175,13 @@ class LlamaDecoderLayer : public Layer {
       return heads_of(SumOverKvReplicas(Linear(x_kv, w, {}), config_.tp), kv_heads);
     };
     const int64_t first = KvCache::FirstPosition(mb);
-    const at::Tensor q =
-        RotaryEmbedding(heads_of(Linear(x, q_, {}), heads), config_.rope_theta, first);
-    at::Tensor k = RotaryEmbedding(project_kv(k_), config_.rope_theta, first);
+    // Qwen3 normalises each head's queries and keys before rotating them.
+    const auto head_norm = [&](const at::Tensor& y, const at::Tensor& w) {
+      return w.defined() ? RmsNorm(y, w, config_.rms_norm_eps) : y;
+    };
+    const at::Tensor q = RotaryEmbedding(head_norm(heads_of(Linear(x, q_, {}), heads), q_norm_),
+                                         config_.rope_theta, first);
+    at::Tensor k = RotaryEmbedding(head_norm(project_kv(k_), k_norm_), config_.rope_theta, first);
     at::Tensor v = project_kv(v_);
     std::tie(k, v) = cache_.Extend(mb, k, v);  // (n, KV/p, p + T, d) with a cache
     if (kv_heads != heads) {  // each key-value head serves heads / kv_heads query heads
@@ -154,14 +198,16 @@ class LlamaDecoderLayer : public Layer {
   LlamaConfig config_;
   std::string prefix_;
   // p = config_.tp.size: split parameters hold this rank's part, the norms are replicated.
-  at::Tensor input_norm_;  // (C)
-  at::Tensor q_;           // (H d/p, C)
-  at::Tensor k_, v_;       // (KV d/p, C), or (d, C) replicated over tp.kv_replicas ranks
-  at::Tensor o_;           // (C, H d/p)
-  at::Tensor mlp_norm_;    // (C)
-  at::Tensor gate_, up_;   // (F/p, C)
-  at::Tensor down_;        // (C, F/p)
-  KvCache cache_;          // keys and values while generating
+  at::Tensor input_norm_;        // (C)
+  at::Tensor q_;                 // (H d/p, C)
+  at::Tensor k_, v_;             // (KV d/p, C), or (d, C) replicated over tp.kv_replicas ranks
+  at::Tensor o_;                 // (C, H d/p)
+  at::Tensor q_norm_, k_norm_;   // (d), with qk_norm; else undefined
+  at::Tensor mlp_norm_;          // (C)
+  at::Tensor gate_, up_;         // (F/p, C); undefined in a sparse layer
+  at::Tensor down_;              // (C, F/p)
+  std::unique_ptr<MoeMlp> moe_;  // a sparse layer's MoE block
+  KvCache cache_;                // keys and values while generating
 };
 
 class LlamaHead : public Layer {
@@ -249,6 +295,23 @@ void CheckLlamaConfig(const LlamaConfig& c) {
       << "intermediate (" << c.intermediate << ") must divide by the tensor-parallel size ("
       << c.tp.size << ")";
   CheckVocabularySplit(c.vocab, c.tp.size);
+  if (c.moe) {
+    CheckMoeConfig(BlockOf(c));
+    CONVEYOR_CHECK(c.moe->sparse_step >= 1 && c.moe->first_dense >= 0)
+        << "the sparse step must be >= 1 and the first dense layers >= 0, got "
+        << c.moe->sparse_step << " and " << c.moe->first_dense;
+    CONVEYOR_CHECK(c.tp.size == 1)
+        << "Mixture-of-Experts layers do not take --tp " << c.tp.size
+        << " yet (their tokens would be routed once on every tensor-parallel rank): use --ep";
+    CONVEYOR_CHECK(c.moe->block.experts % c.ep.size == 0)
+        << "the " << c.moe->block.experts << " experts must divide evenly over --ep " << c.ep.size;
+  }
+}
+
+bool IsSparseLayer(const LlamaConfig& c, int i) {
+  if (!c.moe || i < c.moe->first_dense || (i + 1) % c.moe->sparse_step != 0) return false;
+  const std::vector<int>& dense = c.moe->dense_layers;
+  return std::find(dense.begin(), dense.end(), i) == dense.end();
 }
 
 std::vector<ParameterShapes> LlamaLayerShapes(const LlamaConfig& c) {

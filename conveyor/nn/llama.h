@@ -44,13 +44,24 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "conveyor/nn/layer.h"
-#include "conveyor/nn/tensor_parallel.h"
+#include "conveyor/nn/moe_mlp.h"
+#include "conveyor/nn/parallel_context.h"
 
 namespace conveyor {
+
+// Which decoder layers are sparse and how their MoE block is laid out.
+struct LlamaMoe {
+  MoeConfig block;                // block.hidden is the model's hidden
+  std::string prefix = "mlp";     // the block's names; "block_sparse_moe" for Mixtral
+  int first_dense = 0;            // the first layers stay dense (DeepSeek's first_k_dense_replace)
+  int sparse_step = 1;            // layer i sparse when (i + 1) % step == 0 (decoder_sparse_step)
+  std::vector<int> dense_layers;  // these stay dense too (Qwen's mlp_only_layers)
+};
 
 struct LlamaConfig {
   int vocab = 256;         // V
@@ -67,8 +78,18 @@ struct LlamaConfig {
   // false: matrices allocated but not drawn (their values undefined), for weights that are
   // read from a checkpoint next; the norms are still 1.
   bool draw_weights = true;
+  // Qwen3's per-head RMSNorm of queries and keys before the rotation:
+  //   model.layers.i.self_attn.q_norm.weight / k_norm.weight   (d)   replicated
+  bool qk_norm = false;
+  // Mixture-of-Experts (Mixtral, Qwen2/3-MoE, OLMoE, DeepSeek-style): the sparse decoder
+  // layers' MLP is an MoE block (moe_mlp.h) under PREFIX = model.layers.i.<moe->prefix>.
+  std::optional<LlamaMoe> moe;
   TensorParallel tp;
+  ExpertParallel ep;  // the MoE blocks' expert-parallel group (moe_mlp.h)
 };
+
+// Whether decoder layer i (from 0) of `config` has an MoE block rather than a dense MLP.
+bool IsSparseLayer(const LlamaConfig& config, int i);
 
 // Checks the config (UserError naming the bad value), tp included.
 void CheckLlamaConfig(const LlamaConfig& config);

@@ -76,13 +76,14 @@ MoeMlp::MoeMlp(const MoeConfig& config, const std::string& prefix, uint64_t seed
       const int expert = std::stoi(name.substr(at + 9));
       if (expert < first_expert_ || expert >= first_expert_ + local) continue;
     }
+    const ParameterSpec spec = at != std::string::npos ? ExpertWeight() : ParameterSpec{};
     at::Tensor param;
     if (config.draw_weights) {
       at::Generator gen = TensorInitGenerator(seed, name);
-      param = ShardParam(name, ParameterSpec{}, NormalParam(gen, shape, config.init_std),
-                         TensorParallel{}, specs);
+      param =
+          ShardParam(name, spec, NormalParam(gen, shape, config.init_std), TensorParallel{}, specs);
     } else {
-      param = UndrawnParam(name, ParameterSpec{}, shape, TensorParallel{}, specs);
+      param = UndrawnParam(name, spec, shape, TensorParallel{}, specs);
     }
     params_.push_back({name, param});
   }

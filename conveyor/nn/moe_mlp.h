@@ -37,8 +37,9 @@
 //   PREFIX.shared_expert.gate_proj|up_proj|down_proj.weight   (S, C) (S, C) (C, S)
 //   PREFIX.shared_expert_gate.weight       (1, C)
 // Every matrix drawn N(0, init_std) from its own stream (TensorInitGenerator(seed, name)).
-// Replicated over tensor-parallel ranks (this block is used with tp 1 for now); every
-// gradient summed over the data-parallel group.
+// Replicated over tensor-parallel ranks (this block is used with tp 1 for now). The experts'
+// weights are declared ExpertWeight (parameter_spec.h: their gradients summed over the
+// experts' data-parallel group), the router's and the shared expert's are ordinary.
 //
 // Expert parallelism (ExpertParallel, parallel_context.h): each of the ep ranks holds E / ep
 // experts; after routing, each rank sends every token copy to the rank holding its expert

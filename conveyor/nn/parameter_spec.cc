@@ -8,6 +8,7 @@ ParameterSpec ColumnParallel() { return {.tp = TensorParallelSplit{0, 1}}; }
 ParameterSpec FusedColumnParallel(int blocks) { return {.tp = TensorParallelSplit{0, blocks}}; }
 ParameterSpec RowParallel() { return {.tp = TensorParallelSplit{1, 1}}; }
 ParameterSpec VocabParallel() { return {.tp = TensorParallelSplit{0, 1, true}}; }
+ParameterSpec ExpertWeight() { return {.grad_sum = {.experts = true}}; }
 ParameterSpec KeyValueParallel(int replicas) {
   return {.tp = TensorParallelSplit{0, 1, false, replicas}};
 }

@@ -10,6 +10,7 @@
 #ifndef CONVEYOR_NN_PARAMETER_SPEC_H_
 #define CONVEYOR_NN_PARAMETER_SPEC_H_
 
+#include <compare>
 #include <functional>
 #include <map>
 #include <string>
@@ -20,15 +21,23 @@
 
 namespace conveyor {
 
+// The ranks whose copies of a parameter (or of its shard) see different data, so that its
+// gradient is the sum over them: the groups along `axes` of the dense layers' mesh, or, for
+// an expert's weights (`experts`), of the expert layers' mesh (Mesh::FoldExperts), whose
+// data-parallel axis is the experts' own. The default: the data-parallel replicas. Others to
+// come: data x context parallel under context parallelism, the tensor-parallel group for a
+// norm under sequence parallelism.
+struct GradientSum {
+  bool experts = false;
+  Mesh::Order axes = {MeshAxis::kDp};
+  auto operator<=>(const GradientSum&) const = default;
+};
+
 struct ParameterSpec {
   TensorParallelSplit tp;  // replicated unless declared split
-  // The axes whose ranks hold copies of this parameter (or of its shard) that see different
-  // data, so that its gradient is the sum over them: the data-parallel group. Others to come:
-  // data x context parallel for every dense parameter under context parallelism, the
-  // experts' own data-parallel group for an expert's weights, the tensor-parallel group for a
-  // norm under sequence parallelism. Every axis set a model declares must be one whose groups
-  // the trainer creates (PipelineModel::GradientSumAxes).
-  Mesh::Order grad_sum = {MeshAxis::kDp};
+  // Every group a model declares must be one the trainer creates
+  // (PipelineModel::GradientSums).
+  GradientSum grad_sum;
   bool operator==(const ParameterSpec&) const = default;
 };
 
@@ -43,6 +52,9 @@ ParameterSpec FusedColumnParallel(int blocks);
 ParameterSpec RowParallel();
 ParameterSpec VocabParallel();
 ParameterSpec KeyValueParallel(int replicas);
+// An expert's weight, whole on the one expert-parallel rank holding it (replicated over
+// tensor-parallel ranks), its gradient summed over the experts' data-parallel group.
+ParameterSpec ExpertWeight();
 
 // Specs by a parameter's global name. A name never declared is replicated.
 class ParameterSpecs {

@@ -101,6 +101,7 @@ class LlamaModel : public ModelTask {
   LayerList BuildLayers(const ParallelContext& parallel, LayerRange range) const override {
     LlamaConfig config = config_;
     config.tp = parallel.tp;
+    config.ep = parallel.ep;
     config.draw_weights = folder_.empty();
     LayerList layers = BuildLlama(config, seed_, range.begin, range.end);
     if (!folder_.empty()) LoadFromFolder(folder_, layers, parallel.tp);

@@ -28,13 +28,15 @@ at::Tensor GradOrZeros(const at::Tensor& p) {
 PipelineGradients::PipelineGradients(Transport* world,
                                      const std::map<std::string, std::vector<int>>& holders,
                                      const TensorParallel& tp, ParameterSpecs specs,
-                                     Transport* dp_group, std::shared_ptr<const ShardLayout> zero)
+                                     Transport* dp_group, std::shared_ptr<const ShardLayout> zero,
+                                     Transport* ep_group)
     : world_(world),
       rank_(world != nullptr ? world->rank() : 0),
       tp_(tp),
       specs_(std::move(specs)),
       dp_group_(dp_group),
-      zero_(std::move(zero)) {
+      zero_(std::move(zero)),
+      ep_group_(ep_group) {
   CONVEYOR_ASSERT((dp_group_ == nullptr) == (zero_ == nullptr))
       << "a ZeRO layout needs its DP group, and only it";
   if (zero_ != nullptr) {
@@ -105,6 +107,7 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
   // Sums of squares kept on the gradients' device, () double, read once each (not one host
   // wait per parameter on a GPU); undefined while nothing was added.
   at::Tensor local_sq, scattered_sq;  // scattered: this replica's range of scattered params
+  at::Tensor expert_sq;               // this rank's experts, under expert parallelism
   const auto add_squares = [](at::Tensor& sum, const at::Tensor& g) {
     at::Tensor squares = SumOfSquares(g);
     sum = sum.defined() ? sum + squares : squares;
@@ -116,7 +119,9 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
     CONVEYOR_ASSERT(it != owner_.end()) << "unknown parameter " << name;
     if (it->second != rank_ || !counted.insert(name).second || !p.grad().defined()) continue;
     if (!CountsInNorm(specs_.Of(name).tp, tp_.rank)) continue;
-    if (zero_ != nullptr && zero_->scattered(name)) {
+    if (ep_group_ != nullptr && specs_.Of(name).grad_sum.experts) {
+      add_squares(expert_sq, p.grad());
+    } else if (zero_ != nullptr && zero_->scattered(name)) {
       const int64_t offset = zero_->OffsetOf(p);
       const auto [lo, hi] = zero_->Overlap(offset, p.numel(), zero_->index());
       add_squares(scattered_sq, p.grad().reshape({-1}).narrow(0, lo - offset, hi - lo));
@@ -129,6 +134,11 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
   if (zero_ != nullptr) {
     std::vector<at::Tensor> total = {at::full({1}, scattered, at::kDouble)};
     dp_group_->AllReduceSum(total);
+    local += total[0].item<double>();
+  }
+  if (ep_group_ != nullptr) {
+    std::vector<at::Tensor> total = {at::full({1}, read(expert_sq), at::kDouble)};
+    ep_group_->AllReduceSum(total);
     local += total[0].item<double>();
   }
   if (world_ != nullptr && world_->world_size() > 1) {

@@ -35,11 +35,14 @@ class PipelineGradients {
   // must outlive the PipelineGradients, and `specs` how each parameter is laid out over it.
   // `dp_group` and `zero`: both null, or this rank's DP group and the ZeRO-1 layout of its
   // parameters (shards = the group's size, index = its rank; every shared name whole), both
-  // outliving the PipelineGradients.
+  // outliving the PipelineGradients. `ep_group`: this rank's expert-parallel group (null
+  // without expert parallelism), among whose ranks the parameters declared ExpertWeight are
+  // divided; outliving the PipelineGradients.
   PipelineGradients(Transport* world, const std::map<std::string, std::vector<int>>& holders,
                     const TensorParallel& tp = {}, ParameterSpecs specs = {},
                     Transport* dp_group = nullptr,
-                    std::shared_ptr<const ShardLayout> zero = nullptr);
+                    std::shared_ptr<const ShardLayout> zero = nullptr,
+                    Transport* ep_group = nullptr);
 
   // The names SumShared sums: those with two copies or more in `holders`.
   static std::set<std::string> SharedNames(const std::map<std::string, std::vector<int>>& holders);
@@ -50,7 +53,8 @@ class PipelineGradients {
   // sqrt of the sum of squared gradients over every distinct parameter of the model: split
   // parameters count every tensor-parallel shard, replicated ones once. With a layout, the
   // scattered parameters count this replica's range, summed over the DP group (collective
-  // over it too).
+  // over it too). Experts divided over an EP group count on the rank holding them, summed
+  // over the group (collective over it).
   double GlobalNorm(const NamedTensors& params);
 
   // Scales every gradient by `factor`.
@@ -71,6 +75,7 @@ class PipelineGradients {
   ParameterSpecs specs_;
   Transport* dp_group_;
   std::shared_ptr<const ShardLayout> zero_;
+  Transport* ep_group_;
   std::vector<Group> groups_;
   std::map<std::string, int> owner_;  // the rank that counts a name in the norm
 };

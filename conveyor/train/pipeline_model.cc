@@ -67,19 +67,28 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
               : ": use --dtype fp32");
   VerifyOrThrow(program_);
   program_ = Lower(program_);
-  // The groups, in one order on every rank: TP, those gradients are summed over, pipelines.
-  std::vector<MeshGroups::Request> requests = {{{MeshAxis::kTp}}};
-  for (const Mesh::Order& axes : GradientSumAxes()) requests.push_back({axes});
-  requests.push_back({{MeshAxis::kPp}, /*singles=*/true});
-  groups_ = std::make_unique<MeshGroups>(world_, mesh_, requests);
+  // The groups, in one order on every rank: TP, DP, pipelines; the experts' EP and DP.
+  const Mesh::Order dp = {MeshAxis::kDp}, ep = {MeshAxis::kEp};
+  groups_ = std::make_unique<MeshGroups>(
+      world_, mesh_,
+      std::vector<MeshGroups::Request>{
+          {{MeshAxis::kTp}}, {dp}, {{MeshAxis::kPp}, /*singles=*/true}});
   if (Transport* tp = groups_->Of({MeshAxis::kTp}))
     tp_timed_ = std::make_unique<TimedTransport>(tp);
-  for (const Mesh::Order& axes : GradientSumAxes()) {
-    if (Transport* group = groups_->Of(axes)) {
-      gradient_sum_groups_[axes] = std::make_unique<TimedTransport>(group);
-    }
+  if (Transport* group = groups_->Of(dp)) {
+    gradient_sum_groups_[{}] = std::make_unique<TimedTransport>(group);
   }
   pipeline_group_ = groups_->Of({MeshAxis::kPp});
+  if (config_.ep > 1) {
+    const Mesh experts = Mesh::FoldExperts(mesh_, config_.ep);
+    expert_groups_ =
+        std::make_unique<MeshGroups>(world_, experts, std::vector<MeshGroups::Request>{{ep}, {dp}});
+    ep_timed_ = std::make_unique<TimedTransport>(expert_groups_->Of(ep));
+    parallel_.ep = {config_.ep, experts.coords(rank_).ep, ep_timed_.get()};
+    if (Transport* group = expert_groups_->Of(dp)) {
+      gradient_sum_groups_[{.experts = true}] = std::make_unique<TimedTransport>(group);
+    }
+  }
   TensorParallel& tp = parallel_.tp;
   tp = TensorParallel{mesh_.tp(), coords_.tp, tp_timed_.get()};
   if (config_.model == ModelKind::kLlama)
@@ -143,10 +152,18 @@ at::Tensor PipelineModel::GatherWhole(const std::string& name, const at::Tensor&
       split.padded ? ModelVocab(config_) : local.size(split.dim) * tp.size / split.replicas);
 }
 
-std::vector<Mesh::Order> PipelineModel::GradientSumAxes() { return {{MeshAxis::kDp}}; }
+std::vector<GradientSum> PipelineModel::GradientSums() const {
+  if (config_.ep == 1) return {{}};
+  return {{}, {.experts = true}};
+}
 
-TimedTransport* PipelineModel::gradient_sum_group(const Mesh::Order& axes) const {
-  const auto it = gradient_sum_groups_.find(axes);
+GradientSum PipelineModel::Resolve(const GradientSum& declared) const {
+  // With ep 1 the experts' mesh is the dense one (tp 1 under experts: llama.h).
+  return config_.ep > 1 ? declared : GradientSum{.axes = declared.axes};
+}
+
+TimedTransport* PipelineModel::gradient_sum_group(const GradientSum& sum) const {
+  const auto it = gradient_sum_groups_.find(sum);
   return it == gradient_sum_groups_.end() ? nullptr : it->second.get();
 }
 

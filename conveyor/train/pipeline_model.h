@@ -7,13 +7,15 @@
 // training it needs: the optimizer, the gradient reduction and sync, loss scaling and the step are
 // Trainer's (trainer.h); evaluation, generation and checkpoints take a PipelineModel.
 //
-// Groups (comm/mesh_groups.h): every TP group, every group gradients are summed over (the
-// axis sets of GradientSumAxes: the DP groups) and every pipeline are created in that order,
-// on every rank (collective over `world`); the TP and gradient-sum groups are timed
-// (TimedTransport), so that a step's collectives can be traced on their own tracks. The
-// layers receive one ParallelContext holding the groups they communicate over. When any
-// gradient-sum group has more than one rank the program carries REDUCE_GRAD actions
-// (WithGradReductions), which do nothing until a hook is set on the executor.
+// Groups (comm/mesh_groups.h): every TP group, the dense layers' DP groups and every pipeline
+// are created in that order, on every rank (collective over `world`); then, with
+// config.ep > 1, the expert layers' mesh over the same ranks (Mesh::FoldExperts: experts
+// borrow data-parallel ranks; its pipelines must be the dense mesh's) and its EP and expert-DP
+// groups. The TP, EP and gradient-sum groups are timed (TimedTransport), so that a step's
+// collectives can be traced on their own tracks. The layers receive one ParallelContext
+// holding the groups they communicate over. When any gradient-sum group has more than one
+// rank the program carries REDUCE_GRAD actions (WithGradReductions), which do nothing until a
+// hook is set on the executor.
 //
 // Devices: the stages' parameters, activations and messages live on this rank's device. On
 // CUDA the constructing thread gets the device as its current device and a stream of its own
@@ -71,16 +73,20 @@ class PipelineModel {
   // the world itself when it is the whole world; null with one rank) and this rank in it.
   Transport* pipeline_group() const { return pipeline_group_; }
   int pipeline_rank() const { return coords_.pp; }
-  // The axis sets a parameter's gradient may be summed over (ParameterSpec::grad_sum), whose
-  // groups every rank creates: the data-parallel axis. A parameter declaring another set is
-  // an internal error when the trainer sums it.
-  static std::vector<Mesh::Order> GradientSumAxes();
-  // This rank's group along `axes`, one of GradientSumAxes, timed; null when it has one rank.
-  TimedTransport* gradient_sum_group(const Mesh::Order& axes) const;
-  // This rank's data-parallel and tensor-parallel groups, timed (null when that axis has one
-  // rank).
-  TimedTransport* dp_group() const { return gradient_sum_group({MeshAxis::kDp}); }
+  // The groups a parameter's gradient may be summed over, which every rank creates: the
+  // dense layers' data-parallel groups, and with config.ep > 1 the experts'. A parameter
+  // declaring another (Resolve) is an internal error when the trainer sums it.
+  std::vector<GradientSum> GradientSums() const;
+  // The group of GradientSums that a parameter declaring `declared` (ParameterSpec::grad_sum)
+  // sums over: itself, but an expert's with ep 1, whose mesh is the dense one.
+  GradientSum Resolve(const GradientSum& declared) const;
+  // This rank's group of `sum` (one of GradientSums), timed; null when it has one rank.
+  TimedTransport* gradient_sum_group(const GradientSum& sum) const;
+  // This rank's data-parallel, tensor-parallel and expert-parallel groups, timed (null when
+  // that axis has one rank).
+  TimedTransport* dp_group() const { return gradient_sum_group({}); }
   TimedTransport* tp_group() const { return tp_timed_.get(); }
+  TimedTransport* ep_group() const { return ep_timed_.get(); }
   // The groups this rank's layers communicate over (tp size 1 without TP).
   const ParallelContext& parallel() const { return parallel_; }
   // How each parameter of this rank's stages is laid out over the mesh, as its layers
@@ -119,9 +125,9 @@ class PipelineModel {
   MeshCoords coords_;
   // The groups this rank belongs to (a group of one rank is null, but for the pipeline,
   // which always has a transport when the world has one).
-  std::unique_ptr<MeshGroups> groups_;
-  std::unique_ptr<TimedTransport> tp_timed_;
-  std::map<Mesh::Order, std::unique_ptr<TimedTransport>> gradient_sum_groups_;
+  std::unique_ptr<MeshGroups> groups_, expert_groups_;
+  std::unique_ptr<TimedTransport> tp_timed_, ep_timed_;
+  std::map<GradientSum, std::unique_ptr<TimedTransport>> gradient_sum_groups_;
   Transport* pipeline_group_ = nullptr;
   ParallelContext parallel_;
   ParameterSpecs specs_;  // this rank's stages' parameters

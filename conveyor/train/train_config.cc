@@ -30,8 +30,8 @@
 #include "conveyor/nn/tensor_parallel_split.h"
 #include "conveyor/optim/loss_scaler.h"
 #include "conveyor/schedule/pipeline_limits.h"
-#include "conveyor/sim/transformer_spec.h"
 #include "conveyor/sim/mesh_costs.h"
+#include "conveyor/sim/transformer_spec.h"
 
 namespace conveyor {
 namespace {
@@ -61,6 +61,7 @@ void ForEachInteger(Config& c, Visit&& visit) {
   visit("pp", c.pp, 1, kMaxRanks);
   visit("dp", c.dp, 0, kMaxRanks);
   visit("tp", c.tp, 1, kMaxRanks);
+  visit("ep", c.ep, 1, kMaxRanks);
   visit("microbatches", c.microbatches, 1, kMaxMicrobatches);
   visit("chunks", c.chunks, 0, kMaxChunks);
   visit("batch_size", c.batch_size, 1, 1 << 20);
@@ -337,6 +338,19 @@ void TrainConfig::Validate() const {
         << " must be even: rotary embeddings rotate pairs of dimensions";
   }
   if (IsLanguageModel(model)) CheckVocabularySplit(ModelVocab(*this), tp);
+  if (ep > 1) {
+    CONVEYOR_CHECK(tp == 1) << "--ep " << ep << " with --tp " << tp
+                            << ": expert parallelism borrows data-parallel ranks, and the "
+                               "experts are not split over tensor-parallel ones yet";
+    CONVEYOR_CHECK(dp == 0 || dp % ep == 0)
+        << "--ep " << ep << " must divide --dp " << dp
+        << ": each expert-parallel group is made of data-parallel ranks";
+    CONVEYOR_CHECK(zero == 0) << "--zero 1 with --ep " << ep
+                              << ": the expert weights' optimizer state is not sharded yet";
+    CONVEYOR_CHECK(checkpoint_dir.empty() && resume.empty())
+        << "--ep " << ep << " with checkpoints: a checkpoint of experts spread over ranks is "
+        << "not written yet; train with --ep 1 to save or resume";
+  }
   CheckPipelineSize(schedule, ScheduleOptions{pp, microbatches, chunks});
 }
 

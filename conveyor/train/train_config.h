@@ -136,6 +136,11 @@ struct TrainConfig {
   // process launches the ranks itself).
   int dp = 0;
   int tp = 1;
+  // Expert-parallel ranks: each Mixture-of-Experts layer's experts are divided among this
+  // many data-parallel ranks, its tokens sent to them and back by all-to-all (moe_mlp.h); the
+  // expert layers' mesh folds over the dense one (Mesh::FoldExperts). 1 = every expert on
+  // every rank.
+  int ep = 1;
   std::string mesh_order = "tp-dp-pp";  // fastest-varying axis first
   PartitionBy partition = PartitionBy::kParams;
   // Layers per stage in pipeline order ("1,3,3,1": the embedding and the head count as

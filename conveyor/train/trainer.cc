@@ -86,15 +86,16 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   }
   // Every parameter's gradient is summed over a group the model created.
   const ParameterSpecs& specs = model_.parameter_specs();
-  const std::vector<Mesh::Order> sum_axes = PipelineModel::GradientSumAxes();
+  const std::vector<GradientSum> sums = model_.GradientSums();
   for (const auto& [name, p] : model_.Parameters()) {
-    const Mesh::Order& axes = specs.Of(name).grad_sum;
-    CONVEYOR_ASSERT(std::find(sum_axes.begin(), sum_axes.end(), axes) != sum_axes.end())
-        << "the parameter " << name << " sums its gradient over " << Mesh::OrderName(axes)
+    const GradientSum sum = model_.Resolve(specs.Of(name).grad_sum);
+    CONVEYOR_ASSERT(std::find(sums.begin(), sums.end(), sum) != sums.end())
+        << "the parameter " << name << " sums its gradient over "
+        << (sum.experts ? "the experts' " : "") << Mesh::OrderName(sum.axes)
         << ", whose groups the model does not create";
-    CONVEYOR_ASSERT(config.zero == 0 || axes == Mesh::Order{MeshAxis::kDp})
-        << "ZeRO-1 shards the data-parallel group's parameters; " << name << " sums over "
-        << Mesh::OrderName(axes);
+    CONVEYOR_ASSERT(config.zero == 0 || sum == GradientSum{})
+        << "ZeRO-1 shards the dense data-parallel group's parameters; " << name
+        << " sums over another group";
   }
   // ZeRO-1: the reducer reduce-scatters the gradients of the unshared parameters over
   // ShardedAdamW's ranges (shard_layout.h); the shared ones stay whole for SumShared.
@@ -104,29 +105,31 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
                                                dp_group->rank(),
                                                PipelineGradients::SharedNames(model_.holders()));
   }
-  for (const Mesh::Order& axes : sum_axes) {
-    if (TimedTransport* group = model_.gradient_sum_group(axes)) {
-      gradient_sums_.push_back({axes, std::make_unique<DataParallelReducer>(
-                                          group, DpBucketBytes(config, model_.device().is_cuda()),
-                                          axes == Mesh::Order{MeshAxis::kDp} ? zero : nullptr)});
+  for (const GradientSum& sum : sums) {
+    if (TimedTransport* group = model_.gradient_sum_group(sum)) {
+      gradient_sums_.push_back({sum, std::make_unique<DataParallelReducer>(
+                                         group, DpBucketBytes(config, model_.device().is_cuda()),
+                                         sum == GradientSum{} ? zero : nullptr)});
     }
   }
   if (!gradient_sums_.empty()) {
     model_.pipeline().executor().set_reduce_grad_hook([this](Stage& stage) {
       const NamedTensors params = stage.module().NamedParameters();
       const ParameterSpecs& specs = model_.parameter_specs();
-      for (GradientSum& sum : gradient_sums_) {
+      for (GradientReduction& reduction : gradient_sums_) {
         NamedTensors mine;
         for (const auto& named : params) {
-          if (specs.Of(named.first).grad_sum == sum.axes) mine.push_back(named);
+          if (model_.Resolve(specs.Of(named.first).grad_sum) == reduction.sum) {
+            mine.push_back(named);
+          }
         }
-        sum.reducer->Start(mine);
+        reduction.reducer->Start(mine);
       }
     });
   }
-  gradients_ = std::make_unique<PipelineGradients>(model_.pipeline_group(), model_.holders(),
-                                                   model_.parallel().tp, model_.parameter_specs(),
-                                                   zero != nullptr ? dp_group : nullptr, zero);
+  gradients_ = std::make_unique<PipelineGradients>(
+      model_.pipeline_group(), model_.holders(), model_.parallel().tp, model_.parameter_specs(),
+      zero != nullptr ? dp_group : nullptr, zero, model_.ep_group());
   clock_origin_ = SharedClockOrigin(rank.world);
   const Layout& layout = model_.program().layout;
   recorder_ = std::make_unique<StepRecorder>(model_.pipeline_rank(), layout.num_ranks(),
@@ -197,8 +200,8 @@ StepMetrics Trainer::Step() {
   };
   double phase = Executor::Now();
   if (!gradient_sums_.empty()) {
-    for (GradientSum& sum : gradient_sums_) {
-      m.dp += doing("the data-parallel reduction", [&] { return sum.reducer->Finish(); });
+    for (GradientReduction& reduction : gradient_sums_) {
+      m.dp += doing("the data-parallel reduction", [&] { return reduction.reducer->Finish(); });
     }
     recorder_->Phase("dp reduce wait", phase);
   }

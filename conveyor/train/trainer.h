@@ -131,13 +131,13 @@ class Trainer {
 
   std::shared_ptr<const TrainTask> task_;
   PipelineModel model_;
-  // The gradient reductions: one for each group of PipelineModel::GradientSumAxes with more
-  // than one rank, summing the parameters whose grad_sum names its axes.
-  struct GradientSum {
-    Mesh::Order axes;
+  // The gradient reductions: one for each group of PipelineModel::GradientSums with more
+  // than one rank, summing the parameters whose grad_sum resolves to it.
+  struct GradientReduction {
+    GradientSum sum;
     std::unique_ptr<DataParallelReducer> reducer;
   };
-  std::vector<GradientSum> gradient_sums_;
+  std::vector<GradientReduction> gradient_sums_;
   std::unique_ptr<PipelineGradients> gradients_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;

@@ -22,7 +22,7 @@ class SumOverLayer : public Layer {
   SumOverLayer(std::shared_ptr<Layer> inner, const Mesh::Order& axes) : inner_(std::move(inner)) {
     for (const auto& [name, p] : inner_->NamedParameters()) {
       ParameterSpec spec = inner_->parameter_specs().Of(name);
-      spec.grad_sum = axes;
+      spec.grad_sum.axes = axes;
       specs_.Declare(name, spec);
     }
   }
