@@ -43,6 +43,9 @@ nlohmann::json StepJson(const StepMetrics& m, bool loss_scaling) {
            {"grad_norm", m.grad_norm}, {"seconds", m.seconds}, {"tokens_per_s", m.tokens_per_s},
            {"data_s", m.data_s}};
     if (!m.auxiliary_losses.empty()) row["auxiliary_losses"] = m.auxiliary_losses;
+    for (const auto& [block, load] : m.expert_load) {
+      row["expert_load"][block] = {{"max", ExpertLoadMax(load)}, {"mean", ExpertLoadMean(load)}};
+    }
     if (m.dp.buckets > 0) {
       row["dp_comm_s"] = m.dp.comm_s;
       row["dp_exposed_s"] = m.dp.exposed_s;

@@ -27,6 +27,20 @@ void PrintTrainSummary(const TrainingRun& s) {
     }
     std::printf("\n");
   }
+  if (!s.expert_load.empty()) {
+    // The most and the least uneven block: max / mean tokens an expert.
+    std::pair<double, std::string> worst{0, ""}, best{1e300, ""};
+    for (const auto& [block, load] : s.expert_load) {
+      const double mean = ExpertLoadMean(load);
+      const double ratio = mean > 0 ? ExpertLoadMax(load) / mean : 1;
+      worst = std::max(worst, std::pair{ratio, block});
+      best = std::min(best, std::pair{ratio, block});
+    }
+    std::printf(
+        "expert load of that step (max / mean tokens an expert) over %zu MoE blocks: from %.2f "
+        "(%s) to %.2f (%s)\n",
+        s.expert_load.size(), best.first, best.second.c_str(), worst.first, worst.second.c_str());
+  }
   if (s.skipped_steps > s.overflow_steps) {
     std::printf("%lld step(s) skipped: non-finite loss or gradient norm\n",
                 static_cast<long long>(s.skipped_steps - s.overflow_steps));

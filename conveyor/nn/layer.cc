@@ -48,6 +48,14 @@ NamedTensors LayerStack::NamedParameters() {
 
 ParameterSpecs LayerStack::parameter_specs() const { return ParameterSpecsOf(layers_); }
 
+std::vector<MoeMlp*> LayerStack::ExpertBlocks() const {
+  std::vector<MoeMlp*> blocks;
+  for (const auto& layer : layers_) {
+    if (MoeMlp* block = layer->expert_block()) blocks.push_back(block);
+  }
+  return blocks;
+}
+
 ParameterSpecs ParameterSpecsOf(const LayerList& layers) {
   ParameterSpecs specs;
   for (const auto& layer : layers) specs.Add(layer->parameter_specs());

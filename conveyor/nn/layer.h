@@ -23,6 +23,8 @@
 
 namespace conveyor {
 
+class MoeMlp;
+
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -37,6 +39,9 @@ class Layer {
   // The layouts of its parameters by global name (parameter_spec.h), as it declared them
   // when it created them (ShardParam, UndrawnParam); a parameter not declared is replicated.
   const ParameterSpecs& parameter_specs() const { return specs_; }
+  // Its Mixture-of-Experts block (moe_mlp.h), whose expert load the trainer reads and
+  // balances; null for a layer without one. Owned by the layer.
+  virtual MoeMlp* expert_block() { return nullptr; }
 
  protected:
   ParameterSpecs specs_;  // filled by the constructor
@@ -62,6 +67,8 @@ class LayerStack : public StageModule {
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override;
   // Every layer's parameter specs.
   ParameterSpecs parameter_specs() const;
+  // Every layer's expert block (Layer::expert_block), in layer order.
+  std::vector<MoeMlp*> ExpertBlocks() const;
 
  private:
   LayerList layers_;

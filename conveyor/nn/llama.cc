@@ -155,6 +155,7 @@ class LlamaDecoderLayer : public Layer {
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
     return HiddenShape(mb, config_.hidden);
   }
+  MoeMlp* expert_block() override { return moe_.get(); }
 
  private:
   // h (n, T, C), normalised -> (n, T, C): causal grouped-query attention of this rank's

@@ -112,6 +112,9 @@ class MoeMlp {
   // MoeParameterShapes' order.
   const NamedTensors& NamedParameters() const { return params_; }
 
+  // Its parameters' common prefix ("model.layers.3.mlp"): the block's name in reports.
+  const std::string& prefix() const { return prefix_; }
+  const MoeConfig& config() const { return config_; }
   // Tokens each expert received in the counted forwards since the last ResetLoad, (E) int64.
   const at::Tensor& load() const { return load_; }
   void ResetLoad();

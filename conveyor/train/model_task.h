@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "conveyor/nn/layer.h"
@@ -45,6 +46,10 @@ class ModelTask {
   // every step (StepMetrics::auxiliary_losses). None by default; a layer attaching a name not
   // listed here is an internal error at the end of its step.
   virtual std::vector<std::string> AuxiliaryLossNames() const { return {}; }
+  // Its Mixture-of-Experts blocks (Layer::expert_block), by name (MoeMlp::prefix), with their
+  // expert counts, in layer order, whatever the stages: the trainer reports each one's expert
+  // load every step (StepMetrics::expert_load). None by default.
+  virtual std::vector<std::pair<std::string, int>> ExpertBlocks() const { return {}; }
 };
 
 // How many numbers the model's parameters hold, a tensor two layers share (a tied embedding)

@@ -21,21 +21,25 @@ struct RankStepReport {
   double end = 0;                  // and ended
   double loss = 0;                 // its last stages' summed scaled losses (0 on others)
   std::vector<double> auxiliary;   // its stages' auxiliary losses, in the model's name order
+  // Tokens each expert of each MoE block received, the blocks in the model's order one after
+  // the other (zeros for the blocks of other ranks' stages).
+  std::vector<double> expert_load;
 };
 
 // The pipeline's step, the same on every rank of it.
 struct PipelineStepReport {
-  std::vector<double> send_posts;  // every rank's, summed: the posting time of each send
-  std::vector<double> computes;    // every rank's, summed: start, end of each compute
-  double first_start = 0;          // the earliest rank's start
-  double last_end = 0;             // the latest rank's end
-  double loss = 0;                 // the ranks' losses summed
-  std::vector<double> auxiliary;   // the ranks' auxiliary losses summed, name by name
+  std::vector<double> send_posts;   // every rank's, summed: the posting time of each send
+  std::vector<double> computes;     // every rank's, summed: start, end of each compute
+  double first_start = 0;           // the earliest rank's start
+  double last_end = 0;              // the latest rank's end
+  double loss = 0;                  // the ranks' losses summed
+  std::vector<double> auxiliary;    // the ranks' auxiliary losses summed, name by name
+  std::vector<double> expert_load;  // the ranks' expert loads summed
 };
 
 // Gathers `mine` over `pipeline` (null: this rank alone). Collective over `pipeline`.
-// Precondition: every rank's send_posts, computes and auxiliary have the same lengths (the
-// program's; the model's auxiliary loss names).
+// Precondition: every rank's send_posts, computes, auxiliary and expert_load have the same
+// lengths (the program's; the model's auxiliary loss names and expert blocks).
 PipelineStepReport GatherStepReports(Transport* pipeline, const RankStepReport& mine);
 
 }  // namespace conveyor

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "conveyor/common/process_stats.h"
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/module/microbatch.h"
+#include "conveyor/nn/moe_mlp.h"
 #include "conveyor/optim/sharded_adamw.h"
 #include "conveyor/profile/comm_breakdown.h"
 #include "conveyor/profile/memory_tracker.h"
@@ -57,6 +59,12 @@ LossScaler MakeLossScaler(const TrainConfig& config) {
 }
 
 // "stage 1", "stages 0 and 7": the stages this rank runs, for messages.
+// The MoE blocks of a stage's layers (PipelineModel's stages are LayerStacks).
+std::vector<MoeMlp*> ExpertBlocksOf(Stage& stage) {
+  const auto* stack = dynamic_cast<const LayerStack*>(&stage.module());
+  return stack != nullptr ? stack->ExpertBlocks() : std::vector<MoeMlp*>{};
+}
+
 std::string StagesOf(const PipelineRank& pipeline) {
   std::string out;
   for (const auto& [index, stage] : pipeline.stages()) {
@@ -67,13 +75,22 @@ std::string StagesOf(const PipelineRank& pipeline) {
 
 }  // namespace
 
+double ExpertLoadMax(const std::vector<double>& load) {
+  return load.empty() ? 0 : *std::max_element(load.begin(), load.end());
+}
+
+double ExpertLoadMean(const std::vector<double>& load) {
+  return load.empty() ? 0 : std::accumulate(load.begin(), load.end(), 0.0) / load.size();
+}
+
 Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> task,
                  const RankContext& rank)
     : task_(std::move(task)),
       model_(config, task_->model(), rank, task_.get()),
       schedule_{config.lr, config.min_lr_ratio, config.warmup_steps, config.steps},
       loss_scaler_(MakeLossScaler(config)),
-      auxiliary_names_(task_->model()->AuxiliaryLossNames()) {
+      auxiliary_names_(task_->model()->AuxiliaryLossNames()),
+      expert_blocks_(task_->model()->ExpertBlocks()) {
   // Activation memory on the CPU is counted by wrapping its allocator; a GPU's caching
   // allocator keeps its own counts (device_memory.h), so the CPU's is left alone there.
   if (!model_.device().is_cuda()) MemoryTracker::Install();
@@ -222,14 +239,19 @@ StepMetrics Trainer::Step() {
                      shares
                          ? ComputeSlots(model_.program(), recorder_->step(), model_.pipeline_rank())
                          : std::vector<double>{},
-                     pipeline_start, pipeline_end, local_loss, AuxiliaryLossValues(pipeline)});
-  // Every replica's share of the batch: the loss, then the auxiliary losses.
+                     pipeline_start, pipeline_end, local_loss, AuxiliaryLossValues(pipeline),
+                     TakeExpertLoads(pipeline)});
+  // Every replica's share of the batch: the loss, the auxiliary losses, the expert loads.
   std::vector<double> sums = {pipeline_step.loss};
   sums.insert(sums.end(), pipeline_step.auxiliary.begin(), pipeline_step.auxiliary.end());
-  const at::Tensor summed = SumOverRanks(dp_timed, at::tensor(sums, at::kDouble));
-  m.loss = summed[0].item<double>();
-  for (size_t i = 0; i < auxiliary_names_.size(); ++i) {
-    m.auxiliary_losses[auxiliary_names_[i]] = summed[static_cast<int64_t>(i) + 1].item<double>();
+  sums.insert(sums.end(), pipeline_step.expert_load.begin(), pipeline_step.expert_load.end());
+  const at::Tensor summed = SumOverRanks(dp_timed, at::tensor(sums, at::kDouble)).contiguous();
+  const double* total = summed.data_ptr<double>();
+  m.loss = *total++;
+  for (const std::string& name : auxiliary_names_) m.auxiliary_losses[name] = *total++;
+  for (const auto& [name, experts] : expert_blocks_) {
+    m.expert_load[name].assign(total, total + experts);
+    total += experts;
   }
   recorder_->Phase("gather loss", phase);
   m.step = step_ + 1;
@@ -251,6 +273,14 @@ StepMetrics Trainer::Step() {
     if (factor != 1) PipelineGradients::Scale(params, factor);
     // The first update creates the optimizer's state (AdamW's two moments a weight).
     doing("the optimizer's update", [&] { optimizer_->Step(params, m.lr, m.step); });
+    // Auxiliary-loss-free balancing: each block's selection bias follows the step's load.
+    for (const auto& [index, stage] : pipeline.stages()) {
+      for (MoeMlp* block : ExpertBlocksOf(*stage)) {
+        if (block->config().bias_rate > 0) {
+          block->UpdateSelectionBias(at::tensor(m.expert_load.at(block->prefix()), at::kDouble));
+        }
+      }
+    }
     loss_scaler_.Grow();
   }
   step_ = m.step;
@@ -277,6 +307,28 @@ StepMetrics Trainer::Step() {
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.tokens_per_s = task_->TokensPerBatch() / m.seconds;
   return m;
+}
+
+std::vector<double> Trainer::TakeExpertLoads(const PipelineRank& pipeline) const {
+  std::vector<double> loads;
+  std::map<std::string, size_t> offsets;
+  for (const auto& [name, experts] : expert_blocks_) {
+    offsets[name] = loads.size();
+    loads.resize(loads.size() + experts, 0.0);
+  }
+  for (const auto& [index, stage] : pipeline.stages()) {
+    for (MoeMlp* block : ExpertBlocksOf(*stage)) {
+      const auto it = offsets.find(block->prefix());
+      CONVEYOR_ASSERT(it != offsets.end())
+          << "rank " << model_.rank() << ", stage " << index << " holds the MoE block "
+          << block->prefix() << ", which its model does not declare (ModelTask::ExpertBlocks)";
+      const at::Tensor load = block->load().to(at::kDouble).contiguous();
+      std::copy(load.data_ptr<double>(), load.data_ptr<double>() + load.numel(),
+                loads.begin() + static_cast<int64_t>(it->second));
+      block->ResetLoad();
+    }
+  }
+  return loads;
 }
 
 std::vector<double> Trainer::AuxiliaryLossValues(const PipelineRank& pipeline) const {

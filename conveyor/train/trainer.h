@@ -69,10 +69,18 @@ struct StepMetrics {
   // data-parallel replicas and every layer that attaches it, as the loss is (empty for a model
   // without any). Not part of `loss`.
   std::map<std::string, double> auxiliary_losses;
+  // Tokens each expert of each MoE block (ModelTask::ExpertBlocks, by name) received in the
+  // step, summed over the micro-batches and the data-parallel replicas (each token counted
+  // once for each of its k experts). Empty for a model without any.
+  std::map<std::string, std::vector<double>> expert_load;
   // Seconds the step waited for its batch: the whole read when it was not read ahead, and
   // 0 when the read ahead (on a thread, during the previous step) was done in time.
   double data_s = 0;
 };
+
+// The most and the mean tokens an expert of one block received (StepMetrics::expert_load).
+double ExpertLoadMax(const std::vector<double>& load);
+double ExpertLoadMean(const std::vector<double>& load);
 
 class Trainer {
  public:
@@ -128,6 +136,9 @@ class Trainer {
  private:
   // This rank's stages' auxiliary losses of the step, in auxiliary_names_'s order.
   std::vector<double> AuxiliaryLossValues(const PipelineRank& pipeline) const;
+  // This rank's stages' expert loads of the step in RankStepReport::expert_load's layout,
+  // each block's count reset.
+  std::vector<double> TakeExpertLoads(const PipelineRank& pipeline) const;
 
   std::shared_ptr<const TrainTask> task_;
   PipelineModel model_;
@@ -153,6 +164,7 @@ class Trainer {
   double hop_s_ = 0;
   ComputeSharing sharing_;
   std::vector<std::string> auxiliary_names_;  // the model's, in the order the reports carry
+  std::vector<std::pair<std::string, int>> expert_blocks_;  // the model's (name, experts)
   double startup_s_ = -1;  // process start to this trainer's first step; -1 before it
   RankMeasurements measurements_;
 };

@@ -48,6 +48,7 @@ void Count(const StepMetrics& m, int64_t first_step, const TrainConfig& config, 
   } else {
     run.final_loss = m.loss;
     run.auxiliary_losses = m.auxiliary_losses;
+    run.expert_load = m.expert_load;
   }
   run.step_metrics.push_back(m);
 }

@@ -31,8 +31,9 @@ struct TrainingRun {
   int64_t steps = 0;      // the trainer's step at the end
   double final_loss = 0;  // the last step that was not skipped (0 without one)
   std::map<std::string, double> auxiliary_losses;  // that step's (StepMetrics'); empty: none
-  double tokens_per_s = 0;                         // the last step's
-  int64_t skipped_steps = 0;                       // non-finite steps skipped, overflows included
+  std::map<std::string, std::vector<double>> expert_load;  // that step's; empty: none
+  double tokens_per_s = 0;                                 // the last step's
+  int64_t skipped_steps = 0;      // non-finite steps skipped, overflows included
   int64_t overflow_steps = 0;     // steps skipped because gradients overflowed the loss scale
   double loss_scale = 0;          // the loss scale at the end; 0: loss scaling off
   EvalMetrics final_eval;         // accuracy < 0 when the task has none
