@@ -46,6 +46,7 @@ nlohmann::json StepJson(const StepMetrics& m, bool loss_scaling) {
     for (const auto& [block, load] : m.expert_load) {
       row["expert_load"][block] = {{"max", ExpertLoadMax(load)}, {"mean", ExpertLoadMean(load)}};
     }
+    if (!m.tokens_dropped.empty()) row["tokens_dropped"] = m.tokens_dropped;
     if (m.dp.buckets > 0) {
       row["dp_comm_s"] = m.dp.comm_s;
       row["dp_exposed_s"] = m.dp.exposed_s;

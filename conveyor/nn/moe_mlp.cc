@@ -18,6 +18,11 @@
 namespace conveyor {
 namespace {
 
+// The indices that sort the 1-D `values`, ties in their order.
+at::Tensor StableSort(const at::Tensor& values, bool descending) {
+  return std::get<1>(values.sort(/*stable=*/c10::optional<bool>(true), /*dim=*/0, descending));
+}
+
 // Expert i's three weight names under `prefix`: gate, up, down.
 std::vector<std::string> ExpertNames(const MoeConfig& c, const std::string& prefix, int i) {
   const std::string p = prefix + ".experts." + std::to_string(i) + ".";
@@ -33,7 +38,8 @@ void CheckMoeConfig(const MoeConfig& c) {
       << c.hidden << ", " << c.experts << ", " << c.expert_units << " and " << c.shared_units;
   CONVEYOR_CHECK(c.top_k >= 1 && c.top_k <= c.experts)
       << "top-k must be within [1, experts = " << c.experts << "], got " << c.top_k;
-  for (const auto& [name, value] : {std::pair{"the auxiliary loss coefficient", c.aux_loss_coef},
+  for (const auto& [name, value] : {std::pair{"the capacity factor", c.capacity_factor},
+                                    std::pair{"the auxiliary loss coefficient", c.aux_loss_coef},
                                     std::pair{"the z-loss coefficient", c.z_loss_coef},
                                     std::pair{"the selection bias rate", c.bias_rate},
                                     std::pair{"the initial weights' deviation", c.init_std}}) {
@@ -128,12 +134,29 @@ at::Tensor MoeMlp::Forward(const at::Tensor& x) {
   // Tokens sorted by expert: row r of `sorted` is token token_of[r]'s copy for the expert
   // of its slot order[r].
   const at::Tensor slots = chosen.reshape({tokens * k});  // (N k) expert of each slot
-  const at::Tensor order = std::get<1>(
-      slots.sort(/*stable=*/c10::optional<bool>(true), /*dim=*/0, /*descending=*/false));
+  const at::Tensor counts = at::bincount(slots, {}, e);   // (E) routed, on x's device
+  at::Tensor order = StableSort(slots, false);            // (N k) by expert, then position
+  at::Tensor kept = counts;
+  int64_t dropped = 0;
+  if (config_.capacity_factor > 0) {
+    // Each expert keeps its first `capacity` copies by priority: position (`order` as it is)
+    // or the highest gates.
+    const auto capacity = static_cast<int64_t>(
+        std::ceil(config_.capacity_factor * static_cast<double>(tokens * k) / e));
+    if (config_.drop_by == TokenDrop::kProbability) {
+      const at::Tensor by_gate = StableSort(gates.detach().reshape({tokens * k}), true);
+      order = by_gate.index_select(0, StableSort(slots.index_select(0, by_gate), false));
+    }
+    const at::Tensor starts = at::cumsum(counts, 0) - counts;  // (E) each expert's first row
+    const at::Tensor within = at::arange(tokens * k, counts.options()) -
+                              starts.index_select(0, slots.index_select(0, order));
+    order = order.masked_select(within < capacity);
+    kept = at::clamp_max(counts, capacity);
+    dropped = tokens * k - order.size(0);
+  }
   const at::Tensor token_of = at::floor_divide(order, k);
-  const at::Tensor counts = at::bincount(slots, {}, e);      // (E) on x's device
-  const at::Tensor sorted = flat.index_select(0, token_of);  // (N k, C)
-  const at::Tensor expert_out = RunExperts(sorted, counts);  // (N k, C)
+  const at::Tensor sorted = flat.index_select(0, token_of);  // (M, C), M = N k - dropped
+  const at::Tensor expert_out = RunExperts(sorted, kept);    // (M, C)
   const at::Tensor weighted =
       expert_out *
       gates.reshape({tokens * k}).index_select(0, order).unsqueeze(1).to(expert_out.scalar_type());
@@ -145,7 +168,10 @@ at::Tensor MoeMlp::Forward(const at::Tensor& x) {
   }
   y = y.reshape({n, t, c});
 
-  if (AuxiliaryLossesCounted()) load_ += counts.cpu();
+  if (AuxiliaryLossesCounted()) {
+    load_ += counts.cpu();
+    dropped_ += dropped;
+  }
   if (config_.aux_loss_coef > 0) {
     const at::Tensor probs = config_.scoring == RouterScoring::kSoftmax
                                  ? scores
@@ -218,7 +244,10 @@ at::Tensor MoeMlp::RunExperts(const at::Tensor& sorted, const at::Tensor& counts
   return ExchangeRows(back, ep_.group, recv, send);
 }
 
-void MoeMlp::ResetLoad() { load_.zero_(); }
+void MoeMlp::ResetLoad() {
+  load_.zero_();
+  dropped_ = 0;
+}
 
 void MoeMlp::UpdateSelectionBias(const at::Tensor& load) {
   CONVEYOR_ASSERT(config_.bias_rate > 0) << "a selection bias update without a rate";

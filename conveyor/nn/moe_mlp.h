@@ -14,7 +14,8 @@
 //            + shared(x) [x sigmoid(x w_g) when the shared expert is gated (Qwen2-MoE)]
 //   expert(x) = W_down (silu(W_gate x) * W_up x)       W_gate, W_up (F, C), W_down (C, F)
 //
-// Dropless: every token reaches its k experts, however uneven the load.
+// Dropless by default: every token reaches its k experts, however uneven the load; with a
+// capacity factor, copies beyond an expert's capacity are dropped (Switch).
 //
 // Load balancing, per layer and micro-batch (as Megatron-Core counts it; Hugging Face's
 // Mixtral takes one loss over every layer's router outputs at once):
@@ -67,6 +68,9 @@
 namespace conveyor {
 
 enum class RouterScoring : uint8_t { kSoftmax, kSigmoid };
+// Which copies an expert over its capacity drops: those of the lowest gates, or the last in
+// token order.
+enum class TokenDrop : uint8_t { kProbability, kPosition };
 
 struct MoeConfig {
   int hidden = 64;           // C
@@ -76,7 +80,12 @@ struct MoeConfig {
   int shared_units = 0;      // S: the shared expert's units; 0 = none
   bool shared_gate = false;  // the shared expert's output scaled by sigmoid(x w_g)
   RouterScoring scoring = RouterScoring::kSoftmax;
-  bool renormalize = true;   // the k gates divided by their sum
+  bool renormalize = true;  // the k gates divided by their sum
+  // Dropless (0), or each expert takes at most ceil(capacity_factor x N k / E) of the N k
+  // token copies of a micro-batch on a rank, dropping the rest by `drop_by` (a dropped copy
+  // adds nothing to its token's output).
+  double capacity_factor = 0;
+  TokenDrop drop_by = TokenDrop::kProbability;
   double aux_loss_coef = 0;  // Switch load-balancing loss; 0 = none
   double z_loss_coef = 0;    // router z-loss; 0 = none
   double bias_rate = 0;      // auxiliary-loss-free balancing's step; 0 = no selection bias
@@ -117,6 +126,8 @@ class MoeMlp {
   const MoeConfig& config() const { return config_; }
   // Tokens each expert received in the counted forwards since the last ResetLoad, (E) int64.
   const at::Tensor& load() const { return load_; }
+  // Token copies dropped over capacity in the same forwards.
+  int64_t dropped() const { return dropped_; }
   void ResetLoad();
   // The selection bias b (E) fp32: zeros until updated.
   const at::Tensor& selection_bias() const { return bias_; }
@@ -148,6 +159,7 @@ class MoeMlp {
   at::Tensor shared_gate_;                                 // (1, C)
   at::Tensor bias_;                                        // (E) fp32, not trained
   at::Tensor load_;                                        // (E) int64
+  int64_t dropped_ = 0;
 };
 
 }  // namespace conveyor

@@ -307,6 +307,43 @@ TEST(MoeMlpTest, ExpertsThatDoNotDivideOverTheRanksAreRefused) {
   }
 }
 
+// With a capacity factor each expert keeps its first copies by position, or those of the
+// highest gates, and drops the rest: 4 tokens all routed to expert 0 of 2, capacity
+// ceil(0.5 x 4 / 2) = 1.
+TEST(MoeMlpTest, ACapacityFactorDropsCopiesByPositionOrProbability) {
+  for (TokenDrop drop : {TokenDrop::kPosition, TokenDrop::kProbability}) {
+    MoeConfig c;
+    c.hidden = 2;
+    c.experts = 2;
+    c.top_k = 1;
+    c.expert_units = 3;
+    c.renormalize = false;
+    c.capacity_factor = 0.5;
+    c.drop_by = drop;
+    ParameterSpecs specs;
+    MoeMlp moe(c, "m", 3, specs);
+    {
+      at::NoGradGuard no_grad;
+      moe.NamedParameters()[0].second.copy_(at::tensor({1.0f, 0.0f, 0.0f, 0.0f}).view({2, 2}));
+    }
+    // Logits (x0, 0): every token prefers expert 0, token 2 the most.
+    const at::Tensor x =
+        at::tensor({1.0f, 1.0f, 2.0f, 1.0f, 3.0f, 1.0f, 0.5f, 1.0f}).view({1, 4, 2});
+    AuxiliaryLosses sink;
+    at::Tensor y;
+    {
+      AuxiliaryLosses::Recording counted(&sink, 1, 1, true);
+      y = moe.Forward(x).view({4, 2});
+    }
+    const int64_t kept = drop == TokenDrop::kPosition ? 0 : 2;
+    for (int64_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(y[i].abs().sum().item<float>() > 0, i == kept) << "token " << i << ": " << y;
+    }
+    EXPECT_EQ(moe.dropped(), 3);
+    EXPECT_EQ(moe.load()[0].item<int64_t>(), 4);  // routed, before dropping
+  }
+}
+
 TEST(MoeMlpTest, BadSettingsAreRefusedByName) {
   MoeConfig c;
   c.top_k = 9;
@@ -316,6 +353,9 @@ TEST(MoeMlpTest, BadSettingsAreRefusedByName) {
   c.aux_loss_coef = -1;
   EXPECT_THROW(CheckMoeConfig(c), UserError);
   c.aux_loss_coef = 0;
+  c.capacity_factor = -0.5;
+  EXPECT_THROW(CheckMoeConfig(c), UserError);
+  c.capacity_factor = 0;
   c.experts = 0;
   EXPECT_THROW(CheckMoeConfig(c), UserError);
 }

@@ -21,8 +21,8 @@ struct RankStepReport {
   double end = 0;                  // and ended
   double loss = 0;                 // its last stages' summed scaled losses (0 on others)
   std::vector<double> auxiliary;   // its stages' auxiliary losses, in the model's name order
-  // Tokens each expert of each MoE block received, the blocks in the model's order one after
-  // the other (zeros for the blocks of other ranks' stages).
+  // Tokens each expert of each MoE block received, then the copies it dropped, the blocks in
+  // the model's order one after the other (zeros for the blocks of other ranks' stages).
   std::vector<double> expert_load;
 };
 

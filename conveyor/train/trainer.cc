@@ -252,6 +252,8 @@ StepMetrics Trainer::Step() {
   for (const auto& [name, experts] : expert_blocks_) {
     m.expert_load[name].assign(total, total + experts);
     total += experts;
+    if (*total > 0) m.tokens_dropped[name] = *total;
+    ++total;
   }
   recorder_->Phase("gather loss", phase);
   m.step = step_ + 1;
@@ -314,7 +316,7 @@ std::vector<double> Trainer::TakeExpertLoads(const PipelineRank& pipeline) const
   std::map<std::string, size_t> offsets;
   for (const auto& [name, experts] : expert_blocks_) {
     offsets[name] = loads.size();
-    loads.resize(loads.size() + experts, 0.0);
+    loads.resize(loads.size() + experts + 1, 0.0);  // the load, then the copies dropped
   }
   for (const auto& [index, stage] : pipeline.stages()) {
     for (MoeMlp* block : ExpertBlocksOf(*stage)) {
@@ -325,6 +327,7 @@ std::vector<double> Trainer::TakeExpertLoads(const PipelineRank& pipeline) const
       const at::Tensor load = block->load().to(at::kDouble).contiguous();
       std::copy(load.data_ptr<double>(), load.data_ptr<double>() + load.numel(),
                 loads.begin() + static_cast<int64_t>(it->second));
+      loads[it->second + load.numel()] = static_cast<double>(block->dropped());
       block->ResetLoad();
     }
   }

@@ -73,6 +73,9 @@ struct StepMetrics {
   // step, summed over the micro-batches and the data-parallel replicas (each token counted
   // once for each of its k experts). Empty for a model without any.
   std::map<std::string, std::vector<double>> expert_load;
+  // Of those, the copies each block dropped over its capacity (MoeConfig::capacity_factor);
+  // a block that dropped none is absent.
+  std::map<std::string, double> tokens_dropped;
   // Seconds the step waited for its batch: the whole read when it was not read ahead, and
   // 0 when the read ahead (on a thread, during the previous step) was done in time.
   double data_s = 0;
