@@ -27,6 +27,7 @@ nlohmann::json RankRowsJson(const std::vector<RankReport>& ranks) {
                     {"dp_exposed_s", r.dp_exposed_s},
                     {"dp_hidden_fraction", r.dp_hidden_fraction()},
                     {"tp_comm_s", r.tp_comm_s},
+                    {"ep_comm_s", r.ep_comm_s},
                     {"device_peak_allocated_bytes", r.device_peak_allocated_bytes},
                     {"device_peak_reserved_bytes", r.device_peak_reserved_bytes},
                     {"peak_tensor_bytes", r.peak_tensor_bytes},

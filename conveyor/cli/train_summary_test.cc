@@ -68,13 +68,14 @@ TEST(TrainSummaryTest, PrintsTheRunsNumbersAndOneRowPerRank) {
   s.ranks[1].dp_comm_s = 0.004;
   s.ranks[1].dp_exposed_s = 0.001;
   s.ranks[1].tp_comm_s = 0.0025;
+  s.ranks[1].ep_comm_s = 0.0015;
   ::testing::internal::CaptureStdout();
   PrintTrainSummary(s);
   out = ::testing::internal::GetCapturedStdout();
-  EXPECT_NE(out.find("tensor-parallel all-reduces; mesh dp 1 x tp 2 x pp 1:\n"), std::string::npos)
+  EXPECT_NE(out.find("expert-parallel\nall-to-alls; mesh dp 1 x tp 2 x pp 1:\n"), std::string::npos)
       << out;
-  EXPECT_NE(out.find("\n   0   0   0   0      0.00  100.0%      0.00\n"
-                     "   1   0   1   0      4.00   75.0%      2.50\n"),
+  EXPECT_NE(out.find("\n   0   0   0   0      0.00  100.0%      0.00      0.00\n"
+                     "   1   0   1   0      4.00   75.0%      2.50      1.50\n"),
             std::string::npos)
       << out;
   EXPECT_EQ(out.find("ZeRO-1"), std::string::npos) << out;

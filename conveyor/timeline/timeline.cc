@@ -24,6 +24,8 @@ std::string_view PhaseTrackName(PhaseTrack track) {
       return "data parallel";
     case PhaseTrack::kTensorParallel:
       return "tensor parallel";
+    case PhaseTrack::kExpertParallel:
+      return "expert parallel";
   }
   CONVEYOR_ASSERT(false) << "unknown phase track " << static_cast<int>(track);
 }

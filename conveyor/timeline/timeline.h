@@ -37,10 +37,11 @@ enum class PhaseTrack : uint8_t {
   kStep,
   kDataParallel,
   kTensorParallel,
+  kExpertParallel,  // the all-to-alls carrying tokens to their experts and back
 };
-inline constexpr int kPhaseTracks = 3;
+inline constexpr int kPhaseTracks = 4;
 
-// "step" / "data parallel" / "tensor parallel".
+// "step" / "data parallel" / "tensor parallel" / "expert parallel".
 std::string_view PhaseTrackName(PhaseTrack track);
 
 // A stretch of a rank's time that is not an action of the program: "optimizer", a

@@ -46,7 +46,7 @@ TEST(TimelineTextTest, EveryMalformedLineIsRefusedNamingRankAndLine) {
   const std::string good = "S 0 1 2 0F0\n";
   for (const std::string bad :
        {"X 0 1 2 0F0", "S 3 1 2 0F0", "S 0 1 0.5 0F0", "S 0 1 2", "S 0 1 2 0Q0", "S 0 nan 2 0F0",
-        "P 1 2 3 step", "P 1 2 0", "C 1 inf name", "C 1 2", "S", ""}) {
+        "P 1 2 4 step", "P 1 2 0", "C 1 inf name", "C 1 2", "S", ""}) {
     Timeline into;
     try {
       DecodeTimelineText(good + bad + "\n", 3, into);

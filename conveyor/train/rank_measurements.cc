@@ -35,6 +35,7 @@ void RankMeasurements::Add(const Timeline& step, const StepStats& stats, const C
   axes_.dp_s += axes.dp_s;
   axes_.dp_exposed_s += axes.dp_exposed_s;
   axes_.tp_s += axes.tp_s;
+  axes_.ep_s += axes.ep_s;
 }
 
 RankReport RankMeasurements::Means(int rank) const {
@@ -59,6 +60,7 @@ RankReport RankMeasurements::Means(int rank) const {
   m.dp_comm_s = axes_.dp_s / n;
   m.dp_exposed_s = axes_.dp_exposed_s / n;
   m.tp_comm_s = axes_.tp_s / n;
+  m.ep_comm_s = axes_.ep_s / n;
   return m;
 }
 

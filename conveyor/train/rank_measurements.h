@@ -24,12 +24,13 @@
 
 namespace conveyor {
 
-// One step's collectives of the data- and tensor-parallel axes, seconds (RankReport says
-// what each covers).
+// One step's collectives of the data-, tensor- and expert-parallel axes, seconds (RankReport
+// says what each covers).
 struct AxisCommTimes {
   double dp_s = 0;
   double dp_exposed_s = 0;
   double tp_s = 0;
+  double ep_s = 0;
 };
 
 class RankMeasurements {

@@ -65,6 +65,9 @@ struct RankReport {
   double dp_comm_s = 0;
   double dp_exposed_s = 0;
   double tp_comm_s = 0;
+  // The expert-parallel all-to-alls (the counts and the token copies, out and back, forward
+  // and backward) inside the MoE blocks, which block too.
+  double ep_comm_s = 0;
 
   // The share of dp_comm_s hidden behind the pipeline, in [0, 1] (1 without any).
   double dp_hidden_fraction() const;

@@ -201,6 +201,7 @@ StepMetrics Trainer::Step() {
   recorder_->BeginStep();
   // From here on, the collectives of this step (not those of evaluations or checkpoints).
   if (tp_timed != nullptr) tp_timed->TakeSpans();
+  if (model_.ep_group() != nullptr) model_.ep_group()->TakeSpans();
   if (dp_timed != nullptr) dp_timed->TakeSpans();
   const double pipeline_start = Executor::Now() - clock_origin_;
   const double local_loss =
@@ -298,6 +299,9 @@ StepMetrics Trainer::Step() {
   }
   if (tp_timed != nullptr) {
     axes.tp_s = RecordCollectives(tp_timed->TakeSpans(), PhaseTrack::kTensorParallel, *recorder_);
+  }
+  if (TimedTransport* ep_timed = model_.ep_group()) {
+    axes.ep_s = RecordCollectives(ep_timed->TakeSpans(), PhaseTrack::kExpertParallel, *recorder_);
   }
   measurements_.Add(
       recorder_->step(), pipeline.executor().last_stats(),
