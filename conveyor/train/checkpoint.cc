@@ -16,7 +16,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/common/remove_tree.h"
 #include "conveyor/data/byte_tokenizer.h"
-#include "conveyor/nn/safetensors.h"
+#include "conveyor/formats/safetensors.h"
 #include "conveyor/nn/tensor_parallel.h"
 
 namespace conveyor {

@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "conveyor/common/remove_tree.h"
-#include "conveyor/nn/safetensors.h"
+#include "conveyor/formats/safetensors.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/hf_export.h"
 #include "conveyor/train/train_testing.h"

@@ -20,8 +20,8 @@
 // throws UserError naming the tensor and the file.
 //
 // Not thread-safe; the files stay open while the checkpoint lives.
-#ifndef CONVEYOR_NN_HF_CHECKPOINT_H_
-#define CONVEYOR_NN_HF_CHECKPOINT_H_
+#ifndef CONVEYOR_FORMATS_HF_CHECKPOINT_H_
+#define CONVEYOR_FORMATS_HF_CHECKPOINT_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -31,9 +31,9 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/formats/safetensors.h"
 #include "conveyor/module/stage_module.h"
 #include "conveyor/nn/hf_config.h"
-#include "conveyor/nn/safetensors.h"
 #include "conveyor/nn/tensor_parallel.h"
 
 namespace conveyor {
@@ -127,4 +127,4 @@ std::vector<std::string> WriteHfCheckpoint(
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_NN_HF_CHECKPOINT_H_
+#endif  // CONVEYOR_FORMATS_HF_CHECKPOINT_H_

@@ -1,4 +1,4 @@
-#include "conveyor/nn/safetensors.h"
+#include "conveyor/formats/safetensors.h"
 
 #include <ATen/ATen.h>
 

@@ -1,4 +1,4 @@
-#include "conveyor/nn/hf_checkpoint.h"
+#include "conveyor/formats/hf_checkpoint.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>

@@ -15,8 +15,8 @@
 // that does not match its dtype and shape, ranges that overlap, leave holes or run past the
 // data, trailing bytes, BOOL bytes other than 0 / 1: each throws UserError naming the file
 // and the problem, and nothing is returned. Host byte order must be little-endian.
-#ifndef CONVEYOR_NN_SAFETENSORS_H_
-#define CONVEYOR_NN_SAFETENSORS_H_
+#ifndef CONVEYOR_FORMATS_SAFETENSORS_H_
+#define CONVEYOR_FORMATS_SAFETENSORS_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -96,4 +96,4 @@ class SafetensorsReader {
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_NN_SAFETENSORS_H_
+#endif  // CONVEYOR_FORMATS_SAFETENSORS_H_
