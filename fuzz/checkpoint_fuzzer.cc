@@ -1,9 +1,10 @@
-// Fuzz target: a checkpoint's meta.json, the manifest (conveyor/train/checkpoint.h). Its
-// parsing lives inside checkpoint.cc, next to code that needs a Trainer, so the nearest unit
-// is the loading itself: a real checkpoint of a tiny GPT is saved once, and each input
-// replaces the meta.json of a copy of it, which CheckpointConfig and LoadCheckpoint then
-// read. Every input is either refused with a UserError or loads. Anything else (a crash,
-// another exception, a sanitizer report) is a finding.
+// Fuzz target: a checkpoint's meta.json, the manifest (conveyor/formats/checkpoint_files.h).
+// It is parsed there and checked against a model by the loading (conveyor/train/checkpoint.h),
+// which needs a Trainer, so the nearest unit is the loading itself: a real checkpoint of a
+// tiny GPT is saved once, and each input replaces the meta.json of a copy of it, which
+// CheckpointConfig and LoadCheckpoint then read. Every input is either refused with a
+// UserError or loads. Anything else (a crash, another exception, a sanitizer report) is a
+// finding.
 //
 // The seed fuzz/corpus/checkpoint/meta.json is the manifest this target saves (the scratch
 // folder's saved/ keeps it while the target runs); its checksums match that checkpoint.

@@ -1,4 +1,4 @@
-// Fuzz target: a safetensors file (conveyor/nn/safetensors.h): LoadSafetensorsHeader, then
+// Fuzz target: a safetensors file (conveyor/formats/safetensors.h): LoadSafetensorsHeader, then
 // LoadSafetensors. Every input is either refused with a UserError by both, or loads, with the
 // tensors the header describes. Anything else (a crash, another exception, a sanitizer
 // report, a size field that makes it allocate past the run's -rss_limit_mb) is a finding.
@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "conveyor/common/error.h"
-#include "conveyor/nn/safetensors.h"
+#include "conveyor/formats/safetensors.h"
 #include "fuzz/scratch_dir.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -13,9 +13,9 @@
 #include "conveyor/data/classification.h"
 #include "conveyor/data/corpus.h"
 #include "conveyor/data/lm_stream.h"
+#include "conveyor/formats/hf_checkpoint.h"
 #include "conveyor/nn/classifier.h"
 #include "conveyor/nn/gpt.h"
-#include "conveyor/nn/hf_checkpoint.h"
 #include "conveyor/nn/llama.h"
 
 namespace conveyor {

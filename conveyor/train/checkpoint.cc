@@ -3,35 +3,25 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "conveyor/comm/comm_error.h"
 #include "conveyor/common/atomic_file.h"
-#include "conveyor/common/checksum.h"
 #include "conveyor/common/error.h"
 #include "conveyor/common/remove_tree.h"
 #include "conveyor/data/byte_tokenizer.h"
-#include "conveyor/nn/safetensors.h"
+#include "conveyor/formats/checkpoint_files.h"
+#include "conveyor/formats/safetensors.h"
+#include "conveyor/formats/tensor_slice.h"
 #include "conveyor/nn/tensor_parallel.h"
 
 namespace conveyor {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 namespace {
-
-constexpr char kFormat[] = "conveyor-checkpoint-3";
-// Its manifest has no checksum of the tokenizer: read, the tokenizer unverified.
-constexpr char kFormatWithoutTokenizerChecksum[] = "conveyor-checkpoint-2";
-constexpr char kFormatWithoutChecksums[] = "conveyor-checkpoint-1";
-// The one dtype a checkpoint stores: the fp32 master weights and AdamW state.
-constexpr char kStoredDtype[] = "F32";
-// A rank file's metadata holds "fnv1a64/<tensor>" -> the tensor's checksum, in hex.
-constexpr char kChecksumPrefix[] = "fnv1a64/";
 
 // The fields a checkpoint must agree on with the run that loads it.
 Json ModelJson(const TrainConfig& c) {
@@ -60,28 +50,6 @@ Json ModelJson(const TrainConfig& c) {
   return model;
 }
 
-std::string StepName(int64_t step) {
-  char name[32];
-  std::snprintf(name, sizeof name, "step-%06lld", static_cast<long long>(step));
-  return name;
-}
-
-std::string RankFile(int rank) { return "rank-" + std::to_string(rank) + ".safetensors"; }
-
-// The checksum of a tensor's bytes as safetensors stores them (CPU, row-major).
-std::string TensorChecksum(const at::Tensor& t) {
-  const at::Tensor bytes = t.detach().to(at::kCPU).contiguous();
-  return Hex64(Fnv1a64(bytes.data_ptr(), bytes.nbytes()));
-}
-
-// The checksum of the file at `path`, read whole (a tokenizer: megabytes at most).
-std::string FileChecksum(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CONVEYOR_CHECK(in.good() || in.eof()) << "cannot read " << path.string();
-  return Hex64(Fnv1a64(bytes.data(), bytes.size()));
-}
-
 void RemoveQuietly(const fs::path& path) {
   std::error_code ignored;
   RemoveTree(path, ignored);
@@ -98,43 +66,23 @@ std::vector<int> FailedRanks(Transport* world, bool failed) {
   return failed_ranks;
 }
 
-// meta.json, the manifest: the step, the model, every rank's file with each tensor's dtype,
-// shape and checksum as that file's header records them, and the tokenizer's checksum when
-// the folder has one.
+// meta.json, the manifest (CheckpointManifest): the run's fields, the loss scale when
+// loss scaling is on, and what the rank files hold.
 Json Manifest(const fs::path& folder, int64_t step, const TrainConfig& config, int ranks,
               const LossScaler& scaler) {
-  Json files = Json::object();
-  for (int r = 0; r < ranks; ++r) {
-    const std::string name = RankFile(r);
-    const SafetensorsHeader header = LoadSafetensorsHeader((folder / name).string());
-    Json tensors = Json::object();
-    for (const auto& [tensor, entry] : header.tensors) {
-      const auto checksum = header.metadata.find(kChecksumPrefix + tensor);
-      CONVEYOR_ASSERT(checksum != header.metadata.end())
-          << name << " lacks a checksum of " << tensor;
-      tensors[tensor] = {
-          {"dtype", entry.dtype}, {"shape", entry.shape}, {"fnv1a64", checksum->second}};
-    }
-    files[name] = {{"tensors", tensors}};
-  }
-  Json manifest = {{"format", kFormat},
-                   {"step", step},
-                   {"model", ModelJson(config)},
-                   {"seed", config.seed},
-                   {"data", config.data},
-                   {"split", config.split},
-                   {"batch_size", config.batch_size},
-                   {"dtype", ComputeDtypeName(config.dtype)},
-                   {"schedule", config.schedule},
-                   {"pp", config.pp},
-                   {"files", files}};
+  Json run = {{"step", step},
+              {"model", ModelJson(config)},
+              {"seed", config.seed},
+              {"data", config.data},
+              {"split", config.split},
+              {"batch_size", config.batch_size},
+              {"dtype", ComputeDtypeName(config.dtype)},
+              {"schedule", config.schedule},
+              {"pp", config.pp}};
   if (scaler.enabled()) {
-    manifest["loss_scale"] = {{"scale", scaler.scale()}, {"good_steps", scaler.good_steps()}};
+    run["loss_scale"] = {{"scale", scaler.scale()}, {"good_steps", scaler.good_steps()}};
   }
-  if (fs::exists(folder / kTokenizerFile)) {
-    manifest["tokenizer"] = {{"fnv1a64", FileChecksum(folder / kTokenizerFile)}};
-  }
-  return manifest;
+  return CheckpointManifest(folder, ranks, run);
 }
 
 // Moves the finished `temp` folder to `final_dir` and points DIR/latest at it, each step
@@ -156,191 +104,12 @@ void Publish(const fs::path& dir, const fs::path& temp, const fs::path& final_di
   RemoveTree(old);
 }
 
-fs::path ResolveStepFolder(const std::string& path) {
-  fs::path given(path);
-  if (!given.has_filename()) given = given.parent_path();  // "DIR/step-000004/"
-  if (fs::exists(given / "meta.json")) return given;
-  const fs::path latest = given / "latest";
-  CONVEYOR_CHECK(fs::exists(latest))
-      << "'" << path << "' is not a checkpoint: it has neither meta.json nor latest";
-  std::ifstream in(latest);
-  std::string name;
-  std::getline(in, name);
-  CONVEYOR_CHECK(!name.empty() && fs::exists(given / name / "meta.json"))
-      << "'" << latest.string() << "' names '" << name << "', which is not a checkpoint";
-  return given / name;
-}
-
-// meta.json of `folder`, checked for what every use needs: the format, the step (agreeing
-// with a folder named after a step), the model and the list of files.
-Json ReadMeta(const fs::path& folder) {
-  const std::string where = "checkpoint " + folder.string() + ": ";
-  Json meta;
-  try {
-    std::ifstream in(folder / "meta.json");
-    meta = Json::parse(in);
-    CONVEYOR_CHECK(meta.is_object()) << where << "meta.json is not a JSON object";
-    const std::string format = meta.value("format", "");
-    CONVEYOR_CHECK(format != kFormatWithoutChecksums)
-        << where << "written by an older conveyor (format " << kFormatWithoutChecksums
-        << "), before checkpoints had checksums; it cannot be verified and is refused";
-    CONVEYOR_CHECK(format == kFormat || format == kFormatWithoutTokenizerChecksum)
-        << where << "not a conveyor checkpoint (meta.json has format '" << format << "', expected '"
-        << kFormat << "' or the older '" << kFormatWithoutTokenizerChecksum << "')";
-    CONVEYOR_CHECK(meta.contains("step") && meta["step"].is_number_integer() &&
-                   meta["step"].get<int64_t>() >= 0)
-        << where << "meta.json has no valid step";
-    CONVEYOR_CHECK(meta.contains("model") && meta["model"].is_object())
-        << where << "meta.json has no model description";
-    CONVEYOR_CHECK(meta.contains("files") && meta["files"].is_object() && !meta["files"].empty())
-        << where << "meta.json lists no files";
-  } catch (const Json::exception& e) {
-    CONVEYOR_CHECK(false) << where << "meta.json is corrupt: " << e.what();
-  }
-  const int64_t step = meta["step"].get<int64_t>();
-  const std::string name = folder.filename().string();
-  CONVEYOR_CHECK(name.rfind("step-", 0) != 0 || name == StepName(step))
-      << where << "meta.json says step " << step << ", but the folder is " << name;
-  return meta;
-}
-
-// A rank file's own record of its step and model against the manifest's.
-void CheckFileOrigin(const std::map<std::string, std::string>& metadata, const Json& meta,
-                     const std::string& where) {
-  const int64_t step = meta["step"].get<int64_t>();
-  const auto written = metadata.find("step");
-  CONVEYOR_CHECK(written != metadata.end() && written->second == std::to_string(step))
-      << where << "written at step " << (written == metadata.end() ? "?" : written->second)
-      << ", meta.json says step " << step << " (a file from another checkpoint?)";
-  const auto model_text = metadata.find("model");
-  const Json model = Json::parse(model_text == metadata.end() ? "" : model_text->second, nullptr,
-                                 /*allow_exceptions=*/false);
-  CONVEYOR_CHECK(model.is_object()) << where << "does not say which model it was written for";
-  for (const auto& [key, value] : meta["model"].items()) {
-    CONVEYOR_CHECK(model.contains(key) && model[key] == value)
-        << where << "written for a model with " << key << " = "
-        << (model.contains(key) ? model[key].dump() : "nothing") << ", but meta.json says "
-        << value.dump();
-  }
-  CONVEYOR_CHECK(model == meta["model"]) << where << "written for the model " << model.dump()
-                                         << ", but meta.json says " << meta["model"].dump();
-}
-
-// The path of the tokenizer saved in `folder`, "" when it has none, checked against the
-// manifest: listed if and only if present, its bytes giving the listed checksum. A checkpoint
-// of the format before tokenizer checksums has its tokenizer returned unverified.
-std::string VerifiedTokenizer(const fs::path& folder, const Json& meta) {
-  const fs::path path = folder / kTokenizerFile;
-  const std::string where = "checkpoint " + folder.string() + ": " + kTokenizerFile + " ";
-  const bool present = fs::exists(path);
-  if (meta.value("format", "") == kFormatWithoutTokenizerChecksum) {
-    return present ? path.string() : "";
-  }
-  if (!meta.contains("tokenizer")) {
-    CONVEYOR_CHECK(!present) << where << "is not listed in meta.json (a file from elsewhere?)";
-    return "";
-  }
-  const Json& listed = meta["tokenizer"];
-  CONVEYOR_CHECK(listed.is_object() && listed.contains("fnv1a64") && listed["fnv1a64"].is_string())
-      << "checkpoint " << folder.string()
-      << ": meta.json's tokenizer is not {fnv1a64}: " << listed.dump();
-  CONVEYOR_CHECK(fs::is_regular_file(path)) << where << "is missing (meta.json lists it)";
-  const std::string checksum = FileChecksum(path);
-  CONVEYOR_CHECK(checksum == listed["fnv1a64"].get<std::string>())
-      << where << "fails its checksum (its bytes give " << checksum << ", meta.json says "
-      << listed["fnv1a64"].get<std::string>() << "): the file was replaced or is corrupt";
-  return path.string();
-}
-
 }  // namespace
-
-// The rank files of the checkpoint in `folder`, opened and checked against the manifest
-// before any data is read (listed, its step, its model, its tensors' names, dtypes and
-// shapes, every dtype F32); Read then reads one tensor alone and checks its data (finite,
-// checksum). Every reader of a checkpoint's tensors (resume, generate, eval, export) reads
-// through here. A rank reads the tensors of its own stages and no others. Throws UserError
-// naming the file and the tensor.
-class CheckpointFiles {
- public:
-  CheckpointFiles(const fs::path& folder, const Json& meta) {
-    const std::string where = "checkpoint " + folder.string() + ": ";
-    const Json& files = meta["files"];
-    for (const auto& entry : fs::directory_iterator(folder)) {
-      const std::string name = entry.path().filename().string();
-      CONVEYOR_CHECK(entry.path().extension() != ".safetensors" || files.contains(name))
-          << where << name << " is not listed in meta.json (a file from another checkpoint?)";
-    }
-    try {
-      for (const auto& [name, listed] : files.items()) {
-        const std::string file = where + name + ": ";
-        CONVEYOR_CHECK(fs::path(name).filename() == name &&
-                       fs::path(name).extension() == ".safetensors")
-            << where << "meta.json lists '" << name << "', which is not a rank file's name";
-        const std::string path = (folder / name).string();
-        CONVEYOR_CHECK(fs::exists(path)) << file << "missing (meta.json lists it)";
-        auto reader = std::make_unique<SafetensorsReader>(path);
-        const SafetensorsHeader& header = reader->header();
-        CheckFileOrigin(header.metadata, meta, file);
-        const Json& tensors = listed.at("tensors");
-        for (const auto& [tensor, entry] : header.tensors) {
-          CONVEYOR_CHECK(tensors.contains(tensor))
-              << file << "tensor '" << tensor << "' is not listed in meta.json";
-        }
-        for (const auto& [tensor, want] : tensors.items()) {
-          const auto found = header.tensors.find(tensor);
-          CONVEYOR_CHECK(found != header.tensors.end())
-              << file << "lacks tensor '" << tensor << "' (meta.json lists it)";
-          const std::string dtype = want.at("dtype");
-          CONVEYOR_CHECK(found->second.dtype == dtype)
-              << file << "tensor '" << tensor << "' has dtype " << found->second.dtype
-              << ", meta.json says " << dtype;
-          CONVEYOR_CHECK(Json(found->second.shape) == want.at("shape"))
-              << file << "tensor '" << tensor << "' has shape " << Json(found->second.shape).dump()
-              << ", meta.json says " << want.at("shape").dump();
-          CONVEYOR_CHECK(dtype == kStoredDtype)
-              << file << "tensor '" << tensor << "' is stored as " << dtype
-              << "; a checkpoint stores every weight and optimizer state as " << kStoredDtype;
-          // A tensor in several files (a tied embedding): the first file's copy.
-          located_.emplace(tensor, Located{reader.get(), file, want.at("fnv1a64")});
-        }
-        readers_.push_back(std::move(reader));
-      }
-    } catch (const Json::exception& e) {
-      CONVEYOR_CHECK(false) << where << "meta.json is corrupt: " << e.what();
-    }
-  }
-
-  bool Has(const std::string& tensor) const { return located_.count(tensor) > 0; }
-
-  // Precondition: Has(tensor).
-  at::Tensor Read(const std::string& tensor) {
-    const Located& at = located_.at(tensor);
-    at::Tensor t = at.reader->Read(tensor);
-    const int64_t nonfinite = NonFiniteCount(t);
-    CONVEYOR_CHECK(nonfinite == 0)
-        << at.file << "tensor '" << tensor << "' holds NaN or infinite values (" << nonfinite
-        << " of " << t.numel() << ")";
-    const std::string checksum = TensorChecksum(t);
-    CONVEYOR_CHECK(checksum == at.checksum)
-        << at.file << "tensor '" << tensor << "' fails its checksum (its bytes give " << checksum
-        << ", meta.json says " << at.checksum << "): the file is corrupt";
-    return t;
-  }
-
- private:
-  struct Located {
-    SafetensorsReader* reader;
-    std::string file;  // "checkpoint DIR: rank-R.safetensors: ", for messages
-    std::string checksum;
-  };
-  std::vector<std::unique_ptr<SafetensorsReader>> readers_;
-  std::map<std::string, Located> located_;
-};
 
 std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const TrainConfig& config,
                            Transport* world) {
   const int64_t step = trainer.step();
-  const fs::path final_dir = fs::path(dir) / StepName(step);
+  const fs::path final_dir = fs::path(dir) / CheckpointStepName(step);
   const fs::path temp = final_dir.string() + ".tmp";
   const bool leader = trainer.model().rank() == 0;
   std::string error;  // this rank's failure
@@ -398,17 +167,15 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
         {"rank", std::to_string(trainer.model().pipeline_rank())},
         {"model", ModelJson(config).dump()}};
     for (const auto& [name, t] : tensors) {
-      CONVEYOR_ASSERT(t.scalar_type() == at::kFloat)
-          << name << " is " << t.scalar_type() << ", not the fp32 a checkpoint stores";
       // A tensor a load would refuse is not saved: the run stops here, naming it.
       const int64_t nonfinite = NonFiniteCount(t);
       CONVEYOR_CHECK(nonfinite == 0)
           << "rank " << trainer.model().rank() << ": at step " << step << ", tensor '" << name
           << "' holds NaN or infinite values (" << nonfinite << " of " << t.numel()
           << "), which no checkpoint keeps";
-      metadata[kChecksumPrefix + name] = TensorChecksum(t);
     }
-    SaveSafetensors((temp / RankFile(trainer.model().pipeline_rank())).string(), tensors, metadata);
+    WriteCheckpointRankFile((temp / CheckpointRankFile(trainer.model().pipeline_rank())).string(),
+                            tensors, metadata);
   });
   // Every rank's file is durable (each was fsynced with its folder): the manifest, then
   // the final name, then latest.
@@ -428,8 +195,8 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
 }
 
 TrainConfig CheckpointConfig(const std::string& path) {
-  const fs::path folder = ResolveStepFolder(path);
-  const Json meta = ReadMeta(folder);
+  const fs::path folder = ResolveCheckpointFolder(path);
+  const Json meta = ReadCheckpointManifest(folder);
   TrainConfig c;
   try {
     const Json& m = meta["model"];
@@ -452,7 +219,7 @@ TrainConfig CheckpointConfig(const std::string& path) {
       c.positions = m.value("positions", 0);
       c.gelu_tanh = m.value("gelu_tanh", false);
     }
-    c.tokenizer = VerifiedTokenizer(folder, meta);
+    c.tokenizer = VerifiedCheckpointTokenizer(folder, meta);
     c.seed = meta.value("seed", c.seed);
     c.data = meta.value("data", c.data);
   } catch (const Json::exception& e) {
@@ -463,7 +230,7 @@ TrainConfig CheckpointConfig(const std::string& path) {
 }
 
 void CheckResume(const TrainConfig& config) {
-  const Json meta = ReadMeta(ResolveStepFolder(config.resume));
+  const Json meta = ReadCheckpointManifest(ResolveCheckpointFolder(config.resume));
   const int64_t step = meta["step"].get<int64_t>();
   CONVEYOR_CHECK(config.steps > step)
       << "--steps " << config.steps << " is not past the checkpoint's step " << step << " ("
@@ -490,8 +257,8 @@ void CheckResume(const TrainConfig& config) {
 }
 
 CheckpointWeights::CheckpointWeights(const std::string& path) : config_(CheckpointConfig(path)) {
-  const fs::path folder = ResolveStepFolder(path);
-  const Json meta = ReadMeta(folder);
+  const fs::path folder = ResolveCheckpointFolder(path);
+  const Json meta = ReadCheckpointManifest(folder);
   step_ = meta["step"].get<int64_t>();
   files_ = std::make_unique<CheckpointFiles>(folder, meta);
   where_ = "checkpoint " + folder.string();
@@ -500,8 +267,9 @@ CheckpointWeights::CheckpointWeights(const std::string& path) : config_(Checkpoi
 CheckpointWeights::~CheckpointWeights() = default;
 
 at::Tensor CheckpointWeights::Read(const std::string& name) {
-  CONVEYOR_CHECK(files_->Has("param/" + name)) << where_ << " lacks parameter " << name;
-  return files_->Read("param/" + name);
+  const std::string stored = "param/" + name;
+  CONVEYOR_CHECK(files_->tensors().count(stored)) << where_ << " lacks parameter " << name;
+  return ReadTensorSlice(*files_, stored, {}, 1, 0);
 }
 
 namespace {
@@ -519,9 +287,9 @@ struct LoadedShards {
 LoadedShards ReadShards(const std::string& path, const PipelineModel& model,
                         const TrainConfig& config, bool optimizer_state) {
   LoadedShards loaded;
-  loaded.folder = ResolveStepFolder(path);
+  loaded.folder = ResolveCheckpointFolder(path);
   const fs::path& folder = loaded.folder;
-  loaded.meta = ReadMeta(folder);
+  loaded.meta = ReadCheckpointManifest(folder);
   const Json& meta = loaded.meta;
   // Every rank file, whatever the partition that wrote them; only this rank's tensors read.
   CheckpointFiles files(folder, meta);
@@ -533,27 +301,29 @@ LoadedShards ReadShards(const std::string& path, const PipelineModel& model,
         << ", this run has " << value.dump();
   }
   loaded.params = model.Parameters();
-  // This rank's tensor-parallel shard of each whole tensor.
+  // This rank's tensor-parallel slice of each stored tensor, reading its bytes alone.
   const TensorParallel& tp = model.parallel().tp;
-  auto shard = [&](const std::string& name, const at::Tensor& whole) {
-    // A copy: a view would keep the whole tensor alive.
-    return TakeShard(whole, model.parameter_specs().Of(name).tp, tp.size, tp.rank)
-        .clone(at::MemoryFormat::Contiguous);
+  auto slice = [&](const std::string& name, const std::string& stored) {
+    return ReadTensorSlice(files, stored, model.parameter_specs().Of(name), tp.size, tp.rank);
   };
   for (const auto& [name, p] : loaded.params) {
     const std::string stored = "param/" + name;
-    CONVEYOR_CHECK(files.Has(stored)) << "checkpoint " << folder << " lacks parameter " << name;
-    const at::Tensor whole = files.Read(stored);
-    const at::Tensor part = shard(name, whole);
-    CONVEYOR_CHECK(part.sizes() == p.sizes())
-        << "checkpoint " << folder << ": parameter " << name << " has shape " << whole.sizes()
-        << ", this model " << p.sizes() << (tp.size > 1 ? " (a tensor-parallel shard)" : "");
-    loaded.mine.emplace(name, part);
+    CONVEYOR_CHECK(files.tensors().count(stored))
+        << "checkpoint " << folder << " lacks parameter " << name;
+    const std::vector<int64_t>& whole = files.tensors().at(stored).shape;
+    const std::vector<int64_t> part =
+        TensorSliceShape(files.tensors().at(stored), model.parameter_specs().Of(name), tp.size,
+                         tp.rank, files.Where(stored), stored);
+    CONVEYOR_CHECK(at::IntArrayRef(part) == p.sizes())
+        << "checkpoint " << folder << ": parameter " << name << " has shape "
+        << at::IntArrayRef(whole) << ", this model " << p.sizes()
+        << (tp.size > 1 ? " (a tensor-parallel shard)" : "");
+    loaded.mine.emplace(name, slice(name, stored));
     if (!optimizer_state) continue;
     for (const char* suffix : {"/exp_avg", "/exp_avg_sq"}) {
       const std::string state = "optim/" + name + suffix;
-      if (!files.Has(state)) continue;
-      loaded.optim.emplace(name + suffix, shard(name, files.Read(state)));
+      if (!files.tensors().count(state)) continue;
+      loaded.optim.emplace(name + suffix, slice(name, state));
     }
   }
   return loaded;

@@ -3,15 +3,16 @@
 // pipeline of data-parallel replica 0 writes them (Trainer::leads_replicas: the replicas
 // hold the same state); every rank loads.
 //
-// Layout: DIR/step-000120/rank-R.safetensors (pipeline rank R's parameters "param/<name>" and
-// AdamW state "optim/<name>/exp_avg|exp_avg_sq"; its metadata: the step, the rank, the model
-// and a 64-bit FNV-1a checksum of each tensor's bytes), DIR/step-000120/meta.json (the
-// manifest: step, model, seed, data, schedule, pp, the dynamic loss scale and its count of
-// good steps when loss scaling is on, every rank file with each tensor's dtype, shape and
-// checksum, and the tokenizer's checksum), DIR/step-000120/tokenizer.model (a copy of the
-// run's SentencePiece tokenizer, when it has one) and DIR/latest naming the newest step
-// folder. Every tensor is stored as F32 (fp32 master weights and AdamW state). A run with
-// loss scaling that resumes a checkpoint without a scale keeps its initial one.
+// The files (conveyor/formats/checkpoint_files.h): DIR/step-000120/rank-R.safetensors
+// (pipeline rank R's parameters "param/<name>" and AdamW state
+// "optim/<name>/exp_avg|exp_avg_sq", with the checksums of their bytes in 1 MiB chunks),
+// DIR/step-000120/meta.json (the manifest: step, model, seed, data, schedule, pp, the dynamic
+// loss scale and its count of good steps when loss scaling is on, every rank file with each
+// tensor's dtype, shape and chunk checksums, and the tokenizer's checksum),
+// DIR/step-000120/tokenizer.model (a copy of the run's SentencePiece tokenizer, when it has
+// one) and DIR/latest naming the newest step folder. Every tensor is stored as F32 (fp32
+// master weights and AdamW state). A run with loss scaling that resumes a checkpoint without
+// a scale keeps its initial one.
 //
 // Saving: every writing rank writes its file durably (AtomicFile) into DIR/step-000120.tmp
 // (a weight or an optimizer state holding NaN or infinity is not written: that rank fails,
@@ -30,17 +31,19 @@
 // rank reads, a checksum mismatch; and (CheckpointConfig, which hands the tokenizer out) a
 // tokenizer.model the manifest does not list, or lists and is missing or fails its checksum.
 // Checkpoints of the format before checksums ("conveyor-checkpoint-1") cannot be verified and
-// are refused; those of the format before the tokenizer's checksum ("conveyor-checkpoint-2")
-// are verified as above but for their tokenizer, which is used as found.
+// are refused; those of the formats with one checksum per whole tensor
+// ("conveyor-checkpoint-3", and "-2", before the tokenizer's checksum, whose tokenizer is
+// used as found) are read and verified a whole tensor at a time, as they always were.
 //
 // Data position and randomness need no state of their own: batches and sampling are
 // functions of (seed, step), so the step is the position.
 //
 // SaveCheckpoint is collective over `world` (every rank of the run); DIR must be on a filesystem
 // they all see. LoadCheckpoint and CheckpointConfig are not collective: each rank checks every
-// file's header and reads only the tensors of its own stages (each data check above is made
-// as a tensor is read), holding its slice twice at most (the weights and the state it loads,
-// until they are copied in).
+// file's header and reads only its tensor-parallel slice of the tensors of its own stages
+// (ReadTensorSlice, conveyor/formats/tensor_slice.h: the chunks covering the slice's bytes,
+// each data check above made on what is read), holding its slice twice at most (the weights
+// and the state it loads, until they are copied in).
 #ifndef CONVEYOR_TRAIN_CHECKPOINT_H_
 #define CONVEYOR_TRAIN_CHECKPOINT_H_
 
@@ -50,13 +53,11 @@
 #include <memory>
 #include <string>
 
+#include "conveyor/formats/checkpoint_files.h"
 #include "conveyor/train/pipeline_model.h"
 #include "conveyor/train/trainer.h"
 
 namespace conveyor {
-
-// The file name of the tokenizer in a step folder (and in a Hugging Face folder).
-inline constexpr const char* kTokenizerFile = "tokenizer.model";
 
 // Saves at trainer.step(); returns the folder written. When any rank fails (a full disk, a
 // folder that cannot be written, ...) every rank throws: UserError with the reason on the
@@ -86,8 +87,6 @@ TrainConfig CheckpointConfig(const std::string& path);
 // computes; checkpoints older than these fields are not compared on them). UserError naming
 // what differs, with both values.
 void CheckResume(const TrainConfig& config);
-
-class CheckpointFiles;
 
 // A checkpoint's weights read one at a time, without a model (`conveyor export`): opening
 // checks the manifest and every file's header as loading does; Read checks the data of the

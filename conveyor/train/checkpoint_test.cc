@@ -16,8 +16,9 @@
 #include <set>
 #include <sstream>
 
+#include "conveyor/common/checksum.h"
 #include "conveyor/common/remove_tree.h"
-#include "conveyor/nn/safetensors.h"
+#include "conveyor/formats/safetensors.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/hf_export.h"
 #include "conveyor/train/train_testing.h"
@@ -289,6 +290,24 @@ void WriteBytes(const fs::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
+// `meta` as the formats with one checksum of each whole tensor ("conveyor-checkpoint-3",
+// "-2") wrote it, for the checkpoint in `step`: the format `format`, each tensor's "fnv1a64"
+// in place of its chunk checksums.
+nlohmann::json WithWholeChecksums(nlohmann::json meta, const fs::path& step,
+                                  const std::string& format) {
+  meta["format"] = format;
+  meta.erase("chunk_bytes");
+  for (auto& [name, file] : meta["files"].items()) {
+    const SafetensorsFile saved = LoadSafetensors((step / name).string());
+    for (auto& [tensor, listed] : file["tensors"].items()) {
+      const at::Tensor& t = saved.tensors.at(tensor);
+      listed.erase("fnv1a64_chunks");
+      listed["fnv1a64"] = Hex64(Fnv1a64(t.data_ptr(), t.nbytes()));
+    }
+  }
+  return meta;
+}
+
 // Where `tensor`'s data starts in the safetensors `bytes`.
 size_t DataStart(const std::string& bytes, const std::string& tensor) {
   uint64_t header = 0;
@@ -311,8 +330,10 @@ TEST_F(CheckpointVerifyTest, SavingLeavesTheCheckpointsAManifestAndNoTemporaryFi
   for (const char* file : {"rank-0.safetensors", "rank-1.safetensors"}) {
     const nlohmann::json& tensors = meta["files"][file]["tensors"];
     EXPECT_EQ(tensors.size(), LoadSafetensorsHeader((Step(4) / file).string()).tensors.size());
+    // Every tensor's checksums: one per 1 MiB chunk of its bytes (these are smaller: one).
     for (const auto& [name, t] : tensors.items()) {
-      EXPECT_EQ(t["fnv1a64"].get<std::string>().size(), 16u) << name;
+      ASSERT_EQ(t.at("fnv1a64_chunks").size(), 1u) << name;
+      EXPECT_EQ(t.at("fnv1a64_chunks")[0].get<std::string>().size(), 16u) << name;
     }
   }
 }
@@ -423,6 +444,37 @@ TEST_F(CheckpointVerifyTest, RefusesRankFilesNotInTheManifestOrMissing) {
   ExpectRefused(dir_, {"rank-1.safetensors", "missing"});
 }
 
+// A checkpoint of the format with one checksum of each whole tensor ("conveyor-checkpoint-3")
+// loads as it always did, into the same weights, state and step as today's format; a
+// flipped byte in it is refused by the whole tensor's checksum.
+TEST_F(CheckpointVerifyTest, AnOlderFormatCheckpointStillLoads) {
+  TrainConfig single = Config();
+  single.pp = 1;
+  single.schedule = "gpipe";
+  Trainer current(single, MakeTask(single), InProcessRank(nullptr, single.device));
+  LoadCheckpoint(dir_, current, single);
+  WriteJson(Step(4) / "meta.json",
+            WithWholeChecksums(ReadJson(Step(4) / "meta.json"), Step(4), "conveyor-checkpoint-3"));
+  Trainer older(single, MakeTask(single), InProcessRank(nullptr, single.device));
+  LoadCheckpoint(dir_, older, single);
+  EXPECT_EQ(older.step(), 4);
+  const NamedTensors want = current.model().Parameters(), got = older.model().Parameters();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(at::equal(got[i].second, want[i].second)) << got[i].first;
+  }
+  const std::map<std::string, at::Tensor> state = current.optimizer().State();
+  for (const auto& [key, t] : older.optimizer().State()) {
+    EXPECT_TRUE(at::equal(t, state.at(key))) << key;
+  }
+  const fs::path file = Step(4) / "rank-0.safetensors";
+  const std::string tensor = FirstParam(file);
+  std::string bytes = ReadBytes(file);
+  bytes[DataStart(bytes, tensor) + 4] ^= 0x01;
+  WriteBytes(file, bytes);
+  ExpectRefused(dir_, {"rank-0.safetensors", tensor, "fails its checksum"});
+}
+
 TEST_F(CheckpointVerifyTest, RefusesACheckpointFromBeforeChecksums) {
   nlohmann::json meta = ReadJson(Step(4) / "meta.json");
   meta["format"] = "conveyor-checkpoint-1";
@@ -492,7 +544,7 @@ TEST_F(CheckpointVerifyTest, TheTokenizerIsCoveredByTheManifest) {
   const fs::path step = fs::path(saved) / "step-000004";
   const fs::path copy = step / "tokenizer.model";
   const nlohmann::json clean = ReadJson(step / "meta.json");
-  EXPECT_EQ(clean["format"], "conveyor-checkpoint-3");
+  EXPECT_EQ(clean["format"], "conveyor-checkpoint-4");
   EXPECT_EQ(clean["tokenizer"]["fnv1a64"].get<std::string>().size(), 16u);
   EXPECT_EQ(CheckpointConfig(saved).tokenizer, copy.string());
   ExportHfCheckpoint(saved, Exported(), {});
@@ -527,8 +579,7 @@ TEST_F(CheckpointVerifyTest, TheTokenizerIsCoveredByTheManifest) {
   fs::copy_file(tokenizer, copy);
   refused({"tokenizer.model is not listed in meta.json"});
   // The format before tokenizer checksums: verified but for the tokenizer, used as found.
-  nlohmann::json older = unlisted;
-  older["format"] = "conveyor-checkpoint-2";
+  const nlohmann::json older = WithWholeChecksums(unlisted, step, "conveyor-checkpoint-2");
   WriteJson(step / "meta.json", older);
   fs::copy_file(other, copy, fs::copy_options::overwrite_existing);
   EXPECT_EQ(CheckpointConfig(saved).tokenizer, copy.string());

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "conveyor/nn/hf_checkpoint.h"
+#include "conveyor/formats/hf_checkpoint.h"
 
 namespace conveyor {
 

@@ -13,9 +13,9 @@
 
 #include "conveyor/common/remove_tree.h"
 #include "conveyor/data/token_windows.h"
+#include "conveyor/formats/hf_checkpoint.h"
+#include "conveyor/formats/hf_checkpoint_testing.h"
 #include "conveyor/nn/gpt.h"
-#include "conveyor/nn/hf_checkpoint.h"
-#include "conveyor/nn/hf_checkpoint_testing.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/evaluate.h"
 #include "conveyor/train/train_testing.h"

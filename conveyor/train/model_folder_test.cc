@@ -14,7 +14,7 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/remove_tree.h"
-#include "conveyor/nn/hf_checkpoint_testing.h"
+#include "conveyor/formats/hf_checkpoint_testing.h"
 #include "conveyor/nn/hf_config.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/train_testing.h"

@@ -14,7 +14,7 @@
 #include "conveyor/data/blended_lm_stream.h"
 #include "conveyor/data/corpus.h"
 #include "conveyor/data/open_token_source.h"
-#include "conveyor/nn/hf_checkpoint.h"
+#include "conveyor/formats/hf_checkpoint.h"
 #include "conveyor/partition/partition.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"

@@ -11,7 +11,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/common/remove_tree.h"
 #include "conveyor/common/scratch_folder_testing.h"
-#include "conveyor/nn/hf_checkpoint_testing.h"
+#include "conveyor/formats/hf_checkpoint_testing.h"
 
 namespace conveyor {
 namespace {

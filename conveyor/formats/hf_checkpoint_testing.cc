@@ -1,4 +1,4 @@
-#include "conveyor/nn/hf_checkpoint_testing.h"
+#include "conveyor/formats/hf_checkpoint_testing.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "conveyor/formats/safetensors.h"
 #include "conveyor/nn/hf_config.h"
-#include "conveyor/nn/safetensors.h"
 
 namespace conveyor {
 

@@ -15,8 +15,8 @@
 // that does not match its dtype and shape, ranges that overlap, leave holes or run past the
 // data, trailing bytes, BOOL bytes other than 0 / 1: each throws UserError naming the file
 // and the problem, and nothing is returned. Host byte order must be little-endian.
-#ifndef CONVEYOR_NN_SAFETENSORS_H_
-#define CONVEYOR_NN_SAFETENSORS_H_
+#ifndef CONVEYOR_FORMATS_SAFETENSORS_H_
+#define CONVEYOR_FORMATS_SAFETENSORS_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -35,7 +35,8 @@ struct SafetensorsFile {
 
 // What a header says about one tensor.
 struct SafetensorsEntry {
-  std::string dtype;  // as in the file: "F32", "I64", ...
+  std::string dtype;                        // as in the file: "F32", "I64", ...
+  at::ScalarType scalar_type = at::kFloat;  // the same dtype, libtorch's
   std::vector<int64_t> shape;
 };
 
@@ -82,18 +83,22 @@ class SafetensorsReader {
   // The tensor `name` (CPU, contiguous, its stored dtype). UserError when the file has no
   // tensor of that name, or its bytes cannot be read.
   at::Tensor Read(const std::string& name);
-  // Read(name).narrow(dim, start, length), reading those bytes alone (one run of bytes per
-  // index of the dimensions before `dim`): a tensor-parallel rank's part of a weight. UserError
-  // for a slice outside the tensor or a BOOL tensor.
-  at::Tensor ReadSlice(const std::string& name, int dim, int64_t start, int64_t length);
+  // Bytes [begin, begin + length) of tensor `name`'s data, counted from its first byte, into
+  // `out`, reading those alone: a part of a tensor (tensor_slice.h reads a tensor-parallel
+  // rank's through here). UserError for a range outside the tensor or a BOOL tensor (whose
+  // bytes are checked whole), or when the bytes cannot be read.
+  void ReadBytes(const std::string& name, uint64_t begin, uint64_t length, void* out);
+  // How many bytes of tensor data Read and ReadBytes have read so far.
+  uint64_t bytes_read() const { return bytes_read_; }
 
  private:
   struct File;
   std::string path_;
   SafetensorsHeader header_;
   std::unique_ptr<File> file_;
+  uint64_t bytes_read_ = 0;
 };
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_NN_SAFETENSORS_H_
+#endif  // CONVEYOR_FORMATS_SAFETENSORS_H_

@@ -1,4 +1,4 @@
-#include "conveyor/nn/safetensors.h"
+#include "conveyor/formats/safetensors.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -183,30 +183,37 @@ TEST_F(SafetensorsTest, AReaderReadsOneTensorAtATime) {
   EXPECT_THROW(SafetensorsReader{path}, UserError);  // the layout is checked on opening
 }
 
-// A slice along any dimension is the tensor's narrow, of every stored dtype; a slice outside
-// the tensor is refused.
-TEST_F(SafetensorsTest, AReaderReadsASliceAlone) {
+// Any byte range of a tensor is those bytes of the tensor, of every stored dtype, read alone
+// (bytes_read counts them); a range outside the tensor, a BOOL tensor or an unknown name is
+// refused. (Slices of a tensor: tensor_slice_test.cc.)
+TEST_F(SafetensorsTest, AReaderReadsAByteRangeAlone) {
   const std::string path = Path("s.safetensors");
   const at::Tensor w = at::arange(60, at::kFloat).view({3, 4, 5});
   SaveSafetensors(path, {{"w", w}, {"h", w.to(at::kBFloat16)}, {"b", at::ones({2}, at::kBool)}});
   SafetensorsReader reader(path);
+  uint64_t read = 0;
   for (const char* name : {"w", "h"}) {
     const at::Tensor whole = reader.Read(name);
-    for (int dim = 0; dim < 3; ++dim) {
-      for (int64_t start = 0; start < w.size(dim); ++start) {
-        for (int64_t length = 0; start + length <= w.size(dim); ++length) {
-          EXPECT_TRUE(at::equal(reader.ReadSlice(name, dim, start, length),
-                                whole.narrow(dim, start, length)))
-              << name << " dim " << dim << " [" << start << ", " << start + length << ")";
-        }
+    read += whole.nbytes();
+    EXPECT_EQ(reader.bytes_read(), read);
+    const auto* bytes = static_cast<const char*>(whole.data_ptr());
+    const uint64_t size = whole.nbytes();
+    for (uint64_t begin = 0; begin <= size; begin += 7) {
+      for (uint64_t length = 0; begin + length <= size; length += 5) {
+        std::string got(length, '\0');
+        reader.ReadBytes(name, begin, length, got.data());
+        read += length;
+        EXPECT_EQ(got, std::string(bytes + begin, length))
+            << name << " [" << begin << ", " << begin + length << ")";
       }
     }
+    EXPECT_EQ(reader.bytes_read(), read);
   }
-  EXPECT_THROW(reader.ReadSlice("w", 1, 3, 2), UserError);
-  EXPECT_THROW(reader.ReadSlice("w", 3, 0, 1), UserError);
-  EXPECT_THROW(reader.ReadSlice("w", 0, -1, 1), UserError);
-  EXPECT_THROW(reader.ReadSlice("b", 0, 0, 1), UserError);
-  EXPECT_THROW(reader.ReadSlice("v", 0, 0, 1), UserError);
+  char out[8];
+  EXPECT_THROW(reader.ReadBytes("w", 236, 8, out), UserError);
+  EXPECT_THROW(reader.ReadBytes("w", 241, 0, out), UserError);
+  EXPECT_THROW(reader.ReadBytes("b", 0, 1, out), UserError);
+  EXPECT_THROW(reader.ReadBytes("v", 0, 1, out), UserError);
 }
 
 TEST_F(SafetensorsTest, SaveRefusesBadNames) {

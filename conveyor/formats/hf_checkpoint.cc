@@ -1,4 +1,4 @@
-#include "conveyor/nn/hf_checkpoint.h"
+#include "conveyor/formats/hf_checkpoint.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -12,6 +12,7 @@
 #include "conveyor/common/atomic_file.h"
 #include "conveyor/common/error.h"
 #include "conveyor/common/remove_tree.h"
+#include "conveyor/formats/tensor_slice.h"
 #include "conveyor/nn/hf_config.h"
 
 namespace conveyor {
@@ -157,6 +158,7 @@ HfCheckpoint::HfCheckpoint(const std::string& dir)
           << (wanted.count(tensor) ? " places in " + wanted.at(tensor) : " does not list");
       CONVEYOR_CHECK(file_of_.emplace(tensor, &file).second)
           << where << "tensor '" << tensor << "' is in two files";
+      stored_.emplace(tensor, StoredTensor{entry.scalar_type, entry.shape});
     }
   }
   // GPT2LMHeadModel saves "transformer.wte.weight", GPT2Model "wte.weight".
@@ -198,55 +200,43 @@ const HfTensor& HfCheckpoint::Find(const std::string& param) const {
   return it->second;
 }
 
-ShardRows HfCheckpoint::RowsOf(const HfTensor& t, int dim, TensorParallelSplit split,
-                               const TensorParallel& tp) const {
-  CONVEYOR_CHECK(dim < static_cast<int>(t.shape.size()))
-      << "model folder " << dir_ << ": tensor '" << t.name << "' of shape "
-      << at::IntArrayRef(t.shape) << " has no dim " << dim << " to split";
-  try {
-    return ShardRowsOf(split, t.shape[dim], tp.size, tp.rank);
-  } catch (const UserError& e) {
-    throw UserError("model folder " + dir_ + ": tensor '" + t.name + "' does not split into " +
-                    std::to_string(tp.size) + " tensor-parallel parts: " + e.what());
-  }
+std::string HfCheckpoint::Where(const std::string& name) const {
+  return "model folder " + dir_ + ": " + fs::path(file_of_.at(name)->path()).filename().string() +
+         ": ";
 }
 
-std::vector<int64_t> HfCheckpoint::ShardShape(const HfTensor& t, TensorParallelSplit split,
-                                              const TensorParallel& tp) const {
-  std::vector<int64_t> shape = t.shape;
-  if (t.transposed) std::swap(shape[0], shape[1]);  // the parameter's layout
-  if (!split.replicated() && tp.size > 1) {
-    shape[split.dim] =
-        RowsOf(t, t.transposed ? 1 - split.dim : split.dim, split, tp).rows * split.blocks;
+void HfCheckpoint::ReadRuns(const std::string& name, const std::vector<ByteRun>& runs, void* out) {
+  SafetensorsReader& file = *file_of_.at(name);
+  auto* cursor = static_cast<char*>(out);
+  for (const ByteRun& run : runs) {
+    file.ReadBytes(name, run.begin, run.length, cursor);
+    cursor += run.length;
   }
+  const at::ScalarType dtype = stored_.at(name).dtype;
+  const auto bytes = static_cast<int64_t>(cursor - static_cast<char*>(out));
+  CheckFinite(out, bytes / static_cast<int64_t>(c10::elementSize(dtype)), dtype, Where(name), name);
+}
+
+ParameterSpec HfCheckpoint::StoredSpec(const HfTensor& t, const ParameterSpec& spec) {
+  ParameterSpec stored = spec;
+  if (t.transposed && !spec.tp.replicated()) stored.tp.dim = 1 - spec.tp.dim;
+  return stored;
+}
+
+std::vector<int64_t> HfCheckpoint::ShardShape(const HfTensor& t, const ParameterSpec& spec,
+                                              const TensorParallel& tp) const {
+  std::vector<int64_t> shape = TensorSliceShape(stored_.at(t.name), StoredSpec(t, spec), tp.size,
+                                                tp.rank, "model folder " + dir_ + ": ", t.name);
+  if (t.transposed) std::swap(shape[0], shape[1]);  // the parameter's layout
   return shape;
 }
 
-void HfCheckpoint::CopyShardInto(const HfTensor& t, TensorParallelSplit split,
+void HfCheckpoint::CopyShardInto(const HfTensor& t, const ParameterSpec& spec,
                                  const TensorParallel& tp, const at::Tensor& dst) {
   ++reads_;
-  SafetensorsReader& file = *file_of_.at(t.name);
-  // The stored bytes, checked, then widened and transposed in the one copy into dst.
-  auto copy = [&](const at::Tensor& into, const at::Tensor& stored) {
-    const int64_t nonfinite = NonFiniteCount(stored);
-    CONVEYOR_CHECK(nonfinite == 0)
-        << "model folder " << dir_ << ": " << fs::path(file.path()).filename().string()
-        << ": tensor '" << t.name << "' holds NaN or infinite values (" << nonfinite << " of the "
-        << stored.numel() << " read)";
-    into.copy_(t.transposed ? stored.t() : stored);
-  };
-  if (split.replicated() || tp.size == 1) return copy(dst, file.Read(t.name));
-  // The split's dimension as stored: a transposed (2-D) tensor's other one.
-  const int dim = t.transposed ? 1 - split.dim : split.dim;
-  const ShardRows part = RowsOf(t, dim, split, tp);
-  const int64_t block = t.shape[dim] / split.blocks;
-  std::vector<at::Tensor> parts;
-  for (int b = 0; b < split.blocks; ++b) {
-    parts.push_back(file.ReadSlice(t.name, dim, b * block + part.begin, part.real));
-  }
-  const int64_t real = part.real * split.blocks;  // a padded vocabulary's last ranks: fewer
-  copy(dst.narrow(split.dim, 0, real), parts.size() == 1 ? parts[0] : at::cat(parts, dim));
-  if (real < dst.size(split.dim)) dst.narrow(split.dim, real, dst.size(split.dim) - real).zero_();
+  // The stored rows, checked, then widened and transposed in the one copy into dst.
+  ReadTensorSliceInto(*this, t.name, StoredSpec(t, spec), tp.size, tp.rank,
+                      t.transposed ? dst.t() : dst);
 }
 
 at::Tensor HfCheckpoint::Read(const std::string& param) { return ReadShard(param, {}, {}); }
@@ -254,9 +244,8 @@ at::Tensor HfCheckpoint::Read(const std::string& param) { return ReadShard(param
 at::Tensor HfCheckpoint::ReadShard(const std::string& param, const ParameterSpec& spec,
                                    const TensorParallel& tp) {
   const HfTensor& t = Find(param);
-  const TensorParallelSplit split = spec.tp;
-  at::Tensor shard = at::empty(ShardShape(t, split, tp), at::kFloat);
-  CopyShardInto(t, split, tp, shard);
+  at::Tensor shard = at::empty(ShardShape(t, spec, tp), at::kFloat);
+  CopyShardInto(t, spec, tp, shard);
   return shard;
 }
 
@@ -265,7 +254,7 @@ void HfCheckpoint::LoadInto(const NamedTensors& params, const ParameterSpecs& sp
   // Every name and shard shape checked from the headers first: nothing changes on a refusal.
   for (const auto& [name, p] : params) {
     const HfTensor& t = Find(name);
-    const std::vector<int64_t> shape = ShardShape(t, specs.Of(name).tp, tp);
+    const std::vector<int64_t> shape = ShardShape(t, specs.Of(name), tp);
     CONVEYOR_CHECK(at::IntArrayRef(shape) == p.sizes())
         << "model folder " << dir_ << ": tensor '" << t.name << "' gives this rank a part of shape "
         << at::IntArrayRef(shape) << ", its parameter has shape " << p.sizes();
@@ -273,7 +262,7 @@ void HfCheckpoint::LoadInto(const NamedTensors& params, const ParameterSpecs& sp
   // Straight into each parameter: no fp32 copy of a tensor on the way.
   at::NoGradGuard no_grad;
   for (const auto& [name, p] : params) {
-    CopyShardInto(Find(name), specs.Of(name).tp, tp, p);
+    CopyShardInto(Find(name), specs.Of(name), tp, p);
   }
 }
 

@@ -1,4 +1,4 @@
-#include "conveyor/nn/hf_checkpoint.h"
+#include "conveyor/formats/hf_checkpoint.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -14,10 +14,10 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/remove_tree.h"
+#include "conveyor/formats/hf_checkpoint_testing.h"
+#include "conveyor/formats/safetensors.h"
 #include "conveyor/nn/gpt.h"
-#include "conveyor/nn/hf_checkpoint_testing.h"
 #include "conveyor/nn/llama.h"
-#include "conveyor/nn/safetensors.h"
 
 namespace conveyor {
 namespace {

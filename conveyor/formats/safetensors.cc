@@ -1,4 +1,4 @@
-#include "conveyor/nn/safetensors.h"
+#include "conveyor/formats/safetensors.h"
 
 #include <ATen/ATen.h>
 
@@ -217,7 +217,7 @@ SafetensorsHeader HeaderOf(const ParsedFile& file) {
   SafetensorsHeader result;
   result.metadata = file.metadata;
   for (const Entry& e : file.entries) {
-    result.tensors.emplace(e.name, SafetensorsEntry{e.dtype->name, e.shape});
+    result.tensors.emplace(e.name, SafetensorsEntry{e.dtype->name, e.dtype->type, e.shape});
   }
   return result;
 }
@@ -298,37 +298,22 @@ SafetensorsReader& SafetensorsReader::operator=(SafetensorsReader&&) noexcept = 
 at::Tensor SafetensorsReader::Read(const std::string& name) {
   const auto it = file_->by_name.find(name);
   CONVEYOR_CHECK(it != file_->by_name.end()) << Where(path_) << "has no tensor '" << name << "'";
+  bytes_read_ += it->second->end - it->second->begin;
   return ReadEntry(file_->parsed, *it->second, path_);
 }
 
-at::Tensor SafetensorsReader::ReadSlice(const std::string& name, int dim, int64_t start,
-                                        int64_t length) {
+void SafetensorsReader::ReadBytes(const std::string& name, uint64_t begin, uint64_t length,
+                                  void* out) {
   const auto it = file_->by_name.find(name);
   CONVEYOR_CHECK(it != file_->by_name.end()) << Where(path_) << "has no tensor '" << name << "'";
   const Entry& e = *it->second;
   const std::string where = Where(path_) + "tensor '" + name + "': ";
-  const int rank = static_cast<int>(e.shape.size());
-  CONVEYOR_CHECK(dim >= 0 && dim < rank && start >= 0 && length >= 0 &&
-                 start + length <= e.shape[dim])
-      << where << "no slice [" << start << ", " << start + length << ") along dim " << dim
-      << " of shape " << at::IntArrayRef(e.shape);
+  CONVEYOR_CHECK(begin <= e.end - e.begin && length <= e.end - e.begin - begin)
+      << where << "bytes [" << begin << ", " << begin + length << ") are outside its "
+      << e.end - e.begin;
   CONVEYOR_CHECK(e.dtype->type != at::kBool) << where << "BOOL tensors are read whole";
-  // Row-major: `outer` runs of `length` x `inner` contiguous bytes, `e.shape[dim]` x `inner`
-  // apart.
-  int64_t outer = 1, inner = static_cast<int64_t>(c10::elementSize(e.dtype->type));
-  for (int d = 0; d < dim; ++d) outer *= e.shape[d];
-  for (int d = dim + 1; d < rank; ++d) inner *= e.shape[d];
-  std::vector<int64_t> shape = e.shape;
-  shape[dim] = length;
-  at::Tensor t = at::empty(shape, at::TensorOptions().dtype(e.dtype->type));
-  const uint64_t run = static_cast<uint64_t>(length * inner);
-  auto* out = static_cast<char*>(t.data_ptr());
-  for (int64_t i = 0; i < outer && run > 0; ++i) {
-    const uint64_t offset = static_cast<uint64_t>((i * e.shape[dim] + start) * inner);
-    ReadExactly(file_->parsed.in, file_->parsed.data_start + e.begin + offset, out + i * run, run,
-                where);
-  }
-  return t;
+  ReadExactly(file_->parsed.in, file_->parsed.data_start + e.begin + begin, out, length, where);
+  bytes_read_ += length;
 }
 
 }  // namespace conveyor

@@ -1,6 +1,6 @@
 // Test support: Hugging Face Llama folders written from conveyor's own weights.
-#ifndef CONVEYOR_NN_HF_CHECKPOINT_TESTING_H_
-#define CONVEYOR_NN_HF_CHECKPOINT_TESTING_H_
+#ifndef CONVEYOR_FORMATS_HF_CHECKPOINT_TESTING_H_
+#define CONVEYOR_FORMATS_HF_CHECKPOINT_TESTING_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -34,4 +34,4 @@ std::map<std::string, at::Tensor> LlamaWeights(const LlamaConfig& config, uint64
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_NN_HF_CHECKPOINT_TESTING_H_
+#endif  // CONVEYOR_FORMATS_HF_CHECKPOINT_TESTING_H_

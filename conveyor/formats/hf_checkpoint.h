@@ -15,13 +15,14 @@
 // GPT-2's are conveyor's GPT's, its Conv1D weights transposed on the way).
 //
 // Read then reads one tensor alone (SafetensorsReader), ReadShard one tensor-parallel rank's
-// part of it alone: a rank loading its stages reads its part of their tensors and nothing
-// else, holding at most one of them beyond its own weights. NaN or infinity in what is read
-// throws UserError naming the tensor and the file.
+// part of it alone (ReadTensorSlice, tensor_slice.h, through the folder's TensorSource): a
+// rank loading its stages reads its part of their tensors and nothing else, holding at most
+// one of them beyond its own weights. NaN or infinity in what is read throws UserError
+// naming the tensor and the file.
 //
 // Not thread-safe; the files stay open while the checkpoint lives.
-#ifndef CONVEYOR_NN_HF_CHECKPOINT_H_
-#define CONVEYOR_NN_HF_CHECKPOINT_H_
+#ifndef CONVEYOR_FORMATS_HF_CHECKPOINT_H_
+#define CONVEYOR_FORMATS_HF_CHECKPOINT_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -31,9 +32,10 @@
 #include <string>
 #include <vector>
 
+#include "conveyor/formats/safetensors.h"
+#include "conveyor/formats/tensor_source.h"
 #include "conveyor/module/stage_module.h"
 #include "conveyor/nn/hf_config.h"
-#include "conveyor/nn/safetensors.h"
 #include "conveyor/nn/tensor_parallel.h"
 
 namespace conveyor {
@@ -54,7 +56,8 @@ struct HfTensor {
 std::vector<HfTensor> HfTensors(const HfModelConfig& config,
                                 const std::string& gpt2_prefix = "transformer.");
 
-class HfCheckpoint {
+// The folder is a TensorSource of its stored tensors (by their names in the folder).
+class HfCheckpoint : public TensorSource {
  public:
   // Opens the folder `dir` (checks above).
   explicit HfCheckpoint(const std::string& dir);
@@ -79,19 +82,23 @@ class HfCheckpoint {
   // those after it have not).
   void LoadInto(const NamedTensors& params, const ParameterSpecs& specs, const TensorParallel& tp);
 
+  // TensorSource: the folder's tensors by their names in it; Where names the folder and the
+  // file; ReadRuns reads from that file alone and refuses NaN or infinity in what it read.
+  const std::map<std::string, StoredTensor>& tensors() const override { return stored_; }
+  std::string Where(const std::string& name) const override;
+  void ReadRuns(const std::string& name, const std::vector<ByteRun>& runs, void* out) override;
+
  private:
   // The folder's tensor of `param`, and the file holding it; UserError when there is none.
   const HfTensor& Find(const std::string& param) const;
-  // Which rows along the stored dimension `dim` rank tp.rank reads of `t` (ShardRowsOf);
-  // UserError naming the folder and tensor when it does not split.
-  ShardRows RowsOf(const HfTensor& t, int dim, TensorParallelSplit split,
-                   const TensorParallel& tp) const;
+  // `spec` in the folder's layout of `t` (a transposed tensor's split along the other dim).
+  static ParameterSpec StoredSpec(const HfTensor& t, const ParameterSpec& spec);
   // The shape of rank tp.rank's part of `t` in the parameter's layout (padding included).
-  std::vector<int64_t> ShardShape(const HfTensor& t, TensorParallelSplit split,
+  std::vector<int64_t> ShardShape(const HfTensor& t, const ParameterSpec& spec,
                                   const TensorParallel& tp) const;
   // Reads rank tp.rank's part of `t` into `dst` (ShardShape, any floating dtype): the stored
   // rows widened and transposed as they are copied, a padded vocabulary's extra rows zeroed.
-  void CopyShardInto(const HfTensor& t, TensorParallelSplit split, const TensorParallel& tp,
+  void CopyShardInto(const HfTensor& t, const ParameterSpec& spec, const TensorParallel& tp,
                      const at::Tensor& dst);
 
   std::string dir_;
@@ -99,6 +106,7 @@ class HfCheckpoint {
   std::vector<SafetensorsReader> files_;
   std::map<std::string, SafetensorsReader*> file_of_;  // tensor name -> its file
   std::map<std::string, HfTensor> tensors_;            // by parameter name
+  std::map<std::string, StoredTensor> stored_;         // every tensor of the files, by name
   int reads_ = 0;
 };
 
@@ -127,4 +135,4 @@ std::vector<std::string> WriteHfCheckpoint(
 
 }  // namespace conveyor
 
-#endif  // CONVEYOR_NN_HF_CHECKPOINT_H_
+#endif  // CONVEYOR_FORMATS_HF_CHECKPOINT_H_
