@@ -13,6 +13,7 @@
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
 #include "conveyor/train/layer_costs.h"
+#include "conveyor/train/model_registry.h"
 #include "conveyor/train/world_collectives.h"
 
 namespace conveyor {
@@ -95,8 +96,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   if (mesh_.dp() > 1) dp_timed_ = std::make_unique<TimedTransport>(group(dp_owned_, MeshAxis::kDp));
   pipeline_group_ = group(pp_owned_, MeshAxis::kPp);
   tp_ = TensorParallel{mesh_.tp(), coords_.tp, mesh_.tp() > 1 ? tp_timed_.get() : nullptr};
-  if (config_.model == ModelKind::kLlama)
-    tp_.kv_replicas = KvReplicas(LlamaKvHeads(config_), tp_.size);
+  tp_.kv_replicas = KvReplicas(static_cast<int>(ModelSizes(config_.model).kv_heads), tp_.size);
   if (dp_timed_ != nullptr) program_ = WithGradReductions(program_);
 
   const Layout& layout = program_.layout;
@@ -150,9 +150,9 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
 at::Tensor PipelineModel::GatherWhole(const std::string& name, const at::Tensor& local) const {
   const TensorParallelSplit split = specs_.Of(name).tp;
   if (split.replicated() || tp_.size == 1) return local;
-  return GatherShards(
-      local, split, tp_,
-      split.padded ? ModelVocab(config_) : local.size(split.dim) * tp_.size / split.replicas);
+  return GatherShards(local, split, tp_,
+                      split.padded ? ModelSizes(config_.model).vocab
+                                   : local.size(split.dim) * tp_.size / split.replicas);
 }
 
 }  // namespace conveyor
