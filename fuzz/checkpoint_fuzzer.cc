@@ -38,10 +38,10 @@ class Fixture {
     for (int i = 0; i < 50; ++i) corpus << "a tiny corpus for a tiny model, line " << i << ".\n";
     corpus.close();
     config_.data = scratch_.path() + "/corpus.txt";
-    config_.layers = 1;
-    config_.hidden = 8;
-    config_.heads = 1;
-    config_.seq_len = 4;
+    config_.model.layers = 1;
+    config_.model.hidden = 8;
+    config_.model.heads = 1;
+    config_.model.seq_len = 4;
     config_.batch_size = 1;
     config_.microbatches = 1;
     config_.pp = 1;

@@ -19,6 +19,7 @@
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/evaluation_run.h"
 #include "conveyor/train/forward_pipeline.h"
+#include "conveyor/train/model_registry.h"
 #include "conveyor/train/preflight.h"
 
 namespace conveyor {
@@ -51,13 +52,15 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
       config.resume.clear();
       config.Validate();
     }
-    CONVEYOR_CHECK(IsLanguageModel(config.model))
-        << "eval measures a language model (gpt or llama), not a " << ModelKindName(config.model);
+    CONVEYOR_CHECK(IsLanguageModel(config.model.kind))
+        << "eval measures a language model (gpt or llama), not a "
+        << ModelKindName(config.model.kind);
     const bool token_data = IsTokenSource(config.data);
     CONVEYOR_CHECK(token_data || !IsTokenData(config.data))
         << "eval reads one data set or token file; --data '" << config.data << "' is a blend";
-    CONVEYOR_CHECK(token_data || ModelVocab(config) == static_cast<int>(ByteTokenizer::kVocabSize))
-        << "eval reads a text as bytes; this model has a vocabulary of " << ModelVocab(config)
+    const int64_t vocab = ModelSizes(config.model).vocab;
+    CONVEYOR_CHECK(token_data || vocab == static_cast<int64_t>(ByteTokenizer::kVocabSize))
+        << "eval reads a text as bytes; this model has a vocabulary of " << vocab
         << " tokens, whose tokenizer conveyor does not have yet (a tokenized data set, "
            "--data PREFIX, holds token ids)";
     ConfigureForwardOnly(config);
@@ -96,7 +99,7 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
           "perplexity %.4f, %.0f tokens/s\n",
           checkpoint.empty() ? MakeModelTask(config)->Describe().c_str() : checkpoint.c_str(),
           static_cast<long long>(m.tokens), run.source.c_str(),
-          static_cast<long long>(config.seq_len), m.loss, m.perplexity,
+          static_cast<long long>(config.model.seq_len), m.loss, m.perplexity,
           static_cast<double>(m.tokens) /
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     });

@@ -16,10 +16,10 @@
 #include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/data/load_tokenizer.h"
 #include "conveyor/data/tokenizer.h"
-#include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/generate.h"
 #include "conveyor/train/generation_run.h"
+#include "conveyor/train/model_registry.h"
 #include "conveyor/train/preflight.h"
 
 namespace conveyor {
@@ -91,25 +91,25 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
       const std::string note = ModelFolderNote(flags->model);
       if (!note.empty()) std::fprintf(stderr, "conveyor: note: %s\n", note.c_str());
       SetModel(config, flags->model, "--model");
-      CONVEYOR_CHECK(!config.model_dir.empty())
+      CONVEYOR_CHECK(!config.model.model_dir.empty())
           << "--model: '" << flags->model << "' is not a Hugging Face folder (for gpt or "
           << "llama, train one and pass its --checkpoint)";
-      config.seq_len = std::min(ModelFolderPositions(config.model_dir), 65536);
-      ApplyModelFolder(config);
+      config.model = ModelFolderSpec(config.model.model_dir);
     }
     if (!flags->tokenizer.empty()) config.tokenizer = flags->tokenizer;
     ApplyTokenizer(config);
-    const int context = flags->context > 0 ? static_cast<int>(flags->context) : config.seq_len;
+    const int context =
+        flags->context > 0 ? static_cast<int>(flags->context) : config.model.seq_len;
     // A GPT's position table has seq_len rows; a Llama's rotary positions have no bound.
-    CONVEYOR_CHECK(context <= config.seq_len || config.model == ModelKind::kLlama)
-        << "--context " << context << " exceeds the " << config.seq_len
+    CONVEYOR_CHECK(context <= ArchitectureOf(config.model.kind).ContextLimit(config.model))
+        << "--context " << context << " exceeds the " << config.model.seq_len
         << " positions this GPT has";
-    if (config.model == ModelKind::kLlama) config.seq_len = std::max(config.seq_len, context);
-    CONVEYOR_CHECK(IsLanguageModel(config.model))
+    config.model.seq_len = std::max(config.model.seq_len, context);
+    CONVEYOR_CHECK(IsLanguageModel(config.model.kind))
         << "generate needs a language model (gpt or llama), '" << flags->checkpoint << "' holds a "
-        << ModelKindName(config.model);
+        << ModelKindName(config.model.kind);
     const bool as_text = flags->prompt_tokens.empty();
-    const int vocab = ModelVocab(config);
+    const int vocab = static_cast<int>(ModelSizes(config.model).vocab);
     const std::shared_ptr<const Tokenizer> tokenizer = LoadTokenizer(config.tokenizer);
     CONVEYOR_CHECK(!as_text || dynamic_cast<const ByteTokenizer*>(tokenizer.get()) == nullptr ||
                    vocab == static_cast<int>(ByteTokenizer::kVocabSize))

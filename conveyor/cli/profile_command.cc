@@ -62,7 +62,7 @@ void AddProfileCommand(CLI::App& app) {
     if (flags->out.empty() || flags->out == "-") return;
     std::string text = describe +
                        Printf(", %lld tokens a sequence, on the %s",
-                              static_cast<long long>(config.seq_len), table.device.c_str()) +
+                              static_cast<long long>(config.model.seq_len), table.device.c_str()) +
                        (table.device == "cpu" ? Printf(" with %d thread(s)", table.threads) : "") +
                        Printf("; with %d ranks sharing it, the work of 1", table.capacity_ranks) +
                        (table.capacity_ranks > 1 ? Printf(" to %d", table.capacity_ranks) : "") +

@@ -74,7 +74,7 @@ nlohmann::json MetricsJson(const TrainConfig& config, const TrainingRun& s) {
                             {"dp", s.replicas},
                             {"tp", config.tp},
                             {"microbatches", config.microbatches},
-                            {"model", ModelKindName(config.model)},
+                            {"model", ModelKindName(config.model.kind)},
                             {"skipped_steps", s.skipped_steps}};
   if (s.loss_scale > 0) {
     metrics["overflow_steps"] = s.overflow_steps;

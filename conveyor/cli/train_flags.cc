@@ -14,10 +14,22 @@
 namespace conveyor {
 namespace {
 
+// The part of a configuration holding the fields of `Part`: the configuration itself, or its
+// model (TrainConfig::model).
+template <typename Part>
+Part& PartOf(TrainConfig& config) {
+  if constexpr (std::is_same_v<Part, ModelSpec>) {
+    return config.model;
+  } else {
+    return config;
+  }
+}
+
 // Registers `--name` bound to `given.*field` (numbers: to flags.integers or flags.reals,
-// checked by the config's setters); when given, it overrides the config.
-template <typename T>
-void Flag(CLI::App* cmd, TrainFlags& flags, const std::string& name, T TrainConfig::*field,
+// checked by the config's setters); when given, it overrides the config. `Part`: TrainConfig
+// or ModelSpec (a field of the model).
+template <typename T, typename Part>
+void Flag(CLI::App* cmd, TrainFlags& flags, const std::string& name, T Part::*field,
           const std::string& help) {
   std::string key = name.substr(2);  // "--seq-len" -> "seq_len"
   std::replace(key.begin(), key.end(), '-', '_');
@@ -34,9 +46,10 @@ void Flag(CLI::App* cmd, TrainFlags& flags, const std::string& name, T TrainConf
         cmd->add_option(name, value, help),
         [&value, key, name](TrainConfig& c) { SetRealSetting(c, key, value, name); });
   } else {
-    CLI::Option* option = cmd->add_option(name, flags.given.*field, help);
-    flags.options.emplace_back(option,
-                               [&flags, field](TrainConfig& c) { c.*field = flags.given.*field; });
+    CLI::Option* option = cmd->add_option(name, PartOf<Part>(flags.given).*field, help);
+    flags.options.emplace_back(option, [&flags, field](TrainConfig& c) {
+      PartOf<Part>(c).*field = PartOf<Part>(flags.given).*field;
+    });
   }
 }
 
@@ -52,11 +65,13 @@ void Choice(CLI::App* cmd, TrainFlags& flags, const std::string& name, E TrainCo
 }
 
 // Registers a boolean `--name` bound to `given.*field`.
-void Switch(CLI::App* cmd, TrainFlags& flags, const std::string& name, bool TrainConfig::*field,
+template <typename Part>
+void Switch(CLI::App* cmd, TrainFlags& flags, const std::string& name, bool Part::*field,
             const std::string& help) {
-  CLI::Option* option = cmd->add_flag(name, flags.given.*field, help);
-  flags.options.emplace_back(option,
-                             [&flags, field](TrainConfig& c) { c.*field = flags.given.*field; });
+  CLI::Option* option = cmd->add_flag(name, PartOf<Part>(flags.given).*field, help);
+  flags.options.emplace_back(option, [&flags, field](TrainConfig& c) {
+    PartOf<Part>(c).*field = PartOf<Part>(flags.given).*field;
+  });
 }
 
 }  // namespace
@@ -85,16 +100,16 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
           "gpt, llama, classifier, or a Hugging Face Llama or GPT-2 folder (config.json and "
           "safetensors weights: the architecture and the initial weights)"),
       [&model](TrainConfig& c) { SetModel(c, model, "--model"); });
-  Flag(cmd, flags, "--layers", &TrainConfig::layers, "transformer blocks");
-  Flag(cmd, flags, "--hidden", &TrainConfig::hidden, "model width");
-  Flag(cmd, flags, "--heads", &TrainConfig::heads, "attention heads");
-  Flag(cmd, flags, "--kv-heads", &TrainConfig::kv_heads,
+  Flag(cmd, flags, "--layers", &ModelSpec::layers, "transformer blocks");
+  Flag(cmd, flags, "--hidden", &ModelSpec::hidden, "model width");
+  Flag(cmd, flags, "--heads", &ModelSpec::heads, "attention heads");
+  Flag(cmd, flags, "--kv-heads", &ModelSpec::kv_heads,
        "llama: key-value heads, dividing heads (0 = heads)");
-  Flag(cmd, flags, "--intermediate", &TrainConfig::intermediate,
+  Flag(cmd, flags, "--intermediate", &ModelSpec::intermediate,
        "llama: MLP units (0 = 8/3 x hidden, rounded up to a multiple of 8)");
-  Flag(cmd, flags, "--rope-theta", &TrainConfig::rope_theta, "llama: rotary embedding base");
-  Flag(cmd, flags, "--seq-len", &TrainConfig::seq_len, "tokens per sample");
-  Flag(cmd, flags, "--classes", &TrainConfig::classes, "classifier: the K largest fortune files");
+  Flag(cmd, flags, "--rope-theta", &ModelSpec::rope_theta, "llama: rotary embedding base");
+  Flag(cmd, flags, "--seq-len", &ModelSpec::seq_len, "tokens per sample");
+  Flag(cmd, flags, "--classes", &ModelSpec::classes, "classifier: the K largest fortune files");
   flags.options.emplace_back(
       cmd->add_option("--data", flags.data,
                       "fortunes, a text file or folder, the PREFIX of a tokenized data set "
@@ -166,7 +181,7 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--timeout", &TrainConfig::timeout_s, "seconds any wait between ranks may take");
   Flag(cmd, flags, "--threads", &TrainConfig::threads,
        "intra-op threads per rank (overrides OMP_NUM_THREADS; 0 = cores / local ranks)");
-  Switch(cmd, flags, "--tie-embeddings", &TrainConfig::tie_embeddings,
+  Switch(cmd, flags, "--tie-embeddings", &ModelSpec::tie_embeddings,
          "gpt, llama: input embedding and LM head share weights");
   Switch(cmd, flags, "--skip-nonfinite-steps", &TrainConfig::skip_nonfinite_steps,
          "skip a step whose loss or gradient norm is NaN or infinite (default: stop the run)");

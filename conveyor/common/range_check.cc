@@ -34,4 +34,12 @@ void CheckPositiveUpTo(std::string_view name, double value, double hi) {
   internal::ThrowOutOfRange(name, "(0, " + Text(hi) + "]", Text(value));
 }
 
+void CheckInRealRange(std::string_view name, double value, std::optional<double> lo, double hi) {
+  if (lo.has_value()) {
+    CheckInRange(name, value, *lo, hi);
+  } else {
+    CheckPositiveUpTo(name, value, hi);
+  }
+}
+
 }  // namespace conveyor

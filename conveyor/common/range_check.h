@@ -12,6 +12,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,6 +40,10 @@ void CheckInRange(std::string_view name, double value, double lo, double hi);
 
 // Throws UserError unless value is finite and 0 < value <= hi: "(0, HI]".
 void CheckPositiveUpTo(std::string_view name, double value, double hi);
+
+// CheckInRange when `lo` is given, else CheckPositiveUpTo: a real setting's range as a table
+// of settings states it.
+void CheckInRealRange(std::string_view name, double value, std::optional<double> lo, double hi);
 
 }  // namespace conveyor
 

@@ -6,25 +6,14 @@
 
 #include <memory>
 
-#include "conveyor/nn/gpt.h"
-#include "conveyor/nn/llama.h"
 #include "conveyor/train/model_task.h"
 #include "conveyor/train/train_config.h"
 #include "conveyor/train/train_task.h"
 
 namespace conveyor {
 
-// The GPT `config` describes (model gpt): its vocabulary resolved (ModelVocab), max_seq_len
-// = max(seq_len, positions), GPT-2's GELU when gelu_tanh. Checked (CheckGptConfig).
-GptConfig GptConfigOf(const TrainConfig& config);
-
-// The Llama `config` describes (model llama): its vocabulary, key-value heads and MLP units
-// resolved (ModelVocab, LlamaKvHeads, LlamaIntermediate), max_seq_len = seq_len. Checked
-// (CheckLlamaConfig).
-LlamaConfig LlamaConfigOf(const TrainConfig& config);
-
-// config.model's model alone, from the configuration (no corpus is read). Throws UserError
-// for an impossible model configuration.
+// config.model's model alone (its architecture's MakeModel, model_registry.h), from the
+// configuration (no corpus is read). Throws UserError for an impossible model configuration.
 std::shared_ptr<const ModelTask> MakeModelTask(const TrainConfig& config);
 
 // Loads the corpus config.data names ("fortunes" or a path) and builds config.model's task.

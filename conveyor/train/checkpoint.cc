@@ -12,11 +12,11 @@
 #include "conveyor/common/atomic_file.h"
 #include "conveyor/common/error.h"
 #include "conveyor/common/remove_tree.h"
-#include "conveyor/data/byte_tokenizer.h"
 #include "conveyor/formats/checkpoint_files.h"
 #include "conveyor/formats/safetensors.h"
 #include "conveyor/formats/tensor_slice.h"
 #include "conveyor/nn/tensor_parallel.h"
+#include "conveyor/train/model_registry.h"
 
 namespace conveyor {
 namespace fs = std::filesystem;
@@ -24,31 +24,7 @@ using Json = nlohmann::json;
 namespace {
 
 // The fields a checkpoint must agree on with the run that loads it.
-Json ModelJson(const TrainConfig& c) {
-  Json model = {{"model", ModelKindName(c.model)},
-                {"layers", c.layers},
-                {"hidden", c.hidden},
-                {"heads", c.heads},
-                {"seq_len", c.seq_len},
-                {"tie_embeddings", c.tie_embeddings},
-                {"classes", c.classes}};
-  if (c.model == ModelKind::kLlama) {  // resolved, so that the defaults never drift apart
-    model["kv_heads"] = LlamaKvHeads(c);
-    model["intermediate"] = LlamaIntermediate(c);
-    model["rope_theta"] = c.rope_theta;
-    model["vocab"] = ModelVocab(c);
-    model["rms_norm_eps"] = c.rms_norm_eps;
-  }
-  // A GPT-2's fields, only where they differ from the byte-level GPT's (older checkpoints
-  // have none of them).
-  if (c.model == ModelKind::kGpt) {
-    if (ModelVocab(c) != static_cast<int>(ByteTokenizer::kVocabSize))
-      model["vocab"] = ModelVocab(c);
-    if (c.positions > c.seq_len) model["positions"] = c.positions;
-    if (c.gelu_tanh) model["gelu_tanh"] = true;
-  }
-  return model;
-}
+Json ModelJson(const TrainConfig& c) { return ModelSpecJson(c.model); }
 
 void RemoveQuietly(const fs::path& path) {
   std::error_code ignored;
@@ -199,26 +175,7 @@ TrainConfig CheckpointConfig(const std::string& path) {
   const Json meta = ReadCheckpointManifest(folder);
   TrainConfig c;
   try {
-    const Json& m = meta["model"];
-    c.model = ParseModelKind(m.at("model").get<std::string>(), "checkpoint " + path + ": model");
-    c.layers = m.at("layers");
-    c.hidden = m.at("hidden");
-    c.heads = m.at("heads");
-    c.seq_len = m.at("seq_len");
-    c.tie_embeddings = m.at("tie_embeddings");
-    c.classes = m.at("classes");
-    if (c.model == ModelKind::kLlama) {
-      c.kv_heads = m.at("kv_heads");
-      c.intermediate = m.at("intermediate");
-      c.rope_theta = m.at("rope_theta");
-      c.vocab = m.at("vocab");
-      c.rms_norm_eps = m.at("rms_norm_eps");
-    }
-    if (c.model == ModelKind::kGpt) {
-      c.vocab = m.value("vocab", 0);
-      c.positions = m.value("positions", 0);
-      c.gelu_tanh = m.value("gelu_tanh", false);
-    }
+    c.model = ModelSpecFromJson(meta["model"], "checkpoint " + path + ": model");
     c.tokenizer = VerifiedCheckpointTokenizer(folder, meta);
     c.seed = meta.value("seed", c.seed);
     c.data = meta.value("data", c.data);

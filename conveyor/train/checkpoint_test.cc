@@ -117,7 +117,7 @@ TEST_F(CheckpointTest, MeshCheckpointResumesOnAnotherMesh) {
 // uninterrupted losses.
 TEST_F(CheckpointTest, ReplicatedHeadsAndAPaddedVocabularyResumeOnAnotherMesh) {
   TrainConfig c = TinyLlama();
-  c.vocab = 301;
+  c.model.vocab = 301;
   c.steps = 6;
   const std::vector<double> full = TrainOnThreads(c);
   const std::string dir = dir_ + "_kv";
@@ -143,7 +143,7 @@ TEST_F(CheckpointTest, ReplicatedHeadsAndAPaddedVocabularyResumeOnAnotherMesh) {
 
 TEST_F(CheckpointTest, RefusesAMismatchedModel) {
   TrainConfig other = config_;
-  other.hidden = 32;
+  other.model.hidden = 32;
   other.resume = dir_;
   try {
     TrainOnThreads(other);
@@ -172,8 +172,8 @@ TEST_F(CheckpointTest, RefusesACorruptFileWithoutHalfLoading) {
 
 TEST_F(CheckpointTest, GivesTheModelConfigurationBack) {
   const TrainConfig c = CheckpointConfig(dir_);
-  EXPECT_EQ(c.hidden, 16);
-  EXPECT_EQ(c.layers, 4);
+  EXPECT_EQ(c.model.hidden, 16);
+  EXPECT_EQ(c.model.layers, 4);
   EXPECT_EQ(c.data, config_.data);
   EXPECT_THROW(CheckpointConfig(dir_ + "/nothing"), UserError);
 }
@@ -423,7 +423,7 @@ TEST_F(CheckpointVerifyTest, RefusesAModelFieldChangedInMetaJson) {
 TEST_F(CheckpointVerifyTest, MetaJsonSpellsTheModelAsTheFlagDoes) {
   nlohmann::json meta = ReadJson(Step(4) / "meta.json");
   EXPECT_EQ(meta["model"]["model"], "gpt");
-  EXPECT_EQ(CheckpointConfig(dir_).model, ModelKind::kGpt);
+  EXPECT_EQ(CheckpointConfig(dir_).model.kind, ModelKind::kGpt);
   meta["model"]["model"] = "gpt2";
   WriteJson(Step(4) / "meta.json", meta);
   try {
@@ -529,7 +529,7 @@ TEST_F(CheckpointVerifyTest, RefusesToSaveNaNOrInfinityNamingRankTensorAndStep) 
 // listed. A checkpoint of the format before (conveyor-checkpoint-2) keeps loading, its
 // tokenizer unverified.
 TEST_F(CheckpointVerifyTest, TheTokenizerIsCoveredByTheManifest) {
-  const std::string tokenizer = dir_ + "/some.model", other = dir_ + "/other.model";
+  const std::string tokenizer = dir_ + "/some.model", other = dir_ + "/other.model.kind";
   WriteBytes(tokenizer, std::string(400, 'a'));
   WriteBytes(other, std::string(399, 'a') + "b");
   TrainConfig single = Config();

@@ -105,9 +105,9 @@ TEST(EvaluateTest, OnlyTheReplicaOfABatchRunsIt) {
 TEST(EvaluateTest, AccuracyOnAMeshIsThatOfOneProcess) {
   at::set_num_threads(1);
   TrainConfig c = TinyGpt();
-  c.model = ModelKind::kClassifier;
+  c.model.kind = ModelKind::kClassifier;
   c.data = TrainConfig().data;  // the fortunes: documents in categories
-  c.classes = 2;
+  c.model.classes = 2;
   c.batch_size = 8;
   auto evaluate = [&c] {  // world rank 3's metrics (rank 0's with one rank)
     EvalMetrics last;
@@ -158,7 +158,7 @@ TEST(EvaluateTokensTest, EveryMeshGivesTheDirectLossOfTheWindows) {
   at::set_num_threads(1);
   TrainConfig c = TinyLlama();
   const at::Tensor stream = at::randint(0, 256, {203}, at::kLong);
-  const std::vector<Batch> windows = NextTokenWindows(stream, c.seq_len, 3);
+  const std::vector<Batch> windows = NextTokenWindows(stream, c.model.seq_len, 3);
   const double direct = DirectWindowLoss(c, windows);
   TrainConfig mesh = c;
   mesh.dp = 2;
@@ -169,11 +169,12 @@ TEST(EvaluateTokensTest, EveryMeshGivesTheDirectLossOfTheWindows) {
   TrainConfig pp4 = c;
   pp4.pp = 4;
   pp4.schedule = "interleaved-1f1b";
-  pp4.layers = 6;
+  pp4.model.layers = 6;
   pp4.chunks = 2;
   pp4.microbatches = 4;
   for (const TrainConfig& config : {c, mesh, pp4}) {
-    const double want = config.layers == c.layers ? direct : DirectWindowLoss(config, windows);
+    const double want =
+        config.model.layers == c.model.layers ? direct : DirectWindowLoss(config, windows);
     TrainOnThreads(
         config,
         [&](Trainer& t, Transport&) {

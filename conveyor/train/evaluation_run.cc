@@ -13,6 +13,7 @@
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/forward_pipeline.h"
+#include "conveyor/train/model_registry.h"
 #include "conveyor/train/pipeline_model.h"
 
 namespace conveyor {
@@ -23,7 +24,7 @@ EvaluationRun RunEvaluation(const TrainConfig& config, const std::string& checkp
   at::Tensor stream;
   if (IsTokenSource(config.data)) {
     const std::shared_ptr<const TokenSource> data = OpenTokenSource(config.data);
-    stream = DataSetStream(*data, ModelVocab(config));
+    stream = DataSetStream(*data, ModelSizes(config.model).vocab);
     run.source = data->Describe();
   } else {
     const Corpus corpus = LoadCorpus(config.data);
@@ -31,7 +32,8 @@ EvaluationRun RunEvaluation(const TrainConfig& config, const std::string& checkp
     run.source =
         "corpus " + corpus.source + ": " + std::to_string(corpus.documents.size()) + " documents";
   }
-  const std::vector<Batch> windows = NextTokenWindows(stream, config.seq_len, config.batch_size);
+  const std::vector<Batch> windows =
+      NextTokenWindows(stream, config.model.seq_len, config.batch_size);
   PipelineModel model(config, MakeModelTask(config), rank);
   if (!checkpoint.empty()) LoadWeights(checkpoint, model, config);
   ForwardPipeline forward(model);

@@ -25,7 +25,7 @@ struct EvaluationRun {
 using EvaluationProgress = std::function<void(int64_t done, int64_t total, double seconds)>;
 
 // Reads config.data whole (a tokenized data set or token file, IsTokenSource; else a text,
-// as bytes) into windows of config.seq_len tokens, config.batch_size a batch
+// as bytes) into windows of config.model.seq_len tokens, config.batch_size a batch
 // (NextTokenWindows), builds the model of `config` as `rank`, loads `checkpoint`'s weights
 // (when not empty) and evaluates every window. Collective over the world; the same metrics
 // on every rank. UserError as EvaluateTokens, or for data that cannot be read.

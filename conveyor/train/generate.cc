@@ -9,6 +9,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/nn/layer.h"
 #include "conveyor/nn/tensor_parallel.h"
+#include "conveyor/train/model_registry.h"
 
 namespace conveyor {
 namespace {
@@ -37,7 +38,7 @@ at::Tensor NextTokens(ForwardPipeline& forward, const at::Tensor& inputs, int64_
     // The padding of a vocabulary tp does not divide is dropped: never sampled.
     if (tp.size > 1) {
       logits = GatherShards(logits, TensorParallelSplit{1, 1, true}, tp,
-                            ModelVocab(forward.model().config()));  // (n, V)
+                            ModelSizes(forward.model().config().model).vocab);  // (n, V)
     }
     tokens = SampleTokens(logits, sampling, LayerInitGenerator(seed, static_cast<int>(window)));
   }

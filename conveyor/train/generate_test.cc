@@ -44,7 +44,7 @@ std::vector<std::string> GenerateOnRanks(const TrainConfig& c, const std::string
   OnEveryRank(c, [&](Trainer& t) {
     ForwardPipeline forward(t.model());
     texts[t.model().rank()] =
-        Generate(forward, ByteTokenizer(), prompt, 12, temperature, 5, c.seq_len);
+        Generate(forward, ByteTokenizer(), prompt, 12, temperature, 5, c.model.seq_len);
   });
   return texts;
 }
@@ -86,7 +86,7 @@ TEST_F(GenerateTest, OneReplicaComputes) {
   std::vector<std::string> texts(4);
   OnEveryRank(c, [&](Trainer& t) {
     ForwardPipeline forward(t.model());
-    texts[t.model().rank()] = Generate(forward, ByteTokenizer(), "x", 6, 0, 3, c.seq_len);
+    texts[t.model().rank()] = Generate(forward, ByteTokenizer(), "x", 6, 0, 3, c.model.seq_len);
     built[t.model().coords().dp * 2 + t.model().coords().pp] = forward.built_programs();
   });
   EXPECT_EQ(built, (std::vector<int>{1, 1, 0, 0}));
@@ -140,7 +140,7 @@ TEST_F(GenerateTest, TheCacheGivesTheTokensOfRecomputation) {
           cached[r] = GenerateTokens(forward, {5, 9, 2}, 12, sampling, 4, 10, true);
           recomputed[r] = GenerateTokens(forward, {5, 9, 2}, 12, sampling, 4, 10, false);
         });
-        const std::string what = std::string(ModelKindName(c.model)) + " tp " +
+        const std::string what = std::string(ModelKindName(c.model.kind)) + " tp " +
                                  std::to_string(run.tp) + " x pp " + std::to_string(run.pp) + " " +
                                  run.schedule + " at temperature " + std::to_string(temperature);
         EXPECT_EQ(cached[0].size(), 12u) << what;
@@ -156,7 +156,7 @@ TEST_F(GenerateTest, TheCacheGivesTheTokensOfRecomputation) {
 // do: tp 2 draws the tokens of one process, every one inside the vocabulary.
 TEST_F(GenerateTest, APaddedVocabularyIsNeverSampled) {
   TrainConfig c = TinyGpt();
-  c.vocab = 301;  // 151 rows a rank at tp 2, the last one padding
+  c.model.vocab = 301;  // 151 rows a rank at tp 2, the last one padding
   Sampling sampling;
   sampling.temperature = 100;
   auto tokens = [&](const TrainConfig& run) {

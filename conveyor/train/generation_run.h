@@ -16,7 +16,7 @@
 namespace conveyor {
 
 struct GenerationRequest {
-  std::string checkpoint;  // the weights; empty: config.model_dir's
+  std::string checkpoint;  // the weights; empty: config.model.model_dir's
   std::vector<int64_t> prompt;
   int tokens = 0;  // to generate
   Sampling sampling;

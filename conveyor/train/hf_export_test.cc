@@ -20,6 +20,8 @@
 #include "conveyor/nn/tensor_parallel.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
+#include "conveyor/train/gpt_architecture.h"
+#include "conveyor/train/llama_architecture.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -65,8 +67,8 @@ class HfExportTest : public ::testing::Test {
 // shard size.
 TEST_F(HfExportTest, ImportThenExportIsBitIdentical) {
   TrainConfig c = TinyLlama();
-  c.tie_embeddings = true;
-  const LlamaConfig llama = LlamaConfigOf(c);
+  c.model.tie_embeddings = true;
+  const LlamaConfig llama = LlamaConfigOf(c.model);
   const std::string in = dir_ + "/in";
   fs::create_directories(in);
   WriteHfLlamaFolder(in, llama, LlamaWeights(llama, 17), at::kBFloat16, /*shards=*/true);
@@ -147,8 +149,8 @@ TEST_F(HfExportTest, AMeshRunExportsAsOneRankDoes) {
 // odd vocabulary's tables padded on rank 1).
 TEST_F(HfExportTest, AGptIsWrittenAsAGpt2AndReadBack) {
   TrainConfig c = TinyGpt();
-  c.vocab = 301;
-  c.gelu_tanh = true;
+  c.model.vocab = 301;
+  c.model.gelu_tanh = true;
   c.tp = 2;
   c.pp = 2;
   c.schedule = "1f1b";
@@ -165,8 +167,8 @@ TEST_F(HfExportTest, AGptIsWrittenAsAGpt2AndReadBack) {
   HfCheckpoint exported(dir_ + "/gpt_hf");
   EXPECT_EQ(exported.config().type, "gpt2");
   EXPECT_TRUE(exported.config().gpt.gelu_tanh);
-  const ParameterSpecs specs = ParameterSpecsOf(BuildGpt(GptConfigOf(c), c.seed));
-  for (const ParameterShapes& layer : GptLayerShapes(GptConfigOf(c))) {
+  const ParameterSpecs specs = ParameterSpecsOf(BuildGpt(GptConfigOf(c.model), c.seed));
+  for (const ParameterShapes& layer : GptLayerShapes(GptConfigOf(c.model))) {
     for (const auto& [name, shape] : layer) {
       const at::Tensor whole = saved.Read(name);
       EXPECT_TRUE(at::equal(exported.Read(name), whole)) << name;

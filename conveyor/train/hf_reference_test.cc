@@ -18,6 +18,8 @@
 #include "conveyor/nn/gpt.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/evaluate.h"
+#include "conveyor/train/gpt_architecture.h"
+#include "conveyor/train/llama_architecture.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -28,7 +30,7 @@ namespace {
 void ExpectEvalLossOnEveryMeshIsTheReferences(const TrainConfig& c, const std::string& dir) {
   // The reference: its logits of every window, the loss of their counted targets.
   const at::Tensor stream = at::randint(0, 256, {150}, at::kLong);
-  const std::vector<Batch> windows = NextTokenWindows(stream, c.seq_len, 4);
+  const std::vector<Batch> windows = NextTokenWindows(stream, c.model.seq_len, 4);
   std::vector<at::Tensor> inputs, targets;
   for (const Batch& b : windows) inputs.push_back(b.inputs), targets.push_back(b.targets);
   const at::Tensor logits = ReferenceLogits(dir, at::cat(inputs));
@@ -76,8 +78,8 @@ TEST(HfReferenceTest, ALlamasEvalLossOnEveryMeshIsTheReferences) {
   if (!PythonHasTorch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch (python3-torch)";
   at::set_num_threads(1);
   TrainConfig c = TinyLlama();
-  c.layers = 6;  // 8 layers: enough for 4 stages
-  const LlamaConfig llama = LlamaConfigOf(c);
+  c.model.layers = 6;  // 8 layers: enough for 4 stages
+  const LlamaConfig llama = LlamaConfigOf(c.model);
   const std::string dir = ScratchDir("llama_reference");
   std::map<std::string, at::Tensor> weights = LlamaWeights(llama, 3);
   for (auto& [name, w] : weights) w = w * 4;  // logits far from uniform
@@ -94,14 +96,14 @@ TEST(HfReferenceTest, AGpt2sEvalLossOnEveryMeshIsTheReferences) {
   if (!PythonHasTorch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch (python3-torch)";
   at::set_num_threads(1);
   TrainConfig c = TinyGpt();
-  c.layers = 6;
-  c.vocab = 301;  // odd: padded to 151 rows a rank at tp 2
-  c.positions = 40;
-  c.gelu_tanh = true;
-  c.tie_embeddings = true;
+  c.model.layers = 6;
+  c.model.vocab = 301;  // odd: padded to 151 rows a rank at tp 2
+  c.model.positions = 40;
+  c.model.gelu_tanh = true;
+  c.model.tie_embeddings = true;
   HfModelConfig folder;
   folder.type = "gpt2";
-  folder.gpt = GptConfigOf(c);
+  folder.gpt = GptConfigOf(c.model);
   std::map<std::string, at::Tensor> weights;
   for (const auto& layer : BuildGpt(folder.gpt, 3)) {
     for (const auto& [name, p] : layer->NamedParameters()) weights[name] = p.detach() * 4;
@@ -115,9 +117,9 @@ TEST(HfReferenceTest, AGpt2sEvalLossOnEveryMeshIsTheReferences) {
   TrainConfig from = TinyGpt();
   SetModel(from, dir, "--model");
   ApplyModelFolder(from);
-  EXPECT_EQ(from.model, ModelKind::kGpt);
-  EXPECT_TRUE(from.gelu_tanh);
-  EXPECT_EQ(from.positions, 40);
+  EXPECT_EQ(from.model.kind, ModelKind::kGpt);
+  EXPECT_TRUE(from.model.gelu_tanh);
+  EXPECT_EQ(from.model.positions, 40);
   ExpectEvalLossOnEveryMeshIsTheReferences(from, dir);
   RemoveTree(dir);
 }

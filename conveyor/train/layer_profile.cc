@@ -34,6 +34,7 @@
 #include "conveyor/profile/memory_tracker.h"
 #include "conveyor/profile/tensor_bytes.h"
 #include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/model_registry.h"
 #include "conveyor/train/pipeline_gradients.h"
 
 namespace conveyor {
@@ -498,8 +499,8 @@ OptimizerCost TimeOptimizer(const ModelTask& model, int index, int blocks,
 
 LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<int64_t>& sequences,
                                  int rounds, int ranks) {
-  CONVEYOR_CHECK(IsLanguageModel(config.model))
-      << "conveyor profile times a gpt or llama, not a " << ModelKindName(config.model);
+  CONVEYOR_CHECK(IsLanguageModel(config.model.kind))
+      << "conveyor profile times a gpt or llama, not a " << ModelKindName(config.model.kind);
   bool ascending = sequences.size() >= 2 && sequences[0] >= 1;
   for (size_t k = 1; k < sequences.size(); ++k) ascending &= sequences[k - 1] < sequences[k];
   CONVEYOR_CHECK(ascending) << "the micro-batch sizes timed must be two or more, ascending from "
@@ -517,16 +518,7 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
   const int head = plain->num_layers() - 1;
   const std::vector<ParameterShapes> shapes = plain->LayerShapes();
   LayerCostTable table;
-  const bool llama = config.model == ModelKind::kLlama;
-  table.model =
-      TransformerSpec{.layers = config.layers,
-                      .hidden = config.hidden,
-                      .heads = config.heads,
-                      .kv_heads = llama ? LlamaKvHeads(config) : config.heads,
-                      .intermediate = llama ? LlamaIntermediate(config) : 4 * config.hidden,
-                      .vocab = ModelVocab(config),
-                      .seq_len = config.seq_len,
-                      .gated_mlp = llama};
+  table.model = ModelSizes(config.model);
   table.sequences = sequences;
   table.threads = at::get_num_threads();
   table.device = on.device.is_cpu() ? "cpu" : "cuda";
@@ -561,8 +553,9 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
   }
   for (size_t k = 0; k < sizes; ++k) {
     Batch batch;
-    batch.inputs = at::randint(0, ModelVocab(config), {sequences[k], config.seq_len},
-                               at::TensorOptions().dtype(at::kLong));
+    batch.inputs =
+        at::randint(0, ModelSizes(config.model).vocab, {sequences[k], config.model.seq_len},
+                    at::TensorOptions().dtype(at::kLong));
     batch.targets = batch.inputs;
     batch = ToDevice(batch, on.device);
     const MicroBatch mb = SplitBatch(batch, 1)[0];
@@ -574,7 +567,7 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
     table.head.at[k] = TimeLayer(*plain, head, hidden, mb, rounds, on, &unused);
     for (const auto& [tp, group] : shard_groups) {
       const TensorParallel parallel{tp, 0, group.get(),
-                                    llama ? KvReplicas(table.model.kv(), tp) : 1};
+                                    KvReplicas(static_cast<int>(table.model.kv()), tp)};
       MeasuredKinds& shard = table.tp_shards[tp];
       shard.embedding.at[k] = TimeLayer(*plain, 0, batch.inputs, mb, rounds, on, &unused, parallel);
       shard.block.at[k] = TimeLayer(*plain, 1, x, mb, rounds, on, &unused, parallel);
@@ -615,7 +608,7 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
       }
     }
   }
-  const OptimizerCost optimizer = TimeOptimizer(*plain, 1, config.layers, on.device);
+  const OptimizerCost optimizer = TimeOptimizer(*plain, 1, config.model.layers, on.device);
   table.optimizer_s = optimizer.seconds;
   table.optimizer_bytes = optimizer.bytes;
   return table;

@@ -14,7 +14,7 @@ namespace conveyor {
 // Times the embedding, one block (again built for selective recomputation) and the head of
 // `config`'s model (gpt or llama; its weights drawn from the seed, or read from its folder for the
 // layers timed only) on random tokens, at micro-batches of each of `sequences` sequences of
-// config.seq_len, on config.device (the CPU with the current intra-op threads, or a GPU, each
+// config.model.seq_len, on config.device (the CPU with the current intra-op threads, or a GPU, each
 // timing waiting for it) with products in config.dtype, as a rank computes: each layer's forward,
 // its backward for its input (I: autograd with the weight-gradient store deferring, as the
 // runtime's split backward runs it) and for its weights (W: the store's deferred work), and its

@@ -26,8 +26,8 @@ class LearningTest : public ::testing::Test {
 TEST_F(LearningTest, GptLossFallsOnFortunes) {
   TrainConfig c = TinyGpt();
   c.data = "fortunes";
-  c.hidden = 32;
-  c.seq_len = 32;
+  c.model.hidden = 32;
+  c.model.seq_len = 32;
   c.batch_size = 16;
   c.steps = 30;
   c.warmup_steps = 5;
@@ -41,11 +41,11 @@ TEST_F(LearningTest, GptLossFallsOnFortunes) {
 
 TEST_F(LearningTest, ClassifierBeatsTheMajorityClass) {
   TrainConfig c;
-  c.model = ModelKind::kClassifier;
-  c.layers = 2;
-  c.hidden = 32;
-  c.heads = 2;
-  c.seq_len = 48;
+  c.model.kind = ModelKind::kClassifier;
+  c.model.layers = 2;
+  c.model.hidden = 32;
+  c.model.heads = 2;
+  c.model.seq_len = 48;
   c.batch_size = 32;
   c.microbatches = 4;
   c.steps = 60;

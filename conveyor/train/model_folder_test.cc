@@ -16,7 +16,8 @@
 #include "conveyor/common/remove_tree.h"
 #include "conveyor/formats/hf_checkpoint_testing.h"
 #include "conveyor/nn/hf_config.h"
-#include "conveyor/train/builtin_tasks.h"
+#include "conveyor/train/gpt_architecture.h"
+#include "conveyor/train/llama_architecture.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -35,7 +36,7 @@ TEST_F(ModelFolderTest, LlamaStartsFromAHuggingFaceFolder) {
   c.pp = 2;
   c.schedule = "1f1b";
   const std::vector<double> scratch = TrainOnThreads(c);
-  const LlamaConfig llama = LlamaConfigOf(c);
+  const LlamaConfig llama = LlamaConfigOf(c.model);
   const std::string dir =
       ::testing::TempDir() + "conveyor_trainer_hf_" + std::to_string(::getpid());
   auto folder = [&](const std::map<std::string, at::Tensor>& weights, at::ScalarType dtype,
@@ -81,14 +82,14 @@ TEST_F(ModelFolderTest, ASizeOutOfRangeNamesTheFileAndItsKey) {
       EXPECT_EQ(std::string(e.what()), path + ": " + message);
     }
   };
-  LlamaConfig llama = LlamaConfigOf(TinyLlama());
+  LlamaConfig llama = LlamaConfigOf(TinyLlama().model);
   llama.hidden = 1 << 17;
   refused(HfLlamaConfigJson(llama, "float32"), "hidden_size must be within [1, 65536], got 131072");
-  llama = LlamaConfigOf(TinyLlama());
+  llama = LlamaConfigOf(TinyLlama().model);
   llama.layers = 5000;
   refused(HfLlamaConfigJson(llama, "float32"),
           "num_hidden_layers must be within [1, 4096], got 5000");
-  GptConfig gpt = GptConfigOf(TinyGpt());
+  GptConfig gpt = GptConfigOf(TinyGpt().model);
   gpt.layers = 5000;
   refused(HfGpt2ConfigJson(gpt, "float32"), "n_layer must be within [1, 4096], got 5000");
   RemoveTree(dir);

@@ -21,9 +21,9 @@ namespace {
 
 std::vector<TrainConfig> EveryModel() {
   TrainConfig classifier = TinyGpt();
-  classifier.model = ModelKind::kClassifier;
+  classifier.model.kind = ModelKind::kClassifier;
   TrainConfig tied = TinyLlama();
-  tied.tie_embeddings = true;
+  tied.model.tie_embeddings = true;
   return {TinyGpt(), TinyLlama(), tied, classifier};
 }
 
@@ -87,7 +87,7 @@ class RecordingModel : public ModelTask {
 TEST(ModelTaskTest, APipelineRankBuildsOnlyItsOwnStages) {
   at::set_num_threads(1);
   TrainConfig c = TinyLlama();
-  c.layers = 10;
+  c.model.layers = 10;
   c.pp = 4;
   c.schedule = "interleaved-1f1b";
   c.chunks = 2;

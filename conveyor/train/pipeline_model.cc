@@ -13,6 +13,7 @@
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
 #include "conveyor/train/layer_costs.h"
+#include "conveyor/train/model_registry.h"
 #include "conveyor/train/world_collectives.h"
 
 namespace conveyor {
@@ -91,8 +92,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   }
   TensorParallel& tp = parallel_.tp;
   tp = TensorParallel{mesh_.tp(), coords_.tp, tp_timed_.get()};
-  if (config_.model == ModelKind::kLlama)
-    tp.kv_replicas = KvReplicas(LlamaKvHeads(config_), tp.size);
+  tp.kv_replicas = KvReplicas(static_cast<int>(ModelSizes(config_.model).kv_heads), tp.size);
   if (!gradient_sum_groups_.empty()) program_ = WithGradReductions(program_);
 
   const Layout& layout = program_.layout;
@@ -149,7 +149,7 @@ at::Tensor PipelineModel::GatherWhole(const std::string& name, const at::Tensor&
   if (split.replicated() || tp.size == 1) return local;
   return GatherShards(
       local, split, tp,
-      split.padded ? ModelVocab(config_) : local.size(split.dim) * tp.size / split.replicas);
+      split.padded ? ModelSizes(config_.model).vocab : local.size(split.dim) * tp.size / split.replicas);
 }
 
 std::vector<GradientSum> PipelineModel::GradientSums() const {

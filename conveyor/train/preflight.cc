@@ -91,7 +91,7 @@ void PreflightFiles(const TrainConfig& config, DataUse use) {
   }
   // The model folder's weights: every tensor's name, shape and dtype against its config.json,
   // from the files' headers (HfCheckpoint reads no tensor to open).
-  if (!config.model_dir.empty()) HfCheckpoint checked(config.model_dir);
+  if (!config.model.model_dir.empty()) HfCheckpoint checked(config.model.model_dir);
   if (!config.metrics.empty()) CheckFileCanBeWritten(config.metrics, "--metrics");
   if (!config.trace.empty()) CheckFolderCanBeWritten(config.trace, "--trace");
   if (!config.checkpoint_dir.empty()) {
@@ -109,10 +109,10 @@ void PreflightCheck(const TrainConfig& config) {
       config.schedule, ScheduleOptions{config.pp, config.microbatches, config.chunks});
   VerifyOrThrow(program);
   // The models are an embedding, `layers` blocks and a head.
-  const int layers = config.layers + 2, stages = program.layout.pipeline_length();
+  const int layers = config.model.layers + 2, stages = program.layout.pipeline_length();
   CONVEYOR_CHECK(layers >= stages)
       << "cannot split " << layers << " layers into " << stages << " stages: --layers "
-      << config.layers << " blocks, with the embedding and the head, make " << layers
+      << config.model.layers << " blocks, with the embedding and the head, make " << layers
       << " layers, and each of the " << stages << " stages (" << config.pp << " ranks x "
       << stages / config.pp << " chunks of " << config.schedule
       << ") needs one; use more --layers or fewer stages";

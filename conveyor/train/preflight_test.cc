@@ -29,7 +29,7 @@ TEST(PreflightTest, RefusesRunsThatCannotStart) {
   TrainConfig c = TinyGpt();
   EXPECT_EQ(ErrorOf(PreflightCheck, c), "accepted");
   c.pp = 2;
-  c.layers = 1;  // 3 layers cannot fill 2 ranks x 2 chunks
+  c.model.layers = 1;  // 3 layers cannot fill 2 ranks x 2 chunks
   c.schedule = "zb-v";
   EXPECT_NE(ErrorOf(PreflightCheck, c), "accepted");
   // The corpus is the files' check (generation runs without one).
@@ -61,11 +61,11 @@ TEST(PreflightTest, FindsBadFilesBeforeAnyRank) {
             std::string::npos)
       << error_of(c);
   c = TinyGpt();
-  c.seq_len = 60000;  // longer than the tiny corpus
+  c.model.seq_len = 60000;  // longer than the tiny corpus
   EXPECT_NE(error_of(c), "accepted");
   c = TinyGpt();
-  c.model = ModelKind::kClassifier;
-  c.classes = 50;  // the tiny corpus is one file: one category
+  c.model.kind = ModelKind::kClassifier;
+  c.model.classes = 50;  // the tiny corpus is one file: one category
   EXPECT_NE(error_of(c), "accepted");
 }
 

@@ -58,7 +58,7 @@ TEST(RankReportTest, GathersWhereEachRanksTimeGoes) {
     EXPECT_LE(r.comm_overlap, 1);
     // Each rank sends one (B, T, C) float tensor per step in pieces: activations or
     // gradients.
-    EXPECT_EQ(r.sent_bytes, 4.0 * c.batch_size * c.seq_len * c.hidden) << r.rank;
+    EXPECT_EQ(r.sent_bytes, 4.0 * c.batch_size * c.model.seq_len * c.model.hidden) << r.rank;
     EXPECT_GT(r.peak_activation_bytes, 0);
     EXPECT_GT(r.predicted_peak_activation_bytes, 0);
     // Threads of this process: its whole resident memory, and time since it started.

@@ -31,18 +31,13 @@
 #include "conveyor/optim/loss_scaler.h"
 #include "conveyor/schedule/pipeline_limits.h"
 #include "conveyor/sim/mesh_costs.h"
-#include "conveyor/sim/transformer_spec.h"
+#include "conveyor/train/model_registry.h"
 
 namespace conveyor {
 namespace {
 
 constexpr int64_t kMaxSteps = 1'000'000'000'000;  // 10^12 steps: no run gets near
 
-constexpr Spellings<ModelKind, 3> kModelKinds = {{
-    {ModelKind::kGpt, "gpt"},
-    {ModelKind::kClassifier, "classifier"},
-    {ModelKind::kLlama, "llama"},
-}};
 constexpr Spellings<PartitionBy, 4> kPartitionBys = {{
     {PartitionBy::kParams, "params"},
     {PartitionBy::kFlops, "flops"},
@@ -50,14 +45,11 @@ constexpr Spellings<PartitionBy, 4> kPartitionBys = {{
     {PartitionBy::kProfile, "profile"},
 }};
 // Calls visit(key, field, lo, hi) for every integer setting of `c` (a TrainConfig, const or
-// not): its TOML key, the field and its allowed range [lo, hi]. The one table of ranges.
+// not): its TOML key, the field and its allowed range [lo, hi]. The one table of ranges, the
+// model's (sim/model_spec.h) first.
 template <typename Config, typename Visit>
 void ForEachInteger(Config& c, Visit&& visit) {
-  visit("layers", c.layers, 1, 4096);
-  visit("hidden", c.hidden, 1, 65536);
-  visit("heads", c.heads, 1, 4096);
-  visit("seq_len", c.seq_len, 2, 65536);
-  visit("classes", c.classes, 2, 4096);
+  ForEachModelInteger(c.model, visit);
   visit("pp", c.pp, 1, kMaxRanks);
   visit("dp", c.dp, 0, kMaxRanks);
   visit("tp", c.tp, 1, kMaxRanks);
@@ -76,8 +68,6 @@ void ForEachInteger(Config& c, Visit&& visit) {
   visit("threads", c.threads, 0, 1024);
   visit("zero", c.zero, 0, 1);
   visit("loss_scale_window", c.loss_scale_window, 1, kMaxSteps);
-  visit("kv_heads", c.kv_heads, 0, 4096);
-  visit("intermediate", c.intermediate, 0, 1 << 20);
   visit("memory_per_rank", c.memory_per_rank, 0, int64_t{1} << 50);
   visit("dp_bucket", c.dp_bucket, 0, int64_t{1} << 40);
 }
@@ -85,26 +75,12 @@ void ForEachInteger(Config& c, Visit&& visit) {
 // The same for the real settings; lo = nullopt means (0, hi]: zero itself is refused.
 template <typename Config, typename Visit>
 void ForEachReal(Config& c, Visit&& visit) {
+  ForEachModelReal(c.model, visit);
   visit("lr", c.lr, std::nullopt, 10.0);
   visit("min_lr_ratio", c.min_lr_ratio, 0.0, 1.0);
   visit("weight_decay", c.weight_decay, 0.0, 10.0);
   visit("clip", c.clip, 0.0, 1e9);
   visit("loss_scale", c.loss_scale, 0.0, LossScaler::kMaxScale);
-  visit("rope_theta", c.rope_theta, std::nullopt, 1e12);
-}
-
-void CheckReal(std::string_view name, double value, std::optional<double> lo, double hi) {
-  if (lo.has_value()) {
-    CheckInRange(name, value, *lo, hi);
-  } else {
-    CheckPositiveUpTo(name, value, hi);
-  }
-}
-
-// Whether `text` names a built-in model ("gpt", "llama", "classifier").
-bool IsBuiltinModel(std::string_view text) {
-  return std::any_of(kModelKinds.begin(), kModelKinds.end(),
-                     [text](const auto& kind) { return kind.second == text; });
 }
 
 // "seq_len" -> "--seq-len".
@@ -116,29 +92,15 @@ std::string FlagName(std::string_view key) {
 
 }  // namespace
 
-ModelKind ParseModelKind(std::string_view text, std::string_view name) {
-  return ParseSpelling(kModelKinds, text, name);
-}
-
-std::string_view ModelKindName(ModelKind model) { return SpellingOf(kModelKinds, model); }
-
-bool IsLanguageModel(ModelKind model) { return model != ModelKind::kClassifier; }
-
-int ModelVocab(const TrainConfig& config) {
-  return IsLanguageModel(config.model) && config.vocab > 0
-             ? config.vocab
-             : static_cast<int>(ByteTokenizer::kVocabSize);
-}
-
 void SetModel(TrainConfig& config, std::string_view text, std::string_view name) {
   // Anything of that name (a loop of links too) is a path, refused below unless a folder.
   std::error_code error;
-  const bool path = !IsBuiltinModel(text) &&
+  const bool path = !IsModelKindName(text) &&
                     (text.find('/') != std::string_view::npos ||
                      std::filesystem::exists(std::filesystem::symlink_status(text, error)));
   if (!path) {
-    config.model = ParseModelKind(text, name);
-    config.model_dir.clear();
+    config.model.kind = ParseModelKind(text, name);
+    config.model.model_dir.clear();
     return;
   }
   CheckInputPath(name, std::string(text), PathKind::kFolder);
@@ -147,72 +109,55 @@ void SetModel(TrainConfig& config, std::string_view text, std::string_view name)
       << name << ": '" << text << "' is not a model folder (no config.json there)";
   const HfModelConfig folder =
       ReadHfModelConfig((std::filesystem::path(text) / "config.json").string());
-  config.model = folder.gpt2() ? ModelKind::kGpt : ModelKind::kLlama;
-  config.model_dir = std::string(text);
+  config.model.kind = HfModelKind(folder);
+  config.model.model_dir = std::string(text);
 }
 
 std::string ModelFolderNote(std::string_view text) {
   std::error_code error;
-  if (!IsBuiltinModel(text) || !std::filesystem::is_directory(text, error)) return "";
+  if (!IsModelKindName(text) || !std::filesystem::is_directory(text, error)) return "";
   const std::string name(text);
   return "--model " + name + " is the built-in " + name + ", not the folder ./" + name +
          " here (--model ./" + name + " reads that folder)";
 }
 
 void ApplyModelFolder(TrainConfig& c) {
-  if (c.model_dir.empty()) return;
-  const std::string path = (std::filesystem::path(c.model_dir) / "config.json").string();
+  ModelSpec& model = c.model;
+  if (model.model_dir.empty()) return;
+  const std::string path = (std::filesystem::path(model.model_dir) / "config.json").string();
   const HfModelConfig folder = ReadHfModelConfig(path);
-  // A size out of its setting's range is named by the file and its key there.
-  auto set = [&](std::string_view key, int value, std::string_view hf_key) {
-    SetIntegerSetting(c, key, value, path + ": " + std::string(hf_key));
-  };
-  if (folder.gpt2()) {
-    const GptConfig& gpt = folder.gpt;
-    c.model = ModelKind::kGpt;
-    set("hidden", gpt.hidden, "n_embd");
-    set("heads", gpt.heads, "n_head");
-    set("layers", gpt.layers, "n_layer");
-    c.vocab = gpt.vocab;
-    c.positions = gpt.max_seq_len;
-    c.tie_embeddings = gpt.tie_embeddings;
-    c.gelu_tanh = gpt.gelu_tanh;
-  } else {
-    const LlamaConfig& llama = folder.llama;
-    c.model = ModelKind::kLlama;
-    set("hidden", llama.hidden, "hidden_size");
-    set("heads", llama.heads, "num_attention_heads");
-    set("kv_heads", llama.kv_heads, "num_key_value_heads");
-    set("layers", llama.layers, "num_hidden_layers");
-    set("intermediate", llama.intermediate, "intermediate_size");
-    c.vocab = llama.vocab;
-    c.rms_norm_eps = llama.rms_norm_eps;
-    SetRealSetting(c, "rope_theta", llama.rope_theta, path + ": rope_theta");
-    c.tie_embeddings = llama.tie_embeddings;
-  }
-  const int positions = folder.positions();
-  CONVEYOR_CHECK(c.seq_len <= positions)
-      << "--seq-len " << c.seq_len << " exceeds " << path << "'s "
-      << (folder.gpt2() ? "n_positions" : "max_position_embeddings") << " (" << positions << ")";
-  CONVEYOR_CHECK(c.vocab >= static_cast<int>(ByteTokenizer::kVocabSize))
-      << path << ": a vocabulary of " << c.vocab << " cannot hold the byte tokenizer's "
+  model.kind = HfModelKind(folder);
+  ArchitectureOf(model.kind).ReadHfConfig(folder, path, model);
+  CONVEYOR_CHECK(model.vocab >= static_cast<int>(ByteTokenizer::kVocabSize))
+      << path << ": a vocabulary of " << model.vocab << " cannot hold the byte tokenizer's "
       << ByteTokenizer::kVocabSize << " ids";
 }
 
+ModelSpec ModelFolderSpec(const std::string& dir) {
+  TrainConfig config;
+  config.model.model_dir = dir;
+  const int positions =
+      ReadHfModelConfig((std::filesystem::path(dir) / "config.json").string()).positions();
+  config.model.seq_len = std::min(positions, 65536);
+  ApplyModelFolder(config);
+  return config.model;
+}
+
 void ApplyTokenizer(TrainConfig& c) {
-  if (c.tokenizer.empty() && !c.model_dir.empty()) {
-    const std::filesystem::path beside = std::filesystem::path(c.model_dir) / "tokenizer.model";
+  if (c.tokenizer.empty() && !c.model.model_dir.empty()) {
+    const std::filesystem::path beside =
+        std::filesystem::path(c.model.model_dir) / "tokenizer.model";
     std::error_code error;
     if (std::filesystem::is_regular_file(beside, error)) c.tokenizer = beside.string();
   }
-  if (c.tokenizer.empty() || c.tokenizer == "bytes" || !IsLanguageModel(c.model)) return;
+  if (c.tokenizer.empty() || c.tokenizer == "bytes" || !IsLanguageModel(c.model.kind)) return;
   const std::unique_ptr<Tokenizer> tokenizer = LoadTokenizer(c.tokenizer);
-  if (c.vocab == 0) {
+  if (c.model.vocab == 0) {
     CONVEYOR_CHECK(tokenizer->vocab_size() <= std::numeric_limits<int>::max())
         << "--tokenizer " << c.tokenizer << ": " << tokenizer->vocab_size() << " ids";
-    c.vocab = static_cast<int>(tokenizer->vocab_size());
+    c.model.vocab = static_cast<int>(tokenizer->vocab_size());
   }
-  CheckTokenizerFits(*tokenizer, ModelVocab(c), "--tokenizer " + c.tokenizer);
+  CheckTokenizerFits(*tokenizer, ModelSizes(c.model).vocab, "--tokenizer " + c.tokenizer);
 }
 
 std::vector<int> ParseStageLayers(std::string_view text, std::string_view name) {
@@ -233,8 +178,8 @@ std::vector<int> ParseStageLayers(std::string_view text, std::string_view name) 
 
 std::vector<std::pair<std::string, std::string>> SettingsThatMustAgree(const TrainConfig& c) {
   std::vector<std::pair<std::string, std::string>> settings = {
-      {"--model", std::string(ModelKindName(c.model))},
-      {"--model (folder)", c.model_dir},
+      {"--model", std::string(ModelKindName(c.model.kind))},
+      {"--model (folder)", c.model.model_dir},
       {"--data", c.data},
       {"--split", c.split},
       {"--tokenizer", c.tokenizer},
@@ -247,9 +192,9 @@ std::vector<std::pair<std::string, std::string>> SettingsThatMustAgree(const Tra
       {"--dtype", std::string(ComputeDtypeName(c.dtype))},
       {"--checkpoint-dir", c.checkpoint_dir},
       {"--resume", c.resume},
-      {"--tie-embeddings", c.tie_embeddings ? "true" : "false"},
+      {"--tie-embeddings", c.model.tie_embeddings ? "true" : "false"},
       {"--skip-nonfinite-steps", c.skip_nonfinite_steps ? "true" : "false"},
-      {"vocabulary", std::to_string(c.vocab)},
+      {"vocabulary", std::to_string(c.model.vocab)},
   };
   ForEachInteger(c, [&](std::string_view key, auto value, int64_t, int64_t) {
     if (key == "timeout" || key == "threads") return;  // a rank's own
@@ -268,7 +213,7 @@ std::vector<std::pair<std::string, std::string>> ContentsThatMustAgree(const Tra
   auto add = [&](const std::string& flag, const std::string& fingerprints) {
     if (!fingerprints.empty()) contents.emplace_back(flag + " (contents)", fingerprints);
   };
-  add("--model", c.model_dir.empty() ? "" : FileFingerprint(c.model_dir));
+  add("--model", c.model.model_dir.empty() ? "" : FileFingerprint(c.model.model_dir));
   std::string data;  // one a source, in the blend's order
   for (const auto& [weight, path] : ParseDataBlend(c.data)) {
     data += (data.empty() ? "" : " ") + FileFingerprint(path == "fortunes" ? kFortunesDir : path);
@@ -278,19 +223,6 @@ std::vector<std::pair<std::string, std::string>> ContentsThatMustAgree(const Tra
       c.tokenizer.empty() || c.tokenizer == "bytes" ? "" : FileFingerprint(c.tokenizer));
   add("--resume", c.resume.empty() ? "" : FileFingerprint(c.resume));
   return contents;
-}
-
-int ModelFolderPositions(const std::string& dir) {
-  return ReadHfModelConfig((std::filesystem::path(dir) / "config.json").string()).positions();
-}
-
-int LlamaKvHeads(const TrainConfig& config) {
-  return config.kv_heads > 0 ? config.kv_heads : config.heads;
-}
-
-int LlamaIntermediate(const TrainConfig& config) {
-  if (config.intermediate > 0) return config.intermediate;
-  return static_cast<int>(GatedMlpUnits(config.hidden));
 }
 
 int64_t DpBucketBytes(const TrainConfig& config, bool gpu) {
@@ -311,12 +243,12 @@ void TrainConfig::Validate() const {
     CheckInRange(FlagName(key), value, lo, hi);
   });
   ForEachReal(*this, [](std::string_view key, double value, std::optional<double> lo, double hi) {
-    CheckReal(FlagName(key), value, lo, hi);
+    CheckInRealRange(FlagName(key), value, lo, hi);
   });
   CONVEYOR_CHECK(loss_scale == 0 || loss_scale >= 1)
       << "--loss-scale must be 0 (the dtype's default) or at least 1, got " << loss_scale;
-  CONVEYOR_CHECK(hidden % heads == 0)
-      << "hidden (" << hidden << ") must be a multiple of heads (" << heads << ")";
+  CONVEYOR_CHECK(model.hidden % model.heads == 0)
+      << "hidden (" << model.hidden << ") must be a multiple of heads (" << model.heads << ")";
   CONVEYOR_CHECK(batch_size >= microbatches)
       << "batch-size (" << batch_size << ") must be at least microbatches (" << microbatches << ")";
   CONVEYOR_CHECK(batch_size >= static_cast<int64_t>(std::max(dp, 1)) * microbatches)
@@ -324,20 +256,11 @@ void TrainConfig::Validate() const {
       << microbatches << "): every data-parallel replica runs every micro-batch";
   Mesh::ParseOrder(mesh_order);
   ParseStageLayers(stage_layers, "--stage-layers");
-  CONVEYOR_CHECK(heads % tp == 0) << "heads (" << heads << ") must divide by tp (" << tp
-                                  << "): each tensor-parallel rank holds heads / tp of them";
-  if (model == ModelKind::kLlama) {
-    const int kv = LlamaKvHeads(*this);
-    CONVEYOR_CHECK(heads % kv == 0)
-        << "kv-heads (" << kv << ") must divide heads (" << heads << ")";
-    KvReplicas(kv, tp);  // tp divides the key-value heads, or they divide tp (replicated)
-    CONVEYOR_CHECK(LlamaIntermediate(*this) % tp == 0)
-        << "intermediate (" << LlamaIntermediate(*this) << ") must divide by tp (" << tp << ")";
-    CONVEYOR_CHECK((hidden / heads) % 2 == 0)
-        << "the head size hidden / heads = " << hidden / heads
-        << " must be even: rotary embeddings rotate pairs of dimensions";
-  }
-  if (IsLanguageModel(model)) CheckVocabularySplit(ModelVocab(*this), tp);
+  CONVEYOR_CHECK(model.heads % tp == 0) << "heads (" << model.heads << ") must divide by tp (" << tp
+                                        << "): each tensor-parallel rank holds heads / tp of them";
+  const ModelArchitecture& architecture = ArchitectureOf(model.kind);
+  architecture.Check(model, tp);
+  if (architecture.language_model()) CheckVocabularySplit(architecture.Sizes(model).vocab, tp);
   if (ep > 1) {
     CONVEYOR_CHECK(tp == 1) << "--ep " << ep << " with --tp " << tp
                             << ": expert parallelism borrows data-parallel ranks, and the "
@@ -371,7 +294,7 @@ void SetRealSetting(TrainConfig& config, std::string_view key, double value,
   bool found = false;
   ForEachReal(config, [&](std::string_view k, double& field, std::optional<double> lo, double hi) {
     if (k != key) return;
-    CheckReal(name, value, lo, hi);
+    CheckInRealRange(name, value, lo, hi);
     field = value;
     found = true;
   });
@@ -436,7 +359,7 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
        [&c, &path, string_of](const toml::node& n, const std::string& key) {
          SetModel(c, string_of(n, key), path + ": " + key);
        }},
-      {"tie_embeddings", boolean(c.tie_embeddings)},
+      {"tie_embeddings", boolean(c.model.tie_embeddings)},
       {"recompute", choice(c.recompute, ParseRecompute)},
       {"device", choice(c.device, ParseDeviceKind)},
       {"dtype", choice(c.dtype, ParseComputeDtype)},

@@ -14,63 +14,43 @@
 
 #include "conveyor/device/compute_device.h"
 #include "conveyor/device/compute_precision.h"
+#include "conveyor/sim/model_spec.h"
 #include "conveyor/sim/recompute.h"
 
 namespace conveyor {
-
-// The model trained: a byte-level GPT, a byte-level Llama (nn/llama.h), or a classifier of
-// fortune categories.
-enum class ModelKind : uint8_t { kGpt, kClassifier, kLlama };
-
-// Whether `model` predicts the next token (gpt, llama): it can be evaluated by its held-out
-// loss and sampled from.
-bool IsLanguageModel(ModelKind model);
 
 // What a layer's cost is when the layers are partitioned over the stages: its parameter
 // count, its forward FLOPs, 1 for every layer, or its measured time.
 enum class PartitionBy : uint8_t { kParams, kFlops, kUniform, kProfile };
 
-// `text` ("gpt", "classifier", "llama") as a ModelKind. Throws UserError naming `name` (the flag,
-// or the file and key), the text and the allowed values.
-ModelKind ParseModelKind(std::string_view text, std::string_view name);
-// The spelling ParseModelKind reads: "gpt" / "classifier" / "llama".
-std::string_view ModelKindName(ModelKind model);
-// The same for "params", "flops", "uniform" and "profile".
+// `text` ("params", "flops", "uniform", "profile") as a PartitionBy. Throws UserError naming
+// `name` (the flag, or the file and key), the text and the allowed values.
 PartitionBy ParsePartitionBy(std::string_view text, std::string_view name);
 std::string_view PartitionByName(PartitionBy partition);
 
 struct TrainConfig;
 
-// A Llama's key-value heads and MLP units under `config`: kv_heads or heads, and intermediate
-// or GatedMlpUnits(hidden) (sim/transformer_spec.h: the planner prices the same width).
-int LlamaKvHeads(const TrainConfig& config);
-int LlamaIntermediate(const TrainConfig& config);
-// The vocabulary a model of `config` has: config.vocab for a llama that sets it, else the
-// byte tokenizer's 256 ids.
-int ModelVocab(const TrainConfig& config);
 // The data-parallel reducer's bucket under `config` on a GPU (`gpu`) or the CPU: dp_bucket,
 // or DefaultBucketBytes (sim/mesh_costs.h).
 int64_t DpBucketBytes(const TrainConfig& config, bool gpu);
 
 // `text` as --model (or the TOML key `name`): a kind ("gpt", "classifier", "llama"), or a
 // Hugging Face folder (a path holding config.json), which sets model_dir and model = llama
-// or, for a GPT-2, gpt. A kind's name is the kind even when a folder of that name is in the
-// working directory (that folder is `./llama`); any other name without a '/' is a path when
-// something of that name exists. UserError naming `name` and the text otherwise (CheckInputPath for
-// a path that names no folder).
+// or, for a GPT-2, gpt (model_registry.h, HfModelKind). A kind's name is the kind even when a
+// folder of that name is in the working directory (that folder is `./llama`); any other name
+// without a '/' is a path when something of that name exists. UserError naming `name` and the text
+// otherwise (CheckInputPath for a path that names no folder).
 void SetModel(TrainConfig& config, std::string_view text, std::string_view name);
 
 // When `text` is a kind's name and a folder of that name is in the working directory: one
 // line saying that SetModel takes the kind, and how to read the folder. "" otherwise.
 std::string ModelFolderNote(std::string_view text);
 
-// With config.model_dir set: the architecture fields (a Llama's hidden, heads, kv_heads,
-// layers, intermediate, vocab, rms_norm_eps, rope_theta, tie_embeddings; a GPT-2's hidden,
-// heads, layers, vocab, positions, tie_embeddings, gelu_tanh) from its config.json
-// (nn/hf_config.h), whatever flags said; UserError when the file is refused, a size is out of
-// its setting's range (named by the file and its key: "DIR/config.json: hidden_size must be
-// within ..."), seq_len exceeds its positions, or its vocabulary cannot hold the byte
-// tokenizer's 256 ids.
+// With config.model.model_dir set: the architecture's fields from its config.json
+// (nn/hf_config.h; which fields: ModelArchitecture::ReadHfConfig), whatever flags said;
+// UserError when the file is refused, a size is out of its setting's range (named by the file
+// and its key: "DIR/config.json: hidden_size must be within ..."), seq_len exceeds its
+// positions, or its vocabulary cannot hold the byte tokenizer's 256 ids.
 void ApplyModelFolder(TrainConfig& config);
 
 // Resolves config.tokenizer: "" becomes the model folder's tokenizer.model when there is one
@@ -96,29 +76,15 @@ std::vector<std::pair<std::string, std::string>> SettingsThatMustAgree(const Tra
 // those files' samples.
 std::vector<std::pair<std::string, std::string>> ContentsThatMustAgree(const TrainConfig& config);
 
-// The positions of the Hugging Face folder `dir` (its config.json, checked): a Llama's
-// max_position_embeddings, a GPT-2's n_positions.
-int ModelFolderPositions(const std::string& dir);
+// The model of the Hugging Face folder `dir` at its whole context: seq_len its positions (a
+// Llama's max_position_embeddings, a GPT-2's n_positions; at most 65536), the rest as
+// ApplyModelFolder reads it (UserError likewise).
+ModelSpec ModelFolderSpec(const std::string& dir);
 
 struct TrainConfig {
-  // Model.
-  ModelKind model = ModelKind::kGpt;
-  int layers = 4;
-  int hidden = 64;
-  int heads = 4;
-  int seq_len = 64;
-  bool tie_embeddings = false;  // gpt, llama: input embedding and LM head share weights
-  int classes = 4;              // classifier: the largest fortune categories
-  int kv_heads = 0;             // llama: key-value heads (0 = heads: no grouping)
-  int intermediate = 0;         // llama: the MLP's units (0 = LlamaIntermediate's default)
-  double rope_theta = 10000;    // llama: the rotary embeddings' base
-  // llama from a Hugging Face folder (--model DIR): its config.json sets the architecture
-  // (ApplyModelFolder), its weights are the initial ones. Empty: weights drawn from the seed.
-  std::string model_dir;
-  int vocab = 0;               // gpt, llama: 0 = the byte tokenizer's 256 ids; else config.json's
-  double rms_norm_eps = 1e-5;  // llama
-  int positions = 0;           // gpt: rows of the position table (0 = seq_len); GPT-2's n_positions
-  bool gelu_tanh = false;      // gpt: GPT-2's gelu_new, GELU's tanh approximation (from a folder)
+  // The model (sim/model_spec.h): its architecture and sizes, and the Hugging Face folder it
+  // may come from.
+  ModelSpec model;
   // Data.
   std::string data = "fortunes";   // "fortunes", a text file / directory, or the PREFIX of a
                                    // tokenized data set (PREFIX.bin + PREFIX.idx)
@@ -195,7 +161,8 @@ struct TrainConfig {
 
   // Checks every numeric setting against its range (docs/TRAINING.md, "Limits"), named as
   // its flag ("--layers must be within [1, 4096], got 0"), the pipeline's size
-  // (pipeline_limits.h) and the relations between settings. UserError for the first bad one.
+  // (pipeline_limits.h) and the relations between settings, the model's architecture's
+  // among them (ModelArchitecture::Check). UserError for the first bad one.
   void Validate() const;
 };
 

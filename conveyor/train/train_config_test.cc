@@ -12,6 +12,7 @@
 #include "conveyor/common/remove_tree.h"
 #include "conveyor/common/scratch_folder_testing.h"
 #include "conveyor/formats/hf_checkpoint_testing.h"
+#include "conveyor/train/model_registry.h"
 
 namespace conveyor {
 namespace {
@@ -50,7 +51,7 @@ TEST(TrainConfigTest, TomlKeysApply) {
   EXPECT_EQ(c.threads, 3);
   EXPECT_EQ(c.pp, 2);
   EXPECT_DOUBLE_EQ(c.lr, 0.01);
-  EXPECT_TRUE(c.tie_embeddings);
+  EXPECT_TRUE(c.model.tie_embeddings);
 }
 
 TEST(TrainConfigTest, BadFilesNameTheProblem) {
@@ -103,13 +104,13 @@ TEST(TrainConfigTest, AFloatForAnIntegerIsRefusedByType) {
                 std::string::npos)
           << e.what();
     }
-    EXPECT_EQ(c.layers, TrainConfig().layers);
+    EXPECT_EQ(c.model.layers, TrainConfig().model.layers);
   }
 }
 
 TEST(TrainConfigTest, ValidateNamesTheBadValue) {
   TrainConfig c;
-  c.heads = 3;
+  c.model.heads = 3;
   try {
     c.Validate();
     FAIL();
@@ -135,12 +136,12 @@ TEST(TrainConfigTest, MeshAndThreadsAreChecked) {
   c.dp = 3;
   expect_error(c, "batch-size (16) must be at least dp x microbatches (3 x 8)");
   c.dp = 0;
-  c.hidden = 96;
-  c.heads = 6;
+  c.model.hidden = 96;
+  c.model.heads = 6;
   c.tp = 3;
   EXPECT_NO_THROW(c.Validate());  // 256 tokens: 86 rows a rank, the last 2 padding
-  c.hidden = 17 * 16;
-  c.heads = 17;
+  c.model.hidden = 17 * 16;
+  c.model.heads = 17;
   c.tp = 17;  // 16 rows a rank: ranks 0..15 hold all 256 tokens, rank 16 only padding
   expect_error(c, "a vocabulary of 256 tokens cannot be split over 17 tensor-parallel ranks");
   c.tp = 1;
@@ -211,13 +212,13 @@ std::string TomlError(const std::string& text) {
   } catch (const UserError& e) {
     return e.what();
   }
-  return "accepted, layers " + std::to_string(c.layers) + ", pp " + std::to_string(c.pp);
+  return "accepted, layers " + std::to_string(c.model.layers) + ", pp " + std::to_string(c.pp);
 }
 
 TEST(TrainConfigTest, TomlModelAndPartitionAreParsed) {
   TrainConfig c;
   ApplyTomlFile(Write("model = \"classifier\"\npartition = \"profile\"\n"), c);
-  EXPECT_EQ(c.model, ModelKind::kClassifier);
+  EXPECT_EQ(c.model.kind, ModelKind::kClassifier);
   EXPECT_EQ(c.partition, PartitionBy::kProfile);
   const std::string model = TomlError("model = \"bert\"\n");
   EXPECT_NE(model.find(".toml: model must be gpt, classifier or llama, got 'bert'"),
@@ -231,8 +232,8 @@ TEST(TrainConfigTest, TomlModelAndPartitionAreParsed) {
 TEST(TrainConfigTest, ModelIsAKindOrAModelFolder) {
   TrainConfig c;
   SetModel(c, "llama", "--model");
-  EXPECT_EQ(c.model, ModelKind::kLlama);
-  EXPECT_TRUE(c.model_dir.empty());
+  EXPECT_EQ(c.model.kind, ModelKind::kLlama);
+  EXPECT_TRUE(c.model.model_dir.empty());
   const std::string dir = ::testing::TempDir() + "conveyor_model_dir_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   try {
@@ -252,22 +253,22 @@ TEST(TrainConfigTest, ModelIsAKindOrAModelFolder) {
   llama.rope_theta = 500000;
   WriteHfLlamaFolder(dir, llama, LlamaWeights(llama, 1), at::kFloat, false);
   SetModel(c, dir, "--model");
-  c.hidden = 8;  // the folder wins
+  c.model.hidden = 8;  // the folder wins
   ApplyModelFolder(c);
-  EXPECT_EQ(c.model, ModelKind::kLlama);
-  EXPECT_EQ(c.model_dir, dir);
-  EXPECT_EQ(c.hidden, 48);
-  EXPECT_EQ(c.heads, 6);
-  EXPECT_EQ(LlamaKvHeads(c), 2);
-  EXPECT_EQ(LlamaIntermediate(c), 96);
-  EXPECT_EQ(c.layers, 3);
-  EXPECT_EQ(ModelVocab(c), 320);
-  EXPECT_EQ(c.rope_theta, 500000);
+  EXPECT_EQ(c.model.kind, ModelKind::kLlama);
+  EXPECT_EQ(c.model.model_dir, dir);
+  EXPECT_EQ(c.model.hidden, 48);
+  EXPECT_EQ(c.model.heads, 6);
+  EXPECT_EQ(ModelSizes(c.model).kv_heads, 2);
+  EXPECT_EQ(ModelSizes(c.model).intermediate, 96);
+  EXPECT_EQ(c.model.layers, 3);
+  EXPECT_EQ(ModelSizes(c.model).vocab, 320);
+  EXPECT_EQ(c.model.rope_theta, 500000);
   EXPECT_NO_THROW(c.Validate());
-  c.seq_len = 65;
+  c.model.seq_len = 65;
   EXPECT_THROW(ApplyModelFolder(c), UserError);  // past max_position_embeddings
   SetModel(c, "gpt", "--model");
-  EXPECT_TRUE(c.model_dir.empty());
+  EXPECT_TRUE(c.model.model_dir.empty());
   RemoveTree(dir);
 }
 
@@ -291,17 +292,17 @@ TEST(TrainConfigTest, ABuiltInNameWinsOverAFolderOfThatName) {
   std::filesystem::current_path(scratch.path());
   TrainConfig c;
   SetModel(c, "llama", "--model");
-  EXPECT_EQ(c.model, ModelKind::kLlama);
-  EXPECT_TRUE(c.model_dir.empty());
+  EXPECT_EQ(c.model.kind, ModelKind::kLlama);
+  EXPECT_TRUE(c.model.model_dir.empty());
   EXPECT_EQ(ModelFolderNote("llama"),
             "--model llama is the built-in llama, not the folder ./llama here (--model ./llama "
             "reads that folder)");
   EXPECT_EQ(ModelFolderNote("gpt"), "");   // no folder of that name
   EXPECT_EQ(ModelFolderNote("mine"), "");  // no built-in of that name
   SetModel(c, "./llama", "--model");
-  EXPECT_EQ(c.model_dir, "./llama");
+  EXPECT_EQ(c.model.model_dir, "./llama");
   SetModel(c, "mine", "--model");
-  EXPECT_EQ(c.model_dir, "mine");
+  EXPECT_EQ(c.model.model_dir, "mine");
   std::filesystem::current_path(cwd);
 }
 
@@ -345,7 +346,7 @@ TEST(TrainConfigTest, NonFiniteRealsAreRefused) {
 TEST(TrainConfigTest, SettersNameTheSettingAsTold) {
   TrainConfig c;
   SetIntegerSetting(c, "seq_len", 32, "--seq-len");
-  EXPECT_EQ(c.seq_len, 32);
+  EXPECT_EQ(c.model.seq_len, 32);
   SetRealSetting(c, "min_lr_ratio", 0.5, "--min-lr-ratio");
   EXPECT_DOUBLE_EQ(c.min_lr_ratio, 0.5);
   try {
@@ -354,7 +355,7 @@ TEST(TrainConfigTest, SettersNameTheSettingAsTold) {
   } catch (const UserError& e) {
     EXPECT_STREQ(e.what(), "--layers must be within [1, 4096], got 4294967298");
   }
-  EXPECT_EQ(c.layers, 4);  // unchanged
+  EXPECT_EQ(c.model.layers, 4);  // unchanged
   EXPECT_TRUE(IsIntegerSetting("eval_every"));
   EXPECT_FALSE(IsIntegerSetting("lr"));
   EXPECT_TRUE(IsRealSetting("lr"));

@@ -42,10 +42,10 @@ LayerList BuildAllLayers(const ModelTask& model) {
 TrainConfig TinyGpt() {
   TrainConfig c;
   c.data = TinyCorpus();
-  c.layers = 4;
-  c.hidden = 16;
-  c.heads = 2;
-  c.seq_len = 16;
+  c.model.layers = 4;
+  c.model.hidden = 16;
+  c.model.heads = 2;
+  c.model.seq_len = 16;
   c.batch_size = 6;
   c.microbatches = 4;
   c.steps = 3;
@@ -69,10 +69,10 @@ void ExpectSameLosses(const std::vector<double>& want, const std::vector<double>
 
 TrainConfig TinyLlama() {
   TrainConfig c = TinyGpt();
-  c.model = ModelKind::kLlama;
-  c.hidden = 32;
-  c.heads = 4;
-  c.kv_heads = 2;
+  c.model.kind = ModelKind::kLlama;
+  c.model.hidden = 32;
+  c.model.heads = 4;
+  c.model.kv_heads = 2;
   c.batch_size = 8;
   return c;
 }

@@ -160,7 +160,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
     const int64_t samples =
         (config.batch_size / model_.mesh().dp() + config.microbatches - 1) / config.microbatches;
     const int64_t message_bytes = static_cast<int64_t>(c10::elementSize(model_.message_dtype())) *
-                                  samples * config.seq_len * config.hidden;
+                                  samples * config.model.seq_len * config.model.hidden;
     hop_s_ =
         WithErrorContext("rank " + std::to_string(model_.rank()) + ", timing a message of " +
                              std::to_string(message_bytes) + " bytes to its pipeline neighbours",

@@ -66,10 +66,10 @@ TEST_F(TrainerModelsTest, LlamaTrainsLikeOneProcessUnderEverySchedule) {
 // vocabulary of its own and more positions than the sequence.
 TEST_F(TrainerModelsTest, Gpt2TrainsLikeOneProcessUnderEverySchedule) {
   TrainConfig gpt2 = TinyGpt();
-  gpt2.gelu_tanh = true;
-  gpt2.tie_embeddings = true;
-  gpt2.vocab = 301;  // odd: padded to 151 rows a rank at tp 2
-  gpt2.positions = 2 * gpt2.seq_len;
+  gpt2.model.gelu_tanh = true;
+  gpt2.model.tie_embeddings = true;
+  gpt2.model.vocab = 301;  // odd: padded to 151 rows a rank at tp 2
+  gpt2.model.positions = 2 * gpt2.model.seq_len;
   gpt2.batch_size = 8;
   ExpectEveryScheduleTrainsLikeOneProcess(gpt2, "gpt2");
 }
@@ -85,7 +85,7 @@ TrainConfig TokenDataSetRun(const std::string& prefix) {
   }
   writer.Finish();
   TrainConfig c = TinyGpt();
-  c.vocab = 301;
+  c.model.vocab = 301;
   c.data = prefix;
   c.split = "90,10,0";
   c.batch_size = 8;
@@ -219,7 +219,7 @@ TEST_F(TrainerModelsTest, EveryStepFeedsTheSameTokensOnAnyMeshAndAfterAResume) {
 // split backward and data parallelism: trains like one process, the clipped norm included.
 TEST_F(TrainerModelsTest, ALlamaWithMoreTpRanksThanKeyValueHeadsTrainsLikeOneProcess) {
   TrainConfig base = TinyLlama();  // 4 heads, 2 key-value heads
-  base.vocab = 301;
+  base.model.vocab = 301;
   base.clip = 0.05;  // the norm must count each replicated head once to clip alike
   Weights want;
   const std::vector<double> reference = TrainCollecting(base, want);

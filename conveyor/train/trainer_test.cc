@@ -48,7 +48,7 @@ TEST_F(TrainerTest, LossesDoNotDependOnScheduleOrPp) {
 
 TEST_F(TrainerTest, TiedEmbeddingsStayEqualAcrossFirstAndLastStage) {
   TrainConfig c = TinyGpt();
-  c.tie_embeddings = true;
+  c.model.tie_embeddings = true;
   const std::vector<double> reference = TrainOnThreads(c);
   c.pp = 2;
   c.schedule = "1f1b";
@@ -70,7 +70,7 @@ TEST_F(TrainerTest, DataParallelReplicasTrainLikeOneProcess) {
   TrainConfig base = TinyGpt();
   base.batch_size = 10;  // 5 and 5 samples per replica; micro-batches of 2 and 1 samples
   base.microbatches = 3;
-  base.tie_embeddings = true;
+  base.model.tie_embeddings = true;
   Weights want;
   const std::vector<double> reference = TrainCollecting(base, want);
   ASSERT_EQ(reference.size(), 3u);
@@ -148,7 +148,7 @@ TEST_F(TrainerTest, Bf16PipelinesTrainLikeOneProcessNearFp32) {
 TEST_F(TrainerTest, RanksSharingOneGpuTrainLikeOneProcessOnTheCpu) {
   if (VisibleGpus() == 0) GTEST_SKIP() << "no CUDA device";
   TrainConfig base = TinyGpt();
-  base.tie_embeddings = true;
+  base.model.tie_embeddings = true;
   base.batch_size = 8;
   Weights want;
   const std::vector<double> reference = TrainCollecting(base, want);
@@ -177,13 +177,13 @@ TEST_F(TrainerTest, RanksSharingOneGpuTrainLikeOneProcessOnTheCpu) {
 TEST_F(TrainerTest, TensorAndDataParallelMeshesTrainLikeOneProcess) {
   for (const ModelKind model : {ModelKind::kGpt, ModelKind::kClassifier}) {
     TrainConfig base = TinyGpt();
-    base.model = model;
+    base.model.kind = model;
     base.batch_size = 8;
     base.microbatches = 4;
-    base.tie_embeddings = model == ModelKind::kGpt;
+    base.model.tie_embeddings = model == ModelKind::kGpt;
     if (model == ModelKind::kClassifier) {
       base.data = TrainConfig().data;  // the fortunes: documents in categories
-      base.classes = 2;
+      base.model.classes = 2;
     }
     Weights want;
     const std::vector<double> reference = TrainCollecting(base, want);
@@ -295,7 +295,7 @@ TEST_F(TrainerTest, RecomputationLowersPeakMemoryAndKeepsTheLosses) {
 TEST_F(TrainerTest, RejectsRunsThatCannotStart) {
   TrainConfig c = TinyGpt();
   c.pp = 2;
-  c.layers = 1;  // 3 layers cannot fill 2 ranks x 2 chunks
+  c.model.layers = 1;  // 3 layers cannot fill 2 ranks x 2 chunks
   c.schedule = "zb-v";
   EXPECT_THROW(TrainOnThreads(c), UserError);
   c = TinyGpt();
@@ -376,7 +376,7 @@ TEST_F(TrainerTest, ZeroShardedOptimizerTrainsLikeOneProcessOnHalfTheState) {
   TrainConfig base = TinyGpt();
   base.batch_size = 8;
   base.microbatches = 4;
-  base.tie_embeddings = true;
+  base.model.tie_embeddings = true;
   Weights want;
   const std::vector<double> reference = TrainCollecting(base, want);
   for (const auto& [tp, schedule] : {std::pair{1, "zb-h1"}, std::pair{2, "1f1b"}}) {
@@ -418,7 +418,7 @@ TEST_F(TrainerTest, ZeroReduceScattersTheGradientsAndKeepsTheNorm) {
   TrainConfig c = TinyGpt();
   c.batch_size = 8;
   c.microbatches = 4;
-  c.tie_embeddings = true;
+  c.model.tie_embeddings = true;
   c.dp = 2;
   c.pp = 2;
   c.schedule = "1f1b";

@@ -16,6 +16,7 @@
 #include "conveyor/train/forward_pipeline.h"
 #include "conveyor/train/generate.h"
 #include "conveyor/train/measured_costs.h"
+#include "conveyor/train/model_registry.h"
 
 namespace conveyor {
 namespace {
@@ -57,13 +58,13 @@ void Count(const StepMetrics& m, int64_t first_step, const TrainConfig& config, 
 // empty otherwise. Text needs the model's tokenizer: bytes only for a model of 256 ids.
 std::string Sample(ForwardPipeline& forward, const TrainConfig& config) {
   const std::unique_ptr<Tokenizer> tokenizer = LoadTokenizer(config.tokenizer);
-  if (!IsLanguageModel(config.model) || config.sample_tokens <= 0 ||
+  if (!IsLanguageModel(config.model.kind) || config.sample_tokens <= 0 ||
       (dynamic_cast<const ByteTokenizer*>(tokenizer.get()) != nullptr &&
-       ModelVocab(config) != static_cast<int>(ByteTokenizer::kVocabSize))) {
+       ModelSizes(config.model).vocab != static_cast<int>(ByteTokenizer::kVocabSize))) {
     return "";
   }
   return ByteTokenizer::Printable(Generate(forward, *tokenizer, "", config.sample_tokens,
-                                           kDefaultTemperature, config.seed, config.seq_len));
+                                           kDefaultTemperature, config.seed, config.model.seq_len));
 }
 
 }  // namespace

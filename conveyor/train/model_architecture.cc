@@ -1,0 +1,34 @@
+#include "conveyor/train/model_architecture.h"
+
+#include "conveyor/common/error.h"
+#include "conveyor/formats/hf_checkpoint.h"
+
+namespace conveyor {
+
+void ModelArchitecture::ReadHfConfig(const HfModelConfig&, const std::string& path,
+                                     ModelSpec& spec) const {
+  CONVEYOR_ASSERT(false) << path << ": a " << ModelKindName(spec.kind)
+                         << " is never read from a Hugging Face folder";
+}
+
+HfModelConfig ModelArchitecture::HfConfig(const ModelSpec& spec) const {
+  CONVEYOR_ASSERT(false) << "a " << ModelKindName(spec.kind) << " has no Hugging Face layout";
+  return {};
+}
+
+std::vector<double> TransformerFlops(int layers, double t, double c, double head_per_token) {
+  std::vector<double> flops = {t * c};  // embedding: a lookup and an add
+  for (int l = 0; l < layers; ++l) flops.push_back(t * (24 * c * c + 4 * t * c));
+  flops.push_back(head_per_token * t);
+  return flops;
+}
+
+void LoadFromFolder(const std::string& folder, const LayerList& layers, const TensorParallel& tp) {
+  NamedTensors params;
+  for (const auto& layer : layers) {
+    for (auto& named : layer->NamedParameters()) params.push_back(std::move(named));
+  }
+  HfCheckpoint(folder).LoadInto(params, ParameterSpecsOf(layers), tp);
+}
+
+}  // namespace conveyor
