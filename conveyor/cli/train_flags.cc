@@ -110,6 +110,33 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--rope-theta", &ModelSpec::rope_theta, "llama: rotary embedding base");
   Flag(cmd, flags, "--seq-len", &ModelSpec::seq_len, "tokens per sample");
   Flag(cmd, flags, "--classes", &ModelSpec::classes, "classifier: the K largest fortune files");
+  Flag(cmd, flags, "--experts", &ModelSpec::experts,
+       "llama: experts in each Mixture-of-Experts MLP (0 = dense MLPs)");
+  Flag(cmd, flags, "--top-k", &ModelSpec::top_k, "llama, MoE: experts each token is routed to");
+  Flag(cmd, flags, "--expert-units", &ModelSpec::expert_units,
+       "llama, MoE: each expert's SwiGLU units (0 = --intermediate)");
+  Flag(cmd, flags, "--shared-expert-units", &ModelSpec::shared_expert_units,
+       "llama, MoE: a shared expert every token passes through (0 = none)");
+  Switch(cmd, flags, "--shared-expert-gate", &ModelSpec::shared_expert_gate,
+         "llama, MoE: the shared expert scaled by a sigmoid gate (Qwen2-MoE)");
+  Switch(cmd, flags, "--router-sigmoid", &ModelSpec::router_sigmoid,
+         "llama, MoE: sigmoid router scores (DeepSeek-V3) instead of a softmax");
+  Switch(cmd, flags, "--router-plain-gates", &ModelSpec::router_plain_gates,
+         "llama, MoE: the k gates as scored, not renormalised (norm_topk_prob false)");
+  Flag(cmd, flags, "--router-aux-loss-coef", &ModelSpec::router_aux_loss_coef,
+       "llama, MoE: the load-balancing loss's coefficient (Switch; 0 = none)");
+  Flag(cmd, flags, "--router-z-loss-coef", &ModelSpec::router_z_loss_coef,
+       "llama, MoE: the router z-loss's coefficient (0 = none)");
+  Flag(cmd, flags, "--router-bias-rate", &ModelSpec::router_bias_rate,
+       "llama, MoE: auxiliary-loss-free balancing, the selection bias's step (0 = off)");
+  Flag(cmd, flags, "--capacity-factor", &ModelSpec::capacity_factor,
+       "llama, MoE: each expert's capacity factor, copies beyond it dropped (0 = dropless)");
+  Switch(cmd, flags, "--drop-by-position", &ModelSpec::drop_by_position,
+         "llama, MoE: over capacity drop the last copies (default: the least likely)");
+  Flag(cmd, flags, "--moe-first-dense", &ModelSpec::moe_first_dense,
+       "llama, MoE: the first layers keep a dense MLP");
+  Flag(cmd, flags, "--moe-sparse-step", &ModelSpec::moe_sparse_step,
+       "llama, MoE: every step-th layer is sparse (1 = all)");
   flags.options.emplace_back(
       cmd->add_option("--data", flags.data,
                       "fortunes, a text file or folder, the PREFIX of a tokenized data set "

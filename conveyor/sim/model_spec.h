@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace conveyor {
 
@@ -42,6 +43,24 @@ struct ModelSpec {
   int vocab = 0;                // gpt, llama: 0 = the byte tokenizer's 256 ids
   int positions = 0;       // gpt: rows of the position table (0 = seq_len); GPT-2's n_positions
   bool gelu_tanh = false;  // gpt: GPT-2's gelu_new, GELU's tanh approximation
+  // llama: Mixture-of-Experts MLPs (nn/moe_mlp.h); experts 0: every MLP dense.
+  int experts = 0;                    // E experts a sparse layer
+  int top_k = 2;                      // k of them a token
+  int expert_units = 0;               // each expert's SwiGLU units (0 = the MLP's, intermediate)
+  int shared_expert_units = 0;        // a shared expert's units (0 = none)
+  bool shared_expert_gate = false;    // the shared expert scaled by a sigmoid gate (Qwen2-MoE)
+  bool router_sigmoid = false;        // sigmoid scores (DeepSeek-V3) instead of a softmax
+  bool router_plain_gates = false;    // the k gates not renormalised (norm_topk_prob false)
+  double router_aux_loss_coef = 0;    // the Switch load-balancing loss's coefficient
+  double router_z_loss_coef = 0;      // the router z-loss's
+  double router_bias_rate = 0;        // auxiliary-loss-free balancing's bias step (0: off)
+  double capacity_factor = 0;         // 0: dropless; else each expert's capacity factor
+  bool drop_by_position = false;      // over capacity, drop the last copies, not the least likely
+  int moe_first_dense = 0;            // the first layers stay dense (first_k_dense_replace)
+  int moe_sparse_step = 1;            // layer i sparse when (i + 1) % step == 0
+  std::vector<int> moe_dense_layers;  // these stay dense too (Qwen's mlp_only_layers)
+  bool moe_mixtral_names = false;     // Mixtral's tensor names (block_sparse_moe, w1/w2/w3)
+  bool qk_norm = false;               // llama: Qwen3's per-head query and key RMSNorm
   // A Hugging Face folder (--model DIR): its config.json sets the architecture's fields, its
   // weights are the initial ones. Empty: weights drawn from the seed.
   std::string model_dir;
@@ -61,6 +80,12 @@ void ForEachModelInteger(Spec& spec, Visit&& visit) {
   visit("classes", spec.classes, 2, 4096);
   visit("kv_heads", spec.kv_heads, 0, 4096);
   visit("intermediate", spec.intermediate, 0, 1 << 20);
+  visit("experts", spec.experts, 0, 4096);
+  visit("top_k", spec.top_k, 1, 4096);
+  visit("expert_units", spec.expert_units, 0, 1 << 20);
+  visit("shared_expert_units", spec.shared_expert_units, 0, 1 << 20);
+  visit("moe_first_dense", spec.moe_first_dense, 0, 4096);
+  visit("moe_sparse_step", spec.moe_sparse_step, 1, 4096);
 }
 
 // The same for the real fields; lo = nullopt means (0, hi]: zero itself is refused
@@ -68,6 +93,10 @@ void ForEachModelInteger(Spec& spec, Visit&& visit) {
 template <typename Spec, typename Visit>
 void ForEachModelReal(Spec& spec, Visit&& visit) {
   visit("rope_theta", spec.rope_theta, std::optional<double>(), 1e12);
+  visit("router_aux_loss_coef", spec.router_aux_loss_coef, std::optional<double>(0.0), 1e3);
+  visit("router_z_loss_coef", spec.router_z_loss_coef, std::optional<double>(0.0), 1e3);
+  visit("router_bias_rate", spec.router_bias_rate, std::optional<double>(0.0), 1.0);
+  visit("capacity_factor", spec.capacity_factor, std::optional<double>(0.0), 1e3);
 }
 
 // Sets the integer field with key `key` to `value` after checking it against its range; the

@@ -37,7 +37,14 @@ class LlamaModel : public ModelTask {
     const double kv = static_cast<double>(config_.kv_heads) * c / config_.heads;
     std::vector<double> flops = {t * c};
     for (int l = 0; l < config_.layers; ++l) {
-      flops.push_back(t * (4 * c * c + 4 * c * kv + 6 * c * config_.intermediate + 4 * t * c));
+      // A sparse layer's MLP: the router (2 C E) and k experts' and the shared expert's units.
+      double mlp = 6 * c * config_.intermediate;
+      if (IsSparseLayer(config_, l)) {
+        const MoeConfig& block = config_.moe->block;
+        mlp =
+            2 * c * block.experts + 6 * c * (block.top_k * block.expert_units + block.shared_units);
+      }
+      flops.push_back(t * (4 * c * c + 4 * c * kv + mlp + 4 * t * c));
     }
     flops.push_back(2.0 * c * config_.vocab * t);
     return flops;
@@ -46,9 +53,33 @@ class LlamaModel : public ModelTask {
     std::ostringstream out;
     out << "llama" << (folder_.empty() ? "" : " from " + folder_) << ": " << config_.layers
         << " layers, hidden " << config_.hidden << ", " << config_.heads << " heads ("
-        << config_.kv_heads << " key-value), MLP " << config_.intermediate << ", vocabulary "
-        << config_.vocab << ", " << CountParameters(LayerShapes()) / 1e6 << "M parameters";
+        << config_.kv_heads << " key-value), MLP " << config_.intermediate;
+    if (config_.moe) {
+      const MoeConfig& block = config_.moe->block;
+      out << ", " << ExpertBlocks().size() << " MoE layers of " << block.experts << " experts (top-"
+          << block.top_k << ", " << block.expert_units << " units each"
+          << (block.shared_units > 0 ? ", a shared expert" : "") << ")";
+    }
+    out << ", vocabulary " << config_.vocab << ", " << CountParameters(LayerShapes()) / 1e6
+        << "M parameters";
     return out.str();
+  }
+  std::vector<std::string> AuxiliaryLossNames() const override {
+    std::vector<std::string> names;
+    if (!config_.moe) return names;
+    if (config_.moe->block.aux_loss_coef > 0) names.push_back("load_balance");
+    if (config_.moe->block.z_loss_coef > 0) names.push_back("router_z");
+    return names;
+  }
+  std::vector<std::pair<std::string, int>> ExpertBlocks() const override {
+    std::vector<std::pair<std::string, int>> blocks;
+    for (int l = 0; l < config_.layers; ++l) {
+      if (IsSparseLayer(config_, l)) {
+        blocks.push_back({"model.layers." + std::to_string(l) + "." + config_.moe->prefix,
+                          config_.moe->block.experts});
+      }
+    }
+    return blocks;
   }
 
  private:
@@ -76,6 +107,13 @@ TransformerSpec LlamaArchitecture::Sizes(const ModelSpec& spec) const {
 
 void LlamaArchitecture::Check(const ModelSpec& spec, int tp) const {
   const TransformerSpec sizes = Sizes(spec);
+  if (spec.experts > 0) {
+    CONVEYOR_CHECK(spec.top_k <= spec.experts)
+        << "--top-k " << spec.top_k << " must be at most --experts " << spec.experts;
+    CONVEYOR_CHECK(tp == 1) << "--experts with --tp " << tp
+                            << ": Mixture-of-Experts layers are not split over tensor-parallel "
+                               "ranks yet (use --ep to divide the experts)";
+  }
   const int kv = static_cast<int>(sizes.kv_heads);
   CONVEYOR_CHECK(spec.heads % kv == 0)
       << "kv-heads (" << kv << ") must divide heads (" << spec.heads << ")";
@@ -117,6 +155,22 @@ HfModelConfig LlamaArchitecture::HfConfig(const ModelSpec& spec) const {
 
 void LlamaArchitecture::RecordFields(const ModelSpec& spec, nlohmann::json& model) const {
   const TransformerSpec sizes = Sizes(spec);
+  if (spec.qk_norm) model["qk_norm"] = true;
+  if (spec.experts > 0) {  // older checkpoints have none of these
+    const LlamaConfig config = LlamaConfigOf(spec);
+    const MoeConfig& block = config.moe->block;
+    model["moe"] = {{"experts", block.experts},
+                    {"top_k", block.top_k},
+                    {"expert_units", block.expert_units},
+                    {"shared_expert_units", block.shared_units},
+                    {"shared_expert_gate", block.shared_gate},
+                    {"router_sigmoid", spec.router_sigmoid},
+                    {"router_plain_gates", spec.router_plain_gates},
+                    {"first_dense", spec.moe_first_dense},
+                    {"sparse_step", spec.moe_sparse_step},
+                    {"dense_layers", spec.moe_dense_layers},
+                    {"mixtral_names", spec.moe_mixtral_names}};
+  }
   model["kv_heads"] = static_cast<int>(sizes.kv_heads);
   model["intermediate"] = static_cast<int>(sizes.intermediate);
   model["rope_theta"] = spec.rope_theta;
@@ -125,6 +179,21 @@ void LlamaArchitecture::RecordFields(const ModelSpec& spec, nlohmann::json& mode
 }
 
 void LlamaArchitecture::ReadFields(const nlohmann::json& model, ModelSpec& spec) const {
+  spec.qk_norm = model.value("qk_norm", false);
+  if (model.contains("moe")) {
+    const nlohmann::json& moe = model.at("moe");
+    spec.experts = moe.at("experts");
+    spec.top_k = moe.at("top_k");
+    spec.expert_units = moe.at("expert_units");
+    spec.shared_expert_units = moe.at("shared_expert_units");
+    spec.shared_expert_gate = moe.at("shared_expert_gate");
+    spec.router_sigmoid = moe.at("router_sigmoid");
+    spec.router_plain_gates = moe.at("router_plain_gates");
+    spec.moe_first_dense = moe.at("first_dense");
+    spec.moe_sparse_step = moe.at("sparse_step");
+    spec.moe_dense_layers = moe.at("dense_layers").get<std::vector<int>>();
+    spec.moe_mixtral_names = moe.at("mixtral_names");
+  }
   spec.kv_heads = model.at("kv_heads");
   spec.intermediate = model.at("intermediate");
   spec.rope_theta = model.at("rope_theta");
@@ -153,6 +222,29 @@ LlamaConfig LlamaConfigOf(const ModelSpec& spec, bool recompute_attention) {
   config.rope_theta = spec.rope_theta;
   config.tie_embeddings = spec.tie_embeddings;
   config.recompute_attention = recompute_attention;
+  config.qk_norm = spec.qk_norm;
+  if (spec.experts > 0) {
+    LlamaMoe moe;
+    MoeConfig& block = moe.block;
+    block.experts = spec.experts;
+    block.top_k = spec.top_k;
+    block.expert_units = spec.expert_units > 0 ? spec.expert_units : config.intermediate;
+    block.shared_units = spec.shared_expert_units;
+    block.shared_gate = spec.shared_expert_gate;
+    block.scoring = spec.router_sigmoid ? RouterScoring::kSigmoid : RouterScoring::kSoftmax;
+    block.renormalize = !spec.router_plain_gates;
+    block.aux_loss_coef = spec.router_aux_loss_coef;
+    block.z_loss_coef = spec.router_z_loss_coef;
+    block.bias_rate = spec.router_bias_rate;
+    block.capacity_factor = spec.capacity_factor;
+    block.drop_by = spec.drop_by_position ? TokenDrop::kPosition : TokenDrop::kProbability;
+    block.mixtral_names = spec.moe_mixtral_names;
+    moe.prefix = spec.moe_mixtral_names ? "block_sparse_moe" : "mlp";
+    moe.first_dense = spec.moe_first_dense;
+    moe.sparse_step = spec.moe_sparse_step;
+    moe.dense_layers = spec.moe_dense_layers;
+    config.moe = moe;
+  }
   CheckLlamaConfig(config);
   return config;
 }

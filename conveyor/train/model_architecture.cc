@@ -23,6 +23,11 @@ std::vector<double> TransformerFlops(int layers, double t, double c, double head
   return flops;
 }
 
+void ModelArchitecture::Check(const ModelSpec& spec, int) const {
+  CONVEYOR_CHECK(spec.experts == 0)
+      << "--experts " << spec.experts << ": Mixture-of-Experts MLPs are a llama's (--model llama)";
+}
+
 void LoadFromFolder(const std::string& folder, const LayerList& layers, const TensorParallel& tp) {
   NamedTensors params;
   for (const auto& layer : layers) {

@@ -36,8 +36,9 @@ class ModelArchitecture {
   virtual TransformerSpec Sizes(const ModelSpec& spec) const = 0;
 
   // UserError naming the fields when `spec` (each field within its range, hidden a multiple
-  // of heads that tp divides) cannot be built, or split over `tp` tensor-parallel ranks.
-  virtual void Check(const ModelSpec& spec, int tp) const {}
+  // of heads that tp divides) cannot be built, or split over `tp` tensor-parallel ranks. The
+  // default refuses Mixture-of-Experts fields (an architecture without them).
+  virtual void Check(const ModelSpec& spec, int tp) const;
 
   // The most positions a model of `spec` can attend over (a position table's rows), or
   // INT_MAX when it has no bound (rotary positions).

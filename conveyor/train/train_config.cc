@@ -193,6 +193,10 @@ std::vector<std::pair<std::string, std::string>> SettingsThatMustAgree(const Tra
       {"--checkpoint-dir", c.checkpoint_dir},
       {"--resume", c.resume},
       {"--tie-embeddings", c.model.tie_embeddings ? "true" : "false"},
+      {"--shared-expert-gate", c.model.shared_expert_gate ? "true" : "false"},
+      {"--router-sigmoid", c.model.router_sigmoid ? "true" : "false"},
+      {"--router-plain-gates", c.model.router_plain_gates ? "true" : "false"},
+      {"--drop-by-position", c.model.drop_by_position ? "true" : "false"},
       {"--skip-nonfinite-steps", c.skip_nonfinite_steps ? "true" : "false"},
       {"vocabulary", std::to_string(c.model.vocab)},
   };
@@ -262,6 +266,11 @@ void TrainConfig::Validate() const {
   architecture.Check(model, tp);
   if (architecture.language_model()) CheckVocabularySplit(architecture.Sizes(model).vocab, tp);
   if (ep > 1) {
+    CONVEYOR_CHECK(model.experts > 0)
+        << "--ep " << ep << " divides a Mixture-of-Experts model's experts: this model has none "
+        << "(--model llama --experts N)";
+    CONVEYOR_CHECK(model.experts % ep == 0)
+        << "the " << model.experts << " experts must divide evenly over --ep " << ep;
     CONVEYOR_CHECK(tp == 1) << "--ep " << ep << " with --tp " << tp
                             << ": expert parallelism borrows data-parallel ranks, and the "
                                "experts are not split over tensor-parallel ones yet";
@@ -360,6 +369,10 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
          SetModel(c, string_of(n, key), path + ": " + key);
        }},
       {"tie_embeddings", boolean(c.model.tie_embeddings)},
+      {"shared_expert_gate", boolean(c.model.shared_expert_gate)},
+      {"router_sigmoid", boolean(c.model.router_sigmoid)},
+      {"router_plain_gates", boolean(c.model.router_plain_gates)},
+      {"drop_by_position", boolean(c.model.drop_by_position)},
       {"recompute", choice(c.recompute, ParseRecompute)},
       {"device", choice(c.device, ParseDeviceKind)},
       {"dtype", choice(c.dtype, ParseComputeDtype)},

@@ -112,8 +112,15 @@ std::vector<double> TrainCollecting(const TrainConfig& c, Weights& weights,
                            /*copy=*/true);
     }
     {
+      // Replica 0 holds every weight but the experts divided over its expert-parallel
+      // group's other replicas: those from whichever rank holds them.
       std::lock_guard<std::mutex> lock(mu);
-      if (t.model().leads_replicas()) weights.insert(mine.begin(), mine.end());
+      for (const auto& [name, w] : mine) {
+        if (t.model().leads_replicas() ||
+            (t.model().coords().tp == 0 && t.model().parameter_specs().Of(name).grad_sum.experts)) {
+          weights.insert({name, w});
+        }
+      }
     }
     if (dp == nullptr) return;
     const DataParallelStats stats = t.Step().dp;  // one more step, to see its reduction

@@ -60,7 +60,8 @@ std::vector<double> TrainOnThreads(const TrainConfig& config,
                                    std::shared_ptr<const TrainTask> task = nullptr);
 
 // Every parameter after training, by name, whole (tensor-parallel shards gathered), from the
-// ranks of data-parallel replica 0; with `dp`, one more step's data-parallel statistics.
+// ranks of data-parallel replica 0 (an expert from the rank holding it under expert
+// parallelism); with `dp`, one more step's data-parallel statistics.
 using Weights = std::map<std::string, at::Tensor>;
 std::vector<double> TrainCollecting(const TrainConfig& c, Weights& weights,
                                     std::vector<DataParallelStats>* dp = nullptr);

@@ -1,0 +1,137 @@
+// A Mixture-of-Experts Llama (nn/moe_mlp.h) trains like one process on every mesh: experts
+// divided over expert-parallel ranks (--ep), pipelines of every schedule family, data
+// parallelism; its auxiliary losses and expert load reported the same.
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "conveyor/common/error.h"
+#include "conveyor/train/train_testing.h"
+#include "conveyor/train/trainer.h"
+
+namespace conveyor {
+namespace {
+
+// 4 decoder layers, the second and fourth sparse: 4 experts, top-2, a shared expert, the
+// Switch loss.
+TrainConfig TinyMoe() {
+  TrainConfig c = TinyLlama();
+  c.model.layers = 4;
+  c.model.experts = 4;
+  c.model.top_k = 2;
+  c.model.expert_units = 24;
+  c.model.shared_expert_units = 16;
+  c.model.moe_sparse_step = 2;
+  c.model.router_aux_loss_coef = 0.01;
+  c.steps = 3;
+  c.batch_size = 16;
+  c.microbatches = 8;  // of 2 samples: the auxiliary loss is a micro-batch's
+  c.dp = 1;
+  c.pp = 1;
+  return c;
+}
+
+struct Layout {
+  int dp, ep, pp;
+  std::string schedule;
+};
+
+TEST(TrainerMoeTest, EveryMeshAndScheduleTrainsAsOneProcess) {
+  at::set_num_threads(1);
+  const TrainConfig base = TinyMoe();
+  Weights want;
+  const std::vector<double> reference = TrainCollecting(base, want);
+  ASSERT_EQ(reference.size(), 3u);
+  EXPECT_TRUE(want.count("model.layers.1.mlp.experts.3.down_proj.weight"));
+  EXPECT_FALSE(want.count("model.layers.0.mlp.experts.0.down_proj.weight"));  // dense layer 0
+  for (const Layout& layout : std::vector<Layout>{{1, 1, 2, "1f1b"},
+                                                  {2, 1, 1, "1f1b"},
+                                                  {2, 2, 1, "1f1b"},
+                                                  {2, 2, 2, "1f1b"},
+                                                  {2, 2, 2, "zb-h1"},
+                                                  {1, 1, 2, "interleaved-1f1b"},
+                                                  {2, 2, 2, "dualpipe-v"}}) {
+    TrainConfig c = base;
+    c.dp = layout.dp;
+    c.ep = layout.ep;
+    c.pp = layout.pp;
+    c.schedule = layout.schedule;
+    c.microbatches = base.microbatches / c.dp;  // each micro-batch the same 2 samples
+    const std::string what = "dp " + std::to_string(c.dp) + " ep " + std::to_string(c.ep) + " pp " +
+                             std::to_string(c.pp) + " " + c.schedule;
+    Weights got;
+    const std::vector<double> losses = TrainCollecting(c, got);
+    ExpectSameLosses(reference, losses, what);
+    ExpectSameWeights(want, got, c.lr, what);
+  }
+}
+
+// The step's auxiliary loss and expert load are those of one process, on every rank.
+TEST(TrainerMoeTest, AuxiliaryLossAndExpertLoadAreReportedAsOneProcessCountsThem) {
+  at::set_num_threads(1);
+  TrainConfig c = TinyMoe();
+  c.steps = 1;
+  std::vector<StepMetrics> one, four;
+  const auto run = [](const TrainConfig& config, std::vector<StepMetrics>& out) {
+    std::mutex mu;
+    TrainOnThreads(
+        config,
+        [&](Trainer& t, Transport&) {
+          const StepMetrics m = t.Step();
+          std::lock_guard<std::mutex> lock(mu);
+          out.push_back(m);
+        },
+        -1);
+  };
+  run(c, one);
+  c.dp = 2;
+  c.ep = 2;
+  c.pp = 2;
+  c.microbatches /= 2;  // each micro-batch the same 2 samples
+  run(c, four);
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_EQ(four.size(), 4u);
+  const StepMetrics& want = one[0];
+  ASSERT_EQ(want.expert_load.size(), 2u);  // layers 1 and 3
+  const std::vector<double>& load = want.expert_load.at("model.layers.1.mlp");
+  double total = 0;
+  for (double l : load) total += l;
+  EXPECT_EQ(total, 16.0 * c.model.seq_len * 2);  // every token of the batch, k = 2 copies
+  for (const StepMetrics& m : four) {
+    EXPECT_EQ(m.expert_load, want.expert_load);
+    EXPECT_NEAR(m.auxiliary_losses.at("load_balance"), want.auxiliary_losses.at("load_balance"),
+                1e-9);
+  }
+}
+
+TEST(TrainerMoeTest, BadExpertSettingsAreRefusedInOneLine) {
+  TrainConfig c = TinyMoe();
+  c.ep = 3;
+  c.dp = 3;
+  EXPECT_THROW(c.Validate(), UserError);  // 4 experts over 3 ranks: refused when built
+  c = TinyMoe();
+  c.model.top_k = 5;
+  EXPECT_THROW(c.Validate(), UserError);
+  c = TinyMoe();
+  c.model.experts = 0;
+  c.ep = 2;
+  c.dp = 2;
+  try {
+    c.Validate();
+    FAIL() << "--ep without experts";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("has none"), std::string::npos) << e.what();
+  }
+  c = TinyMoe();
+  c.ep = 2;
+  c.dp = 4;
+  c.tp = 1;
+  c.zero = 1;
+  EXPECT_THROW(c.Validate(), UserError);
+}
+
+}  // namespace
+}  // namespace conveyor
