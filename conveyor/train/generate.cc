@@ -91,8 +91,10 @@ std::vector<int64_t> GenerateTokens(ForwardPipeline& forward, std::vector<int64_
   CONVEYOR_CHECK(!prompt.empty()) << "the prompt has no token";
   CheckSampling(sampling);
   const PipelineModel& model = forward.model();
-  // Every replica would sample the same tokens: replica 0 does, the others receive them.
-  const bool samples = model.coords().dp == 0;
+  // Every replica would sample the same tokens: replica 0 does, the others receive them; but
+  // where experts are divided over replicas (expert parallelism) every replica runs the
+  // forwards its expert-parallel group shares, sampling the same tokens.
+  const bool samples = model.coords().dp == 0 || model.parallel().ep.size > 1;
   std::vector<int64_t> out;
   if (samples) {
     int64_t cached = 0;  // positions the attention layers' caches hold
