@@ -1,6 +1,7 @@
 #include "conveyor/train/checkpoint.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
