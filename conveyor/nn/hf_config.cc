@@ -94,6 +94,9 @@ class Fields {
   // A field read and deliberately not applied.
   void Ignore(const std::string& key) { read_.insert(key); }
 
+  const Json& json() const { return json_; }
+  const std::string& path() const { return path_; }
+
   // Every field was read, checked or is known to change nothing.
   void RefuseTheRest() const {
     for (const auto& [key, value] : json_.items()) {
@@ -145,10 +148,47 @@ std::string ReadText(const std::string& path) {
   return text.str();
 }
 
-// The model of a config.json already parsed and of its model_type (checked by the caller).
-LlamaConfig LlamaFromJson(const Json& json, const std::string& path) {
+// The Mixture-of-Experts fields of a Mixtral or Qwen3-MoE config.json into c.moe.
+void ReadMoeFields(Fields& f, const std::string& type, LlamaConfig& c) {
+  LlamaMoe moe;
+  MoeConfig& block = moe.block;
+  block.hidden = c.hidden;
+  block.top_k = f.Integer("num_experts_per_tok", std::nullopt);
+  if (type == "mixtral") {
+    block.experts = f.Integer("num_local_experts", std::nullopt);
+    block.expert_units = c.intermediate;  // every layer sparse: intermediate_size is an expert's
+    block.mixtral_names = true;
+    moe.prefix = "block_sparse_moe";
+    f.Only("router_jitter_noise", {0, 0.0}, "the router adds no noise");
+  } else {  // qwen3_moe
+    block.experts = f.Integer("num_experts", std::nullopt);
+    block.expert_units = f.Integer("moe_intermediate_size", std::nullopt);
+    block.renormalize = f.Boolean("norm_topk_prob", false);
+    moe.sparse_step = f.Integer("decoder_sparse_step", 1);
+    f.Ignore("mlp_only_layers");
+    const Json& dense = f.json().value("mlp_only_layers", Json::array());
+    CONVEYOR_CHECK(dense.is_array()) << f.path() << ": \"mlp_only_layers\" must be a list";
+    for (const Json& layer : dense) {
+      CONVEYOR_CHECK(layer.is_number_integer())
+          << f.path() << ": \"mlp_only_layers\" must list layer numbers, got " << dense.dump();
+      moe.dense_layers.push_back(layer.get<int>());
+    }
+    // Without a sliding window (refused below) this one changes nothing.
+    f.Ignore("max_window_layers");
+  }
+  // Training settings, not the model: the flags choose the auxiliary loss.
+  f.Ignore("router_aux_loss_coef");
+  f.Ignore("output_router_logits");
+  c.moe = moe;
+}
+
+// The model of a config.json already parsed and of its model_type `type` (checked by the
+// caller): llama, mixtral or qwen3_moe.
+LlamaConfig LlamaFromJson(const Json& json, const std::string& path, const std::string& type) {
   Fields f(json, path);
-  f.Architectures("llama", {"LlamaForCausalLM"});
+  f.Architectures(type, {type == "llama"     ? "LlamaForCausalLM"
+                         : type == "mixtral" ? "MixtralForCausalLM"
+                                             : "Qwen3MoeForCausalLM"});
   LlamaConfig c;
   c.hidden = f.Integer("hidden_size", std::nullopt);
   c.intermediate = f.Integer("intermediate_size", std::nullopt);
@@ -158,14 +198,20 @@ LlamaConfig LlamaFromJson(const Json& json, const std::string& path) {
   c.vocab = f.Integer("vocab_size", std::nullopt, 2);
   c.max_seq_len = f.Integer("max_position_embeddings", 2048);
   c.rms_norm_eps = f.Positive("rms_norm_eps", std::nullopt);
-  c.rope_theta = f.Positive("rope_theta", 10000.0);
+  c.rope_theta = f.Positive("rope_theta", type == "llama" ? 10000.0 : 1e6);
   c.tie_embeddings = f.Boolean("tie_word_embeddings", false);
+  c.qk_norm = type == "qwen3_moe";  // Qwen3 normalises every head's queries and keys
+  if (type != "llama") ReadMoeFields(f, type, c);
   f.Only("hidden_act", {"silu"}, "the MLP is SwiGLU: silu");
   f.Only("attention_bias", {false}, "the projections have no biases");
   f.Only("mlp_bias", {false}, "the projections have no biases");
   f.Only("rope_scaling", {}, "rotary embeddings are not scaled");
-  f.Only("sliding_window", {}, "attention is over the whole sequence");
   f.Only("use_sliding_window", {false}, "attention is over the whole sequence");
+  if (json.value("use_sliding_window", Json(true)) == Json(false)) {
+    f.Ignore("sliding_window");  // a window size that is not used (Qwen's configs hold one)
+  } else {
+    f.Only("sliding_window", {}, "attention is over the whole sequence");
+  }
   f.Only("attention_dropout", {0, 0.0}, "no dropout");
   f.Only("pretraining_tp", {1}, "the plain linear maps");
   f.Only("head_dim", {c.heads > 0 ? c.hidden / c.heads : 0},
@@ -218,7 +264,12 @@ Json ParseOfType(const std::string& text, const std::string& path, const std::st
 }  // namespace
 
 LlamaConfig ParseHfLlamaConfig(const std::string& text, const std::string& path) {
-  return LlamaFromJson(ParseOfType(text, path, "llama"), path);
+  const Json json = ParseObject(text, path);
+  const std::string type = ModelType(json);
+  CONVEYOR_CHECK(type == "llama" || type == "mixtral" || type == "qwen3_moe")
+      << path << ": model_type \"" << type
+      << "\" is not supported here (llama, mixtral, qwen3_moe)";
+  return LlamaFromJson(json, path, type);
 }
 
 GptConfig ParseHfGpt2Config(const std::string& text, const std::string& path) {
@@ -232,9 +283,10 @@ HfModelConfig ReadHfModelConfig(const std::string& path) {
   if (config.gpt2()) {
     config.gpt = Gpt2FromJson(json, path);
   } else {
-    CONVEYOR_CHECK(config.type == "llama")
-        << path << ": model_type \"" << config.type << "\" is not supported (llama, gpt2)";
-    config.llama = LlamaFromJson(json, path);
+    CONVEYOR_CHECK(config.type == "llama" || config.type == "mixtral" || config.type == "qwen3_moe")
+        << path << ": model_type \"" << config.type
+        << "\" is not supported (llama, mixtral, qwen3_moe, gpt2)";
+    config.llama = LlamaFromJson(json, path, config.type);
   }
   return config;
 }
@@ -262,23 +314,59 @@ std::string HfGpt2ConfigJson(const GptConfig& c, const std::string& torch_dtype)
   return json.dump(2) + "\n";
 }
 
+std::string HfLlamaModelType(const LlamaConfig& c) {
+  if (!c.moe) {
+    CONVEYOR_CHECK(!c.qk_norm) << "a dense Llama with Qwen3's query and key norms has no "
+                                  "Hugging Face layout conveyor writes";
+    return "llama";
+  }
+  const LlamaMoe& moe = *c.moe;
+  const MoeConfig& block = moe.block;
+  CONVEYOR_CHECK(block.scoring == RouterScoring::kSoftmax && block.shared_units == 0 &&
+                 block.capacity_factor == 0 && moe.first_dense == 0)
+      << "a Mixture-of-Experts model with sigmoid scores, a shared expert, a capacity or "
+         "first dense layers has no Hugging Face layout conveyor writes (Mixtral, Qwen3-MoE)";
+  if (block.mixtral_names) {
+    CONVEYOR_CHECK(block.renormalize && !c.qk_norm && moe.sparse_step == 1 &&
+                   moe.dense_layers.empty() && block.expert_units == c.intermediate)
+        << "a Mixtral renormalises its gates, has no query and key norms, every layer sparse "
+           "and intermediate_size units an expert";
+    return "mixtral";
+  }
+  CONVEYOR_CHECK(c.qk_norm) << "a Qwen3-MoE normalises its queries and keys (qk_norm)";
+  return "qwen3_moe";
+}
+
 std::string HfLlamaConfigJson(const LlamaConfig& c, const std::string& torch_dtype) {
-  const Json json = {{"architectures", {"LlamaForCausalLM"}},
-                     {"model_type", "llama"},
-                     {"hidden_size", c.hidden},
-                     {"intermediate_size", c.intermediate},
-                     {"num_attention_heads", c.heads},
-                     {"num_key_value_heads", c.kv_heads},
-                     {"num_hidden_layers", c.layers},
-                     {"vocab_size", c.vocab},
-                     {"max_position_embeddings", c.max_seq_len},
-                     {"rms_norm_eps", c.rms_norm_eps},
-                     {"rope_theta", c.rope_theta},
-                     {"tie_word_embeddings", c.tie_embeddings},
-                     {"hidden_act", "silu"},
-                     {"attention_bias", false},
-                     {"mlp_bias", false},
-                     {"torch_dtype", torch_dtype}};
+  const std::string type = HfLlamaModelType(c);
+  Json json = {{"architectures",
+                {type == "llama"     ? "LlamaForCausalLM"
+                 : type == "mixtral" ? "MixtralForCausalLM"
+                                     : "Qwen3MoeForCausalLM"}},
+               {"model_type", type},
+               {"hidden_size", c.hidden},
+               {"intermediate_size", c.intermediate},
+               {"num_attention_heads", c.heads},
+               {"num_key_value_heads", c.kv_heads},
+               {"num_hidden_layers", c.layers},
+               {"vocab_size", c.vocab},
+               {"max_position_embeddings", c.max_seq_len},
+               {"rms_norm_eps", c.rms_norm_eps},
+               {"rope_theta", c.rope_theta},
+               {"tie_word_embeddings", c.tie_embeddings},
+               {"hidden_act", "silu"},
+               {"attention_bias", false},
+               {"torch_dtype", torch_dtype}};
+  if (type == "llama") json["mlp_bias"] = false;
+  if (type != "llama") json["num_experts_per_tok"] = c.moe->block.top_k;
+  if (type == "mixtral") json["num_local_experts"] = c.moe->block.experts;
+  if (type == "qwen3_moe") {
+    json["num_experts"] = c.moe->block.experts;
+    json["moe_intermediate_size"] = c.moe->block.expert_units;
+    json["norm_topk_prob"] = c.moe->block.renormalize;
+    json["decoder_sparse_step"] = c.moe->sparse_step;
+    json["mlp_only_layers"] = c.moe->dense_layers;
+  }
   return json.dump(2) + "\n";
 }
 

@@ -11,6 +11,19 @@
 // num_hidden_layers, vocab_size, max_position_embeddings, rms_norm_eps, rope_theta (default
 // 10000), tie_word_embeddings (default false), architectures (LlamaForCausalLM).
 //
+// Mixture-of-Experts Llamas (LlamaConfig::moe, nn/moe_mlp.h), with the Llama's fields
+// (rope_theta's default 1e6):
+//   Mixtral (model_type "mixtral", MixtralForCausalLM): num_local_experts,
+//     num_experts_per_tok, intermediate_size as each expert's units, every layer sparse,
+//     the gates renormalised, names block_sparse_moe.gate / experts.i.w1|w2|w3;
+//     router_jitter_noise 0.
+//   Qwen3-MoE (model_type "qwen3_moe", Qwen3MoeForCausalLM): num_experts,
+//     num_experts_per_tok, moe_intermediate_size, norm_topk_prob (default false),
+//     decoder_sparse_step (1), mlp_only_layers ([]; their dense MLP intermediate_size wide),
+//     per-head query and key RMSNorm (qk_norm); names mlp.gate / experts.i.gate_proj|...
+//   router_aux_loss_coef and output_router_logits are training settings: read, not applied
+//   (--router-aux-loss-coef chooses the loss).
+//
 // architectures may be absent; present, it must name only the classes above for the file's
 // model_type: a GPT2LMHeadModel that says model_type "llama" is refused, naming both keys.
 //
@@ -62,7 +75,14 @@ std::string HfModelConfigJson(const HfModelConfig& config, const std::string& to
 // rates 0. ParseHfGpt2Config gives `config` back.
 std::string HfGpt2ConfigJson(const GptConfig& config, const std::string& torch_dtype);
 
-// config.json for `config` (tp ignored), as Hugging Face's LlamaForCausalLM writes it:
+// The model_type a Llama of `config` is saved as: "llama", or "mixtral" / "qwen3_moe" for an
+// MoE one of their layout. UserError naming what no Hugging Face layout conveyor writes holds
+// (sigmoid scores, a shared expert, a capacity, first dense layers; a dense Llama with
+// query and key norms; a Mixtral's must be every layer sparse, renormalised, qk_norm off).
+std::string HfLlamaModelType(const LlamaConfig& config);
+
+// config.json for `config` (tp ignored), as Hugging Face's LlamaForCausalLM (MixtralFor..,
+// Qwen3MoeFor..) writes it:
 // every field ParseHfLlamaConfig reads, with hidden_act "silu" and `torch_dtype` ("float32",
 // "bfloat16" or "float16"). ParseHfLlamaConfig gives `config` back.
 std::string HfLlamaConfigJson(const LlamaConfig& config, const std::string& torch_dtype);

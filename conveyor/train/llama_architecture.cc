@@ -141,6 +141,21 @@ void LlamaArchitecture::ReadHfConfig(const HfModelConfig& folder, const std::str
   spec.rms_norm_eps = llama.rms_norm_eps;
   SetModelReal(spec, "rope_theta", llama.rope_theta, path + ": rope_theta");
   spec.tie_embeddings = llama.tie_embeddings;
+  spec.qk_norm = llama.qk_norm;
+  if (llama.moe) {
+    const LlamaMoe& moe = *llama.moe;
+    SetModelInteger(spec, "experts", moe.block.experts, path + ": the number of experts");
+    SetModelInteger(spec, "top_k", moe.block.top_k, path + ": num_experts_per_tok");
+    SetModelInteger(spec, "expert_units", moe.block.expert_units, path + ": an expert's units");
+    spec.shared_expert_units = moe.block.shared_units;
+    spec.shared_expert_gate = moe.block.shared_gate;
+    spec.router_sigmoid = moe.block.scoring == RouterScoring::kSigmoid;
+    spec.router_plain_gates = !moe.block.renormalize;
+    spec.moe_first_dense = moe.first_dense;
+    SetModelInteger(spec, "moe_sparse_step", moe.sparse_step, path + ": decoder_sparse_step");
+    spec.moe_dense_layers = moe.dense_layers;
+    spec.moe_mixtral_names = moe.block.mixtral_names;
+  }
   CONVEYOR_CHECK(spec.seq_len <= llama.max_seq_len)
       << "--seq-len " << spec.seq_len << " exceeds " << path << "'s max_position_embeddings ("
       << llama.max_seq_len << ")";
@@ -148,8 +163,8 @@ void LlamaArchitecture::ReadHfConfig(const HfModelConfig& folder, const std::str
 
 HfModelConfig LlamaArchitecture::HfConfig(const ModelSpec& spec) const {
   HfModelConfig folder;
-  folder.type = "llama";
   folder.llama = LlamaConfigOf(spec);
+  folder.type = HfLlamaModelType(folder.llama);
   return folder;
 }
 

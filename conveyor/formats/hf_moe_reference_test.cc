@@ -1,0 +1,136 @@
+// Mixture-of-Experts Llamas (Mixtral, Qwen3-MoE) read from Hugging Face folders written here
+// against independent plain-PyTorch implementations of Hugging Face's models
+// (testdata/reference/mixtral.py, qwen3_moe.py).
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "conveyor/common/error.h"
+#include "conveyor/common/remove_tree.h"
+#include "conveyor/formats/hf_checkpoint.h"
+#include "conveyor/formats/hf_checkpoint_testing.h"
+#include "conveyor/nn/hf_config.h"
+#include "conveyor/nn/layer.h"
+#include "conveyor/nn/llama.h"
+
+namespace conveyor {
+namespace {
+
+LlamaConfig TinyMoe(bool mixtral) {
+  LlamaConfig c;
+  c.vocab = 48;
+  c.hidden = 32;
+  c.intermediate = 40;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.layers = 3;
+  c.max_seq_len = 16;
+  c.rope_theta = 1e6;
+  LlamaMoe moe;
+  moe.block.hidden = c.hidden;
+  moe.block.experts = 4;
+  moe.block.top_k = 2;
+  moe.block.expert_units = mixtral ? c.intermediate : 24;
+  moe.block.mixtral_names = mixtral;
+  moe.prefix = mixtral ? "block_sparse_moe" : "mlp";
+  c.moe = moe;
+  c.qk_norm = !mixtral;
+  return c;
+}
+
+// conveyor's model read from the folder `dir`, its logits (n, T, V) for ids (n, T).
+at::Tensor LogitsOfFolder(const std::string& dir, const at::Tensor& ids) {
+  HfCheckpoint folder(dir);
+  LlamaConfig c = folder.config().llama;
+  c.draw_weights = false;
+  const LayerList layers = BuildLlama(c, 1);
+  NamedTensors params;
+  for (const auto& layer : layers) {
+    for (auto& named : layer->NamedParameters()) params.push_back(std::move(named));
+  }
+  folder.LoadInto(params, ParameterSpecsOf(layers), TensorParallel{});
+  at::NoGradGuard no_grad;
+  MicroBatch mb;
+  mb.inputs = ids;
+  mb.targets = at::zeros_like(ids);
+  return LayerStack(layers).Forward(ids, mb);
+}
+
+struct Case {
+  std::string what;
+  LlamaConfig config;
+};
+
+// The logits of each folder equal the reference's; its config.json reads back as written.
+TEST(HfMoeReferenceTest, MixtralAndQwen3MoeFoldersMatchThePlainPyTorchReference) {
+  if (!PythonHasTorch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch (python3-torch)";
+  LlamaConfig qwen_plain = TinyMoe(false);
+  qwen_plain.moe->block.renormalize = false;  // norm_topk_prob false
+  qwen_plain.moe->sparse_step = 2;            // layer 1 sparse, 0 and 2 dense
+  LlamaConfig qwen_dense_layer = TinyMoe(false);
+  qwen_dense_layer.moe->dense_layers = {1};  // mlp_only_layers
+  for (const Case& test : std::vector<Case>{{"mixtral", TinyMoe(true)},
+                                            {"qwen3_moe, norm_topk_prob", TinyMoe(false)},
+                                            {"qwen3_moe, plain gates, step 2", qwen_plain},
+                                            {"qwen3_moe, a dense layer", qwen_dense_layer}}) {
+    SCOPED_TRACE(test.what);
+    std::map<std::string, at::Tensor> weights = LlamaWeights(test.config, 23);
+    at::Generator gen = LayerInitGenerator(5, 0);
+    for (auto& [name, w] : weights) {  // norms that are not all ones, to be seen
+      if (name.find("norm") != std::string::npos) w = w + 0.3 * at::randn(w.sizes(), gen);
+    }
+    const std::string dir = ::testing::TempDir() + "conveyor_moe_ref_" +
+                            std::to_string(::getpid()) + "_" + std::to_string(test.what.size());
+    std::filesystem::create_directories(dir);
+    WriteHfLlamaFolder(dir, test.config, weights, at::kFloat, /*shards=*/true);
+    const HfModelConfig read = ReadHfModelConfig(dir + "/config.json");
+    EXPECT_EQ(read.type, test.config.moe->block.mixtral_names ? "mixtral" : "qwen3_moe");
+    ASSERT_TRUE(read.llama.moe.has_value());
+    EXPECT_EQ(read.llama.moe->block.experts, 4);
+    EXPECT_EQ(read.llama.moe->block.expert_units, test.config.moe->block.expert_units);
+    EXPECT_EQ(read.llama.moe->block.renormalize, test.config.moe->block.renormalize);
+    EXPECT_EQ(read.llama.moe->sparse_step, test.config.moe->sparse_step);
+    EXPECT_EQ(read.llama.moe->dense_layers, test.config.moe->dense_layers);
+    EXPECT_EQ(read.llama.qk_norm, test.config.qk_norm);
+    at::Generator ids_gen = LayerInitGenerator(17, 0);
+    const at::Tensor ids = at::randint(test.config.vocab, {2, 11}, ids_gen, at::kLong);
+    const at::Tensor expected = ReferenceLogits(dir, ids);
+    ASSERT_TRUE(expected.defined());
+    const at::Tensor got = LogitsOfFolder(dir, ids);
+    ASSERT_EQ(got.sizes(), expected.sizes());
+    const double error =
+        (got - expected).abs().max().item<double>() / expected.abs().max().item<double>();
+    EXPECT_LE(error, 1e-5);
+    RemoveTree(dir);
+  }
+}
+
+// A folder whose experts are missing or misshaped is refused before anything is read, and
+// an MoE layout no Hugging Face model has is refused when written.
+TEST(HfMoeReferenceTest, MissingExpertsAndLayoutsWithoutAFolderAreRefused) {
+  const LlamaConfig c = TinyMoe(true);
+  std::map<std::string, at::Tensor> weights = LlamaWeights(c, 3);
+  weights.erase("model.layers.2.block_sparse_moe.experts.3.w2.weight");
+  const std::string dir =
+      ::testing::TempDir() + "conveyor_moe_missing_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  WriteHfLlamaFolder(dir, c, weights, at::kFloat, /*shards=*/false);
+  try {
+    HfCheckpoint folder(dir);
+    FAIL() << "a folder without an expert's weight was opened";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("experts.3.w2.weight"), std::string::npos) << e.what();
+  }
+  RemoveTree(dir);
+  LlamaConfig shared = TinyMoe(false);
+  shared.moe->block.shared_units = 8;
+  EXPECT_THROW(HfLlamaConfigJson(shared, "float32"), UserError);
+}
+
+}  // namespace
+}  // namespace conveyor

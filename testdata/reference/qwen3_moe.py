@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+"""Reference Qwen3-MoE forward pass in plain PyTorch, for conveyor's tests.
+
+    python3 testdata/reference/qwen3_moe.py DIR
+
+As llama.py (the folder's layout, ids.safetensors in, logits.safetensors out), for a
+Hugging Face Qwen3-MoE config.json: per-head RMSNorm of queries and keys before the
+rotation; layer i's MLP is sparse (mlp.gate, num_experts experts of moe_intermediate_size
+units, num_experts_per_tok of them a token, the gates renormalised when norm_topk_prob)
+unless i is in mlp_only_layers or (i + 1) does not divide by decoder_sparse_step, when it is
+a dense SwiGLU of intermediate_size units.
+"""
+from llama import run
+from moe_layers import forward, sparse_block, swiglu
+
+
+def qwen3_moe(config, w, ids):
+    dense = set(config.get("mlp_only_layers", []))
+    step = config.get("decoder_sparse_step", 1)
+
+    def mlp(i, p, h):
+        if i in dense or (i + 1) % step != 0:
+            return swiglu(h, w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"],
+                          w[p + "mlp.down_proj.weight"])
+        return sparse_block(h, w, p + "mlp.", config["num_experts"], config["num_experts_per_tok"],
+                            config.get("norm_topk_prob", False), ("gate_proj", "up_proj", "down_proj"))
+    return forward(config, w, ids, mlp, q_norm=True)
+
+
+if __name__ == "__main__":
+    run(qwen3_moe)
