@@ -104,6 +104,43 @@ TEST_F(HfExportTest, ImportThenExportIsBitIdentical) {
   EXPECT_FALSE(fs::exists(out + ".tmp"));
 }
 
+// A Mixtral and a Qwen3-MoE folder, imported, saved untrained (pp 2) and exported, hold the
+// same bytes under the same names (every expert) and the same config.
+TEST_F(HfExportTest, MixtureOfExpertsFoldersExportBitIdentically) {
+  for (bool mixtral : {true, false}) {
+    SCOPED_TRACE(mixtral ? "mixtral" : "qwen3_moe");
+    TrainConfig c = TinyLlama();
+    c.model.experts = 4;
+    c.model.top_k = 2;
+    c.model.intermediate = 40;
+    c.model.expert_units = mixtral ? 40 : 24;
+    c.model.moe_mixtral_names = mixtral;
+    c.model.qk_norm = !mixtral;
+    if (!mixtral) c.model.moe_dense_layers = {1};
+    const LlamaConfig llama = LlamaConfigOf(c.model);
+    const std::string in = dir_ + (mixtral ? "/mixtral" : "/qwen");
+    fs::create_directories(in);
+    WriteHfLlamaFolder(in, llama, LlamaWeights(llama, 17), at::kFloat, /*shards=*/false);
+    TrainConfig from_folder = TinyLlama();
+    SetModel(from_folder, in, "--model");
+    ApplyModelFolder(from_folder);
+    EXPECT_EQ(from_folder.model.experts, 4);
+    EXPECT_EQ(from_folder.model.qk_norm, !mixtral);
+    from_folder.pp = 2;
+    from_folder.schedule = "1f1b";
+    const std::string ckpt = Checkpoint(from_folder, 0, mixtral ? "ckpt_mixtral" : "ckpt_qwen");
+    const std::string out = in + "_out";
+    ExportHfCheckpoint(ckpt, out, {});
+    const std::map<std::string, at::Tensor> before = Tensors(in), after = Tensors(out);
+    ASSERT_EQ(before.size(), after.size());
+    for (const auto& [name, t] : before) {
+      ASSERT_TRUE(after.count(name)) << name;
+      EXPECT_TRUE(at::equal(after.at(name), t)) << name;
+    }
+    EXPECT_EQ(ReadHfModelConfig(out + "/config.json").type, mixtral ? "mixtral" : "qwen3_moe");
+  }
+}
+
 // Trained on a dp 2 x tp 2 x pp 2 mesh or on one rank, the exports are the same model; the
 // export of a trained checkpoint, imported again, holds exactly the checkpoint's weights.
 // (A padded vocabulary's export: AGptIsWrittenAsAGpt2AndReadBack.)
