@@ -17,19 +17,14 @@
 #include "conveyor/nn/hf_config.h"
 #include "conveyor/nn/layer.h"
 #include "conveyor/nn/llama.h"
+#include "conveyor/nn/llama_testing.h"
 
 namespace conveyor {
 namespace {
 
 LlamaConfig TinyMoe(bool mixtral) {
-  LlamaConfig c;
-  c.vocab = 48;
-  c.hidden = 32;
-  c.intermediate = 40;
-  c.heads = 4;
-  c.kv_heads = 2;
+  LlamaConfig c = TinyLlamaConfig();
   c.layers = 3;
-  c.max_seq_len = 16;
   c.rope_theta = 1e6;
   LlamaMoe moe;
   moe.block.hidden = c.hidden;
@@ -54,11 +49,7 @@ at::Tensor LogitsOfFolder(const std::string& dir, const at::Tensor& ids) {
     for (auto& named : layer->NamedParameters()) params.push_back(std::move(named));
   }
   folder.LoadInto(params, ParameterSpecsOf(layers), TensorParallel{});
-  at::NoGradGuard no_grad;
-  MicroBatch mb;
-  mb.inputs = ids;
-  mb.targets = at::zeros_like(ids);
-  return LayerStack(layers).Forward(ids, mb);
+  return LogitsOf(layers, ids);
 }
 
 struct Case {
@@ -97,15 +88,12 @@ TEST(HfMoeReferenceTest, MixtralAndQwen3MoeFoldersMatchThePlainPyTorchReference)
     EXPECT_EQ(read.llama.moe->sparse_step, test.config.moe->sparse_step);
     EXPECT_EQ(read.llama.moe->dense_layers, test.config.moe->dense_layers);
     EXPECT_EQ(read.llama.qk_norm, test.config.qk_norm);
-    at::Generator ids_gen = LayerInitGenerator(17, 0);
-    const at::Tensor ids = at::randint(test.config.vocab, {2, 11}, ids_gen, at::kLong);
+    const at::Tensor ids = RandomIds(test.config, 2, 11, 17);
     const at::Tensor expected = ReferenceLogits(dir, ids);
     ASSERT_TRUE(expected.defined());
     const at::Tensor got = LogitsOfFolder(dir, ids);
     ASSERT_EQ(got.sizes(), expected.sizes());
-    const double error =
-        (got - expected).abs().max().item<double>() / expected.abs().max().item<double>();
-    EXPECT_LE(error, 1e-5);
+    EXPECT_LE(RelativeError(got, expected), 1e-5);
     RemoveTree(dir);
   }
 }

@@ -11,47 +11,12 @@
 #include <vector>
 
 #include "conveyor/common/error.h"
+#include "conveyor/nn/llama_testing.h"
 
 namespace conveyor {
 namespace {
 
 using Named = std::map<std::string, at::Tensor>;
-
-LlamaConfig TinyLlama() {
-  LlamaConfig c;
-  c.vocab = 48;
-  c.hidden = 32;
-  c.intermediate = 40;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.layers = 2;
-  c.max_seq_len = 16;
-  c.rope_theta = 500000;
-  return c;
-}
-
-Named Parameters(const LayerList& layers) {
-  Named named;
-  for (const auto& layer : layers) {
-    for (const auto& [name, p] : layer->NamedParameters()) named[name] = p.detach();
-  }
-  return named;
-}
-
-// The model's logits (n, T, V) for ids (n, T), without gradients.
-at::Tensor Logits(const LayerList& layers, const at::Tensor& ids) {
-  at::NoGradGuard no_grad;
-  MicroBatch mb;
-  mb.inputs = ids;
-  mb.targets = at::zeros_like(ids);
-  LayerStack stack(layers);
-  return stack.Forward(ids, mb);
-}
-
-at::Tensor RandomIds(const LlamaConfig& c, int64_t n, int64_t t, uint64_t seed) {
-  at::Generator gen = LayerInitGenerator(seed, 0);
-  return at::randint(c.vocab, {n, t}, gen, at::kLong);
-}
 
 // Copies `values` into the parameters of `layers` with the same names.
 void Load(const LayerList& layers, const Named& values) {
@@ -62,8 +27,8 @@ void Load(const LayerList& layers, const Named& values) {
 }
 
 TEST(LlamaTest, NamesAndShapesAreHuggingFaces) {
-  const LlamaConfig c = TinyLlama();  // d = 8
-  const Named named = Parameters(BuildLlama(c, 1));
+  const LlamaConfig c = TinyLlamaConfig();  // d = 8
+  const Named named = ParametersByName(BuildLlama(c, 1));
   const std::map<std::string, std::vector<int64_t>> expected = {
       {"model.embed_tokens.weight", {48, 32}},
       {"model.norm.weight", {32}},
@@ -85,13 +50,14 @@ TEST(LlamaTest, NamesAndShapesAreHuggingFaces) {
   }
   LlamaConfig tied = c;
   tied.tie_embeddings = true;
-  const Named tied_named = Parameters(BuildLlama(tied, 1));
+  const Named tied_named = ParametersByName(BuildLlama(tied, 1));
   EXPECT_FALSE(tied_named.count("lm_head.weight"));
   EXPECT_EQ(tied_named.size(), 2u + 9u * c.layers);
   // LlamaParameterShapes says the same without building.
   for (const LlamaConfig& config : {c, tied}) {
     std::map<std::string, std::vector<int64_t>> built;
-    for (const auto& [name, p] : Parameters(BuildLlama(config, 1))) built[name] = p.sizes().vec();
+    for (const auto& [name, p] : ParametersByName(BuildLlama(config, 1)))
+      built[name] = p.sizes().vec();
     EXPECT_EQ(LlamaParameterShapes(config), built);
   }
 }
@@ -99,7 +65,7 @@ TEST(LlamaTest, NamesAndShapesAreHuggingFaces) {
 // Any range of layers is built as those layers are in the whole model, with the parameters
 // LlamaLayerShapes lists for them; undrawn, the shapes are the same.
 TEST(LlamaTest, ARangeOfLayersIsThatPartOfTheWholeModel) {
-  LlamaConfig c = TinyLlama();
+  LlamaConfig c = TinyLlamaConfig();
   c.tie_embeddings = true;
   const LayerList whole = BuildLlama(c, 5);
   const std::vector<ParameterShapes> shapes = LlamaLayerShapes(c);
@@ -134,27 +100,27 @@ TEST(LlamaTest, ARangeOfLayersIsThatPartOfTheWholeModel) {
 // the shallower one's tensors exactly, the LM head is not the embedding, another seed draws
 // other values.
 TEST(LlamaTest, InitialWeightsDependOnSeedAndNameAlone) {
-  LlamaConfig deeper = TinyLlama();
+  LlamaConfig deeper = TinyLlamaConfig();
   deeper.layers = 3;
-  const Named two = Parameters(BuildLlama(TinyLlama(), 7));
-  const Named three = Parameters(BuildLlama(deeper, 7));
+  const Named two = ParametersByName(BuildLlama(TinyLlamaConfig(), 7));
+  const Named three = ParametersByName(BuildLlama(deeper, 7));
   for (const auto& [name, value] : two) {
     EXPECT_TRUE(at::equal(value, three.at(name))) << name;
   }
   EXPECT_FALSE(at::equal(two.at("lm_head.weight"), two.at("model.embed_tokens.weight")));
-  EXPECT_FALSE(
-      at::equal(two.at("model.layers.0.mlp.up_proj.weight"),
-                Parameters(BuildLlama(TinyLlama(), 8)).at("model.layers.0.mlp.up_proj.weight")));
+  EXPECT_FALSE(at::equal(
+      two.at("model.layers.0.mlp.up_proj.weight"),
+      ParametersByName(BuildLlama(TinyLlamaConfig(), 8)).at("model.layers.0.mlp.up_proj.weight")));
   EXPECT_NEAR(two.at("model.layers.1.mlp.gate_proj.weight").std().item<double>(), 0.02, 0.002);
 }
 
 TEST(LlamaTest, APositionSeesNoLaterToken) {
-  const LayerList model = BuildLlama(TinyLlama(), 3);
-  const at::Tensor ids = RandomIds(TinyLlama(), 2, 10, 5);
+  const LayerList model = BuildLlama(TinyLlamaConfig(), 3);
+  const at::Tensor ids = RandomIds(TinyLlamaConfig(), 2, 10, 5);
   at::Tensor changed = ids.clone();
   changed.select(1, 9).fill_(0);
   changed.select(1, 8).fill_(1);
-  const at::Tensor a = Logits(model, ids), b = Logits(model, changed);
+  const at::Tensor a = LogitsOf(model, ids), b = LogitsOf(model, changed);
   EXPECT_TRUE(at::allclose(a.narrow(1, 0, 8), b.narrow(1, 0, 8), 0, 0));
   EXPECT_FALSE(at::allclose(a.narrow(1, 8, 2), b.narrow(1, 8, 2)));
 }
@@ -162,11 +128,11 @@ TEST(LlamaTest, APositionSeesNoLaterToken) {
 // Grouped-query attention is multi-head attention whose key and value projections repeat
 // each key-value head for its group of query heads.
 TEST(LlamaTest, GroupedQueryAttentionIsMultiHeadWithSharedKeyValueHeads) {
-  const LlamaConfig gqa = TinyLlama();  // 4 heads, 2 key-value heads of d = 8
+  const LlamaConfig gqa = TinyLlamaConfig();  // 4 heads, 2 key-value heads of d = 8
   LlamaConfig mha = gqa;
   mha.kv_heads = gqa.heads;
   const LayerList grouped = BuildLlama(gqa, 4), full = BuildLlama(mha, 4);
-  Named values = Parameters(grouped);
+  Named values = ParametersByName(grouped);
   for (int i = 0; i < gqa.layers; ++i) {
     for (const char* proj : {"k_proj", "v_proj"}) {
       const std::string name =
@@ -179,7 +145,7 @@ TEST(LlamaTest, GroupedQueryAttentionIsMultiHeadWithSharedKeyValueHeads) {
   }
   Load(full, values);
   const at::Tensor ids = RandomIds(gqa, 3, 12, 9);
-  EXPECT_TRUE(at::allclose(Logits(grouped, ids), Logits(full, ids), 1e-5, 1e-6));
+  EXPECT_TRUE(at::allclose(LogitsOf(grouped, ids), LogitsOf(full, ids), 1e-5, 1e-6));
 }
 
 TEST(LlamaTest, RotaryEmbeddingTurnsPairsByPosition) {
@@ -211,13 +177,13 @@ TEST(LlamaTest, BadConfigurationsAreRefusedNamingTheNumbers) {
       EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
     }
   };
-  LlamaConfig c = TinyLlama();
+  LlamaConfig c = TinyLlamaConfig();
   c.kv_heads = 3;
   refused(c, "kv_heads (3) must divide heads (4)");
-  c = TinyLlama();
+  c = TinyLlamaConfig();
   c.hidden = 36;  // d = 9
   refused(c, "must be even");
-  c = TinyLlama();
+  c = TinyLlamaConfig();
   c.rope_theta = 0;
   refused(c, "rope_theta");
 }
