@@ -13,6 +13,9 @@
 #include "conveyor/common/error.h"
 #include "conveyor/common/remove_tree.h"
 #include "conveyor/formats/tensor_slice.h"
+#include "conveyor/nn/gpt.h"
+#include "conveyor/nn/layer.h"
+#include "conveyor/nn/llama.h"
 #include "conveyor/nn/hf_config.h"
 
 namespace conveyor {
@@ -51,38 +54,6 @@ std::map<std::string, std::string> ReadWeightMap(const std::string& path) {
   return files;
 }
 
-// GPT-2's name in a Hugging Face folder (without the prefix) of the GPT parameter `param`,
-// and whether the folder stores it transposed (Conv1D).
-std::pair<std::string, bool> Gpt2Name(const std::string& param) {
-  static const std::map<std::string, std::pair<std::string, bool>> kWhole = {
-      {"embed.wte", {"wte.weight", false}},
-      {"embed.wpe", {"wpe.weight", false}},
-      {"head.ln.weight", {"ln_f.weight", false}},
-      {"head.ln.bias", {"ln_f.bias", false}},
-      {"head.lm.weight", {"lm_head.weight", false}}};
-  static const std::map<std::string, std::pair<std::string, bool>> kBlock = {
-      {"ln1.weight", {"ln_1.weight", false}},
-      {"ln1.bias", {"ln_1.bias", false}},
-      {"attn.qkv.weight", {"attn.c_attn.weight", true}},
-      {"attn.qkv.bias", {"attn.c_attn.bias", false}},
-      {"attn.proj.weight", {"attn.c_proj.weight", true}},
-      {"attn.proj.bias", {"attn.c_proj.bias", false}},
-      {"ln2.weight", {"ln_2.weight", false}},
-      {"ln2.bias", {"ln_2.bias", false}},
-      {"mlp.fc.weight", {"mlp.c_fc.weight", true}},
-      {"mlp.fc.bias", {"mlp.c_fc.bias", false}},
-      {"mlp.proj.weight", {"mlp.c_proj.weight", true}},
-      {"mlp.proj.bias", {"mlp.c_proj.bias", false}}};
-  if (kWhole.count(param)) return kWhole.at(param);
-  // "blocks.<i>.<rest>" -> "h.<i>.<hf rest>"
-  const size_t dot = param.find('.', 7);
-  CONVEYOR_ASSERT(param.rfind("blocks.", 0) == 0 && dot != std::string::npos &&
-                  kBlock.count(param.substr(dot + 1)))
-      << "no GPT-2 name for parameter '" << param << "'";
-  const auto& [name, transposed] = kBlock.at(param.substr(dot + 1));
-  return {"h." + param.substr(7, dot - 7) + "." + name, transposed};
-}
-
 // GPT-2's attention-mask buffers, which some files hold: not weights.
 bool IsGpt2Buffer(const std::string& name) {
   auto ends_with = [&](const std::string& s) {
@@ -109,20 +80,30 @@ void RemoveUnfinishedWrite(const fs::path& temp, const std::string& dir) {
 }  // namespace
 
 std::vector<HfTensor> HfTensors(const HfModelConfig& config, const std::string& gpt2_prefix) {
-  const bool gpt2 = config.gpt2();
+  // The model's layers, undrawn (their tensors allocated, never written: address space, not
+  // memory), for their parameters' shapes and declared names.
+  LayerList layers;
+  if (config.gpt2()) {
+    GptConfig gpt = config.gpt;
+    gpt.draw_weights = false;
+    layers = BuildGpt(gpt, /*seed=*/0);
+  } else {
+    LlamaConfig llama = config.llama;
+    llama.draw_weights = false;
+    layers = BuildLlama(llama, /*seed=*/0);
+  }
   std::vector<HfTensor> tensors;
   std::set<std::string> listed;  // a tied weight once
-  for (const ParameterShapes& layer :
-       gpt2 ? GptLayerShapes(config.gpt) : LlamaLayerShapes(config.llama)) {
-    for (const auto& [param, shape] : layer) {
+  for (const std::shared_ptr<Layer>& layer : layers) {
+    std::map<std::string, at::Tensor> params;  // a layer's in order of name
+    for (const auto& [param, tensor] : layer->NamedParameters()) params.emplace(param, tensor);
+    for (const auto& [param, tensor] : params) {
       if (!listed.insert(param).second) continue;
-      HfTensor t{param, param, shape, false};
-      if (gpt2) {
-        const auto [name, transposed] = Gpt2Name(param);
-        t.name = name == "lm_head.weight" ? name : gpt2_prefix + name;
-        t.transposed = transposed;
-        if (transposed) std::swap(t.shape[0], t.shape[1]);
-      }
+      const HfName& hf = layer->parameter_specs().Of(param).hf;
+      HfTensor t{param, hf.name.empty() ? param : hf.name, tensor.sizes().vec(), hf.transposed};
+      // GPT2LMHeadModel's weights are in its "transformer." module, but the untied head.
+      if (config.gpt2() && t.name != "lm_head.weight") t.name = gpt2_prefix + t.name;
+      if (t.transposed) std::swap(t.shape[0], t.shape[1]);
       tensors.push_back(std::move(t));
     }
   }

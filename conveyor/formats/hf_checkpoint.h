@@ -11,8 +11,9 @@
 // more bytes than it has (a truncated shard). Each problem throws UserError naming the
 // tensor and the file.
 //
-// Tensors are asked for by conveyor's parameter names (a Llama's are Hugging Face's; a
-// GPT-2's are conveyor's GPT's, its Conv1D weights transposed on the way).
+// Tensors are asked for by conveyor's parameter names; each one's name in the folder, and
+// whether the folder stores it transposed, is what its layer declared (ParameterSpec::hf: a
+// Llama's are its own, a GPT-2's Conv1D weights transposed on the way).
 //
 // Read then reads one tensor alone (SafetensorsReader), ReadShard one tensor-parallel rank's
 // part of it alone (ReadTensorSlice, tensor_slice.h, through the folder's TensorSource): a
@@ -51,8 +52,10 @@ struct HfTensor {
 };
 
 // The tensors of `config`'s model, in the model's order (embedding, layers, final norm,
-// head; a tied weight once). GPT-2's names but lm_head.weight carry `gpt2_prefix`
-// ("transformer." as GPT2LMHeadModel saves them; some files have none).
+// head; a layer's in order of parameter name; a tied weight once), named as the layers
+// declare (ParameterSpec::hf; the layers are built undrawn to ask them). GPT-2's names but
+// lm_head.weight carry `gpt2_prefix` ("transformer." as GPT2LMHeadModel saves them; some
+// files have none).
 std::vector<HfTensor> HfTensors(const HfModelConfig& config,
                                 const std::string& gpt2_prefix = "transformer.");
 

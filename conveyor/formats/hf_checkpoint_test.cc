@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 
 #include "conveyor/common/error.h"
@@ -321,6 +322,49 @@ TEST_F(HfCheckpointTest, AGpt2WithoutPrefixOrWithMaskBuffersOpens) {
   bare["h.0.attn.extra"] = at::ones({2});
   SaveSafetensors(dir_ + "/model.safetensors", bare);
   ExpectRefused({"h.0.attn.extra", "does not have"});
+}
+
+// The names a GPT-2 folder gets come from the specs the GPT's layers declare: every parameter
+// declares one, and together they are exactly the tensors transformers' GPT2LMHeadModel
+// saves (listed here by hand from its state_dict), tied or not.
+TEST_F(HfCheckpointTest, TheDeclaredNamesAreTheTensorsOfAGpt2Folder) {
+  for (const bool tied : {true, false}) {
+    HfModelConfig config;
+    config.type = "gpt2";
+    config.gpt.hidden = 8;
+    config.gpt.heads = 2;
+    config.gpt.layers = 2;
+    config.gpt.max_seq_len = 4;
+    config.gpt.vocab = 10;
+    config.gpt.tie_embeddings = tied;
+    std::set<std::string> expected = {"transformer.wte.weight", "transformer.wpe.weight",
+                                      "transformer.ln_f.weight", "transformer.ln_f.bias"};
+    if (!tied) expected.insert("lm_head.weight");
+    for (const std::string i : {"0", "1"}) {
+      for (const char* name :
+           {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+            "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+            "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"}) {
+        expected.insert("transformer.h." + i + "." + name);
+      }
+    }
+    std::set<std::string> named;
+    for (const HfTensor& t : HfTensors(config)) {
+      EXPECT_TRUE(named.insert(t.name).second) << t.name << " twice";
+      // Conv1D weights are stored (in, out): c_attn's is (C, 3C).
+      if (t.name == "transformer.h.0.attn.c_attn.weight") {
+        EXPECT_TRUE(t.transposed);
+        EXPECT_EQ(t.shape, (std::vector<int64_t>{8, 24}));
+      }
+    }
+    EXPECT_EQ(named, expected) << "tied " << tied;
+    for (const std::shared_ptr<Layer>& layer : BuildGpt(config.gpt, 1)) {
+      for (const auto& [param, tensor] : layer->NamedParameters()) {
+        EXPECT_FALSE(layer->parameter_specs().Of(param).hf.name.empty())
+            << param << " declares no Hugging Face name";
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -21,6 +21,9 @@ constexpr double kInitStd = 0.02;
 constexpr double kPositionInitStd = 0.01;
 constexpr char kLmHead[] = "head.lm.weight";
 
+// The token embedding's layout, the same in the embedding and, tied, in the head.
+ParameterSpec TokenEmbeddingSpec() { return VocabParallel().StoredAs("wte.weight"); }
+
 // The parameter `name` of full shape `shape`, laid out as `spec` (declared in `specs`): drawn
 // N(0, std) from gen, this rank's part kept; or (c.draw_weights false) this rank's part
 // allocated undrawn.
@@ -31,12 +34,22 @@ at::Tensor Drawn(const GptConfig& c, at::Generator& gen, const std::string& name
   return ShardParam(name, spec, NormalParam(gen, shape, std), c.tp, specs);
 }
 
+// The replicated parameter `name`, `value`, declared in `specs` as stored in a GPT-2 folder as
+// `hf`.
+at::Tensor Replicated(const std::string& name, const std::string& hf, at::Tensor value,
+                      ParameterSpecs& specs) {
+  specs.Declare(name, ParameterSpec{}.StoredAs(hf));
+  return value;
+}
+
 class Embedding : public Layer {
  public:
   Embedding(const GptConfig& c, uint64_t seed) : config_(c) {
     at::Generator gen = LayerInitGenerator(seed, 0);
-    wte_ = Drawn(c, gen, kTokenEmbedding, VocabParallel(), {c.vocab, c.hidden}, kInitStd, specs_);
-    wpe_ = Drawn(c, gen, "embed.wpe", {}, {c.max_seq_len, c.hidden}, kPositionInitStd, specs_);
+    wte_ = Drawn(c, gen, kTokenEmbedding, TokenEmbeddingSpec(), {c.vocab, c.hidden}, kInitStd,
+                 specs_);
+    wpe_ = Drawn(c, gen, "embed.wpe", ParameterSpec{}.StoredAs("wpe.weight"),
+                 {c.max_seq_len, c.hidden}, kPositionInitStd, specs_);
   }
 
   // ids (n, T) of the positions [p, p + T) (p = 0 but when generating with a cache) ->
@@ -69,6 +82,14 @@ class Block : public Layer {
     at::Generator gen = LayerInitGenerator(seed, block + 1);
     const int64_t h = c.hidden;
     const double proj_std = kInitStd / std::sqrt(2.0 * c.layers);
+    // GPT-2's names, "h.<block>.<name>"; its Conv1D weights are stored (in, out).
+    const std::string hf = "h." + std::to_string(block) + ".";
+    auto conv1d = [&](const ParameterSpec& spec, const char* name) {
+      return spec.StoredAs(hf + name, /*transposed=*/true);
+    };
+    auto stored = [&](const ParameterSpec& spec, const char* name) {
+      return spec.StoredAs(hf + name);
+    };
     auto normal = [&](const char* name, const ParameterSpec& spec, std::vector<int64_t> shape,
                       double std) {
       return Drawn(c, gen, prefix_ + name, spec, std::move(shape), std, specs_);
@@ -76,18 +97,26 @@ class Block : public Layer {
     auto shard = [&](const char* name, const ParameterSpec& spec, const at::Tensor& full) {
       return ShardParam(prefix_ + name, spec, full, c.tp, specs_);
     };
-    ln1_w_ = OnesParam({h});
-    ln1_b_ = ZerosParam({h});
-    qkv_w_ = normal("attn.qkv.weight", FusedColumnParallel(3), {3 * h, h}, kInitStd);
-    qkv_b_ = shard("attn.qkv.bias", FusedColumnParallel(3), ZerosParam({3 * h}));
-    proj_w_ = normal("attn.proj.weight", RowParallel(), {h, h}, proj_std);
-    proj_b_ = ZerosParam({h});
-    ln2_w_ = OnesParam({h});
-    ln2_b_ = ZerosParam({h});
-    fc_w_ = normal("mlp.fc.weight", ColumnParallel(), {4 * h, h}, kInitStd);
-    fc_b_ = shard("mlp.fc.bias", ColumnParallel(), ZerosParam({4 * h}));
-    fc2_w_ = normal("mlp.proj.weight", RowParallel(), {h, 4 * h}, proj_std);
-    fc2_b_ = ZerosParam({h});
+    auto replicated = [&](const char* name, const char* hf_name, const at::Tensor& value) {
+      return Replicated(prefix_ + name, hf + hf_name, value, specs_);
+    };
+    ln1_w_ = replicated("ln1.weight", "ln_1.weight", OnesParam({h}));
+    ln1_b_ = replicated("ln1.bias", "ln_1.bias", ZerosParam({h}));
+    qkv_w_ = normal("attn.qkv.weight", conv1d(FusedColumnParallel(3), "attn.c_attn.weight"),
+                    {3 * h, h}, kInitStd);
+    qkv_b_ = shard("attn.qkv.bias", stored(FusedColumnParallel(3), "attn.c_attn.bias"),
+                   ZerosParam({3 * h}));
+    proj_w_ = normal("attn.proj.weight", conv1d(RowParallel(), "attn.c_proj.weight"), {h, h},
+                     proj_std);
+    proj_b_ = replicated("attn.proj.bias", "attn.c_proj.bias", ZerosParam({h}));
+    ln2_w_ = replicated("ln2.weight", "ln_2.weight", OnesParam({h}));
+    ln2_b_ = replicated("ln2.bias", "ln_2.bias", ZerosParam({h}));
+    fc_w_ = normal("mlp.fc.weight", conv1d(ColumnParallel(), "mlp.c_fc.weight"), {4 * h, h},
+                   kInitStd);
+    fc_b_ = shard("mlp.fc.bias", stored(ColumnParallel(), "mlp.c_fc.bias"), ZerosParam({4 * h}));
+    fc2_w_ = normal("mlp.proj.weight", conv1d(RowParallel(), "mlp.c_proj.weight"), {h, 4 * h},
+                    proj_std);
+    fc2_b_ = replicated("mlp.proj.bias", "mlp.c_proj.bias", ZerosParam({h}));
   }
 
   // x (n, T, C) -> (n, T, C): pre-norm causal self-attention and MLP, both residual.
@@ -135,13 +164,15 @@ class Block : public Layer {
 class Head : public Layer {
  public:
   Head(const GptConfig& c, uint64_t seed) : config_(c) {
-    lnf_w_ = OnesParam({c.hidden});
-    lnf_b_ = ZerosParam({c.hidden});
+    lnf_w_ = Replicated("head.ln.weight", "ln_f.weight", OnesParam({c.hidden}), specs_);
+    lnf_b_ = Replicated("head.ln.bias", "ln_f.bias", ZerosParam({c.hidden}), specs_);
     // Tied: the same initial values as the embedding's copy (drawn first from layer 0's
     // stream), under the same name, so the same row shard.
     at::Generator gen = LayerInitGenerator(seed, c.tie_embeddings ? 0 : c.layers + 1);
-    lm_head_ =
-        Drawn(c, gen, lm_head_name(), VocabParallel(), {c.vocab, c.hidden}, kInitStd, specs_);
+    // Untied, GPT2LMHeadModel holds it outside its "transformer." module.
+    const ParameterSpec spec =
+        c.tie_embeddings ? TokenEmbeddingSpec() : VocabParallel().StoredAs("lm_head.weight");
+    lm_head_ = Drawn(c, gen, lm_head_name(), spec, {c.vocab, c.hidden}, kInitStd, specs_);
   }
 
   // x (n, T, C) -> logits (n, T, r) of this rank's r vocabulary rows (vocab_parallel.h)

@@ -32,6 +32,29 @@ std::vector<std::string> ExpertNames(const MoeConfig& c, const std::string& pref
 
 }  // namespace
 
+namespace {
+constexpr std::string_view kExperts = ".experts.";
+}  // namespace
+
+int ExpertOfName(std::string_view name) {
+  const size_t at = name.find(kExperts);
+  if (at == std::string_view::npos) return -1;
+  const size_t begin = at + kExperts.size(), end = name.find('.', begin);
+  if (end == std::string_view::npos || end == begin) return -1;
+  int e = 0;
+  for (size_t i = begin; i < end; ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    e = 10 * e + (name[i] - '0');
+  }
+  return e;
+}
+
+std::string WithExpert(std::string_view name, int e) {
+  CONVEYOR_ASSERT(ExpertOfName(name) >= 0 && e >= 0) << "'" << name << "' is no expert's weight";
+  const size_t begin = name.find(kExperts) + kExperts.size(), end = name.find('.', begin);
+  return std::string(name.substr(0, begin)) + std::to_string(e) + std::string(name.substr(end));
+}
+
 void CheckMoeConfig(const MoeConfig& c) {
   CONVEYOR_CHECK(c.hidden >= 1 && c.experts >= 1 && c.expert_units >= 1 && c.shared_units >= 0)
       << "an MoE block needs hidden, experts and expert units >= 1 and shared units >= 0, got "
@@ -77,12 +100,10 @@ MoeMlp::MoeMlp(const MoeConfig& config, const std::string& prefix, uint64_t seed
   const int local = config.experts / ep.size;
   first_expert_ = ep.rank * local;
   for (const auto& [name, shape] : MoeParameterShapes(config, prefix)) {
-    const std::string::size_type at = name.find(".experts.", prefix.size());
-    if (at != std::string::npos) {  // an expert's weight: this rank's experts only
-      const int expert = std::stoi(name.substr(at + 9));
-      if (expert < first_expert_ || expert >= first_expert_ + local) continue;
-    }
-    const ParameterSpec spec = at != std::string::npos ? ExpertWeight() : ParameterSpec{};
+    const int expert = ExpertOfName(name);
+    // An expert's weight: this rank's experts only.
+    if (expert >= 0 && (expert < first_expert_ || expert >= first_expert_ + local)) continue;
+    const ParameterSpec spec = expert >= 0 ? ExpertWeight() : ParameterSpec{};
     at::Tensor param;
     if (config.draw_weights) {
       at::Generator gen = TensorInitGenerator(seed, name);
@@ -253,6 +274,13 @@ void MoeMlp::UpdateSelectionBias(const at::Tensor& load) {
   CONVEYOR_ASSERT(config_.bias_rate > 0) << "a selection bias update without a rate";
   const at::Tensor l = load.to(at::kFloat).cpu();
   bias_ += config_.bias_rate * at::sign(l.mean() - l);
+}
+
+void MoeMlp::RestoreSelectionBias(const at::Tensor& bias) {
+  CONVEYOR_CHECK(bias.dim() == 1 && bias.size(0) == config_.experts)
+      << prefix_ << ": a selection bias of shape " << bias.sizes() << " for "
+      << config_.experts << " experts";
+  bias_ = bias.to(at::kFloat).cpu().clone();
 }
 
 }  // namespace conveyor

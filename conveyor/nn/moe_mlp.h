@@ -58,6 +58,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -104,6 +105,12 @@ void CheckMoeConfig(const MoeConfig& config);
 using NamedShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 NamedShapes MoeParameterShapes(const MoeConfig& config, const std::string& prefix);
 
+// The expert whose weight `name` is ("<block>.experts.<e>.<weight>": e); -1 for a name of
+// no expert.
+int ExpertOfName(std::string_view name);
+// The expert weight `name` (ExpertOfName >= 0) as expert e's: the same weight of another.
+std::string WithExpert(std::string_view name, int e);
+
 class MoeMlp {
  public:
   // Creates the parameters (declared in `specs`), drawn from `seed`: the router and the
@@ -134,6 +141,9 @@ class MoeMlp {
   // b_i += bias_rate x sign(mean(load) - load_i), for `load` (E) summed over whatever ranks
   // share the experts' data (the data-parallel replicas). Precondition: bias_rate > 0.
   void UpdateSelectionBias(const at::Tensor& load);
+  // Sets the selection bias (a checkpoint's): `bias` (E), any floating dtype. UserError for
+  // another shape.
+  void RestoreSelectionBias(const at::Tensor& bias);
 
  private:
   // x (M, C) -> (M, C): one SwiGLU expert of weights w[0..2] (gate, up, down).

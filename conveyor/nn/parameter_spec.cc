@@ -13,6 +13,12 @@ ParameterSpec KeyValueParallel(int replicas) {
   return {.tp = TensorParallelSplit{0, 1, false, replicas}};
 }
 
+ParameterSpec ParameterSpec::StoredAs(std::string name, bool transposed) const {
+  ParameterSpec stored = *this;
+  stored.hf = {std::move(name), transposed};
+  return stored;
+}
+
 void ParameterSpecs::Declare(const std::string& name, const ParameterSpec& spec) {
   const auto [it, fresh] = specs_.try_emplace(name, spec);
   CONVEYOR_ASSERT(fresh || it->second == spec)

@@ -3,7 +3,7 @@
 // gradient is summed after a step (the data-parallel replicas by default). Everything that handles
 // a parameter by name after it exists (checkpoint save and load, Hugging Face import and export,
 // the gradient norm, the whole-tensor gather, the gradient reduction) reads its spec here instead
-// of guessing from the name; a new kind of parameter (an expert's weights over an expert axis, a
+// of guessing from the name, and so does a Hugging Face folder for the tensor's name in it; a new kind of parameter (an expert's weights over an expert axis, a
 // norm under sequence parallelism) enters by declaring a new spec.
 //
 // Thread-safety: ParameterSpecs is a plain value; const methods may run concurrently.
@@ -33,12 +33,25 @@ struct GradientSum {
   auto operator<=>(const GradientSum&) const = default;
 };
 
+// A parameter's tensor in a Hugging Face folder: its name there, without the prefix of the
+// module holding the model ("transformer." in a GPT2LMHeadModel's file); empty: the parameter's
+// own name (a Llama's). `transposed`: stored (in, out), as GPT-2's Conv1D weights are.
+struct HfName {
+  std::string name;
+  bool transposed = false;
+  bool operator==(const HfName&) const = default;
+};
+
 struct ParameterSpec {
   TensorParallelSplit tp;  // replicated unless declared split
   // Every group a model declares must be one the trainer creates
   // (PipelineModel::GradientSums).
   GradientSum grad_sum;
+  HfName hf;
   bool operator==(const ParameterSpec&) const = default;
+
+  // This spec, stored in a Hugging Face folder as `name` (transposed when `transposed`).
+  ParameterSpec StoredAs(std::string name, bool transposed = false) const;
 };
 
 // The common layouts of a transformer's parameters over p tensor-parallel ranks.

@@ -15,6 +15,7 @@
 #include "conveyor/formats/checkpoint_files.h"
 #include "conveyor/formats/safetensors.h"
 #include "conveyor/formats/tensor_slice.h"
+#include "conveyor/nn/moe_mlp.h"
 #include "conveyor/nn/tensor_parallel.h"
 #include "conveyor/train/model_registry.h"
 
@@ -25,6 +26,11 @@ namespace {
 
 // The fields a checkpoint must agree on with the run that loads it.
 Json ModelJson(const TrainConfig& c) { return ModelSpecJson(c.model); }
+
+// Where a checkpoint keeps an MoE block's selection bias (MoeMlp::selection_bias).
+std::string SelectionBiasKey(const MoeMlp& block) {
+  return "state/" + block.prefix() + ".selection_bias";
+}
 
 void RemoveQuietly(const fs::path& path) {
   std::error_code ignored;
@@ -126,16 +132,27 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
   });
   phase([&] {
     // On every rank: with --zero 1 the replicas gather their shards of it (collective).
-    const std::map<std::string, at::Tensor> optimizer_state = trainer.optimizer().State();
-    if (trainer.model().coords().dp != 0) return;  // the other replicas hold the same state
-    // Whole tensors: the tensor-parallel ranks of replica 0 gather their shards.
     const PipelineModel& model = trainer.model();
+    std::map<std::string, at::Tensor> params;
+    for (const auto& [name, p] : model.Parameters()) params.emplace(name, p.detach());
+    // With --ep the ranks of an expert-parallel group gather each other's experts (collective).
+    params = model.GatherExperts(params);
+    const std::map<std::string, at::Tensor> optimizer_state =
+        model.GatherExperts(trainer.optimizer().State());
+    if (model.coords().dp != 0) return;  // the other replicas hold the same state
+    // Whole tensors: the tensor-parallel ranks of replica 0 gather their shards.
     std::map<std::string, at::Tensor> tensors;
-    for (const auto& [name, p] : model.Parameters()) {
-      tensors.emplace("param/" + name, model.GatherWhole(name, p.detach()));
+    for (const auto& [name, p] : params) {
+      tensors.emplace("param/" + name, model.GatherWhole(name, p));
     }
     for (const auto& [key, t] : optimizer_state) {
       tensors.emplace("optim/" + key, model.GatherWhole(key.substr(0, key.rfind('/')), t));
+    }
+    // Auxiliary-loss-free balancing's selection biases: state that is not a weight.
+    for (const MoeMlp* block : model.ExpertBlocks()) {
+      if (block->config().bias_rate > 0) {
+        tensors.emplace(SelectionBiasKey(*block), block->selection_bias());
+      }
     }
     if (!trainer.model().leads_replicas()) return;
     std::map<std::string, std::string> metadata = {
@@ -238,6 +255,7 @@ struct LoadedShards {
   Json meta;
   NamedTensors params;                      // the model's
   std::map<std::string, at::Tensor> mine;   // by parameter name
+  std::map<MoeMlp*, at::Tensor> biases;     // the selection biases of its MoE blocks
   std::map<std::string, at::Tensor> optim;  // "<name>/exp_avg", "<name>/exp_avg_sq"
 };
 
@@ -283,12 +301,26 @@ LoadedShards ReadShards(const std::string& path, const PipelineModel& model,
       loaded.optim.emplace(name + suffix, slice(name, state));
     }
   }
+  for (MoeMlp* block : model.ExpertBlocks()) {
+    if (block->config().bias_rate <= 0) continue;
+    const std::string key = SelectionBiasKey(*block);
+    CONVEYOR_CHECK(files.tensors().count(key))
+        << "checkpoint " << folder << " lacks the selection bias of " << block->prefix()
+        << ", which --router-bias-rate balances";
+    CONVEYOR_CHECK(files.tensors().at(key).shape ==
+                   std::vector<int64_t>{block->config().experts})
+        << "checkpoint " << folder << ": the selection bias of " << block->prefix()
+        << " has shape " << at::IntArrayRef(files.tensors().at(key).shape) << ", this model "
+        << block->config().experts << " experts";
+    loaded.biases.emplace(block, ReadTensorSlice(files, key, {}, 1, 0));
+  }
   return loaded;
 }
 
 void CopyWeights(const LoadedShards& loaded) {
   at::NoGradGuard no_grad;
   for (const auto& [name, p] : loaded.params) p.copy_(loaded.mine.at(name));
+  for (const auto& [block, bias] : loaded.biases) block->RestoreSelectionBias(bias);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Checkpoints: weights, optimizer state and the step, saved under global parameter names, so
-// a run saved with one partition (pp = 4) resumes with another (2, 1), and with any dp. The
-// pipeline of data-parallel replica 0 writes them (Trainer::leads_replicas: the replicas
-// hold the same state); every rank loads.
+// a run saved with one partition (pp = 4) resumes with another (2, 1), and with any dp, tp
+// and ep. The pipeline of data-parallel replica 0 writes them (Trainer::leads_replicas: the
+// replicas hold the same state; under expert parallelism its ranks first gather the experts
+// their expert-parallel groups hold, so every expert is saved by name); every rank loads,
+// reading only its own experts.
 //
 // The files (conveyor/formats/checkpoint_files.h): DIR/step-000120/rank-R.safetensors
 // (pipeline rank R's parameters "param/<name>" and AdamW state

@@ -9,6 +9,7 @@
 #include "conveyor/common/error_context.h"
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/device/stream_order.h"
+#include "conveyor/nn/moe_mlp.h"
 #include "conveyor/schedule/lower.h"
 #include "conveyor/schedule/registry.h"
 #include "conveyor/schedule/verify.h"
@@ -150,6 +151,46 @@ at::Tensor PipelineModel::GatherWhole(const std::string& name, const at::Tensor&
   return GatherShards(
       local, split, tp,
       split.padded ? ModelSizes(config_.model).vocab : local.size(split.dim) * tp.size / split.replicas);
+}
+
+std::map<std::string, at::Tensor> PipelineModel::GatherExperts(
+    const std::map<std::string, at::Tensor>& tensors) const {
+  if (ep_timed_ == nullptr) return tensors;
+  const ExpertParallel& ep = parallel_.ep;
+  const int local = config_.model.experts / ep.size;
+  std::map<std::string, at::Tensor> out;
+  // This rank's experts under their local index (0 .. local - 1): the same names, in the same
+  // order, on every rank of the group.
+  std::map<std::string, at::Tensor> mine;
+  for (const auto& [key, t] : tensors) {
+    const std::string name = key.substr(0, key.find('/'));
+    if (!specs_.Of(name).grad_sum.experts) {
+      out.emplace(key, t);
+      continue;
+    }
+    const int expert = ExpertOfName(key);
+    CONVEYOR_ASSERT(expert >= ep.rank * local && expert < (ep.rank + 1) * local)
+        << "rank " << rank_ << " holds " << key << ", not one of its experts";
+    mine.emplace(WithExpert(key, expert - ep.rank * local), t);
+  }
+  for (const auto& [key, t] : mine) {
+    const std::vector<at::Tensor> all = ep_timed_->AllGather(t.contiguous());  // by EP rank
+    for (int r = 0; r < ep.size; ++r) {
+      out.emplace(WithExpert(key, r * local + ExpertOfName(key)), all[r]);
+    }
+  }
+  return out;
+}
+
+std::vector<MoeMlp*> PipelineModel::ExpertBlocks() const {
+  std::vector<MoeMlp*> blocks;
+  for (const auto& [index, stage] : pipeline_->stages()) {
+    // PipelineModel's stages are LayerStacks.
+    const auto* stack = dynamic_cast<const LayerStack*>(&stage->module());
+    CONVEYOR_ASSERT(stack != nullptr) << "stage " << index << " is not a LayerStack";
+    for (MoeMlp* block : stack->ExpertBlocks()) blocks.push_back(block);
+  }
+  return blocks;
 }
 
 std::vector<GradientSum> PipelineModel::GradientSums() const {

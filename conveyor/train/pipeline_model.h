@@ -50,6 +50,8 @@
 
 namespace conveyor {
 
+class MoeMlp;
+
 class PipelineModel {
  public:
   // `rank.world` has dp x tp x pp ranks (config.dp 0: as many replicas as fit), or is null
@@ -108,7 +110,17 @@ class PipelineModel {
   // group (every TP rank calls it for the same tensors in the same order), a padded
   // vocabulary's padding dropped; `local` itself without tensor parallelism or when replicated.
   at::Tensor GatherWhole(const std::string& name, const at::Tensor& local) const;
+  // `tensors` (by a parameter's name, or "<name>/<state>" for its optimizer state) with, in
+  // place of this rank's experts' tensors, those of every expert of its expert-parallel
+  // group, each under its own expert's name; the others as they are. A collective over the
+  // EP group (its ranks call it with the same parameters but for the expert indices); `tensors`
+  // itself with ep 1.
+  std::map<std::string, at::Tensor> GatherExperts(
+      const std::map<std::string, at::Tensor>& tensors) const;
   PipelineRank& pipeline() { return *pipeline_; }
+  // The Mixture-of-Experts blocks of this rank's stages (Layer::expert_block), stage by
+  // stage; owned by their layers.
+  std::vector<MoeMlp*> ExpertBlocks() const;
   // The dtype of the messages between stages: the compute dtype (fp32, bf16 or fp16).
   c10::ScalarType message_dtype() const { return message_dtype_; }
   // Seconds this rank spent building its stages: drawing or reading their weights, moving

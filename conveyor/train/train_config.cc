@@ -279,9 +279,6 @@ void TrainConfig::Validate() const {
         << ": each expert-parallel group is made of data-parallel ranks";
     CONVEYOR_CHECK(zero == 0) << "--zero 1 with --ep " << ep
                               << ": the expert weights' optimizer state is not sharded yet";
-    CONVEYOR_CHECK(checkpoint_dir.empty() && resume.empty())
-        << "--ep " << ep << " with checkpoints: a checkpoint of experts spread over ranks is "
-        << "not written yet; train with --ep 1 to save or resume";
   }
   CheckPipelineSize(schedule, ScheduleOptions{pp, microbatches, chunks});
 }

@@ -59,11 +59,6 @@ LossScaler MakeLossScaler(const TrainConfig& config) {
 }
 
 // "stage 1", "stages 0 and 7": the stages this rank runs, for messages.
-// The MoE blocks of a stage's layers (PipelineModel's stages are LayerStacks).
-std::vector<MoeMlp*> ExpertBlocksOf(Stage& stage) {
-  const auto* stack = dynamic_cast<const LayerStack*>(&stage.module());
-  return stack != nullptr ? stack->ExpertBlocks() : std::vector<MoeMlp*>{};
-}
 
 std::string StagesOf(const PipelineRank& pipeline) {
   std::string out;
@@ -241,7 +236,7 @@ StepMetrics Trainer::Step() {
                          ? ComputeSlots(model_.program(), recorder_->step(), model_.pipeline_rank())
                          : std::vector<double>{},
                      pipeline_start, pipeline_end, local_loss, AuxiliaryLossValues(pipeline),
-                     TakeExpertLoads(pipeline)});
+                     TakeExpertLoads()});
   // Every replica's share of the batch: the loss, the auxiliary losses, the expert loads.
   std::vector<double> sums = {pipeline_step.loss};
   sums.insert(sums.end(), pipeline_step.auxiliary.begin(), pipeline_step.auxiliary.end());
@@ -277,11 +272,9 @@ StepMetrics Trainer::Step() {
     // The first update creates the optimizer's state (AdamW's two moments a weight).
     doing("the optimizer's update", [&] { optimizer_->Step(params, m.lr, m.step); });
     // Auxiliary-loss-free balancing: each block's selection bias follows the step's load.
-    for (const auto& [index, stage] : pipeline.stages()) {
-      for (MoeMlp* block : ExpertBlocksOf(*stage)) {
-        if (block->config().bias_rate > 0) {
-          block->UpdateSelectionBias(at::tensor(m.expert_load.at(block->prefix()), at::kDouble));
-        }
+    for (MoeMlp* block : model_.ExpertBlocks()) {
+      if (block->config().bias_rate > 0) {
+        block->UpdateSelectionBias(at::tensor(m.expert_load.at(block->prefix()), at::kDouble));
       }
     }
     loss_scaler_.Grow();
@@ -315,25 +308,23 @@ StepMetrics Trainer::Step() {
   return m;
 }
 
-std::vector<double> Trainer::TakeExpertLoads(const PipelineRank& pipeline) const {
+std::vector<double> Trainer::TakeExpertLoads() const {
   std::vector<double> loads;
   std::map<std::string, size_t> offsets;
   for (const auto& [name, experts] : expert_blocks_) {
     offsets[name] = loads.size();
     loads.resize(loads.size() + experts + 1, 0.0);  // the load, then the copies dropped
   }
-  for (const auto& [index, stage] : pipeline.stages()) {
-    for (MoeMlp* block : ExpertBlocksOf(*stage)) {
-      const auto it = offsets.find(block->prefix());
-      CONVEYOR_ASSERT(it != offsets.end())
-          << "rank " << model_.rank() << ", stage " << index << " holds the MoE block "
-          << block->prefix() << ", which its model does not declare (ModelTask::ExpertBlocks)";
-      const at::Tensor load = block->load().to(at::kDouble).contiguous();
-      std::copy(load.data_ptr<double>(), load.data_ptr<double>() + load.numel(),
-                loads.begin() + static_cast<int64_t>(it->second));
-      loads[it->second + load.numel()] = static_cast<double>(block->dropped());
-      block->ResetLoad();
-    }
+  for (MoeMlp* block : model_.ExpertBlocks()) {
+    const auto it = offsets.find(block->prefix());
+    CONVEYOR_ASSERT(it != offsets.end())
+        << "rank " << model_.rank() << " holds the MoE block "
+        << block->prefix() << ", which its model does not declare (ModelTask::ExpertBlocks)";
+    const at::Tensor load = block->load().to(at::kDouble).contiguous();
+    std::copy(load.data_ptr<double>(), load.data_ptr<double>() + load.numel(),
+              loads.begin() + static_cast<int64_t>(it->second));
+    loads[it->second + load.numel()] = static_cast<double>(block->dropped());
+    block->ResetLoad();
   }
   return loads;
 }

@@ -141,7 +141,7 @@ class Trainer {
   std::vector<double> AuxiliaryLossValues(const PipelineRank& pipeline) const;
   // This rank's stages' expert loads of the step in RankStepReport::expert_load's layout,
   // each block's count reset.
-  std::vector<double> TakeExpertLoads(const PipelineRank& pipeline) const;
+  std::vector<double> TakeExpertLoads() const;
 
   std::shared_ptr<const TrainTask> task_;
   PipelineModel model_;

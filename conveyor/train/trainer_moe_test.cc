@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/remove_tree.h"
+#include "conveyor/train/checkpoint.h"
 #include "conveyor/train/train_testing.h"
 #include "conveyor/train/trainer.h"
 
@@ -105,6 +107,45 @@ TEST(TrainerMoeTest, AuxiliaryLossAndExpertLoadAreReportedAsOneProcessCountsThem
     EXPECT_NEAR(m.auxiliary_losses.at("load_balance"), want.auxiliary_losses.at("load_balance"),
                 1e-9);
   }
+}
+
+// Checkpoints stay global under expert parallelism: saved at dp 2 x ep 2 x pp 2 they hold
+// every expert by name and the selection biases, and resume at another ep (1, 2, 4) as the
+// run that never stopped.
+TEST(TrainerMoeTest, ACheckpointOfSpreadExpertsResumesAtAnyExpertParallelism) {
+  at::set_num_threads(1);
+  const std::string dir = ::testing::TempDir() + "conveyor_moe_ckpt_" + std::to_string(::getpid());
+  RemoveTree(dir);
+  TrainConfig base = TinyMoe();
+  base.steps = 4;
+  base.model.router_bias_rate = 0.05;  // a selection bias, which the checkpoint must keep
+  Weights want;
+  const std::vector<double> full = TrainCollecting(base, want);
+  TrainConfig saved = base;
+  saved.dp = 2;
+  saved.ep = 2;
+  saved.pp = 2;
+  saved.microbatches = base.microbatches / 2;  // each micro-batch the same 2 samples
+  TrainOnThreads(
+      saved, [&](Trainer& t, Transport& w) { SaveCheckpoint(dir, t, saved, &w); }, 2);
+  CheckpointWeights stored(dir);
+  for (int e = 0; e < 4; ++e) {
+    const std::string name = "model.layers.3.mlp.experts." + std::to_string(e) + ".up_proj.weight";
+    EXPECT_EQ(stored.Read(name).sizes(), want.at(name).sizes()) << name;
+  }
+  for (const auto& [dp, ep] : {std::pair{1, 1}, std::pair{2, 2}, std::pair{4, 4}}) {
+    TrainConfig resumed = base;
+    resumed.dp = dp;
+    resumed.ep = ep;
+    resumed.microbatches = base.microbatches / dp;
+    resumed.resume = dir;
+    const std::string what = "resumed at dp " + std::to_string(dp) + " ep " + std::to_string(ep);
+    Weights got;
+    const std::vector<double> rest = TrainCollecting(resumed, got);
+    ExpectSameLosses({full.begin() + 2, full.end()}, rest, what);
+    ExpectSameWeights(want, got, base.lr, what);
+  }
+  RemoveTree(dir);
 }
 
 TEST(TrainerMoeTest, BadExpertSettingsAreRefusedInOneLine) {
