@@ -320,6 +320,35 @@ TEST(CliTest, MeshOfEightProcessesTrainsLikeThePipeline) {
       << small.err;
 }
 
+// A Mixture-of-Experts Llama across real processes: dp 2 x ep 2 x pp 2 (8 processes, the
+// tokens travelling to their experts by Gloo's all-to-all) trains with one process's losses,
+// says its expert load, and checkpoints every expert, which one process resumes and
+// generate reads.
+TEST(CliTest, MixtureOfExpertsOverProcessesTrainsLikeOneProcess) {
+  const std::string dir = ScratchWithCorpus("moe");
+  const std::string common =
+      "train --model llama --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 8 "
+      "--experts 4 --top-k 2 --expert-units 16 --router-aux-loss-coef 0.01 "
+      "--router-bias-rate 0.01 --eval-every 0 --sample-tokens 0 --data " +
+      dir + "/corpus.txt ";
+  // Micro-batches of 2 samples in both: the auxiliary loss is a micro-batch's.
+  const Result one =
+      Conveyor(common + "--steps 3 --microbatches 4 --metrics " + dir + "/one.json");
+  ASSERT_EQ(one.code, 0) << one.err;
+  const Result mesh = Conveyor(common + "--steps 3 --microbatches 2 --dp 2 --ep 2 --pp 2 "
+                                        "--schedule 1f1b --metrics " +
+                               dir + "/mesh.json --checkpoint-dir " + dir + "/ckpt");
+  ASSERT_EQ(mesh.code, 0) << mesh.out << mesh.err;
+  EXPECT_NE(mesh.out.find("expert load"), std::string::npos) << mesh.out;
+  EXPECT_TRUE(SameLosses(dir + "/one.json", dir + "/mesh.json", 3, 1e-5));
+  const Result resumed =
+      Conveyor(common + "--steps 4 --microbatches 4 --resume " + dir + "/ckpt");
+  EXPECT_EQ(resumed.code, 0) << resumed.err;
+  const Result g = Conveyor("generate --checkpoint " + dir + "/ckpt --prompt ab --tokens 3");
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_EQ(g.out.rfind("ab", 0), 0u) << g.out;
+}
+
 TEST(CliTest, BenchTrainRunsEachScheduleAndOneProcess) {
   const std::string dir = ScratchDir("bench");
   {
