@@ -1,6 +1,6 @@
-// Mixture-of-Experts Llamas (Mixtral, Qwen3-MoE) read from Hugging Face folders written here
-// against independent plain-PyTorch implementations of Hugging Face's models
-// (testdata/reference/mixtral.py, qwen3_moe.py).
+// Mixture-of-Experts Llamas (Mixtral, Qwen3-MoE, OLMoE) read from Hugging Face folders
+// written here against independent plain-PyTorch implementations of Hugging Face's models
+// (testdata/reference/mixtral.py, qwen3_moe.py, olmoe.py).
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@
 namespace conveyor {
 namespace {
 
-LlamaConfig TinyMoe(bool mixtral) {
+LlamaConfig TinyMoe(bool mixtral, QkNorm qk_norm = QkNorm::kHead) {
   LlamaConfig c = TinyLlamaConfig();
   c.layers = 3;
   c.rope_theta = 1e6;
@@ -34,7 +34,7 @@ LlamaConfig TinyMoe(bool mixtral) {
   moe.block.mixtral_names = mixtral;
   moe.prefix = mixtral ? "block_sparse_moe" : "mlp";
   c.moe = moe;
-  c.qk_norm = !mixtral;
+  c.qk_norm = mixtral ? QkNorm::kNone : qk_norm;
   return c;
 }
 
@@ -58,17 +58,21 @@ struct Case {
 };
 
 // The logits of each folder equal the reference's; its config.json reads back as written.
-TEST(HfMoeReferenceTest, MixtralAndQwen3MoeFoldersMatchThePlainPyTorchReference) {
+TEST(HfMoeReferenceTest, EachMoeFolderMatchesThePlainPyTorchReference) {
   if (!PythonHasTorch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch (python3-torch)";
   LlamaConfig qwen_plain = TinyMoe(false);
   qwen_plain.moe->block.renormalize = false;  // norm_topk_prob false
   qwen_plain.moe->sparse_step = 2;            // layer 1 sparse, 0 and 2 dense
   LlamaConfig qwen_dense_layer = TinyMoe(false);
   qwen_dense_layer.moe->dense_layers = {1};  // mlp_only_layers
+  LlamaConfig olmoe = TinyMoe(false, QkNorm::kProjection);
+  olmoe.moe->block.expert_units = olmoe.intermediate;  // every layer sparse, as OLMoE's
+  olmoe.moe->block.renormalize = false;                // its norm_topk_prob
   for (const Case& test : std::vector<Case>{{"mixtral", TinyMoe(true)},
                                             {"qwen3_moe, norm_topk_prob", TinyMoe(false)},
                                             {"qwen3_moe, plain gates, step 2", qwen_plain},
-                                            {"qwen3_moe, a dense layer", qwen_dense_layer}}) {
+                                            {"qwen3_moe, a dense layer", qwen_dense_layer},
+                                            {"olmoe", olmoe}}) {
     SCOPED_TRACE(test.what);
     std::map<std::string, at::Tensor> weights = LlamaWeights(test.config, 23);
     at::Generator gen = LayerInitGenerator(5, 0);
@@ -80,14 +84,14 @@ TEST(HfMoeReferenceTest, MixtralAndQwen3MoeFoldersMatchThePlainPyTorchReference)
     std::filesystem::create_directories(dir);
     WriteHfLlamaFolder(dir, test.config, weights, at::kFloat, /*shards=*/true);
     const HfModelConfig read = ReadHfModelConfig(dir + "/config.json");
-    EXPECT_EQ(read.type, test.config.moe->block.mixtral_names ? "mixtral" : "qwen3_moe");
+    EXPECT_EQ(read.type, test.what.substr(0, test.what.find(',')));
     ASSERT_TRUE(read.llama.moe.has_value());
     EXPECT_EQ(read.llama.moe->block.experts, 4);
     EXPECT_EQ(read.llama.moe->block.expert_units, test.config.moe->block.expert_units);
     EXPECT_EQ(read.llama.moe->block.renormalize, test.config.moe->block.renormalize);
     EXPECT_EQ(read.llama.moe->sparse_step, test.config.moe->sparse_step);
     EXPECT_EQ(read.llama.moe->dense_layers, test.config.moe->dense_layers);
-    EXPECT_EQ(read.llama.qk_norm, test.config.qk_norm);
+    EXPECT_TRUE(read.llama.qk_norm == test.config.qk_norm);
     const at::Tensor ids = RandomIds(test.config, 2, 11, 17);
     const at::Tensor expected = ReferenceLogits(dir, ids);
     ASSERT_TRUE(expected.defined());

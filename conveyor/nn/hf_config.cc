@@ -148,7 +148,20 @@ std::string ReadText(const std::string& path) {
   return text.str();
 }
 
-// The Mixture-of-Experts fields of a Mixtral or Qwen3-MoE config.json into c.moe.
+// Whether `type` is a model_type conveyor reads as a Llama.
+bool IsLlamaType(const std::string& type) {
+  return type == "llama" || type == "mixtral" || type == "qwen3_moe" || type == "olmoe";
+}
+
+// The architecture a Llama of model_type `type` (IsLlamaType) is saved as.
+const char* HfArchitecture(const std::string& type) {
+  return type == "llama"     ? "LlamaForCausalLM"
+         : type == "mixtral" ? "MixtralForCausalLM"
+         : type == "olmoe"   ? "OlmoeForCausalLM"
+                             : "Qwen3MoeForCausalLM";
+}
+
+// The Mixture-of-Experts fields of a Mixtral, Qwen3-MoE or OLMoE config.json into c.moe.
 void ReadMoeFields(Fields& f, const std::string& type, LlamaConfig& c) {
   LlamaMoe moe;
   MoeConfig& block = moe.block;
@@ -160,6 +173,11 @@ void ReadMoeFields(Fields& f, const std::string& type, LlamaConfig& c) {
     block.mixtral_names = true;
     moe.prefix = "block_sparse_moe";
     f.Only("router_jitter_noise", {0, 0.0}, "the router adds no noise");
+  } else if (type == "olmoe") {
+    block.experts = f.Integer("num_experts", std::nullopt);
+    block.expert_units = c.intermediate;  // every layer sparse: intermediate_size is an expert's
+    block.renormalize = f.Boolean("norm_topk_prob", false);
+    f.Only("clip_qkv", {}, "queries, keys and values are not clipped");
   } else {  // qwen3_moe
     block.experts = f.Integer("num_experts", std::nullopt);
     block.expert_units = f.Integer("moe_intermediate_size", std::nullopt);
@@ -186,9 +204,7 @@ void ReadMoeFields(Fields& f, const std::string& type, LlamaConfig& c) {
 // caller): llama, mixtral or qwen3_moe.
 LlamaConfig LlamaFromJson(const Json& json, const std::string& path, const std::string& type) {
   Fields f(json, path);
-  f.Architectures(type, {type == "llama"     ? "LlamaForCausalLM"
-                         : type == "mixtral" ? "MixtralForCausalLM"
-                                             : "Qwen3MoeForCausalLM"});
+  f.Architectures(type, {HfArchitecture(type)});
   LlamaConfig c;
   c.hidden = f.Integer("hidden_size", std::nullopt);
   c.intermediate = f.Integer("intermediate_size", std::nullopt);
@@ -200,7 +216,10 @@ LlamaConfig LlamaFromJson(const Json& json, const std::string& path, const std::
   c.rms_norm_eps = f.Positive("rms_norm_eps", std::nullopt);
   c.rope_theta = f.Positive("rope_theta", type == "llama" ? 10000.0 : 1e6);
   c.tie_embeddings = f.Boolean("tie_word_embeddings", false);
-  c.qk_norm = type == "qwen3_moe";  // Qwen3 normalises every head's queries and keys
+  // Qwen3 normalises every head's queries and keys, OLMoE the whole projections.
+  c.qk_norm = type == "qwen3_moe" ? QkNorm::kHead
+              : type == "olmoe"   ? QkNorm::kProjection
+                                  : QkNorm::kNone;
   if (type != "llama") ReadMoeFields(f, type, c);
   f.Only("hidden_act", {"silu"}, "the MLP is SwiGLU: silu");
   f.Only("attention_bias", {false}, "the projections have no biases");
@@ -266,9 +285,9 @@ Json ParseOfType(const std::string& text, const std::string& path, const std::st
 LlamaConfig ParseHfLlamaConfig(const std::string& text, const std::string& path) {
   const Json json = ParseObject(text, path);
   const std::string type = ModelType(json);
-  CONVEYOR_CHECK(type == "llama" || type == "mixtral" || type == "qwen3_moe")
+  CONVEYOR_CHECK(IsLlamaType(type))
       << path << ": model_type \"" << type
-      << "\" is not supported here (llama, mixtral, qwen3_moe)";
+      << "\" is not supported here (llama, mixtral, qwen3_moe, olmoe)";
   return LlamaFromJson(json, path, type);
 }
 
@@ -283,9 +302,9 @@ HfModelConfig ReadHfModelConfig(const std::string& path) {
   if (config.gpt2()) {
     config.gpt = Gpt2FromJson(json, path);
   } else {
-    CONVEYOR_CHECK(config.type == "llama" || config.type == "mixtral" || config.type == "qwen3_moe")
+    CONVEYOR_CHECK(IsLlamaType(config.type))
         << path << ": model_type \"" << config.type
-        << "\" is not supported (llama, mixtral, qwen3_moe, gpt2)";
+        << "\" is not supported (llama, mixtral, qwen3_moe, olmoe, gpt2)";
     config.llama = LlamaFromJson(json, path, config.type);
   }
   return config;
@@ -316,8 +335,8 @@ std::string HfGpt2ConfigJson(const GptConfig& c, const std::string& torch_dtype)
 
 std::string HfLlamaModelType(const LlamaConfig& c) {
   if (!c.moe) {
-    CONVEYOR_CHECK(!c.qk_norm) << "a dense Llama with Qwen3's query and key norms has no "
-                                  "Hugging Face layout conveyor writes";
+    CONVEYOR_CHECK(c.qk_norm == QkNorm::kNone)
+        << "a dense Llama with query and key norms has no Hugging Face layout conveyor writes";
     return "llama";
   }
   const LlamaMoe& moe = *c.moe;
@@ -327,22 +346,26 @@ std::string HfLlamaModelType(const LlamaConfig& c) {
       << "a Mixture-of-Experts model with sigmoid scores, a shared expert, a capacity or "
          "first dense layers has no Hugging Face layout conveyor writes (Mixtral, Qwen3-MoE)";
   if (block.mixtral_names) {
-    CONVEYOR_CHECK(block.renormalize && !c.qk_norm && moe.sparse_step == 1 &&
+    CONVEYOR_CHECK(block.renormalize && c.qk_norm == QkNorm::kNone && moe.sparse_step == 1 &&
                    moe.dense_layers.empty() && block.expert_units == c.intermediate)
         << "a Mixtral renormalises its gates, has no query and key norms, every layer sparse "
            "and intermediate_size units an expert";
     return "mixtral";
   }
-  CONVEYOR_CHECK(c.qk_norm) << "a Qwen3-MoE normalises its queries and keys (qk_norm)";
+  if (c.qk_norm == QkNorm::kProjection) {
+    CONVEYOR_CHECK(moe.sparse_step == 1 && moe.dense_layers.empty() &&
+                   block.expert_units == c.intermediate)
+        << "an OLMoE has every layer sparse and intermediate_size units an expert";
+    return "olmoe";
+  }
+  CONVEYOR_CHECK(c.qk_norm == QkNorm::kHead)
+      << "a Qwen3-MoE normalises each head's queries and keys (qk_norm)";
   return "qwen3_moe";
 }
 
 std::string HfLlamaConfigJson(const LlamaConfig& c, const std::string& torch_dtype) {
   const std::string type = HfLlamaModelType(c);
-  Json json = {{"architectures",
-                {type == "llama"     ? "LlamaForCausalLM"
-                 : type == "mixtral" ? "MixtralForCausalLM"
-                                     : "Qwen3MoeForCausalLM"}},
+  Json json = {{"architectures", {HfArchitecture(type)}},
                {"model_type", type},
                {"hidden_size", c.hidden},
                {"intermediate_size", c.intermediate},
@@ -360,6 +383,10 @@ std::string HfLlamaConfigJson(const LlamaConfig& c, const std::string& torch_dty
   if (type == "llama") json["mlp_bias"] = false;
   if (type != "llama") json["num_experts_per_tok"] = c.moe->block.top_k;
   if (type == "mixtral") json["num_local_experts"] = c.moe->block.experts;
+  if (type == "olmoe") {
+    json["num_experts"] = c.moe->block.experts;
+    json["norm_topk_prob"] = c.moe->block.renormalize;
+  }
   if (type == "qwen3_moe") {
     json["num_experts"] = c.moe->block.experts;
     json["moe_intermediate_size"] = c.moe->block.expert_units;

@@ -21,6 +21,10 @@
 //     num_experts_per_tok, moe_intermediate_size, norm_topk_prob (default false),
 //     decoder_sparse_step (1), mlp_only_layers ([]; their dense MLP intermediate_size wide),
 //     per-head query and key RMSNorm (qk_norm); names mlp.gate / experts.i.gate_proj|...
+//   OLMoE (model_type "olmoe", OlmoeForCausalLM): num_experts, num_experts_per_tok,
+//     intermediate_size as each expert's units, every layer sparse, norm_topk_prob (default
+//     false), RMSNorm of the whole query and key projections (qk_norm kProjection: tp 1);
+//     Qwen3-MoE's names; clip_qkv null.
 //   router_aux_loss_coef and output_router_logits are training settings: read, not applied
 //   (--router-aux-loss-coef chooses the loss).
 //

@@ -49,9 +49,10 @@ ParameterShapes DecoderShapes(const LlamaConfig& c, int i) {
                             {p + "self_attn.v_proj.weight", {c.kv_heads * d, h}},
                             {p + "self_attn.o_proj.weight", {h, c.heads * d}},
                             {p + "post_attention_layernorm.weight", {h}}};
-  if (c.qk_norm) {
-    shapes[p + "self_attn.q_norm.weight"] = {d};
-    shapes[p + "self_attn.k_norm.weight"] = {d};
+  if (c.qk_norm != QkNorm::kNone) {
+    const bool head = c.qk_norm == QkNorm::kHead;
+    shapes[p + "self_attn.q_norm.weight"] = {head ? d : c.heads * d};
+    shapes[p + "self_attn.k_norm.weight"] = {head ? d : c.kv_heads * d};
   }
   if (IsSparseLayer(c, i)) {
     for (auto& [name, shape] : MoeParameterShapes(BlockOf(c), p + c.moe->prefix)) {
@@ -104,9 +105,9 @@ class LlamaDecoderLayer : public Layer {
     k_ = normal("self_attn.k_proj.weight", KeyValueParallel(c.tp.kv_replicas));
     v_ = normal("self_attn.v_proj.weight", KeyValueParallel(c.tp.kv_replicas));
     o_ = normal("self_attn.o_proj.weight", RowParallel());
-    if (c.qk_norm) {
-      q_norm_ = OnesParam({c.hidden / c.heads});
-      k_norm_ = OnesParam({c.hidden / c.heads});
+    if (c.qk_norm != QkNorm::kNone) {
+      q_norm_ = OnesParam(shapes.at(prefix_ + "self_attn.q_norm.weight"));
+      k_norm_ = OnesParam(shapes.at(prefix_ + "self_attn.k_norm.weight"));
     }
     mlp_norm_ = OnesParam({c.hidden});
     if (IsSparseLayer(c, index)) {
@@ -171,19 +172,25 @@ class LlamaDecoderLayer : public Layer {
     auto heads_of = [&](const at::Tensor& y, int64_t count) {
       return y.view({n, t, count, d}).transpose(1, 2);
     };
+    // Queries and keys normalised before the rotation: OLMoE the whole projection's, (n, T,
+    // count d), Qwen3 each head's, (n, count, T, d).
+    const auto normed = [&](const at::Tensor& y, const at::Tensor& w, int64_t count) {
+      if (config_.qk_norm == QkNorm::kProjection) {
+        return heads_of(RmsNorm(y, w, config_.rms_norm_eps), count);
+      }
+      const at::Tensor h = heads_of(y, count);
+      return config_.qk_norm == QkNorm::kHead ? RmsNorm(h, w, config_.rms_norm_eps) : h;
+    };
     const at::Tensor x_kv = ScaleToKvReplicas(x, config_.tp);
     auto project_kv = [&](const at::Tensor& w) {
-      return heads_of(SumOverKvReplicas(Linear(x_kv, w, {}), config_.tp), kv_heads);
+      return SumOverKvReplicas(Linear(x_kv, w, {}), config_.tp);  // (n, T, KV d / p)
     };
     const int64_t first = KvCache::FirstPosition(mb);
-    // Qwen3 normalises each head's queries and keys before rotating them.
-    const auto head_norm = [&](const at::Tensor& y, const at::Tensor& w) {
-      return w.defined() ? RmsNorm(y, w, config_.rms_norm_eps) : y;
-    };
-    const at::Tensor q = RotaryEmbedding(head_norm(heads_of(Linear(x, q_, {}), heads), q_norm_),
-                                         config_.rope_theta, first);
-    at::Tensor k = RotaryEmbedding(head_norm(project_kv(k_), k_norm_), config_.rope_theta, first);
-    at::Tensor v = project_kv(v_);
+    const at::Tensor q =
+        RotaryEmbedding(normed(Linear(x, q_, {}), q_norm_, heads), config_.rope_theta, first);
+    at::Tensor k = RotaryEmbedding(normed(project_kv(k_), k_norm_, kv_heads), config_.rope_theta,
+                                   first);
+    at::Tensor v = heads_of(project_kv(v_), kv_heads);
     std::tie(k, v) = cache_.Extend(mb, k, v);  // (n, KV/p, p + T, d) with a cache
     if (kv_heads != heads) {  // each key-value head serves heads / kv_heads query heads
       k = k.repeat_interleave(heads / kv_heads, 1);
@@ -203,7 +210,7 @@ class LlamaDecoderLayer : public Layer {
   at::Tensor q_;                 // (H d/p, C)
   at::Tensor k_, v_;             // (KV d/p, C), or (d, C) replicated over tp.kv_replicas ranks
   at::Tensor o_;                 // (C, H d/p)
-  at::Tensor q_norm_, k_norm_;   // (d), with qk_norm; else undefined
+  at::Tensor q_norm_, k_norm_;   // with qk_norm (llama.h: its shapes); else undefined
   at::Tensor mlp_norm_;          // (C)
   at::Tensor gate_, up_;         // (F/p, C); undefined in a sparse layer
   at::Tensor down_;              // (C, F/p)
@@ -307,6 +314,9 @@ void CheckLlamaConfig(const LlamaConfig& c) {
     CONVEYOR_CHECK(c.moe->block.experts % c.ep.size == 0)
         << "the " << c.moe->block.experts << " experts must divide evenly over --ep " << c.ep.size;
   }
+  CONVEYOR_CHECK(c.qk_norm != QkNorm::kProjection || c.tp.size == 1)
+      << "query and key norms over the whole projections (OLMoE) do not take --tp " << c.tp.size
+      << " yet (each rank holds only its heads' part)";
 }
 
 bool IsSparseLayer(const LlamaConfig& c, int i) {

@@ -63,6 +63,8 @@ struct LlamaMoe {
   std::vector<int> dense_layers;  // these stay dense too (Qwen's mlp_only_layers)
 };
 
+enum class QkNorm { kNone, kHead, kProjection };
+
 struct LlamaConfig {
   int vocab = 256;         // V
   int hidden = 64;         // C
@@ -78,9 +80,11 @@ struct LlamaConfig {
   // false: matrices allocated but not drawn (their values undefined), for weights that are
   // read from a checkpoint next; the norms are still 1.
   bool draw_weights = true;
-  // Qwen3's per-head RMSNorm of queries and keys before the rotation:
-  //   model.layers.i.self_attn.q_norm.weight / k_norm.weight   (d)   replicated
-  bool qk_norm = false;
+  // RMSNorm of the queries and keys before the rotation: kHead (Qwen3) normalises each head's,
+  // kProjection (OLMoE) the whole projections (the key's over this rank's KV heads: tp 1).
+  //   model.layers.i.self_attn.q_norm.weight   (d) kHead, (H d) kProjection, replicated
+  //   model.layers.i.self_attn.k_norm.weight   (d) kHead, (KV d) kProjection
+  QkNorm qk_norm = QkNorm::kNone;
   // Mixture-of-Experts (Mixtral, Qwen2/3-MoE, OLMoE, DeepSeek-style): the sparse decoder
   // layers' MLP is an MoE block (moe_mlp.h) under PREFIX = model.layers.i.<moe->prefix>.
   std::optional<LlamaMoe> moe;

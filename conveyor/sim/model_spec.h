@@ -60,7 +60,9 @@ struct ModelSpec {
   int moe_sparse_step = 1;            // layer i sparse when (i + 1) % step == 0
   std::vector<int> moe_dense_layers;  // these stay dense too (Qwen's mlp_only_layers)
   bool moe_mixtral_names = false;     // Mixtral's tensor names (block_sparse_moe, w1/w2/w3)
-  bool qk_norm = false;               // llama: Qwen3's per-head query and key RMSNorm
+  // llama: RMSNorm of queries and keys: "" none, "head" each head's (Qwen3), "projection" the
+  // whole projections' (OLMoE).
+  std::string qk_norm;
   // A Hugging Face folder (--model DIR): its config.json sets the architecture's fields, its
   // weights are the initial ones. Empty: weights drawn from the seed.
   std::string model_dir;

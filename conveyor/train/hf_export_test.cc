@@ -104,31 +104,32 @@ TEST_F(HfExportTest, ImportThenExportIsBitIdentical) {
   EXPECT_FALSE(fs::exists(out + ".tmp"));
 }
 
-// A Mixtral and a Qwen3-MoE folder, imported, saved untrained (pp 2) and exported, hold the
-// same bytes under the same names (every expert) and the same config.
+// A Mixtral, a Qwen3-MoE and an OLMoE folder, imported, saved untrained (pp 2) and exported,
+// hold the same bytes under the same names (every expert) and the same config.
 TEST_F(HfExportTest, MixtureOfExpertsFoldersExportBitIdentically) {
-  for (bool mixtral : {true, false}) {
-    SCOPED_TRACE(mixtral ? "mixtral" : "qwen3_moe");
+  for (const std::string type : {"mixtral", "qwen3_moe", "olmoe"}) {
+    SCOPED_TRACE(type);
+    const bool mixtral = type == "mixtral", qwen = type == "qwen3_moe";
     TrainConfig c = TinyLlama();
     c.model.experts = 4;
     c.model.top_k = 2;
     c.model.intermediate = 40;
-    c.model.expert_units = mixtral ? 40 : 24;
+    c.model.expert_units = qwen ? 24 : 40;
     c.model.moe_mixtral_names = mixtral;
-    c.model.qk_norm = !mixtral;
-    if (!mixtral) c.model.moe_dense_layers = {1};
+    c.model.qk_norm = mixtral ? "" : qwen ? "head" : "projection";
+    if (qwen) c.model.moe_dense_layers = {1};
     const LlamaConfig llama = LlamaConfigOf(c.model);
-    const std::string in = dir_ + (mixtral ? "/mixtral" : "/qwen");
+    const std::string in = dir_ + "/" + type;
     fs::create_directories(in);
     WriteHfLlamaFolder(in, llama, LlamaWeights(llama, 17), at::kFloat, /*shards=*/false);
     TrainConfig from_folder = TinyLlama();
     SetModel(from_folder, in, "--model");
     ApplyModelFolder(from_folder);
     EXPECT_EQ(from_folder.model.experts, 4);
-    EXPECT_EQ(from_folder.model.qk_norm, !mixtral);
+    EXPECT_EQ(from_folder.model.qk_norm, c.model.qk_norm);
     from_folder.pp = 2;
     from_folder.schedule = "1f1b";
-    const std::string ckpt = Checkpoint(from_folder, 0, mixtral ? "ckpt_mixtral" : "ckpt_qwen");
+    const std::string ckpt = Checkpoint(from_folder, 0, "ckpt_" + type);
     const std::string out = in + "_out";
     ExportHfCheckpoint(ckpt, out, {});
     const std::map<std::string, at::Tensor> before = Tensors(in), after = Tensors(out);
@@ -137,7 +138,7 @@ TEST_F(HfExportTest, MixtureOfExpertsFoldersExportBitIdentically) {
       ASSERT_TRUE(after.count(name)) << name;
       EXPECT_TRUE(at::equal(after.at(name), t)) << name;
     }
-    EXPECT_EQ(ReadHfModelConfig(out + "/config.json").type, mixtral ? "mixtral" : "qwen3_moe");
+    EXPECT_EQ(ReadHfModelConfig(out + "/config.json").type, type);
   }
 }
 

@@ -11,6 +11,16 @@
 namespace conveyor {
 namespace {
 
+// ModelSpec::qk_norm's names of LlamaConfig::qk_norm.
+std::string QkNormName(QkNorm norm) {
+  return norm == QkNorm::kHead ? "head" : norm == QkNorm::kProjection ? "projection" : "";
+}
+QkNorm QkNormOf(const std::string& name) {
+  CONVEYOR_CHECK(name.empty() || name == "head" || name == "projection")
+      << "qk_norm \"" << name << "\" is none of \"\", \"head\", \"projection\"";
+  return name == "head" ? QkNorm::kHead : name == "projection" ? QkNorm::kProjection : QkNorm::kNone;
+}
+
 class LlamaModel : public ModelTask {
  public:
   // `folder`: a Hugging Face folder holding the initial weights (empty: drawn from the seed).
@@ -141,7 +151,7 @@ void LlamaArchitecture::ReadHfConfig(const HfModelConfig& folder, const std::str
   spec.rms_norm_eps = llama.rms_norm_eps;
   SetModelReal(spec, "rope_theta", llama.rope_theta, path + ": rope_theta");
   spec.tie_embeddings = llama.tie_embeddings;
-  spec.qk_norm = llama.qk_norm;
+  spec.qk_norm = QkNormName(llama.qk_norm);
   if (llama.moe) {
     const LlamaMoe& moe = *llama.moe;
     SetModelInteger(spec, "experts", moe.block.experts, path + ": the number of experts");
@@ -170,7 +180,7 @@ HfModelConfig LlamaArchitecture::HfConfig(const ModelSpec& spec) const {
 
 void LlamaArchitecture::RecordFields(const ModelSpec& spec, nlohmann::json& model) const {
   const TransformerSpec sizes = Sizes(spec);
-  if (spec.qk_norm) model["qk_norm"] = true;
+  if (!spec.qk_norm.empty()) model["qk_norm"] = spec.qk_norm;
   if (spec.experts > 0) {  // older checkpoints have none of these
     const LlamaConfig config = LlamaConfigOf(spec);
     const MoeConfig& block = config.moe->block;
@@ -194,7 +204,8 @@ void LlamaArchitecture::RecordFields(const ModelSpec& spec, nlohmann::json& mode
 }
 
 void LlamaArchitecture::ReadFields(const nlohmann::json& model, ModelSpec& spec) const {
-  spec.qk_norm = model.value("qk_norm", false);
+  spec.qk_norm = model.value("qk_norm", "");
+  QkNormOf(spec.qk_norm);  // a name it knows
   if (model.contains("moe")) {
     const nlohmann::json& moe = model.at("moe");
     spec.experts = moe.at("experts");
@@ -237,7 +248,7 @@ LlamaConfig LlamaConfigOf(const ModelSpec& spec, bool recompute_attention) {
   config.rope_theta = spec.rope_theta;
   config.tie_embeddings = spec.tie_embeddings;
   config.recompute_attention = recompute_attention;
-  config.qk_norm = spec.qk_norm;
+  config.qk_norm = QkNormOf(spec.qk_norm);
   if (spec.experts > 0) {
     LlamaMoe moe;
     MoeConfig& block = moe.block;

@@ -16,7 +16,7 @@ def mixtral(config, w, ids):
     def mlp(i, p, h):
         return sparse_block(h, w, p + "block_sparse_moe.", config["num_local_experts"],
                             config["num_experts_per_tok"], True, ("w1", "w3", "w2"))
-    return forward(config, w, ids, mlp, q_norm=False)
+    return forward(config, w, ids, mlp, q_norm=None)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ def qwen3_moe(config, w, ids):
                           w[p + "mlp.down_proj.weight"])
         return sparse_block(h, w, p + "mlp.", config["num_experts"], config["num_experts_per_tok"],
                             config.get("norm_topk_prob", False), ("gate_proj", "up_proj", "down_proj"))
-    return forward(config, w, ids, mlp, q_norm=True)
+    return forward(config, w, ids, mlp, q_norm="head")
 
 
 if __name__ == "__main__":
