@@ -29,23 +29,29 @@ PipelineGradients::PipelineGradients(Transport* world,
                                      const std::map<std::string, std::vector<int>>& holders,
                                      const TensorParallel& tp, ParameterSpecs specs,
                                      Transport* dp_group, std::shared_ptr<const ShardLayout> zero,
-                                     Transport* ep_group)
+                                     Transport* ep_group, Transport* expert_dp_group,
+                                     std::shared_ptr<const ShardLayout> expert_zero)
     : world_(world),
       rank_(world != nullptr ? world->rank() : 0),
       tp_(tp),
       specs_(std::move(specs)),
       dp_group_(dp_group),
       zero_(std::move(zero)),
-      ep_group_(ep_group) {
-  CONVEYOR_ASSERT((dp_group_ == nullptr) == (zero_ == nullptr))
-      << "a ZeRO layout needs its DP group, and only it";
-  if (zero_ != nullptr) {
-    CONVEYOR_ASSERT(zero_->shards() == dp_group_->world_size() &&
-                    zero_->index() == dp_group_->rank())
-        << "shard layout " << zero_->index() << " of " << zero_->shards() << " for rank "
-        << dp_group_->rank() << " of a DP group of " << dp_group_->world_size();
+      ep_group_(ep_group),
+      expert_dp_group_(expert_dp_group),
+      expert_zero_(std::move(expert_zero)) {
+  CONVEYOR_ASSERT(expert_zero_ == nullptr || ep_group_ != nullptr)
+      << "a ZeRO layout of experts without expert parallelism";
+  for (const auto& [group, layout] : {std::pair{dp_group_, zero_.get()},
+                                      std::pair{expert_dp_group_, expert_zero_.get()}}) {
+    CONVEYOR_ASSERT((group == nullptr) == (layout == nullptr))
+        << "a ZeRO layout needs its DP group, and only it";
+    if (layout == nullptr) continue;
+    CONVEYOR_ASSERT(layout->shards() == group->world_size() && layout->index() == group->rank())
+        << "shard layout " << layout->index() << " of " << layout->shards() << " for rank "
+        << group->rank() << " of a DP group of " << group->world_size();
     for (const std::string& name : SharedNames(holders)) {
-      CONVEYOR_ASSERT(!zero_->scattered(name)) << "shared " << name << " is reduce-scattered";
+      CONVEYOR_ASSERT(!layout->scattered(name)) << "shared " << name << " is reduce-scattered";
     }
   }
   std::map<std::vector<int>, std::vector<std::string>> by_ranks;
@@ -107,10 +113,18 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
   // Sums of squares kept on the gradients' device, () double, read once each (not one host
   // wait per parameter on a GPU); undefined while nothing was added.
   at::Tensor local_sq, scattered_sq;  // scattered: this replica's range of scattered params
-  at::Tensor expert_sq;               // this rank's experts, under expert parallelism
+  // This rank's experts under expert parallelism: whole, and this replica's range of those
+  // scattered over the experts' DP group.
+  at::Tensor expert_sq, expert_scattered_sq;
   const auto add_squares = [](at::Tensor& sum, const at::Tensor& g) {
     at::Tensor squares = SumOfSquares(g);
     sum = sum.defined() ? sum + squares : squares;
+  };
+  // The part of p's gradient in this replica's range of `layout`.
+  const auto in_range = [](const ShardLayout& layout, const at::Tensor& p) {
+    const int64_t offset = layout.OffsetOf(p);
+    const auto [lo, hi] = layout.Overlap(offset, p.numel(), layout.index());
+    return p.grad().reshape({-1}).narrow(0, lo - offset, hi - lo);
   };
   const auto read = [](const at::Tensor& sum) { return sum.defined() ? sum.item<double>() : 0.0; };
   std::set<std::string> counted;
@@ -120,11 +134,13 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
     if (it->second != rank_ || !counted.insert(name).second || !p.grad().defined()) continue;
     if (!CountsInNorm(specs_.Of(name).tp, tp_.rank)) continue;
     if (ep_group_ != nullptr && specs_.Of(name).grad_sum.experts) {
-      add_squares(expert_sq, p.grad());
+      if (expert_zero_ != nullptr && expert_zero_->scattered(name)) {
+        add_squares(expert_scattered_sq, in_range(*expert_zero_, p));
+      } else {
+        add_squares(expert_sq, p.grad());
+      }
     } else if (zero_ != nullptr && zero_->scattered(name)) {
-      const int64_t offset = zero_->OffsetOf(p);
-      const auto [lo, hi] = zero_->Overlap(offset, p.numel(), zero_->index());
-      add_squares(scattered_sq, p.grad().reshape({-1}).narrow(0, lo - offset, hi - lo));
+      add_squares(scattered_sq, in_range(*zero_, p));
     } else {
       add_squares(local_sq, p.grad());
     }
@@ -137,7 +153,13 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
     local += total[0].item<double>();
   }
   if (ep_group_ != nullptr) {
-    std::vector<at::Tensor> total = {at::full({1}, read(expert_sq), at::kDouble)};
+    double experts = read(expert_sq);
+    if (expert_zero_ != nullptr) {
+      std::vector<at::Tensor> ranges = {at::full({1}, read(expert_scattered_sq), at::kDouble)};
+      expert_dp_group_->AllReduceSum(ranges);
+      experts += ranges[0].item<double>();
+    }
+    std::vector<at::Tensor> total = {at::full({1}, experts, at::kDouble)};
     ep_group_->AllReduceSum(total);
     local += total[0].item<double>();
   }

@@ -5,7 +5,9 @@
 // Under ZeRO stage 1 (a ShardLayout, shard_layout.h) the data-parallel reducer leaves each
 // replica the summed gradient of only its range of the scattered parameters: the norm then
 // counts that range on each replica and sums it over the DP group. The shared parameters
-// (SharedNames) must be whole in that layout, as SumShared sums whole tensors.
+// (SharedNames) must be whole in that layout, as SumShared sums whole tensors. Under expert
+// parallelism the experts' gradients may be scattered the same way over the experts'
+// data-parallel group, by a layout of their own.
 //
 // Every rank computes the same `holders` map (from the model and the partition, without
 // exchanging anything), so the sub-groups are created in one fixed order on every rank.
@@ -37,12 +39,15 @@ class PipelineGradients {
   // parameters (shards = the group's size, index = its rank; every shared name whole), both
   // outliving the PipelineGradients. `ep_group`: this rank's expert-parallel group (null
   // without expert parallelism), among whose ranks the parameters declared ExpertWeight are
-  // divided; outliving the PipelineGradients.
+  // divided; outliving the PipelineGradients. `expert_dp_group` and `expert_zero`: both
+  // null, or (with `ep_group`) the experts' data-parallel group and the ZeRO-1 layout of this
+  // rank's experts over it, as `dp_group` and `zero` for the others.
   PipelineGradients(Transport* world, const std::map<std::string, std::vector<int>>& holders,
                     const TensorParallel& tp = {}, ParameterSpecs specs = {},
                     Transport* dp_group = nullptr,
                     std::shared_ptr<const ShardLayout> zero = nullptr,
-                    Transport* ep_group = nullptr);
+                    Transport* ep_group = nullptr, Transport* expert_dp_group = nullptr,
+                    std::shared_ptr<const ShardLayout> expert_zero = nullptr);
 
   // The names SumShared sums: those with two copies or more in `holders`.
   static std::set<std::string> SharedNames(const std::map<std::string, std::vector<int>>& holders);
@@ -54,7 +59,8 @@ class PipelineGradients {
   // parameters count every tensor-parallel shard, replicated ones once. With a layout, the
   // scattered parameters count this replica's range, summed over the DP group (collective
   // over it too). Experts divided over an EP group count on the rank holding them, summed
-  // over the group (collective over it).
+  // over the group (collective over it); scattered, their range summed over the experts' DP
+  // group first.
   double GlobalNorm(const NamedTensors& params);
 
   // Scales every gradient by `factor`.
@@ -76,6 +82,8 @@ class PipelineGradients {
   Transport* dp_group_;
   std::shared_ptr<const ShardLayout> zero_;
   Transport* ep_group_;
+  Transport* expert_dp_group_;
+  std::shared_ptr<const ShardLayout> expert_zero_;
   std::vector<Group> groups_;
   std::map<std::string, int> owner_;  // the rank that counts a name in the norm
 };

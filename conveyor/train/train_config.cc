@@ -277,8 +277,6 @@ void TrainConfig::Validate() const {
     CONVEYOR_CHECK(dp == 0 || dp % ep == 0)
         << "--ep " << ep << " must divide --dp " << dp
         << ": each expert-parallel group is made of data-parallel ranks";
-    CONVEYOR_CHECK(zero == 0) << "--zero 1 with --ep " << ep
-                              << ": the expert weights' optimizer state is not sharded yet";
   }
   CheckPipelineSize(schedule, ScheduleOptions{pp, microbatches, chunks});
 }

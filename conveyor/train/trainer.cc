@@ -18,6 +18,7 @@
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/module/microbatch.h"
 #include "conveyor/nn/moe_mlp.h"
+#include "conveyor/optim/grouped_optimizer.h"
 #include "conveyor/optim/sharded_adamw.h"
 #include "conveyor/profile/comm_breakdown.h"
 #include "conveyor/profile/memory_tracker.h"
@@ -89,40 +90,50 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   // Activation memory on the CPU is counted by wrapping its allocator; a GPU's caching
   // allocator keeps its own counts (device_memory.h), so the CPU's is left alone there.
   if (!model_.device().is_cuda()) MemoryTracker::Install();
-  Transport* dp_group = model_.dp_group();
-  const AdamWOptions adamw{.weight_decay = config.weight_decay};
-  if (config.zero == 1 && dp_group != nullptr) {
-    optimizer_ = std::make_unique<ShardedAdamW>(adamw, dp_group);
-  } else {
-    optimizer_ = std::make_unique<AdamW>(adamw);
-  }
   // Every parameter's gradient is summed over a group the model created.
   const ParameterSpecs& specs = model_.parameter_specs();
   const std::vector<GradientSum> sums = model_.GradientSums();
-  for (const auto& [name, p] : model_.Parameters()) {
-    const GradientSum sum = model_.Resolve(specs.Of(name).grad_sum);
-    CONVEYOR_ASSERT(std::find(sums.begin(), sums.end(), sum) != sums.end())
-        << "the parameter " << name << " sums its gradient over "
+  std::vector<NamedTensors> summed(sums.size());  // the parameters of each group, in order
+  for (const auto& named : model_.Parameters()) {
+    const GradientSum sum = model_.Resolve(specs.Of(named.first).grad_sum);
+    const auto it = std::find(sums.begin(), sums.end(), sum);
+    CONVEYOR_ASSERT(it != sums.end())
+        << "the parameter " << named.first << " sums its gradient over "
         << (sum.experts ? "the experts' " : "") << Mesh::OrderName(sum.axes)
         << ", whose groups the model does not create";
-    CONVEYOR_ASSERT(config.zero == 0 || sum == GradientSum{})
-        << "ZeRO-1 shards the dense data-parallel group's parameters; " << name
-        << " sums over another group";
+    summed[it - sums.begin()].push_back(named);
   }
-  // ZeRO-1: the reducer reduce-scatters the gradients of the unshared parameters over
-  // ShardedAdamW's ranges (shard_layout.h); the shared ones stay whole for SumShared.
-  std::shared_ptr<const ShardLayout> zero;
-  if (config.zero == 1 && dp_group != nullptr) {
-    zero = std::make_shared<const ShardLayout>(model_.Parameters(), dp_group->world_size(),
-                                               dp_group->rank(),
-                                               PipelineGradients::SharedNames(model_.holders()));
-  }
-  for (const GradientSum& sum : sums) {
-    if (TimedTransport* group = model_.gradient_sum_group(sum)) {
-      gradient_sums_.push_back({sum, std::make_unique<DataParallelReducer>(
-                                         group, DpBucketBytes(config, model_.device().is_cuda()),
-                                         sum == GradientSum{} ? zero : nullptr)});
+  // The optimizer: AdamW, or under ZeRO-1 each group's parameters' state sharded over the
+  // group (ShardedAdamW: the dense replicas, and the experts' own replicas), each group's
+  // gradients reduce-scattered over its ranges (shard_layout.h; the shared parameters stay
+  // whole for SumShared).
+  const AdamWOptions adamw{.weight_decay = config.weight_decay};
+  std::vector<std::unique_ptr<Optimizer>> optimizers;
+  std::vector<std::shared_ptr<const ShardLayout>> zero(sums.size());
+  for (size_t i = 0; i < sums.size(); ++i) {
+    TimedTransport* group = model_.gradient_sum_group(sums[i]);
+    if (config.zero == 1 && group != nullptr && !summed[i].empty()) {
+      optimizers.push_back(std::make_unique<ShardedAdamW>(adamw, group));
+      zero[i] = std::make_shared<const ShardLayout>(
+          summed[i], group->world_size(), group->rank(),
+          PipelineGradients::SharedNames(model_.holders()));
+    } else {
+      optimizers.push_back(std::make_unique<AdamW>(adamw));
     }
+    if (group != nullptr) {
+      gradient_sums_.push_back({sums[i], std::make_unique<DataParallelReducer>(
+                                             group, DpBucketBytes(config, model_.device().is_cuda()),
+                                             zero[i])});
+    }
+  }
+  if (optimizers.size() == 1) {
+    optimizer_ = std::move(optimizers.front());
+  } else {
+    optimizer_ = std::make_unique<GroupedOptimizer>(
+        std::move(optimizers), [this, sums](const std::string& name) {
+          const GradientSum sum = model_.Resolve(model_.parameter_specs().Of(name).grad_sum);
+          return static_cast<size_t>(std::find(sums.begin(), sums.end(), sum) - sums.begin());
+        });
   }
   if (!gradient_sums_.empty()) {
     model_.pipeline().executor().set_reduce_grad_hook([this](Stage& stage) {
@@ -139,9 +150,16 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       }
     });
   }
+  // The dense group is GradientSums' first, the experts' (with ep > 1) its second.
+  const auto zero_group = [&](size_t i) -> Transport* {
+    return i < zero.size() && zero[i] != nullptr ? model_.gradient_sum_group(sums[i]) : nullptr;
+  };
+  const auto zero_layout = [&](size_t i) {
+    return i < zero.size() ? zero[i] : std::shared_ptr<const ShardLayout>();
+  };
   gradients_ = std::make_unique<PipelineGradients>(
       model_.pipeline_group(), model_.holders(), model_.parallel().tp, model_.parameter_specs(),
-      zero != nullptr ? dp_group : nullptr, zero, model_.ep_group());
+      zero_group(0), zero_layout(0), model_.ep_group(), zero_group(1), zero_layout(1));
   clock_origin_ = SharedClockOrigin(rank.world);
   const Layout& layout = model_.program().layout;
   recorder_ = std::make_unique<StepRecorder>(model_.pipeline_rank(), layout.num_ranks(),

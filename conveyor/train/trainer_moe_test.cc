@@ -39,6 +39,7 @@ TrainConfig TinyMoe() {
 struct Layout {
   int dp, ep, pp;
   std::string schedule;
+  int zero = 0;
 };
 
 TEST(TrainerMoeTest, EveryMeshAndScheduleTrainsAsOneProcess) {
@@ -55,15 +56,23 @@ TEST(TrainerMoeTest, EveryMeshAndScheduleTrainsAsOneProcess) {
                                                   {2, 2, 2, "1f1b"},
                                                   {2, 2, 2, "zb-h1"},
                                                   {1, 1, 2, "interleaved-1f1b"},
-                                                  {2, 2, 2, "dualpipe-v"}}) {
+                                                  {2, 2, 2, "dualpipe-v"},
+                                                  // ZeRO-1: the dense state over 2 replicas,
+                                                  // the experts' kept whole (1 replica each)
+                                                  {2, 2, 1, "1f1b", 1},
+                                                  // over 4 and 2 (experts' replicas of 2)
+                                                  {4, 2, 1, "1f1b", 1},
+                                                  {4, 2, 2, "1f1b", 1}}) {
     TrainConfig c = base;
     c.dp = layout.dp;
     c.ep = layout.ep;
     c.pp = layout.pp;
     c.schedule = layout.schedule;
+    c.zero = layout.zero;
     c.microbatches = base.microbatches / c.dp;  // each micro-batch the same 2 samples
     const std::string what = "dp " + std::to_string(c.dp) + " ep " + std::to_string(c.ep) + " pp " +
-                             std::to_string(c.pp) + " " + c.schedule;
+                             std::to_string(c.pp) + " " + c.schedule + " zero " +
+                             std::to_string(c.zero);
     Weights got;
     const std::vector<double> losses = TrainCollecting(c, got);
     ExpectSameLosses(reference, losses, what);
@@ -109,9 +118,9 @@ TEST(TrainerMoeTest, AuxiliaryLossAndExpertLoadAreReportedAsOneProcessCountsThem
   }
 }
 
-// Checkpoints stay global under expert parallelism: saved at dp 2 x ep 2 x pp 2 they hold
-// every expert by name and the selection biases, and resume at another ep (1, 2, 4) as the
-// run that never stopped.
+// Checkpoints stay global under expert parallelism: saved at dp 2 x ep 2 x pp 2 (ZeRO-1)
+// they hold every expert by name and the selection biases, and resume at another ep (1, 2,
+// 4; with ZeRO-1 over the experts' replicas too) as the run that never stopped.
 TEST(TrainerMoeTest, ACheckpointOfSpreadExpertsResumesAtAnyExpertParallelism) {
   at::set_num_threads(1);
   const std::string dir = ::testing::TempDir() + "conveyor_moe_ckpt_" + std::to_string(::getpid());
@@ -125,6 +134,7 @@ TEST(TrainerMoeTest, ACheckpointOfSpreadExpertsResumesAtAnyExpertParallelism) {
   saved.dp = 2;
   saved.ep = 2;
   saved.pp = 2;
+  saved.zero = 1;  // the dense parameters' AdamW state sharded over the 2 replicas
   saved.microbatches = base.microbatches / 2;  // each micro-batch the same 2 samples
   TrainOnThreads(
       saved, [&](Trainer& t, Transport& w) { SaveCheckpoint(dir, t, saved, &w); }, 2);
@@ -133,13 +143,16 @@ TEST(TrainerMoeTest, ACheckpointOfSpreadExpertsResumesAtAnyExpertParallelism) {
     const std::string name = "model.layers.3.mlp.experts." + std::to_string(e) + ".up_proj.weight";
     EXPECT_EQ(stored.Read(name).sizes(), want.at(name).sizes()) << name;
   }
-  for (const auto& [dp, ep] : {std::pair{1, 1}, std::pair{2, 2}, std::pair{4, 4}}) {
+  for (const Layout& at : std::vector<Layout>{
+           {1, 1, 1, "1f1b"}, {2, 2, 1, "1f1b"}, {4, 4, 1, "1f1b"}, {4, 2, 1, "1f1b", 1}}) {
     TrainConfig resumed = base;
-    resumed.dp = dp;
-    resumed.ep = ep;
-    resumed.microbatches = base.microbatches / dp;
+    resumed.dp = at.dp;
+    resumed.ep = at.ep;
+    resumed.zero = at.zero;
+    resumed.microbatches = base.microbatches / at.dp;
     resumed.resume = dir;
-    const std::string what = "resumed at dp " + std::to_string(dp) + " ep " + std::to_string(ep);
+    const std::string what = "resumed at dp " + std::to_string(at.dp) + " ep " +
+                             std::to_string(at.ep) + " zero " + std::to_string(at.zero);
     Weights got;
     const std::vector<double> rest = TrainCollecting(resumed, got);
     ExpectSameLosses({full.begin() + 2, full.end()}, rest, what);
@@ -168,9 +181,8 @@ TEST(TrainerMoeTest, BadExpertSettingsAreRefusedInOneLine) {
   }
   c = TinyMoe();
   c.ep = 2;
-  c.dp = 4;
-  c.tp = 1;
-  c.zero = 1;
+  c.dp = 2;
+  c.tp = 2;  // experts are not split over tensor-parallel ranks yet
   EXPECT_THROW(c.Validate(), UserError);
 }
 
