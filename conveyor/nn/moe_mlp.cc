@@ -6,10 +6,9 @@
 #include <cmath>
 #include <utility>
 
-#include "conveyor/comm/transport.h"
 #include "conveyor/common/error.h"
 #include "conveyor/module/auxiliary_loss.h"
-#include "conveyor/nn/all_to_all.h"
+#include "conveyor/nn/expert_dispatch.h"
 #include "conveyor/nn/layer.h"
 #include "conveyor/nn/linear.h"
 #include "conveyor/nn/tensor_parallel.h"
@@ -220,49 +219,8 @@ at::Tensor MoeMlp::LocalExperts(const at::Tensor& rows, const std::vector<int64_
 }
 
 at::Tensor MoeMlp::RunExperts(const at::Tensor& sorted, const at::Tensor& counts) {
-  const int p = ep_.size, local = config_.experts / p;
-  if (p == 1) {
-    const at::Tensor host = counts.cpu();
-    const int64_t* c = host.data_ptr<int64_t>();
-    return LocalExperts(sorted, std::vector<int64_t>(c, c + local));
-  }
-  // How many rows every rank sends each of this rank's experts: (P, L), row s from rank s.
-  const at::Tensor host =
-      ep_.group
-          ->AllToAll(counts.view({config_.experts, 1}), std::vector<int64_t>(p, local),
-                     std::vector<int64_t>(p, local))
-          .view({p, local})
-          .cpu();
-  const at::Tensor mine = counts.cpu().view({p, local}).sum(1);  // rows to each rank
-  const int64_t* from = host.data_ptr<int64_t>();
-  std::vector<int64_t> send(mine.data_ptr<int64_t>(), mine.data_ptr<int64_t>() + p), recv(p, 0);
-  for (int s = 0; s < p; ++s) {
-    for (int l = 0; l < local; ++l) recv[s] += from[s * local + l];
-  }
-  // Received rows come by source rank, then expert; the experts take them by expert, then
-  // source: `by_expert` lists, for each expert, its rows of every source in turn.
-  const at::Tensor received = ExchangeRows(sorted, ep_.group, send, recv);  // (R, C)
-  std::vector<int64_t> starts(p * local), per_expert(local, 0);
-  for (int s = 0, row = 0; s < p; ++s) {
-    for (int l = 0; l < local; ++l) {
-      starts[s * local + l] = row;
-      row += from[s * local + l];
-      per_expert[l] += from[s * local + l];
-    }
-  }
-  std::vector<int64_t> by_expert;
-  by_expert.reserve(received.size(0));
-  for (int l = 0; l < local; ++l) {
-    for (int s = 0; s < p; ++s) {
-      for (int64_t r = 0; r < from[s * local + l]; ++r)
-        by_expert.push_back(starts[s * local + l] + r);
-    }
-  }
-  const at::Tensor order = at::tensor(by_expert, at::kLong).to(received.device());
-  const at::Tensor out = LocalExperts(received.index_select(0, order), per_expert);
-  // Back in the received order, then home.
-  const at::Tensor back = at::zeros_like(out).index_copy(0, order, out);
-  return ExchangeRows(back, ep_.group, recv, send);
+  const ExpertRows mine = DispatchToExperts(sorted, counts, config_.experts, ep_);
+  return CombineFromExperts(LocalExperts(mine.rows, mine.per_expert), mine, ep_);
 }
 
 void MoeMlp::ResetLoad() {

@@ -155,7 +155,8 @@ class MoeMlp {
   at::Tensor LocalExperts(const at::Tensor& rows, const std::vector<int64_t>& counts);
   // sorted (N k, C): this rank's token copies sorted by global expert, counts (E) of them for
   // each -> the experts' outputs (N k, C) in the same order: computed here (ep.size 1), or
-  // sent to the ranks holding the experts and back by all-to-all (collective over ep.group).
+  // sent to the ranks holding the experts and back (expert_dispatch.h; collective over
+  // ep.group).
   at::Tensor RunExperts(const at::Tensor& sorted, const at::Tensor& counts);
 
   MoeConfig config_;
