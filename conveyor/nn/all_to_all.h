@@ -1,10 +1,11 @@
 // All-to-all with a gradient: the exchange that carries tokens to the ranks holding their
 // experts and back (expert parallelism), inside a model's forward and backward.
 //
-// ExchangeRows(x, group, send_counts, recv_counts) is group->AllToAll(x, send_counts,
-// recv_counts) (comm/transport.h: rows of x along dimension 0, this rank's counts); its
-// backward is the reverse exchange of the gradient, the counts swapped, so each row's gradient
-// returns to the rank that sent the row.
+// ExchangeRows(x, groups, send_counts, recv_counts) is group->AllToAll(x, send_counts,
+// recv_counts) (comm/transport.h: rows of x along dimension 0, this rank's counts), on the
+// group of the calling thread's lane (comm/overlap_lane.h); its backward is the reverse
+// exchange of the gradient, the counts swapped, on the group of the lane the backward runs
+// in, so each row's gradient returns to the rank that sent the row.
 //
 // Thread-safety and ordering: the exchanges are collectives on `group`, in forward and in
 // backward, so every rank of the group must run the same forwards and backwards in the same
@@ -17,13 +18,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "conveyor/comm/overlap_lane.h"
+
 namespace conveyor {
 
-class Transport;
-
-// x (sum of send_counts, ...) -> (sum of recv_counts, ...), a new tensor. `group` must not
-// be null (a group of one rank returns a copy of x).
-at::Tensor ExchangeRows(const at::Tensor& x, Transport* group,
+// x (sum of send_counts, ...) -> (sum of recv_counts, ...), a new tensor. groups.lane0 must
+// not be null (a group of one rank returns a copy of x).
+at::Tensor ExchangeRows(const at::Tensor& x, const LaneGroups& groups,
                         const std::vector<int64_t>& send_counts,
                         const std::vector<int64_t>& recv_counts);
 

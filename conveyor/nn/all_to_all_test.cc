@@ -22,7 +22,7 @@ TEST(ExchangeRowsTest, EachRowsGradientReturnsToTheRankThatSentIt) {
         recv.push_back(AllToAllRows(r, me));
       }
       const at::Tensor x = AllToAllInput(me, ranks).clone().requires_grad_(true);
-      const at::Tensor y = ExchangeRows(x, world[me].get(), send, recv);
+      const at::Tensor y = ExchangeRows(x, {world[me].get()}, send, recv);
       EXPECT_TRUE(y.detach().equal(world[me]->AllToAll(x.detach(), send, recv)));
       (y * y).sum().backward();
       ASSERT_TRUE(x.grad().defined());

@@ -23,7 +23,8 @@ ExpertRows DispatchToExperts(const at::Tensor& sorted, const at::Tensor& counts,
   }
   // How many rows every rank sends each of this rank's experts: (P, L), row s from rank s.
   const at::Tensor host =
-      ep.group
+      ep.groups()
+          .Current()
           ->AllToAll(counts.view({experts, 1}), std::vector<int64_t>(p, local),
                      std::vector<int64_t>(p, local))
           .view({p, local})
@@ -37,7 +38,7 @@ ExpertRows DispatchToExperts(const at::Tensor& sorted, const at::Tensor& counts,
   }
   // Received rows come by source rank, then expert; the experts take them by expert, then
   // source: for each expert, its rows of every source in turn.
-  const at::Tensor received = ExchangeRows(sorted, ep.group, mine.sent, mine.received);  // (R, C)
+  const at::Tensor received = ExchangeRows(sorted, ep.groups(), mine.sent, mine.received);
   std::vector<int64_t> starts(p * local);
   mine.per_expert.assign(local, 0);
   for (int s = 0, row = 0; s < p; ++s) {
@@ -66,7 +67,7 @@ at::Tensor CombineFromExperts(const at::Tensor& out, const ExpertRows& dispatche
   if (ep.size == 1) return out;
   // Back in the received order, then home.
   const at::Tensor back = at::zeros_like(out).index_copy(0, dispatched.order, out);
-  return ExchangeRows(back, ep.group, dispatched.received, dispatched.sent);
+  return ExchangeRows(back, ep.groups(), dispatched.received, dispatched.sent);
 }
 
 }  // namespace conveyor

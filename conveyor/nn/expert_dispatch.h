@@ -10,8 +10,9 @@
 // each source's order: what every rank computes does not depend on message timing.
 //
 // Both halves differentiate (nn/all_to_all.h: each row's gradient returns to the rank that
-// sent the row). Collective over ep.group, in forward and backward: every rank of the group
-// dispatches and combines the same number of times in the same order. With ep.size 1 nothing
+// sent the row). Collective over the group of the calling thread's lane (ep.groups(),
+// comm/overlap_lane.h), in forward and backward: every rank of the group dispatches and
+// combines the same number of times in the same order in each lane. With ep.size 1 nothing
 // is sent.
 #ifndef CONVEYOR_NN_EXPERT_DISPATCH_H_
 #define CONVEYOR_NN_EXPERT_DISPATCH_H_

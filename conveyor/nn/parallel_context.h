@@ -9,6 +9,7 @@
 #ifndef CONVEYOR_NN_PARALLEL_CONTEXT_H_
 #define CONVEYOR_NN_PARALLEL_CONTEXT_H_
 
+#include "conveyor/comm/overlap_lane.h"
 #include "conveyor/nn/tensor_parallel.h"
 
 namespace conveyor {
@@ -20,6 +21,10 @@ struct ExpertParallel {
   int size = 1;
   int rank = 0;
   Transport* group = nullptr;
+  // The same ranks' group for the forward halves of overlapped pairs (comm/overlap_lane.h);
+  // null: `group` serves both lanes (no overlap).
+  Transport* overlap_group = nullptr;
+  LaneGroups groups() const { return {group, overlap_group}; }
 };
 
 struct ParallelContext {

@@ -3,7 +3,11 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <exception>
 #include <sstream>
+#include <thread>
+
+#include "conveyor/comm/overlap_lane.h"
 
 namespace conveyor {
 
@@ -97,16 +101,30 @@ at::Tensor Executor::Take(std::map<Key, Pending>& from, Key key, const Action& r
   return pending.buffer;
 }
 
-void Executor::RunForward(const Action& a, const MicroBatch& mb) {
+void Executor::set_overlap_pairs(bool overlap) {
+  CONVEYOR_CHECK(!overlap || activation_options_.device().is_cpu())
+      << "overlapped pairs run on the CPU only, not " << activation_options_.device();
+  overlap_pairs_ = overlap;
+}
+
+at::Tensor Executor::ForwardInput(const Action& a, const MicroBatch& mb) {
   const int s = a.stage;
-  Stage& stage = StageAt(s);
-  const Layout& layout = program_.layout;
-  at::Tensor input = stage.is_first()
-                         ? mb.inputs
-                         : Take(activations_, {s, mb.index}, Action{Op::kRecvF, s, mb.index});
+  return StageAt(s).is_first() ? mb.inputs
+                               : Take(activations_, {s, mb.index}, Action{Op::kRecvF, s, mb.index});
+}
+
+void Executor::RunForward(const Action& a, const MicroBatch& mb) {
+  Stage& stage = StageAt(a.stage);
+  const at::Tensor input = ForwardInput(a, mb);
   const RunStart start = StartRun();
   at::Tensor output = inference_ ? stage.Infer(mb, input) : stage.Forward(mb, input);
   EndRun(a, start);
+  PlaceOutput(a, mb, output);
+}
+
+void Executor::PlaceOutput(const Action& a, const MicroBatch& mb, const at::Tensor& output) {
+  const int s = a.stage;
+  const Layout& layout = program_.layout;
   const int next = layout.next_stage(s);
   if (next < 0) {
     if (inference_ && keep_outputs_) last_outputs_[mb.index] = output;
@@ -159,16 +177,24 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
       break;
     }
     case Op::kOverlapFB: {
-      // The halves run one after the other here (one device stream); the forward half's
-      // output leaves at once instead of waiting for the backward half, and its SEND_F in
-      // the program then finds it already posted.
-      Run(a.ForwardHalf(), mbs);
-      const Action send{Op::kSendF, a.stage, a.microbatch};
-      if (outputs_to_send_.count({a.stage, a.microbatch})) {
-        Run(send, mbs);
-        early_sends_.insert({a.stage, a.microbatch});
+      // The forward half's output leaves at once instead of waiting for the backward half,
+      // and its SEND_F in the program then finds it already posted.
+      const Action forward = a.ForwardHalf(), backward = a.BackwardHalf();
+      const auto send_early = [&] {
+        const Action send{Op::kSendF, forward.stage, forward.microbatch};
+        if (outputs_to_send_.count({forward.stage, forward.microbatch})) {
+          Run(send, mbs);
+          early_sends_.insert({forward.stage, forward.microbatch});
+        }
+      };
+      if (overlap_pairs_ && forward.stage != backward.stage) {
+        RunPairAtOnce(forward, backward, mbs);
+        send_early();
+      } else {
+        Run(forward, mbs);
+        send_early();
+        Run(backward, mbs);
       }
-      Run(a.BackwardHalf(), mbs);
       break;
     }
     case Op::kRecvF: {
@@ -215,6 +241,36 @@ void Executor::Run(const Action& a, const std::vector<MicroBatch>& mbs) {
       if (reduce_grad_hook_) reduce_grad_hook_(StageAt(a.stage));
       break;
   }
+}
+
+void Executor::RunPairAtOnce(const Action& forward, const Action& backward,
+                             const std::vector<MicroBatch>& mbs) {
+  const MicroBatch& mb = mbs.at(forward.microbatch);
+  Stage& stage = StageAt(forward.stage);
+  const at::Tensor input = ForwardInput(forward, mb);  // a message waited for here
+  at::Tensor output;
+  double start = 0, end = 0;
+  std::exception_ptr failed;
+  std::thread helper([&] {
+    const OverlapLaneScope lane(1);
+    try {
+      start = Now();
+      output = stage.Forward(mb, input);
+      end = Now();
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  });
+  try {
+    RunBackward(backward, mbs.at(backward.microbatch));
+  } catch (...) {
+    helper.join();
+    throw;
+  }
+  helper.join();
+  if (failed) std::rethrow_exception(failed);
+  Emit(forward, SpanKind::kRun, start, end);
+  PlaceOutput(forward, mb, output);
 }
 
 void Executor::Execute(const std::vector<MicroBatch>& microbatches) {

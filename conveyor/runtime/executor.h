@@ -11,7 +11,14 @@
 //                    transport reports it complete or, at the latest, the end of the step,
 //                    when every send is waited for. After a SEND_F the stage drops its own
 //                    copy of the output's data (Stage::ReleaseOutput).
-//   OVERLAP_F_B      its forward half (whose output is sent at once), then its backward half
+//   OVERLAP_F_B      its forward half (whose output is sent at once) and its backward half:
+//                    one after the other, or, with set_overlap_pairs and the halves on two
+//                    stages, at once: the forward half on a helper thread in overlap lane 1
+//                    (comm/overlap_lane.h), the backward half on the executor's thread, so
+//                    that one half's all-to-all runs while the other computes. The same
+//                    computations either way (the same results, bit for bit): the forward
+//                    touches its stage and micro-batch only, every backward runs on the
+//                    executor's thread.
 //   REDUCE_GRAD      the stage's gradients are final: calls the reduce-grad hook, when set
 //                    (data-parallel reduction starts there; WithGradReductions places them)
 // Buffers are dropped as soon as their consumer ran. Every span of time is measured (two clock
@@ -27,7 +34,10 @@
 // given; all three must outlive it (PipelineRank owns a copy of the program and the stages,
 // and is the usual owner of an executor). It owns nothing else but its buffers.
 //
-// Not thread-safe; one executor per rank (thread or process).
+// Not thread-safe; one executor per rank (thread or process). Overlapped pairs run a stage's
+// forward on a helper thread, which must be safe for the model: collectives in forward on
+// the lane's group (LaneGroups), nothing else shared between two stages' forward and
+// backward.
 #ifndef CONVEYOR_RUNTIME_EXECUTOR_H_
 #define CONVEYOR_RUNTIME_EXECUTOR_H_
 
@@ -105,6 +115,9 @@ class Executor {
   void set_hook(SpanHook hook) { hook_ = std::move(hook); }
   // Null (the default): REDUCE_GRAD does nothing.
   void set_reduce_grad_hook(ReduceGradHook hook) { reduce_grad_hook_ = std::move(hook); }
+  // Whether OVERLAP_F_B runs its halves at once (above); false (the default): one after the
+  // other. On the CPU only: on a GPU the halves would need streams of their own.
+  void set_overlap_pairs(bool overlap);
   const StepStats& last_stats() const { return stats_; }
   // The last step's computes as the device ran them, on a device the executor times with
   // events (DeviceTimer::active()): one kRun span per compute, in the order the hook saw
@@ -131,7 +144,14 @@ class Executor {
   void Execute(const std::vector<MicroBatch>& mbs);
   void Run(const Action& a, const std::vector<MicroBatch>& mbs);
   void RunForward(const Action& a, const MicroBatch& mb);
+  // RunForward's parts: the input (from the batch, a hand-off or a received message), and
+  // where the output goes.
+  at::Tensor ForwardInput(const Action& a, const MicroBatch& mb);
+  void PlaceOutput(const Action& a, const MicroBatch& mb, const at::Tensor& output);
   void RunBackward(const Action& a, const MicroBatch& mb);
+  // OVERLAP_F_B's halves at once (set_overlap_pairs).
+  void RunPairAtOnce(const Action& forward, const Action& backward,
+                     const std::vector<MicroBatch>& mbs);
   // Removes and returns a pending input, waiting (a kWait span of `recv`) if it is a message.
   at::Tensor Take(std::map<Key, Pending>& from, Key key, const Action& recv);
   // Counts a span into stats_ and shows it to the hook.
@@ -171,6 +191,7 @@ class Executor {
   std::set<Key> early_sends_;  // forward halves of OVERLAP_F_B sent before their SEND_F
   std::vector<std::pair<std::shared_ptr<Work>, Action>> sends_;
   StepStats stats_;
+  bool overlap_pairs_ = false;              // set_overlap_pairs
   bool inference_ = false;                  // running RunInference
   bool keep_outputs_ = true;                // RunInference's keep_outputs
   std::map<int, at::Tensor> last_outputs_;  // inference: last stages' outputs by micro-batch

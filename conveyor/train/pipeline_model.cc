@@ -90,6 +90,12 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
     if (Transport* group = expert_groups_->Of(dp)) {
       gradient_sum_groups_[{.experts = true}] = std::make_unique<TimedTransport>(group);
     }
+    if (overlaps_pairs()) {  // the forward halves' all-to-alls on groups of their own
+      overlap_groups_ = std::make_unique<MeshGroups>(world_, experts,
+                                                     std::vector<MeshGroups::Request>{{ep}});
+      overlap_ep_timed_ = std::make_unique<TimedTransport>(overlap_groups_->Of(ep));
+      parallel_.ep.overlap_group = overlap_ep_timed_.get();
+    }
   }
   TensorParallel& tp = parallel_.tp;
   tp = TensorParallel{mesh_.tp(), coords_.tp, tp_timed_.get()};
@@ -142,6 +148,17 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
     stage->set_compute_dtype(compute_dtype);
     stage->set_message_dtype(message_dtype_);
   }
+  pipeline_->executor().set_overlap_pairs(overlaps_pairs());
+}
+
+bool PipelineModel::overlaps_pairs() const {
+  if (config_.sequential_pairs || !device_.is_cpu() || mesh_.tp() > 1) return false;
+  for (const std::vector<Action>& actions : program_.ranks) {  // every rank decides alike
+    for (const Action& a : actions) {
+      if (a.op == Op::kOverlapFB) return true;
+    }
+  }
+  return false;
 }
 
 at::Tensor PipelineModel::GatherWhole(const std::string& name, const at::Tensor& local) const {

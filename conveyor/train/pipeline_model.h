@@ -89,6 +89,14 @@ class PipelineModel {
   TimedTransport* dp_group() const { return gradient_sum_group({}); }
   TimedTransport* tp_group() const { return tp_timed_.get(); }
   TimedTransport* ep_group() const { return ep_timed_.get(); }
+  // The same ranks' group for the forward halves of overlapped pairs (overlaps_pairs; null
+  // without, or without expert parallelism).
+  TimedTransport* overlap_ep_group() const { return overlap_ep_timed_.get(); }
+  // Whether the executor runs the halves of the program's overlapped pairs (OVERLAP_F_B:
+  // DualPipe, DualPipeV) at once (runtime/executor.h): on the CPU, without tensor
+  // parallelism (whose collectives would cross lanes), unless config.sequential_pairs. The
+  // same on every rank.
+  bool overlaps_pairs() const;
   // The groups this rank's layers communicate over (tp size 1 without TP).
   const ParallelContext& parallel() const { return parallel_; }
   // How each parameter of this rank's stages is laid out over the mesh, as its layers
@@ -137,8 +145,8 @@ class PipelineModel {
   MeshCoords coords_;
   // The groups this rank belongs to (a group of one rank is null, but for the pipeline,
   // which always has a transport when the world has one).
-  std::unique_ptr<MeshGroups> groups_, expert_groups_;
-  std::unique_ptr<TimedTransport> tp_timed_, ep_timed_;
+  std::unique_ptr<MeshGroups> groups_, expert_groups_, overlap_groups_;
+  std::unique_ptr<TimedTransport> tp_timed_, ep_timed_, overlap_ep_timed_;
   std::map<GradientSum, std::unique_ptr<TimedTransport>> gradient_sum_groups_;
   Transport* pipeline_group_ = nullptr;
   ParallelContext parallel_;

@@ -198,6 +198,7 @@ std::vector<std::pair<std::string, std::string>> SettingsThatMustAgree(const Tra
       {"--router-plain-gates", c.model.router_plain_gates ? "true" : "false"},
       {"--drop-by-position", c.model.drop_by_position ? "true" : "false"},
       {"--skip-nonfinite-steps", c.skip_nonfinite_steps ? "true" : "false"},
+      {"--sequential-pairs", c.sequential_pairs ? "true" : "false"},
       {"vocabulary", std::to_string(c.model.vocab)},
   };
   ForEachInteger(c, [&](std::string_view key, auto value, int64_t, int64_t) {
@@ -395,6 +396,7 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
       {"checkpoint_dir", text(c.checkpoint_dir)},
       {"resume", text(c.resume)},
       {"skip_nonfinite_steps", boolean(c.skip_nonfinite_steps)},
+      {"sequential_pairs", boolean(c.sequential_pairs)},
       {"resume_with_changes", boolean(c.resume_with_changes)},
   };
   for (const auto& [key, node] : table) {

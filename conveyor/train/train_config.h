@@ -158,6 +158,10 @@ struct TrainConfig {
   // A step whose loss or gradient norm is NaN or infinite stops the run (UserError naming
   // the step); with this set, the step is skipped instead: no update, the next batch.
   bool skip_nonfinite_steps = false;
+  // DualPipe's and DualPipeV's overlapped pairs (OVERLAP_F_B) run their halves one after the
+  // other instead of at once (runtime/executor.h; at once on the CPU with tp 1 only): the
+  // same results, for comparison.
+  bool sequential_pairs = false;
 
   // Checks every numeric setting against its range (docs/TRAINING.md, "Limits"), named as
   // its flag ("--layers must be within [1, 4096], got 0"), the pipeline's size

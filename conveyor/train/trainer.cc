@@ -214,7 +214,9 @@ StepMetrics Trainer::Step() {
   recorder_->BeginStep();
   // From here on, the collectives of this step (not those of evaluations or checkpoints).
   if (tp_timed != nullptr) tp_timed->TakeSpans();
-  if (model_.ep_group() != nullptr) model_.ep_group()->TakeSpans();
+  for (TimedTransport* ep : {model_.ep_group(), model_.overlap_ep_group()}) {
+    if (ep != nullptr) ep->TakeSpans();
+  }
   if (dp_timed != nullptr) dp_timed->TakeSpans();
   const double pipeline_start = Executor::Now() - clock_origin_;
   const double local_loss =
@@ -312,7 +314,12 @@ StepMetrics Trainer::Step() {
     axes.tp_s = RecordCollectives(tp_timed->TakeSpans(), PhaseTrack::kTensorParallel, *recorder_);
   }
   if (TimedTransport* ep_timed = model_.ep_group()) {
-    axes.ep_s = RecordCollectives(ep_timed->TakeSpans(), PhaseTrack::kExpertParallel, *recorder_);
+    // Both lanes' all-to-alls (the overlapped forward halves' on a group of their own).
+    std::vector<CollectiveSpan> spans = ep_timed->TakeSpans();
+    if (TimedTransport* lane1 = model_.overlap_ep_group()) {
+      for (CollectiveSpan& span : lane1->TakeSpans()) spans.push_back(std::move(span));
+    }
+    axes.ep_s = RecordCollectives(spans, PhaseTrack::kExpertParallel, *recorder_);
   }
   measurements_.Add(
       recorder_->step(), pipeline.executor().last_stats(),

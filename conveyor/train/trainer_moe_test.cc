@@ -80,6 +80,34 @@ TEST(TrainerMoeTest, EveryMeshAndScheduleTrainsAsOneProcess) {
   }
 }
 
+// DualPipe's overlapped pairs run their halves at once (the backward half on the rank's
+// thread, the forward half beside it, its all-to-alls on groups of their own) and compute
+// exactly what the halves compute one after the other: the same losses and weights, bit for
+// bit.
+TEST(TrainerMoeTest, OverlappedPairsComputeExactlyAsSequentialOnes) {
+  at::set_num_threads(1);
+  for (const char* schedule : {"dualpipe-v", "dualpipe"}) {
+    TrainConfig c = TinyMoe();
+    c.dp = 2;
+    c.ep = 2;
+    c.pp = 2;
+    c.schedule = schedule;
+    c.microbatches = 4;
+    Weights sequential, overlapped;
+    c.sequential_pairs = true;
+    const std::vector<double> one_by_one = TrainCollecting(c, sequential);
+    c.sequential_pairs = false;
+    const std::vector<double> at_once = TrainCollecting(c, overlapped);
+    TrainOnThreads(
+        c, [](Trainer& t, Transport&) { EXPECT_TRUE(t.model().overlaps_pairs()); }, -1);
+    EXPECT_EQ(one_by_one, at_once) << schedule;
+    ASSERT_EQ(sequential.size(), overlapped.size());
+    for (const auto& [name, w] : sequential) {
+      EXPECT_TRUE(at::equal(overlapped.at(name), w)) << schedule << ": " << name;
+    }
+  }
+}
+
 // The step's auxiliary loss and expert load are those of one process, on every rank.
 TEST(TrainerMoeTest, AuxiliaryLossAndExpertLoadAreReportedAsOneProcessCountsThem) {
   at::set_num_threads(1);
