@@ -121,6 +121,15 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
     partition_ = Partition(costs, layout.pipeline_length());
   }
   holders_ = Holders(layout, shapes, partition_);
+  // Under expert parallelism a pipeline holds its ranks' experts only (its ranks share their
+  // EP coordinate): the others' have no holder here.
+  if (parallel_.ep.size > 1) {
+    const int local = config_.model.experts / parallel_.ep.size;
+    std::erase_if(holders_, [&](const auto& entry) {
+      const int expert = ExpertOfName(entry.first);
+      return expert >= 0 && expert / local != parallel_.ep.rank;
+    });
+  }
   // Activations and their gradients cross between stages in the compute dtype: half the
   // bytes under bf16 / fp16; weights, gradients and reductions stay fp32.
   const auto build_start = std::chrono::steady_clock::now();
