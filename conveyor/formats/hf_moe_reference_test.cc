@@ -1,12 +1,14 @@
-// Mixture-of-Experts Llamas (Mixtral, Qwen3-MoE, OLMoE) read from Hugging Face folders
-// written here against independent plain-PyTorch implementations of Hugging Face's models
-// (testdata/reference/mixtral.py, qwen3_moe.py, olmoe.py).
+// Mixture-of-Experts Llamas (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE) and Qwen2 read from
+// Hugging Face folders written here against independent plain-PyTorch implementations of
+// Hugging Face's models (testdata/reference/mixtral.py, qwen2_moe.py, qwen3_moe.py,
+// olmoe.py, qwen2.py).
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -68,30 +70,52 @@ TEST(HfMoeReferenceTest, EachMoeFolderMatchesThePlainPyTorchReference) {
   LlamaConfig olmoe = TinyMoe(false, QkNorm::kProjection);
   olmoe.moe->block.expert_units = olmoe.intermediate;  // every layer sparse, as OLMoE's
   olmoe.moe->block.renormalize = false;                // its norm_topk_prob
+  LlamaConfig qwen2_moe = TinyMoe(false, QkNorm::kNone);
+  qwen2_moe.qkv_bias = true;
+  qwen2_moe.moe->block.shared_units = 20;
+  qwen2_moe.moe->block.shared_gate = true;
+  qwen2_moe.moe->block.renormalize = false;
+  qwen2_moe.moe->dense_layers = {1};
+  LlamaConfig qwen2 = TinyMoe(false, QkNorm::kNone);  // a dense Qwen2: a Llama with biases
+  qwen2.moe.reset();
+  qwen2.qkv_bias = true;
   for (const Case& test : std::vector<Case>{{"mixtral", TinyMoe(true)},
                                             {"qwen3_moe, norm_topk_prob", TinyMoe(false)},
                                             {"qwen3_moe, plain gates, step 2", qwen_plain},
                                             {"qwen3_moe, a dense layer", qwen_dense_layer},
-                                            {"olmoe", olmoe}}) {
+                                            {"olmoe", olmoe},
+                                            {"qwen2_moe, a shared expert, a dense layer",
+                                             qwen2_moe},
+                                            {"qwen2", qwen2}}) {
     SCOPED_TRACE(test.what);
     std::map<std::string, at::Tensor> weights = LlamaWeights(test.config, 23);
     at::Generator gen = LayerInitGenerator(5, 0);
-    for (auto& [name, w] : weights) {  // norms that are not all ones, to be seen
-      if (name.find("norm") != std::string::npos) w = w + 0.3 * at::randn(w.sizes(), gen);
+    for (auto& [name, w] : weights) {  // norms not all ones and biases not 0, to be seen
+      if (name.find("norm") != std::string::npos || name.find("bias") != std::string::npos) {
+        w = w + 0.3 * at::randn(w.sizes(), gen);
+      }
     }
-    const std::string dir = ::testing::TempDir() + "conveyor_moe_ref_" +
-                            std::to_string(::getpid()) + "_" + std::to_string(test.what.size());
+    const std::string dir =
+        ::testing::TempDir() + "conveyor_moe_ref_" + std::to_string(::getpid()) + "_" +
+        std::to_string(std::hash<std::string>()(test.what));
+    RemoveTree(dir);
     std::filesystem::create_directories(dir);
     WriteHfLlamaFolder(dir, test.config, weights, at::kFloat, /*shards=*/true);
     const HfModelConfig read = ReadHfModelConfig(dir + "/config.json");
     EXPECT_EQ(read.type, test.what.substr(0, test.what.find(',')));
-    ASSERT_TRUE(read.llama.moe.has_value());
-    EXPECT_EQ(read.llama.moe->block.experts, 4);
-    EXPECT_EQ(read.llama.moe->block.expert_units, test.config.moe->block.expert_units);
-    EXPECT_EQ(read.llama.moe->block.renormalize, test.config.moe->block.renormalize);
-    EXPECT_EQ(read.llama.moe->sparse_step, test.config.moe->sparse_step);
-    EXPECT_EQ(read.llama.moe->dense_layers, test.config.moe->dense_layers);
+    ASSERT_EQ(read.llama.moe.has_value(), test.config.moe.has_value());
+    if (test.config.moe) {
+      const MoeConfig& block = read.llama.moe->block;
+      EXPECT_EQ(block.experts, 4);
+      EXPECT_EQ(block.expert_units, test.config.moe->block.expert_units);
+      EXPECT_EQ(block.renormalize, test.config.moe->block.renormalize);
+      EXPECT_EQ(block.shared_units, test.config.moe->block.shared_units);
+      EXPECT_EQ(block.shared_gate, test.config.moe->block.shared_gate);
+      EXPECT_EQ(read.llama.moe->sparse_step, test.config.moe->sparse_step);
+      EXPECT_EQ(read.llama.moe->dense_layers, test.config.moe->dense_layers);
+    }
     EXPECT_TRUE(read.llama.qk_norm == test.config.qk_norm);
+    EXPECT_EQ(read.llama.qkv_bias, test.config.qkv_bias);
     const at::Tensor ids = RandomIds(test.config, 2, 11, 17);
     const at::Tensor expected = ReferenceLogits(dir, ids);
     ASSERT_TRUE(expected.defined());

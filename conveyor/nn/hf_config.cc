@@ -150,18 +150,25 @@ std::string ReadText(const std::string& path) {
 
 // Whether `type` is a model_type conveyor reads as a Llama.
 bool IsLlamaType(const std::string& type) {
-  return type == "llama" || type == "mixtral" || type == "qwen3_moe" || type == "olmoe";
+  return type == "llama" || type == "qwen2" || type == "mixtral" || type == "qwen2_moe" ||
+         type == "qwen3_moe" || type == "olmoe";
 }
+
+// Qwen2's and Qwen2-MoE's: biases on the query, key and value projections.
+bool IsQwen2(const std::string& type) { return type == "qwen2" || type == "qwen2_moe"; }
 
 // The architecture a Llama of model_type `type` (IsLlamaType) is saved as.
 const char* HfArchitecture(const std::string& type) {
-  return type == "llama"     ? "LlamaForCausalLM"
-         : type == "mixtral" ? "MixtralForCausalLM"
-         : type == "olmoe"   ? "OlmoeForCausalLM"
-                             : "Qwen3MoeForCausalLM";
+  return type == "llama"       ? "LlamaForCausalLM"
+         : type == "qwen2"     ? "Qwen2ForCausalLM"
+         : type == "mixtral"   ? "MixtralForCausalLM"
+         : type == "qwen2_moe" ? "Qwen2MoeForCausalLM"
+         : type == "olmoe"     ? "OlmoeForCausalLM"
+                               : "Qwen3MoeForCausalLM";
 }
 
-// The Mixture-of-Experts fields of a Mixtral, Qwen3-MoE or OLMoE config.json into c.moe.
+// The Mixture-of-Experts fields of a Mixtral, Qwen2-MoE, Qwen3-MoE or OLMoE config.json into
+// c.moe.
 void ReadMoeFields(Fields& f, const std::string& type, LlamaConfig& c) {
   LlamaMoe moe;
   MoeConfig& block = moe.block;
@@ -178,7 +185,11 @@ void ReadMoeFields(Fields& f, const std::string& type, LlamaConfig& c) {
     block.expert_units = c.intermediate;  // every layer sparse: intermediate_size is an expert's
     block.renormalize = f.Boolean("norm_topk_prob", false);
     f.Only("clip_qkv", {}, "queries, keys and values are not clipped");
-  } else {  // qwen3_moe
+  } else {  // qwen2_moe, qwen3_moe
+    if (type == "qwen2_moe") {  // a shared expert every token passes through, gated
+      block.shared_units = f.Integer("shared_expert_intermediate_size", std::nullopt);
+      block.shared_gate = true;
+    }
     block.experts = f.Integer("num_experts", std::nullopt);
     block.expert_units = f.Integer("moe_intermediate_size", std::nullopt);
     block.renormalize = f.Boolean("norm_topk_prob", false);
@@ -191,8 +202,6 @@ void ReadMoeFields(Fields& f, const std::string& type, LlamaConfig& c) {
           << f.path() << ": \"mlp_only_layers\" must list layer numbers, got " << dense.dump();
       moe.dense_layers.push_back(layer.get<int>());
     }
-    // Without a sliding window (refused below) this one changes nothing.
-    f.Ignore("max_window_layers");
   }
   // Training settings, not the model: the flags choose the auxiliary loss.
   f.Ignore("router_aux_loss_coef");
@@ -201,7 +210,7 @@ void ReadMoeFields(Fields& f, const std::string& type, LlamaConfig& c) {
 }
 
 // The model of a config.json already parsed and of its model_type `type` (checked by the
-// caller): llama, mixtral or qwen3_moe.
+// caller): IsLlamaType.
 LlamaConfig LlamaFromJson(const Json& json, const std::string& path, const std::string& type) {
   Fields f(json, path);
   f.Architectures(type, {HfArchitecture(type)});
@@ -214,13 +223,16 @@ LlamaConfig LlamaFromJson(const Json& json, const std::string& path, const std::
   c.vocab = f.Integer("vocab_size", std::nullopt, 2);
   c.max_seq_len = f.Integer("max_position_embeddings", 2048);
   c.rms_norm_eps = f.Positive("rms_norm_eps", std::nullopt);
-  c.rope_theta = f.Positive("rope_theta", type == "llama" ? 10000.0 : 1e6);
+  c.rope_theta = f.Positive("rope_theta", type == "mixtral" ? 1e6 : 10000.0);
   c.tie_embeddings = f.Boolean("tie_word_embeddings", false);
   // Qwen3 normalises every head's queries and keys, OLMoE the whole projections.
   c.qk_norm = type == "qwen3_moe" ? QkNorm::kHead
               : type == "olmoe"   ? QkNorm::kProjection
                                   : QkNorm::kNone;
-  if (type != "llama") ReadMoeFields(f, type, c);
+  if (IsQwen2(type)) c.qkv_bias = f.Boolean("qkv_bias", true);
+  if (type != "llama" && type != "qwen2") ReadMoeFields(f, type, c);
+  // Without a sliding window (refused below) Qwen's layers of one change nothing.
+  if (type != "llama") f.Ignore("max_window_layers");
   f.Only("hidden_act", {"silu"}, "the MLP is SwiGLU: silu");
   f.Only("attention_bias", {false}, "the projections have no biases");
   f.Only("mlp_bias", {false}, "the projections have no biases");
@@ -287,7 +299,7 @@ LlamaConfig ParseHfLlamaConfig(const std::string& text, const std::string& path)
   const std::string type = ModelType(json);
   CONVEYOR_CHECK(IsLlamaType(type))
       << path << ": model_type \"" << type
-      << "\" is not supported here (llama, mixtral, qwen3_moe, olmoe)";
+      << "\" is not supported here (llama, qwen2, mixtral, qwen2_moe, qwen3_moe, olmoe)";
   return LlamaFromJson(json, path, type);
 }
 
@@ -304,7 +316,7 @@ HfModelConfig ReadHfModelConfig(const std::string& path) {
   } else {
     CONVEYOR_CHECK(IsLlamaType(config.type))
         << path << ": model_type \"" << config.type
-        << "\" is not supported (llama, mixtral, qwen3_moe, olmoe, gpt2)";
+        << "\" is not supported (llama, qwen2, mixtral, qwen2_moe, qwen3_moe, olmoe, gpt2)";
     config.llama = LlamaFromJson(json, path, config.type);
   }
   return config;
@@ -337,14 +349,22 @@ std::string HfLlamaModelType(const LlamaConfig& c) {
   if (!c.moe) {
     CONVEYOR_CHECK(c.qk_norm == QkNorm::kNone)
         << "a dense Llama with query and key norms has no Hugging Face layout conveyor writes";
-    return "llama";
+    return c.qkv_bias ? "qwen2" : "llama";
   }
   const LlamaMoe& moe = *c.moe;
   const MoeConfig& block = moe.block;
-  CONVEYOR_CHECK(block.scoring == RouterScoring::kSoftmax && block.shared_units == 0 &&
-                 block.capacity_factor == 0 && moe.first_dense == 0)
-      << "a Mixture-of-Experts model with sigmoid scores, a shared expert, a capacity or "
-         "first dense layers has no Hugging Face layout conveyor writes (Mixtral, Qwen3-MoE)";
+  CONVEYOR_CHECK(block.scoring == RouterScoring::kSoftmax && block.capacity_factor == 0 &&
+                 moe.first_dense == 0)
+      << "a Mixture-of-Experts model with sigmoid scores, a capacity or first dense layers has "
+         "no Hugging Face layout conveyor writes (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE)";
+  if (block.shared_units > 0 || c.qkv_bias) {
+    CONVEYOR_CHECK(block.shared_units > 0 && block.shared_gate && c.qkv_bias &&
+                   c.qk_norm == QkNorm::kNone && !block.mixtral_names)
+        << "a Qwen2-MoE has a gated shared expert, query, key and value biases and no query "
+           "and key norms; no other Hugging Face layout conveyor writes has a shared expert or "
+           "those biases";
+    return "qwen2_moe";
+  }
   if (block.mixtral_names) {
     CONVEYOR_CHECK(block.renormalize && c.qk_norm == QkNorm::kNone && moe.sparse_step == 1 &&
                    moe.dense_layers.empty() && block.expert_units == c.intermediate)
@@ -381,13 +401,20 @@ std::string HfLlamaConfigJson(const LlamaConfig& c, const std::string& torch_dty
                {"attention_bias", false},
                {"torch_dtype", torch_dtype}};
   if (type == "llama") json["mlp_bias"] = false;
-  if (type != "llama") json["num_experts_per_tok"] = c.moe->block.top_k;
+  if (IsQwen2(type)) {  // their projections' biases are fixed: no attention_bias field
+    json.erase("attention_bias");
+    json["use_sliding_window"] = false;
+  }
+  if (c.moe) json["num_experts_per_tok"] = c.moe->block.top_k;
   if (type == "mixtral") json["num_local_experts"] = c.moe->block.experts;
   if (type == "olmoe") {
     json["num_experts"] = c.moe->block.experts;
     json["norm_topk_prob"] = c.moe->block.renormalize;
   }
-  if (type == "qwen3_moe") {
+  if (type == "qwen2_moe") {
+    json["shared_expert_intermediate_size"] = c.moe->block.shared_units;
+  }
+  if (type == "qwen2_moe" || type == "qwen3_moe") {
     json["num_experts"] = c.moe->block.experts;
     json["moe_intermediate_size"] = c.moe->block.expert_units;
     json["norm_topk_prob"] = c.moe->block.renormalize;

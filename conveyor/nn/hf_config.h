@@ -9,14 +9,20 @@
 // Llama (model_type "llama", LlamaConfig's fields): hidden_size, intermediate_size,
 // num_attention_heads, num_key_value_heads (default: num_attention_heads),
 // num_hidden_layers, vocab_size, max_position_embeddings, rms_norm_eps, rope_theta (default
-// 10000), tie_word_embeddings (default false), architectures (LlamaForCausalLM).
+// 10000), tie_word_embeddings (default false), architectures (LlamaForCausalLM). Qwen2
+// (model_type "qwen2", Qwen2ForCausalLM): the Llama's fields and biases on the query, key and
+// value projections (qkv_bias, default true); max_window_layers read and not applied.
 //
 // Mixture-of-Experts Llamas (LlamaConfig::moe, nn/moe_mlp.h), with the Llama's fields
-// (rope_theta's default 1e6):
+// (rope_theta's default 1e6 for Mixtral):
 //   Mixtral (model_type "mixtral", MixtralForCausalLM): num_local_experts,
 //     num_experts_per_tok, intermediate_size as each expert's units, every layer sparse,
 //     the gates renormalised, names block_sparse_moe.gate / experts.i.w1|w2|w3;
 //     router_jitter_noise 0.
+//   Qwen2-MoE (model_type "qwen2_moe", Qwen2MoeForCausalLM): as Qwen3-MoE without query and
+//     key norms, with Qwen2's projection biases and a shared expert of
+//     shared_expert_intermediate_size units scaled by its sigmoid gate (shared_expert,
+//     shared_expert_gate).
 //   Qwen3-MoE (model_type "qwen3_moe", Qwen3MoeForCausalLM): num_experts,
 //     num_experts_per_tok, moe_intermediate_size, norm_topk_prob (default false),
 //     decoder_sparse_step (1), mlp_only_layers ([]; their dense MLP intermediate_size wide),
@@ -79,14 +85,16 @@ std::string HfModelConfigJson(const HfModelConfig& config, const std::string& to
 // rates 0. ParseHfGpt2Config gives `config` back.
 std::string HfGpt2ConfigJson(const GptConfig& config, const std::string& torch_dtype);
 
-// The model_type a Llama of `config` is saved as: "llama", or "mixtral" / "qwen3_moe" for an
-// MoE one of their layout. UserError naming what no Hugging Face layout conveyor writes holds
-// (sigmoid scores, a shared expert, a capacity, first dense layers; a dense Llama with
-// query and key norms; a Mixtral's must be every layer sparse, renormalised, qk_norm off).
+// The model_type a Llama of `config` is saved as: "llama", "qwen2" (projection biases), or
+// "mixtral" / "qwen2_moe" / "qwen3_moe" / "olmoe" for an MoE one of their layout. UserError
+// naming what no Hugging Face layout conveyor writes holds (sigmoid scores, a capacity, first
+// dense layers; a shared expert or projection biases but not both with a gate; a dense Llama
+// with query and key norms; a Mixtral's must be every layer sparse, renormalised, qk_norm
+// off).
 std::string HfLlamaModelType(const LlamaConfig& config);
 
-// config.json for `config` (tp ignored), as Hugging Face's LlamaForCausalLM (MixtralFor..,
-// Qwen3MoeFor..) writes it:
+// config.json for `config` (tp ignored), as Hugging Face's LlamaForCausalLM (Qwen2For..,
+// MixtralFor.., Qwen2MoeFor.., Qwen3MoeFor.., OlmoeFor..) writes it:
 // every field ParseHfLlamaConfig reads, with hidden_act "silu" and `torch_dtype` ("float32",
 // "bfloat16" or "float16"). ParseHfLlamaConfig gives `config` back.
 std::string HfLlamaConfigJson(const LlamaConfig& config, const std::string& torch_dtype);

@@ -49,6 +49,11 @@ ParameterShapes DecoderShapes(const LlamaConfig& c, int i) {
                             {p + "self_attn.v_proj.weight", {c.kv_heads * d, h}},
                             {p + "self_attn.o_proj.weight", {h, c.heads * d}},
                             {p + "post_attention_layernorm.weight", {h}}};
+  if (c.qkv_bias) {
+    shapes[p + "self_attn.q_proj.bias"] = {c.heads * d};
+    shapes[p + "self_attn.k_proj.bias"] = {c.kv_heads * d};
+    shapes[p + "self_attn.v_proj.bias"] = {c.kv_heads * d};
+  }
   if (c.qk_norm != QkNorm::kNone) {
     const bool head = c.qk_norm == QkNorm::kHead;
     shapes[p + "self_attn.q_norm.weight"] = {head ? d : c.heads * d};
@@ -105,6 +110,15 @@ class LlamaDecoderLayer : public Layer {
     k_ = normal("self_attn.k_proj.weight", KeyValueParallel(c.tp.kv_replicas));
     v_ = normal("self_attn.v_proj.weight", KeyValueParallel(c.tp.kv_replicas));
     o_ = normal("self_attn.o_proj.weight", RowParallel());
+    if (c.qkv_bias) {  // zeros, laid out as their weights
+      auto bias = [&](const char* name, const ParameterSpec& spec) {
+        return ShardParam(prefix_ + name, spec, ZerosParam(shapes.at(prefix_ + name)), c.tp,
+                          specs_);
+      };
+      q_bias_ = bias("self_attn.q_proj.bias", ColumnParallel());
+      k_bias_ = bias("self_attn.k_proj.bias", KeyValueParallel(c.tp.kv_replicas));
+      v_bias_ = bias("self_attn.v_proj.bias", KeyValueParallel(c.tp.kv_replicas));
+    }
     if (c.qk_norm != QkNorm::kNone) {
       q_norm_ = OnesParam(shapes.at(prefix_ + "self_attn.q_norm.weight"));
       k_norm_ = OnesParam(shapes.at(prefix_ + "self_attn.k_norm.weight"));
@@ -135,6 +149,11 @@ class LlamaDecoderLayer : public Layer {
                           {prefix_ + "self_attn.k_proj.weight", k_},
                           {prefix_ + "self_attn.v_proj.weight", v_},
                           {prefix_ + "self_attn.o_proj.weight", o_}};
+    if (q_bias_.defined()) {
+      named.push_back({prefix_ + "self_attn.q_proj.bias", q_bias_});
+      named.push_back({prefix_ + "self_attn.k_proj.bias", k_bias_});
+      named.push_back({prefix_ + "self_attn.v_proj.bias", v_bias_});
+    }
     if (q_norm_.defined()) {
       named.push_back({prefix_ + "self_attn.q_norm.weight", q_norm_});
       named.push_back({prefix_ + "self_attn.k_norm.weight", k_norm_});
@@ -182,15 +201,15 @@ class LlamaDecoderLayer : public Layer {
       return config_.qk_norm == QkNorm::kHead ? RmsNorm(h, w, config_.rms_norm_eps) : h;
     };
     const at::Tensor x_kv = ScaleToKvReplicas(x, config_.tp);
-    auto project_kv = [&](const at::Tensor& w) {
-      return SumOverKvReplicas(Linear(x_kv, w, {}), config_.tp);  // (n, T, KV d / p)
+    auto project_kv = [&](const at::Tensor& w, const at::Tensor& b) {
+      return SumOverKvReplicas(Linear(x_kv, w, b), config_.tp);  // (n, T, KV d / p)
     };
     const int64_t first = KvCache::FirstPosition(mb);
-    const at::Tensor q =
-        RotaryEmbedding(normed(Linear(x, q_, {}), q_norm_, heads), config_.rope_theta, first);
-    at::Tensor k = RotaryEmbedding(normed(project_kv(k_), k_norm_, kv_heads), config_.rope_theta,
-                                   first);
-    at::Tensor v = heads_of(project_kv(v_), kv_heads);
+    const at::Tensor q = RotaryEmbedding(normed(Linear(x, q_, q_bias_), q_norm_, heads),
+                                         config_.rope_theta, first);
+    at::Tensor k = RotaryEmbedding(normed(project_kv(k_, k_bias_), k_norm_, kv_heads),
+                                   config_.rope_theta, first);
+    at::Tensor v = heads_of(project_kv(v_, v_bias_), kv_heads);
     std::tie(k, v) = cache_.Extend(mb, k, v);  // (n, KV/p, p + T, d) with a cache
     if (kv_heads != heads) {  // each key-value head serves heads / kv_heads query heads
       k = k.repeat_interleave(heads / kv_heads, 1);
@@ -210,6 +229,8 @@ class LlamaDecoderLayer : public Layer {
   at::Tensor q_;                 // (H d/p, C)
   at::Tensor k_, v_;             // (KV d/p, C), or (d, C) replicated over tp.kv_replicas ranks
   at::Tensor o_;                 // (C, H d/p)
+  at::Tensor q_bias_;            // (H d/p) with qkv_bias; else undefined
+  at::Tensor k_bias_, v_bias_;   // (KV d/p), or (d) replicated, with qkv_bias
   at::Tensor q_norm_, k_norm_;   // with qk_norm (llama.h: its shapes); else undefined
   at::Tensor mlp_norm_;          // (C)
   at::Tensor gate_, up_;         // (F/p, C); undefined in a sparse layer

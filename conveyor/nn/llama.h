@@ -85,6 +85,9 @@ struct LlamaConfig {
   //   model.layers.i.self_attn.q_norm.weight   (d) kHead, (H d) kProjection, replicated
   //   model.layers.i.self_attn.k_norm.weight   (d) kHead, (KV d) kProjection
   QkNorm qk_norm = QkNorm::kNone;
+  // Biases on the query, key and value projections (Qwen2), laid out as their weights:
+  //   model.layers.i.self_attn.q_proj.bias (H d), k_proj.bias / v_proj.bias (KV d)
+  bool qkv_bias = false;
   // Mixture-of-Experts (Mixtral, Qwen2/3-MoE, OLMoE, DeepSeek-style): the sparse decoder
   // layers' MLP is an MoE block (moe_mlp.h) under PREFIX = model.layers.i.<moe->prefix>.
   std::optional<LlamaMoe> moe;

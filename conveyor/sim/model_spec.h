@@ -63,6 +63,7 @@ struct ModelSpec {
   // llama: RMSNorm of queries and keys: "" none, "head" each head's (Qwen3), "projection" the
   // whole projections' (OLMoE).
   std::string qk_norm;
+  bool qkv_bias = false;  // llama: biases on the query, key and value projections (Qwen2)
   // A Hugging Face folder (--model DIR): its config.json sets the architecture's fields, its
   // weights are the initial ones. Empty: weights drawn from the seed.
   std::string model_dir;

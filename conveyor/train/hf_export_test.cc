@@ -104,20 +104,26 @@ TEST_F(HfExportTest, ImportThenExportIsBitIdentical) {
   EXPECT_FALSE(fs::exists(out + ".tmp"));
 }
 
-// A Mixtral, a Qwen3-MoE and an OLMoE folder, imported, saved untrained (pp 2) and exported,
-// hold the same bytes under the same names (every expert) and the same config.
+// A Mixtral, a Qwen2-MoE, a Qwen3-MoE and an OLMoE folder, imported, saved untrained (pp 2)
+// and exported, hold the same bytes under the same names (every expert) and the same config.
 TEST_F(HfExportTest, MixtureOfExpertsFoldersExportBitIdentically) {
-  for (const std::string type : {"mixtral", "qwen3_moe", "olmoe"}) {
+  for (const std::string type : {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe"}) {
     SCOPED_TRACE(type);
     const bool mixtral = type == "mixtral", qwen = type == "qwen3_moe";
+    const bool qwen2 = type == "qwen2_moe";
     TrainConfig c = TinyLlama();
     c.model.experts = 4;
     c.model.top_k = 2;
     c.model.intermediate = 40;
-    c.model.expert_units = qwen ? 24 : 40;
+    c.model.expert_units = qwen || qwen2 ? 24 : 40;
     c.model.moe_mixtral_names = mixtral;
-    c.model.qk_norm = mixtral ? "" : qwen ? "head" : "projection";
-    if (qwen) c.model.moe_dense_layers = {1};
+    c.model.qk_norm = mixtral || qwen2 ? "" : qwen ? "head" : "projection";
+    if (qwen2) {  // a gated shared expert, biases on the q, k and v projections
+      c.model.shared_expert_units = 16;
+      c.model.shared_expert_gate = true;
+      c.model.qkv_bias = true;
+    }
+    if (qwen || qwen2) c.model.moe_dense_layers = {1};
     const LlamaConfig llama = LlamaConfigOf(c.model);
     const std::string in = dir_ + "/" + type;
     fs::create_directories(in);
@@ -127,6 +133,8 @@ TEST_F(HfExportTest, MixtureOfExpertsFoldersExportBitIdentically) {
     ApplyModelFolder(from_folder);
     EXPECT_EQ(from_folder.model.experts, 4);
     EXPECT_EQ(from_folder.model.qk_norm, c.model.qk_norm);
+    EXPECT_EQ(from_folder.model.qkv_bias, c.model.qkv_bias);
+    EXPECT_EQ(from_folder.model.shared_expert_units, c.model.shared_expert_units);
     from_folder.pp = 2;
     from_folder.schedule = "1f1b";
     const std::string ckpt = Checkpoint(from_folder, 0, "ckpt_" + type);

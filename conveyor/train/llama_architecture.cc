@@ -152,6 +152,7 @@ void LlamaArchitecture::ReadHfConfig(const HfModelConfig& folder, const std::str
   SetModelReal(spec, "rope_theta", llama.rope_theta, path + ": rope_theta");
   spec.tie_embeddings = llama.tie_embeddings;
   spec.qk_norm = QkNormName(llama.qk_norm);
+  spec.qkv_bias = llama.qkv_bias;
   if (llama.moe) {
     const LlamaMoe& moe = *llama.moe;
     SetModelInteger(spec, "experts", moe.block.experts, path + ": the number of experts");
@@ -181,6 +182,7 @@ HfModelConfig LlamaArchitecture::HfConfig(const ModelSpec& spec) const {
 void LlamaArchitecture::RecordFields(const ModelSpec& spec, nlohmann::json& model) const {
   const TransformerSpec sizes = Sizes(spec);
   if (!spec.qk_norm.empty()) model["qk_norm"] = spec.qk_norm;
+  if (spec.qkv_bias) model["qkv_bias"] = true;
   if (spec.experts > 0) {  // older checkpoints have none of these
     const LlamaConfig config = LlamaConfigOf(spec);
     const MoeConfig& block = config.moe->block;
@@ -206,6 +208,7 @@ void LlamaArchitecture::RecordFields(const ModelSpec& spec, nlohmann::json& mode
 void LlamaArchitecture::ReadFields(const nlohmann::json& model, ModelSpec& spec) const {
   spec.qk_norm = model.value("qk_norm", "");
   QkNormOf(spec.qk_norm);  // a name it knows
+  spec.qkv_bias = model.value("qkv_bias", false);
   if (model.contains("moe")) {
     const nlohmann::json& moe = model.at("moe");
     spec.experts = moe.at("experts");
@@ -249,6 +252,7 @@ LlamaConfig LlamaConfigOf(const ModelSpec& spec, bool recompute_attention) {
   config.tie_embeddings = spec.tie_embeddings;
   config.recompute_attention = recompute_attention;
   config.qk_norm = QkNormOf(spec.qk_norm);
+  config.qkv_bias = spec.qkv_bias;
   if (spec.experts > 0) {
     LlamaMoe moe;
     MoeConfig& block = moe.block;

@@ -2,9 +2,9 @@
 // Fields: layers, hidden, heads, kv_heads (0: heads), intermediate (0: GatedMlpUnits(hidden),
 // sim/transformer_spec.h: the width the planner prices), seq_len, rope_theta, rms_norm_eps,
 // tie_embeddings, vocab (0: the byte tokenizer's 256); qk_norm ("head": Qwen3's, "projection":
-// OLMoE's); Mixture-of-Experts
-// with experts > 0 (top_k, expert_units (0: intermediate), the shared expert, the router's
-// scoring, gates and balancing, the capacity, which layers are sparse: nn/moe_mlp.h).
+// OLMoE's) and qkv_bias (Qwen2's); Mixture-of-Experts with experts > 0 (top_k, expert_units
+// (0: intermediate), the shared expert, the router's scoring, gates and balancing, the
+// capacity, which layers are sparse: nn/moe_mlp.h).
 #ifndef CONVEYOR_TRAIN_LLAMA_ARCHITECTURE_H_
 #define CONVEYOR_TRAIN_LLAMA_ARCHITECTURE_H_
 

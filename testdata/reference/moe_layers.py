@@ -1,4 +1,5 @@
-"""Mixture-of-Experts decoder layers in plain PyTorch, for mixtral.py, qwen3_moe.py and olmoe.py.
+"""Decoder layers in plain PyTorch, for mixtral.py, qwen2.py, qwen2_moe.py, qwen3_moe.py and
+olmoe.py.
 
 Written from the published architectures (Mixtral of Experts, Jiang et al. 2024; Qwen3's
 model card; OLMoE, Muennighoff et al. 2024) and Hugging Face's conventions: the router's softmax in float32, the top-k
@@ -15,20 +16,25 @@ from llama import rms_norm, rotate
 def attention(config, w, p, h, q_norm):
     """Causal grouped-query attention of layer prefix p on h (n, t, c); q_norm: None, "head"
     (Qwen3: RMSNorm of each head's queries and keys) or "projection" (OLMoE: of the whole query
-    and key projections, before they are cut into heads)."""
+    and key projections, before they are cut into heads); the projections' biases where the
+    weights hold them (Qwen2)."""
     n, t, c = h.shape
     heads = config["num_attention_heads"]
     kv_heads = config.get("num_key_value_heads", heads)
     d = c // heads
     eps = config["rms_norm_eps"]
     theta = config.get("rope_theta", 1e6)
-    q = h @ w[p + "self_attn.q_proj.weight"].T
-    k = h @ w[p + "self_attn.k_proj.weight"].T
+    def project(name):
+        y = h @ w[p + f"self_attn.{name}.weight"].T
+        bias = w.get(p + f"self_attn.{name}.bias")
+        return y if bias is None else y + bias
+
+    q, k = project("q_proj"), project("k_proj")
     if q_norm == "projection":
         q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
         k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
     q, k = q.view(n, t, heads, d), k.view(n, t, kv_heads, d)
-    v = (h @ w[p + "self_attn.v_proj.weight"].T).view(n, t, kv_heads, d).transpose(1, 2)
+    v = project("v_proj").view(n, t, kv_heads, d).transpose(1, 2)
     if q_norm == "head":
         q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
         k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
