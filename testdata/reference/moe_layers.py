@@ -73,6 +73,31 @@ def sparse_block(h, w, prefix, experts, top_k, renormalise, names):
     return out.reshape(n, t, c)
 
 
+def qwen_mlp(config, w, shared=False):
+    """Qwen-MoE's layer MLPs, mlp(i, p, h): layer i sparse (mlp.gate, num_experts experts of
+    mlp.experts.N.*, num_experts_per_tok of them a token, the gates renormalised when
+    norm_topk_prob) unless i is in mlp_only_layers or (i + 1) does not divide by
+    decoder_sparse_step, when it is a dense SwiGLU (mlp.gate_proj / up_proj / down_proj); with
+    `shared`, Qwen2-MoE's shared expert (mlp.shared_expert.*) scaled by
+    sigmoid(mlp.shared_expert_gate x) added to every sparse layer's output."""
+    dense = set(config.get("mlp_only_layers", []))
+    step = config.get("decoder_sparse_step", 1)
+
+    def mlp(i, p, h):
+        if i in dense or (i + 1) % step != 0:
+            return swiglu(h, w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"],
+                          w[p + "mlp.down_proj.weight"])
+        out = sparse_block(h, w, p + "mlp.", config["num_experts"], config["num_experts_per_tok"],
+                           config.get("norm_topk_prob", False), ("gate_proj", "up_proj", "down_proj"))
+        if shared:
+            q = p + "mlp.shared_expert."
+            expert = swiglu(h, w[q + "gate_proj.weight"], w[q + "up_proj.weight"],
+                            w[q + "down_proj.weight"])
+            out = out + torch.sigmoid(h @ w[p + "mlp.shared_expert_gate.weight"].T) * expert
+        return out
+    return mlp
+
+
 def forward(config, w, ids, mlp, q_norm):
     """The decoder: mlp(i, p, h) is layer i's MLP on the normalised h."""
     eps = config["rms_norm_eps"]

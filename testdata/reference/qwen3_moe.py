@@ -11,20 +11,11 @@ unless i is in mlp_only_layers or (i + 1) does not divide by decoder_sparse_step
 a dense SwiGLU of intermediate_size units.
 """
 from llama import run
-from moe_layers import forward, sparse_block, swiglu
+from moe_layers import forward, qwen_mlp
 
 
 def qwen3_moe(config, w, ids):
-    dense = set(config.get("mlp_only_layers", []))
-    step = config.get("decoder_sparse_step", 1)
-
-    def mlp(i, p, h):
-        if i in dense or (i + 1) % step != 0:
-            return swiglu(h, w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"],
-                          w[p + "mlp.down_proj.weight"])
-        return sparse_block(h, w, p + "mlp.", config["num_experts"], config["num_experts_per_tok"],
-                            config.get("norm_topk_prob", False), ("gate_proj", "up_proj", "down_proj"))
-    return forward(config, w, ids, mlp, q_norm="head")
+    return forward(config, w, ids, qwen_mlp(config, w), q_norm="head")
 
 
 if __name__ == "__main__":
