@@ -11,14 +11,16 @@
 //                    transport reports it complete or, at the latest, the end of the step,
 //                    when every send is waited for. After a SEND_F the stage drops its own
 //                    copy of the output's data (Stage::ReleaseOutput).
-//   OVERLAP_F_B      its forward half (whose output is sent at once) and its backward half:
-//                    one after the other, or, with set_overlap_pairs and the halves on two
-//                    stages, at once: the forward half on a helper thread in overlap lane 1
-//                    (comm/overlap_lane.h), the backward half on the executor's thread, so
-//                    that one half's all-to-all runs while the other computes. The same
-//                    computations either way (the same results, bit for bit): the forward
-//                    touches its stage and micro-batch only, every backward runs on the
-//                    executor's thread.
+//   OVERLAP_F_B      its forward half and its backward half: one after the other (the
+//                    forward's output sent between them, before the program's SEND_F), or,
+//                    with set_overlap_pairs and the halves on two stages, at once: the
+//                    forward half on a helper thread in overlap lane 1 (comm/overlap_lane.h),
+//                    the backward half on the executor's thread, so that one half's
+//                    all-to-all runs while the other computes; the forward's output is sent
+//                    when both are done (no later than the program's SEND_F, which the
+//                    verified program orders after the pair). The same computations either
+//                    way (the same results, bit for bit): the forward touches its stage and
+//                    micro-batch only, every backward runs on the executor's thread.
 //   REDUCE_GRAD      the stage's gradients are final: calls the reduce-grad hook, when set
 //                    (data-parallel reduction starts there; WithGradReductions places them)
 // Buffers are dropped as soon as their consumer ran. Every span of time is measured (two clock
