@@ -16,7 +16,8 @@ namespace {
 
 // Runs `batches` through `forward`, batch i on replica i % dp (every rank of a replica runs
 // it: TP layers are collective), each split into min(microbatches x dp, samples)
-// micro-batches (training's size: a replica runs a whole batch, not its share of one) of
+// micro-batches (training's size: a replica runs a whole batch, not its share of one; under
+// expert parallelism the fewest samples of the batches the replicas run at once) of
 // `loss_denominator` (0: the batch's own count of targets); calls `visit` with each result
 // this rank computed and its micro-batches, and returns the sum of the world's losses (TP
 // rank 0's count: a pipeline's TP ranks hold the same ones) with that of `extra`.
@@ -27,18 +28,34 @@ std::vector<double> RunOnReplicas(
   const PipelineModel& model = forward.model();
   const Mesh& mesh = model.mesh();
   const MeshCoords& coords = model.coords();
-  double loss = 0, more = 0;
-  for (size_t i = 0; i < batches.size(); ++i) {
-    const Batch& batch = batches[i];
-    const int mbs = static_cast<int>(
-        std::min<int64_t>(int64_t{model.config().microbatches} * mesh.dp(), batch.inputs.size(0)));
-    CONVEYOR_CHECK(model.program().layout.directions() == 1 || mbs >= 2)
+  const int dp = mesh.dp();
+  const int64_t most = int64_t{model.config().microbatches} * dp;
+  for (const Batch& batch : batches) {
+    CONVEYOR_CHECK(model.program().layout.directions() == 1 ||
+                   std::min(most, batch.inputs.size(0)) >= 2)
         << "evaluation batches need at least 2 samples for two pipeline directions";
-    if (static_cast<int>(i % mesh.dp()) != coords.dp) continue;
+  }
+  // Under expert parallelism the replicas exchange tokens inside every forward, so they run
+  // in lockstep: a batch each round, split into the round's one micro-batch count (its
+  // smallest batch's), a replica without a batch of its own running the round's first again,
+  // uncounted.
+  const bool lockstep = model.ep_group() != nullptr;
+  double loss = 0, more = 0;
+  for (size_t first = 0; first < batches.size(); first += dp) {
+    const size_t i = first + coords.dp;
+    const bool mine = i < batches.size();
+    if (!mine && !lockstep) continue;
+    const Batch& batch = batches[mine ? i : first];
+    int64_t samples = batch.inputs.size(0);
+    for (size_t j = first; lockstep && j < std::min(first + dp, batches.size()); ++j) {
+      samples = std::min(samples, batches[j].inputs.size(0));
+    }
+    const int mbs = static_cast<int>(std::min(most, samples));
     const std::vector<MicroBatch> split =
         SplitBatch(ToDevice(batch, model.device()), mbs, loss_denominator);
     // The logits only where `extra` reads them: a micro-batch's at a time otherwise.
     const Executor::Inference result = forward.Run(split, /*keep_outputs=*/extra != nullptr);
+    if (!mine) continue;
     loss += result.loss;
     if (extra) more += extra(result, split);
     if (progress) progress(static_cast<int64_t>(i) + 1, static_cast<int64_t>(batches.size()));

@@ -21,7 +21,9 @@ struct EvalMetrics {
 
 // Runs every evaluation batch of `task` (each split into min(microbatches x dp, samples)
 // micro-batches) through `forward`, the batches shared across the data-parallel
-// replicas (replica d runs batches d, d + dp, ...; every rank of a replica runs them), their
+// replicas (replica d runs batches d, d + dp, ...; every rank of a replica runs them; under
+// expert parallelism, whose forwards exchange tokens between replicas, every replica runs a
+// forward each round, the last round's short ones an uncounted repeat), their
 // losses and counts then summed over the world: the metrics are those of one replica
 // evaluating them all (to rounding). UserError when a schedule with two pipeline directions
 // meets a batch of one sample. Returns the same metrics on every rank. Collective over the

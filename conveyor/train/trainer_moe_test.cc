@@ -13,6 +13,7 @@
 #include "conveyor/common/remove_tree.h"
 #include "conveyor/nn/moe_mlp.h"
 #include "conveyor/train/checkpoint.h"
+#include "conveyor/train/evaluate.h"
 #include "conveyor/train/train_testing.h"
 #include "conveyor/train/trainer.h"
 
@@ -215,6 +216,37 @@ TEST(TrainerMoeTest, ACheckpointOfSpreadExpertsResumesAtAnyExpertParallelism) {
     ExpectSameWeights(want, got, base.lr, what);
   }
   RemoveTree(dir);
+}
+
+// Held-out evaluation of an MoE model under expert parallelism: the replicas exchange tokens
+// inside every forward, so with 3 batches over 2 replicas the one short of a batch repeats
+// one uncounted; the loss is one process's, on every rank (it hung before: one replica's
+// all-to-all waited for the other's).
+TEST(TrainerMoeTest, EvaluationUnderExpertParallelismIsOneProcesssOnEveryRank) {
+  at::set_num_threads(1);
+  TrainConfig c = TinyMoe();
+  c.steps = 1;
+  c.eval_batches = 3;
+  c.timeout_s = 60;
+  std::mutex mu;
+  const auto evaluate = [&](const TrainConfig& config) {
+    std::vector<double> losses;
+    TrainOnThreads(config, [&](Trainer& t, Transport&) {
+      ForwardPipeline forward(t.model());
+      const EvalMetrics m = Evaluate(forward, t.task(), t.step());
+      std::lock_guard<std::mutex> lock(mu);
+      EXPECT_EQ(m.batches, 3);
+      losses.push_back(m.loss);
+    });
+    return losses;
+  };
+  const std::vector<double> one = evaluate(c);
+  ASSERT_EQ(one.size(), 1u);
+  c.dp = 2;
+  c.ep = 2;
+  c.pp = 2;
+  c.microbatches /= 2;
+  for (const double loss : evaluate(c)) EXPECT_NEAR(loss, one[0], 2e-5 * one[0]);
 }
 
 TEST(TrainerMoeTest, BadExpertSettingsAreRefusedInOneLine) {
