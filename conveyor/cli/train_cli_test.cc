@@ -347,6 +347,28 @@ TEST(CliTest, MixtureOfExpertsOverProcessesTrainsLikeOneProcess) {
   const Result g = Conveyor("generate --checkpoint " + dir + "/ckpt --prompt ab --tokens 3");
   ASSERT_EQ(g.code, 0) << g.err;
   EXPECT_EQ(g.out.rfind("ab", 0), 0u) << g.out;
+  // Its selection biases have no place in a Hugging Face folder: refused. Without them and
+  // with Qwen-style names no layout holds it either, and the refusal says how to train one
+  // that exports: Mixtral's names, experts as wide as the MLP.
+  const Result biased = Conveyor("export --checkpoint " + dir + "/ckpt --out " + dir + "/none");
+  EXPECT_EQ(biased.code, 1);
+  EXPECT_NE(biased.err.find("--router-bias-rate"), std::string::npos) << biased.err;
+  const std::string plain =
+      "train --model llama --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 8 "
+      "--experts 4 --top-k 2 --expert-units 16 --eval-every 0 --sample-tokens 0 --steps 1 "
+      "--microbatches 4 --data " +
+      dir + "/corpus.txt --checkpoint-dir " + dir;
+  ASSERT_EQ(Conveyor(plain + "/plain").code, 0);
+  const Result none = Conveyor("export --checkpoint " + dir + "/plain --out " + dir + "/none");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("--mixtral-names"), std::string::npos) << none.err;
+  const Result mixtral = Conveyor(plain + "/mixtral --intermediate 16 --mixtral-names");
+  ASSERT_EQ(mixtral.code, 0) << mixtral.err;
+  const Result exported =
+      Conveyor("export --checkpoint " + dir + "/mixtral --out " + dir + "/mixtral_hf");
+  ASSERT_EQ(exported.code, 0) << exported.err;
+  std::ifstream config(dir + "/mixtral_hf/config.json");
+  EXPECT_EQ(nlohmann::json::parse(config)["model_type"], "mixtral");
 }
 
 TEST(CliTest, BenchTrainRunsEachScheduleAndOneProcess) {

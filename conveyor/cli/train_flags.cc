@@ -137,6 +137,9 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
        "llama, MoE: the first layers keep a dense MLP");
   Flag(cmd, flags, "--moe-sparse-step", &ModelSpec::moe_sparse_step,
        "llama, MoE: every step-th layer is sparse (1 = all)");
+  Switch(cmd, flags, "--mixtral-names", &ModelSpec::moe_mixtral_names,
+         "llama, MoE: Mixtral's tensor names (block_sparse_moe, experts.N.w1/w2/w3), so that "
+         "`conveyor export` writes a Mixtral folder");
   flags.options.emplace_back(
       cmd->add_option("--data", flags.data,
                       "fortunes, a text file or folder, the PREFIX of a tokenized data set "

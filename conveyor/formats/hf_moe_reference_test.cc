@@ -146,6 +146,9 @@ TEST(HfMoeReferenceTest, MissingExpertsAndLayoutsWithoutAFolderAreRefused) {
   LlamaConfig shared = TinyMoe(false);
   shared.moe->block.shared_units = 8;
   EXPECT_THROW(HfLlamaConfigJson(shared, "float32"), UserError);
+  LlamaConfig biased = TinyMoe(true);  // selection biases: no folder keeps them
+  biased.moe->block.bias_rate = 0.01;
+  EXPECT_THROW(HfLlamaConfigJson(biased, "float32"), UserError);
 }
 
 }  // namespace

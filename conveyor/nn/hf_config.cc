@@ -354,9 +354,10 @@ std::string HfLlamaModelType(const LlamaConfig& c) {
   const LlamaMoe& moe = *c.moe;
   const MoeConfig& block = moe.block;
   CONVEYOR_CHECK(block.scoring == RouterScoring::kSoftmax && block.capacity_factor == 0 &&
-                 moe.first_dense == 0)
-      << "a Mixture-of-Experts model with sigmoid scores, a capacity or first dense layers has "
-         "no Hugging Face layout conveyor writes (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE)";
+                 moe.first_dense == 0 && block.bias_rate == 0)
+      << "a Mixture-of-Experts model with sigmoid scores, a capacity, first dense layers or "
+         "selection biases (--router-bias-rate) has no Hugging Face layout conveyor writes "
+         "(Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE)";
   if (block.shared_units > 0 || c.qkv_bias) {
     CONVEYOR_CHECK(block.shared_units > 0 && block.shared_gate && c.qkv_bias &&
                    c.qk_norm == QkNorm::kNone && !block.mixtral_names)
@@ -379,7 +380,9 @@ std::string HfLlamaModelType(const LlamaConfig& c) {
     return "olmoe";
   }
   CONVEYOR_CHECK(c.qk_norm == QkNorm::kHead)
-      << "a Qwen3-MoE normalises each head's queries and keys (qk_norm)";
+      << "no Hugging Face layout holds this Mixture-of-Experts model: a Mixtral's has "
+         "Mixtral's names (train with --mixtral-names), a Qwen3-MoE's normalises each head's "
+         "queries and keys and an OLMoE's its whole projections (those come from a folder)";
   return "qwen3_moe";
 }
 
