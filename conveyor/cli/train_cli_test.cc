@@ -332,17 +332,16 @@ TEST(CliTest, MixtureOfExpertsOverProcessesTrainsLikeOneProcess) {
       "--router-bias-rate 0.01 --eval-every 0 --sample-tokens 0 --data " +
       dir + "/corpus.txt ";
   // Micro-batches of 2 samples in both: the auxiliary loss is a micro-batch's.
-  const Result one =
-      Conveyor(common + "--steps 3 --microbatches 4 --metrics " + dir + "/one.json");
+  const Result one = Conveyor(common + "--steps 3 --microbatches 4 --metrics " + dir + "/one.json");
   ASSERT_EQ(one.code, 0) << one.err;
-  const Result mesh = Conveyor(common + "--steps 3 --microbatches 2 --dp 2 --ep 2 --pp 2 "
-                                        "--schedule 1f1b --metrics " +
+  const Result mesh = Conveyor(common +
+                               "--steps 3 --microbatches 2 --dp 2 --ep 2 --pp 2 "
+                               "--schedule 1f1b --metrics " +
                                dir + "/mesh.json --checkpoint-dir " + dir + "/ckpt");
   ASSERT_EQ(mesh.code, 0) << mesh.out << mesh.err;
   EXPECT_NE(mesh.out.find("expert load"), std::string::npos) << mesh.out;
   EXPECT_TRUE(SameLosses(dir + "/one.json", dir + "/mesh.json", 3, 1e-5));
-  const Result resumed =
-      Conveyor(common + "--steps 4 --microbatches 4 --resume " + dir + "/ckpt");
+  const Result resumed = Conveyor(common + "--steps 4 --microbatches 4 --resume " + dir + "/ckpt");
   EXPECT_EQ(resumed.code, 0) << resumed.err;
   const Result g = Conveyor("generate --checkpoint " + dir + "/ckpt --prompt ab --tokens 3");
   ASSERT_EQ(g.code, 0) << g.err;

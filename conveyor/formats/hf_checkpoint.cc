@@ -14,9 +14,9 @@
 #include "conveyor/common/remove_tree.h"
 #include "conveyor/formats/tensor_slice.h"
 #include "conveyor/nn/gpt.h"
+#include "conveyor/nn/hf_config.h"
 #include "conveyor/nn/layer.h"
 #include "conveyor/nn/llama.h"
-#include "conveyor/nn/hf_config.h"
 
 namespace conveyor {
 namespace {
@@ -80,16 +80,16 @@ void RemoveUnfinishedWrite(const fs::path& temp, const std::string& dir) {
 }  // namespace
 
 std::vector<HfTensor> HfTensors(const HfModelConfig& config, const std::string& gpt2_prefix) {
-  // The model's layers, undrawn (their tensors allocated, never written: address space, not
-  // memory), for their parameters' shapes and declared names.
+  // The model's layers as shapes alone (on the meta device: no memory), for their
+  // parameters' shapes and declared names.
   LayerList layers;
   if (config.gpt2()) {
     GptConfig gpt = config.gpt;
-    gpt.draw_weights = false;
+    gpt.weights = WeightInit::kShapesOnly;
     layers = BuildGpt(gpt, /*seed=*/0);
   } else {
     LlamaConfig llama = config.llama;
-    llama.draw_weights = false;
+    llama.weights = WeightInit::kShapesOnly;
     layers = BuildLlama(llama, /*seed=*/0);
   }
   std::vector<HfTensor> tensors;

@@ -53,9 +53,9 @@ struct HfTensor {
 
 // The tensors of `config`'s model, in the model's order (embedding, layers, final norm,
 // head; a layer's in order of parameter name; a tied weight once), named as the layers
-// declare (ParameterSpec::hf; the layers are built undrawn to ask them). GPT-2's names but
-// lm_head.weight carry `gpt2_prefix` ("transformer." as GPT2LMHeadModel saves them; some
-// files have none).
+// declare (ParameterSpec::hf; the layers are built as shapes alone to ask them). GPT-2's
+// names but lm_head.weight carry `gpt2_prefix` ("transformer." as GPT2LMHeadModel saves
+// them; some files have none).
 std::vector<HfTensor> HfTensors(const HfModelConfig& config,
                                 const std::string& gpt2_prefix = "transformer.");
 

@@ -343,8 +343,8 @@ TEST_F(HfCheckpointTest, TheDeclaredNamesAreTheTensorsOfAGpt2Folder) {
     for (const std::string i : {"0", "1"}) {
       for (const char* name :
            {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-            "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-            "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"}) {
+            "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight",
+            "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"}) {
         expected.insert("transformer.h." + i + "." + name);
       }
     }

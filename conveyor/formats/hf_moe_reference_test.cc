@@ -44,7 +44,7 @@ LlamaConfig TinyMoe(bool mixtral, QkNorm qk_norm = QkNorm::kHead) {
 at::Tensor LogitsOfFolder(const std::string& dir, const at::Tensor& ids) {
   HfCheckpoint folder(dir);
   LlamaConfig c = folder.config().llama;
-  c.draw_weights = false;
+  c.weights = WeightInit::kUndrawn;
   const LayerList layers = BuildLlama(c, 1);
   NamedTensors params;
   for (const auto& layer : layers) {
@@ -79,14 +79,14 @@ TEST(HfMoeReferenceTest, EachMoeFolderMatchesThePlainPyTorchReference) {
   LlamaConfig qwen2 = TinyMoe(false, QkNorm::kNone);  // a dense Qwen2: a Llama with biases
   qwen2.moe.reset();
   qwen2.qkv_bias = true;
-  for (const Case& test : std::vector<Case>{{"mixtral", TinyMoe(true)},
-                                            {"qwen3_moe, norm_topk_prob", TinyMoe(false)},
-                                            {"qwen3_moe, plain gates, step 2", qwen_plain},
-                                            {"qwen3_moe, a dense layer", qwen_dense_layer},
-                                            {"olmoe", olmoe},
-                                            {"qwen2_moe, a shared expert, a dense layer",
-                                             qwen2_moe},
-                                            {"qwen2", qwen2}}) {
+  for (const Case& test :
+       std::vector<Case>{{"mixtral", TinyMoe(true)},
+                         {"qwen3_moe, norm_topk_prob", TinyMoe(false)},
+                         {"qwen3_moe, plain gates, step 2", qwen_plain},
+                         {"qwen3_moe, a dense layer", qwen_dense_layer},
+                         {"olmoe", olmoe},
+                         {"qwen2_moe, a shared expert, a dense layer", qwen2_moe},
+                         {"qwen2", qwen2}}) {
     SCOPED_TRACE(test.what);
     std::map<std::string, at::Tensor> weights = LlamaWeights(test.config, 23);
     at::Generator gen = LayerInitGenerator(5, 0);
@@ -95,9 +95,9 @@ TEST(HfMoeReferenceTest, EachMoeFolderMatchesThePlainPyTorchReference) {
         w = w + 0.3 * at::randn(w.sizes(), gen);
       }
     }
-    const std::string dir =
-        ::testing::TempDir() + "conveyor_moe_ref_" + std::to_string(::getpid()) + "_" +
-        std::to_string(std::hash<std::string>()(test.what));
+    const std::string dir = ::testing::TempDir() + "conveyor_moe_ref_" +
+                            std::to_string(::getpid()) + "_" +
+                            std::to_string(std::hash<std::string>()(test.what));
     RemoveTree(dir);
     std::filesystem::create_directories(dir);
     WriteHfLlamaFolder(dir, test.config, weights, at::kFloat, /*shards=*/true);

@@ -22,13 +22,12 @@ ExpertRows DispatchToExperts(const at::Tensor& sorted, const at::Tensor& counts,
     return mine;
   }
   // How many rows every rank sends each of this rank's experts: (P, L), row s from rank s.
-  const at::Tensor host =
-      ep.groups()
-          .Current()
-          ->AllToAll(counts.view({experts, 1}), std::vector<int64_t>(p, local),
-                     std::vector<int64_t>(p, local))
-          .view({p, local})
-          .cpu();
+  const at::Tensor host = ep.groups()
+                              .Current()
+                              ->AllToAll(counts.view({experts, 1}), std::vector<int64_t>(p, local),
+                                         std::vector<int64_t>(p, local))
+                              .view({p, local})
+                              .cpu();
   const at::Tensor to_rank = counts.cpu().view({p, local}).sum(1);  // rows to each rank
   const int64_t* from = host.data_ptr<int64_t>();
   mine.sent.assign(to_rank.data_ptr<int64_t>(), to_rank.data_ptr<int64_t>() + p);

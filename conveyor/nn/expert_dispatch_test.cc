@@ -29,9 +29,8 @@ Copies CopiesOf(int r) {
   Copies c;
   c.expert = expert;
   c.counts = at::bincount(expert, {}, kExperts);
-  c.rows = at::stack({at::full({m}, r, at::kFloat), at::arange(m, at::kFloat),
-                      at::zeros({m}, at::kFloat)},
-                     1);
+  c.rows = at::stack(
+      {at::full({m}, r, at::kFloat), at::arange(m, at::kFloat), at::zeros({m}, at::kFloat)}, 1);
   return c;
 }
 

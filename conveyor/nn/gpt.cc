@@ -25,12 +25,14 @@ constexpr char kLmHead[] = "head.lm.weight";
 ParameterSpec TokenEmbeddingSpec() { return VocabParallel().StoredAs("wte.weight"); }
 
 // The parameter `name` of full shape `shape`, laid out as `spec` (declared in `specs`): drawn
-// N(0, std) from gen, this rank's part kept; or (c.draw_weights false) this rank's part
+// N(0, std) from gen, this rank's part kept; or (c.weights otherwise) this rank's part
 // allocated undrawn.
 at::Tensor Drawn(const GptConfig& c, at::Generator& gen, const std::string& name,
                  const ParameterSpec& spec, std::vector<int64_t> shape, double std,
                  ParameterSpecs& specs) {
-  if (!c.draw_weights) return UndrawnParam(name, spec, std::move(shape), c.tp, specs);
+  if (c.weights != WeightInit::kDrawn) {
+    return UndrawnParam(name, spec, std::move(shape), c.tp, specs, c.weights);
+  }
   return ShardParam(name, spec, NormalParam(gen, shape, std), c.tp, specs);
 }
 
@@ -46,8 +48,8 @@ class Embedding : public Layer {
  public:
   Embedding(const GptConfig& c, uint64_t seed) : config_(c) {
     at::Generator gen = LayerInitGenerator(seed, 0);
-    wte_ = Drawn(c, gen, kTokenEmbedding, TokenEmbeddingSpec(), {c.vocab, c.hidden}, kInitStd,
-                 specs_);
+    wte_ =
+        Drawn(c, gen, kTokenEmbedding, TokenEmbeddingSpec(), {c.vocab, c.hidden}, kInitStd, specs_);
     wpe_ = Drawn(c, gen, "embed.wpe", ParameterSpec{}.StoredAs("wpe.weight"),
                  {c.max_seq_len, c.hidden}, kPositionInitStd, specs_);
   }
@@ -106,16 +108,16 @@ class Block : public Layer {
                     {3 * h, h}, kInitStd);
     qkv_b_ = shard("attn.qkv.bias", stored(FusedColumnParallel(3), "attn.c_attn.bias"),
                    ZerosParam({3 * h}));
-    proj_w_ = normal("attn.proj.weight", conv1d(RowParallel(), "attn.c_proj.weight"), {h, h},
-                     proj_std);
+    proj_w_ =
+        normal("attn.proj.weight", conv1d(RowParallel(), "attn.c_proj.weight"), {h, h}, proj_std);
     proj_b_ = replicated("attn.proj.bias", "attn.c_proj.bias", ZerosParam({h}));
     ln2_w_ = replicated("ln2.weight", "ln_2.weight", OnesParam({h}));
     ln2_b_ = replicated("ln2.bias", "ln_2.bias", ZerosParam({h}));
-    fc_w_ = normal("mlp.fc.weight", conv1d(ColumnParallel(), "mlp.c_fc.weight"), {4 * h, h},
-                   kInitStd);
+    fc_w_ =
+        normal("mlp.fc.weight", conv1d(ColumnParallel(), "mlp.c_fc.weight"), {4 * h, h}, kInitStd);
     fc_b_ = shard("mlp.fc.bias", stored(ColumnParallel(), "mlp.c_fc.bias"), ZerosParam({4 * h}));
-    fc2_w_ = normal("mlp.proj.weight", conv1d(RowParallel(), "mlp.c_proj.weight"), {h, 4 * h},
-                    proj_std);
+    fc2_w_ =
+        normal("mlp.proj.weight", conv1d(RowParallel(), "mlp.c_proj.weight"), {h, 4 * h}, proj_std);
     fc2_b_ = replicated("mlp.proj.bias", "mlp.c_proj.bias", ZerosParam({h}));
   }
 

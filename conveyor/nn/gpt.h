@@ -40,9 +40,10 @@ struct GptConfig {
   TensorParallel tp;                 // p = tp.size must divide heads (vocab padded)
   // GPT-2's "gelu_new": the MLP's GELU in its tanh approximation; false: exact (erf).
   bool gelu_tanh = false;
-  // False: the normal-drawn weights are allocated undrawn (their values are read afterwards,
-  // from a Hugging Face folder); norms and biases keep their initial values.
-  bool draw_weights = true;
+  // Not drawn: the normal-drawn weights are allocated undrawn (their values are read
+  // afterwards, from a Hugging Face folder) or as shapes only; norms and biases keep their
+  // initial values.
+  WeightInit weights = WeightInit::kDrawn;
 };
 
 // Checks the config (UserError naming the bad value), tp included (CheckTensorParallel).

@@ -185,7 +185,7 @@ void ReadMoeFields(Fields& f, const std::string& type, LlamaConfig& c) {
     block.expert_units = c.intermediate;  // every layer sparse: intermediate_size is an expert's
     block.renormalize = f.Boolean("norm_topk_prob", false);
     f.Only("clip_qkv", {}, "queries, keys and values are not clipped");
-  } else {  // qwen2_moe, qwen3_moe
+  } else {                      // qwen2_moe, qwen3_moe
     if (type == "qwen2_moe") {  // a shared expert every token passes through, gated
       block.shared_units = f.Integer("shared_expert_intermediate_size", std::nullopt);
       block.shared_gate = true;

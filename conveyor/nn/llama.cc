@@ -21,12 +21,14 @@ constexpr char kEmbedding[] = "model.embed_tokens.weight";
 constexpr char kLmHead[] = "lm_head.weight";
 
 // The parameter `name` of full shape `shape` in a model built for c.tp, laid out as `spec`
-// (declared in `specs`): drawn N(0, std) from its own stream, or (c.draw_weights false) this
+// (declared in `specs`): drawn N(0, std) from its own stream, or (c.weights otherwise) this
 // rank's shard allocated undrawn.
 at::Tensor NormalTensor(const std::string& name, const ParameterSpec& spec,
                         std::vector<int64_t> shape, uint64_t seed, const LlamaConfig& c,
                         ParameterSpecs& specs) {
-  if (!c.draw_weights) return UndrawnParam(name, spec, std::move(shape), c.tp, specs);
+  if (c.weights != WeightInit::kDrawn) {
+    return UndrawnParam(name, spec, std::move(shape), c.tp, specs, c.weights);
+  }
   at::Generator gen = TensorInitGenerator(seed, name);
   return ShardParam(name, spec, NormalParam(gen, shape, kInitStd), c.tp, specs);
 }
@@ -35,7 +37,7 @@ at::Tensor NormalTensor(const std::string& name, const ParameterSpec& spec,
 MoeConfig BlockOf(const LlamaConfig& c) {
   MoeConfig block = c.moe->block;
   block.hidden = c.hidden;
-  block.draw_weights = c.draw_weights;
+  block.weights = c.weights;
   return block;
 }
 
@@ -205,8 +207,8 @@ class LlamaDecoderLayer : public Layer {
       return SumOverKvReplicas(Linear(x_kv, w, b), config_.tp);  // (n, T, KV d / p)
     };
     const int64_t first = KvCache::FirstPosition(mb);
-    const at::Tensor q = RotaryEmbedding(normed(Linear(x, q_, q_bias_), q_norm_, heads),
-                                         config_.rope_theta, first);
+    const at::Tensor q =
+        RotaryEmbedding(normed(Linear(x, q_, q_bias_), q_norm_, heads), config_.rope_theta, first);
     at::Tensor k = RotaryEmbedding(normed(project_kv(k_, k_bias_), k_norm_, kv_heads),
                                    config_.rope_theta, first);
     at::Tensor v = heads_of(project_kv(v_, v_bias_), kv_heads);

@@ -77,9 +77,9 @@ struct LlamaConfig {
   double rope_theta = 10000;
   bool tie_embeddings = false;
   bool recompute_attention = false;  // selective recomputation of the attention scores
-  // false: matrices allocated but not drawn (their values undefined), for weights that are
-  // read from a checkpoint next; the norms are still 1.
-  bool draw_weights = true;
+  // Not drawn: matrices allocated but not drawn (their values undefined), for weights that are
+  // read from a checkpoint next, or shapes only; the norms are still 1.
+  WeightInit weights = WeightInit::kDrawn;
   // RMSNorm of the queries and keys before the rotation: kHead (Qwen3) normalises each head's,
   // kProjection (OLMoE) the whole projections (the key's over this rank's KV heads: tp 1).
   //   model.layers.i.self_attn.q_norm.weight   (d) kHead, (H d) kProjection, replicated

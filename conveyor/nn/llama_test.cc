@@ -88,7 +88,7 @@ TEST(LlamaTest, ARangeOfLayersIsThatPartOfTheWholeModel) {
       }
     }
   }
-  c.draw_weights = false;
+  c.weights = WeightInit::kUndrawn;
   const LayerList undrawn = BuildLlama(c, 5, 1, 2);
   for (const auto& [name, p] : undrawn[0]->NamedParameters()) {
     EXPECT_EQ(p.sizes().vec(), shapes[1].at(name)) << name;

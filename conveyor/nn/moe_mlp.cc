@@ -104,12 +104,12 @@ MoeMlp::MoeMlp(const MoeConfig& config, const std::string& prefix, uint64_t seed
     if (expert >= 0 && (expert < first_expert_ || expert >= first_expert_ + local)) continue;
     const ParameterSpec spec = expert >= 0 ? ExpertWeight() : ParameterSpec{};
     at::Tensor param;
-    if (config.draw_weights) {
+    if (config.weights == WeightInit::kDrawn) {
       at::Generator gen = TensorInitGenerator(seed, name);
       param =
           ShardParam(name, spec, NormalParam(gen, shape, config.init_std), TensorParallel{}, specs);
     } else {
-      param = UndrawnParam(name, spec, shape, TensorParallel{}, specs);
+      param = UndrawnParam(name, spec, shape, TensorParallel{}, specs, config.weights);
     }
     params_.push_back({name, param});
   }
@@ -236,8 +236,8 @@ void MoeMlp::UpdateSelectionBias(const at::Tensor& load) {
 
 void MoeMlp::RestoreSelectionBias(const at::Tensor& bias) {
   CONVEYOR_CHECK(bias.dim() == 1 && bias.size(0) == config_.experts)
-      << prefix_ << ": a selection bias of shape " << bias.sizes() << " for "
-      << config_.experts << " experts";
+      << prefix_ << ": a selection bias of shape " << bias.sizes() << " for " << config_.experts
+      << " experts";
   bias_ = bias.to(at::kFloat).cpu().clone();
 }
 

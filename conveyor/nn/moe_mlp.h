@@ -91,7 +91,7 @@ struct MoeConfig {
   double z_loss_coef = 0;    // router z-loss; 0 = none
   double bias_rate = 0;      // auxiliary-loss-free balancing's step; 0 = no selection bias
   double init_std = 0.02;
-  bool draw_weights = true;  // false: allocated undrawn, to be read from a checkpoint
+  WeightInit weights = WeightInit::kDrawn;  // or undrawn, to be read from a checkpoint
   // Mixtral's expert names: w1 (gate), w3 (up), w2 (down).
   bool mixtral_names = false;
 };

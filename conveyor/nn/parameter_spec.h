@@ -1,10 +1,11 @@
 // A parameter's layout over the mesh, declared by the layer that creates it: how the tensor is
-// split over the tensor-parallel ranks (tensor_parallel_split.h) and over which mesh axes its
-// gradient is summed after a step (the data-parallel replicas by default). Everything that handles
-// a parameter by name after it exists (checkpoint save and load, Hugging Face import and export,
-// the gradient norm, the whole-tensor gather, the gradient reduction) reads its spec here instead
-// of guessing from the name, and so does a Hugging Face folder for the tensor's name in it; a new kind of parameter (an expert's weights over an expert axis, a
-// norm under sequence parallelism) enters by declaring a new spec.
+// split over the tensor-parallel ranks (tensor_parallel_split.h), over which mesh axes its
+// gradient is summed after a step (the data-parallel replicas by default), and its name in a
+// Hugging Face folder. Everything that handles a parameter by name after it exists
+// (checkpoint save and load, Hugging Face import and export, the gradient norm, the
+// whole-tensor gather, the gradient reduction) reads its spec here instead of guessing from
+// the name; a new kind of parameter (an expert's weights over an expert axis, a norm under
+// sequence parallelism) enters by declaring a new spec.
 //
 // Thread-safety: ParameterSpecs is a plain value; const methods may run concurrently.
 #ifndef CONVEYOR_NN_PARAMETER_SPEC_H_

@@ -189,15 +189,18 @@ at::Tensor ShardParam(const std::string& name, const ParameterSpec& spec, const 
 }
 
 at::Tensor UndrawnParam(const std::string& name, const ParameterSpec& spec,
-                        std::vector<int64_t> shape, const TensorParallel& tp,
-                        ParameterSpecs& specs) {
+                        std::vector<int64_t> shape, const TensorParallel& tp, ParameterSpecs& specs,
+                        WeightInit init) {
+  CONVEYOR_ASSERT(init != WeightInit::kDrawn) << name << " is to be drawn";
   specs.Declare(name, spec);
   const TensorParallelSplit split = spec.tp;
   if (!split.replicated()) {
     const ShardRows part = ShardRowsOf(split, shape[split.dim], tp.size, tp.rank);
     shape[split.dim] = part.rows * split.blocks;
   }
-  return at::empty(shape, at::kFloat).requires_grad_(true);
+  const at::Device device = init == WeightInit::kShapesOnly ? at::kMeta : at::kCPU;
+  return at::empty(shape, at::TensorOptions().dtype(at::kFloat).device(device))
+      .requires_grad_(true);
 }
 
 }  // namespace conveyor

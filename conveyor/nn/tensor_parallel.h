@@ -89,12 +89,18 @@ at::Tensor GatherShards(const at::Tensor& local, TensorParallelSplit split,
 at::Tensor ShardParam(const std::string& name, const ParameterSpec& spec, const at::Tensor& full,
                       const TensorParallel& tp, ParameterSpecs& specs);
 
-// For model builders whose weights are read afterwards: declares `name` as ShardParam does
-// and returns this rank's part of a parameter of full shape `shape`, allocated (fp32,
-// uninitialised) as a leaf that requires grad.
+// How a model builder makes its drawn weights (the normal-initialised matrices): drawn;
+// undrawn (allocated, their values undefined: read from a checkpoint next); or as shapes
+// alone (on the meta device: no memory, for the parameters' names, shapes and specs).
+enum class WeightInit { kDrawn, kUndrawn, kShapesOnly };
+
+// For model builders whose weights are read afterwards (or not needed): declares `name` as
+// ShardParam does and returns this rank's part of a parameter of full shape `shape`, an fp32
+// leaf that requires grad, allocated uninitialised, or on the meta device for kShapesOnly.
+// Precondition: init is not kDrawn.
 at::Tensor UndrawnParam(const std::string& name, const ParameterSpec& spec,
-                        std::vector<int64_t> shape, const TensorParallel& tp,
-                        ParameterSpecs& specs);
+                        std::vector<int64_t> shape, const TensorParallel& tp, ParameterSpecs& specs,
+                        WeightInit init = WeightInit::kUndrawn);
 
 }  // namespace conveyor
 

@@ -16,8 +16,8 @@ std::vector<NamedTensors> GroupedOptimizer::Split(const NamedTensors& params) co
   std::vector<NamedTensors> groups(optimizers_.size());
   for (const auto& named : params) {
     const size_t g = group_of_(named.first);
-    CONVEYOR_ASSERT(g < groups.size()) << named.first << " in group " << g << " of "
-                                       << groups.size();
+    CONVEYOR_ASSERT(g < groups.size())
+        << named.first << " in group " << g << " of " << groups.size();
     groups[g].push_back(named);
   }
   return groups;

@@ -13,8 +13,10 @@ namespace {
 
 NamedTensors Params() {
   at::manual_seed(3);
-  return {{"dense.w", at::randn({4, 3})}, {"experts.0.w", at::randn({2, 3})},
-          {"dense.b", at::randn({4})}, {"experts.1.w", at::randn({2, 3})}};
+  return {{"dense.w", at::randn({4, 3})},
+          {"experts.0.w", at::randn({2, 3})},
+          {"dense.b", at::randn({4})},
+          {"experts.1.w", at::randn({2, 3})}};
 }
 
 NamedTensors Copy(const NamedTensors& params) {

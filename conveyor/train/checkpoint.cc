@@ -307,10 +307,9 @@ LoadedShards ReadShards(const std::string& path, const PipelineModel& model,
     CONVEYOR_CHECK(files.tensors().count(key))
         << "checkpoint " << folder << " lacks the selection bias of " << block->prefix()
         << ", which --router-bias-rate balances";
-    CONVEYOR_CHECK(files.tensors().at(key).shape ==
-                   std::vector<int64_t>{block->config().experts})
-        << "checkpoint " << folder << ": the selection bias of " << block->prefix()
-        << " has shape " << at::IntArrayRef(files.tensors().at(key).shape) << ", this model "
+    CONVEYOR_CHECK(files.tensors().at(key).shape == std::vector<int64_t>{block->config().experts})
+        << "checkpoint " << folder << ": the selection bias of " << block->prefix() << " has shape "
+        << at::IntArrayRef(files.tensors().at(key).shape) << ", this model "
         << block->config().experts << " experts";
     loaded.biases.emplace(block, ReadTensorSlice(files, key, {}, 1, 0));
   }

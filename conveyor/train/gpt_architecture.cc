@@ -20,7 +20,8 @@ class GptModel : public ModelTask {
   LayerList BuildLayers(const ParallelContext& parallel, LayerRange range) const override {
     GptConfig config = config_;
     config.tp = parallel.tp;
-    config.draw_weights = folder_.empty();  // drawing would cost about what reading does
+    // Drawing would cost about what reading does.
+    config.weights = folder_.empty() ? WeightInit::kDrawn : WeightInit::kUndrawn;
     LayerList layers = BuildGpt(config, seed_, range.begin, range.end);
     if (!folder_.empty()) LoadFromFolder(folder_, layers, parallel.tp);
     return layers;

@@ -18,7 +18,9 @@ std::string QkNormName(QkNorm norm) {
 QkNorm QkNormOf(const std::string& name) {
   CONVEYOR_CHECK(name.empty() || name == "head" || name == "projection")
       << "qk_norm \"" << name << "\" is none of \"\", \"head\", \"projection\"";
-  return name == "head" ? QkNorm::kHead : name == "projection" ? QkNorm::kProjection : QkNorm::kNone;
+  return name == "head"         ? QkNorm::kHead
+         : name == "projection" ? QkNorm::kProjection
+                                : QkNorm::kNone;
 }
 
 class LlamaModel : public ModelTask {
@@ -34,7 +36,7 @@ class LlamaModel : public ModelTask {
     LlamaConfig config = config_;
     config.tp = parallel.tp;
     config.ep = parallel.ep;
-    config.draw_weights = folder_.empty();
+    config.weights = folder_.empty() ? WeightInit::kDrawn : WeightInit::kUndrawn;
     LayerList layers = BuildLlama(config, seed_, range.begin, range.end);
     if (!folder_.empty()) LoadFromFolder(folder_, layers, parallel.tp);
     return layers;

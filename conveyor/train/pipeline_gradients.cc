@@ -42,8 +42,8 @@ PipelineGradients::PipelineGradients(Transport* world,
       expert_zero_(std::move(expert_zero)) {
   CONVEYOR_ASSERT(expert_zero_ == nullptr || ep_group_ != nullptr)
       << "a ZeRO layout of experts without expert parallelism";
-  for (const auto& [group, layout] : {std::pair{dp_group_, zero_.get()},
-                                      std::pair{expert_dp_group_, expert_zero_.get()}}) {
+  for (const auto& [group, layout] :
+       {std::pair{dp_group_, zero_.get()}, std::pair{expert_dp_group_, expert_zero_.get()}}) {
     CONVEYOR_ASSERT((group == nullptr) == (layout == nullptr))
         << "a ZeRO layout needs its DP group, and only it";
     if (layout == nullptr) continue;

@@ -91,8 +91,8 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
       gradient_sum_groups_[{.experts = true}] = std::make_unique<TimedTransport>(group);
     }
     if (overlaps_pairs()) {  // the forward halves' all-to-alls on groups of their own
-      overlap_groups_ = std::make_unique<MeshGroups>(world_, experts,
-                                                     std::vector<MeshGroups::Request>{{ep}});
+      overlap_groups_ =
+          std::make_unique<MeshGroups>(world_, experts, std::vector<MeshGroups::Request>{{ep}});
       overlap_ep_timed_ = std::make_unique<TimedTransport>(overlap_groups_->Of(ep));
       parallel_.ep.overlap_group = overlap_ep_timed_.get();
     }
@@ -174,9 +174,9 @@ at::Tensor PipelineModel::GatherWhole(const std::string& name, const at::Tensor&
   const TensorParallelSplit split = specs_.Of(name).tp;
   const TensorParallel& tp = parallel_.tp;
   if (split.replicated() || tp.size == 1) return local;
-  return GatherShards(
-      local, split, tp,
-      split.padded ? ModelSizes(config_.model).vocab : local.size(split.dim) * tp.size / split.replicas);
+  return GatherShards(local, split, tp,
+                      split.padded ? ModelSizes(config_.model).vocab
+                                   : local.size(split.dim) * tp.size / split.replicas);
 }
 
 std::map<std::string, at::Tensor> PipelineModel::GatherExperts(

@@ -114,16 +114,16 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
     TimedTransport* group = model_.gradient_sum_group(sums[i]);
     if (config.zero == 1 && group != nullptr && !summed[i].empty()) {
       optimizers.push_back(std::make_unique<ShardedAdamW>(adamw, group));
-      zero[i] = std::make_shared<const ShardLayout>(
-          summed[i], group->world_size(), group->rank(),
-          PipelineGradients::SharedNames(model_.holders()));
+      zero[i] =
+          std::make_shared<const ShardLayout>(summed[i], group->world_size(), group->rank(),
+                                              PipelineGradients::SharedNames(model_.holders()));
     } else {
       optimizers.push_back(std::make_unique<AdamW>(adamw));
     }
     if (group != nullptr) {
-      gradient_sums_.push_back({sums[i], std::make_unique<DataParallelReducer>(
-                                             group, DpBucketBytes(config, model_.device().is_cuda()),
-                                             zero[i])});
+      gradient_sums_.push_back(
+          {sums[i], std::make_unique<DataParallelReducer>(
+                        group, DpBucketBytes(config, model_.device().is_cuda()), zero[i])});
     }
   }
   if (optimizers.size() == 1) {
@@ -343,8 +343,8 @@ std::vector<double> Trainer::TakeExpertLoads() const {
   for (MoeMlp* block : model_.ExpertBlocks()) {
     const auto it = offsets.find(block->prefix());
     CONVEYOR_ASSERT(it != offsets.end())
-        << "rank " << model_.rank() << " holds the MoE block "
-        << block->prefix() << ", which its model does not declare (ModelTask::ExpertBlocks)";
+        << "rank " << model_.rank() << " holds the MoE block " << block->prefix()
+        << ", which its model does not declare (ModelTask::ExpertBlocks)";
     const at::Tensor load = block->load().to(at::kDouble).contiguous();
     std::copy(load.data_ptr<double>(), load.data_ptr<double>() + load.numel(),
               loads.begin() + static_cast<int64_t>(it->second));

@@ -190,7 +190,8 @@ TEST(TrainerMoeTest, ACheckpointOfSpreadExpertsResumesAtAnyExpertParallelism) {
   std::map<std::string, at::Tensor> restored;
   TrainConfig load = base;
   load.resume = dir;
-  TrainOnThreads(load, [&](Trainer& t, Transport&) { biases_of(t, restored); }, -1);
+  TrainOnThreads(
+      load, [&](Trainer& t, Transport&) { biases_of(t, restored); }, -1);
   ASSERT_EQ(restored.size(), biases.size());
   for (const auto& [block, bias] : biases) {
     EXPECT_TRUE(at::equal(restored.at(block), bias)) << block;
