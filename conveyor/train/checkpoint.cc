@@ -246,6 +246,14 @@ at::Tensor CheckpointWeights::Read(const std::string& name) {
   return ReadTensorSlice(*files_, stored, {}, 1, 0);
 }
 
+std::vector<std::string> CheckpointWeights::StateNames() const {
+  std::vector<std::string> names;
+  for (const auto& [name, stored] : files_->tensors()) {
+    if (name.rfind("state/", 0) == 0) names.push_back(name);
+  }
+  return names;
+}
+
 namespace {
 
 // A checkpoint verified against `model` and read for it: this rank's shard of every

@@ -54,6 +54,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "conveyor/formats/checkpoint_files.h"
 #include "conveyor/train/pipeline_model.h"
@@ -104,6 +105,9 @@ class CheckpointWeights {
   // The parameter of global name `name`, whole (every TP shard joined), as saved (fp32).
   // UserError when the checkpoint lacks it or its data fails a check.
   at::Tensor Read(const std::string& name);
+  // The model state it holds beside the weights, by stored name (the selection biases of
+  // --router-bias-rate: "state/<block>.selection_bias"), sorted.
+  std::vector<std::string> StateNames() const;
 
  private:
   TrainConfig config_;

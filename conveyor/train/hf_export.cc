@@ -13,6 +13,11 @@ std::vector<std::string> ExportHfCheckpoint(const std::string& checkpoint, const
   CONVEYOR_CHECK(IsLanguageModel(config.model.kind))
       << "checkpoint " << checkpoint << " holds a " << ModelKindName(config.model.kind)
       << ", which has no Hugging Face layout: a llama or a gpt (written as a GPT-2) does";
+  const std::vector<std::string> state = weights.StateNames();
+  CONVEYOR_CHECK(state.empty())
+      << "checkpoint " << checkpoint << " holds " << state.front()
+      << ": selection biases (--router-bias-rate) choose the experts a token reaches, and no "
+         "Hugging Face layout keeps them; the exported model would route otherwise";
   const HfModelConfig folder = ArchitectureOf(config.model.kind).HfConfig(config.model);
   HfWriteOptions with_tokenizer = options;
   // The checkpoint's copy, verified against its manifest (CheckpointConfig).
