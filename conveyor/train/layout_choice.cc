@@ -56,6 +56,10 @@ void CheckLayoutDevices(const TrainConfig& config, int world, bool rank_threads)
 LayoutChoice ChooseLayout(const TrainConfig& config, int world,
                           const std::optional<LayerCostTable>& costs,
                           const std::function<void(size_t sizes)>& timing) {
+  CONVEYOR_CHECK(config.model.experts == 0)
+      << "--auto with --experts " << config.model.experts
+      << ": the auto-planner does not price Mixture-of-Experts layers or expert parallelism "
+         "yet; give the layout (--dp, --ep, --pp, --schedule)";
   LayoutChoice choice;
   const RankDevices devices = DevicesOf(config, world);
   choice.gpu = devices.gpu;

@@ -44,8 +44,9 @@ void CheckLayoutDevices(const TrainConfig& config, int world, bool rank_threads)
 // of micro-batch sizes to time). The ranks share the CPU's cores, or have a GPU each, or
 // are threads sharing the one GPU. The memory per rank is config.memory_per_rank (0 on
 // the CPU: this machine's memory over the ranks), less the tensors the training data holds
-// on the CPU. UserError for a classifier, when the data take all the memory, when no
-// layout fits (naming the smallest need) and when the trainer runs none of those that do.
+// on the CPU. UserError for a classifier, for a Mixture-of-Experts model (not priced yet),
+// when the data take all the memory, when no layout fits (naming the smallest need) and when
+// the trainer runs none of those that do.
 LayoutChoice ChooseLayout(const TrainConfig& config, int world,
                           const std::optional<LayerCostTable>& costs,
                           const std::function<void(size_t sizes)>& timing);

@@ -47,5 +47,20 @@ TEST(LayoutChoiceTest, GivenCostsChooseThePlansFirstLayoutTheTrainerRuns) {
   }
 }
 
+// A Mixture-of-Experts model: the planner does not price its experts or their all-to-all, so
+// --auto is refused before anything is timed, saying what to give instead.
+TEST(LayoutChoiceTest, AMixtureOfExpertsModelIsRefusedBeforeAnythingIsTimed) {
+  TrainConfig config = TinyLlama();
+  config.model.experts = 4;
+  bool timed = false;
+  try {
+    ChooseLayout(config, 2, std::nullopt, [&](size_t) { timed = true; });
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--ep"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(timed);
+}
+
 }  // namespace
 }  // namespace conveyor
