@@ -401,12 +401,12 @@ std::string HfLlamaConfigJson(const LlamaConfig& c, const std::string& torch_dty
                {"rope_theta", c.rope_theta},
                {"tie_word_embeddings", c.tie_embeddings},
                {"hidden_act", "silu"},
-               {"attention_bias", false},
                {"torch_dtype", torch_dtype}};
   if (type == "llama") json["mlp_bias"] = false;
-  if (IsQwen2(type)) {  // their projections' biases are fixed: no attention_bias field
-    json.erase("attention_bias");
-    json["use_sliding_window"] = false;
+  if (IsQwen2(type)) {
+    json["use_sliding_window"] = false;  // their projections' biases are fixed: no field
+  } else {
+    json["attention_bias"] = false;
   }
   if (c.moe) json["num_experts_per_tok"] = c.moe->block.top_k;
   if (type == "mixtral") json["num_local_experts"] = c.moe->block.experts;

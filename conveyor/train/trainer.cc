@@ -91,18 +91,19 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   // allocator keeps its own counts (device_memory.h), so the CPU's is left alone there.
   if (!model_.device().is_cuda()) MemoryTracker::Install();
   // Every parameter's gradient is summed over a group the model created.
-  const ParameterSpecs& specs = model_.parameter_specs();
   const std::vector<GradientSum> sums = model_.GradientSums();
-  std::vector<NamedTensors> summed(sums.size());  // the parameters of each group, in order
-  for (const auto& named : model_.Parameters()) {
-    const GradientSum sum = model_.Resolve(specs.Of(named.first).grad_sum);
+  // The index in `sums` of the group parameter `name` sums its gradient over.
+  const auto sum_of = [this, sums](const std::string& name) {
+    const GradientSum sum = model_.Resolve(model_.parameter_specs().Of(name).grad_sum);
     const auto it = std::find(sums.begin(), sums.end(), sum);
     CONVEYOR_ASSERT(it != sums.end())
-        << "the parameter " << named.first << " sums its gradient over "
+        << "the parameter " << name << " sums its gradient over "
         << (sum.experts ? "the experts' " : "") << Mesh::OrderName(sum.axes)
         << ", whose groups the model does not create";
-    summed[it - sums.begin()].push_back(named);
-  }
+    return static_cast<size_t>(it - sums.begin());
+  };
+  std::vector<NamedTensors> summed(sums.size());  // the parameters of each group, in order
+  for (const auto& named : model_.Parameters()) summed[sum_of(named.first)].push_back(named);
   // The optimizer: AdamW, or under ZeRO-1 each group's parameters' state sharded over the
   // group (ShardedAdamW: the dense replicas, and the experts' own replicas), each group's
   // gradients reduce-scattered over its ranges (shard_layout.h; the shared parameters stay
@@ -129,11 +130,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   if (optimizers.size() == 1) {
     optimizer_ = std::move(optimizers.front());
   } else {
-    optimizer_ = std::make_unique<GroupedOptimizer>(
-        std::move(optimizers), [this, sums](const std::string& name) {
-          const GradientSum sum = model_.Resolve(model_.parameter_specs().Of(name).grad_sum);
-          return static_cast<size_t>(std::find(sums.begin(), sums.end(), sum) - sums.begin());
-        });
+    optimizer_ = std::make_unique<GroupedOptimizer>(std::move(optimizers), sum_of);
   }
   if (!gradient_sums_.empty()) {
     model_.pipeline().executor().set_reduce_grad_hook([this](Stage& stage) {
