@@ -7,6 +7,7 @@
 #include "conveyor/cli/bytes_flag.h"
 #include "conveyor/cli/layer_cost_json.h"
 #include "conveyor/common/byte_size.h"
+#include "conveyor/common/error.h"
 #include "conveyor/common/range_check.h"
 #include "conveyor/common/text.h"
 #include "conveyor/sim/recompute.h"
@@ -44,6 +45,19 @@ void AutoPlanFlags::Register(CLI::App& cmd) {
   cmd.add_option("--kv-heads", kv_heads, "--auto: key-value heads (0 = --heads)");
   cmd.add_option("--intermediate", intermediate, "--auto: MLP units (0 = the model's default)");
   cmd.add_option("--vocab", vocab, "--auto: vocabulary")->capture_default_str();
+  cmd.add_option("--experts", experts,
+                 "--auto: a Mixture-of-Experts llama's experts a block (0 = dense)");
+  cmd.add_option("--top-k", top_k, "--auto: experts a token (with --experts)")
+      ->capture_default_str();
+  cmd.add_option("--expert-units", expert_units,
+                 "--auto: an expert's SwiGLU units (0 = the MLP's, --intermediate)");
+  cmd.add_option("--shared-expert-units", shared_expert_units,
+                 "--auto: a shared expert's units beside the routed ones (0 = none)");
+  cmd.add_option("--moe-first-dense", moe_first_dense,
+                 "--auto: the first blocks keep a dense MLP (with --experts)");
+  cmd.add_option("--ep", ep,
+                 "--auto: only this expert-parallel size (0 = every one dividing dp and the "
+                 "experts)");
   cmd.add_option("--global-batch", global_batch, "--auto: sequences per step, all replicas")
       ->capture_default_str();
   cmd.add_option("--schedules", schedules, "--auto: only these schedules (a,b,...)");
@@ -85,6 +99,16 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) cons
   CheckInRange("--kv-heads", kv_heads, 0, heads);
   CheckInRange("--intermediate", intermediate, 0, int64_t{1} << 24);
   CheckInRange("--vocab", vocab, 1, int64_t{1} << 24);
+  CheckInRange("--experts", experts, 0, 4096);
+  CheckInRange("--ep", ep, 0, kMaxMeshRanks);
+  if (experts > 0) {
+    CONVEYOR_CHECK(model == "llama") << "--experts: Mixture-of-Experts blocks are llama's "
+                                     << "(SwiGLU experts), not " << model << "'s";
+    CheckInRange("--top-k", top_k, 1, experts);
+    CheckInRange("--expert-units", expert_units, 0, int64_t{1} << 24);
+    CheckInRange("--shared-expert-units", shared_expert_units, 0, int64_t{1} << 24);
+    CheckInRange("--moe-first-dense", moe_first_dense, 0, layers);
+  }
   CheckInRange("--global-batch", global_batch, 1, int64_t{1} << 24);
   CheckInRange("--top", top, 1, 1000);
   CheckInRange("--max-microbatches", max_microbatches, 1, 4096);
@@ -100,6 +124,13 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) cons
                             .vocab = vocab,
                             .seq_len = shape.seq_len,
                             .gated_mlp = model == "llama"};
+  if (experts > 0) {
+    r.model.experts = experts;
+    r.model.top_k = top_k;
+    r.model.expert_units = expert_units;
+    r.model.shared_units = shared_expert_units;
+    for (int64_t l = 0; l < moe_first_dense; ++l) r.model.dense_blocks.push_back(l);
+  }
   r.world = static_cast<int>(world);
   r.global_batch = global_batch;
   r.device_flops = device_tflops * 1e12;
@@ -122,6 +153,8 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) cons
   }
   if (given(fixed_dp)) r.dp = static_cast<int>(mesh.dp);
   if (given(fixed_tp)) r.tp = static_cast<int>(mesh.tp);
+  r.ep = static_cast<int>(ep);
+  r.pairs_at_once = cores > 0 || (r.measured && r.measured->device == "cpu");
   // The trainer's bucket where the ranks will run, unless told.
   r.bucket_bytes = given(bucket) ? shape.bucket_bytes
                                  : static_cast<double>(DefaultBucketBytes(/*gpu=*/cores == 0));
@@ -147,22 +180,32 @@ std::string AutoPlanText(const AutoPlanRequest& r, const AutoPlan& plan, double 
                    100 * r.efficiency);
   const double params = r.model.Params();
   const bool billions = params >= 1e9;
+  const TransformerSpec& m = r.model;
+  const std::string experts =
+      m.experts > 0 ? Printf(", %lld of them sparse (%lld experts, top %lld)",
+                             static_cast<long long>(m.SparseBlocks()),
+                             static_cast<long long>(m.experts), static_cast<long long>(m.top_k))
+                    : "";
   std::string out = Printf(
-      "auto plan: %s of %lld layers, hidden %lld, %.2f %s parameters, %d ranks (%s), %lld "
+      "auto plan: %s of %lld layers%s, hidden %lld, %.2f %s parameters, %d ranks (%s), %lld "
       "sequences of %lld a step, %s and %s a rank\n",
-      r.model.gated_mlp ? "Llama" : "GPT", static_cast<long long>(r.model.layers),
-      static_cast<long long>(r.model.hidden), params / (billions ? 1e9 : 1e6), billions ? "B" : "M",
+      m.gated_mlp ? "Llama" : "GPT", static_cast<long long>(m.layers), experts.c_str(),
+      static_cast<long long>(m.hidden), params / (billions ? 1e9 : 1e6), billions ? "B" : "M",
       r.world, nodes.c_str(), static_cast<long long>(r.global_batch),
-      static_cast<long long>(r.model.seq_len), costs.c_str(), ByteSize(r.memory_per_rank).c_str());
-  out +=
-      "rank  dp x tp x pp  schedule          chunks  mb x size  recompute zero    step s  tokens/s "
-      "  "
-      "MFU  bubble  peak memory  layers a stage  held back by\n";
+      static_cast<long long>(m.seq_len), costs.c_str(), ByteSize(r.memory_per_rank).c_str());
+  // The mesh's column: wider where experts are spread ("8 x 1 x 1, ep 8").
+  int mesh_width = 12;
+  for (const PlanCandidate& c : plan.best) {
+    mesh_width = std::max(mesh_width, static_cast<int>(MeshSizes(c).size()));
+  }
+  out += Printf("rank  %-*s  ", mesh_width, "dp x tp x pp") +
+         "schedule          chunks  mb x size  recompute zero    step s  tokens/s "
+         "  MFU  bubble  peak memory  layers a stage  held back by\n";
   for (size_t i = 0; i < plan.best.size(); ++i) {
     const PlanCandidate& c = plan.best[i];
     out += Printf(
-        "%4zu  %-12s  %-16s %6d %4d x %-4lld  %-9s %4d %9.3g %9.0f %6s %6.1f%% %12s  %-14s  %s\n",
-        i + 1, MeshSizes(c).c_str(), c.schedule.c_str(), c.chunks, c.microbatches,
+        "%4zu  %-*s  %-16s %6d %4d x %-4lld  %-9s %4d %9.3g %9.0f %6s %6.1f%% %12s  %-14s  %s\n",
+        i + 1, mesh_width, MeshSizes(c).c_str(), c.schedule.c_str(), c.chunks, c.microbatches,
         static_cast<long long>(c.micro_batch_size), std::string(RecomputeName(c.recompute)).c_str(),
         c.zero, c.step_s, c.tokens_per_s, c.mfu < 0 ? "-" : Printf("%.1f%%", 100 * c.mfu).c_str(),
         100 * std::max(0.0, c.bubble), ByteSize(c.peak_bytes).c_str(),
@@ -180,6 +223,7 @@ std::string AutoPlanJson(const AutoPlanRequest& r, const AutoPlan& plan, double 
     best.push_back({{"dp", c.dp},
                     {"tp", c.tp},
                     {"pp", c.pp},
+                    {"ep", c.ep},
                     {"schedule", c.schedule},
                     {"chunks", c.chunks},
                     {"microbatches", c.microbatches},
@@ -194,6 +238,7 @@ std::string AutoPlanJson(const AutoPlanRequest& r, const AutoPlan& plan, double 
                     {"peak_bytes", c.peak_bytes},
                     {"tp_comm_s", c.tp_comm_s},
                     {"dp_exposed_s", c.dp_exposed_s},
+                    {"ep_comm_s", c.ep_comm_s},
                     {"held_back", c.held_back}});
   }
   const nlohmann::json json = {{"world", r.world},

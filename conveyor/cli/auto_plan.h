@@ -24,6 +24,14 @@ struct AutoPlanFlags {
   int64_t kv_heads = 0;
   int64_t intermediate = 0;
   int64_t vocab = 50257;
+  // A Mixture-of-Experts llama (experts > 0): every block sparse but the first
+  // `moe_first_dense`.
+  int64_t experts = 0;
+  int64_t top_k = 2;
+  int64_t expert_units = 0;
+  int64_t shared_expert_units = 0;
+  int64_t moe_first_dense = 0;
+  int64_t ep = 0;  // > 0: only that expert-parallel size
   int64_t global_batch = 512;
   std::string schedules;  // comma-separated; empty: all
   int64_t top = 5;
@@ -44,7 +52,9 @@ struct AutoPlanFlags {
   void Register(CLI::App& cmd);
   // The request, with the model's hidden size and sequence and the network from `mesh`, the
   // pipeline `pp` when --pp was given; the model is the --costs file's when there is one.
-  // UserError naming the flag and value when one is out of range.
+  // DualPipe's pairs run at once where the ranks are CPU ones (--cores, or costs measured on
+  // the CPU), as conveyor's executor runs them there. UserError naming the flag and value
+  // when one is out of range.
   AutoPlanRequest ToRequest(const MeshFlags& mesh, int64_t pp) const;
 };
 

@@ -18,12 +18,11 @@ namespace conveyor {
 namespace {
 
 std::string Describe(const PlanCandidate& c) {
-  return Printf(
-             "dp x tp x pp %d x %d x %d, %s, %d chunk(s) a rank, %d micro-batches of %lld, "
-             "recompute %s, ZeRO %d",
-             c.dp, c.tp, c.pp, c.schedule.c_str(), c.chunks, c.microbatches,
-             static_cast<long long>(c.micro_batch_size),
-             std::string(RecomputeName(c.recompute)).c_str(), c.zero) +
+  return "dp x tp x pp " + MeshSizes(c) +
+         Printf(", %s, %d chunk(s) a rank, %d micro-batches of %lld, recompute %s, ZeRO %d",
+                c.schedule.c_str(), c.chunks, c.microbatches,
+                static_cast<long long>(c.micro_batch_size),
+                std::string(RecomputeName(c.recompute)).c_str(), c.zero) +
          ", layers a stage " + c.stage_layers;
 }
 
@@ -32,13 +31,14 @@ std::string Describe(const PlanCandidate& c) {
 void AutoTrainFlags::Register(CLI::App* cmd) {
   CLI::Option* auto_flag = cmd->add_flag(
       "--auto", on,
-      "choose the layout (dp x tp x pp, schedule, micro-batches, stage split, recomputation, "
+      "choose the layout (dp x tp x pp, ep, schedule, micro-batches, stage split, recomputation, "
       "ZeRO) that fits --memory-per-rank and the simulator finds fastest on this machine");
   cmd->add_option("--world", world, "--auto: local ranks in all")->capture_default_str();
   cmd->add_option("--costs", costs,
                   "--auto: layer costs from `conveyor profile` (default: timed at the start)");
-  for (const char* chosen : {"--pp", "--dp", "--tp", "--schedule", "--microbatches", "--chunks",
-                             "--recompute", "--zero", "--stage-layers", "--partition"}) {
+  for (const char* chosen :
+       {"--pp", "--dp", "--tp", "--ep", "--schedule", "--microbatches", "--chunks", "--recompute",
+        "--zero", "--stage-layers", "--partition"}) {
     if (CLI::Option* option = cmd->get_option_no_throw(chosen)) auto_flag->excludes(option);
   }
 }

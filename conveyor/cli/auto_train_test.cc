@@ -70,7 +70,8 @@ TEST(CliTest, ProfileWritesCostsThatPlanAutoReads) {
   r = Conveyor("plan --auto --costs " + dir +
                "/costs.json --world 4 --cores 2 --global-batch 8 --pp 2 --format json");
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const auto& c : nlohmann::json::parse(r.out)["best"]) EXPECT_EQ(c["pp"], 2);
+  const nlohmann::json fixed = nlohmann::json::parse(r.out);  // outlives the loop
+  for (const auto& c : fixed["best"]) EXPECT_EQ(c["pp"], 2);
 
   // Ranks sharing one GPU are planned from costs measured there, not on the CPU.
   r = Conveyor("plan --auto --costs " + dir + "/costs.json --world 4 --one-gpu");
@@ -83,6 +84,60 @@ TEST(CliTest, ProfileWritesCostsThatPlanAutoReads) {
   r = Conveyor("plan --auto --costs " + dir + "/bad.json");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("profile again"), std::string::npos) << r.err;
+}
+
+// A Mixture-of-Experts llama: its sparse blocks timed as their own kind and read back, the
+// plan spreading its experts over data-parallel ranks (ep) and pricing their all-to-alls;
+// from FLOP counts too.
+TEST(CliTest, PlanAutoSpreadsAMixtureOfExpertsOverExpertParallelRanks) {
+  const std::string dir = ScratchDir("profile_moe");
+  Result r = Conveyor(std::string("profile --model llama") + kModel +
+                      " --experts 4 --top-k 2 --expert-units 32 --moe-first-dense 1 --rounds 1 "
+                      "--ranks 2 --sizes 1,2 -o " +
+                      dir + "/costs.json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("sparse block"), std::string::npos) << r.out;
+  const LayerCostTable table = ReadLayerCostTable(dir + "/costs.json");
+  EXPECT_EQ(table.model.experts, 4);
+  EXPECT_EQ(table.model.top_k, 2);
+  EXPECT_EQ(table.model.expert_units, 32);
+  EXPECT_EQ(table.model.dense_blocks, (std::vector<int64_t>{0}));
+  ASSERT_EQ(table.sparse_block.at.size(), 2u);
+  EXPECT_GT(table.sparse_block.at[1].forward_s, 0);
+  EXPECT_TRUE(table.tp_shards.empty()) << "experts at tp 1";
+
+  r = Conveyor("plan --auto --costs " + dir +
+               "/costs.json --world 4 --cores 2 --global-batch 8 --memory-per-rank 1e9 "
+               "--top 1000 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<int> eps;
+  const nlohmann::json candidates = nlohmann::json::parse(r.out);
+  for (const auto& c : candidates["best"]) {
+    EXPECT_EQ(c["tp"], 1);
+    const int ep = c["ep"].get<int>();
+    EXPECT_EQ(c["dp"].get<int>() % ep, 0);
+    EXPECT_EQ(c["ep_comm_s"].get<double>() > 0, ep > 1) << c.dump();
+    eps.push_back(ep);
+  }
+  for (int ep : {1, 2, 4}) EXPECT_NE(std::count(eps.begin(), eps.end(), ep), 0) << "ep " << ep;
+  r = Conveyor("plan --auto --costs " + dir + "/costs.json --world 4 --cores 2 --global-batch 8 "
+               "--ep 2 --top 3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(", ep 2  "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 of them sparse (4 experts, top 2)"), std::string::npos) << r.out;
+
+  // From FLOP counts: Mixtral's shape on 64 GPUs of 80 GB.
+  r = Conveyor(
+      "plan --auto --model llama --layers 32 --hidden 4096 --heads 32 --kv-heads 8 "
+      "--intermediate 14336 --vocab 32000 --seq-len 4096 --experts 8 --top-k 2 --world 64 "
+      "--pp 4 --global-batch 256 --format json --top 20");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(plan["params"].get<double>() / 1e9, 46.7, 0.05);
+  EXPECT_GT(plan["best"][0]["ep"].get<int>(), 1) << "46.7 B parameters fit 80 GB only spread";
+  r = Conveyor("plan --auto --model gpt --experts 8");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("llama"), std::string::npos) << r.err;
 }
 
 // Writes to `path` costs of kModel whose bytes `conveyor profile` counted (what the memory

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "conveyor/common/error.h"
@@ -10,9 +11,11 @@
 namespace conveyor {
 namespace {
 
-constexpr char kFormat[] = "conveyor layer costs 6";
+constexpr char kFormat[] = "conveyor layer costs 7";
 // The names of kMeasuredKinds, in its order.
-constexpr const char* kKinds[] = {"embedding", "block", "block_selective", "head"};
+constexpr const char* kKinds[] = {"embedding", "block",        "block_selective",
+                                  "head",      "sparse_block", "sparse_block_selective"};
+constexpr int kDenseKinds = 4;  // every model has these; a Mixture-of-Experts model all
 constexpr double LayerSample::*kFields[] = {
     &LayerSample::forward_s,    &LayerSample::input_s,          &LayerSample::weight_s,
     &LayerSample::backward_s,   &LayerSample::activation_bytes, &LayerSample::backward_bytes,
@@ -33,10 +36,11 @@ double Number(const nlohmann::json& j, const char* key, const std::string& where
   return value;
 }
 
-// Each kind of `kinds` into `out`: its parameters and a sample a size.
+// Each kind of `kinds` measured into `out`: its parameters and a sample a size.
 void WriteKinds(const MeasuredKinds& kinds, nlohmann::json* out) {
-  for (int k = 0; k < 4; ++k) {
+  for (int k = 0; k < std::ssize(kKinds); ++k) {
     const MeasuredLayer& layer = kinds.*kMeasuredKinds[k];
+    if (k >= kDenseKinds && layer.at.empty()) continue;
     nlohmann::json at = nlohmann::json::array();
     for (const LayerSample& sample : layer.at) {
       nlohmann::json row;
@@ -47,10 +51,11 @@ void WriteKinds(const MeasuredKinds& kinds, nlohmann::json* out) {
   }
 }
 
-// The kinds WriteKinds wrote into `j`, `sizes` samples each; errors name `where`.
-void ReadKinds(const nlohmann::json& j, size_t sizes, const std::string& where,
+// The kinds WriteKinds wrote into `j`, `sizes` samples each (the sparse ones where `sparse`);
+// errors name `where`.
+void ReadKinds(const nlohmann::json& j, size_t sizes, bool sparse, const std::string& where,
                MeasuredKinds* kinds) {
-  for (int k = 0; k < 4; ++k) {
+  for (int k = 0; k < (sparse ? std::ssize(kKinds) : kDenseKinds); ++k) {
     const std::string kind_where = where + ": " + kKinds[k];
     CONVEYOR_CHECK(j.is_object() && j.contains(kKinds[k])) << kind_where << " is missing";
     const nlohmann::json& layer = j[kKinds[k]];
@@ -92,6 +97,14 @@ nlohmann::json LayerCostTableJson(const LayerCostTable& t, const std::string& de
                           {"vocab", m.vocab},
                           {"seq_len", m.seq_len},
                           {"gated_mlp", m.gated_mlp}}}};
+  if (m.experts > 0) {
+    nlohmann::json& model = out["model"];
+    model["experts"] = m.experts;
+    model["top_k"] = m.top_k;
+    model["expert_units"] = m.expert_units;
+    model["shared_units"] = m.shared_units;
+    model["dense_blocks"] = m.dense_blocks;
+  }
   WriteKinds(t, &out);
   nlohmann::json shards = nlohmann::json::object();
   for (const auto& [tp, kinds] : t.tp_shards) WriteKinds(kinds, &shards[std::to_string(tp)]);
@@ -168,7 +181,29 @@ LayerCostTable ReadLayerCostTable(const std::string& path) {
                             .vocab = integer("vocab"),
                             .seq_len = integer("seq_len"),
                             .gated_mlp = m.value("gated_mlp", false)};
-  ReadKinds(j, t.sequences.size(), where, &t);
+  if (m.contains("experts")) {
+    auto count = [&](const char* key) {
+      const double value = Number(m, key, model_where);
+      CONVEYOR_CHECK(value < 1e9 && value == std::floor(value))
+          << model_where << ": '" << key << "' must be an integer";
+      return static_cast<int64_t>(value);
+    };
+    t.model.experts = integer("experts");
+    t.model.top_k = integer("top_k");
+    t.model.expert_units = count("expert_units");
+    t.model.shared_units = count("shared_units");
+    CONVEYOR_CHECK(m.contains("dense_blocks") && m["dense_blocks"].is_array())
+        << model_where << ": 'dense_blocks' must be a list of blocks";
+    for (const nlohmann::json& block : m["dense_blocks"]) {
+      CONVEYOR_CHECK(
+          block.is_number_integer() && block.get<int64_t>() >= 0 &&
+          block.get<int64_t>() < t.model.layers &&
+          (t.model.dense_blocks.empty() || block.get<int64_t>() > t.model.dense_blocks.back()))
+          << model_where << ": 'dense_blocks' must hold blocks of the model, ascending";
+      t.model.dense_blocks.push_back(block.get<int64_t>());
+    }
+  }
+  ReadKinds(j, t.sequences.size(), t.model.experts > 0, where, &t);
   const nlohmann::json& shards = j["tp_shards"];
   CONVEYOR_CHECK(shards.is_object()) << where << ": 'tp_shards' must be an object";
   for (const auto& [key, kinds] : shards.items()) {
@@ -176,7 +211,8 @@ LayerCostTable ReadLayerCostTable(const std::string& path) {
     const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), tp);
     CONVEYOR_CHECK(error == std::errc() && end == key.data() + key.size() && tp > 1)
         << where << ": 'tp_shards' is keyed by TP sizes above 1, not '" << key << "'";
-    ReadKinds(kinds, t.sequences.size(), where + ": tp_shards." + key, &t.tp_shards[tp]);
+    ReadKinds(kinds, t.sequences.size(), /*sparse=*/false, where + ": tp_shards." + key,
+              &t.tp_shards[tp]);
   }
   return t;
 }

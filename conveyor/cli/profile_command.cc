@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,15 +77,17 @@ void AddProfileCommand(CLI::App& app) {
     text +=
         "layer            sequences  forward ms  input ms  weight ms  backward ms  activations MiB"
         "  backward MiB  for W MiB  forward MiB  no-grad MiB  no-grad ms\n";
-    constexpr const char* kNames[] = {"embedding", "block", "block selective", "head"};
+    constexpr const char* kNames[] = {"embedding", "block",        "block selective",
+                                      "head",      "sparse block", "sparse selective"};
     // The whole layers, then each TP size's shards ("block/2": one of 2 ranks' shard).
     std::vector<std::pair<std::string, const MeasuredKinds*>> tables = {{"", &table}};
     for (const auto& [tp, shard] : table.tp_shards) tables.push_back({Printf("/%d", tp), &shard});
     for (const auto& [suffix, kinds] : tables) {
-      for (int kind = 0; kind < 4; ++kind) {
+      for (int kind = 0; kind < std::ssize(kNames); ++kind) {
         const std::string name = kNames[kind] + suffix;
-        for (size_t k = 0; k < table.sequences.size(); ++k) {
-          const LayerSample& s = (kinds->*kMeasuredKinds[kind]).at[k];
+        const MeasuredLayer& layer = kinds->*kMeasuredKinds[kind];
+        for (size_t k = 0; k < layer.at.size(); ++k) {
+          const LayerSample& s = layer.at[k];
           text += Printf(
               "%-18s %7lld %11.3f %9.3f %10.3f %12.3f %16.2f %13.2f %10.2f %12.2f %12.2f %10.3f\n",
               name.c_str(), static_cast<long long>(table.sequences[k]), 1e3 * s.forward_s,

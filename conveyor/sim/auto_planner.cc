@@ -69,7 +69,8 @@ std::vector<int> Divisors(int64_t n, int64_t most) {
 // sequences on one of `tp` tensor-parallel ranks, under `recompute`.
 struct LayerCosts {
   std::vector<LayerSample> layers;
-  std::vector<double> params;  // per layer, one TP shard's
+  std::vector<double> params;         // per layer, one TP shard's (of a sparse block, at ep 1)
+  std::vector<double> expert_params;  // per layer, of those its experts' (0 but sparse blocks)
   std::vector<double>
       input_bytes;  // a micro-batch's input to the layer, kept under full recomputation
 };
@@ -85,7 +86,7 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, Recompute recomp
   const TransformerSpec& m = r.model;
   const double c = static_cast<double>(m.hidden), t = static_cast<double>(m.seq_len),
                v = static_cast<double>(m.vocab), bt = static_cast<double>(b) * t;
-  LayerSample embedding, block, head;
+  LayerSample embedding, block, head, sparse;
   double element_bytes = 2;
   if (r.measured.has_value()) {
     const LayerCostTable& table = *r.measured;
@@ -97,20 +98,26 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, Recompute recomp
     const double by = measured ? 1.0 : 1.0 / tp;
     embedding = Scaled(table.At(kinds.embedding, n), by);
     if (!measured) embedding.activation_bytes *= tp;  // its output is whole on every TP rank
-    block = Scaled(table.At(kinds.block, n), by);
-    if (recompute == Recompute::kSelective) {  // never faster than keeping the scores: timing noise
-      const LayerSample s = Scaled(table.At(kinds.block_selective, n), by);
-      block = {std::max(s.forward_s, block.forward_s),
-               std::max(s.input_s, block.input_s),
-               std::max(s.weight_s, block.weight_s),
-               s.activation_bytes,
-               s.backward_bytes,
-               std::max(s.backward_s, block.backward_s),
-               s.weight_bytes,
-               s.forward_bytes,
-               s.infer_bytes,
-               std::max(s.infer_s, block.infer_s)};
-    }
+    // A block kind under `recompute`.
+    auto kind = [&](const MeasuredLayer& plain, const MeasuredLayer& selective) {
+      const LayerSample p = Scaled(table.At(plain, n), by);
+      if (recompute != Recompute::kSelective) return p;
+      // Never faster than keeping the scores: timing noise.
+      const LayerSample s = Scaled(table.At(selective, n), by);
+      return LayerSample{std::max(s.forward_s, p.forward_s),
+                         std::max(s.input_s, p.input_s),
+                         std::max(s.weight_s, p.weight_s),
+                         s.activation_bytes,
+                         s.backward_bytes,
+                         std::max(s.backward_s, p.backward_s),
+                         s.weight_bytes,
+                         s.forward_bytes,
+                         s.infer_bytes,
+                         std::max(s.infer_s, p.infer_s)};
+    };
+    block = kind(kinds.block, kinds.block_selective);
+    // Experts only at tp 1 (SplitsOver): measured whole.
+    if (m.experts > 0) sparse = kind(table.sparse_block, table.sparse_block_selective);
     if (!measured) {
       // Of a block's activations, 10 of 34 parts (the norms' and residuals' (b, T, C)) stay
       // whole under TP, 24 are split (Korthikanti et al.); of what W needs (the linear
@@ -130,12 +137,29 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, Recompute recomp
     // and their softmax.
     block = {f, f, f, held, held, 2 * f, bt * c * (8 + 24.0 / tp), 0, bt * c * 16 / tp};
     head = {h, h, h, bt * v * 4, bt * v * 4, 2 * h, bt * v * 4, 0, 2 * bt * v * 4};
+    if (m.experts > 0) {  // tp 1
+      const double k = static_cast<double>(m.top_k), e = static_cast<double>(m.experts);
+      const double units = k * static_cast<double>(m.expert_mlp()) +
+                           static_cast<double>(m.shared_units) - static_cast<double>(m.mlp());
+      const double more = bt * (4 * units + 2 * c * (k - 1) + 8 * e);
+      const double fs = bt * m.BlockForwardFlops(true) / rate;
+      sparse = {fs,
+                fs,
+                fs,
+                held + more,
+                held + more,
+                2 * fs,
+                block.weight_bytes + more,
+                0,
+                block.infer_bytes + more};
+    }
   }
   LayerCosts costs;
   const double input = bt * c * element_bytes;
   for (int64_t l = 0; l < m.layers + 2; ++l) {
     const bool first = l == 0, last = l == m.layers + 1;
-    LayerSample s = first ? embedding : last ? head : block;
+    const bool experts = !first && !last && m.IsSparse(l - 1);
+    LayerSample s = first ? embedding : last ? head : experts ? sparse : block;
     if (s.backward_s <= 0) s.backward_s = s.input_s + s.weight_s;
     if (recompute ==
         Recompute::kFull) {  // F keeps nothing; the backward runs the forward again first
@@ -143,7 +167,8 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, Recompute recomp
       if (s.infer_s > 0) s.forward_s = s.infer_s;
     }
     costs.layers.push_back(s);
-    costs.params.push_back((first || last ? v * c : m.BlockParams()) / tp);
+    costs.params.push_back((first || last ? v * c : m.BlockParams(experts)) / tp);
+    costs.expert_params.push_back(experts ? m.ExpertParams() : 0);
     costs.input_bytes.push_back(first ? 0 : input);
   }
   return costs;
@@ -227,6 +252,7 @@ std::string HeldBack(const PlanCandidate& c, const PlanCandidate& best) {
   if (c.dp_exposed_s > best.dp_exposed_s + 1e-3 * best.step_s)
     why.push_back("DP reduction exposed");
   if (c.zero > best.zero) why.push_back("ZeRO-1 to fit");
+  if (c.ep_comm_s > best.ep_comm_s * 1.1 + 1e-6) why.push_back("more all-to-all time");
   if (why.empty()) {
     why.push_back(static_cast<float>(c.step_s) == static_cast<float>(best.step_s)
                       ? "as fast, more memory"
@@ -306,7 +332,7 @@ CandidatePricer::CandidatePricer(const AutoPlanRequest& request) : request_(requ
 PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recompute) {
   const AutoPlanRequest& r = request_;
   const TransformerSpec& m = r.model;
-  const int dp = choice.dp, tp = choice.tp;
+  const int dp = choice.dp, tp = choice.tp, ep = choice.ep;
   const int64_t b = choice.micro_batch_size;
   const Program& program = choice.program;
   const Layout& layout = program.layout;
@@ -320,8 +346,10 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
     for (const LayerSample& l : costs.layers) work.push_back(l.forward_s + l.backward_s);
     split = Partition(work, parts);
   }
-  // Per stage: its layers' parameters, compute and activations.
-  std::vector<double> params(stages);
+  // Per stage: its layers' parameters on a rank (of them, its experts'), sparse blocks,
+  // compute and activations.
+  std::vector<double> params(stages), expert_params(stages);
+  std::vector<int64_t> sparse(stages);
   std::vector<StageBytes> bytes(stages);
   CostModel cost_model;
   int64_t most_blocks = 0;
@@ -330,7 +358,10 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
     StageCost stage{0, 0, 0, 0};
     for (int l = range.begin; l < range.end; ++l) {
       const LayerSample& layer = costs.layers[l];
-      params[s] += costs.params[l];
+      const double experts = costs.expert_params[l];
+      params[s] += costs.params[l] - experts + experts / ep;
+      expert_params[s] += experts / ep;
+      sparse[s] += experts > 0 ? 1 : 0;
       bytes[s].whole += layer.activation_bytes;
       bytes[s].for_w += layer.weight_bytes;
       bytes[s].forward_peak =
@@ -350,8 +381,11 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
   }
   // Memory: the fullest rank, with the first ZeRO stage that fits.
   std::vector<double> held = HeldActivations(program, bytes, full);
-  std::vector<double> rank_params(layout.num_ranks());
-  for (int s = 0; s < stages; ++s) rank_params[layout.rank_of(s)] += params[s];
+  std::vector<double> rank_params(layout.num_ranks()), rank_experts(layout.num_ranks());
+  for (int s = 0; s < stages; ++s) {
+    rank_params[layout.rank_of(s)] += params[s];
+    rank_experts[layout.rank_of(s)] += expert_params[s];
+  }
   // After the backward, the activations gone: with dp > 1 the reducer's flat bucket and the
   // ring's parts in flight (one of 1 / dp of it at dp 2, two beyond); with copies of the parts
   // (DualPipe), the sum of their gradients (flat, the transport's buffer, copied back: three
@@ -370,8 +404,11 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
   double peak = 0;
   for (int z : {0, 1}) {
     if (z == 1 && dp == 1) break;
+    // ZeRO-1 shards the moments over a parameter's replicas: dp, an expert's dp / ep.
     const double bytes_per_param =
         z == 0 ? r.bytes_per_param : r.bytes_per_param / 2 * (1 + 1.0 / dp);
+    const double bytes_per_expert_param =
+        z == 0 ? r.bytes_per_param : r.bytes_per_param / 2 * (1 + static_cast<double>(ep) / dp);
     // The activations' peak, or the optimizer's step beside the state: its temporaries; under
     // ZeRO-1 those of the rank's shard, then the gather of every replica's updated range (the
     // rank's whole parameters again, flat), with its own range and its reduce-scattered
@@ -382,7 +419,8 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
                                        : optimizer_bytes_per_param_;
     peak = 0;
     for (size_t k = 0; k < held.size(); ++k) {
-      peak = std::max(peak, rank_params[k] * bytes_per_param +
+      peak = std::max(peak, (rank_params[k] - rank_experts[k]) * bytes_per_param +
+                                rank_experts[k] * bytes_per_expert_param +
                                 std::max(held[k], rank_params[k] * optimizer_bytes));
     }
     if (peak <= r.memory_per_rank) {
@@ -392,7 +430,7 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
   }
   PricedCandidate priced;
   PlanCandidate& cand = priced.candidate;
-  cand.dp = dp, cand.tp = tp, cand.pp = choice.pp;
+  cand.dp = dp, cand.tp = tp, cand.pp = choice.pp, cand.ep = ep;
   cand.schedule = std::string(choice.schedule);
   cand.chunks = choice.chunks;
   cand.microbatches = choice.microbatches;
@@ -404,6 +442,7 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
   priced.fits = true;
   cand.zero = zero;
   cost_model.comm_latency = r.hop_s >= 0 ? r.hop_s : r.network.intra.latency;
+  cost_model.pairs_at_once = r.pairs_at_once && tp == 1;
   if (r.shared_compute > 0) {
     // The dp x tp pipelines compute at once, each with a share of the machine: k busy ranks
     // of one are k x dp x tp busy ranks of the machine.
@@ -435,6 +474,10 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
   shape.bucket_bytes = r.bucket_bytes;
   shape.full_recompute = full;
   shape.param_bytes_per_stage = *std::max_element(params.begin(), params.end()) * 4;
+  shape.ep = ep;
+  shape.experts = m.experts;
+  shape.top_k = m.top_k;
+  if (m.experts > 0) shape.sparse_per_stage = sparse;
   const Mesh mesh = Mesh::Make(r.world, dp, tp, choice.pp);
   const MeshSimResult sim =
       SimulateMesh(program, cost_model, mesh, r.network, shape, SimOptions{1});
@@ -450,6 +493,7 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
   cand.tp_comm_s =
       sim.tp_time.empty() ? 0 : *std::max_element(sim.tp_time.begin(), sim.tp_time.end());
   cand.dp_exposed_s = sim.dp_exposed;
+  cand.ep_comm_s = sim.ep_comm;
   cand.tp_across_nodes = tp > 1 && per_node_ % tp != 0;
   return priced;
 }
@@ -480,31 +524,36 @@ int64_t ForEachPlanLayout(const AutoPlanRequest& r,
   for (const auto& [tp, pp] : meshes) {
     const int dp = r.world / tp / pp;
     const int64_t per_replica = r.global_batch / dp;
-    for (const ScheduleInfo* info : schedules) {
-      if (pp == 1 && info != schedules.front()) break;  // one rank: every schedule alike
-      for (int chunks = info->default_chunks;
-           chunks == info->default_chunks ||
-           (info->takes_chunks && pp > 1 && chunks <= r.max_chunks && pp * chunks <= m.layers + 2);
-           ++chunks) {
-        for (int mbs : Divisors(per_replica, r.max_microbatches)) {
-          const ScheduleOptions options{pp, mbs, chunks};
-          std::optional<Program> program;
-          try {
-            CheckPipelineSize(info->name, options);
-            program.emplace(BuildSchedule(info->name, options));
-          } catch (const UserError&) {
-            continue;  // outside the schedule's preconditions
+    for (int ep : Divisors(dp, dp)) {
+      if ((m.experts > 0 ? m.experts % ep != 0 : ep > 1) || (r.ep > 0 && ep != r.ep)) continue;
+      for (const ScheduleInfo* info : schedules) {
+        if (pp == 1 && info != schedules.front()) break;  // one rank: every schedule alike
+        for (int chunks = info->default_chunks;
+             chunks == info->default_chunks ||
+             (info->takes_chunks && pp > 1 && chunks <= r.max_chunks &&
+              pp * chunks <= m.layers + 2);
+             ++chunks) {
+          for (int mbs : Divisors(per_replica, r.max_microbatches)) {
+            const ScheduleOptions options{pp, mbs, chunks};
+            std::optional<Program> program;
+            try {
+              CheckPipelineSize(info->name, options);
+              program.emplace(BuildSchedule(info->name, options));
+            } catch (const UserError&) {
+              continue;  // outside the schedule's preconditions
+            }
+            if (program->layout.pipeline_length() > m.layers + 2) continue;
+            ++visited;
+            visit(PlanLayout{.dp = dp,
+                             .tp = tp,
+                             .pp = pp,
+                             .ep = ep,
+                             .schedule = info->name,
+                             .chunks = chunks,
+                             .microbatches = mbs,
+                             .micro_batch_size = per_replica / mbs,
+                             .program = std::move(*program)});
           }
-          if (program->layout.pipeline_length() > m.layers + 2) continue;
-          ++visited;
-          visit(PlanLayout{.dp = dp,
-                           .tp = tp,
-                           .pp = pp,
-                           .schedule = info->name,
-                           .chunks = chunks,
-                           .microbatches = mbs,
-                           .micro_batch_size = per_replica / mbs,
-                           .program = std::move(*program)});
         }
       }
     }
@@ -531,7 +580,9 @@ std::string NoLayoutFits(const AutoPlanRequest& r, const AutoPlan& plan) {
   return out.str();
 }
 
-std::string MeshSizes(const PlanCandidate& c) { return Printf("%d x %d x %d", c.dp, c.tp, c.pp); }
+std::string MeshSizes(const PlanCandidate& c) {
+  return Printf("%d x %d x %d", c.dp, c.tp, c.pp) + (c.ep > 1 ? Printf(", ep %d", c.ep) : "");
+}
 
 AutoPlan PlanAuto(const AutoPlanRequest& r) {
   CandidatePricer pricer(r);

@@ -1,6 +1,7 @@
-// The auto-planner: every way to lay a transformer out on `world` devices (dp x tp x pp, a
-// schedule with its chunks per rank, the micro-batch count, the stage split, recomputation
-// none, selective or full, ZeRO 0 or 1), priced and simulated, best first.
+// The auto-planner: every way to lay a transformer out on `world` devices (dp x tp x pp, for
+// a Mixture-of-Experts model the expert-parallel size, a schedule with its chunks per rank,
+// the micro-batch count, the stage split, recomputation none, selective or full, ZeRO 0 or
+// 1), priced and simulated, best first.
 //
 // A layer's costs come from one of two sources:
 //  - FLOP counts and stated device figures, for machines one does not have: per token, a
@@ -13,10 +14,16 @@
 //    attention keeps no scores, so selective recomputation buys nothing and is not tried),
 //    the head's fp32 logits s b V 4. What W needs from I on (the linear layers' inputs and
 //    output gradients): s b C (8 + 24 / tp) a block, the logits' gradient for the head.
+//    A sparse block (Mixture-of-Experts) computes the parameters a token meets (its router,
+//    top_k experts, the shared one: TransformerSpec::BlockForwardFlops) and holds beside a
+//    dense block's what its wider MLP adds: 4 bytes a unit and token for the units beyond
+//    the dense MLP's (top_k experts' and the shared one's), the top_k - 1 more copies of its
+//    input (s b C 2 each) and its router's scores (s b E 8).
 //  - A LayerCostTable measured on this machine (`conveyor profile`): the forward,
 //    backward-input and backward-weight seconds, the activation bytes and what W holds of
 //    the embedding, a block (also under selective recomputation) and the head, piecewise
-//    linear in the micro-batch's sequences through the sizes timed; over tp.
+//    linear in the micro-batch's sequences through the sizes timed; over tp. A
+//    Mixture-of-Experts model's sparse blocks as their own kind, timed at ep 1.
 // After a rank's last action come AdamW's step (measured costs only) and, for schedules
 // that keep a copy of each part on two ranks (DualPipe), the all-reduce of the copies'
 // fp32 gradients over the intra-node link.
@@ -27,18 +34,25 @@
 //
 // The stage split is Partition (partition.h) of the layers' F + I + W: the embedding and the
 // head are layers, so the first and last stages take fewer blocks when they are heavy.
-// Communication is SimulateMesh's (mesh_costs.h): Megatron's tensor-parallel all-reduces and
-// the bucketed data-parallel reduction over the nodes' links (on one host, DualPipe's sums
-// that run at once share its bandwidth). Where the ranks share one machine's compute
-// (shared_compute), the simulator runs each pipeline rank's computes, and its DP
-// reductions, under processor sharing (compute_sharing.h).
+// Communication is SimulateMesh's (mesh_costs.h): Megatron's tensor-parallel all-reduces, the
+// experts' all-to-alls (ep > 1) and the bucketed data-parallel reduction over the nodes' links
+// (on one host, DualPipe's sums that run at once share its bandwidth; the experts'
+// gradients, reduced over dp / ep replicas, priced as if over dp). Expert parallelism folds
+// over the data-parallel ranks (ep divides dp and the experts; tp 1: the trainer's rule), and
+// a rank computes, on average, what it would at ep 1: its tokens' share of every expert's
+// work, the experts' load assumed even. Where the runtime runs DualPipe's pairs at once
+// (AutoPlanRequest::pairs_at_once), a pair's all-to-alls hide under its other half's
+// compute as far as the simulation finds (not where the ranks share one machine's cores). Where the
+// ranks share one machine's compute (shared_compute), the simulator runs each pipeline rank's
+// computes, and its DP reductions, under processor sharing (compute_sharing.h).
 //
 // Memory per rank, a hard limit: weights, gradients and AdamW's moments at bytes_per_param
 // (16: fp32 weights and gradients, two fp32 moments; ZeRO-1 shards the moments over dp:
-// 8 + 8 / dp), over tp; the activations in flight, followed through the rank's actions
-// (measured ones under TP: 24 of a block's 34 parts split, the rest whole, after Korthikanti
-// et al.); during a forward, its transients (under full recomputation, those of a forward
-// without autograd); during a backward, its workspace: the most that stage's layers
+// 8 + 8 / dp), over tp; a sparse block's experts over ep (their moments under ZeRO-1 over
+// their dp / ep replicas: 8 + 8 ep / dp); the activations in flight, followed through the rank's
+// actions (measured ones under TP: 24 of a block's 34 parts split, the rest whole, after
+// Korthikanti et al.); during a forward, its transients (under full recomputation, those of a
+// forward without autograd); during a backward, its workspace: the most that stage's layers
 // allocate while their backward runs (measured; from FLOP counts, their activations again)
 // and the next micro-batch's input. After a stage's backward, its activations gone, come
 // with dp > 1 the reducer's flat copy of one bucket of gradients (at most
@@ -49,7 +63,7 @@
 // optimizer) and of the held-out evaluation's forward (training's micro-batches, keeping no
 // activations). A candidate over the limit is never simulated.
 //
-// Not modelled: sequence and context parallelism.
+// Not modelled: sequence and context parallelism; the experts' uneven load.
 //
 // Pure; thread-compatible.
 #ifndef CONVEYOR_SIM_AUTO_PLANNER_H_
@@ -96,14 +110,19 @@ struct MeasuredLayer {
   std::vector<LayerSample> at;
 };
 
-// The layer kinds of a language model, each as measured.
+// The layer kinds of a language model, each as measured. A Mixture-of-Experts model's sparse
+// blocks are kinds of their own, timed with every expert on the rank (ep 1: under expert
+// parallelism a rank computes, on average, as many token-expert pairs); a dense model has
+// none (their `at` empty). In a model without dense blocks, `block` is its sparse one.
 struct MeasuredKinds {
   MeasuredLayer embedding, block, block_selective, head;
+  MeasuredLayer sparse_block, sparse_block_selective;
 };
 // Its kinds in that order, to go over them.
 inline constexpr MeasuredLayer MeasuredKinds::*kMeasuredKinds[] = {
-    &MeasuredKinds::embedding, &MeasuredKinds::block, &MeasuredKinds::block_selective,
-    &MeasuredKinds::head};
+    &MeasuredKinds::embedding,       &MeasuredKinds::block,
+    &MeasuredKinds::block_selective, &MeasuredKinds::head,
+    &MeasuredKinds::sparse_block,    &MeasuredKinds::sparse_block_selective};
 
 // What `conveyor profile` measured of a model's layer kinds on one device: the whole layers
 // (the MeasuredKinds it is), and one rank's shard of them for each tensor-parallel size timed.
@@ -172,7 +191,11 @@ struct AutoPlanRequest {
   // micro-batch size and each count of busy ranks in proportion to the table's capacity
   // there.
   double shared_compute = 0;
-  int dp = 0, tp = 0, pp = 0;  // > 0: only layouts of that size on the axis
+  int dp = 0, tp = 0, pp = 0, ep = 0;  // > 0: only layouts of that size on the axis
+  // The runtime runs an OVERLAP_F_B action's halves at once (conveyor's executor on the CPU
+  // at tp 1: PipelineModel::overlaps_pairs), so that one half's all-to-alls may hide under
+  // the other's compute; else one after the other.
+  bool pairs_at_once = false;
   // A pipeline hop's latency (< 0: the intra-node link's); local ranks hand activations over
   // shared memory, far faster than their collectives.
   double hop_s = -1;
@@ -183,6 +206,7 @@ struct AutoPlanRequest {
 
 struct PlanCandidate {
   int dp = 1, tp = 1, pp = 1;
+  int ep = 1;  // expert-parallel ranks (folded over dp)
   std::string schedule;
   int chunks = 1;
   int microbatches = 1;
@@ -197,6 +221,7 @@ struct PlanCandidate {
   double peak_bytes = 0;  // the fullest rank's
   double tp_comm_s = 0;   // per F/I/B of the slowest pipeline rank's stages
   double dp_exposed_s = 0;
+  double ep_comm_s = 0;  // a step's all-to-alls on the rank that waits longest, before overlap
   bool tp_across_nodes = false;
   std::string held_back;  // for those after the best: what costs them against it
 };
@@ -235,13 +260,14 @@ AutoPlan PlanAuto(const AutoPlanRequest& request);
 // "no layout fits 1.0 GiB a rank: the smallest need is ... (the layout)", for a plan with
 // no best.
 std::string NoLayoutFits(const AutoPlanRequest& request, const AutoPlan& plan);
-// A candidate's mesh: "2 x 1 x 4" (dp x tp x pp).
+// A candidate's mesh: "2 x 1 x 4" (dp x tp x pp), "2 x 1 x 4, ep 2" with experts spread.
 std::string MeshSizes(const PlanCandidate& candidate);
 
 // One layout the planner tries: the mesh, a schedule with its chunks per rank, the
 // micro-batch count and size, and the schedule's program for them.
 struct PlanLayout {
   int dp = 1, tp = 1, pp = 1;
+  int ep = 1;                 // of a Mixture-of-Experts model: dividing dp and the experts
   std::string_view schedule;  // a name of the schedule registry
   int chunks = 1;
   int microbatches = 1;
@@ -251,13 +277,13 @@ struct PlanLayout {
 
 // Calls `visit` with every layout `request` allows, in this order: tp (dividing the world and
 // a node's ranks, splitting the model's blocks), pp (dividing the rest, at most the layers
-// + 2), the schedules (at pp 1 only the first: one rank runs them alike), the chunks per
-// rank (AutoPlanRequest::max_chunks), the micro-batch counts dividing a replica's batch (up
-// to max_microbatches); dp = world / (tp x pp) divides the global batch, and the request's
-// dp, tp and pp, where set, hold. Skips a layout outside its schedule's preconditions or
-// with more parts (stages in pipeline order) than the layers + 2. Returns how many it
-// visited (AutoPlan::layouts). UserError naming the value when the request cannot be
-// planned (its sizes, an unknown schedule).
+// + 2), ep (a Mixture-of-Experts model's: dividing dp and the experts; else 1), the schedules (at
+// pp 1 only the first: one rank runs them alike), the chunks per rank
+// (AutoPlanRequest::max_chunks), the micro-batch counts dividing a replica's batch (up to
+// max_microbatches); dp = world / (tp x pp) divides the global batch, and the request's dp, tp, pp
+// and ep, where set, hold. Skips a layout outside its schedule's preconditions or with more parts
+// (stages in pipeline order) than the layers + 2. Returns how many it visited (AutoPlan::layouts).
+// UserError naming the value when the request cannot be planned (its sizes, an unknown schedule).
 int64_t ForEachPlanLayout(const AutoPlanRequest& request,
                           const std::function<void(const PlanLayout&)>& visit);
 

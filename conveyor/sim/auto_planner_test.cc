@@ -438,6 +438,132 @@ TEST(AutoPlannerTest, TensorParallelSizesSplitEveryPartOfABlock) {
   EXPECT_THROW(PlanAuto(r), UserError) << "no layout with tp 2";
 }
 
+// 8 sparse blocks of 8 experts, top 2, on 8 ranks of one node.
+AutoPlanRequest Experts() {
+  AutoPlanRequest r = Small();
+  r.model.gated_mlp = true;
+  r.model.experts = 8;
+  r.model.top_k = 2;
+  r.model.expert_units = 1024;
+  return r;
+}
+
+TEST(AutoPlannerTest, SpreadsTheExpertsOverDataParallelRanksThatDivideThem) {
+  AutoPlanRequest r = Experts();
+  std::set<std::pair<int, int>> seen;  // (dp, ep)
+  ForEachPlanLayout(r, [&](const PlanLayout& l) {
+    EXPECT_EQ(l.tp, 1) << "experts at tp 1";
+    EXPECT_EQ(l.dp % l.ep, 0);
+    seen.insert({l.dp, l.ep});
+  });
+  EXPECT_EQ(seen, (std::set<std::pair<int, int>>{
+                      {1, 1}, {2, 1}, {2, 2}, {4, 1}, {4, 2}, {4, 4}, {8, 1}, {8, 2}, {8, 4}, {8, 8}}));
+  r.model.experts = 6;  // ep divides the experts too
+  seen.clear();
+  ForEachPlanLayout(r, [&](const PlanLayout& l) { seen.insert({l.dp, l.ep}); });
+  EXPECT_FALSE(seen.count({4, 4}));
+  EXPECT_TRUE(seen.count({8, 2}));
+  r.ep = 2;  // as told
+  ForEachPlanLayout(r, [&](const PlanLayout& l) { EXPECT_EQ(l.ep, 2); });
+  // A dense model: ep 1 only.
+  ForEachPlanLayout(Small(), [&](const PlanLayout& l) { EXPECT_EQ(l.ep, 1); });
+}
+
+TEST(AutoPlannerTest, ExpertParallelismDividesTheExpertsMemoryAndPaysTheirAllToAlls) {
+  AutoPlanRequest r = Experts();
+  r.dp = 8;
+  r.schedules = {"1f1b"};
+  r.network.intra = Link{5e-6, 10e9};
+  const AutoPlan plan = PlanAuto(r);
+  std::map<int, PlanCandidate> by_ep;  // pp 1, no recomputation, 1 micro-batch
+  for (const PlanCandidate& c : plan.best) {
+    if (c.recompute == Recompute::kNone && c.microbatches == 1) by_ep[c.ep] = c;
+  }
+  ASSERT_EQ(by_ep.size(), 4u);
+  const TransformerSpec& m = r.model;
+  for (int ep : {2, 4, 8}) {
+    const PlanCandidate& c = by_ep.at(ep);
+    // The experts' weights, gradients and moments (16 bytes a parameter) over ep.
+    EXPECT_NEAR(by_ep.at(1).peak_bytes - c.peak_bytes, 8 * m.ExpertParams() * 16 * (1 - 1.0 / ep),
+                1e-6 * c.peak_bytes)
+        << "ep " << ep;
+    // 8 sparse blocks: a forward's counts and two all-to-alls of 8 x 1024 x 2 x 1024 x 2
+    // bytes, a backward's two, for each of the 8 sequences of the replica.
+    const double rows = 8.0 * 1024 * 2 * 1024 * 2;
+    const double one = AllToAllTime(ep, rows, r.network.intra);
+    const double counts = AllToAllTime(ep, 8 * 8, r.network.intra);
+    EXPECT_NEAR(c.ep_comm_s, 8 * (counts + 4 * one), 1e-9) << "ep " << ep;
+  }
+  EXPECT_EQ(by_ep.at(1).ep_comm_s, 0);
+  // Under a memory cap that only ep 4 or more meets (recomputing, ZeRO-1), it is chosen.
+  std::map<int, double> least;  // by ep, the smallest need of any layout
+  r.memory_per_rank = 1;        // nothing fits: each priced at its least (ZeRO-1)
+  CandidatePricer pricer(r);
+  ForEachPlanLayout(r, [&](const PlanLayout& l) {
+    for (Recompute recompute : PlannedRecomputes(r)) {
+      const double need = pricer.Price(l, recompute).candidate.peak_bytes;
+      least[l.ep] = least.count(l.ep) ? std::min(least[l.ep], need) : need;
+    }
+  });
+  ASSERT_LT(least.at(4), least.at(2));
+  r.memory_per_rank = (least.at(2) + least.at(4)) / 2;
+  const AutoPlan capped = PlanAuto(r);
+  ASSERT_FALSE(capped.best.empty());
+  for (const PlanCandidate& c : capped.best) EXPECT_GE(c.ep, 4) << MeshSizes(c);
+  EXPECT_EQ(MeshSizes(capped.best[0]), "8 x 1 x 1, ep " + std::to_string(capped.best[0].ep));
+}
+
+TEST(AutoPlannerTest, DualPipePairsAtOnceHideTheAllToAllsOnDevicesOfTheirOwn) {
+  AutoPlanRequest r = Experts();
+  r.world = 4;
+  r.network.ranks_per_node = 4;
+  r.network.intra = Link{5e-6, 5e9};
+  r.dp = 2;
+  r.ep = 2;
+  r.pp = 2;
+  r.schedules = {"dualpipe-v"};
+  auto step = [&](bool at_once) {
+    r.pairs_at_once = at_once;
+    const AutoPlan plan = PlanAuto(r);
+    EXPECT_FALSE(plan.best.empty());
+    double best = 1e30;
+    for (const PlanCandidate& c : plan.best) {
+      if (c.recompute == Recompute::kNone && c.microbatches == 8) best = std::min(best, c.step_s);
+    }
+    return best;
+  };
+  const double in_turn = step(false), at_once = step(true);
+  EXPECT_LT(at_once, in_turn);
+  // Ranks sharing one machine's 2 cores: the all-to-alls' copies are work there, nothing hides.
+  ShareOneCpu(r, 2);
+  EXPECT_NEAR(step(true), step(false), 1e-12 * step(false));
+}
+
+TEST(AutoPlannerTest, MeasuredSparseBlocksCostWhatWasMeasuredOfThem) {
+  LayerCostTable t = Measured();
+  t.model.gated_mlp = true;
+  t.model.experts = 4;
+  t.model.top_k = 1;
+  t.model.dense_blocks = {0, 1, 2};  // blocks 3 to 5 sparse
+  t.sparse_block = {2e5, {{3e-3, 3e-3, 3e-3, 1e6}, {9e-3, 9e-3, 9e-3, 3e6}}};
+  t.sparse_block_selective = t.sparse_block;
+  AutoPlanRequest r = MeasuredRequest(t, 1, 1);
+  r.schedules = {"1f1b"};
+  const AutoPlan plan = PlanAuto(r);
+  ASSERT_FALSE(plan.best.empty());
+  const PlanCandidate& c = plan.best[0];  // one rank, one sequence, nothing recomputed
+  ASSERT_EQ(c.recompute, Recompute::kNone);
+  // F + B (I + W) of the embedding, 3 dense blocks, 3 sparse ones and the head.
+  EXPECT_NEAR(c.step_s, 2e-5 + 3 * 3e-3 + 3 * 9e-3 + 1.5e-3, 1e-9);
+  // Split in two, the sparse blocks weigh three times the dense ones.
+  r.pp = 2;
+  r.world = 2;
+  r.global_batch = 2;
+  for (const PlanCandidate& two : PlanAuto(r).best) {
+    if (two.recompute == Recompute::kNone) EXPECT_EQ(two.stage_layers, "5,3") << two.schedule;
+  }
+}
+
 TEST(AutoPlannerTest, RefusesWhatCannotBePlannedNamingIt) {
   AutoPlanRequest r = Small();
   r.world = 0;

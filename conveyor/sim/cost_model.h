@@ -16,6 +16,11 @@ struct StageCost {
   double w = 1;         // backward for weights
   double b = -1;        // full backward; < 0 means i + w
   double overlap = -1;  // an OVERLAP_F_B unit; < 0 means f + b (no gain from overlapping)
+  // Of f, and of i and b alike, the time spent waiting on communication inside the layers
+  // (the experts' all-to-alls): what the other half of an OVERLAP_F_B unit can compute under
+  // when the pairs run at once (CostModel::pairs_at_once).
+  double comm_f = 0;
+  double comm_b = 0;
 
   double full_backward() const { return b >= 0 ? b : i + w; }
   double overlapped(bool backward_is_input_only) const {
@@ -44,6 +49,14 @@ struct CostModel {
 
   // Ranks that share a device: costs are then work, done at the device's shared rate.
   ComputeSharing sharing;
+
+  // An OVERLAP_F_B unit without an `overlap` cost runs its halves at once (two threads, as
+  // conveyor's executor runs them on the CPU), as one unit once both halves' inputs are
+  // there: while one half waits on its communication (comm_f, comm_b) the other computes,
+  // at best, so the unit takes max(F + X - comm_f - comm_b, F, X) for a forward F beside a
+  // backward X (its I or B). false: the halves run one after the other, each as soon as its
+  // own inputs are there.
+  bool pairs_at_once = false;
 
   // Per stage, the data-parallel reduction of its gradients (empty, or 0 for a stage: none).
   // It starts once the stage's weight gradients are final on its rank (GradientsFinalAfter,

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "conveyor/common/error.h"
+#include "conveyor/schedule/activation_memory.h"
 
 namespace conveyor {
 namespace {
@@ -23,19 +24,28 @@ std::vector<double> SlowestPerPipelineRank(const Mesh& mesh, const MeshNetwork& 
 }
 
 // `costs` with `tp_time[rank]` added to every F, I and B (twice to an overlapped F&B, and
-// to I and B where the backward recomputes the forward) of each stage, as per-stage costs.
-CostModel WithTensorParallel(const CostModel& costs, const Layout& layout,
-                             const std::vector<double>& tp_time, bool full_recompute) {
+// to I and B where the backward recomputes the forward) of each stage, and the experts'
+// all-to-alls (`ep_forward[stage]`, `ep_backward[stage]`; empty: none) to its F and to its I
+// and B, as per-stage costs.
+CostModel WithMeshComm(const CostModel& costs, const Layout& layout,
+                       const std::vector<double>& tp_time, const std::vector<double>& ep_forward,
+                       const std::vector<double>& ep_backward, bool full_recompute) {
   CostModel out = costs;
   out.stages.clear();
   for (int s = 0; s < layout.num_stages(); ++s) {
     StageCost c = costs.cost(s);
     const double t = tp_time[layout.rank_of(s)];
-    const double backward = full_recompute ? 2 * t : t;
-    c.f += t;
+    const double e = ep_forward.empty() ? 0 : ep_forward[s];
+    const double backward =
+        (full_recompute ? 2 * t : t) + (ep_backward.empty() ? 0 : ep_backward[s]);
+    c.f += t + e;
     c.i += backward;
     if (c.b >= 0) c.b += backward;  // otherwise B = I + W, which now holds it
-    if (c.overlap >= 0) c.overlap += t + backward;
+    if (c.overlap >= 0) c.overlap += t + e + backward;
+    if (!costs.sharing.Shares()) {  // a shared CPU's collectives copy on its cores: work
+      c.comm_f += e;
+      c.comm_b += backward - (full_recompute ? 2 * t : t);
+    }
     out.stages.push_back(c);
   }
   return out;
@@ -78,10 +88,43 @@ MeshSimResult SimulateMesh(const Program& program, const CostModel& costs, const
            result.dp_buckets * RingAllReduceTime(n, 0, Link{link.latency, link.bandwidth});
   });
 
+  std::vector<double> ep_backward;
+  if (shape.ep > 1 && !shape.sparse_per_stage.empty()) {
+    CONVEYOR_ASSERT(static_cast<int>(shape.sparse_per_stage.size()) == layout.num_stages() &&
+                    shape.experts > 0 && shape.top_k > 0)
+        << shape.sparse_per_stage.size() << " stages of sparse blocks for " << layout.num_stages()
+        << " stages, " << shape.experts << " experts, top " << shape.top_k;
+    const double rows = activation * static_cast<double>(shape.top_k);
+    const Mesh experts = Mesh::FoldExperts(mesh, shape.ep);
+    const std::vector<double> forward =
+        SlowestPerPipelineRank(experts, network, MeshAxis::kEp, [&](int n, Link link) {
+          return AllToAllTime(n, 8.0 * static_cast<double>(shape.experts), link) +
+                 2 * AllToAllTime(n, rows, link);
+        });
+    const std::vector<double> backward =
+        SlowestPerPipelineRank(experts, network, MeshAxis::kEp,
+                               [&](int n, Link link) { return 2 * AllToAllTime(n, rows, link); });
+    for (int s = 0; s < layout.num_stages(); ++s) {
+      const int k = layout.rank_of(s);
+      const double sparse = static_cast<double>(shape.sparse_per_stage[s]);
+      result.ep_time.push_back(sparse * forward[k]);
+      ep_backward.push_back(sparse * (backward[k] + (shape.full_recompute ? forward[k] : 0)));
+    }
+    for (const std::vector<Action>& actions : program.ranks) {
+      double waits = 0;
+      ForEachHalf(actions, [&](Op op, int s) {
+        if (op == Op::kForward) waits += result.ep_time[s];
+        if (op == Op::kBackward || op == Op::kBackwardInput) waits += ep_backward[s];
+      });
+      result.ep_comm = std::max(result.ep_comm, waits);
+    }
+  }
+
   // Each rank's reductions run on a channel of its own, in the order its stages' gradients
   // become final (the simulator's CostModel::reduce); what runs before the pipeline's end
   // hides behind it.
-  CostModel with_mesh = WithTensorParallel(costs, layout, result.tp_time, shape.full_recompute);
+  CostModel with_mesh = WithMeshComm(costs, layout, result.tp_time, result.ep_time, ep_backward,
+                                     shape.full_recompute);
   if (mesh.dp() > 1) {
     for (int s = 0; s < layout.num_stages(); ++s) {
       with_mesh.reduce.push_back(result.dp_time[layout.rank_of(s)]);

@@ -17,6 +17,20 @@
 // recomputation the backward runs the forward again, its all-reduces too: I and B pay
 // 2 * tp_time[k].
 //
+// Expert parallelism (ep > 1, folded over dp: Mesh::FoldExperts): each sparse block's forward
+// sends its tokens' top_k copies to their experts' ranks and back (the dispatch and the
+// combine, two all-to-alls of b*T*top_k*C*element_bytes a rank, an even split assumed, after
+// one of the experts' token counts), its backward the gradients the same two ways. Every F
+// of a stage with `sparse` such blocks gets
+//
+//   ep_forward = sparse * (AllToAllTime(ep, 8 * experts, link) + 2 * AllToAllTime(ep, rows, link))
+//
+// and every I and B the two rows' (and the forward's again under full recomputation), on the
+// slowest link of the slowest EP group at that pipeline coordinate; as comm_f and comm_b
+// (cost_model.h) too, which the other half of an OVERLAP_F_B unit run at once may hide,
+// unless the ranks share a device (CostModel::sharing: on one CPU the collectives copy on
+// the cores the other half computes on).
+//
 // Data parallelism: once a stage's weight gradients are final on a rank (its last B or W),
 // they (param_bytes_per_stage) are all-reduced over the DP group in buckets of
 // bucket_bytes, each bucket a ring: 2(d-1)/d * bucket / bandwidth + 2(d-1) * latency. The
@@ -58,6 +72,11 @@ struct ModelShape {
   double param_bytes_per_stage = 0;  // of one TP shard of a stage; 0: derived (see below)
   double bucket_bytes = DefaultBucketBytes(/*gpu=*/true);  // the DP all-reduce bucket
   bool full_recompute = false;  // the backward recomputes the forward (and its all-reduces)
+  // Expert parallelism: its ranks, and per stage the sparse blocks (empty: none).
+  int ep = 1;
+  int64_t experts = 0;
+  int64_t top_k = 1;
+  std::vector<int64_t> sparse_per_stage;
 
   // b * T * C * element_bytes: one micro-batch's activation, the TP all-reduce's payload.
   double activation_bytes() const;
@@ -69,6 +88,10 @@ struct ModelShape {
 struct MeshSimResult {
   SimResult pipeline;           // tp_time in every F, I, B; reductions as timeline phases
   std::vector<double> tp_time;  // per pipeline rank: added to each F, I and B
+  std::vector<double> ep_time;  // per stage: the all-to-alls added to each F (empty: ep 1)
+  // The all-to-alls of one step on the pipeline rank that waits longest on them, before any
+  // overlap hides them.
+  double ep_comm = 0;
   std::vector<double> dp_time;  // per pipeline rank: one stage's gradients, all buckets
   int64_t dp_buckets = 0;       // buckets per stage
   double step_without_dp = 0;   // pipeline.makespan
@@ -83,8 +106,9 @@ struct MeshSimResult {
 // Simulates `program` under `costs` (the compute of one stage on one rank, its 1/tp share)
 // on `mesh` and `network` with the sizes of `shape`; see above. With tp = dp = 1 the
 // pipeline result is Simulate(program, costs, options)'s.
-// Throws UserError when mesh.pp() != program.layout.num_ranks() or the mesh does not fill
-// whole nodes (CheckFitsNodes), and what Simulate throws.
+// Throws UserError when mesh.pp() != program.layout.num_ranks(), the mesh does not fill
+// whole nodes (CheckFitsNodes) or the experts' mesh cannot fold over it (Mesh::FoldExperts),
+// and what Simulate throws.
 // REQUIRES: the network's links and the shape's sizes valid (positive sizes, links as
 // RingAllReduceTime requires).
 MeshSimResult SimulateMesh(const Program& program, const CostModel& costs, const Mesh& mesh,

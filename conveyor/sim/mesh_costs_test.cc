@@ -66,6 +66,58 @@ TEST(MeshCostsTest, WeightGradientsExchangeNothingAndOverlappedUnitsPayBothHalve
                    (1 + t) + (2 + 2 * t) + (2 + t));
 }
 
+TEST(MeshCostsTest, ExpertParallelAddsEachSparseBlocksAllToAllsToItsForwardAndBackward) {
+  // dp 2 with ep 2 over it, one stage of 2 sparse blocks, 4 experts, top 2: each all-to-all
+  // of rows moves 1/2 of 2 x 16 bytes over the intra link (16 B/s, 0.1 s a hop), the counts'
+  // 1/2 of 32.
+  const Program p = MakeProgram(Layout::Loop(1, 1, 1), {"0F0 0B0"});
+  const Mesh mesh = Mesh::Make(2, 2, 1, 1);
+  ModelShape shape = Tiny();
+  shape.bucket_bytes = 1e9;
+  shape.param_bytes_per_stage = 1e-9;  // the DP reduction out of the way
+  shape.ep = 2;
+  shape.experts = 4;
+  shape.top_k = 2;
+  shape.sparse_per_stage = {2};
+  const double rows = 0.5 * 32 / 16 + 0.1, counts = 0.5 * 32 / 16 + 0.1;
+  const double forward = 2 * (counts + 2 * rows), backward = 2 * 2 * rows;
+  const MeshSimResult r = SimulateMesh(p, Uniform(1, 1, 1), mesh, Network(2), shape);
+  ASSERT_EQ(r.ep_time.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.ep_time[0], forward);
+  EXPECT_DOUBLE_EQ(r.ep_comm, forward + backward);
+  EXPECT_NEAR(r.step_without_dp, (1 + forward) + (2 + backward), 1e-12);
+  // Full recomputation runs the forward's all-to-alls again in the backward.
+  shape.full_recompute = true;
+  EXPECT_NEAR(SimulateMesh(p, Uniform(1, 1, 1), mesh, Network(2), shape).step_without_dp,
+              (1 + forward) + (2 + backward + forward), 1e-12);
+  // ep 1: no all-to-all.
+  shape.ep = 1;
+  EXPECT_TRUE(SimulateMesh(p, Uniform(1, 1, 1), mesh, Network(2), shape).ep_time.empty());
+}
+
+TEST(MeshCostsTest, PairsAtOnceHideTheAllToAllsUnlessTheRanksShareADevice) {
+  const Program p = MakeProgram(Layout::Loop(1, 1, 2), {"0F0 (0F1;0B0)OVERLAP_F_B 0B1"});
+  const Mesh mesh = Mesh::Make(2, 2, 1, 1);
+  ModelShape shape = Tiny();
+  shape.param_bytes_per_stage = 1e-9;
+  shape.ep = 2;
+  shape.experts = 2;
+  shape.top_k = 1;
+  shape.sparse_per_stage = {1};
+  const double rows = 0.5 * 16 / 16 + 0.1, counts = 0.5 * 16 / 16 + 0.1;
+  const double forward = counts + 2 * rows, backward = 2 * rows;  // 1.8, 1.2
+  CostModel costs = Uniform(4, 4, 4);                             // B 8
+  const double in_turn = SimulateMesh(p, costs, mesh, Network(2), shape).step_without_dp;
+  EXPECT_NEAR(in_turn, 2 * (4 + forward) + 2 * (8 + backward), 1e-12);
+  costs.pairs_at_once = true;  // the pair's waits under the other half's compute
+  EXPECT_NEAR(SimulateMesh(p, costs, mesh, Network(2), shape).step_without_dp,
+              in_turn - forward - backward, 1e-12);
+  costs.sharing = ComputeSharing::OneDevice(1, 0.5);  // the waits are work on shared cores
+  const double shared = SimulateMesh(p, costs, mesh, Network(2), shape).step_without_dp;
+  costs.pairs_at_once = false;
+  EXPECT_NEAR(shared, SimulateMesh(p, costs, mesh, Network(2), shape).step_without_dp, 1e-12);
+}
+
 TEST(MeshCostsTest, TheSlowestGroupAtAPipelineRankSetsItsTime) {
   // tp 2 x pp 3 on nodes of 3: TP groups {0,1} (node 0), {2,3} (nodes 0 and 1), {4,5}
   // (node 1); pipeline rank 1 alone pays the inter-node link.

@@ -50,4 +50,8 @@ double RingAllReduceTime(int members, double bytes, const Link& link) {
   return 2 * (n - 1) / n * bytes / link.bandwidth + 2 * (n - 1) * link.latency;
 }
 
+double AllToAllTime(int members, double bytes, const Link& link) {
+  return RingAllReduceTime(members, bytes, link) / 2;  // half a ring's moves and hops
+}
+
 }  // namespace conveyor

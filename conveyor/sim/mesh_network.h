@@ -65,6 +65,12 @@ void CheckFitsNodes(const MeshNetwork& network, const Mesh& mesh);
 // all finite.
 double RingAllReduceTime(int members, double bytes, const Link& link);
 
+// Time of an all-to-all over `members` ranks on `link` in which each rank holds `bytes` for
+// all of them, its own share included (an even split): (n-1)/n * bytes / bandwidth + (n-1) *
+// latency, each rank exchanging with the others in turn (0 for n = 1). REQUIRES as
+// RingAllReduceTime.
+double AllToAllTime(int members, double bytes, const Link& link);
+
 }  // namespace conveyor
 
 #endif  // CONVEYOR_SIM_MESH_NETWORK_H_

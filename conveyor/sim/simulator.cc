@@ -36,7 +36,10 @@ double ComputeCost(const CostModel& costs, const Action& a) {
     case Op::kOverlapFB: {
       const StageCost& back = costs.cost(a.overlap_stage);
       if (c.overlap >= 0) return c.overlap;
-      return c.f + (a.overlap_op == Op::kBackwardInput ? back.i : back.full_backward());
+      const double x = a.overlap_op == Op::kBackwardInput ? back.i : back.full_backward();
+      if (!costs.pairs_at_once) return c.f + x;
+      // Each half's waiting hidden under the other's compute, as far as that reaches.
+      return std::max({c.f + x - c.comm_f - back.comm_b, c.f, x});
     }
     default:
       return 0;
@@ -44,9 +47,9 @@ double ComputeCost(const CostModel& costs, const Action& a) {
 }
 
 // Whether `a` runs as its two halves one after the other (an OVERLAP_F_B unit without an
-// overlap cost: no gain from overlapping, each half as soon as its own inputs are there).
+// overlap cost, its pairs not at once: each half as soon as its own inputs are there).
 bool RunsAsHalves(const CostModel& costs, const Action& a) {
-  return a.op == Op::kOverlapFB && costs.cost(a.stage).overlap < 0;
+  return a.op == Op::kOverlapFB && costs.cost(a.stage).overlap < 0 && !costs.pairs_at_once;
 }
 
 // Per rank, GradientsFinalAfter of its list.
@@ -286,7 +289,10 @@ class SharedEngine {
   void TryStart(int r, double now) {
     RankState& s = ranks_[r];
     if (s.running || Done(r)) return;
-    if (s.pos == program_.ranks[r].size()) return EndStep(r, now);
+    if (s.pos == program_.ranks[r].size()) {
+      EndStep(r, now);  // then the next step's first action, where it went on to it
+      if (s.running || Done(r) || s.pos == program_.ranks[r].size()) return;
+    }
     const Action a = Next(r);
     double ready = 0;
     if (!progress_[s.step].ReadyAt(a, costs_.transfer_time(), &ready)) {

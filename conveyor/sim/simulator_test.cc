@@ -77,6 +77,39 @@ TEST(SimulatorTest, OverlapCostDefaultsToSumAndCanBeCheaper) {
   EXPECT_DOUBLE_EQ(Simulate(p, c).makespan, 1 + 2 + 2);
 }
 
+TEST(SimulatorTest, PairsAtOnceHideOneHalfsCommunicationUnderTheOthersCompute) {
+  const Program p = MakeProgram(Layout::Loop(1, 1, 2), {"0F0 (0F1;0B0)OVERLAP_F_B 0B1"});
+  CostModel c = Uniform(3, 2, 2);  // F 3, B 4
+  c.uniform.comm_f = 1;            // of F, waiting on its all-to-alls
+  c.uniform.comm_b = 2;            // of B
+  // Pairs one after the other: F + B, whatever they wait on.
+  EXPECT_DOUBLE_EQ(Simulate(p, c).makespan, 3 + 7 + 4);
+  // At once: the unit's compute (2 + 2) stretched by neither half (3, 4): 4.
+  c.pairs_at_once = true;
+  EXPECT_DOUBLE_EQ(Simulate(p, c).makespan, 3 + 4 + 4);
+  // Compute-bound: nothing to wait on, the halves' sum.
+  c.uniform.comm_f = c.uniform.comm_b = 0;
+  EXPECT_DOUBLE_EQ(Simulate(p, c).makespan, 3 + 7 + 4);
+  // Communication-bound: the longer half (F waiting 2.5 of its 3, B 3.5 of its 4).
+  c.uniform.comm_f = 2.5, c.uniform.comm_b = 3.5;
+  EXPECT_DOUBLE_EQ(Simulate(p, c).makespan, 3 + 4 + 4);
+  c.uniform.f = 6;  // F's compute 3.5 and B's 0.5: F's 6 bounds it
+  EXPECT_DOUBLE_EQ(Simulate(p, c).makespan, 6 + 6 + 4);
+}
+
+TEST(SimulatorTest, ARankAloneStartsItsNextStepOnceItsLastReductionEnds) {
+  // On a shared device, the last reduction of a lone rank's step ends with nothing else
+  // pending: the next step must still start (it once stalled there).
+  const Program p = MakeProgram(Layout::Loop(1, 1, 1), {"0F0 0B0"});
+  CostModel c = Uniform(1, 1, 1);
+  c.sharing = ComputeSharing::OneDevice(1, 0.5);
+  c.reduce = {1};
+  const SimResult r = Simulate(p, c, {.steady_state_steps = 4});
+  EXPECT_DOUBLE_EQ(r.makespan, 6);  // F and B at half speed
+  EXPECT_DOUBLE_EQ(r.reduced_end, 6 + 2);  // then the reduction
+  EXPECT_GT(r.steady_state_period, 0);
+}
+
 TEST(SimulatorTest, SteadyStatePeriodOverlapsSteps) {
   // Rank 1 ends the step with a long W that rank 0 need not wait for: back to back, the
   // next step's forward on rank 0 overlaps it, and the period is rank 1's busy time (7),

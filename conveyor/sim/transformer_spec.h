@@ -1,12 +1,13 @@
 // A transformer's sizes as the planner prices it (layers, hidden, heads, key-value heads, MLP
-// units, vocabulary, sequence length, gated or not), and what follows from them: parameter
-// counts and FLOPs per token.
+// units, vocabulary, sequence length, gated or not, Mixture-of-Experts blocks), and what
+// follows from them: parameter counts and FLOPs per token.
 //
 // Pure; a plain value.
 #ifndef CONVEYOR_SIM_TRANSFORMER_SPEC_H_
 #define CONVEYOR_SIM_TRANSFORMER_SPEC_H_
 
 #include <cstdint>
+#include <vector>
 
 namespace conveyor {
 
@@ -25,18 +26,36 @@ struct TransformerSpec {
   int64_t vocab = 50257;
   int64_t seq_len = 2048;
   bool gated_mlp = false;  // SwiGLU (Llama): three matrices of hidden x intermediate
+  // Mixture-of-Experts (nn/moe_mlp.h), experts > 0: a sparse block's MLP is a router (hidden
+  // x experts), `experts` SwiGLU experts of `expert_units` each (0: mlp()), `top_k` of them a
+  // token, and a shared expert of `shared_units` (0: none) with its gate (hidden x 1).
+  int64_t experts = 0;
+  int64_t top_k = 0;
+  int64_t expert_units = 0;
+  int64_t shared_units = 0;
+  std::vector<int64_t> dense_blocks;  // with experts: the blocks that keep a dense MLP, ascending
 
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t mlp() const;
+  int64_t expert_mlp() const { return expert_units > 0 ? expert_units : mlp(); }
+  // Whether block `block` (0-based) has experts.
+  bool IsSparse(int64_t block) const;
+  int64_t SparseBlocks() const;
   // Whether `tp` tensor-parallel ranks can split a block: the heads, the key-value heads and
-  // the MLP units each divide by tp (what the trainer's --tp accepts).
+  // the MLP units each divide by tp, and experts only at tp 1 (what the trainer's --tp
+  // accepts).
   bool SplitsOver(int tp) const;
-  double BlockParams() const;
+  // A dense block's parameters, or a sparse one's (its experts included).
+  double BlockParams(bool sparse = false) const;
+  // A sparse block's experts' parameters (what expert parallelism divides).
+  double ExpertParams() const;
   // Parameters of everything: blocks, embedding and an untied head.
   double Params() const;
-  // A block's forward FLOPs per token.
-  double BlockForwardFlops() const;
-  // Model FLOPs per token of a training step (forward and backward, no recomputation).
+  // A block's forward FLOPs per token: a sparse block's router, top_k experts and shared
+  // expert (the parameters a token meets), not its other experts.
+  double BlockForwardFlops(bool sparse = false) const;
+  // Model FLOPs per token of a training step (forward and backward, no recomputation), each
+  // block dense or sparse as it is.
   double TrainFlopsPerToken() const;
 };
 

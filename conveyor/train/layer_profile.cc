@@ -524,19 +524,33 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
   table.device = on.device.is_cpu() ? "cpu" : "cuda";
   // A stage's input and output cross in the dtype of its products (runtime/stage.h).
   table.element_bytes = static_cast<double>(c10::elementSize(on.dtype));
+  // The layers timed as the block kinds: the first dense block (the first block where there
+  // is none) and the first sparse one (none in a dense model).
+  const TransformerSpec& m = table.model;
+  int dense = 1, sparse = 0;
+  for (int l = m.layers - 1; l >= 0; --l) (m.IsSparse(l) ? sparse : dense) = l + 1;
   table.embedding.params = static_cast<double>(CountParameters({shapes.at(0)}));
-  table.block.params = static_cast<double>(CountParameters({shapes.at(1)}));
+  table.block.params = static_cast<double>(CountParameters({shapes.at(dense)}));
   table.block_selective.params = table.block.params;
   table.head.params = static_cast<double>(CountParameters({shapes.at(head)}));
+  if (sparse > 0) {
+    table.sparse_block.params = static_cast<double>(CountParameters({shapes.at(sparse)}));
+    table.sparse_block_selective.params = table.sparse_block.params;
+  }
   auto work = [](const LayerSample& l) { return l.forward_s + l.backward_s; };
-  const int blocks = ChainBlocks(head - 1, table.block.params);
+  const int blocks = ChainBlocks(head - 1, std::max(table.block.params, table.sparse_block.params));
   const size_t sizes = sequences.size();
   table.calibration.assign(sizes, 1);
   table.cores = AvailableCores();
   // A GPU: ranks as threads sharing it (one rank unless told); the CPU: one a core.
   table.capacity_ranks = ranks > 0 ? ranks : on.device.is_cpu() ? table.cores : 1;
   table.capacity.assign(sizes, {});
-  for (MeasuredLayer MeasuredKinds::*kind : kMeasuredKinds) (table.*kind).at.resize(sizes);
+  for (MeasuredLayer MeasuredKinds::*kind : kMeasuredKinds) {
+    if (sparse > 0 ||
+        kind != &MeasuredKinds::sparse_block && kind != &MeasuredKinds::sparse_block_selective) {
+      (table.*kind).at.resize(sizes);
+    }
+  }
   // The tensor-parallel sizes a plan for capacity_ranks ranks may choose (each dividing the
   // ranks and splitting a block), on the CPU (ranks as threads sharing a GPU run tp 1:
   // ShareOneGpu).
@@ -545,9 +559,9 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
     if (table.capacity_ranks % tp == 0 && table.model.SplitsOver(tp)) {
       shard_groups[tp] = std::make_unique<LoneShardGroup>(tp);
       MeasuredKinds& shard = table.tp_shards[tp];
-      for (MeasuredLayer MeasuredKinds::*kind : kMeasuredKinds) {
+      for (MeasuredLayer MeasuredKinds::*kind : kMeasuredKinds) {  // dense (SplitsOver)
         (shard.*kind).params = (table.*kind).params / tp;
-        (shard.*kind).at.resize(sizes);
+        (shard.*kind).at.resize((table.*kind).at.size());
       }
     }
   }
@@ -562,16 +576,27 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
     at::Tensor x, unused;
     table.embedding.at[k] = TimeLayer(*plain, 0, batch.inputs, mb, rounds, on, &x);
     at::Tensor hidden;
-    table.block.at[k] = TimeLayer(*plain, 1, x, mb, rounds, on, &hidden);
-    table.block_selective.at[k] = TimeLayer(*selective, 1, x, mb, rounds, on, &unused);
+    if (sparse > 0) {
+      table.sparse_block.at[k] = TimeLayer(*plain, sparse, x, mb, rounds, on, &hidden);
+      table.sparse_block_selective.at[k] =
+          TimeLayer(*selective, sparse, x, mb, rounds, on, &unused);
+    }
+    if (dense == sparse) {  // no dense block
+      table.block.at[k] = table.sparse_block.at[k];
+      table.block_selective.at[k] = table.sparse_block_selective.at[k];
+    } else {
+      table.block.at[k] = TimeLayer(*plain, dense, x, mb, rounds, on, &hidden);
+      table.block_selective.at[k] = TimeLayer(*selective, dense, x, mb, rounds, on, &unused);
+    }
     table.head.at[k] = TimeLayer(*plain, head, hidden, mb, rounds, on, &unused);
     for (const auto& [tp, group] : shard_groups) {
       const TensorParallel parallel{tp, 0, group.get(),
                                     KvReplicas(static_cast<int>(table.model.kv()), tp)};
       MeasuredKinds& shard = table.tp_shards[tp];
       shard.embedding.at[k] = TimeLayer(*plain, 0, batch.inputs, mb, rounds, on, &unused, parallel);
-      shard.block.at[k] = TimeLayer(*plain, 1, x, mb, rounds, on, &unused, parallel);
-      shard.block_selective.at[k] = TimeLayer(*selective, 1, x, mb, rounds, on, &unused, parallel);
+      shard.block.at[k] = TimeLayer(*plain, dense, x, mb, rounds, on, &unused, parallel);
+      shard.block_selective.at[k] =
+          TimeLayer(*selective, dense, x, mb, rounds, on, &unused, parallel);
       shard.head.at[k] = TimeLayer(*plain, head, hidden, mb, rounds, on, &unused, parallel);
     }
     std::vector<double>& capacity = table.capacity[k];
@@ -591,14 +616,17 @@ LayerCostTable ProfileLayerKinds(const TrainConfig& config, const std::vector<in
         << on.device.str() << " to measure its capacity ("
         << (on.device.is_cpu() ? "fork failed" : "a thread failed") << ")";
     // The chain against the sum of its layers' lone timings, at this size.
-    const double sum =
-        work(table.embedding.at[k]) + blocks * work(table.block.at[k]) + work(table.head.at[k]);
+    double sum = work(table.embedding.at[k]) + work(table.head.at[k]);
+    for (int l = 0; l < blocks; ++l) {
+      sum += work((m.IsSparse(l) ? table.sparse_block : table.block).at[k]);
+    }
     const double factor = ChainSeconds(*plain, blocks, batch.inputs, mb, rounds + 2, on) / sum;
     table.calibration[k] = factor;
     std::vector<MeasuredKinds*> scaled = {&table};
     for (auto& [tp, shard] : table.tp_shards) scaled.push_back(&shard);
     for (MeasuredKinds* kinds : scaled) {
       for (MeasuredLayer MeasuredKinds::*kind : kMeasuredKinds) {
+        if ((kinds->*kind).at.empty()) continue;  // a dense model's sparse kinds
         LayerSample& sample = (kinds->*kind).at[k];
         sample.forward_s *= factor;
         sample.input_s *= factor;

@@ -30,7 +30,7 @@ RankDevices DevicesOf(const TrainConfig& config, int world) {
 }
 
 TrainConfig WithLayout(TrainConfig config, const PlanCandidate& c) {
-  config.dp = c.dp, config.tp = c.tp, config.pp = c.pp;
+  config.dp = c.dp, config.tp = c.tp, config.pp = c.pp, config.ep = c.ep;
   config.schedule = c.schedule;
   config.microbatches = c.microbatches;
   config.chunks = c.chunks;
@@ -56,10 +56,6 @@ void CheckLayoutDevices(const TrainConfig& config, int world, bool rank_threads)
 LayoutChoice ChooseLayout(const TrainConfig& config, int world,
                           const std::optional<LayerCostTable>& costs,
                           const std::function<void(size_t sizes)>& timing) {
-  CONVEYOR_CHECK(config.model.experts == 0)
-      << "--auto with --experts " << config.model.experts
-      << ": the auto-planner does not price Mixture-of-Experts layers or expert parallelism "
-         "yet; give the layout (--dp, --ep, --pp, --schedule)";
   LayoutChoice choice;
   const RankDevices devices = DevicesOf(config, world);
   choice.gpu = devices.gpu;
@@ -99,6 +95,8 @@ LayoutChoice ChooseLayout(const TrainConfig& config, int world,
   request.memory_per_rank = kPlannedShare * choice.limit - choice.data_bytes;
   request.measured = table;
   request.bucket_bytes = static_cast<double>(DpBucketBytes(config, choice.gpu));
+  // The executor runs DualPipe's pairs at once on the CPU (PipelineModel::overlaps_pairs).
+  request.pairs_at_once = !choice.gpu && !config.sequential_pairs;
   if (choice.share_gpu) {
     ShareOneGpu(request);
   } else if (!choice.gpu) {

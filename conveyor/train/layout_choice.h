@@ -1,5 +1,5 @@
 // `train --auto`'s choice of layout for a run on this machine's local ranks (dp x tp x pp,
-// schedule, micro-batches, stage split, recomputation, ZeRO): the model's layer costs
+// ep, schedule, micro-batches, stage split, recomputation, ZeRO): the model's layer costs
 // (timed here, or given), the memory a rank may plan for, the auto-planner's plan
 // (sim/auto_planner.h) and the first of its layouts the trainer runs. The command
 // (cli/auto_train.h) reports it and starts the ranks with it.
@@ -44,8 +44,8 @@ void CheckLayoutDevices(const TrainConfig& config, int world, bool rank_threads)
 // of micro-batch sizes to time). The ranks share the CPU's cores, or have a GPU each, or
 // are threads sharing the one GPU. The memory per rank is config.memory_per_rank (0 on
 // the CPU: this machine's memory over the ranks), less the tensors the training data holds
-// on the CPU. UserError for a classifier, for a Mixture-of-Experts model (not priced yet),
-// when the data take all the memory, when no layout fits (naming the smallest need) and when
+// on the CPU. A Mixture-of-Experts model's layout includes its expert-parallel size. UserError
+// for a classifier, when the data take all the memory, when no layout fits (naming the smallest need) and when
 // the trainer runs none of those that do.
 LayoutChoice ChooseLayout(const TrainConfig& config, int world,
                           const std::optional<LayerCostTable>& costs,

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "conveyor/common/error.h"
 #include "conveyor/train/layer_profile.h"
@@ -47,19 +50,38 @@ TEST(LayoutChoiceTest, GivenCostsChooseThePlansFirstLayoutTheTrainerRuns) {
   }
 }
 
-// A Mixture-of-Experts model: the planner does not price its experts or their all-to-all, so
-// --auto is refused before anything is timed, saying what to give instead.
-TEST(LayoutChoiceTest, AMixtureOfExpertsModelIsRefusedBeforeAnythingIsTimed) {
+// A Mixture-of-Experts model (dense and sparse blocks): both kinds timed, every layout with
+// the experts spread over data-parallel ranks that divide them priced with their memory over
+// ep, and the choice's ep one the trainer runs.
+TEST(LayoutChoiceTest, AMixtureOfExpertsModelIsPlannedWithItsExpertParallelSize) {
   TrainConfig config = TinyLlama();
+  config.device = DeviceKind::kCpu;
+  config.memory_per_rank = 1 << 30;
+  config.model.layers = 4;
   config.model.experts = 4;
-  bool timed = false;
-  try {
-    ChooseLayout(config, 2, std::nullopt, [&](size_t) { timed = true; });
-    ADD_FAILURE() << "no error";
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("--ep"), std::string::npos) << e.what();
+  config.model.top_k = 2;
+  config.model.expert_units = 64;
+  config.model.moe_sparse_step = 2;  // blocks 1 and 3 sparse
+  const LayerCostTable costs = ProfileLayerKinds(config, {1, 2}, /*rounds=*/1, /*ranks=*/4);
+  ASSERT_EQ(costs.model.experts, 4);
+  EXPECT_EQ(costs.model.dense_blocks, (std::vector<int64_t>{0, 2}));
+  ASSERT_EQ(costs.sparse_block.at.size(), 2u);
+  EXPECT_GT(costs.sparse_block.params, costs.block.params);  // 4 experts of 64 against 96 units
+  const LayoutChoice choice = ChooseLayout(config, 4, costs, [](size_t) {});
+  std::map<std::tuple<int, int, std::string, int, Recompute>, std::map<int, double>> peaks;
+  for (const PlanCandidate& c : choice.plan.best) {
+    EXPECT_EQ(c.tp, 1);
+    EXPECT_EQ(c.dp % c.ep, 0);
+    peaks[{c.dp, c.pp, c.schedule, c.microbatches, c.recompute}][c.ep] = c.peak_bytes;
   }
-  EXPECT_FALSE(timed);
+  // dp 4 x pp 1: ep 1, 2 and 4, the experts' weights and state over ep.
+  const auto& spread = peaks[{4, 1, choice.plan.best[0].schedule, 1, Recompute::kNone}];
+  ASSERT_EQ(spread.size(), 3u) << "ep 1, 2, 4 at dp 4";
+  EXPECT_GT(spread.at(1), spread.at(2));
+  EXPECT_GT(spread.at(2), spread.at(4));
+  EXPECT_TRUE(choice.request.pairs_at_once);
+  EXPECT_EQ(choice.config.ep, choice.best().ep);
+  EXPECT_NO_THROW(choice.config.Validate());
 }
 
 }  // namespace

@@ -114,6 +114,20 @@ TransformerSpec LlamaArchitecture::Sizes(const ModelSpec& spec) const {
       .gated_mlp = true};
   sizes.kv_heads = sizes.kv();       // kv_heads 0: heads
   sizes.intermediate = sizes.mlp();  // intermediate 0: GatedMlpUnits(hidden)
+  if (spec.experts > 0) {
+    sizes.experts = spec.experts;
+    sizes.top_k = spec.top_k;
+    sizes.expert_units = spec.expert_units;  // 0: intermediate, as the layer builds it
+    sizes.shared_units = spec.shared_expert_units;
+    LlamaConfig sparse_layers;  // only which layers are sparse
+    sparse_layers.moe.emplace();
+    sparse_layers.moe->first_dense = spec.moe_first_dense;
+    sparse_layers.moe->sparse_step = spec.moe_sparse_step;
+    sparse_layers.moe->dense_layers = spec.moe_dense_layers;
+    for (int l = 0; l < spec.layers; ++l) {
+      if (!IsSparseLayer(sparse_layers, l)) sizes.dense_blocks.push_back(l);
+    }
+  }
   return sizes;
 }
 
