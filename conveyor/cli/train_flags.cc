@@ -162,7 +162,8 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--chunks", &TrainConfig::chunks,
        "chunks (stages) per rank (0 = schedule default)");
   Choice(cmd, flags, "--partition", &TrainConfig::partition, ParsePartitionBy,
-         "layer costs: params, flops, uniform or profile (measured)");
+         "layer costs: params (a Mixture-of-Experts model's: flops), flops, uniform or profile "
+         "(measured)");
   Flag(cmd, flags, "--stage-layers", &TrainConfig::stage_layers,
        "layers of each stage in pipeline order, the embedding and the head counted as layers "
        "(1,3,3,1; overrides --partition)");

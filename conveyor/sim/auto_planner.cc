@@ -297,6 +297,7 @@ void ShareOneCpu(AutoPlanRequest& r, double cores) {
   r.shared_compute = r.measured ? cores * r.measured->FullCapacity() / r.measured->cores : cores;
   r.hop_s = kLocalHopSeconds;
   if (r.network.intra == MeshNetwork{}.intra) r.network.intra = LocalCpuLink();
+  if (r.network.all_to_all_intra.bandwidth <= 0) r.network.all_to_all_intra = LocalGlooLink();
 }
 
 void ShareOneGpu(AutoPlanRequest& r) {

@@ -240,8 +240,9 @@ struct AutoPlan {
 // Plans for ranks that share one CPU of `cores` cores: shared_compute from the measured
 // table's capacity with all its ranks busy (scaled to `cores`; `cores` itself without a
 // table; the table's capacity at each busy count in proportion), pipeline hops over
-// shared memory (kLocalHopSeconds) and, unless the request states another, the local Gloo
-// link (LocalCpuLink) for the collectives. Precondition: cores > 0.
+// shared memory (kLocalHopSeconds) and, unless the request states others, the local link
+// (LocalCpuLink) for the collectives and Gloo's (LocalGlooLink) for the all-to-alls.
+// Precondition: cores > 0.
 void ShareOneCpu(AutoPlanRequest& request, double cores);
 
 // Plans for ranks as threads of one process sharing one GPU (train --rank-threads on one

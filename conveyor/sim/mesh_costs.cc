@@ -11,14 +11,15 @@ namespace conveyor {
 namespace {
 
 // Per pipeline coordinate, the longest time of `time_of(group, link)` over the groups of
-// `axis` at that coordinate.
+// `axis` at that coordinate, each on its slowest link (its all-to-all's, `all_to_all`).
 template <typename TimeOf>
 std::vector<double> SlowestPerPipelineRank(const Mesh& mesh, const MeshNetwork& network,
-                                           MeshAxis axis, TimeOf time_of) {
+                                           MeshAxis axis, TimeOf time_of, bool all_to_all = false) {
   std::vector<double> times(mesh.pp(), 0.0);
   for (const std::vector<int>& group : mesh.Groups(axis)) {
     double& t = times[mesh.coords(group.front()).pp];
-    t = std::max(t, time_of(static_cast<int>(group.size()), network.SlowestLink(group)));
+    const Link link = all_to_all ? network.AllToAllLink(group) : network.SlowestLink(group);
+    t = std::max(t, time_of(static_cast<int>(group.size()), link));
   }
   return times;
 }
@@ -96,14 +97,16 @@ MeshSimResult SimulateMesh(const Program& program, const CostModel& costs, const
         << " stages, " << shape.experts << " experts, top " << shape.top_k;
     const double rows = activation * static_cast<double>(shape.top_k);
     const Mesh experts = Mesh::FoldExperts(mesh, shape.ep);
-    const std::vector<double> forward =
-        SlowestPerPipelineRank(experts, network, MeshAxis::kEp, [&](int n, Link link) {
+    const std::vector<double> forward = SlowestPerPipelineRank(
+        experts, network, MeshAxis::kEp,
+        [&](int n, Link link) {
           return AllToAllTime(n, 8.0 * static_cast<double>(shape.experts), link) +
                  2 * AllToAllTime(n, rows, link);
-        });
-    const std::vector<double> backward =
-        SlowestPerPipelineRank(experts, network, MeshAxis::kEp,
-                               [&](int n, Link link) { return 2 * AllToAllTime(n, rows, link); });
+        },
+        /*all_to_all=*/true);
+    const std::vector<double> backward = SlowestPerPipelineRank(
+        experts, network, MeshAxis::kEp,
+        [&](int n, Link link) { return 2 * AllToAllTime(n, rows, link); }, /*all_to_all=*/true);
     for (int s = 0; s < layout.num_stages(); ++s) {
       const int k = layout.rank_of(s);
       const double sparse = static_cast<double>(shape.sparse_per_stage[s]);

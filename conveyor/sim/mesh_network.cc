@@ -11,6 +11,13 @@ Link LocalCpuLink() { return Link{kLocalHopSeconds, 0.7e9}; }
 
 Link LocalGpuLink() { return Link{kLocalGpuHopSeconds, 300e9}; }
 
+Link LocalGlooLink() { return Link{1.5e-3, 2e9}; }
+
+Link MeshNetwork::AllToAllLink(const std::vector<int>& group) const {
+  const bool one_node = NodesOf(group).size() <= 1;
+  return one_node && all_to_all_intra.bandwidth > 0 ? all_to_all_intra : SlowestLink(group);
+}
+
 int MeshNetwork::node_of(int rank) const { return ranks_per_node > 0 ? rank / ranks_per_node : 0; }
 
 std::vector<int> MeshNetwork::NodesOf(const std::vector<int>& group) const {

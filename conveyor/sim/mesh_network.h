@@ -37,6 +37,11 @@ Link LocalCpuLink();
 // leaves the copies' share of the GPU out).
 inline constexpr double kLocalGpuHopSeconds = 30e-6;
 Link LocalGpuLink();
+// The link of the collectives that ranks sharing one CPU run over Gloo rather than shared
+// memory (the experts' all-to-all): a message wakes Gloo's threads on cores the ranks keep
+// busy, 1.4 to 2 ms a hop on this loaded 2-core host (c10d_transport.h), and the loopback
+// moves a few GB a second.
+Link LocalGlooLink();
 
 struct MeshNetwork {
   // Defaults: within a node, NVLink-class (5 us, 150 GB/s of all-reduce bus bandwidth);
@@ -44,6 +49,9 @@ struct MeshNetwork {
   Link intra{5e-6, 150e9};
   Link inter{1e-5, 25e9};
   int ranks_per_node = 0;  // 0: every rank on one node
+  // Within a node, the all-to-all's link where it is not `intra` (ranks sharing one CPU:
+  // LocalGlooLink, while their all-reduces take shared memory); bandwidth 0: `intra`.
+  Link all_to_all_intra{0, 0};
 
   // The node of `rank`: rank / ranks_per_node (0 with ranks_per_node 0).
   int node_of(int rank) const;
@@ -53,6 +61,9 @@ struct MeshNetwork {
   // limited by: the lowest bandwidth and the highest latency over the kinds of hop it
   // makes. A group of one rank makes none: the intra-node link.
   Link SlowestLink(const std::vector<int>& group) const;
+  // The link an all-to-all over `group` is limited by: SlowestLink, or all_to_all_intra for
+  // a group inside one node where that is set.
+  Link AllToAllLink(const std::vector<int>& group) const;
 };
 
 // Throws UserError naming the numbers unless network.ranks_per_node is 0 or divides the

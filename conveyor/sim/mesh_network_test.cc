@@ -42,6 +42,17 @@ TEST(MeshNetworkTest, RingAllReduceFollowsTheFormula) {
   EXPECT_THROW(RingAllReduceTime(2, 800, Link{0.5, 0}), InternalError);
 }
 
+TEST(MeshNetworkTest, AllToAllFollowsTheFormulaOnItsOwnLinkWithinANode) {
+  // (n-1)/n * bytes / bandwidth + (n-1) * latency.
+  EXPECT_DOUBLE_EQ(AllToAllTime(4, 800, Link{0.5, 100}), 3.0 / 4 * 8 + 3 * 0.5);
+  EXPECT_DOUBLE_EQ(AllToAllTime(1, 800, Link{0.5, 100}), 0);
+  MeshNetwork network = Nodes(2);
+  EXPECT_EQ(network.AllToAllLink({0, 1}), network.intra);  // unset: the intra link
+  network.all_to_all_intra = Link{2, 50};
+  EXPECT_EQ(network.AllToAllLink({0, 1}), (Link{2, 50}));
+  EXPECT_EQ(network.AllToAllLink({1, 2}), network.inter);  // across nodes: the slowest link
+}
+
 TEST(MeshNetworkTest, NodesMustHoldTheMeshWhole) {
   const Mesh mesh = Mesh::Make(8, 2, 2, 2);
   EXPECT_NO_THROW(CheckFitsNodes(Nodes(4), mesh));

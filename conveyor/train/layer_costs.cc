@@ -41,13 +41,16 @@ std::vector<double> ProfileLayers(const TrainTask& task, int microbatches) {
 std::vector<double> LayerCosts(const TrainConfig& config, const ModelTask& model,
                                const std::vector<ParameterShapes>& shapes, const TrainTask* data) {
   switch (config.partition) {
+    case PartitionBy::kParams:
+      // Every expert's parameters would weigh a sparse layer E / k times its work.
+      if (config.model.experts > 0) return model.LayerFlops();
+      break;
     case PartitionBy::kFlops:
       return model.LayerFlops();
     case PartitionBy::kProfile:
       CONVEYOR_CHECK(data != nullptr)
           << "--partition profile times the layers on training data, and there is none here";
       return ProfileLayers(*data, config.microbatches);
-    case PartitionBy::kParams:
     case PartitionBy::kUniform:
       break;
   }

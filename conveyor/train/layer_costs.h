@@ -12,7 +12,9 @@
 namespace conveyor {
 
 // One cost per layer of `model`, as config.partition asks:
-//   params   the layer's parameter count (`shapes`: the model's ModelTask::LayerShapes)
+//   params   the layer's parameter count (`shapes`: the model's ModelTask::LayerShapes); for
+//            a Mixture-of-Experts model its FLOPs instead (every expert's parameters would
+//            weigh a sparse layer E / k times the work a token does there)
 //   flops    the model's forward FLOPs per layer (ModelTask::LayerFlops)
 //   uniform  1 each
 //   profile  the measured seconds of the layer's forward and backward on the first training

@@ -45,6 +45,18 @@ TEST_F(LayerCostsTest, UniformAndFlopsAreTheConfiguredCosts) {
             task->model()->LayerFlops());
 }
 
+// A Mixture-of-Experts model's sparse layers hold E experts and a token meets k of them: by
+// default its layers weigh their FLOPs, not every expert's parameters.
+TEST_F(LayerCostsTest, AMixtureOfExpertsWeighsItsLayersByTheirWork) {
+  TrainConfig c = TinyLlama();
+  c.model.experts = 8;
+  c.model.top_k = 1;
+  const auto task = MakeTask(c);
+  ASSERT_EQ(c.partition, PartitionBy::kParams);
+  EXPECT_EQ(LayerCosts(c, *task->model(), task->model()->LayerShapes(), task.get()),
+            task->model()->LayerFlops());
+}
+
 TEST_F(LayerCostsTest, ProfileTimesEveryLayer) {
   TrainConfig c = TinyGpt();
   c.partition = PartitionBy::kProfile;
