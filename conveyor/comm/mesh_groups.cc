@@ -17,7 +17,7 @@ MeshGroups::MeshGroups(Transport* world, const Mesh& mesh, const std::vector<Req
     const std::vector<std::vector<int>> groups = mesh.Groups(request.axes);
     const int size = static_cast<int>(groups.front().size());
     if (size == 1 && !request.singles) continue;
-    if (size == mesh.size()) {
+    if (size == mesh.size() && !request.own) {
       entry.group = world;
     } else {
       for (const std::vector<int>& ranks : groups) {

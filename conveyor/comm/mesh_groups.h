@@ -6,7 +6,7 @@
 // A rank keeps the one group it belongs to for each set. A group of one rank is not created
 // (Of returns null) unless the set is requested with `singles` (a pipeline of one stage still
 // sends to itself through its transport); a group that is the whole world is the world
-// itself, not a copy.
+// itself, not a copy, unless requested with `own`.
 //
 // Not thread-safe; one per rank. `world` must outlive it and every group it hands out lives
 // as long as it does.
@@ -27,6 +27,10 @@ class MeshGroups {
   struct Request {
     Mesh::Order axes;
     bool singles = false;  // create (and hand out) groups of one rank too
+    // A group that is the whole world gets a transport of its own, not the world: for one
+    // used from another thread beside the world's or other groups' users (a gradient
+    // reduction during the backward).
+    bool own = false;
   };
 
   // Collective over `world` (every rank of `mesh`, world_size() == mesh.size(); null for a

@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <utility>
+#include <vector>
 
+#include "conveyor/comm/transport.h"
 #include "conveyor/common/error.h"
 #include "conveyor/module/auxiliary_loss.h"
 #include "conveyor/nn/expert_dispatch.h"
@@ -16,6 +18,13 @@
 
 namespace conveyor {
 namespace {
+
+// `x` summed over the TP ranks, outside autograd.
+at::Tensor SumOverTensorParallel(const at::Tensor& x, const TensorParallel& tp) {
+  std::vector<at::Tensor> sum = {x.clone()};
+  tp.group->AllReduceSum(sum);
+  return sum[0];
+}
 
 // The indices that sort the 1-D `values`, ties in their order.
 at::Tensor StableSort(const at::Tensor& values, bool descending) {
@@ -89,8 +98,8 @@ NamedShapes MoeParameterShapes(const MoeConfig& c, const std::string& prefix) {
 }
 
 MoeMlp::MoeMlp(const MoeConfig& config, const std::string& prefix, uint64_t seed,
-               ParameterSpecs& specs, const ExpertParallel& ep)
-    : config_(config), prefix_(prefix), ep_(ep) {
+               ParameterSpecs& specs, const ExpertParallel& ep, const TensorParallel& tp)
+    : config_(config), prefix_(prefix), ep_(ep), tp_(tp) {
   CheckMoeConfig(config);
   CONVEYOR_CHECK(ep.size >= 1 && config.experts % ep.size == 0)
       << "the " << config.experts << " experts must divide evenly over --ep " << ep.size;
@@ -102,7 +111,10 @@ MoeMlp::MoeMlp(const MoeConfig& config, const std::string& prefix, uint64_t seed
     const int expert = ExpertOfName(name);
     // An expert's weight: this rank's experts only.
     if (expert >= 0 && (expert < first_expert_ || expert >= first_expert_ + local)) continue;
-    const ParameterSpec spec = expert >= 0 ? ExpertWeight() : ParameterSpec{};
+    // Under tp the ranks route different tokens: the router's and the shared expert's
+    // gradients are summed over the TP ranks too.
+    ParameterSpec spec = expert >= 0 ? ExpertWeight() : ParameterSpec{};
+    if (expert < 0 && tp.size > 1) spec.grad_sum.axes = {MeshAxis::kTp, MeshAxis::kDp};
     at::Tensor param;
     if (config.weights == WeightInit::kDrawn) {
       at::Generator gen = TensorInitGenerator(seed, name);
@@ -136,9 +148,17 @@ at::Tensor MoeMlp::Expert(const at::Tensor& x, const at::Tensor& gate, const at:
 }
 
 at::Tensor MoeMlp::Forward(const at::Tensor& x) {
-  const int64_t n = x.size(0), t = x.size(1), c = x.size(2), tokens = n * t;
+  const int64_t n = x.size(0), t = x.size(1), c = x.size(2), all_tokens = n * t;
   const int64_t e = config_.experts, k = config_.top_k;
-  const at::Tensor flat = x.reshape({tokens, c});  // (N, C)
+  // Under tp each rank routes its 1 / tp of the tokens (N / tp, C); else all of them (N, C),
+  // on every TP rank alike where they do not split (a generated token: no gradients then).
+  const bool split = tp_.size > 1 && all_tokens % tp_.size == 0;
+  CONVEYOR_ASSERT(split || tp_.size == 1 || !at::GradMode::is_enabled())
+      << prefix_ << ": " << all_tokens << " tokens with gradients do not split over " << tp_.size
+      << " tensor-parallel ranks";
+  const TensorParallel& over = split ? tp_ : TensorParallel{};  // where the tokens are split
+  const at::Tensor flat = TokensOfTensorParallelRank(x.reshape({all_tokens, c}), over);
+  const int64_t tokens = flat.size(0);
   at::Tensor logits;  // (N, E) in fp32: autocast's dispatch skipped for the router's product
   {
     const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
@@ -186,23 +206,27 @@ at::Tensor MoeMlp::Forward(const at::Tensor& x) {
     if (config_.shared_gate) shared = shared * at::sigmoid(Linear(flat, shared_gate_, {}));
     y = y + shared;
   }
-  y = y.reshape({n, t, c});
+  y = TokensOfEveryTensorParallelRank(y, over).reshape({n, t, c});
 
+  // The counts and the losses over every token of the micro-batch: summed over the TP ranks
+  // where they split them (the sums' backward the identity: each token on one rank).
+  const at::Tensor all_counts = split ? SumOverTensorParallel(counts, tp_) : counts;
   if (AuxiliaryLossesCounted()) {
-    load_ += counts.cpu();
-    dropped_ += dropped;
+    load_ += all_counts.cpu();
+    dropped_ += split ? SumOverTensorParallel(at::tensor({dropped}), tp_).item<int64_t>() : dropped;
   }
+  const double scale = 1.0 / static_cast<double>(all_tokens);
   if (config_.aux_loss_coef > 0) {
     const at::Tensor probs = config_.scoring == RouterScoring::kSoftmax
                                  ? scores
                                  : scores / (scores.sum(-1, true) + 1e-20);
-    const at::Tensor f = counts.to(probs.device(), at::kFloat) / static_cast<double>(tokens);
-    const at::Tensor p = probs.mean(0);  // (E)
+    const at::Tensor f = all_counts.to(probs.device(), at::kFloat) * scale;
+    const at::Tensor p = ReduceFromTensorParallel(probs.sum(0), over) * scale;  // (E)
     y = AttachAuxiliaryLoss(y, config_.aux_loss_coef * e * (f * p).sum(), "load_balance");
   }
   if (config_.z_loss_coef > 0) {
-    y = AttachAuxiliaryLoss(y, config_.z_loss_coef * logits.logsumexp(-1).square().mean(),
-                            "router_z");
+    const at::Tensor z = ReduceFromTensorParallel(logits.logsumexp(-1).square().sum(), over);
+    y = AttachAuxiliaryLoss(y, config_.z_loss_coef * z * scale, "router_z");
   }
   return y;
 }

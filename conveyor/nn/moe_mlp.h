@@ -38,9 +38,19 @@
 //   PREFIX.shared_expert.gate_proj|up_proj|down_proj.weight   (S, C) (S, C) (C, S)
 //   PREFIX.shared_expert_gate.weight       (1, C)
 // Every matrix drawn N(0, init_std) from its own stream (TensorInitGenerator(seed, name)).
-// Replicated over tensor-parallel ranks (this block is used with tp 1 for now). The experts'
-// weights are declared ExpertWeight (parameter_spec.h: their gradients summed over the
-// experts' data-parallel group), the router's and the shared expert's are ordinary.
+// The experts' weights are declared ExpertWeight (parameter_spec.h: their gradients summed
+// over the experts' data-parallel group), the router's and the shared expert's are ordinary
+// (under tp > 1: summed over the TP ranks too).
+//
+// Tensor parallelism (tp > 1): the block's input is replicated over the TP ranks; each routes
+// its contiguous 1 / tp of the micro-batch's tokens (TokensOfTensorParallelRank) through
+// the whole block (its router and shared expert replicated, its experts those of its
+// expert-parallel rank, which may be a TP rank: Mesh::FoldExperts) and the outputs are
+// gathered again (TokensOfEveryTensorParallelRank), as Megatron-Core's MoE layer does under
+// sequence parallelism. The token counts, the auxiliary losses' sums and the dropped copies
+// are summed over the TP ranks, so they are the micro-batch's; a capacity counts a rank's
+// tokens. Tokens that do not split over tp (a generated one) are routed whole on every TP
+// rank, without gradients.
 //
 // Expert parallelism (ExpertParallel, parallel_context.h): each of the ep ranks holds E / ep
 // experts; after routing, each rank sends every token copy to the rank holding its expert
@@ -115,9 +125,10 @@ class MoeMlp {
  public:
   // Creates the parameters (declared in `specs`), drawn from `seed`: the router and the
   // shared expert, and of the experts this rank's share under `ep` (every expert with
-  // ep.size 1). UserError when ep.size does not divide the experts.
+  // ep.size 1); the tokens split over `tp`. UserError when ep.size does not divide the
+  // experts.
   MoeMlp(const MoeConfig& config, const std::string& prefix, uint64_t seed, ParameterSpecs& specs,
-         const ExpertParallel& ep = {});
+         const ExpertParallel& ep = {}, const TensorParallel& tp = {});
 
   // x (n, T, C) -> (n, T, C). Attaches the configured auxiliary losses to the output; adds
   // the tokens each expert received to load() when the forward counts
@@ -162,6 +173,7 @@ class MoeMlp {
   MoeConfig config_;
   std::string prefix_;
   ExpertParallel ep_;
+  TensorParallel tp_;
   int first_expert_ = 0;  // the global index of this rank's first expert
   NamedTensors params_;
   at::Tensor router_;                         // (E, C)

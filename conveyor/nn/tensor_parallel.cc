@@ -55,6 +55,34 @@ struct ReduceFromRegion : public torch::autograd::Function<ReduceFromRegion> {
   }
 };
 
+// Rows [rank N / p, (rank + 1) N / p) of x (N, ...): the autograd function of
+// TokensOfTensorParallelRank.
+struct TakeRows : public torch::autograd::Function<TakeRows> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, Transport* group) {
+    SaveGroup(ctx, group);
+    const int64_t part = x.size(0) / group->world_size();
+    return x.narrow(0, group->rank() * part, part);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {at::cat(SavedGroup(ctx)->AllGather(grads[0])), at::Tensor()};
+  }
+};
+
+// Every rank's rows, in rank order: the autograd function of TokensOfEveryTensorParallelRank.
+struct GatherRows : public torch::autograd::Function<GatherRows> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, Transport* group) {
+    SaveGroup(ctx, group);
+    return at::cat(group->AllGather(x));
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    Transport* group = SavedGroup(ctx);
+    const int64_t part = grads[0].size(0) / group->world_size();
+    return {grads[0].narrow(0, group->rank() * part, part).contiguous(), at::Tensor()};
+  }
+};
+
 // The autograd function of ScaleToKvReplicas.
 struct ScaleGradient : public torch::autograd::Function<ScaleGradient> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double factor) {
@@ -126,6 +154,17 @@ at::Tensor CopyToTensorParallel(const at::Tensor& x, const TensorParallel& tp) {
 
 at::Tensor ReduceFromTensorParallel(const at::Tensor& x, const TensorParallel& tp) {
   return tp.size == 1 ? x : ReduceFromRegion::apply(x, tp.group);
+}
+
+at::Tensor TokensOfTensorParallelRank(const at::Tensor& x, const TensorParallel& tp) {
+  if (tp.size == 1) return x;
+  CONVEYOR_ASSERT(x.size(0) % tp.size == 0)
+      << x.size(0) << " tokens do not split over " << tp.size << " tensor-parallel ranks";
+  return TakeRows::apply(x, tp.group);
+}
+
+at::Tensor TokensOfEveryTensorParallelRank(const at::Tensor& x, const TensorParallel& tp) {
+  return tp.size == 1 ? x : GatherRows::apply(x, tp.group);
 }
 
 at::Tensor ScaleToKvReplicas(const at::Tensor& x, const TensorParallel& tp) {

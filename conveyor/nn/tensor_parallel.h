@@ -54,6 +54,16 @@ at::Tensor CopyToTensorParallel(const at::Tensor& x, const TensorParallel& tp);
 // Sums x over tp.group in forward (a new tensor); identity backward. tp.size == 1: x itself.
 at::Tensor ReduceFromTensorParallel(const at::Tensor& x, const TensorParallel& tp);
 
+// A region where the TP ranks split the tokens instead of the features (a Mixture-of-Experts
+// block's routing and experts under tp): TokensOfTensorParallelRank(x) is this rank's
+// contiguous 1 / p of x's rows (N, ...) -> (N / p, ...), its backward all-gathers the ranks'
+// gradients (the whole input's gradient on every rank); TokensOfEveryTensorParallelRank(y)
+// all-gathers the ranks' rows in rank order (N / p, ...) -> (N, ...), its backward keeps this
+// rank's rows of the (replicated) gradient. Precondition: N divides by p. tp.size == 1: the
+// argument itself.
+at::Tensor TokensOfTensorParallelRank(const at::Tensor& x, const TensorParallel& tp);
+at::Tensor TokensOfEveryTensorParallelRank(const at::Tensor& x, const TensorParallel& tp);
+
 // Key-value heads replicated over r = tp.kv_replicas consecutive ranks (r > 1): each of the r
 // ranks projects the same head from the replicated input x for its own query heads, and its
 // gradient holds only their part. ScaleToKvReplicas(x) is x, its backward multiplies the

@@ -136,9 +136,9 @@ void LlamaArchitecture::Check(const ModelSpec& spec, int tp) const {
   if (spec.experts > 0) {
     CONVEYOR_CHECK(spec.top_k <= spec.experts)
         << "--top-k " << spec.top_k << " must be at most --experts " << spec.experts;
-    CONVEYOR_CHECK(tp == 1) << "--experts with --tp " << tp
-                            << ": Mixture-of-Experts layers are not split over tensor-parallel "
-                               "ranks yet (use --ep to divide the experts)";
+    CONVEYOR_CHECK(spec.seq_len % tp == 0)
+        << "--experts with --tp " << tp << ": each tensor-parallel rank routes 1 / " << tp
+        << " of the tokens, so --seq-len " << spec.seq_len << " must divide by it";
   }
   const int kv = static_cast<int>(sizes.kv_heads);
   CONVEYOR_CHECK(spec.heads % kv == 0)

@@ -132,14 +132,17 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
     auto it = owner_.find(name);
     CONVEYOR_ASSERT(it != owner_.end()) << "unknown parameter " << name;
     if (it->second != rank_ || !counted.insert(name).second || !p.grad().defined()) continue;
-    if (!CountsInNorm(specs_.Of(name).tp, tp_.rank)) continue;
     if (ep_group_ != nullptr && specs_.Of(name).grad_sum.experts) {
+      // On every TP rank: the EP group may be made of TP ranks (Mesh::FoldExperts).
       if (expert_zero_ != nullptr && expert_zero_->scattered(name)) {
         add_squares(expert_scattered_sq, in_range(*expert_zero_, p));
       } else {
         add_squares(expert_sq, p.grad());
       }
-    } else if (zero_ != nullptr && zero_->scattered(name)) {
+      continue;
+    }
+    if (!CountsInNorm(specs_.Of(name).tp, tp_.rank)) continue;
+    if (zero_ != nullptr && zero_->scattered(name)) {
       add_squares(scattered_sq, in_range(*zero_, p));
     } else {
       add_squares(local_sq, p.grad());
@@ -161,7 +164,8 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
     }
     std::vector<at::Tensor> total = {at::full({1}, experts, at::kDouble)};
     ep_group_->AllReduceSum(total);
-    local += total[0].item<double>();
+    // Every expert of the EP group once, counted by one TP rank (the TP sum below adds them).
+    if (tp_.rank == 0) local += total[0].item<double>();
   }
   if (world_ != nullptr && world_->world_size() > 1) {
     std::vector<at::Tensor> total = {at::full({1}, local, at::kDouble)};

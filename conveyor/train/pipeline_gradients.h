@@ -59,8 +59,8 @@ class PipelineGradients {
   // parameters count every tensor-parallel shard, replicated ones once. With a layout, the
   // scattered parameters count this replica's range, summed over the DP group (collective
   // over it too). Experts divided over an EP group count on the rank holding them, summed
-  // over the group (collective over it); scattered, their range summed over the experts' DP
-  // group first.
+  // over the group (collective over it) and added by TP rank 0 (the group may be made of TP
+  // ranks); scattered, their range summed over the experts' DP group first.
   double GlobalNorm(const NamedTensors& params);
 
   // Scales every gradient by `factor`.

@@ -70,27 +70,36 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   VerifyOrThrow(program_);
   program_ = Lower(program_);
   // The groups, in one order on every rank: TP, DP, pipelines; the experts' EP and DP.
-  const Mesh::Order dp = {MeshAxis::kDp}, ep = {MeshAxis::kEp};
-  groups_ = std::make_unique<MeshGroups>(
-      world_, mesh_,
-      std::vector<MeshGroups::Request>{
-          {{MeshAxis::kTp}}, {dp}, {{MeshAxis::kPp}, /*singles=*/true}});
+  const Mesh::Order dp = {MeshAxis::kDp}, ep = {MeshAxis::kEp}, tp_dp = {MeshAxis::kTp, dp[0]};
+  std::vector<MeshGroups::Request> requests = {
+      {{MeshAxis::kTp}}, {dp}, {{MeshAxis::kPp}, /*singles=*/true}};
+  // The routers' gradient sums, beside the TP group's collectives.
+  if (routes_over_tp()) requests.push_back({tp_dp, /*singles=*/false, /*own=*/true});
+  groups_ = std::make_unique<MeshGroups>(world_, mesh_, requests);
   if (Transport* tp = groups_->Of({MeshAxis::kTp}))
     tp_timed_ = std::make_unique<TimedTransport>(tp);
   if (Transport* group = groups_->Of(dp)) {
     gradient_sum_groups_[{}] = std::make_unique<TimedTransport>(group);
   }
+  if (Transport* group = routes_over_tp() ? groups_->Of(tp_dp) : nullptr) {
+    gradient_sum_groups_[{.axes = tp_dp}] = std::make_unique<TimedTransport>(group);
+  }
   pipeline_group_ = groups_->Of({MeshAxis::kPp});
-  if (config_.ep > 1) {
+  if (config_.ep > 1 || routes_over_tp()) {
     const Mesh experts = Mesh::FoldExperts(mesh_, config_.ep);
-    expert_groups_ =
-        std::make_unique<MeshGroups>(world_, experts, std::vector<MeshGroups::Request>{{ep}, {dp}});
-    ep_timed_ = std::make_unique<TimedTransport>(expert_groups_->Of(ep));
-    parallel_.ep = {config_.ep, experts.coords(rank_).ep, ep_timed_.get()};
+    // The experts' gradient sums run beside the routers' and the EP group's.
+    expert_groups_ = std::make_unique<MeshGroups>(
+        world_, experts,
+        std::vector<MeshGroups::Request>{{ep}, {dp, /*singles=*/false, /*own=*/true}});
+    if (config_.ep > 1) {
+      ep_timed_ = std::make_unique<TimedTransport>(expert_groups_->Of(ep));
+      parallel_.ep = {config_.ep, experts.coords(rank_).ep, ep_timed_.get()};
+    }
     if (Transport* group = expert_groups_->Of(dp)) {
       gradient_sum_groups_[{.experts = true}] = std::make_unique<TimedTransport>(group);
     }
-    if (overlaps_pairs()) {  // the forward halves' all-to-alls on groups of their own
+    if (config_.ep > 1 &&
+        overlaps_pairs()) {  // the forward halves' all-to-alls on groups of their own
       overlap_groups_ =
           std::make_unique<MeshGroups>(world_, experts, std::vector<MeshGroups::Request>{{ep}});
       overlap_ep_timed_ = std::make_unique<TimedTransport>(overlap_groups_->Of(ep));
@@ -220,14 +229,18 @@ std::vector<MoeMlp*> PipelineModel::ExpertBlocks() const {
 }
 
 std::vector<GradientSum> PipelineModel::GradientSums() const {
-  if (config_.ep == 1) return {{}};
-  return {{}, {.experts = true}};
+  std::vector<GradientSum> sums = {{}};
+  if (config_.ep > 1 || routes_over_tp()) sums.push_back({.experts = true});
+  if (routes_over_tp()) sums.push_back({.axes = {MeshAxis::kTp, MeshAxis::kDp}});
+  return sums;
 }
 
 GradientSum PipelineModel::Resolve(const GradientSum& declared) const {
-  // With ep 1 the experts' mesh is the dense one (tp 1 under experts: llama.h).
-  return config_.ep > 1 ? declared : GradientSum{.axes = declared.axes};
+  // With ep 1 and tp 1 the experts' mesh is the dense one.
+  return config_.ep > 1 || routes_over_tp() ? declared : GradientSum{.axes = declared.axes};
 }
+
+bool PipelineModel::routes_over_tp() const { return config_.model.experts > 0 && mesh_.tp() > 1; }
 
 TimedTransport* PipelineModel::gradient_sum_group(const GradientSum& sum) const {
   const auto it = gradient_sum_groups_.find(sum);

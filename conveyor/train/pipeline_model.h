@@ -96,6 +96,10 @@ class PipelineModel {
   // DualPipe, DualPipeV) at once (runtime/executor.h): on the CPU, without tensor
   // parallelism (whose collectives would cross lanes), unless config.sequential_pairs. The
   // same on every rank.
+  // Whether Mixture-of-Experts blocks split their tokens over the TP ranks (experts and tp >
+  // 1: moe_mlp.h), their routers' gradients then summed over tp x dp and their experts' over
+  // the experts' data-parallel group, which holds TP ranks.
+  bool routes_over_tp() const;
   bool overlaps_pairs() const;
   // The groups this rank's layers communicate over (tp size 1 without TP).
   const ParallelContext& parallel() const { return parallel_; }

@@ -273,13 +273,14 @@ void TrainConfig::Validate() const {
         << "(--model llama --experts N)";
     CONVEYOR_CHECK(model.experts % ep == 0)
         << "the " << model.experts << " experts must divide evenly over --ep " << ep;
-    CONVEYOR_CHECK(tp == 1) << "--ep " << ep << " with --tp " << tp
-                            << ": expert parallelism borrows data-parallel ranks, and the "
-                               "experts are not split over tensor-parallel ones yet";
-    CONVEYOR_CHECK(dp == 0 || dp % ep == 0)
-        << "--ep " << ep << " must divide --dp " << dp
-        << ": each expert-parallel group is made of data-parallel ranks";
+    CONVEYOR_CHECK(dp == 0 || (dp * tp) % ep == 0)
+        << "--ep " << ep << " must divide --dp x --tp = " << dp << " x " << tp
+        << ": each expert-parallel group is made of tensor- and data-parallel ranks";
   }
+  CONVEYOR_CHECK(zero == 0 || tp == 1 || model.experts == 0)
+      << "--zero 1 with --experts and --tp " << tp
+      << ": the router's state, summed over the tensor- and data-parallel ranks, is not "
+         "sharded yet";
   CheckPipelineSize(schedule, ScheduleOptions{pp, microbatches, chunks});
 }
 

@@ -113,11 +113,11 @@ std::vector<double> TrainCollecting(const TrainConfig& c, Weights& weights,
     }
     {
       // Replica 0 holds every weight but the experts divided over its expert-parallel
-      // group's other replicas: those from whichever rank holds them.
+      // group's other ranks (data- or tensor-parallel ones): those from whichever rank holds
+      // them.
       std::lock_guard<std::mutex> lock(mu);
       for (const auto& [name, w] : mine) {
-        if (t.model().leads_replicas() ||
-            (t.model().coords().tp == 0 && t.model().parameter_specs().Of(name).grad_sum.experts)) {
+        if (t.model().leads_replicas() || t.model().parameter_specs().Of(name).grad_sum.experts) {
           weights.insert({name, w});
         }
       }

@@ -43,6 +43,7 @@ struct Layout {
   int dp, ep, pp;
   std::string schedule;
   int zero = 0;
+  int tp = 1;
 };
 
 TEST(TrainerMoeTest, EveryMeshAndScheduleTrainsAsOneProcess) {
@@ -76,6 +77,42 @@ TEST(TrainerMoeTest, EveryMeshAndScheduleTrainsAsOneProcess) {
     const std::string what = "dp " + std::to_string(c.dp) + " ep " + std::to_string(c.ep) + " pp " +
                              std::to_string(c.pp) + " " + c.schedule + " zero " +
                              std::to_string(c.zero);
+    Weights got;
+    const std::vector<double> losses = TrainCollecting(c, got);
+    ExpectSameLosses(reference, losses, what);
+    ExpectSameWeights(want, got, c.lr, what);
+  }
+}
+
+// Under tensor parallelism each TP rank routes its half of the tokens through the whole MoE
+// block, the experts spread over TP ranks (ep folded over tp first) or kept whole on each:
+// losses and weights as one process, the auxiliary loss (over the micro-batch's tokens, summed
+// over the TP ranks) included.
+TEST(TrainerMoeTest, TensorParallelRanksSplitTheTokensAndTrainAsOneProcess) {
+  at::set_num_threads(1);
+  const TrainConfig base = TinyMoe();
+  Weights want;
+  const std::vector<double> reference = TrainCollecting(base, want);
+  struct TpLayout {
+    int dp, tp, ep, pp;
+    std::string schedule;
+  };
+  for (const TpLayout& layout : std::vector<TpLayout>{{1, 2, 1, 1, "1f1b"},
+                                                      {1, 2, 2, 1, "1f1b"},
+                                                      {2, 2, 2, 1, "1f1b"},
+                                                      {2, 2, 4, 1, "1f1b"},
+                                                      {1, 2, 2, 2, "1f1b"},
+                                                      {1, 2, 2, 2, "zb-h1"}}) {
+    TrainConfig c = base;
+    c.dp = layout.dp;
+    c.tp = layout.tp;
+    c.ep = layout.ep;
+    c.pp = layout.pp;
+    c.schedule = layout.schedule;
+    c.microbatches = base.microbatches / c.dp;
+    const std::string what = "dp " + std::to_string(c.dp) + " tp " + std::to_string(c.tp) +
+                             " ep " + std::to_string(c.ep) + " pp " + std::to_string(c.pp) + " " +
+                             c.schedule;
     Weights got;
     const std::vector<double> losses = TrainCollecting(c, got);
     ExpectSameLosses(reference, losses, what);
@@ -134,8 +171,12 @@ TEST(TrainerMoeTest, AuxiliaryLossAndExpertLoadAreReportedAsOneProcessCountsThem
   c.pp = 2;
   c.microbatches /= 2;  // each micro-batch the same 2 samples
   run(c, four);
+  c.dp = 1;  // and with the tokens split over 2 TP ranks, the experts over them too
+  c.tp = 2;
+  c.microbatches *= 2;
+  run(c, four);
   ASSERT_EQ(one.size(), 1u);
-  ASSERT_EQ(four.size(), 4u);
+  ASSERT_EQ(four.size(), 8u);
   const StepMetrics& want = one[0];
   ASSERT_EQ(want.expert_load.size(), 2u);  // layers 1 and 3
   const std::vector<double>& load = want.expert_load.at("model.layers.1.mlp");
@@ -201,16 +242,22 @@ TEST(TrainerMoeTest, ACheckpointOfSpreadExpertsResumesAtAnyExpertParallelism) {
     const std::string name = "model.layers.3.mlp.experts." + std::to_string(e) + ".up_proj.weight";
     EXPECT_EQ(stored.Read(name).sizes(), want.at(name).sizes()) << name;
   }
-  for (const Layout& at : std::vector<Layout>{
-           {1, 1, 1, "1f1b"}, {2, 2, 1, "1f1b"}, {4, 4, 1, "1f1b"}, {4, 2, 1, "1f1b", 1}}) {
+  for (const Layout& at : std::vector<Layout>{{1, 1, 1, "1f1b"},
+                                              {2, 2, 1, "1f1b"},
+                                              {4, 4, 1, "1f1b"},
+                                              {4, 2, 1, "1f1b", 1},
+                                              {1, 2, 1, "1f1b", 0, 2},
+                                              {2, 1, 1, "1f1b", 0, 2}}) {
     TrainConfig resumed = base;
     resumed.dp = at.dp;
     resumed.ep = at.ep;
+    resumed.tp = at.tp;
     resumed.zero = at.zero;
     resumed.microbatches = base.microbatches / at.dp;
     resumed.resume = dir;
-    const std::string what = "resumed at dp " + std::to_string(at.dp) + " ep " +
-                             std::to_string(at.ep) + " zero " + std::to_string(at.zero);
+    const std::string what = "resumed at dp " + std::to_string(at.dp) + " tp " +
+                             std::to_string(at.tp) + " ep " + std::to_string(at.ep) + " zero " +
+                             std::to_string(at.zero);
     Weights got;
     const std::vector<double> rest = TrainCollecting(resumed, got);
     ExpectSameLosses({full.begin() + 3, full.end()}, rest, what);
@@ -248,6 +295,9 @@ TEST(TrainerMoeTest, EvaluationUnderExpertParallelismIsOneProcesssOnEveryRank) {
   c.pp = 2;
   c.microbatches /= 2;
   for (const double loss : evaluate(c)) EXPECT_NEAR(loss, one[0], 2e-5 * one[0]);
+  c.dp = 1;  // the tokens split over the TP ranks, the experts over them
+  c.tp = 2;
+  for (const double loss : evaluate(c)) EXPECT_NEAR(loss, one[0], 2e-5 * one[0]);
 }
 
 TEST(TrainerMoeTest, BadExpertSettingsAreRefusedInOneLine) {
@@ -269,9 +319,18 @@ TEST(TrainerMoeTest, BadExpertSettingsAreRefusedInOneLine) {
     EXPECT_NE(std::string(e.what()).find("has none"), std::string::npos) << e.what();
   }
   c = TinyMoe();
-  c.ep = 2;
+  c.ep = 4;
+  c.dp = 1;
+  c.tp = 2;  // 4 does not divide dp x tp
+  EXPECT_THROW(c.Validate(), UserError);
   c.dp = 2;
-  c.tp = 2;  // experts are not split over tensor-parallel ranks yet
+  EXPECT_NO_THROW(c.Validate());
+  c.model.seq_len = 15;  // each TP rank routes half of a sequence's tokens
+  EXPECT_THROW(c.Validate(), UserError);
+  c = TinyMoe();
+  c.dp = 2;
+  c.tp = 2;
+  c.zero = 1;  // the router's state over tp x dp: not sharded yet
   EXPECT_THROW(c.Validate(), UserError);
 }
 
