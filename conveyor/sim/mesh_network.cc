@@ -11,7 +11,7 @@ Link LocalCpuLink() { return Link{kLocalHopSeconds, 0.7e9}; }
 
 Link LocalGpuLink() { return Link{kLocalGpuHopSeconds, 300e9}; }
 
-Link LocalGlooLink() { return Link{1.5e-3, 2e9}; }
+Link LocalGlooLink() { return Link{0.75e-3, 2e9}; }
 
 Link MeshNetwork::AllToAllLink(const std::vector<int>& group) const {
   const bool one_node = NodesOf(group).size() <= 1;
@@ -58,7 +58,8 @@ double RingAllReduceTime(int members, double bytes, const Link& link) {
 }
 
 double AllToAllTime(int members, double bytes, const Link& link) {
-  return RingAllReduceTime(members, bytes, link) / 2;  // half a ring's moves and hops
+  if (members == 1) return RingAllReduceTime(members, bytes, link);  // its checks; 0
+  return RingAllReduceTime(members, bytes, Link{0, link.bandwidth}) / 2 + link.latency;
 }
 
 }  // namespace conveyor

@@ -39,8 +39,10 @@ inline constexpr double kLocalGpuHopSeconds = 30e-6;
 Link LocalGpuLink();
 // The link of the collectives that ranks sharing one CPU run over Gloo rather than shared
 // memory (the experts' all-to-all): a message wakes Gloo's threads on cores the ranks keep
-// busy, 1.4 to 2 ms a hop on this loaded 2-core host (c10d_transport.h), and the loopback
-// moves a few GB a second.
+// busy (1.4 to 2 ms a hop on this loaded 2-core host, c10d_transport.h), and the loopback
+// moves a few GB a second. 0.75 ms an all-to-all: 80 of them made a step of 2 ranks at ep 2
+// 85 ms longer than at ep 1 (bench/moe/run), the ranks computing at 0.73 of a lone one's
+// speed, at which the simulator stretches the exchanges too.
 Link LocalGlooLink();
 
 struct MeshNetwork {
@@ -77,9 +79,10 @@ void CheckFitsNodes(const MeshNetwork& network, const Mesh& mesh);
 double RingAllReduceTime(int members, double bytes, const Link& link);
 
 // Time of an all-to-all over `members` ranks on `link` in which each rank holds `bytes` for
-// all of them, its own share included (an even split): (n-1)/n * bytes / bandwidth + (n-1) *
-// latency, each rank exchanging with the others in turn (0 for n = 1). REQUIRES as
-// RingAllReduceTime.
+// all of them, its own share included (an even split): (n-1)/n * bytes / bandwidth + latency,
+// every pair's exchange in flight at once (Gloo's and NCCL's all-to-all post them together;
+// on this machine ep 4 took no longer a step than ep 2, bench/moe/run) (0 for n = 1).
+// REQUIRES as RingAllReduceTime.
 double AllToAllTime(int members, double bytes, const Link& link);
 
 }  // namespace conveyor

@@ -43,8 +43,8 @@ TEST(MeshNetworkTest, RingAllReduceFollowsTheFormula) {
 }
 
 TEST(MeshNetworkTest, AllToAllFollowsTheFormulaOnItsOwnLinkWithinANode) {
-  // (n-1)/n * bytes / bandwidth + (n-1) * latency.
-  EXPECT_DOUBLE_EQ(AllToAllTime(4, 800, Link{0.5, 100}), 3.0 / 4 * 8 + 3 * 0.5);
+  // (n-1)/n * bytes / bandwidth + latency: every pair's exchange at once.
+  EXPECT_DOUBLE_EQ(AllToAllTime(4, 800, Link{0.5, 100}), 3.0 / 4 * 8 + 0.5);
   EXPECT_DOUBLE_EQ(AllToAllTime(1, 800, Link{0.5, 100}), 0);
   MeshNetwork network = Nodes(2);
   EXPECT_EQ(network.AllToAllLink({0, 1}), network.intra);  // unset: the intra link
