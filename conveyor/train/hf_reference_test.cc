@@ -98,27 +98,36 @@ TEST(HfReferenceTest, ALlamasEvalLossOnEveryMeshIsTheReferences) {
   RemoveTree(dir);
 }
 
-// A Mixtral (every layer sparse, 4 experts, top 2, gates renormalised) written by conveyor's
-// writer and read by the reference: its eval loss on every mesh, the experts spread over
-// data- and tensor-parallel ranks too.
-TEST(HfReferenceTest, AMixtralsEvalLossOnEveryMeshIsTheReferences) {
+// A Mixtral (every layer sparse, 4 experts, top 2, gates renormalised) and a Qwen3-MoE
+// (per-head query and key norms, gates not renormalised, every other layer dense) written
+// by conveyor's writer and read by the reference: their eval loss on every mesh, the experts
+// spread over data- and tensor-parallel ranks too.
+TEST(HfReferenceTest, MoeFoldersEvalLossOnEveryMeshIsTheReferences) {
   if (!PythonHasTorch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch (python3-torch)";
   at::set_num_threads(1);
-  TrainConfig c = TinyLlama();
-  c.model.layers = 6;
-  c.model.experts = 4;
-  c.model.top_k = 2;
-  c.model.moe_mixtral_names = true;
-  const LlamaConfig llama = LlamaConfigOf(c.model);
-  const std::string dir = ScratchDir("mixtral_reference");
-  std::map<std::string, at::Tensor> weights = LlamaWeights(llama, 3);
-  for (auto& [name, w] : weights) w = w * 4;  // logits far from uniform, the routers' too
-  WriteHfLlamaFolder(dir, llama, weights, at::kFloat, /*shards=*/true);
-  SetModel(c, dir, "--model");
-  ApplyModelFolder(c);
-  ASSERT_EQ(c.model.experts, 4);
-  ExpectEvalLossOnEveryMeshIsTheReferences(c, dir);
-  RemoveTree(dir);
+  for (const bool mixtral : {true, false}) {
+    TrainConfig c = TinyLlama();
+    c.model.layers = 6;
+    c.model.experts = 4;
+    c.model.top_k = 2;
+    c.model.moe_mixtral_names = mixtral;
+    if (!mixtral) {
+      c.model.qk_norm = "head";
+      c.model.router_plain_gates = true;
+      c.model.moe_sparse_step = 2;
+      c.model.expert_units = 24;
+    }
+    const LlamaConfig llama = LlamaConfigOf(c.model);
+    const std::string dir = ScratchDir(mixtral ? "mixtral_reference" : "qwen3_moe_reference");
+    std::map<std::string, at::Tensor> weights = LlamaWeights(llama, 3);
+    for (auto& [name, w] : weights) w = w * 4;  // logits far from uniform, the routers' too
+    WriteHfLlamaFolder(dir, llama, weights, at::kFloat, /*shards=*/true);
+    SetModel(c, dir, "--model");
+    ApplyModelFolder(c);
+    ASSERT_EQ(c.model.experts, 4);
+    ExpectEvalLossOnEveryMeshIsTheReferences(c, dir);
+    RemoveTree(dir);
+  }
 }
 
 // A GPT-2 (Conv1D weights, GELU's tanh form, tied head, more positions than the sequence, a

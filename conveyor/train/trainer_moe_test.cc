@@ -55,6 +55,9 @@ TEST(TrainerMoeTest, EveryMeshAndScheduleTrainsAsOneProcess) {
   EXPECT_TRUE(want.count("model.layers.1.mlp.experts.3.down_proj.weight"));
   EXPECT_FALSE(want.count("model.layers.0.mlp.experts.0.down_proj.weight"));  // dense layer 0
   for (const Layout& layout : std::vector<Layout>{{1, 1, 2, "1f1b"},
+                                                  {1, 1, 4, "1f1b"},
+                                                  {1, 1, 2, "gpipe"},
+                                                  {2, 2, 2, "zb-v"},
                                                   {2, 1, 1, "1f1b"},
                                                   {2, 2, 1, "1f1b"},
                                                   {2, 2, 2, "1f1b"},
