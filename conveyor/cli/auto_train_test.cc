@@ -120,7 +120,8 @@ TEST(CliTest, PlanAutoSpreadsAMixtureOfExpertsOverExpertParallelRanks) {
     eps.push_back(ep);
   }
   for (int ep : {1, 2, 4}) EXPECT_NE(std::count(eps.begin(), eps.end(), ep), 0) << "ep " << ep;
-  r = Conveyor("plan --auto --costs " + dir + "/costs.json --world 4 --cores 2 --global-batch 8 "
+  r = Conveyor("plan --auto --costs " + dir +
+               "/costs.json --world 4 --cores 2 --global-batch 8 "
                "--ep 2 --top 3");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find(", ep 2  "), std::string::npos) << r.out;

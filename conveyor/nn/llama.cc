@@ -127,8 +127,8 @@ class LlamaDecoderLayer : public Layer {
     }
     mlp_norm_ = OnesParam({c.hidden});
     if (IsSparseLayer(c, index)) {
-      moe_ = std::make_unique<MoeMlp>(BlockOf(c), prefix_ + c.moe->prefix, seed, specs_, c.ep,
-                                      c.tp);
+      moe_ =
+          std::make_unique<MoeMlp>(BlockOf(c), prefix_ + c.moe->prefix, seed, specs_, c.ep, c.tp);
     } else {
       gate_ = normal("mlp.gate_proj.weight", ColumnParallel());
       up_ = normal("mlp.up_proj.weight", ColumnParallel());
@@ -333,9 +333,9 @@ void CheckLlamaConfig(const LlamaConfig& c) {
         << "the sparse step must be >= 1 and the first dense layers >= 0, got "
         << c.moe->sparse_step << " and " << c.moe->first_dense;
     CONVEYOR_CHECK(c.max_seq_len % c.tp.size == 0)
-        << "a Mixture-of-Experts layer under --tp " << c.tp.size << " routes 1 / "
-        << c.tp.size << " of the tokens on each tensor-parallel rank: the sequence's "
-        << c.max_seq_len << " tokens must divide by it";
+        << "a Mixture-of-Experts layer under --tp " << c.tp.size << " routes 1 / " << c.tp.size
+        << " of the tokens on each tensor-parallel rank: the sequence's " << c.max_seq_len
+        << " tokens must divide by it";
     CONVEYOR_CHECK(c.moe->block.experts % c.ep.size == 0)
         << "the " << c.moe->block.experts << " experts must divide evenly over --ep " << c.ep.size;
   }

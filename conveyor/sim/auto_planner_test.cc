@@ -456,8 +456,9 @@ TEST(AutoPlannerTest, SpreadsTheExpertsOverDataParallelRanksThatDivideThem) {
     EXPECT_EQ(l.dp % l.ep, 0);
     seen.insert({l.dp, l.ep});
   });
-  EXPECT_EQ(seen, (std::set<std::pair<int, int>>{
-                      {1, 1}, {2, 1}, {2, 2}, {4, 1}, {4, 2}, {4, 4}, {8, 1}, {8, 2}, {8, 4}, {8, 8}}));
+  EXPECT_EQ(seen,
+            (std::set<std::pair<int, int>>{
+                {1, 1}, {2, 1}, {2, 2}, {4, 1}, {4, 2}, {4, 4}, {8, 1}, {8, 2}, {8, 4}, {8, 8}}));
   r.model.experts = 6;  // ep divides the experts too
   seen.clear();
   ForEachPlanLayout(r, [&](const PlanLayout& l) { seen.insert({l.dp, l.ep}); });

@@ -26,8 +26,8 @@
 //   ep_forward = sparse * (AllToAllTime(ep, 8 * experts, link) + 2 * AllToAllTime(ep, rows, link))
 //
 // and every I and B the two rows' (and the forward's again under full recomputation), on the
-// slowest EP group's link at that pipeline coordinate (MeshNetwork::AllToAllLink); as comm_f and comm_b
-// (cost_model.h) too, which the other half of an OVERLAP_F_B unit run at once may hide,
+// slowest EP group's link at that pipeline coordinate (MeshNetwork::AllToAllLink); as comm_f and
+// comm_b (cost_model.h) too, which the other half of an OVERLAP_F_B unit run at once may hide,
 // unless the ranks share a device (CostModel::sharing: on one CPU the collectives copy on
 // the cores the other half computes on).
 //

@@ -105,7 +105,7 @@ TEST(SimulatorTest, ARankAloneStartsItsNextStepOnceItsLastReductionEnds) {
   c.sharing = ComputeSharing::OneDevice(1, 0.5);
   c.reduce = {1};
   const SimResult r = Simulate(p, c, {.steady_state_steps = 4});
-  EXPECT_DOUBLE_EQ(r.makespan, 6);  // F and B at half speed
+  EXPECT_DOUBLE_EQ(r.makespan, 6);         // F and B at half speed
   EXPECT_DOUBLE_EQ(r.reduced_end, 6 + 2);  // then the reduction
   EXPECT_GT(r.steady_state_period, 0);
 }

@@ -45,9 +45,9 @@ TEST(TransformerSpecTest, CountsAMixtureOfExpertsAllItsExpertsAndComputesTopK) {
   EXPECT_DOUBLE_EQ(mixtral.ExpertParams(), 8 * 3.0 * 4096 * 14336);
   const double active = mixtral.Params() - 32 * mixtral.ExpertParams() * 6 / 8;
   EXPECT_NEAR(active / 1e9, 12.88, 0.01);
-  EXPECT_DOUBLE_EQ(mixtral.BlockForwardFlops(true),
-                   2 * (mixtral.BlockParams(true) - mixtral.ExpertParams() * 6 / 8) +
-                       4.0 * 4096 * 4096);
+  EXPECT_DOUBLE_EQ(
+      mixtral.BlockForwardFlops(true),
+      2 * (mixtral.BlockParams(true) - mixtral.ExpertParams() * 6 / 8) + 4.0 * 4096 * 4096);
   EXPECT_EQ(mixtral.SparseBlocks(), 32);
   EXPECT_FALSE(mixtral.SplitsOver(2));  // experts at tp 1 only
   EXPECT_TRUE(mixtral.SplitsOver(1));

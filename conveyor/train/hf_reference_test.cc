@@ -45,9 +45,8 @@ void ExpectEvalLossOnEveryMeshIsTheReferences(const TrainConfig& c, const std::s
     const char* schedule;
     int ep = 1;
   };
-  std::vector<Mesh> meshes = {Mesh{1, 1, 1, "gpipe"}, Mesh{1, 1, 2, "1f1b"},
-                              Mesh{1, 1, 4, "1f1b"}, Mesh{1, 2, 1, "gpipe"},
-                              Mesh{2, 2, 2, "zb-h1"}};
+  std::vector<Mesh> meshes = {Mesh{1, 1, 1, "gpipe"}, Mesh{1, 1, 2, "1f1b"}, Mesh{1, 1, 4, "1f1b"},
+                              Mesh{1, 2, 1, "gpipe"}, Mesh{2, 2, 2, "zb-h1"}};
   if (c.model.experts > 0) {  // the experts spread over data- and tensor-parallel ranks
     meshes.push_back(Mesh{2, 1, 2, "1f1b", 2});
     meshes.push_back(Mesh{2, 2, 1, "gpipe", 4});

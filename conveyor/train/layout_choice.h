@@ -45,8 +45,8 @@ void CheckLayoutDevices(const TrainConfig& config, int world, bool rank_threads)
 // are threads sharing the one GPU. The memory per rank is config.memory_per_rank (0 on
 // the CPU: this machine's memory over the ranks), less the tensors the training data holds
 // on the CPU. A Mixture-of-Experts model's layout includes its expert-parallel size. UserError
-// for a classifier, when the data take all the memory, when no layout fits (naming the smallest need) and when
-// the trainer runs none of those that do.
+// for a classifier, when the data take all the memory, when no layout fits (naming the smallest
+// need) and when the trainer runs none of those that do.
 LayoutChoice ChooseLayout(const TrainConfig& config, int world,
                           const std::optional<LayerCostTable>& costs,
                           const std::function<void(size_t sizes)>& timing);

@@ -87,8 +87,8 @@ TEST(TrainerMoeTest, EveryMeshAndScheduleTrainsAsOneProcess) {
     c.schedule = layout.schedule;
     c.zero = layout.zero;
     c.microbatches = base.microbatches / c.dp;  // each micro-batch the same 2 samples
-    const std::string what = "dp " + std::to_string(c.dp) + " tp " + std::to_string(c.tp) +
-                             " ep " + std::to_string(c.ep) + " pp " + std::to_string(c.pp) + " " +
+    const std::string what = "dp " + std::to_string(c.dp) + " tp " + std::to_string(c.tp) + " ep " +
+                             std::to_string(c.ep) + " pp " + std::to_string(c.pp) + " " +
                              c.schedule + " zero " + std::to_string(c.zero);
     Weights got;
     const std::vector<double> losses = TrainCollecting(c, got);
