@@ -213,7 +213,11 @@ at::Tensor MoeMlp::Forward(const at::Tensor& x) {
   const at::Tensor all_counts = split ? SumOverTensorParallel(counts, tp_) : counts;
   if (AuxiliaryLossesCounted()) {
     load_ += all_counts.cpu();
-    dropped_ += split ? SumOverTensorParallel(at::tensor({dropped}), tp_).item<int64_t>() : dropped;
+    // On the counts' device: NCCL sums GPU tensors only.
+    dropped_ +=
+        split
+            ? SumOverTensorParallel(at::tensor({dropped}).to(counts.device()), tp_).item<int64_t>()
+            : dropped;
   }
   const double scale = 1.0 / static_cast<double>(all_tokens);
   if (config_.aux_loss_coef > 0) {
