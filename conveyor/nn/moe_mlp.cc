@@ -1,6 +1,7 @@
 #include "conveyor/nn/moe_mlp.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <cmath>
