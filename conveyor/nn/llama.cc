@@ -344,11 +344,12 @@ void CheckLlamaConfig(const LlamaConfig& c) {
       << " yet (each rank holds only its heads' part)";
 }
 
-bool IsSparseLayer(const LlamaConfig& c, int i) {
-  if (!c.moe || i < c.moe->first_dense || (i + 1) % c.moe->sparse_step != 0) return false;
-  const std::vector<int>& dense = c.moe->dense_layers;
-  return std::find(dense.begin(), dense.end(), i) == dense.end();
+bool LlamaMoe::IsSparse(int i) const {
+  if (i < first_dense || (i + 1) % sparse_step != 0) return false;
+  return std::find(dense_layers.begin(), dense_layers.end(), i) == dense_layers.end();
 }
+
+bool IsSparseLayer(const LlamaConfig& c, int i) { return c.moe && c.moe->IsSparse(i); }
 
 std::vector<ParameterShapes> LlamaLayerShapes(const LlamaConfig& c) {
   const std::vector<int64_t> table = {c.vocab, c.hidden};

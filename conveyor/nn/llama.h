@@ -61,6 +61,9 @@ struct LlamaMoe {
   int first_dense = 0;            // the first layers stay dense (DeepSeek's first_k_dense_replace)
   int sparse_step = 1;            // layer i sparse when (i + 1) % step == 0 (decoder_sparse_step)
   std::vector<int> dense_layers;  // these stay dense too (Qwen's mlp_only_layers)
+
+  // Whether layer `i` (0-based) is sparse.
+  bool IsSparse(int i) const;
 };
 
 enum class QkNorm { kNone, kHead, kProjection };

@@ -25,9 +25,10 @@ QkNorm QkNormOf(const std::string& name) {
 
 class LlamaModel : public ModelTask {
  public:
-  // `folder`: a Hugging Face folder holding the initial weights (empty: drawn from the seed).
-  LlamaModel(const LlamaConfig& config, uint64_t seed, std::string folder)
-      : config_(config), seed_(seed), folder_(std::move(folder)) {}
+  // `folder`: a Hugging Face folder holding the initial weights (empty: drawn from the seed);
+  // `sizes`: the same model's, as the planner prices it.
+  LlamaModel(const LlamaConfig& config, TransformerSpec sizes, uint64_t seed, std::string folder)
+      : config_(config), sizes_(std::move(sizes)), seed_(seed), folder_(std::move(folder)) {}
 
   int num_layers() const override { return config_.layers + 2; }
   // Weights from a folder are read into undrawn parameters: drawing them first would cost
@@ -43,22 +44,15 @@ class LlamaModel : public ModelTask {
   }
   std::vector<ParameterShapes> LayerShapes() const override { return LlamaLayerShapes(config_); }
   std::vector<double> LayerFlops() const override {
-    // Per token of a decoder layer: q and o (2 C^2 each), k and v (2 C KV d each), the
-    // three MLP matrices (2 C F each), attention (4 T C); as TransformerFlops counts it.
-    const double t = config_.max_seq_len, c = config_.hidden;
-    const double kv = static_cast<double>(config_.kv_heads) * c / config_.heads;
+    // The sequence's tokens through each layer: the embedding's lookup, each decoder layer's
+    // forward (TransformerSpec: a sparse one's router, top-k experts and shared expert), the
+    // head's product.
+    const double t = static_cast<double>(sizes_.seq_len), c = static_cast<double>(sizes_.hidden);
     std::vector<double> flops = {t * c};
-    for (int l = 0; l < config_.layers; ++l) {
-      // A sparse layer's MLP: the router (2 C E) and k experts' and the shared expert's units.
-      double mlp = 6 * c * config_.intermediate;
-      if (IsSparseLayer(config_, l)) {
-        const MoeConfig& block = config_.moe->block;
-        mlp =
-            2 * c * block.experts + 6 * c * (block.top_k * block.expert_units + block.shared_units);
-      }
-      flops.push_back(t * (4 * c * c + 4 * c * kv + mlp + 4 * t * c));
+    for (int64_t l = 0; l < sizes_.layers; ++l) {
+      flops.push_back(t * sizes_.BlockForwardFlops(sizes_.IsSparse(l)));
     }
-    flops.push_back(2.0 * c * config_.vocab * t);
+    flops.push_back(2.0 * c * static_cast<double>(sizes_.vocab) * t);
     return flops;
   }
   std::string Describe() const override {
@@ -96,6 +90,7 @@ class LlamaModel : public ModelTask {
 
  private:
   LlamaConfig config_;
+  TransformerSpec sizes_;
   uint64_t seed_;
   std::string folder_;
 };
@@ -119,13 +114,11 @@ TransformerSpec LlamaArchitecture::Sizes(const ModelSpec& spec) const {
     sizes.top_k = spec.top_k;
     sizes.expert_units = spec.expert_units;  // 0: intermediate, as the layer builds it
     sizes.shared_units = spec.shared_expert_units;
-    LlamaConfig sparse_layers;  // only which layers are sparse
-    sparse_layers.moe.emplace();
-    sparse_layers.moe->first_dense = spec.moe_first_dense;
-    sparse_layers.moe->sparse_step = spec.moe_sparse_step;
-    sparse_layers.moe->dense_layers = spec.moe_dense_layers;
+    const LlamaMoe layers{.first_dense = spec.moe_first_dense,
+                          .sparse_step = spec.moe_sparse_step,
+                          .dense_layers = spec.moe_dense_layers};
     for (int l = 0; l < spec.layers; ++l) {
-      if (!IsSparseLayer(sparse_layers, l)) sizes.dense_blocks.push_back(l);
+      if (!layers.IsSparse(l)) sizes.dense_blocks.push_back(l);
     }
   }
   return sizes;
@@ -249,7 +242,7 @@ void LlamaArchitecture::ReadFields(const nlohmann::json& model, ModelSpec& spec)
 std::shared_ptr<const ModelTask> LlamaArchitecture::MakeModel(const ModelSpec& spec,
                                                               bool recompute_attention,
                                                               uint64_t seed) const {
-  return std::make_shared<LlamaModel>(LlamaConfigOf(spec, recompute_attention), seed,
+  return std::make_shared<LlamaModel>(LlamaConfigOf(spec, recompute_attention), Sizes(spec), seed,
                                       spec.model_dir);
 }
 
