@@ -492,35 +492,39 @@ int64_t ForEachPlanLayout(const AutoPlanRequest& r,
   for (const auto& [tp, pp] : meshes) {
     const int dp = r.world / tp / pp;
     const int64_t per_replica = r.global_batch / dp;
-    for (int ep : Divisors(dp, dp)) {
-      if ((m.experts > 0 ? m.experts % ep != 0 : ep > 1) || (r.ep > 0 && ep != r.ep)) continue;
-      for (const ScheduleInfo* info : schedules) {
-        if (pp == 1 && info != schedules.front()) break;  // one rank: every schedule alike
-        for (int chunks = info->default_chunks;
-             chunks == info->default_chunks ||
-             (info->takes_chunks && pp > 1 && chunks <= r.max_chunks &&
-              pp * chunks <= m.layers + 2);
-             ++chunks) {
-          for (int mbs : Divisors(per_replica, r.max_microbatches)) {
-            const ScheduleOptions options{pp, mbs, chunks};
-            std::optional<Program> program;
-            try {
-              CheckPipelineSize(info->name, options);
-              program.emplace(BuildSchedule(info->name, options));
-            } catch (const UserError&) {
-              continue;  // outside the schedule's preconditions
-            }
-            if (program->layout.pipeline_length() > m.layers + 2) continue;
+    // The expert-parallel sizes, each dividing dp and the experts (1 alone for a dense model).
+    std::vector<int> eps;
+    for (int ep : Divisors(dp, m.experts > 0 ? dp : 1)) {
+      if ((m.experts == 0 || m.experts % ep == 0) && (r.ep <= 0 || ep == r.ep)) eps.push_back(ep);
+    }
+    if (eps.empty()) continue;
+    for (const ScheduleInfo* info : schedules) {
+      if (pp == 1 && info != schedules.front()) break;  // one rank: every schedule alike
+      for (int chunks = info->default_chunks;
+           chunks == info->default_chunks ||
+           (info->takes_chunks && pp > 1 && chunks <= r.max_chunks && pp * chunks <= m.layers + 2);
+           ++chunks) {
+        for (int mbs : Divisors(per_replica, r.max_microbatches)) {
+          const ScheduleOptions options{pp, mbs, chunks};
+          std::optional<Program> program;
+          try {
+            CheckPipelineSize(info->name, options);
+            program.emplace(BuildSchedule(info->name, options));
+          } catch (const UserError&) {
+            continue;  // outside the schedule's preconditions
+          }
+          if (program->layout.pipeline_length() > m.layers + 2) continue;
+          for (size_t e = 0; e < eps.size(); ++e) {  // one program for every ep
             ++visited;
             visit(PlanLayout{.dp = dp,
                              .tp = tp,
                              .pp = pp,
-                             .ep = ep,
+                             .ep = eps[e],
                              .schedule = info->name,
                              .chunks = chunks,
                              .microbatches = mbs,
                              .micro_batch_size = per_replica / mbs,
-                             .program = std::move(*program)});
+                             .program = e + 1 < eps.size() ? *program : std::move(*program)});
           }
         }
       }

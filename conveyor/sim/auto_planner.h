@@ -201,13 +201,14 @@ struct PlanLayout {
 
 // Calls `visit` with every layout `request` allows, in this order: tp (dividing the world and
 // a node's ranks, splitting the model's blocks), pp (dividing the rest, at most the layers
-// + 2), ep (a Mixture-of-Experts model's: dividing dp and the experts; else 1), the schedules (at
-// pp 1 only the first: one rank runs them alike), the chunks per rank
+// + 2), the schedules (at pp 1 only the first: one rank runs them alike), the chunks per rank
 // (AutoPlanRequest::max_chunks), the micro-batch counts dividing a replica's batch (up to
-// max_microbatches); dp = world / (tp x pp) divides the global batch, and the request's dp, tp, pp
-// and ep, where set, hold. Skips a layout outside its schedule's preconditions or with more parts
-// (stages in pipeline order) than the layers + 2. Returns how many it visited (AutoPlan::layouts).
-// UserError naming the value when the request cannot be planned (its sizes, an unknown schedule).
+// max_microbatches), and for a Mixture-of-Experts model ep (dividing dp and the experts; else
+// 1), each ep with the same program; dp = world / (tp x pp) divides the global batch, and the
+// request's dp, tp, pp and ep, where set, hold. Skips a layout outside its schedule's
+// preconditions or with more parts (stages in pipeline order) than the layers + 2. Returns how
+// many it visited (AutoPlan::layouts). UserError naming the value when the request cannot be
+// planned (its sizes, an unknown schedule).
 int64_t ForEachPlanLayout(const AutoPlanRequest& request,
                           const std::function<void(const PlanLayout&)>& visit);
 
