@@ -167,10 +167,11 @@ LayerCostTable ReadLayerCostTable(const std::string& path) {
   }
   const nlohmann::json& m = j["model"];
   const std::string model_where = where + ": model";
-  auto integer = [&](const char* key) {
+  // The integer at `key`, at least `least`.
+  auto integer = [&](const char* key, int64_t least = 1) {
     const double value = Number(m, key, model_where);
-    CONVEYOR_CHECK(value >= 1 && value < 1e9 && value == std::floor(value))
-        << model_where << ": '" << key << "' must be a positive integer";
+    CONVEYOR_CHECK(value >= static_cast<double>(least) && value < 1e9 && value == std::floor(value))
+        << model_where << ": '" << key << "' must be an integer of at least " << least;
     return static_cast<int64_t>(value);
   };
   t.model = TransformerSpec{.layers = integer("layers"),
@@ -182,16 +183,10 @@ LayerCostTable ReadLayerCostTable(const std::string& path) {
                             .seq_len = integer("seq_len"),
                             .gated_mlp = m.value("gated_mlp", false)};
   if (m.contains("experts")) {
-    auto count = [&](const char* key) {
-      const double value = Number(m, key, model_where);
-      CONVEYOR_CHECK(value < 1e9 && value == std::floor(value))
-          << model_where << ": '" << key << "' must be an integer";
-      return static_cast<int64_t>(value);
-    };
     t.model.experts = integer("experts");
     t.model.top_k = integer("top_k");
-    t.model.expert_units = count("expert_units");
-    t.model.shared_units = count("shared_units");
+    t.model.expert_units = integer("expert_units", 0);
+    t.model.shared_units = integer("shared_units", 0);
     CONVEYOR_CHECK(m.contains("dense_blocks") && m["dense_blocks"].is_array())
         << model_where << ": 'dense_blocks' must be a list of blocks";
     for (const nlohmann::json& block : m["dense_blocks"]) {

@@ -37,15 +37,15 @@ CostModel WithMeshComm(const CostModel& costs, const Layout& layout,
     StageCost c = costs.cost(s);
     const double t = tp_time[layout.rank_of(s)];
     const double e = ep_forward.empty() ? 0 : ep_forward[s];
-    const double backward =
-        (full_recompute ? 2 * t : t) + (ep_backward.empty() ? 0 : ep_backward[s]);
+    const double e_backward = ep_backward.empty() ? 0 : ep_backward[s];
+    const double backward = (full_recompute ? 2 * t : t) + e_backward;
     c.f += t + e;
     c.i += backward;
     if (c.b >= 0) c.b += backward;  // otherwise B = I + W, which now holds it
     if (c.overlap >= 0) c.overlap += t + e + backward;
     if (!costs.sharing.Shares()) {  // a shared CPU's collectives copy on its cores: work
       c.comm_f += e;
-      c.comm_b += backward - (full_recompute ? 2 * t : t);
+      c.comm_b += e_backward;
     }
     out.stages.push_back(c);
   }
