@@ -85,7 +85,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
     gradient_sum_groups_[{.axes = tp_dp}] = std::make_unique<TimedTransport>(group);
   }
   pipeline_group_ = groups_->Of({MeshAxis::kPp});
-  if (config_.ep > 1 || routes_over_tp()) {
+  if (folds_experts()) {
     const Mesh experts = Mesh::FoldExperts(mesh_, config_.ep);
     // The experts' gradient sums run beside the routers' and the EP group's.
     expert_groups_ = std::make_unique<MeshGroups>(
@@ -98,8 +98,8 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
     if (Transport* group = expert_groups_->Of(dp)) {
       gradient_sum_groups_[{.experts = true}] = std::make_unique<TimedTransport>(group);
     }
-    if (config_.ep > 1 &&
-        overlaps_pairs()) {  // the forward halves' all-to-alls on groups of their own
+    // The forward halves' all-to-alls on groups of their own.
+    if (config_.ep > 1 && overlaps_pairs()) {
       overlap_groups_ =
           std::make_unique<MeshGroups>(world_, experts, std::vector<MeshGroups::Request>{{ep}});
       overlap_ep_timed_ = std::make_unique<TimedTransport>(overlap_groups_->Of(ep));
@@ -230,15 +230,17 @@ std::vector<MoeMlp*> PipelineModel::ExpertBlocks() const {
 
 std::vector<GradientSum> PipelineModel::GradientSums() const {
   std::vector<GradientSum> sums = {{}};
-  if (config_.ep > 1 || routes_over_tp()) sums.push_back({.experts = true});
+  if (folds_experts()) sums.push_back({.experts = true});
   if (routes_over_tp()) sums.push_back({.axes = {MeshAxis::kTp, MeshAxis::kDp}});
   return sums;
 }
 
 GradientSum PipelineModel::Resolve(const GradientSum& declared) const {
-  // With ep 1 and tp 1 the experts' mesh is the dense one.
-  return config_.ep > 1 || routes_over_tp() ? declared : GradientSum{.axes = declared.axes};
+  // Unfolded, the experts' mesh is the dense one.
+  return folds_experts() ? declared : GradientSum{.axes = declared.axes};
 }
+
+bool PipelineModel::folds_experts() const { return config_.ep > 1 || routes_over_tp(); }
 
 bool PipelineModel::routes_over_tp() const { return config_.model.experts > 0 && mesh_.tp() > 1; }
 

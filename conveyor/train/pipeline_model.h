@@ -140,6 +140,10 @@ class PipelineModel {
   double stage_build_s() const { return stage_build_s_; }
 
  private:
+  // Whether the experts' gradients are summed over a mesh of their own (Mesh::FoldExperts):
+  // ep > 1, or experts routed over TP ranks.
+  bool folds_experts() const;
+
   TrainConfig config_;
   std::shared_ptr<const ModelTask> model_;
   Transport* world_;
