@@ -3,11 +3,9 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +15,7 @@
 #include <thread>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/file_size_limit_testing.h"
 #include "conveyor/common/scratch_folder_testing.h"
 
 namespace conveyor {
@@ -101,16 +100,11 @@ TEST_F(AtomicFileTest, AnAbandonedWriteLeavesTheOldFileAndNoTemporaryFile) {
 TEST_F(AtomicFileTest, AFailedWriteLeavesTheOldFileAndNoTemporaryFile) {
   const std::string path = Path("limited.txt");
   WriteFileAtomically(path, "old");
-  struct rlimit saved;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  struct rlimit small = saved;
-  small.rlim_cur = 4096;
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-  ExpectRefused([&] { WriteFileAtomically(path, std::string(1 << 16, 'x')); },
-                {path, std::strerror(EFBIG)});
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  std::signal(SIGXFSZ, old_handler);
+  {
+    const FileSizeLimit limit(4096);
+    ExpectRefused([&] { WriteFileAtomically(path, std::string(1 << 16, 'x')); },
+                  {path, std::strerror(EFBIG)});
+  }
   EXPECT_EQ(Read(path), "old");
   EXPECT_EQ(Names(), std::set<std::string>{"limited.txt"});
 }

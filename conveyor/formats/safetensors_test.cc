@@ -2,10 +2,8 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +11,7 @@
 #include <string>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/file_size_limit_testing.h"
 #include "conveyor/common/scratch_folder_testing.h"
 
 namespace conveyor {
@@ -127,20 +126,13 @@ TEST_F(SafetensorsTest, SaveReplacesAtomicallyAndLeavesNoTemporaryFile) {
 TEST_F(SafetensorsTest, AFailedSaveKeepsTheOldFileAndLeavesNoTemporaryFile) {
   const std::string path = Path("model.safetensors");
   SaveSafetensors(path, {{"a", at::zeros({2}, at::kLong)}});
-  struct rlimit saved;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  struct rlimit small = saved;
-  small.rlim_cur = 4096;
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string error;
   try {
+    const FileSizeLimit limit(4096);
     SaveSafetensors(path, {{"big", at::ones({4096}, at::kFloat)}});
   } catch (const UserError& e) {
     error = e.what();
   }
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  std::signal(SIGXFSZ, old_handler);
   EXPECT_NE(error.find(path), std::string::npos) << error;
   EXPECT_NE(error.find(std::strerror(EFBIG)), std::string::npos) << error;
   EXPECT_TRUE(LoadSafetensors(path).tensors.count("a"));

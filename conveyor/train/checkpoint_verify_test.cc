@@ -5,10 +5,8 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
 #include <cmath>
-#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +17,7 @@
 #include <sstream>
 
 #include "conveyor/common/checksum.h"
+#include "conveyor/common/file_size_limit_testing.h"
 #include "conveyor/common/remove_tree.h"
 #include "conveyor/formats/safetensors.h"
 #include "conveyor/train/builtin_tasks.h"
@@ -448,21 +447,14 @@ TEST_F(CheckpointVerifyTest, AFailedSaveKeepsThePreviousCheckpointLatest) {
   WriteBytes(fs::path(dir_) / "latest", "step-000002\n");
   TrainConfig config = Config();
   config.resume = dir_;
-  struct rlimit saved;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  struct rlimit small = saved;
-  small.rlim_cur = 1024;
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string error;
   try {
+    const FileSizeLimit limit(1024);
     TrainOnThreads(
         config, [&](Trainer& t, Transport& w) { SaveCheckpoint(dir_, t, config, &w); }, 4);
   } catch (const UserError& e) {
     error = e.what();
   }
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  std::signal(SIGXFSZ, old_handler);
   EXPECT_NE(error.find("step-000004 was not written"), std::string::npos) << error;
   EXPECT_NE(error.find("still the latest"), std::string::npos) << error;
   EXPECT_FALSE(fs::exists(Step(4).string() + ".tmp"));
