@@ -180,6 +180,9 @@ void CheckClassifierConfig(const ClassifierConfig& c) {
   CONVEYOR_CHECK(c.max_seq_len >= 1) << "max_seq_len must be at least 1, got " << c.max_seq_len;
   CONVEYOR_CHECK(c.classes >= 2) << "classes must be at least 2, got " << c.classes;
   CheckTensorParallel(c.tp, c.heads);
+  CONVEYOR_CHECK(!c.tp.splits_sequence())
+      << "the classifier does not take sequence parallelism (its head pools whole sequences): "
+         "drop --sequence-parallel";
 }
 
 LayerList BuildClassifier(const ClassifierConfig& config, uint64_t seed, int begin, int end) {

@@ -37,10 +37,11 @@ at::Tensor Drawn(const GptConfig& c, at::Generator& gen, const std::string& name
 }
 
 // The replicated parameter `name`, `value`, declared in `specs` as stored in a GPT-2 folder as
-// `hf`.
-at::Tensor Replicated(const std::string& name, const std::string& hf, at::Tensor value,
-                      ParameterSpecs& specs) {
-  specs.Declare(name, ParameterSpec{}.StoredAs(hf));
+// `hf`. Every replicated parameter of a GPT is used outside the TP regions: under sequence
+// parallelism on this rank's positions only.
+at::Tensor Replicated(const GptConfig& c, const std::string& name, const std::string& hf,
+                      at::Tensor value, ParameterSpecs& specs) {
+  specs.Declare(name, ReplicatedSpec(c.tp.splits_sequence()).StoredAs(hf));
   return value;
 }
 
@@ -50,25 +51,27 @@ class Embedding : public Layer {
     at::Generator gen = LayerInitGenerator(seed, 0);
     wte_ =
         Drawn(c, gen, kTokenEmbedding, TokenEmbeddingSpec(), {c.vocab, c.hidden}, kInitStd, specs_);
-    wpe_ = Drawn(c, gen, "embed.wpe", ParameterSpec{}.StoredAs("wpe.weight"),
+    wpe_ = Drawn(c, gen, "embed.wpe", ReplicatedSpec(c.tp.splits_sequence()).StoredAs("wpe.weight"),
                  {c.max_seq_len, c.hidden}, kPositionInitStd, specs_);
   }
 
   // ids (n, T) of the positions [p, p + T) (p = 0 but when generating with a cache) ->
-  // (n, T, C)
+  // (n, T, C), or this rank's positions (n, T/tp, C) under sequence parallelism
   at::Tensor Forward(const at::Tensor& ids, const MicroBatch& mb) override {
     const int64_t t = ids.size(1), p = KvCache::FirstPosition(mb);
     CONVEYOR_CHECK(p + t <= config_.max_seq_len)
         << "sequence length " << p + t << " exceeds the model's max_seq_len "
         << config_.max_seq_len;
-    return VocabParallelEmbedding(ids, wte_, config_.tp, config_.vocab) +
-           wpe_.narrow(0, p, t).unsqueeze(0);
+    const TensorParallel& tp = config_.tp;
+    CheckSequenceSplits(t, tp);
+    return VocabParallelEmbedding(ids, wte_, tp, config_.vocab) +
+           wpe_.narrow(0, p + tp.first_position(t), tp.local_positions(t)).unsqueeze(0);
   }
 
   NamedTensors NamedParameters() override { return {{kTokenEmbedding, wte_}, {"embed.wpe", wpe_}}; }
   std::vector<int64_t> InputShape(const MicroBatch& mb) const override { return TokenShape(mb); }
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, config_.hidden);
+    return HiddenShape(mb, config_.hidden, config_.tp);
   }
 
  private:
@@ -100,7 +103,7 @@ class Block : public Layer {
       return ShardParam(prefix_ + name, spec, full, c.tp, specs_);
     };
     auto replicated = [&](const char* name, const char* hf_name, const at::Tensor& value) {
-      return Replicated(prefix_ + name, hf + hf_name, value, specs_);
+      return Replicated(c, prefix_ + name, hf + hf_name, value, specs_);
     };
     ln1_w_ = replicated("ln1.weight", "ln_1.weight", OnesParam({h}));
     ln1_b_ = replicated("ln1.bias", "ln_1.bias", ZerosParam({h}));
@@ -121,7 +124,8 @@ class Block : public Layer {
     fc2_b_ = replicated("mlp.proj.bias", "mlp.c_proj.bias", ZerosParam({h}));
   }
 
-  // x (n, T, C) -> (n, T, C): pre-norm causal self-attention and MLP, both residual.
+  // x (n, T, C) -> (n, T, C): pre-norm causal self-attention and MLP, both residual (T/tp
+  // positions in and out under sequence parallelism).
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     const int64_t c = x.size(2);
     at::Tensor h = at::layer_norm(x, {c}, ln1_w_, ln1_b_);
@@ -144,10 +148,10 @@ class Block : public Layer {
             {prefix_ + "mlp.proj.weight", fc2_w_},   {prefix_ + "mlp.proj.bias", fc2_b_}};
   }
   std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, config_.hidden);
+    return HiddenShape(mb, config_.hidden, config_.tp);
   }
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, config_.hidden);
+    return HiddenShape(mb, config_.hidden, config_.tp);
   }
 
  private:
@@ -166,8 +170,8 @@ class Block : public Layer {
 class Head : public Layer {
  public:
   Head(const GptConfig& c, uint64_t seed) : config_(c) {
-    lnf_w_ = Replicated("head.ln.weight", "ln_f.weight", OnesParam({c.hidden}), specs_);
-    lnf_b_ = Replicated("head.ln.bias", "ln_f.bias", ZerosParam({c.hidden}), specs_);
+    lnf_w_ = Replicated(c, "head.ln.weight", "ln_f.weight", OnesParam({c.hidden}), specs_);
+    lnf_b_ = Replicated(c, "head.ln.bias", "ln_f.bias", ZerosParam({c.hidden}), specs_);
     // Tied: the same initial values as the embedding's copy (drawn first from layer 0's
     // stream), under the same name, so the same row shard.
     at::Generator gen = LayerInitGenerator(seed, c.tie_embeddings ? 0 : c.layers + 1);
@@ -177,10 +181,11 @@ class Head : public Layer {
     lm_head_ = Drawn(c, gen, lm_head_name(), spec, {c.vocab, c.hidden}, kInitStd, specs_);
   }
 
-  // x (n, T, C) -> logits (n, T, r) of this rank's r vocabulary rows (vocab_parallel.h)
+  // x (n, T, C), or (n, T/tp, C) under sequence parallelism -> logits (n, T, r) of this rank's
+  // r vocabulary rows (vocab_parallel.h)
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     at::Tensor h = at::layer_norm(x, {config_.hidden}, lnf_w_, lnf_b_);
-    return Linear(CopyToTensorParallel(h, config_.tp), lm_head_, at::Tensor());
+    return ColumnParallelLinears(h, {{lm_head_, at::Tensor()}}, config_.tp)[0];
   }
 
   bool has_loss() const override { return true; }
@@ -194,7 +199,7 @@ class Head : public Layer {
     return {{"head.ln.weight", lnf_w_}, {"head.ln.bias", lnf_b_}, {lm_head_name(), lm_head_}};
   }
   std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, config_.hidden);
+    return HiddenShape(mb, config_.hidden, config_.tp);
   }
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
     return {mb.size(), mb.seq_len(), VocabularyRowsPerRank(config_.vocab, config_.tp.size)};

@@ -40,9 +40,7 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
     ctx->saved_data["weight"] = weight;
     ctx->saved_data["input_dtype"] = x.scalar_type();
     ctx->saved_data["has_bias"] = has_bias;
-    WeightGradStore* store = WeightGradStore::RecordingStore();
-    ctx->saved_data["store"] = reinterpret_cast<int64_t>(store);
-    ctx->saved_data["key"] = static_cast<int64_t>(WeightGradStore::RecordingKey());
+    RecordWeightGradStore(ctx);
     return at::linear(xc, wc, bias);
   }
 
@@ -61,20 +59,29 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
       grad_bias = grad_outputs[0].reshape({-1, out}).sum(at::IntArrayRef{0}, /*keepdim=*/false,
                                                          weight.scalar_type());
     }
-    at::Tensor grad_weight;
-    auto* store = reinterpret_cast<WeightGradStore*>(ctx->saved_data["store"].toInt());
-    const int key = static_cast<int>(ctx->saved_data["key"].toInt());
-    if (store != nullptr && store->deferring(key)) {
-      store->Add(key, [weight, x2d, g2d] { AccumulateWeightGrad(weight, x2d, g2d); });
-    } else {
-      grad_weight = g2d.t().mm(x2d).to(weight.scalar_type());
-    }
+    const at::Tensor grad_weight = WeightGradOrDefer(ctx, weight, x2d, g2d);
     // The unused slot of an absent bias is the weight again: no gradient for it.
     return {grad_x, grad_weight, at::Tensor(), grad_bias};
   }
 };
 
 }  // namespace
+
+void RecordWeightGradStore(AutogradContext* ctx) {
+  ctx->saved_data["store"] = reinterpret_cast<int64_t>(WeightGradStore::RecordingStore());
+  ctx->saved_data["key"] = static_cast<int64_t>(WeightGradStore::RecordingKey());
+}
+
+at::Tensor WeightGradOrDefer(AutogradContext* ctx, const at::Tensor& weight, const at::Tensor& x2d,
+                             const at::Tensor& g2d) {
+  auto* store = reinterpret_cast<WeightGradStore*>(ctx->saved_data["store"].toInt());
+  const int key = static_cast<int>(ctx->saved_data["key"].toInt());
+  if (store != nullptr && store->deferring(key)) {
+    store->Add(key, [weight, x2d, g2d] { AccumulateWeightGrad(weight, x2d, g2d); });
+    return at::Tensor();
+  }
+  return g2d.t().mm(x2d).to(weight.scalar_type());
+}
 
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   return LinearFunction::apply(x, weight, bias.defined(), bias.defined() ? bias : weight);

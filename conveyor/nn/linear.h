@@ -16,10 +16,21 @@
 #define CONVEYOR_NN_LINEAR_H_
 
 #include <ATen/core/Tensor.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 namespace conveyor {
 
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+// For other autograd functions whose products defer their weight gradients as Linear's do
+// (tensor_parallel.h's ColumnParallelLinears): RecordWeightGradStore, called in forward, keeps
+// the store recording then (WeightGradStore::Recording) in ctx; WeightGradOrDefer, called in
+// backward, returns weight's gradient g2d^T x2d (x2d (N, in), g2d (N, out)) in weight's dtype,
+// or, when that store defers its key now, queues adding it into weight's gradient there and
+// returns an undefined tensor.
+void RecordWeightGradStore(torch::autograd::AutogradContext* ctx);
+at::Tensor WeightGradOrDefer(torch::autograd::AutogradContext* ctx, const at::Tensor& weight,
+                             const at::Tensor& x2d, const at::Tensor& g2d);
 
 }  // namespace conveyor
 

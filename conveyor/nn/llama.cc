@@ -85,13 +85,14 @@ class LlamaEmbedding : public Layer {
     const int64_t end = KvCache::FirstPosition(mb) + ids.size(1);
     CONVEYOR_CHECK(end <= config_.max_seq_len)
         << "sequence length " << end << " exceeds the model's max_seq_len " << config_.max_seq_len;
+    CheckSequenceSplits(ids.size(1), config_.tp);
     return VocabParallelEmbedding(ids, weight_, config_.tp, config_.vocab);
   }
 
   NamedTensors NamedParameters() override { return {{kEmbedding, weight_}}; }
   std::vector<int64_t> InputShape(const MicroBatch& mb) const override { return TokenShape(mb); }
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, config_.hidden);
+    return HiddenShape(mb, config_.hidden, config_.tp);
   }
 
  private:
@@ -107,7 +108,10 @@ class LlamaDecoderLayer : public Layer {
     auto normal = [&](const char* name, const ParameterSpec& spec) {
       return NormalTensor(prefix_ + name, spec, shapes.at(prefix_ + name), seed, c, specs_);
     };
+    // The norms outside the TP regions: under sequence parallelism on this rank's positions.
+    const ParameterSpec norm_spec = ReplicatedSpec(c.tp.splits_sequence());
     input_norm_ = OnesParam({c.hidden});
+    specs_.Declare(prefix_ + "input_layernorm.weight", norm_spec);
     q_ = normal("self_attn.q_proj.weight", ColumnParallel());
     k_ = normal("self_attn.k_proj.weight", KeyValueParallel(c.tp.kv_replicas));
     v_ = normal("self_attn.v_proj.weight", KeyValueParallel(c.tp.kv_replicas));
@@ -122,10 +126,16 @@ class LlamaDecoderLayer : public Layer {
       v_bias_ = bias("self_attn.v_proj.bias", KeyValueParallel(c.tp.kv_replicas));
     }
     if (c.qk_norm != QkNorm::kNone) {
+      // Each head's (Qwen3's) applies to this rank's heads only (the whole projection's
+      // (OLMoE's) is refused under tp).
+      for (const char* name : {"self_attn.q_norm.weight", "self_attn.k_norm.weight"}) {
+        specs_.Declare(prefix_ + name, ReplicatedSpec(c.tp.size > 1));
+      }
       q_norm_ = OnesParam(shapes.at(prefix_ + "self_attn.q_norm.weight"));
       k_norm_ = OnesParam(shapes.at(prefix_ + "self_attn.k_norm.weight"));
     }
     mlp_norm_ = OnesParam({c.hidden});
+    specs_.Declare(prefix_ + "post_attention_layernorm.weight", norm_spec);
     if (IsSparseLayer(c, index)) {
       moe_ =
           std::make_unique<MoeMlp>(BlockOf(c), prefix_ + c.moe->prefix, seed, specs_, c.ep, c.tp);
@@ -140,9 +150,9 @@ class LlamaDecoderLayer : public Layer {
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     const at::Tensor out = x + Attention(RmsNorm(x, input_norm_, config_.rms_norm_eps), mb);
     if (moe_ != nullptr) return out + moe_->Forward(RmsNorm(out, mlp_norm_, config_.rms_norm_eps));
-    const at::Tensor h =
-        CopyToTensorParallel(RmsNorm(out, mlp_norm_, config_.rms_norm_eps), config_.tp);
-    const at::Tensor units = at::silu(Linear(h, gate_, {})) * Linear(h, up_, {});  // (n, T, F/p)
+    const std::vector<at::Tensor> gate_up = ColumnParallelLinears(
+        RmsNorm(out, mlp_norm_, config_.rms_norm_eps), {{gate_, {}}, {up_, {}}}, config_.tp);
+    const at::Tensor units = at::silu(gate_up[0]) * gate_up[1];  // (n, T, F/p)
     return out + RowParallelLinear(units, down_, {}, config_.tp);
   }
 
@@ -173,23 +183,28 @@ class LlamaDecoderLayer : public Layer {
     return named;
   }
   std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, config_.hidden);
+    return HiddenShape(mb, config_.hidden, config_.tp);
   }
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, config_.hidden);
+    return HiddenShape(mb, config_.hidden, config_.tp);
   }
   MoeMlp* expert_block() override { return moe_.get(); }
 
  private:
-  // h (n, T, C), normalised -> (n, T, C): causal grouped-query attention of this rank's
-  // heads, the output projection summed over the TP group; through the cache when mb
-  // generates with one.
+  // h (n, T, C), normalised (this rank's positions (n, T/p, C) under sequence parallelism) ->
+  // (n, T, C) (the same positions as h): causal grouped-query attention of this rank's heads,
+  // the output projection summed over the TP group; through the cache when mb generates with
+  // one.
   at::Tensor Attention(const at::Tensor& h, const MicroBatch& mb) {
-    const int64_t n = h.size(0), t = h.size(1), d = config_.hidden / config_.heads;
-    const int64_t heads = config_.heads / config_.tp.size;
+    const TensorParallel& tp = config_.tp;
+    // The key-value projections' input gradients count once over their heads' replicas.
+    const double kv_scale = 1.0 / tp.kv_replicas;
+    const std::vector<at::Tensor> qkv = ColumnParallelLinears(
+        h, {{q_, q_bias_}, {k_, k_bias_, kv_scale}, {v_, v_bias_, kv_scale}}, tp);
+    const int64_t n = qkv[0].size(0), t = qkv[0].size(1), d = config_.hidden / config_.heads;
+    const int64_t heads = config_.heads / tp.size;
     // This rank's key-value heads: KV / p, or one shared with the replicas' ranks.
     const int64_t kv_heads = k_.size(0) / d;
-    const at::Tensor x = CopyToTensorParallel(h, config_.tp);
     // (n, T, count d) -> (n, count, T, d)
     auto heads_of = [&](const at::Tensor& y, int64_t count) {
       return y.view({n, t, count, d}).transpose(1, 2);
@@ -203,16 +218,12 @@ class LlamaDecoderLayer : public Layer {
       const at::Tensor h = heads_of(y, count);
       return config_.qk_norm == QkNorm::kHead ? RmsNorm(h, w, config_.rms_norm_eps) : h;
     };
-    const at::Tensor x_kv = ScaleToKvReplicas(x, config_.tp);
-    auto project_kv = [&](const at::Tensor& w, const at::Tensor& b) {
-      return SumOverKvReplicas(Linear(x_kv, w, b), config_.tp);  // (n, T, KV d / p)
-    };
     const int64_t first = KvCache::FirstPosition(mb);
-    const at::Tensor q =
-        RotaryEmbedding(normed(Linear(x, q_, q_bias_), q_norm_, heads), config_.rope_theta, first);
-    at::Tensor k = RotaryEmbedding(normed(project_kv(k_, k_bias_), k_norm_, kv_heads),
+    const at::Tensor q = RotaryEmbedding(normed(qkv[0], q_norm_, heads), config_.rope_theta, first);
+    // (n, T, KV d / p) each
+    at::Tensor k = RotaryEmbedding(normed(SumOverKvReplicas(qkv[1], tp), k_norm_, kv_heads),
                                    config_.rope_theta, first);
-    at::Tensor v = heads_of(project_kv(v_, v_bias_), kv_heads);
+    at::Tensor v = heads_of(SumOverKvReplicas(qkv[2], tp), kv_heads);
     std::tie(k, v) = cache_.Extend(mb, k, v);  // (n, KV/p, p + T, d) with a cache
     if (kv_heads != heads) {  // each key-value head serves heads / kv_heads query heads
       k = k.repeat_interleave(heads / kv_heads, 1);
@@ -222,7 +233,7 @@ class LlamaDecoderLayer : public Layer {
         AttentionHeads(q, k, v, KvCache::Causal(mb), at::Tensor(), config_.recompute_attention)
             .transpose(1, 2)
             .reshape({n, t, heads * d});
-    return RowParallelLinear(y, o_, {}, config_.tp);
+    return RowParallelLinear(y, o_, {}, tp);
   }
 
   LlamaConfig config_;
@@ -249,12 +260,15 @@ class LlamaHead : public Layer {
         norm_(OnesParam({c.hidden})),
         // Tied: the embedding's name, so its initial value and its row shard.
         lm_head_(
-            NormalTensor(lm_head_name(), VocabParallel(), {c.vocab, c.hidden}, seed, c, specs_)) {}
+            NormalTensor(lm_head_name(), VocabParallel(), {c.vocab, c.hidden}, seed, c, specs_)) {
+    specs_.Declare("model.norm.weight", ReplicatedSpec(c.tp.splits_sequence()));
+  }
 
-  // x (n, T, C) -> logits (n, T, r) of this rank's r vocabulary rows (vocab_parallel.h)
+  // x (n, T, C), or (n, T/tp, C) under sequence parallelism -> logits (n, T, r) of this rank's
+  // r vocabulary rows (vocab_parallel.h)
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     const at::Tensor h = RmsNorm(x, norm_, config_.rms_norm_eps);
-    return Linear(CopyToTensorParallel(h, config_.tp), lm_head_, at::Tensor());
+    return ColumnParallelLinears(h, {{lm_head_, at::Tensor()}}, config_.tp)[0];
   }
 
   bool has_loss() const override { return true; }
@@ -268,7 +282,7 @@ class LlamaHead : public Layer {
     return {{"model.norm.weight", norm_}, {lm_head_name(), lm_head_}};
   }
   std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, config_.hidden);
+    return HiddenShape(mb, config_.hidden, config_.tp);
   }
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
     return {mb.size(), mb.seq_len(), VocabularyRowsPerRank(config_.vocab, config_.tp.size)};

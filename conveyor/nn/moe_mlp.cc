@@ -114,8 +114,7 @@ MoeMlp::MoeMlp(const MoeConfig& config, const std::string& prefix, uint64_t seed
     if (expert >= 0 && (expert < first_expert_ || expert >= first_expert_ + local)) continue;
     // Under tp the ranks route different tokens: the router's and the shared expert's
     // gradients are summed over the TP ranks too.
-    ParameterSpec spec = expert >= 0 ? ExpertWeight() : ParameterSpec{};
-    if (expert < 0 && tp.size > 1) spec.grad_sum.axes = {MeshAxis::kTp, MeshAxis::kDp};
+    const ParameterSpec spec = expert >= 0 ? ExpertWeight() : ReplicatedSpec(tp.size > 1);
     at::Tensor param;
     if (config.weights == WeightInit::kDrawn) {
       at::Generator gen = TensorInitGenerator(seed, name);
@@ -149,16 +148,20 @@ at::Tensor MoeMlp::Expert(const at::Tensor& x, const at::Tensor& gate, const at:
 }
 
 at::Tensor MoeMlp::Forward(const at::Tensor& x) {
-  const int64_t n = x.size(0), t = x.size(1), c = x.size(2), all_tokens = n * t;
+  const int64_t n = x.size(0), c = x.size(2);
   const int64_t e = config_.experts, k = config_.top_k;
-  // Under tp each rank routes its 1 / tp of the tokens (N / tp, C); else all of them (N, C),
-  // on every TP rank alike where they do not split (a generated token: no gradients then).
-  const bool split = tp_.size > 1 && all_tokens % tp_.size == 0;
+  // Under tp each rank routes its positions of every sequence (n, T/tp, C): those it holds
+  // under sequence parallelism, else taken from the replicated x (n, T, C). Where they do not
+  // split (a generated token: no gradients then) every TP rank routes all of them alike.
+  const bool held = tp_.splits_sequence();
+  const bool split = held || (tp_.size > 1 && x.size(1) % tp_.size == 0);
+  const int64_t all_tokens = n * x.size(1) * (held ? tp_.size : 1);
   CONVEYOR_ASSERT(split || tp_.size == 1 || !at::GradMode::is_enabled())
       << prefix_ << ": " << all_tokens << " tokens with gradients do not split over " << tp_.size
       << " tensor-parallel ranks";
   const TensorParallel& over = split ? tp_ : TensorParallel{};  // where the tokens are split
-  const at::Tensor flat = TokensOfTensorParallelRank(x.reshape({all_tokens, c}), over);
+  const at::Tensor mine = held ? x : TokensOfTensorParallelRank(x, over);  // (n, T/tp, C)
+  const at::Tensor flat = mine.reshape({-1, c});
   const int64_t tokens = flat.size(0);
   at::Tensor logits;  // (N, E) in fp32: autocast's dispatch skipped for the router's product
   {
@@ -207,7 +210,8 @@ at::Tensor MoeMlp::Forward(const at::Tensor& x) {
     if (config_.shared_gate) shared = shared * at::sigmoid(Linear(flat, shared_gate_, {}));
     y = y + shared;
   }
-  y = TokensOfEveryTensorParallelRank(y, over).reshape({n, t, c});
+  y = y.reshape(mine.sizes());
+  if (!held) y = TokensOfEveryTensorParallelRank(y, over);
 
   // The counts and the losses over every token of the micro-batch: summed over the TP ranks
   // where they split them (the sums' backward the identity: each token on one rank).

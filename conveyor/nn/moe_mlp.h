@@ -42,15 +42,16 @@
 // over the experts' data-parallel group), the router's and the shared expert's are ordinary
 // (under tp > 1: summed over the TP ranks too).
 //
-// Tensor parallelism (tp > 1): the block's input is replicated over the TP ranks; each routes
-// its contiguous 1 / tp of the micro-batch's tokens (TokensOfTensorParallelRank) through
-// the whole block (its router and shared expert replicated, its experts those of its
-// expert-parallel rank, which may be a TP rank: Mesh::FoldExperts) and the outputs are
-// gathered again (TokensOfEveryTensorParallelRank), as Megatron-Core's MoE layer does under
-// sequence parallelism. The token counts, the auxiliary losses' sums and the dropped copies
-// are summed over the TP ranks, so they are the micro-batch's; a capacity counts a rank's
-// tokens. Tokens that do not split over tp (a generated one) are routed whole on every TP
-// rank, without gradients.
+// Tensor parallelism (tp > 1): each TP rank routes its positions [r T/tp, (r+1) T/tp) of every
+// sequence through the whole block (its router and shared expert replicated, its experts
+// those of its expert-parallel rank, which may be a TP rank: Mesh::FoldExperts), as
+// Megatron-Core's MoE layer does under sequence parallelism. Under sequence parallelism the
+// block's input and output are those positions, (n, T/tp, C); otherwise the input is
+// replicated, the rank takes its positions (TokensOfTensorParallelRank) and the outputs are
+// gathered again (TokensOfEveryTensorParallelRank). The token counts, the auxiliary losses' sums
+// and the dropped copies are summed over the TP ranks, so they are the micro-batch's; a capacity
+// counts a rank's tokens. Tokens that do not split over tp (a generated one) are routed whole on
+// every TP rank, without gradients.
 //
 // Expert parallelism (ExpertParallel, parallel_context.h): each of the ep ranks holds E / ep
 // experts; after routing, each rank sends every token copy to the rank holding its expert

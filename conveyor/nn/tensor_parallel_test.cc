@@ -83,17 +83,28 @@ struct RankPass {
 using BuildFor = std::function<LayerList(const TensorParallel& tp)>;
 
 // `whole`: the unsharded model's pass, whose tensors give the extents to gather to;
-// `kv_replicas`: the ranks holding each key-value head of a Llama (KvReplicas), else 1.
+// `kv_replicas`: the ranks holding each key-value head of a Llama (KvReplicas), else 1. The
+// gradients of parameters declared partial over the TP ranks (ReplicatedSpec) are summed over
+// them, as the trainer sums them.
 std::vector<RankPass> BackpropTensorParallel(int p, const BuildFor& build, const MicroBatch& mb,
-                                             bool defer, const Pass& whole, int kv_replicas = 1) {
+                                             bool defer, const Pass& whole, int kv_replicas = 1,
+                                             bool sequence_parallel = false) {
   const auto world = LocalWorld(p);
   std::vector<RankPass> ranks(p);
   RunRankThreads(world, [&](int r) {
-    const TensorParallel tp{p, r, world[r].get(), kv_replicas};
+    TensorParallel tp{p, r, world[r].get(), kv_replicas};
+    tp.sequence_parallel = sequence_parallel;
     RankPass& out = ranks[r];
     const LayerList layers = build(tp);
     out.specs = ParameterSpecsOf(layers);
     out.local = Backprop(layers, mb, defer);
+    for (auto& [name, grad] : out.local.grads) {  // the same order on every rank
+      if (out.specs.Of(name).grad_sum == ReplicatedSpec(true).grad_sum) {
+        std::vector<at::Tensor> sum = {grad.clone()};
+        world[r]->AllReduceSum(sum);
+        grad = sum[0];
+      }
+    }
     for (const auto& [name, local] : out.local.params) {  // the same order on every rank
       const TensorParallelSplit split = out.specs.Of(name).tp;
       const int64_t extent = split.replicated() ? 0 : whole.params.at(name).size(split.dim);
@@ -191,7 +202,7 @@ MicroBatch TokenMicroBatch(int vocab, int64_t n, int64_t t, uint64_t seed) {
   return mb;
 }
 
-void ExpectGptMatches(GptConfig c, int p, bool defer) {
+void ExpectGptMatches(GptConfig c, int p, bool defer, bool sequence_parallel = false) {
   const MicroBatch mb = TokenMicroBatch(c.vocab, 3, 8, 11);
   const Pass whole = Backprop(BuildGpt(c, 5), mb, false);
   const auto ranks = BackpropTensorParallel(
@@ -199,9 +210,16 @@ void ExpectGptMatches(GptConfig c, int p, bool defer) {
       [&](const TensorParallel& tp) {
         GptConfig sharded = c;
         sharded.tp = tp;
-        return BuildGpt(sharded, 5);
+        const LayerList layers = BuildGpt(sharded, 5);
+        // The activations between layers: this rank's positions under sequence parallelism.
+        EXPECT_EQ(layers[1]->InputShape(mb),
+                  (std::vector<int64_t>{3, sequence_parallel ? 8 / p : 8, c.hidden}));
+        // Its norms' gradients then cover its positions: summed over the TP ranks.
+        EXPECT_EQ(ParameterSpecsOf(layers).Of("blocks.0.ln1.weight").grad_sum,
+                  ReplicatedSpec(sequence_parallel).grad_sum);
+        return layers;
       },
-      mb, defer, whole);
+      mb, defer, whole, /*kv_replicas=*/1, sequence_parallel);
   for (const RankPass& rank : ranks) {
     EXPECT_EQ(rank.local.output_shape,
               (std::vector<int64_t>{3, 8, VocabularyRowsPerRank(c.vocab, p)}));
@@ -264,7 +282,8 @@ LlamaConfig SmallLlama(int kv_heads) {
 
 // The Llama `c` over p ranks computes the unsharded one's loss and gradients; each rank holds
 // `kv_rows` rows of k_proj and v_proj.
-void ExpectLlamaMatches(const LlamaConfig& c, int p, bool defer, int64_t kv_rows) {
+void ExpectLlamaMatches(const LlamaConfig& c, int p, bool defer, int64_t kv_rows,
+                        bool sequence_parallel = false) {
   const int replicas = KvReplicas(c.kv_heads, p);
   const MicroBatch mb = TokenMicroBatch(c.vocab, 3, 8, 13);
   const Pass whole = Backprop(BuildLlama(c, 21), mb, false);
@@ -273,9 +292,12 @@ void ExpectLlamaMatches(const LlamaConfig& c, int p, bool defer, int64_t kv_rows
       [&](const TensorParallel& tp) {
         LlamaConfig sharded = c;
         sharded.tp = tp;
-        return BuildLlama(sharded, 21);
+        const LayerList layers = BuildLlama(sharded, 21);
+        EXPECT_EQ(layers[0]->OutputShape(mb),
+                  (std::vector<int64_t>{3, sequence_parallel ? 8 / p : 8, c.hidden}));
+        return layers;
       },
-      mb, defer, whole, replicas);
+      mb, defer, whole, replicas, sequence_parallel);
   for (const RankPass& rank : ranks) {
     EXPECT_EQ(rank.local.output_shape,
               (std::vector<int64_t>{3, 8, VocabularyRowsPerRank(c.vocab, p)}));
@@ -366,23 +388,77 @@ TEST(TensorParallelTest, QkvShardsTakeTheirHeadsFromEachOfQKV) {
   });
 }
 
-TEST(TensorParallelTest, CopyAndReduceAreConjugate) {
+// Sequence parallelism: each layer matches the unsharded model with the activations between
+// layers split along the sequence, under every variant the plain TP tests cover: tp 2 and 4,
+// tied, recomputed attention, a padded vocabulary, deferred weight gradients.
+TEST(TensorParallelTest, SequenceParallelGptMatchesTheUnshardedModel) {
+  GptConfig c = TinyGpt();
+  ExpectGptMatches(c, 2, /*defer=*/true, /*sequence_parallel=*/true);
+  c.tie_embeddings = true;
+  c.recompute_attention = true;
+  c.vocab = 29;
+  ExpectGptMatches(c, 4, /*defer=*/false, /*sequence_parallel=*/true);
+}
+
+// Key-value heads split (tp 2) and replicated (2 heads over 4 ranks), each-head query and key
+// norms (Qwen3's, whose gradients cover this rank's heads: summed over the TP ranks with or
+// without sequence parallelism), deferred weight gradients.
+TEST(TensorParallelTest, SequenceParallelLlamaMatchesTheUnshardedModel) {
+  LlamaConfig c = SmallLlama(4);
+  ExpectLlamaMatches(c, 2, /*defer=*/true, /*kv_rows=*/8, /*sequence_parallel=*/true);
+  c = SmallLlama(2);
+  c.qk_norm = QkNorm::kHead;
+  c.qkv_bias = true;
+  ExpectLlamaMatches(c, 4, /*defer=*/false, /*kv_rows=*/4, /*sequence_parallel=*/true);
+  ExpectLlamaMatches(c, 4, /*defer=*/true, /*kv_rows=*/4, /*sequence_parallel=*/false);
+}
+
+// The regions' edges on two ranks, rank r holding positions [2r, 2r + 2) of a sequence of 4.
+TEST(TensorParallelTest, RegionEdgesGatherAndScatterTheSequence) {
   const auto world = LocalWorld(2);
+  const at::Tensor all = at::arange(12, at::kFloat).view({1, 4, 3});  // (n, T, C)
+  const at::Tensor w0 = at::arange(6, at::kFloat).view({2, 3}), w1 = w0 * 2 - 1;
   RunRankThreads(world, [&](int r) {
+    for (bool sequence_parallel : {false, true}) {
+      SCOPED_TRACE(sequence_parallel ? "sequence parallel" : "replicated");
+      TensorParallel tp{2, r, world[r].get()};
+      tp.sequence_parallel = sequence_parallel;
+      const at::Tensor mine = sequence_parallel ? all.narrow(1, 2 * r, 2) : all;
+      const at::Tensor x = mine.clone().requires_grad_(true);
+      const at::Tensor w = (r == 0 ? w0 : w1).clone().requires_grad_(true);
+      const at::Tensor b = at::full({2}, r + 1.0).requires_grad_(true);
+      // Column: every position's product on each rank; the input gradient summed over the
+      // ranks' products (the key-value scale halving the second's part).
+      const at::Tensor y = ColumnParallelLinears(x, {{w, b, r == 0 ? 1.0 : 0.5}}, tp)[0];
+      EXPECT_TRUE(at::allclose(y, at::linear(all, w.detach(), b.detach())));
+      torch::autograd::backward({y.sum()});
+      const at::Tensor grad_all = at::ones({1, 4, 2}).matmul(w0 + 0.5 * w1);
+      EXPECT_TRUE(
+          at::allclose(x.grad(), sequence_parallel ? grad_all.narrow(1, 2 * r, 2) : grad_all));
+      EXPECT_TRUE(at::allclose(w.grad(), at::ones({2, 4}).matmul(all.view({4, 3}))));
+      EXPECT_TRUE(at::allclose(b.grad(), at::full({2}, 4.0)));
+      // Row exit: the sum of the ranks' (r + 1) all, whole or this rank's positions; the
+      // backward hands every position's gradient back.
+      const at::Tensor z = (all * (r + 1.0)).requires_grad_(true);
+      const at::Tensor out = ReduceOutOfTensorParallel(z, tp);
+      EXPECT_TRUE(at::equal(out, sequence_parallel ? (all * 3).narrow(1, 2 * r, 2) : all * 3));
+      torch::autograd::backward({(out * (r + 1.0)).sum()});
+      const at::Tensor expected =
+          sequence_parallel ? at::cat({at::full({1, 2, 3}, 1.0), at::full({1, 2, 3}, 2.0)}, 1)
+                            : at::full({1, 4, 3}, r + 1.0);
+      EXPECT_TRUE(at::equal(z.grad(), expected));
+    }
+    // Tokens of a rank: its positions of every sequence, and back.
     const TensorParallel tp{2, r, world[r].get()};
-    const at::Tensor x = at::full({3}, r + 1.0).requires_grad_(true);
-    const at::Tensor weight = at::full({3}, 10.0 * (r + 1));
-    // Copy: identity forward, the backward sums the ranks' gradients (10 + 20).
-    const at::Tensor copied = CopyToTensorParallel(x, tp);
-    EXPECT_TRUE(at::equal(copied, x.detach()));
-    torch::autograd::backward({(copied * weight).sum()});
-    EXPECT_TRUE(at::equal(x.grad(), at::full({3}, 30.0)));
-    // Reduce: the forward sums the ranks' x (1 + 2), the backward passes the gradient as is.
-    x.mutable_grad() = at::Tensor();
-    const at::Tensor reduced = ReduceFromTensorParallel(x, tp);
-    EXPECT_TRUE(at::equal(reduced, at::full({3}, 3.0)));
-    torch::autograd::backward({(reduced * weight).sum()});
-    EXPECT_TRUE(at::equal(x.grad(), weight));
+    const at::Tensor x = at::arange(16, at::kFloat).view({2, 4, 2}).requires_grad_(true);
+    const at::Tensor mine = TokensOfTensorParallelRank(x, tp);
+    EXPECT_TRUE(at::equal(mine, x.detach().narrow(1, 2 * r, 2)));
+    const at::Tensor back = TokensOfEveryTensorParallelRank(mine * (r + 1.0), tp);
+    EXPECT_TRUE(
+        at::equal(back, at::cat({x.detach().narrow(1, 0, 2), x.detach().narrow(1, 2, 2) * 2}, 1)));
+    torch::autograd::backward({back.sum()});
+    EXPECT_TRUE(
+        at::equal(x.grad(), at::cat({at::full({2, 2, 2}, 1.0), at::full({2, 2, 2}, 2.0)}, 1)));
   });
 }
 

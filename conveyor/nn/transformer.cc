@@ -122,10 +122,10 @@ at::Tensor AttentionHeads(const at::Tensor& q, const at::Tensor& k, const at::Te
 at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t heads, bool causal,
                          const at::Tensor& key_mask, bool recompute_scores,
                          const TensorParallel& tp, KvCache* cache, const MicroBatch& mb) {
-  const int64_t n = x.size(0), t = x.size(1), d = x.size(2) / heads;
-  const int64_t local_heads = heads / tp.size, c = local_heads * d;        // c = C/p
-  at::Tensor qkv = Linear(CopyToTensorParallel(x, tp), w.qkv_w, w.qkv_b);  // (n, T, 3C/p)
-  auto split = [&](int64_t i) {                                            // (n, H/p, T, d)
+  at::Tensor qkv = ColumnParallelLinears(x, {{w.qkv_w, w.qkv_b}}, tp)[0];  // (n, T, 3C/p)
+  const int64_t n = qkv.size(0), t = qkv.size(1), d = x.size(2) / heads;
+  const int64_t local_heads = heads / tp.size, c = local_heads * d;  // c = C/p
+  auto split = [&](int64_t i) {                                      // (n, H/p, T, d)
     return qkv.narrow(2, i * c, c).reshape({n, t, local_heads, d}).transpose(1, 2);
   };
   at::Tensor q = split(0), k = split(1), v = split(2);
@@ -148,8 +148,8 @@ at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t
 at::Tensor Mlp(const at::Tensor& x, const at::Tensor& fc_w, const at::Tensor& fc_b,
                const at::Tensor& proj_w, const at::Tensor& proj_b, const TensorParallel& tp,
                bool gelu_tanh) {
-  const at::Tensor hidden =  // (..., 4C/p)
-      at::gelu(Linear(CopyToTensorParallel(x, tp), fc_w, fc_b), gelu_tanh ? "tanh" : "none");
+  const at::Tensor hidden =  // (n, T, 4C/p)
+      at::gelu(ColumnParallelLinears(x, {{fc_w, fc_b}}, tp)[0], gelu_tanh ? "tanh" : "none");
   return RowParallelLinear(hidden, proj_w, proj_b, tp);
 }
 

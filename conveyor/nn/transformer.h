@@ -8,7 +8,9 @@
 //
 // Tensor parallelism (tensor_parallel.h): with tp.size = p > 1 the weights are this rank's
 // shards (as their layers declare them: parameter_spec.h), x and the result are replicated (n, T,
-// C), and the functions are collectives over tp.group (one all-reduce in forward, one in backward).
+// C), or this rank's positions (n, T/p, C) under sequence parallelism, and the functions are
+// collectives over tp.group (in forward: one all-reduce, or an all-gather and a reduce-scatter;
+// the same in backward).
 #ifndef CONVEYOR_NN_TRANSFORMER_H_
 #define CONVEYOR_NN_TRANSFORMER_H_
 
@@ -54,7 +56,7 @@ at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t
 at::Tensor AttentionHeads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           bool causal, const at::Tensor& key_mask, bool recompute_scores);
 
-// Two-layer MLP with GELU: x (..., C) -> fc (4C/p, C) -> gelu -> proj (C, 4C/p) -> (..., C).
+// Two-layer MLP with GELU: x (n, T, C) -> fc (4C/p, C) -> gelu -> proj (C, 4C/p) -> (n, T, C).
 // fc column-parallel (fc_b (4C/p) split), proj row-parallel (proj_b (C) replicated). GELU
 // exact, or in its tanh approximation with `gelu_tanh` (GPT-2's gelu_new).
 at::Tensor Mlp(const at::Tensor& x, const at::Tensor& fc_w, const at::Tensor& fc_b,

@@ -73,7 +73,7 @@ at::Tensor VocabParallelEmbedding(const at::Tensor& ids, const at::Tensor& weigh
   const LocalRows local = ToLocalRows(ids, tp.rank * rows, rows);
   const at::Tensor mine =
       at::embedding(weight, local.index).masked_fill(~local.here.unsqueeze(-1), 0);
-  return ReduceFromTensorParallel(mine, tp);
+  return ReduceOutOfTensorParallel(mine, tp);
 }
 
 at::Tensor VocabParallelCrossEntropySum(const at::Tensor& half_or_float_logits,

@@ -15,10 +15,11 @@
 
 namespace conveyor {
 
-// ids (...) int64 in [0, vocab), weight (r, C) this rank's rows of the (V, C) table
-// -> (..., C), the full lookup on every rank: a rank looks up the ids of its rows, gives 0 for
-// the others, and the ranks' results are summed (backward: each rank's rows get the gradient
-// of their ids). Throws UserError naming the range when an id is outside [0, vocab).
+// ids (n, T) int64 in [0, vocab), weight (r, C) this rank's rows of the (V, C) table
+// -> (n, T, C), the full lookup on every rank, or this rank's positions (n, T/p, C) of it under
+// sequence parallelism: a rank looks up the ids of its rows, gives 0 for the others, and the
+// ranks' results are summed (ReduceOutOfTensorParallel; backward: each rank's rows get the
+// gradient of their ids). Throws UserError naming the range when an id is outside [0, vocab).
 at::Tensor VocabParallelEmbedding(const at::Tensor& ids, const at::Tensor& weight,
                                   const TensorParallel& tp, int64_t vocab);
 
