@@ -25,14 +25,13 @@ constexpr char kJob[] =
 // The line a rank of 4 on this machine prints, the launcher's variable named.
 std::string ThreadsLine(const std::string& variable) {
   return "threads: " + std::to_string(std::max(1, AvailableCores() / 4)) + " intra-op thread" +
-         (AvailableCores() >= 8 ? "s" : "") + " a rank: 4 ranks on this machine (" + variable +
-         ")";
+         (AvailableCores() >= 8 ? "s" : "") + " a rank: 4 ranks on this machine (" + variable + ")";
 }
 
 // The job under conveyor's own launcher in `dir`, its metrics in own.json.
 void TrainWithOwnLauncher(const std::string& dir) {
-  const Result own = Shell("cd " + dir + " && timeout 120 " + CONVEYOR_BINARY + kJob +
-                           " --metrics own.json");
+  const Result own =
+      Shell("cd " + dir + " && timeout 120 " + CONVEYOR_BINARY + kJob + " --metrics own.json");
   ASSERT_EQ(own.code, 0) << own.out << own.err;
   EXPECT_NE(own.out.find(ThreadsLine("LOCAL_WORLD_SIZE=4")), std::string::npos) << own.out;
 }

@@ -216,6 +216,9 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
          "gpt, llama: input embedding and LM head share weights");
   Switch(cmd, flags, "--skip-nonfinite-steps", &TrainConfig::skip_nonfinite_steps,
          "skip a step whose loss or gradient norm is NaN or infinite (default: stop the run)");
+  Switch(cmd, flags, "--sequence-parallel", &TrainConfig::sequence_parallel,
+         "with --tp: split each sequence over the tensor-parallel ranks outside their products "
+         "(norms, residuals, messages between stages: 1 / tp of the activations)");
   Switch(cmd, flags, "--sequential-pairs", &TrainConfig::sequential_pairs,
          "dualpipe, dualpipe-v: run an overlapped pair's forward and backward halves one after "
          "the other (default: at once, on the CPU with tp 1)");

@@ -142,7 +142,8 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
       continue;
     }
     if (!CountsInNorm(specs_.Of(name).tp, tp_.rank)) continue;
-    if (zero_ != nullptr && zero_->scattered(name)) {
+    // Of the dense layers' sum only (those summed over tp x dp keep their state whole).
+    if (zero_ != nullptr && specs_.Of(name).grad_sum == GradientSum{} && zero_->scattered(name)) {
       add_squares(scattered_sq, in_range(*zero_, p));
     } else {
       add_squares(local_sq, p.grad());

@@ -73,15 +73,15 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   const Mesh::Order dp = {MeshAxis::kDp}, ep = {MeshAxis::kEp}, tp_dp = {MeshAxis::kTp, dp[0]};
   std::vector<MeshGroups::Request> requests = {
       {{MeshAxis::kTp}}, {dp}, {{MeshAxis::kPp}, /*singles=*/true}};
-  // The routers' gradient sums, beside the TP group's collectives.
-  if (routes_over_tp()) requests.push_back({tp_dp, /*singles=*/false, /*own=*/true});
+  // The gradient sums over tp x dp, beside the TP group's collectives.
+  if (sums_over_tp()) requests.push_back({tp_dp, /*singles=*/false, /*own=*/true});
   groups_ = std::make_unique<MeshGroups>(world_, mesh_, requests);
   if (Transport* tp = groups_->Of({MeshAxis::kTp}))
     tp_timed_ = std::make_unique<TimedTransport>(tp);
   if (Transport* group = groups_->Of(dp)) {
     gradient_sum_groups_[{}] = std::make_unique<TimedTransport>(group);
   }
-  if (Transport* group = routes_over_tp() ? groups_->Of(tp_dp) : nullptr) {
+  if (Transport* group = sums_over_tp() ? groups_->Of(tp_dp) : nullptr) {
     gradient_sum_groups_[{.axes = tp_dp}] = std::make_unique<TimedTransport>(group);
   }
   pipeline_group_ = groups_->Of({MeshAxis::kPp});
@@ -108,6 +108,7 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
   }
   TensorParallel& tp = parallel_.tp;
   tp = TensorParallel{mesh_.tp(), coords_.tp, tp_timed_.get()};
+  tp.sequence_parallel = config_.sequence_parallel;
   tp.kv_replicas = KvReplicas(static_cast<int>(ModelSizes(config_.model).kv_heads), tp.size);
   if (!gradient_sum_groups_.empty()) program_ = WithGradReductions(program_);
 
@@ -231,7 +232,7 @@ std::vector<MoeMlp*> PipelineModel::ExpertBlocks() const {
 std::vector<GradientSum> PipelineModel::GradientSums() const {
   std::vector<GradientSum> sums = {{}};
   if (folds_experts()) sums.push_back({.experts = true});
-  if (routes_over_tp()) sums.push_back({.axes = {MeshAxis::kTp, MeshAxis::kDp}});
+  if (sums_over_tp()) sums.push_back({.axes = {MeshAxis::kTp, MeshAxis::kDp}});
   return sums;
 }
 
@@ -243,6 +244,11 @@ GradientSum PipelineModel::Resolve(const GradientSum& declared) const {
 bool PipelineModel::folds_experts() const { return config_.ep > 1 || routes_over_tp(); }
 
 bool PipelineModel::routes_over_tp() const { return config_.model.experts > 0 && mesh_.tp() > 1; }
+
+bool PipelineModel::sums_over_tp() const {
+  return mesh_.tp() > 1 &&
+         (routes_over_tp() || config_.sequence_parallel || config_.model.qk_norm == "head");
+}
 
 TimedTransport* PipelineModel::gradient_sum_group(const GradientSum& sum) const {
   const auto it = gradient_sum_groups_.find(sum);

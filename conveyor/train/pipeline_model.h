@@ -100,6 +100,9 @@ class PipelineModel {
   // 1: moe_mlp.h), their routers' gradients then summed over tp x dp and their experts' over
   // the experts' data-parallel group, which holds TP ranks.
   bool routes_over_tp() const;
+  // Whether some parameters' gradients are summed over tp x dp (ReplicatedSpec): routers under
+  // routes_over_tp, the norms under sequence parallelism, per-head query and key norms.
+  bool sums_over_tp() const;
   bool overlaps_pairs() const;
   // The groups this rank's layers communicate over (tp size 1 without TP).
   const ParallelContext& parallel() const { return parallel_; }

@@ -200,6 +200,7 @@ std::vector<std::pair<std::string, std::string>> SettingsThatMustAgree(const Tra
       {"--mixtral-names", c.model.moe_mixtral_names ? "true" : "false"},
       {"--skip-nonfinite-steps", c.skip_nonfinite_steps ? "true" : "false"},
       {"--sequential-pairs", c.sequential_pairs ? "true" : "false"},
+      {"--sequence-parallel", c.sequence_parallel ? "true" : "false"},
       {"vocabulary", std::to_string(c.model.vocab)},
   };
   ForEachInteger(c, [&](std::string_view key, auto value, int64_t, int64_t) {
@@ -266,6 +267,17 @@ void TrainConfig::Validate() const {
                                         << "): each tensor-parallel rank holds heads / tp of them";
   const ModelArchitecture& architecture = ArchitectureOf(model.kind);
   architecture.Check(model, tp);
+  if (sequence_parallel) {
+    CONVEYOR_CHECK(tp > 1) << "--sequence-parallel splits each sequence over the tensor-parallel "
+                              "ranks: it needs --tp 2 or more, got --tp "
+                           << tp;
+    CONVEYOR_CHECK(architecture.language_model())
+        << "--sequence-parallel: the " << ModelKindName(model.kind)
+        << " does not take it (its head pools whole sequences)";
+    CONVEYOR_CHECK(model.seq_len % tp == 0)
+        << "--sequence-parallel splits each sequence over --tp " << tp << " ranks: --seq-len "
+        << model.seq_len << " must divide by it";
+  }
   if (architecture.language_model()) CheckVocabularySplit(architecture.Sizes(model).vocab, tp);
   if (ep > 1) {
     CONVEYOR_CHECK(model.experts > 0)
@@ -400,6 +412,7 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
       {"resume", text(c.resume)},
       {"skip_nonfinite_steps", boolean(c.skip_nonfinite_steps)},
       {"sequential_pairs", boolean(c.sequential_pairs)},
+      {"sequence_parallel", boolean(c.sequence_parallel)},
       {"resume_with_changes", boolean(c.resume_with_changes)},
   };
   for (const auto& [key, node] : table) {

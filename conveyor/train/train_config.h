@@ -102,6 +102,10 @@ struct TrainConfig {
   // process launches the ranks itself).
   int dp = 0;
   int tp = 1;
+  // Sequence parallelism (nn/tensor_parallel.h): outside the tensor-parallel regions each TP
+  // rank holds seq_len / tp positions of every sequence (norms, residuals, the messages
+  // between stages). Needs tp > 1.
+  bool sequence_parallel = false;
   // Expert-parallel ranks: each Mixture-of-Experts layer's experts are divided among this
   // many data-parallel ranks, its tokens sent to them and back by all-to-all (moe_mlp.h); the
   // expert layers' mesh folds over the dense one (Mesh::FoldExperts). 1 = every expert on

@@ -104,16 +104,19 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   };
   std::vector<NamedTensors> summed(sums.size());  // the parameters of each group, in order
   for (const auto& named : model_.Parameters()) summed[sum_of(named.first)].push_back(named);
-  // The optimizer: AdamW, or under ZeRO-1 each group's parameters' state sharded over the
-  // group (ShardedAdamW: the dense replicas, and the experts' own replicas), each group's
+  // The optimizer: AdamW, or under ZeRO-1 the dense and the experts' parameters' state sharded
+  // over their groups (ShardedAdamW: the dense replicas, and the experts' own replicas), their
   // gradients reduce-scattered over its ranges (shard_layout.h; the shared parameters stay
-  // whole for SumShared).
+  // whole for SumShared). The few parameters summed over tp x dp (norms under sequence
+  // parallelism, routers) keep their state whole.
+  const GradientSum dense_sum, experts_sum{.experts = true};
   const AdamWOptions adamw{.weight_decay = config.weight_decay};
   std::vector<std::unique_ptr<Optimizer>> optimizers;
   std::vector<std::shared_ptr<const ShardLayout>> zero(sums.size());
   for (size_t i = 0; i < sums.size(); ++i) {
     TimedTransport* group = model_.gradient_sum_group(sums[i]);
-    if (config.zero == 1 && group != nullptr && !summed[i].empty()) {
+    const bool sharded = sums[i] == dense_sum || sums[i] == experts_sum;
+    if (config.zero == 1 && sharded && group != nullptr && !summed[i].empty()) {
       optimizers.push_back(std::make_unique<ShardedAdamW>(adamw, group));
       zero[i] =
           std::make_shared<const ShardLayout>(summed[i], group->world_size(), group->rank(),
@@ -147,16 +150,19 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       }
     });
   }
-  // The dense group is GradientSums' first, the experts' (with ep > 1) its second.
-  const auto zero_group = [&](size_t i) -> Transport* {
-    return i < zero.size() && zero[i] != nullptr ? model_.gradient_sum_group(sums[i]) : nullptr;
+  // The sharded state's group and layout of `sum`, if GradientSums has it.
+  const auto zero_of = [&](const GradientSum& sum) {
+    const auto it = std::find(sums.begin(), sums.end(), sum);
+    const size_t i = static_cast<size_t>(it - sums.begin());
+    return it != sums.end() && zero[i] != nullptr
+               ? std::pair{static_cast<Transport*>(model_.gradient_sum_group(sum)), zero[i]}
+               : std::pair<Transport*, std::shared_ptr<const ShardLayout>>{};
   };
-  const auto zero_layout = [&](size_t i) {
-    return i < zero.size() ? zero[i] : std::shared_ptr<const ShardLayout>();
-  };
+  const auto [dense_group, dense_zero] = zero_of(dense_sum);
+  const auto [experts_group, experts_zero] = zero_of(experts_sum);
   gradients_ = std::make_unique<PipelineGradients>(
       model_.pipeline_group(), model_.holders(), model_.parallel().tp, model_.parameter_specs(),
-      zero_group(0), zero_layout(0), model_.ep_group(), zero_group(1), zero_layout(1));
+      dense_group, dense_zero, model_.ep_group(), experts_group, experts_zero);
   clock_origin_ = SharedClockOrigin(rank.world);
   const Layout& layout = model_.program().layout;
   recorder_ = std::make_unique<StepRecorder>(model_.pipeline_rank(), layout.num_ranks(),
@@ -169,8 +175,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   if (pipeline_group != nullptr && pipeline_group->world_size() > 1) {
     const int64_t samples =
         (config.batch_size / model_.mesh().dp() + config.microbatches - 1) / config.microbatches;
-    const int64_t message_bytes = static_cast<int64_t>(c10::elementSize(model_.message_dtype())) *
-                                  samples * config.model.seq_len * config.model.hidden;
+    const int64_t message_bytes =
+        static_cast<int64_t>(c10::elementSize(model_.message_dtype())) * samples *
+        model_.parallel().tp.local_positions(config.model.seq_len) * config.model.hidden;
     hop_s_ =
         WithErrorContext("rank " + std::to_string(model_.rank()) + ", timing a message of " +
                              std::to_string(message_bytes) + " bytes to its pipeline neighbours",

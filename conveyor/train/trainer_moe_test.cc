@@ -44,6 +44,7 @@ struct Layout {
   std::string schedule;
   int zero = 0;
   int tp = 1;
+  bool sequence_parallel = false;
 };
 
 TEST(TrainerMoeTest, EveryMeshAndScheduleTrainsAsOneProcess) {
@@ -78,7 +79,12 @@ TEST(TrainerMoeTest, EveryMeshAndScheduleTrainsAsOneProcess) {
                                                   {2, 2, 1, "1f1b", 0, 2},
                                                   {2, 4, 1, "1f1b", 0, 2},
                                                   {1, 2, 2, "1f1b", 0, 2},
-                                                  {1, 2, 2, "zb-h1", 0, 2}}) {
+                                                  {1, 2, 2, "zb-h1", 0, 2},
+                                                  // sequence parallel: the blocks' input
+                                                  // and output are the rank's positions
+                                                  {1, 1, 1, "1f1b", 0, 2, true},
+                                                  {2, 4, 1, "1f1b", 0, 2, true},
+                                                  {1, 2, 2, "zb-h1", 0, 2, true}}) {
     TrainConfig c = base;
     c.dp = layout.dp;
     c.tp = layout.tp;
@@ -86,10 +92,12 @@ TEST(TrainerMoeTest, EveryMeshAndScheduleTrainsAsOneProcess) {
     c.pp = layout.pp;
     c.schedule = layout.schedule;
     c.zero = layout.zero;
+    c.sequence_parallel = layout.sequence_parallel;
     c.microbatches = base.microbatches / c.dp;  // each micro-batch the same 2 samples
     const std::string what = "dp " + std::to_string(c.dp) + " tp " + std::to_string(c.tp) + " ep " +
                              std::to_string(c.ep) + " pp " + std::to_string(c.pp) + " " +
-                             c.schedule + " zero " + std::to_string(c.zero);
+                             c.schedule + " zero " + std::to_string(c.zero) +
+                             (c.sequence_parallel ? " sequence parallel" : "");
     Weights got;
     const std::vector<double> losses = TrainCollecting(c, got);
     ExpectSameLosses(reference, losses, what);

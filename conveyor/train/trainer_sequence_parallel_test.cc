@@ -1,0 +1,206 @@
+// Sequence parallelism (nn/tensor_parallel.h) in training: the activations outside the
+// tensor-parallel regions split along the sequence change where each number is computed, not
+// what it is: the losses and the whole weights after AdamW steps are one process's, under every
+// schedule family, with data parallelism, ZeRO-1, recomputation, checkpoints and evaluation.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "conveyor/common/error.h"
+#include "conveyor/common/remove_tree.h"
+#include "conveyor/train/checkpoint.h"
+#include "conveyor/train/evaluate.h"
+#include "conveyor/train/forward_pipeline.h"
+#include "conveyor/train/train_testing.h"
+
+namespace conveyor {
+namespace {
+
+struct Run {
+  int dp, tp, pp;
+  std::string schedule;
+  int zero = 0;
+  Recompute recompute = Recompute::kNone;
+};
+
+std::string Describe(const TrainConfig& c) {
+  return std::string(ModelKindName(c.model.kind)) + " dp " + std::to_string(c.dp) + " x tp " +
+         std::to_string(c.tp) + " x pp " + std::to_string(c.pp) + " " + c.schedule + " zero " +
+         std::to_string(c.zero) + " recompute " + std::string(RecomputeName(c.recompute)) +
+         (c.sequence_parallel ? ", sequence parallel" : "");
+}
+
+// Trains `base` on one process, then at each run with sequence parallelism: the same losses
+// and weights.
+void ExpectRunsTrainAsOneProcess(const TrainConfig& base, const std::vector<Run>& runs) {
+  Weights want;
+  const std::vector<double> reference = TrainCollecting(base, want);
+  for (const Run& run : runs) {
+    TrainConfig c = base;
+    c.dp = run.dp;
+    c.tp = getenv("TP1") ? 1 : run.tp;
+    c.pp = run.pp;
+    c.schedule = run.schedule;
+    c.zero = run.zero;
+    c.recompute = run.recompute;
+    c.sequence_parallel = !getenv("NOSP");
+    Weights got;
+    ExpectSameLosses(reference, TrainCollecting(c, got), Describe(c));
+    ExpectSameWeights(want, got, c.lr, Describe(c));
+  }
+}
+
+// A GPT with tied embeddings (its position table and norms on each rank's positions) over
+// every schedule family, split backward (ZB) and overlapped pairs (DualPipe) among them.
+TEST(TrainerSequenceParallelTest, GptTrainsAsOneProcessUnderEveryScheduleFamily) {
+  at::set_num_threads(1);
+  TrainConfig base = TinyGpt();
+  base.batch_size = 8;
+  base.microbatches = 4;
+  base.model.tie_embeddings = true;
+  ExpectRunsTrainAsOneProcess(base, {{1, 2, 2, "1f1b"},
+                                     {2, 2, 2, "gpipe"},
+                                     {1, 2, 2, "interleaved-1f1b"},
+                                     {2, 2, 2, "zb-h1"},
+                                     {1, 2, 2, "zb-v"},
+                                     {2, 2, 2, "dualpipe-v"},
+                                     {1, 2, 2, "dualpipe"},
+                                     {2, 2, 1, "1f1b", /*zero=*/1},
+                                     {1, 2, 2, "1f1b", 0, Recompute::kFull},
+                                     {1, 2, 2, "zb-h1", 0, Recompute::kSelective}});
+}
+
+// A Llama: key-value heads split at tp 2 and replicated at tp 4 (2 of them), with data and
+// pipeline parallelism.
+TEST(TrainerSequenceParallelTest, LlamaTrainsAsOneProcessAtTp2And4) {
+  at::set_num_threads(1);
+  TrainConfig base = TinyLlama();
+  base.microbatches = 4;
+  ExpectRunsTrainAsOneProcess(base, {{1, 2, 2, "1f1b"}, {1, 4, 2, "zb-h1"}, {2, 4, 1, "gpipe"}});
+}
+
+// Qwen3's per-head query and key norms (their gradients summed over the TP ranks, each
+// rank's covering its heads): with sequence parallelism as without, to fp32's rounding. One
+// step: the norms' gradients cancel to near AdamW's epsilon in a few entries, whose later
+// updates amplify the rounding of any two summation orders past 1% of a step (tp 4 against
+// itself without sequence parallelism as against one process); nn's test compares the
+// gradients themselves.
+TEST(TrainerSequenceParallelTest, PerHeadNormsTrainAsTensorParallelismWithoutIt) {
+  at::set_num_threads(1);
+  TrainConfig c = TinyLlama();
+  c.model.qk_norm = "head";
+  c.steps = 1;
+  c.microbatches = 4;
+  c.tp = 4;
+  c.pp = 2;
+  c.schedule = "1f1b";
+  Weights plain, split;
+  const std::vector<double> want = TrainCollecting(c, plain);
+  c.sequence_parallel = true;
+  ExpectSameLosses(want, TrainCollecting(c, split), Describe(c));
+  ExpectSameWeights(plain, split, c.lr, Describe(c));
+}
+
+// In bf16 the products round alike with and without it: within bf16's steps of each other.
+TEST(TrainerSequenceParallelTest, Bf16TrainsAsTensorParallelismWithoutIt) {
+  at::set_num_threads(1);
+  TrainConfig c = TinyGpt();
+  c.dtype = ComputeDtype::kBf16;
+  c.tp = 2;
+  c.pp = 2;
+  c.schedule = "1f1b";
+  Weights plain, split;
+  const std::vector<double> want = TrainCollecting(c, plain);
+  c.sequence_parallel = true;
+  ExpectSameLosses(want, TrainCollecting(c, split), Describe(c), 1e-2);
+  ExpectSameWeights(plain, split, c.lr, Describe(c), 1e-2);
+}
+
+// A checkpoint saved under sequence parallelism is the one tensor parallelism saves: it
+// resumes with or without it, at another tp, and continues as the uninterrupted run; the
+// evaluation loss under it is one process's on every rank.
+TEST(TrainerSequenceParallelTest, CheckpointsResumeAtAnyLayoutAndEvaluationIsOneProcesss) {
+  at::set_num_threads(1);
+  const std::string dir = ::testing::TempDir() + "conveyor_sp_ckpt_" + std::to_string(::getpid());
+  RemoveTree(dir);
+  TrainConfig base = TinyLlama();
+  base.steps = 4;
+  base.microbatches = 4;
+  Weights want;
+  const std::vector<double> full = TrainCollecting(base, want);
+  TrainConfig saved = base;
+  saved.tp = 2;
+  saved.pp = 2;
+  saved.schedule = "1f1b";
+  saved.sequence_parallel = true;
+  TrainOnThreads(
+      saved, [&](Trainer& t, Transport& w) { SaveCheckpoint(dir, t, saved, &w); }, 3);
+  for (const auto& [tp, sequence_parallel] :
+       std::vector<std::pair<int, bool>>{{1, false}, {2, false}, {4, true}}) {
+    TrainConfig resumed = base;
+    resumed.tp = tp;
+    resumed.sequence_parallel = sequence_parallel;
+    resumed.resume = dir;
+    Weights got;
+    const std::vector<double> rest = TrainCollecting(resumed, got);
+    ExpectSameLosses({full.begin() + 3, full.end()}, rest, Describe(resumed));
+    ExpectSameWeights(want, got, base.lr, Describe(resumed));
+  }
+  RemoveTree(dir);
+
+  TrainConfig c = TinyLlama();
+  c.steps = 1;
+  c.eval_batches = 2;
+  std::mutex mu;
+  const auto evaluate = [&](const TrainConfig& config) {
+    std::vector<double> losses;
+    TrainOnThreads(config, [&](Trainer& t, Transport&) {
+      ForwardPipeline forward(t.model());
+      const EvalMetrics m = Evaluate(forward, t.task(), t.step());
+      std::lock_guard<std::mutex> lock(mu);
+      losses.push_back(m.loss);
+    });
+    return losses;
+  };
+  const std::vector<double> one = evaluate(c);
+  ASSERT_EQ(one.size(), 1u);
+  c.tp = 2;
+  c.pp = 2;
+  c.schedule = "1f1b";
+  c.sequence_parallel = true;
+  const std::vector<double> split = evaluate(c);
+  EXPECT_EQ(split.size(), 4u);
+  for (const double loss : split) EXPECT_NEAR(loss, one[0], 2e-5 * one[0]);
+}
+
+// Refused before a rank starts, naming the setting and the numbers.
+TEST(TrainerSequenceParallelTest, LayoutsItCannotSplitAreRefusedByName) {
+  const auto refusal = [](const TrainConfig& c) -> std::string {
+    try {
+      c.Validate();
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  TrainConfig c = TinyGpt();
+  c.sequence_parallel = true;
+  EXPECT_NE(refusal(c).find("needs --tp 2 or more"), std::string::npos) << refusal(c);
+  c.tp = 2;
+  c.model.seq_len = 15;
+  EXPECT_NE(refusal(c).find("--seq-len 15 must divide by it"), std::string::npos) << refusal(c);
+  c = TinyGpt();
+  c.sequence_parallel = true;
+  c.tp = 2;
+  c.model.kind = ModelKind::kClassifier;
+  c.model.classes = 2;
+  EXPECT_NE(refusal(c).find("pools whole sequences"), std::string::npos) << refusal(c);
+}
+
+}  // namespace
+}  // namespace conveyor
