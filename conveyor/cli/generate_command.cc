@@ -125,8 +125,9 @@ void AddGenerateCommand(CLI::App& app, const std::vector<std::string>& args, int
     config.dp = 1;
     config.tp = 1;
     ApplyGivenFlags(flags->mesh, config);
-    // The tokens generated one at a time do not split over the TP ranks: replicated.
+    // The tokens generated one at a time do not split over the TP or CP ranks.
     config.sequence_parallel = false;
+    config.cp = 1;
     ConfigureGeneration(config);
     const RanksOptions options = MeshRanksOptions(config, flags->mesh.launch);
     PreflightCheck(config);  // among others: no more stages than the model has layers

@@ -8,6 +8,7 @@ nlohmann::json RankRowsJson(const std::vector<RankReport>& ranks) {
     rows.push_back({{"rank", r.rank},
                     {"dp", r.coords.dp},
                     {"tp", r.coords.tp},
+                    {"cp", r.coords.cp},
                     {"pp", r.coords.pp},
                     {"step_s", r.step_s},
                     {"compute_s", r.compute_s},

@@ -81,6 +81,8 @@ void RegisterMeshFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--dp", &TrainConfig::dp,
        "data-parallel replicas (0 = world / (tp x pp); 1 when launching locally)");
   Flag(cmd, flags, "--tp", &TrainConfig::tp, "tensor-parallel ranks per stage");
+  Flag(cmd, flags, "--cp", &TrainConfig::cp,
+       "context-parallel ranks: each sequence split over them, attention by ring (llama)");
   Flag(cmd, flags, "--ep", &TrainConfig::ep,
        "expert-parallel ranks: each MoE layer's experts divided among this many "
        "data-parallel ranks (1 = all on every rank)");
@@ -254,8 +256,8 @@ void ApplyGivenFlags(const TrainFlags& flags, TrainConfig& config) {
 }
 
 RanksOptions MeshRanksOptions(const TrainConfig& config, const LaunchFlags& launch) {
-  const int ranks = std::max(config.dp, 1) * config.tp * config.pp;
-  launch.CheckLocalRanks(ranks, "--dp x --tp x --pp");
+  const int ranks = std::max(config.dp, 1) * config.cp * config.tp * config.pp;
+  launch.CheckLocalRanks(ranks, config.cp > 1 ? "--dp x --cp x --tp x --pp" : "--dp x --tp x --pp");
   launch.CheckThreads(config.threads, ranks);
   // libtorch's autograd runs the backward of every GPU tensor through one thread per GPU:
   // ranks as threads sharing a GPU queue their backwards on that one thread, and a

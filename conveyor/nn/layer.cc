@@ -72,8 +72,9 @@ std::vector<int64_t> LayerStack::OutputShape(const MicroBatch& mb) const {
 
 std::vector<int64_t> TokenShape(const MicroBatch& mb) { return {mb.size(), mb.seq_len()}; }
 
-std::vector<int64_t> HiddenShape(const MicroBatch& mb, int64_t hidden, const TensorParallel& tp) {
-  return {mb.size(), tp.local_positions(mb.seq_len()), hidden};
+std::vector<int64_t> HiddenShape(const MicroBatch& mb, int64_t hidden, const TensorParallel& tp,
+                                 const ContextParallel& cp) {
+  return {mb.size(), tp.local_positions(cp.local_length(mb.seq_len())), hidden};
 }
 
 at::Generator LayerInitGenerator(uint64_t seed, int layer_index) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "conveyor/module/stage_module.h"
+#include "conveyor/nn/context_parallel.h"
 #include "conveyor/nn/parameter_spec.h"
 #include "conveyor/nn/tensor_parallel.h"
 
@@ -80,11 +81,12 @@ class LayerStack : public StageModule {
 LayerList BuildLayerRange(int count, int begin, int end,
                           const std::function<std::shared_ptr<Layer>(int)>& make);
 
-// The shapes between layers: token ids (n, T) and hidden states (n, T, C) of micro-batch mb,
-// (n, T/p, C) where tp splits the sequence (tensor_parallel.h).
+// The shapes between layers: token ids (n, T) and hidden states (n, T, C) of micro-batch mb;
+// a rank's share of the sequence under context parallelism (T/N: context_parallel.h), and of
+// that where tp splits the sequence (T/(N p): tensor_parallel.h).
 std::vector<int64_t> TokenShape(const MicroBatch& mb);
 std::vector<int64_t> HiddenShape(const MicroBatch& mb, int64_t hidden,
-                                 const TensorParallel& tp = {});
+                                 const TensorParallel& tp = {}, const ContextParallel& cp = {});
 
 // A CPU generator seeded from (seed, global layer index): the only source of randomness a
 // layer's initialisation may use.

@@ -85,14 +85,16 @@ class LlamaEmbedding : public Layer {
     const int64_t end = KvCache::FirstPosition(mb) + ids.size(1);
     CONVEYOR_CHECK(end <= config_.max_seq_len)
         << "sequence length " << end << " exceeds the model's max_seq_len " << config_.max_seq_len;
-    CheckSequenceSplits(ids.size(1), config_.tp);
-    return VocabParallelEmbedding(ids, weight_, config_.tp, config_.vocab);
+    CheckContextSplits(ids.size(1), config_.cp);
+    const at::Tensor mine = ContextShareOf(ids, config_.cp);  // (n, T/N)
+    CheckSequenceSplits(mine.size(1), config_.tp);
+    return VocabParallelEmbedding(mine, weight_, config_.tp, config_.vocab);
   }
 
   NamedTensors NamedParameters() override { return {{kEmbedding, weight_}}; }
   std::vector<int64_t> InputShape(const MicroBatch& mb) const override { return TokenShape(mb); }
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, config_.hidden, config_.tp);
+    return HiddenShape(mb, config_.hidden, config_.tp, config_.cp);
   }
 
  private:
@@ -183,10 +185,10 @@ class LlamaDecoderLayer : public Layer {
     return named;
   }
   std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, config_.hidden, config_.tp);
+    return HiddenShape(mb, config_.hidden, config_.tp, config_.cp);
   }
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, config_.hidden, config_.tp);
+    return HiddenShape(mb, config_.hidden, config_.tp, config_.cp);
   }
   MoeMlp* expert_block() override { return moe_.get(); }
 
@@ -218,11 +220,18 @@ class LlamaDecoderLayer : public Layer {
       const at::Tensor h = heads_of(y, count);
       return config_.qk_norm == QkNorm::kHead ? RmsNorm(h, w, config_.rms_norm_eps) : h;
     };
+    // The true positions of this rank's tokens: from the cache's first on while generating,
+    // the rank's share of the sequence under context parallelism.
+    const ContextParallel& cp = config_.cp;
     const int64_t first = KvCache::FirstPosition(mb);
-    const at::Tensor q = RotaryEmbedding(normed(qkv[0], q_norm_, heads), config_.rope_theta, first);
+    const at::Tensor positions = cp.size > 1
+                                     ? cp.Positions(t * cp.size, h.device())
+                                     : at::arange(first, first + t, h.options().dtype(at::kLong));
+    const at::Tensor q =
+        RotaryEmbedding(normed(qkv[0], q_norm_, heads), config_.rope_theta, positions);
     // (n, T, KV d / p) each
     at::Tensor k = RotaryEmbedding(normed(SumOverKvReplicas(qkv[1], tp), k_norm_, kv_heads),
-                                   config_.rope_theta, first);
+                                   config_.rope_theta, positions);
     at::Tensor v = heads_of(SumOverKvReplicas(qkv[2], tp), kv_heads);
     std::tie(k, v) = cache_.Extend(mb, k, v);  // (n, KV/p, p + T, d) with a cache
     if (kv_heads != heads) {  // each key-value head serves heads / kv_heads query heads
@@ -230,7 +239,9 @@ class LlamaDecoderLayer : public Layer {
       v = v.repeat_interleave(heads / kv_heads, 1);
     }
     const at::Tensor y =  // (n, T, H d/p)
-        AttentionHeads(q, k, v, KvCache::Causal(mb), at::Tensor(), config_.recompute_attention)
+        (cp.size > 1 ? RingAttention(q, k, v, cp)
+                     : AttentionHeads(q, k, v, KvCache::Causal(mb), at::Tensor(),
+                                      config_.recompute_attention))
             .transpose(1, 2)
             .reshape({n, t, heads * d});
     return RowParallelLinear(y, o_, {}, tp);
@@ -275,17 +286,19 @@ class LlamaHead : public Layer {
 
   at::Tensor LossSum(const at::Tensor& logits, const MicroBatch& mb) override {
     return VocabParallelCrossEntropySum(logits.reshape({-1, logits.size(-1)}),
-                                        mb.targets.reshape({-1}), config_.tp, config_.vocab);
+                                        ContextShareOf(mb.targets, config_.cp).reshape({-1}),
+                                        config_.tp, config_.vocab);
   }
 
   NamedTensors NamedParameters() override {
     return {{"model.norm.weight", norm_}, {lm_head_name(), lm_head_}};
   }
   std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
-    return HiddenShape(mb, config_.hidden, config_.tp);
+    return HiddenShape(mb, config_.hidden, config_.tp, config_.cp);
   }
   std::vector<int64_t> OutputShape(const MicroBatch& mb) const override {
-    return {mb.size(), mb.seq_len(), VocabularyRowsPerRank(config_.vocab, config_.tp.size)};
+    return {mb.size(), config_.cp.local_length(mb.seq_len()),
+            VocabularyRowsPerRank(config_.vocab, config_.tp.size)};
   }
 
  private:
@@ -305,13 +318,18 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 }
 
 at::Tensor RotaryEmbedding(const at::Tensor& x, double theta, int64_t first_position) {
-  const int64_t t = x.size(2), d = x.size(3), half = d / 2;
+  return RotaryEmbedding(
+      x, theta,
+      at::arange(first_position, first_position + x.size(2), x.options().dtype(at::kLong)));
+}
+
+at::Tensor RotaryEmbedding(const at::Tensor& x, double theta, const at::Tensor& positions) {
+  const int64_t d = x.size(3), half = d / 2;
   const at::TensorOptions fp32 = x.options().dtype(at::kFloat);
   // Angles (T, d): position times theta^(-2j/d), the d/2 frequencies twice.
   const at::Tensor inv_freq = 1.0 / at::pow(theta, at::arange(0, d, 2, fp32) / d);  // (d/2)
-  const at::Tensor positions = at::arange(first_position, first_position + t, fp32);
-  const at::Tensor angles = at::outer(positions, inv_freq);  // (T, d/2)
-  const at::Tensor both = at::cat({angles, angles}, -1);     // (T, d)
+  const at::Tensor angles = at::outer(positions.to(at::kFloat), inv_freq);          // (T, d/2)
+  const at::Tensor both = at::cat({angles, angles}, -1);                            // (T, d)
   const at::Tensor cos = both.cos().to(x.scalar_type()), sin = both.sin().to(x.scalar_type());
   const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   return x * cos + rotated * sin;
@@ -341,6 +359,10 @@ void CheckLlamaConfig(const LlamaConfig& c) {
       << "intermediate (" << c.intermediate << ") must divide by the tensor-parallel size ("
       << c.tp.size << ")";
   CheckVocabularySplit(c.vocab, c.tp.size);
+  CheckContextParallel(c.cp);
+  CONVEYOR_CHECK(c.cp.size == 1 || !c.moe)
+      << "context parallelism over " << c.cp.size
+      << " ranks does not take Mixture-of-Experts layers yet: drop --cp or the experts";
   if (c.moe) {
     CheckMoeConfig(BlockOf(c));
     CONVEYOR_CHECK(c.moe->sparse_step >= 1 && c.moe->first_dense >= 0)

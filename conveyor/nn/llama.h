@@ -37,8 +37,13 @@
 //   model.layers.i.mlp.gate_proj / up_proj.weight   ColumnParallel    (F, C) -> (F/p, C)
 //   model.layers.i.mlp.down_proj.weight             RowParallel       (C, F) -> (C, F/p)
 //   model.embed_tokens.weight, lm_head.weight       VocabParallel     (V, C) -> (ceil(V/p), C)
-// and the norms replicated. Activations between
-// layers stay replicated (n, T, C).
+// and the norms replicated. Activations between layers stay replicated (n, T, C), or under
+// sequence parallelism hold the rank's T/p positions.
+//
+// Context parallelism over N = cp.size ranks (context_parallel.h): each rank runs the model on
+// its T/N positions of every sequence (the embedding takes them from the ids, the loss from
+// the targets), rotates them by their true positions and attends by ring; the logits are
+// (n, T/N, ceil(V/p)). Not with Mixture-of-Experts layers, nor while generating.
 #ifndef CONVEYOR_NN_LLAMA_H_
 #define CONVEYOR_NN_LLAMA_H_
 
@@ -95,7 +100,8 @@ struct LlamaConfig {
   // layers' MLP is an MoE block (moe_mlp.h) under PREFIX = model.layers.i.<moe->prefix>.
   std::optional<LlamaMoe> moe;
   TensorParallel tp;
-  ExpertParallel ep;  // the MoE blocks' expert-parallel group (moe_mlp.h)
+  ExpertParallel ep;   // the MoE blocks' expert-parallel group (moe_mlp.h)
+  ContextParallel cp;  // the sequence's split (context_parallel.h); not with moe
 };
 
 // Whether decoder layer i (from 0) of `config` has an MoE block rather than a dense MLP.
@@ -122,8 +128,9 @@ ParameterShapes LlamaParameterShapes(const LlamaConfig& config);
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 // x (n, heads, T, d) rotated by its positions first_position .. first_position + T - 1
-// (rotate-half, above).
+// (rotate-half, above), or by `positions` (T) int64.
 at::Tensor RotaryEmbedding(const at::Tensor& x, double theta, int64_t first_position = 0);
+at::Tensor RotaryEmbedding(const at::Tensor& x, double theta, const at::Tensor& positions);
 
 }  // namespace conveyor
 

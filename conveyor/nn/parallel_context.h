@@ -1,8 +1,8 @@
 // The groups a model's layers communicate over, one per kind of model parallelism, handed to
 // every layer builder (ModelTask::BuildLayers) by the mesh's owner (PipelineModel). A layer
 // takes the part it needs: the attention and MLP blocks the tensor-parallel group, a
-// Mixture-of-Experts block the expert-parallel group; attention under context parallelism
-// will take its context group here, a field of its own.
+// Mixture-of-Experts block the expert-parallel group, attention and the sequence's ends the
+// context-parallel group.
 //
 // A plain value; the groups it points to are not owned and must outlive every layer built
 // with it.
@@ -10,6 +10,7 @@
 #define CONVEYOR_NN_PARALLEL_CONTEXT_H_
 
 #include "conveyor/comm/overlap_lane.h"
+#include "conveyor/nn/context_parallel.h"
 #include "conveyor/nn/tensor_parallel.h"
 
 namespace conveyor {
@@ -28,8 +29,9 @@ struct ExpertParallel {
 };
 
 struct ParallelContext {
-  TensorParallel tp;  // size 1 (the default): no tensor parallelism
-  ExpertParallel ep;  // size 1 (the default): every expert on every rank
+  TensorParallel tp;   // size 1 (the default): no tensor parallelism
+  ExpertParallel ep;   // size 1 (the default): every expert on every rank
+  ContextParallel cp;  // size 1 (the default): whole sequences
 };
 
 }  // namespace conveyor

@@ -33,7 +33,8 @@ std::vector<int> Divisors(int64_t n, int64_t most) {
 }
 
 // The costs of the model's layers (embedding, blocks, head) for one micro-batch of `b`
-// sequences on one of `tp` tensor-parallel ranks, under `recompute`.
+// sequences on one of `tp` tensor-parallel ranks, under `recompute`, the activations outside
+// the TP regions split along the sequence with `sequence_parallel`.
 struct LayerCosts {
   std::vector<LayerSample> layers;
   std::vector<double> params;         // per layer, one TP shard's (of a sparse block, at ep 1)
@@ -49,7 +50,10 @@ LayerSample Scaled(LayerSample s, double by) {
   return s;
 }
 
-LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, Recompute recompute) {
+LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, Recompute recompute,
+                   bool sequence_parallel) {
+  // What stays whole on every TP rank without sequence parallelism is split with it.
+  const double split = sequence_parallel ? tp : 1;
   const TransformerSpec& m = r.model;
   const double c = static_cast<double>(m.hidden), t = static_cast<double>(m.seq_len),
                v = static_cast<double>(m.vocab), bt = static_cast<double>(b) * t;
@@ -65,6 +69,7 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, Recompute recomp
     const double by = measured ? 1.0 : 1.0 / tp;
     embedding = Scaled(table.At(kinds.embedding, n), by);
     if (!measured) embedding.activation_bytes *= tp;  // its output is whole on every TP rank
+    embedding.activation_bytes /= split;
     // A block kind under `recompute`.
     auto kind = [&](const MeasuredLayer& plain, const MeasuredLayer& selective) {
       const LayerSample p = Scaled(table.At(plain, n), by);
@@ -85,7 +90,13 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, Recompute recomp
     block = kind(kinds.block, kinds.block_selective);
     // Experts only at tp 1 (SplitsOver): measured whole.
     if (m.experts > 0) sparse = kind(table.sparse_block, table.sparse_block_selective);
-    if (!measured) {
+    if (sequence_parallel && measured) {
+      // Every part of the whole block's over tp (Korthikanti et al.), the shard's replicated
+      // norms and residuals among them.
+      const LayerSample whole = kind(table.block, table.block_selective);
+      block.activation_bytes = whole.activation_bytes / tp;
+      block.weight_bytes = whole.weight_bytes / tp;
+    } else if (!sequence_parallel && !measured) {
       // Of a block's activations, 10 of 34 parts (the norms' and residuals' (b, T, C)) stay
       // whole under TP, 24 are split (Korthikanti et al.); of what W needs (the linear
       // layers' inputs and output gradients), 8 of 32.
@@ -97,12 +108,13 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, Recompute recomp
   } else {
     const double rate = r.device_flops * r.efficiency * tp;
     const double f = bt * m.BlockForwardFlops() / rate, h = bt * 2 * c * v / rate;
-    const double held = bt * c * (10 + 24.0 / tp);
+    const double held = sequence_parallel ? bt * c * 34 / tp : bt * c * (10 + 24.0 / tp);
+    const double for_w = sequence_parallel ? bt * c * 32 / tp : bt * c * (8 + 24.0 / tp);
     // W's share: the four linear layers' inputs (2 + 2 + 2 + 8) and output gradients
     // (6 + 2 + 8 + 2), in bf16 per token and C, split as above.
     // Without autograd, a block holds at most its MLP's (b, T, 4C) twice; the head its logits
     // and their softmax.
-    block = {f, f, f, held, held, 2 * f, bt * c * (8 + 24.0 / tp), 0, bt * c * 16 / tp};
+    block = {f, f, f, held, held, 2 * f, for_w, 0, bt * c * 16 / tp};
     head = {h, h, h, bt * v * 4, bt * v * 4, 2 * h, bt * v * 4, 0, 2 * bt * v * 4};
     if (m.experts > 0) {  // tp 1
       const double k = static_cast<double>(m.top_k), e = static_cast<double>(m.experts);
@@ -122,7 +134,7 @@ LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, Recompute recomp
     }
   }
   LayerCosts costs;
-  const double input = bt * c * element_bytes;
+  const double input = bt * c * element_bytes / split;  // a stage's input
   for (int64_t l = 0; l < m.layers + 2; ++l) {
     const bool first = l == 0, last = l == m.layers + 1;
     const bool experts = !first && !last && m.IsSparse(l - 1);
@@ -216,6 +228,7 @@ std::string HeldBack(const PlanCandidate& c, const PlanCandidate& best) {
   }
   if (c.tp_across_nodes) why.push_back("TP across nodes");
   if (c.tp_comm_s > best.tp_comm_s * 1.1 + 1e-6) why.push_back("more TP all-reduce time");
+  if (c.sequence_parallel && !best.sequence_parallel) why.push_back("sequence parallel");
   if (c.dp_exposed_s > best.dp_exposed_s + 1e-3 * best.step_s)
     why.push_back("DP reduction exposed");
   if (c.zero > best.zero) why.push_back("ZeRO-1 to fit");
@@ -297,7 +310,8 @@ CandidatePricer::CandidatePricer(const AutoPlanRequest& request) : request_(requ
   step_collectives_s_ = r.step_collectives * RingAllReduceTime(r.world, 8.0 * r.world, slowest);
 }
 
-PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recompute) {
+PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recompute,
+                                       bool sequence_parallel) {
   const AutoPlanRequest& r = request_;
   const TransformerSpec& m = r.model;
   const int dp = choice.dp, tp = choice.tp, ep = choice.ep;
@@ -307,7 +321,7 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
   const int parts = layout.pipeline_length();
   const int stages = layout.num_stages();
   const bool full = recompute == Recompute::kFull;
-  const LayerCosts costs = CostsOf(r, tp, b, recompute);
+  const LayerCosts costs = CostsOf(r, tp, b, recompute, sequence_parallel);
   std::vector<LayerRange>& split = splits_[{parts, tp, r.measured ? b : 0, recompute}];
   if (split.empty()) {
     std::vector<double> work;
@@ -399,6 +413,7 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
   PricedCandidate priced;
   PlanCandidate& cand = priced.candidate;
   cand.dp = dp, cand.tp = tp, cand.pp = choice.pp, cand.ep = ep;
+  cand.sequence_parallel = sequence_parallel;
   cand.schedule = std::string(choice.schedule);
   cand.chunks = choice.chunks;
   cand.microbatches = choice.microbatches;
@@ -441,6 +456,7 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
   shape.element_bytes = r.measured ? r.measured->element_bytes : 2;
   shape.bucket_bytes = r.bucket_bytes;
   shape.full_recompute = full;
+  shape.sequence_parallel = sequence_parallel;
   shape.param_bytes_per_stage = *std::max_element(params.begin(), params.end()) * 4;
   shape.ep = ep;
   shape.experts = m.experts;
@@ -553,7 +569,8 @@ std::string NoLayoutFits(const AutoPlanRequest& r, const AutoPlan& plan) {
 }
 
 std::string MeshSizes(const PlanCandidate& c) {
-  return Printf("%d x %d x %d", c.dp, c.tp, c.pp) + (c.ep > 1 ? Printf(", ep %d", c.ep) : "");
+  return Printf("%d x %d x %d", c.dp, c.tp, c.pp) + (c.ep > 1 ? Printf(", ep %d", c.ep) : "") +
+         (c.sequence_parallel ? ", sp" : "");
 }
 
 AutoPlan PlanAuto(const AutoPlanRequest& r) {
@@ -564,15 +581,18 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
   double least_over = std::numeric_limits<double>::infinity();
   plan.layouts = ForEachPlanLayout(r, [&](const PlanLayout& layout) {
     for (Recompute recompute : recomputes) {
-      PricedCandidate priced = pricer.Price(layout, recompute);
-      const PlanCandidate& cand = priced.candidate;
-      if (!priced.fits) {
-        ++plan.over_memory;
-        if (cand.peak_bytes < least_over) least_over = cand.peak_bytes, plan.smallest_over = cand;
-        continue;
+      for (bool sequence_parallel : {false, true}) {
+        if (sequence_parallel && (layout.tp == 1 || r.model.seq_len % layout.tp != 0)) break;
+        PricedCandidate priced = pricer.Price(layout, recompute, sequence_parallel);
+        const PlanCandidate& cand = priced.candidate;
+        if (!priced.fits) {
+          ++plan.over_memory;
+          if (cand.peak_bytes < least_over) least_over = cand.peak_bytes, plan.smallest_over = cand;
+          continue;
+        }
+        ++plan.simulated;
+        fits.push_back(std::move(priced.candidate));
       }
-      ++plan.simulated;
-      fits.push_back(std::move(priced.candidate));
     }
   });
   CONVEYOR_CHECK(plan.layouts > 0)

@@ -63,7 +63,12 @@
 // optimizer) and of the held-out evaluation's forward (training's micro-batches, keeping no
 // activations). A candidate over the limit is never simulated.
 //
-// Not modelled: sequence and context parallelism; the experts' uneven load.
+// Sequence parallelism (tp > 1, tried with and without): every activation of a block, the
+// embedding's output and a stage's input over tp (s b C 34 / tp, Korthikanti et al.; measured
+// ones: the whole layer's over tp), the TP traffic of a backward 3/2 of its forward's (the
+// column-parallel inputs gathered again: SimulateMesh).
+//
+// Not modelled: context parallelism; the experts' uneven load.
 //
 // Pure; thread-compatible.
 #ifndef CONVEYOR_SIM_AUTO_PLANNER_H_
@@ -129,7 +134,8 @@ struct AutoPlanRequest {
 
 struct PlanCandidate {
   int dp = 1, tp = 1, pp = 1;
-  int ep = 1;  // expert-parallel ranks (folded over dp)
+  int ep = 1;                      // expert-parallel ranks (folded over dp)
+  bool sequence_parallel = false;  // with tp > 1
   std::string schedule;
   int chunks = 1;
   int microbatches = 1;
@@ -233,8 +239,9 @@ class CandidatePricer {
   // UserError as ForEachPlanLayout when the request cannot be planned.
   explicit CandidatePricer(const AutoPlanRequest& request);
 
-  // `layout`: one that ForEachPlanLayout(request) visits.
-  PricedCandidate Price(const PlanLayout& layout, Recompute recompute);
+  // `layout`: one that ForEachPlanLayout(request) visits; `sequence_parallel` only with tp > 1.
+  PricedCandidate Price(const PlanLayout& layout, Recompute recompute,
+                        bool sequence_parallel = false);
 
  private:
   const AutoPlanRequest& request_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -126,34 +127,38 @@ TEST(AutoPlannerTest, PricesOneCandidateAsThePlanDoes) {
   r.top = 100000;
   const AutoPlan plan = PlanAuto(r);
   ASSERT_EQ(plan.over_memory, 0);
-  ASSERT_EQ(static_cast<int64_t>(plan.best.size()), plan.layouts * 2);  // none and full
-  std::map<std::tuple<int, int, std::string, int, int, Recompute>, PlanCandidate> by_layout;
+  std::map<std::tuple<int, int, std::string, int, int, Recompute, bool>, PlanCandidate> by_layout;
   for (const PlanCandidate& c : plan.best) {
-    by_layout[{c.tp, c.pp, c.schedule, c.chunks, c.microbatches, c.recompute}] = c;
+    by_layout[{c.tp, c.pp, c.schedule, c.chunks, c.microbatches, c.recompute,
+               c.sequence_parallel}] = c;
   }
   CandidatePricer pricer(r);
   int64_t priced = 0;
   ForEachPlanLayout(r, [&](const PlanLayout& l) {
     for (Recompute recompute : PlannedRecomputes(r)) {
-      const PricedCandidate p = pricer.Price(l, recompute);
-      ASSERT_TRUE(p.fits);
-      const PlanCandidate& want =
-          by_layout.at({l.tp, l.pp, std::string(l.schedule), l.chunks, l.microbatches, recompute});
-      EXPECT_EQ(p.candidate.dp, want.dp);
-      EXPECT_EQ(p.candidate.micro_batch_size, want.micro_batch_size);
-      EXPECT_EQ(p.candidate.stage_layers, want.stage_layers);
-      EXPECT_EQ(p.candidate.zero, want.zero);
-      EXPECT_EQ(p.candidate.step_s, want.step_s);
-      EXPECT_EQ(p.candidate.peak_bytes, want.peak_bytes);
-      EXPECT_EQ(p.candidate.bubble, want.bubble);
-      EXPECT_EQ(p.candidate.mfu, want.mfu);
-      EXPECT_EQ(p.candidate.tp_comm_s, want.tp_comm_s);
-      EXPECT_EQ(p.candidate.dp_exposed_s, want.dp_exposed_s);
-      EXPECT_TRUE(p.candidate.held_back.empty());
-      ++priced;
+      for (bool sequence_parallel : {false, true}) {  // none and full; with tp > 1 each twice
+        if (sequence_parallel && l.tp == 1) break;
+        const PricedCandidate p = pricer.Price(l, recompute, sequence_parallel);
+        ASSERT_TRUE(p.fits);
+        const PlanCandidate& want = by_layout.at({l.tp, l.pp, std::string(l.schedule), l.chunks,
+                                                  l.microbatches, recompute, sequence_parallel});
+        EXPECT_EQ(p.candidate.dp, want.dp);
+        EXPECT_EQ(p.candidate.micro_batch_size, want.micro_batch_size);
+        EXPECT_EQ(p.candidate.stage_layers, want.stage_layers);
+        EXPECT_EQ(p.candidate.zero, want.zero);
+        EXPECT_EQ(p.candidate.step_s, want.step_s);
+        EXPECT_EQ(p.candidate.peak_bytes, want.peak_bytes);
+        EXPECT_EQ(p.candidate.bubble, want.bubble);
+        EXPECT_EQ(p.candidate.mfu, want.mfu);
+        EXPECT_EQ(p.candidate.tp_comm_s, want.tp_comm_s);
+        EXPECT_EQ(p.candidate.dp_exposed_s, want.dp_exposed_s);
+        EXPECT_TRUE(p.candidate.held_back.empty());
+        ++priced;
+      }
     }
   });
-  EXPECT_EQ(priced, plan.layouts * 2);
+  EXPECT_EQ(priced, static_cast<int64_t>(plan.best.size()));
+  EXPECT_GT(priced, plan.layouts * 2);
   // Over the limit: the peak, not simulated.
   r.memory_per_rank = 1e6;
   CandidatePricer tight(r);
@@ -180,6 +185,42 @@ TEST(AutoPlannerTest, AMemoryCapBelowTheFastestNeedPicksAnotherThatFits) {
   const AutoPlan none = PlanAuto(r);
   EXPECT_TRUE(none.best.empty());
   EXPECT_GT(none.smallest_over.peak_bytes, 1e6);
+}
+
+// Sequence parallelism holds a block's 34 parts over tp where 10 stay whole without it, for
+// half again the backward's TP traffic: lighter and slower. The planner takes it where only it
+// fits, and says so.
+TEST(AutoPlannerTest, SequenceParallelismIsLighterAndChosenWhereOnlyItFits) {
+  AutoPlanRequest r = Small();
+  r.tp = 4;
+  r.pp = 2;
+  r.schedules = {"1f1b"};
+  r.network.intra = Link{1e-5, 50e9};  // a slow link: the TP traffic shows in the step
+  CandidatePricer pricer(r);
+  std::optional<PlanLayout> first;
+  ForEachPlanLayout(r, [&](const PlanLayout& l) {
+    if (!first) first = l;
+  });
+  ASSERT_TRUE(first.has_value());
+  const PlanCandidate plain = pricer.Price(*first, Recompute::kNone).candidate;
+  const PlanCandidate split = pricer.Price(*first, Recompute::kNone, true).candidate;
+  EXPECT_TRUE(split.sequence_parallel);
+  EXPECT_LT(split.peak_bytes, plain.peak_bytes);
+  EXPECT_GT(split.step_s, plain.step_s);
+  EXPECT_EQ(MeshSizes(split), "1 x 4 x 2, sp");
+  // Under a cap between the two, the plan keeps that layout with sequence parallelism only,
+  // and says what it costs beside a faster one.
+  r.memory_per_rank = (split.peak_bytes + plain.peak_bytes) / 2;
+  r.top = 100000;
+  const AutoPlan plan = PlanAuto(r);
+  int kept = 0;
+  for (const PlanCandidate& c : plan.best) {
+    if (c.microbatches != first->microbatches || c.recompute != Recompute::kNone) continue;
+    EXPECT_TRUE(c.sequence_parallel) << MeshSizes(c);
+    if (&c != &plan.best[0]) EXPECT_NE(c.held_back.find("sequence parallel"), std::string::npos);
+    ++kept;
+  }
+  EXPECT_EQ(kept, 1);
 }
 
 // A measured table: a block twice the head's time, selective recomputation dearer than

@@ -30,7 +30,7 @@ std::vector<double> SlowestPerPipelineRank(const Mesh& mesh, const MeshNetwork& 
 // and B, as per-stage costs.
 CostModel WithMeshComm(const CostModel& costs, const Layout& layout,
                        const std::vector<double>& tp_time, const std::vector<double>& ep_forward,
-                       const std::vector<double>& ep_backward, bool full_recompute) {
+                       const std::vector<double>& ep_backward, const ModelShape& shape) {
   CostModel out = costs;
   out.stages.clear();
   for (int s = 0; s < layout.num_stages(); ++s) {
@@ -38,7 +38,8 @@ CostModel WithMeshComm(const CostModel& costs, const Layout& layout,
     const double t = tp_time[layout.rank_of(s)];
     const double e = ep_forward.empty() ? 0 : ep_forward[s];
     const double e_backward = ep_backward.empty() ? 0 : ep_backward[s];
-    const double backward = (full_recompute ? 2 * t : t) + e_backward;
+    const double backward =
+        (shape.full_recompute ? t : 0) + (shape.sequence_parallel ? 1.5 * t : t) + e_backward;
     c.f += t + e;
     c.i += backward;
     if (c.b >= 0) c.b += backward;  // otherwise B = I + W, which now holds it
@@ -126,8 +127,8 @@ MeshSimResult SimulateMesh(const Program& program, const CostModel& costs, const
   // Each rank's reductions run on a channel of its own, in the order its stages' gradients
   // become final (the simulator's CostModel::reduce); what runs before the pipeline's end
   // hides behind it.
-  CostModel with_mesh = WithMeshComm(costs, layout, result.tp_time, result.ep_time, ep_backward,
-                                     shape.full_recompute);
+  CostModel with_mesh =
+      WithMeshComm(costs, layout, result.tp_time, result.ep_time, ep_backward, shape);
   if (mesh.dp() > 1) {
     for (int s = 0; s < layout.num_stages(); ++s) {
       with_mesh.reduce.push_back(result.dp_time[layout.rank_of(s)]);

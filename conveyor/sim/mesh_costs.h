@@ -13,9 +13,11 @@
 //   tp_time[k] = 2 * layers_per_stage * RingAllReduceTime(tp, b*T*C*element_bytes, link)
 //
 // where link is the slowest link of the slowest TP group at pipeline coordinate k. W
-// exchanges nothing; an overlapped F&B unit pays both halves' (2 * tp_time[k]). Under full
-// recomputation the backward runs the forward again, its all-reduces too: I and B pay
-// 2 * tp_time[k].
+// exchanges nothing; an overlapped F&B unit pays both halves'. Under sequence parallelism
+// (Korthikanti et al.) the all-reduces become all-gathers and reduce-scatters of the same
+// bytes and the backward gathers each column-parallel input again: I and B pay 3/2 tp_time[k].
+// Under full recomputation the backward runs the forward again, its collectives too: I and B
+// pay tp_time[k] more.
 //
 // Expert parallelism (ep > 1, folded over dp: Mesh::FoldExperts): each sparse block's forward
 // sends its tokens' top_k copies to their experts' ranks and back (the dispatch and the
@@ -72,6 +74,9 @@ struct ModelShape {
   double param_bytes_per_stage = 0;  // of one TP shard of a stage; 0: derived (see below)
   double bucket_bytes = DefaultBucketBytes(/*gpu=*/true);  // the DP all-reduce bucket
   bool full_recompute = false;  // the backward recomputes the forward (and its all-reduces)
+  // Sequence parallelism: each all-reduce an all-gather and a reduce-scatter (the same bytes),
+  // the backward's half again (it gathers the column-parallel inputs once more).
+  bool sequence_parallel = false;
   // Expert parallelism: its ranks, and per stage the sparse blocks (empty: none).
   int ep = 1;
   int64_t experts = 0;

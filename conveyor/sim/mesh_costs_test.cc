@@ -51,6 +51,12 @@ TEST(MeshCostsTest, TensorParallelAddsTwoAllReducesPerBlockToEachForwardAndBackw
   full.full_recompute = true;
   EXPECT_DOUBLE_EQ(SimulateMesh(p, Uniform(1, 1, 1), mesh, Network(1), full).pipeline.makespan,
                    (1 + t) + (2 + 2 * t));
+  // Sequence parallelism: the forward's bytes as all-gathers and reduce-scatters, the
+  // backward's half again (the column-parallel inputs gathered once more).
+  ModelShape sequence = Tiny();
+  sequence.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(SimulateMesh(p, Uniform(1, 1, 1), mesh, Network(1), sequence).pipeline.makespan,
+                   (1 + t) + (2 + 1.5 * t));
 }
 
 TEST(MeshCostsTest, WeightGradientsExchangeNothingAndOverlappedUnitsPayBothHalves) {

@@ -139,7 +139,8 @@ std::string SaveCheckpoint(const std::string& dir, Trainer& trainer, const Train
     params = model.GatherExperts(params);
     const std::map<std::string, at::Tensor> optimizer_state =
         model.GatherExperts(trainer.optimizer().State());
-    if (model.coords().dp != 0) return;  // the other replicas hold the same state
+    // The other replicas, and the other CP ranks, hold the same state.
+    if (model.coords().dp != 0 || model.coords().cp != 0) return;
     // Whole tensors: the tensor-parallel ranks of replica 0 gather their shards.
     std::map<std::string, at::Tensor> tensors;
     for (const auto& [name, p] : params) {

@@ -30,7 +30,8 @@ ComputeSharing PipelineSharing(const std::vector<RankPlacement>& everyone, const
   for (const RankPlacement& p : everyone) {
     ++world_ranks[p.machine];
     threads[p.machine] += p.threads;
-    if (p.coords.dp == coords.dp && p.coords.tp == coords.tp && p.coords.pp < pp) {
+    if (p.coords.dp == coords.dp && p.coords.tp == coords.tp && p.coords.cp == coords.cp &&
+        p.coords.pp < pp) {
       pipeline[p.coords.pp] = &p;
     }
   }
@@ -61,8 +62,9 @@ ComputeSharing GatherPipelineSharing(Transport* world, const MeshCoords& coords,
       at::tensor(
           std::vector<double>{mine.machine, static_cast<double>(mine.cores),
                               static_cast<double>(mine.threads), static_cast<double>(coords.dp),
-                              static_cast<double>(coords.tp), static_cast<double>(coords.pp)},
-          at::kDouble));  // (world, 6)
+                              static_cast<double>(coords.tp), static_cast<double>(coords.pp),
+                              static_cast<double>(coords.cp)},
+          at::kDouble));  // (world, 7)
   std::vector<RankPlacement> everyone;
   for (int64_t r = 0; r < rows.size(0); ++r) {
     const at::Tensor row = rows[r];
@@ -70,9 +72,10 @@ ComputeSharing GatherPipelineSharing(Transport* world, const MeshCoords& coords,
     p.machine = row[0].item<double>();
     p.cores = static_cast<int>(row[1].item<double>());
     p.threads = static_cast<int>(row[2].item<double>());
-    p.coords =
-        MeshCoords{static_cast<int>(row[3].item<double>()), static_cast<int>(row[4].item<double>()),
-                   static_cast<int>(row[5].item<double>())};
+    p.coords = MeshCoords{.dp = static_cast<int>(row[3].item<double>()),
+                          .tp = static_cast<int>(row[4].item<double>()),
+                          .pp = static_cast<int>(row[5].item<double>()),
+                          .cp = static_cast<int>(row[6].item<double>())};
     everyone.push_back(p);
   }
   return PipelineSharing(everyone, coords, pp);

@@ -31,6 +31,7 @@ RankDevices DevicesOf(const TrainConfig& config, int world) {
 
 TrainConfig WithLayout(TrainConfig config, const PlanCandidate& c) {
   config.dp = c.dp, config.tp = c.tp, config.pp = c.pp, config.ep = c.ep;
+  config.sequence_parallel = c.sequence_parallel;
   config.schedule = c.schedule;
   config.microbatches = c.microbatches;
   config.chunks = c.chunks;

@@ -37,6 +37,7 @@ class LlamaModel : public ModelTask {
     LlamaConfig config = config_;
     config.tp = parallel.tp;
     config.ep = parallel.ep;
+    config.cp = parallel.cp;
     config.weights = folder_.empty() ? WeightInit::kDrawn : WeightInit::kUndrawn;
     LayerList layers = BuildLlama(config, seed_, range.begin, range.end);
     if (!folder_.empty()) LoadFromFolder(folder_, layers, parallel.tp);

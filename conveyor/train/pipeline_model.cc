@@ -38,8 +38,7 @@ std::map<std::string, std::vector<int>> Holders(const Layout& layout,
 }
 
 Mesh MakeMesh(const TrainConfig& c, Transport* world) {
-  return Mesh::Make(world != nullptr ? world->world_size() : 1, c.dp, c.tp, c.pp,
-                    Mesh::ParseOrder(c.mesh_order));
+  return MeshOf(c, world != nullptr ? world->world_size() : 1);
 }
 
 }  // namespace
@@ -69,20 +68,30 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
               : ": use --dtype fp32");
   VerifyOrThrow(program_);
   program_ = Lower(program_);
-  // The groups, in one order on every rank: TP, DP, pipelines; the experts' EP and DP.
-  const Mesh::Order dp = {MeshAxis::kDp}, ep = {MeshAxis::kEp}, tp_dp = {MeshAxis::kTp, dp[0]};
+  // The groups, in one order on every rank: TP, DP (x CP), pipelines, the gradient sums over
+  // tp x dp (x cp), the CP ring; the experts' EP and DP.
+  const Mesh::Order dp = {MeshAxis::kDp}, ep = {MeshAxis::kEp};
+  const Mesh::Order dense_dp = Resolve({}).axes,
+                    tp_dp = Resolve({.axes = {MeshAxis::kTp, dp[0]}}).axes;
   std::vector<MeshGroups::Request> requests = {
-      {{MeshAxis::kTp}}, {dp}, {{MeshAxis::kPp}, /*singles=*/true}};
+      {{MeshAxis::kTp}}, {dense_dp}, {{MeshAxis::kPp}, /*singles=*/true}};
   // The gradient sums over tp x dp, beside the TP group's collectives.
   if (sums_over_tp()) requests.push_back({tp_dp, /*singles=*/false, /*own=*/true});
+  // The ring's messages on a transport of their own.
+  if (mesh_.extent(MeshAxis::kCp) > 1) {
+    requests.push_back({{MeshAxis::kCp}, /*singles=*/false, /*own=*/true});
+  }
   groups_ = std::make_unique<MeshGroups>(world_, mesh_, requests);
   if (Transport* tp = groups_->Of({MeshAxis::kTp}))
     tp_timed_ = std::make_unique<TimedTransport>(tp);
-  if (Transport* group = groups_->Of(dp)) {
-    gradient_sum_groups_[{}] = std::make_unique<TimedTransport>(group);
+  if (Transport* group = groups_->Of(dense_dp)) {
+    gradient_sum_groups_[Resolve({})] = std::make_unique<TimedTransport>(group);
   }
   if (Transport* group = sums_over_tp() ? groups_->Of(tp_dp) : nullptr) {
     gradient_sum_groups_[{.axes = tp_dp}] = std::make_unique<TimedTransport>(group);
+  }
+  if (Transport* group = mesh_.extent(MeshAxis::kCp) > 1 ? groups_->Of({MeshAxis::kCp}) : nullptr) {
+    parallel_.cp = ContextParallel{mesh_.extent(MeshAxis::kCp), coords_.cp, group};
   }
   pipeline_group_ = groups_->Of({MeshAxis::kPp});
   if (folds_experts()) {
@@ -171,7 +180,10 @@ PipelineModel::PipelineModel(const TrainConfig& config, std::shared_ptr<const Mo
 }
 
 bool PipelineModel::overlaps_pairs() const {
-  if (config_.sequential_pairs || !device_.is_cpu() || mesh_.tp() > 1) return false;
+  if (config_.sequential_pairs || !device_.is_cpu() || mesh_.tp() > 1 ||
+      mesh_.extent(MeshAxis::kCp) > 1) {
+    return false;
+  }
   for (const std::vector<Action>& actions : program_.ranks) {  // every rank decides alike
     for (const Action& a : actions) {
       if (a.op == Op::kOverlapFB) return true;
@@ -232,13 +244,21 @@ std::vector<MoeMlp*> PipelineModel::ExpertBlocks() const {
 std::vector<GradientSum> PipelineModel::GradientSums() const {
   std::vector<GradientSum> sums = {{}};
   if (folds_experts()) sums.push_back({.experts = true});
-  if (sums_over_tp()) sums.push_back({.axes = {MeshAxis::kTp, MeshAxis::kDp}});
+  if (sums_over_tp()) sums.push_back(Resolve({.axes = {MeshAxis::kTp, MeshAxis::kDp}}));
+  sums.front() = Resolve(sums.front());
   return sums;
 }
 
 GradientSum PipelineModel::Resolve(const GradientSum& declared) const {
   // Unfolded, the experts' mesh is the dense one.
-  return folds_experts() ? declared : GradientSum{.axes = declared.axes};
+  GradientSum sum = folds_experts() ? declared : GradientSum{.axes = declared.axes};
+  // The CP ranks of a replica see different positions of the same sequences: the dense
+  // layers' sums run over them too, beside the data-parallel axis.
+  if (!sum.experts && mesh_.extent(MeshAxis::kCp) > 1) {
+    const auto at = std::find(sum.axes.begin(), sum.axes.end(), MeshAxis::kDp);
+    sum.axes.insert(at, MeshAxis::kCp);
+  }
+  return sum;
 }
 
 bool PipelineModel::folds_experts() const { return config_.ep > 1 || routes_over_tp(); }

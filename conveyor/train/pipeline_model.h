@@ -76,17 +76,21 @@ class PipelineModel {
   Transport* pipeline_group() const { return pipeline_group_; }
   int pipeline_rank() const { return coords_.pp; }
   // The groups a parameter's gradient may be summed over, which every rank creates: the
-  // dense layers' data-parallel groups, and with config.ep > 1 the experts'. A parameter
-  // declaring another (Resolve) is an internal error when the trainer sums it.
+  // dense layers' data-parallel groups (dp x cp with context parallelism), with config.ep > 1
+  // the experts', and tp x dp (x cp) where sums_over_tp. A parameter declaring another
+  // (Resolve) is an internal error when the trainer sums it.
   std::vector<GradientSum> GradientSums() const;
   // The group of GradientSums that a parameter declaring `declared` (ParameterSpec::grad_sum)
-  // sums over: itself, but an expert's with ep 1, whose mesh is the dense one.
+  // sums over: itself, but an expert's with ep 1, whose mesh is the dense one, and with
+  // context parallelism a dense one's over cp too.
   GradientSum Resolve(const GradientSum& declared) const;
   // This rank's group of `sum` (one of GradientSums), timed; null when it has one rank.
   TimedTransport* gradient_sum_group(const GradientSum& sum) const;
   // This rank's data-parallel, tensor-parallel and expert-parallel groups, timed (null when
   // that axis has one rank).
-  TimedTransport* dp_group() const { return gradient_sum_group({}); }
+  // (With context parallelism the dense layers' group is dp x cp: the loss and the gradients
+  // are summed over both.)
+  TimedTransport* dp_group() const { return gradient_sum_group(Resolve({})); }
   TimedTransport* tp_group() const { return tp_timed_.get(); }
   TimedTransport* ep_group() const { return ep_timed_.get(); }
   // The same ranks' group for the forward halves of overlapped pairs (overlaps_pairs; null
@@ -111,7 +115,7 @@ class PipelineModel {
   const ParameterSpecs& parameter_specs() const { return specs_; }
   // Whether this rank's pipeline is the one that writes checkpoints and traces (dp = tp = 0:
   // the other replicas hold the same weights; the other TP ranks hand it their shards).
-  bool leads_replicas() const { return coords_.dp == 0 && coords_.tp == 0; }
+  bool leads_replicas() const { return coords_.dp == 0 && coords_.tp == 0 && coords_.cp == 0; }
   // The lowered program this rank runs every step.
   const Program& program() const { return program_; }
   const std::vector<LayerRange>& partition() const { return partition_; }

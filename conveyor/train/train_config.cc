@@ -53,6 +53,7 @@ void ForEachInteger(Config& c, Visit&& visit) {
   visit("pp", c.pp, 1, kMaxRanks);
   visit("dp", c.dp, 0, kMaxRanks);
   visit("tp", c.tp, 1, kMaxRanks);
+  visit("cp", c.cp, 1, kMaxRanks);
   visit("ep", c.ep, 1, kMaxRanks);
   visit("microbatches", c.microbatches, 1, kMaxMicrobatches);
   visit("chunks", c.chunks, 0, kMaxChunks);
@@ -261,7 +262,7 @@ void TrainConfig::Validate() const {
   CONVEYOR_CHECK(batch_size >= static_cast<int64_t>(std::max(dp, 1)) * microbatches)
       << "batch-size (" << batch_size << ") must be at least dp x microbatches (" << dp << " x "
       << microbatches << "): every data-parallel replica runs every micro-batch";
-  Mesh::ParseOrder(mesh_order);
+  MeshOrderOf(*this);
   ParseStageLayers(stage_layers, "--stage-layers");
   CONVEYOR_CHECK(model.heads % tp == 0) << "heads (" << model.heads << ") must divide by tp (" << tp
                                         << "): each tensor-parallel rank holds heads / tp of them";
@@ -274,9 +275,19 @@ void TrainConfig::Validate() const {
     CONVEYOR_CHECK(architecture.language_model())
         << "--sequence-parallel: the " << ModelKindName(model.kind)
         << " does not take it (its head pools whole sequences)";
-    CONVEYOR_CHECK(model.seq_len % tp == 0)
+    CONVEYOR_CHECK(model.seq_len % (cp * tp) == 0)
         << "--sequence-parallel splits each sequence over --tp " << tp << " ranks: --seq-len "
-        << model.seq_len << " must divide by it";
+        << model.seq_len << (cp > 1 ? " / --cp " + std::to_string(cp) : std::string())
+        << " must divide by it";
+  }
+  if (cp > 1) {
+    CONVEYOR_CHECK(model.kind == ModelKind::kLlama && model.experts == 0)
+        << "--cp " << cp << ": context parallelism runs a Llama without experts (ring attention "
+        << "over rotary positions), not a " << ModelKindName(model.kind)
+        << (model.experts > 0 ? " with experts" : "");
+    CONVEYOR_CHECK(model.seq_len % (2 * cp) == 0)
+        << "--cp " << cp << " cuts each sequence into 2 x " << cp << " chunks: --seq-len "
+        << model.seq_len << " must divide by " << 2 * cp;
   }
   if (architecture.language_model()) CheckVocabularySplit(architecture.Sizes(model).vocab, tp);
   if (ep > 1) {
@@ -294,6 +305,32 @@ void TrainConfig::Validate() const {
       << ": the router's state, summed over the tensor- and data-parallel ranks, is not "
          "sharded yet";
   CheckPipelineSize(schedule, ScheduleOptions{pp, microbatches, chunks});
+}
+
+Mesh::Order MeshOrderOf(const TrainConfig& config) {
+  if (config.cp == 1) return Mesh::ParseOrder(config.mesh_order);
+  const Mesh::Order with_cp = {MeshAxis::kTp, MeshAxis::kCp, MeshAxis::kDp, MeshAxis::kPp};
+  if (config.mesh_order.find("cp") != std::string::npos) {
+    return Mesh::ParseOrder(config.mesh_order, with_cp);
+  }
+  Mesh::Order order = Mesh::ParseOrder(config.mesh_order);
+  order.insert(std::find(order.begin(), order.end(), MeshAxis::kTp) + 1, MeshAxis::kCp);
+  return order;
+}
+
+Mesh MeshOf(const TrainConfig& c, int world) {
+  if (c.cp == 1) return Mesh::Make(world, c.dp, c.tp, c.pp, MeshOrderOf(c));
+  const int others = c.cp * c.tp * c.pp;
+  CONVEYOR_CHECK(c.dp > 0 || world % others == 0)
+      << "cp " << c.cp << " x tp " << c.tp << " x pp " << c.pp << " = " << others
+      << " ranks do not divide the world's " << world;
+  const int dp = c.dp > 0 ? c.dp : world / others;
+  std::vector<Mesh::Extent> axes;
+  for (MeshAxis axis : MeshOrderOf(c)) {
+    MeshCoords extents{.dp = dp, .tp = c.tp, .pp = c.pp, .cp = c.cp};
+    axes.emplace_back(axis, extents.at(axis));
+  }
+  return Mesh::Make(world, axes);
 }
 
 void SetIntegerSetting(TrainConfig& config, std::string_view key, int64_t value,

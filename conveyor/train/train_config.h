@@ -14,6 +14,7 @@
 
 #include "conveyor/device/compute_device.h"
 #include "conveyor/device/compute_precision.h"
+#include "conveyor/mesh/mesh.h"
 #include "conveyor/sim/model_spec.h"
 #include "conveyor/sim/recompute.h"
 
@@ -102,8 +103,12 @@ struct TrainConfig {
   // process launches the ranks itself).
   int dp = 0;
   int tp = 1;
+  // Context parallelism (nn/context_parallel.h): each sequence split over this many ranks
+  // (2 chunks each, balanced for causal attention), attention by ring; the mesh is then
+  // dp x cp x tp x pp. A Llama without experts.
+  int cp = 1;
   // Sequence parallelism (nn/tensor_parallel.h): outside the tensor-parallel regions each TP
-  // rank holds seq_len / tp positions of every sequence (norms, residuals, the messages
+  // rank holds seq_len / (cp x tp) positions of every sequence (norms, residuals, the messages
   // between stages). Needs tp > 1.
   bool sequence_parallel = false;
   // Expert-parallel ranks: each Mixture-of-Experts layer's experts are divided among this
@@ -173,6 +178,14 @@ struct TrainConfig {
   // among them (ModelArchitecture::Check). UserError for the first bad one.
   void Validate() const;
 };
+
+// The dense mesh's axes in the order config.mesh_order names them: dp, tp and pp, and with
+// cp > 1 cp too, placed after tp where the order does not name it ("tp-dp-pp" lays out
+// tp-cp-dp-pp, Megatron's order). UserError naming the order when it does not parse.
+Mesh::Order MeshOrderOf(const TrainConfig& config);
+// The mesh of `world` ranks the config lays out (dp 0: the ranks the other axes leave).
+// UserError naming the numbers when they do not fill the world (Mesh::Make).
+Mesh MeshOf(const TrainConfig& config, int world);
 
 // Sets the integer setting with TOML key `key` ("layers", "seq_len", ...) to `value` after
 // checking it against the setting's range; the message calls the setting `name` (the flag,

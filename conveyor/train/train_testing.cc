@@ -85,7 +85,7 @@ std::vector<double> TrainOnThreads(const TrainConfig& config,
   options.timeout = std::chrono::seconds(config.timeout_s);
   // On CUDA the messages match by order alone, as NCCL matches them between processes.
   options.match_by_order = config.device == DeviceKind::kCuda;
-  auto world = LocalWorld(std::max(config.dp, 1) * config.tp * config.pp, options);
+  auto world = LocalWorld(std::max(config.dp, 1) * config.cp * config.tp * config.pp, options);
   if (task == nullptr) task = MakeTask(config);
   std::vector<double> losses;
   RunRankThreads(world, [&](int r) {

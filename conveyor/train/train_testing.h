@@ -49,7 +49,7 @@ void ExpectSameLosses(const std::vector<double>& want, const std::vector<double>
                       const std::string& what, double relative = 2e-5);
 
 // Trains until step `stop_at` (0: config.steps; negative: no step at all), from a checkpoint when
-// config.resume is set, on dp x tp x pp threads (dp 0 counts as 1); then calls `after` on every
+// config.resume is set, on dp x cp x tp x pp threads (dp 0 counts as 1); then calls `after` on every
 // rank's trainer (on its thread). Returns the loss of every step run (rank 0's). With config.device
 // kCuda the messages between ranks match by order only (TransportOptions::match_by_order),
 // as over NCCL.

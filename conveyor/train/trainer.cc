@@ -109,7 +109,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   // gradients reduce-scattered over its ranges (shard_layout.h; the shared parameters stay
   // whole for SumShared). The few parameters summed over tp x dp (norms under sequence
   // parallelism, routers) keep their state whole.
-  const GradientSum dense_sum, experts_sum{.experts = true};
+  const GradientSum dense_sum = model_.Resolve({}), experts_sum{.experts = true};
   const AdamWOptions adamw{.weight_decay = config.weight_decay};
   std::vector<std::unique_ptr<Optimizer>> optimizers;
   std::vector<std::shared_ptr<const ShardLayout>> zero(sums.size());
@@ -175,9 +175,11 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   if (pipeline_group != nullptr && pipeline_group->world_size() > 1) {
     const int64_t samples =
         (config.batch_size / model_.mesh().dp() + config.microbatches - 1) / config.microbatches;
-    const int64_t message_bytes =
-        static_cast<int64_t>(c10::elementSize(model_.message_dtype())) * samples *
-        model_.parallel().tp.local_positions(config.model.seq_len) * config.model.hidden;
+    const int64_t message_bytes = static_cast<int64_t>(c10::elementSize(model_.message_dtype())) *
+                                  samples *
+                                  model_.parallel().tp.local_positions(
+                                      model_.parallel().cp.local_length(config.model.seq_len)) *
+                                  config.model.hidden;
     hop_s_ =
         WithErrorContext("rank " + std::to_string(model_.rank()) + ", timing a message of " +
                              std::to_string(message_bytes) + " bytes to its pipeline neighbours",
