@@ -58,6 +58,9 @@ void AutoPlanFlags::Register(CLI::App& cmd) {
   cmd.add_option("--ep", ep,
                  "--auto: only this expert-parallel size (0 = every one dividing dp and the "
                  "experts)");
+  cmd.add_option("--cp", cp,
+                 "--auto: only this context-parallel size (0 = every one dividing the world and "
+                 "a llama's sequence into 2 cp chunks)");
   cmd.add_option("--global-batch", global_batch, "--auto: sequences per step, all replicas")
       ->capture_default_str();
   cmd.add_option("--schedules", schedules, "--auto: only these schedules (a,b,...)");
@@ -101,6 +104,7 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) cons
   CheckInRange("--vocab", vocab, 1, int64_t{1} << 24);
   CheckInRange("--experts", experts, 0, 4096);
   CheckInRange("--ep", ep, 0, kMaxMeshRanks);
+  CheckInRange("--cp", cp, 0, kMaxMeshRanks);
   if (experts > 0) {
     CONVEYOR_CHECK(model == "llama") << "--experts: Mixture-of-Experts blocks are llama's "
                                      << "(SwiGLU experts), not " << model << "'s";
@@ -154,6 +158,11 @@ AutoPlanRequest AutoPlanFlags::ToRequest(const MeshFlags& mesh, int64_t pp) cons
   if (given(fixed_dp)) r.dp = static_cast<int>(mesh.dp);
   if (given(fixed_tp)) r.tp = static_cast<int>(mesh.tp);
   r.ep = static_cast<int>(ep);
+  r.cp = static_cast<int>(cp);
+  // Conveyor's context parallelism runs a Llama (SwiGLU, rotary) without experts.
+  r.context_parallel = r.model.gated_mlp && r.model.experts == 0;
+  CONVEYOR_CHECK(cp <= 1 || r.context_parallel)
+      << "--cp " << cp << ": context parallelism runs a llama without experts";
   r.pairs_at_once = cores > 0 || (r.measured && r.measured->device == "cpu");
   // The trainer's bucket where the ranks will run, unless told.
   r.bucket_bytes = given(bucket) ? shape.bucket_bytes
@@ -224,6 +233,8 @@ std::string AutoPlanJson(const AutoPlanRequest& r, const AutoPlan& plan, double 
                     {"tp", c.tp},
                     {"pp", c.pp},
                     {"ep", c.ep},
+                    {"cp", c.cp},
+                    {"sequence_parallel", c.sequence_parallel},
                     {"schedule", c.schedule},
                     {"chunks", c.chunks},
                     {"microbatches", c.microbatches},
@@ -239,6 +250,7 @@ std::string AutoPlanJson(const AutoPlanRequest& r, const AutoPlan& plan, double 
                     {"tp_comm_s", c.tp_comm_s},
                     {"dp_exposed_s", c.dp_exposed_s},
                     {"ep_comm_s", c.ep_comm_s},
+                    {"cp_comm_s", c.cp_comm_s},
                     {"held_back", c.held_back}});
   }
   const nlohmann::json json = {{"world", r.world},

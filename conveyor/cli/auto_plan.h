@@ -32,6 +32,7 @@ struct AutoPlanFlags {
   int64_t shared_expert_units = 0;
   int64_t moe_first_dense = 0;
   int64_t ep = 0;  // > 0: only that expert-parallel size
+  int64_t cp = 0;  // > 0: only that context-parallel size
   int64_t global_batch = 512;
   std::string schedules;  // comma-separated; empty: all
   int64_t top = 5;

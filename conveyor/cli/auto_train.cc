@@ -37,8 +37,8 @@ void AutoTrainFlags::Register(CLI::App* cmd) {
   cmd->add_option("--costs", costs,
                   "--auto: layer costs from `conveyor profile` (default: timed at the start)");
   for (const char* chosen :
-       {"--pp", "--dp", "--tp", "--ep", "--schedule", "--microbatches", "--chunks", "--recompute",
-        "--zero", "--stage-layers", "--partition"}) {
+       {"--pp", "--dp", "--tp", "--ep", "--cp", "--sequence-parallel", "--schedule",
+        "--microbatches", "--chunks", "--recompute", "--zero", "--stage-layers", "--partition"}) {
     if (CLI::Option* option = cmd->get_option_no_throw(chosen)) auto_flag->excludes(option);
   }
 }
@@ -116,16 +116,18 @@ std::vector<std::string> ArgsWithLayout(const std::vector<std::string>& args,
     if (a.rfind("--world=", 0) == 0 || a.rfind("--costs=", 0) == 0) continue;
     out.push_back(a);
   }
-  const std::vector<std::string> layout = {
-      "--dp",           std::to_string(c.dp),
-      "--tp",           std::to_string(c.tp),
-      "--pp",           std::to_string(c.pp),
-      "--schedule",     c.schedule,
-      "--microbatches", std::to_string(c.microbatches),
-      "--chunks",       std::to_string(c.chunks),
-      "--recompute",    std::string(RecomputeName(c.recompute)),
-      "--zero",         std::to_string(c.zero),
-      "--stage-layers", c.stage_layers};
+  std::vector<std::string> layout = {"--dp",           std::to_string(c.dp),
+                                     "--cp",           std::to_string(c.cp),
+                                     "--tp",           std::to_string(c.tp),
+                                     "--ep",           std::to_string(c.ep),
+                                     "--pp",           std::to_string(c.pp),
+                                     "--schedule",     c.schedule,
+                                     "--microbatches", std::to_string(c.microbatches),
+                                     "--chunks",       std::to_string(c.chunks),
+                                     "--recompute",    std::string(RecomputeName(c.recompute)),
+                                     "--zero",         std::to_string(c.zero),
+                                     "--stage-layers", c.stage_layers};
+  if (c.sequence_parallel) layout.push_back("--sequence-parallel");
   out.insert(out.end(), layout.begin(), layout.end());
   return out;
 }

@@ -268,10 +268,17 @@ TEST(AutoTrainTest, RanksRunTheChosenLayoutInsteadOfAuto) {
   const std::vector<std::string> args =
       ArgsWithLayout({"train", "--auto", "--world", "4", "--costs=c.json", "--steps", "3"}, chosen);
   const std::vector<std::string> expected = {
-      "train",     "--steps",    "3",     "--dp",           "2",  "--tp",     "1", "--pp",
-      "2",         "--schedule", "zb-h1", "--microbatches", "4",  "--chunks", "0", "--recompute",
-      "selective", "--zero",     "1",     "--stage-layers", "3,3"};
+      "train", "--steps",  "3", "--dp",        "2",         "--cp",       "1",     "--tp",
+      "1",     "--ep",     "1", "--pp",        "2",         "--schedule", "zb-h1", "--microbatches",
+      "4",     "--chunks", "0", "--recompute", "selective", "--zero",     "1",     "--stage-layers",
+      "3,3"};
   EXPECT_EQ(args, expected);
+  // The experts spread, the sequences split: said too.
+  chosen.ep = 2, chosen.cp = 2, chosen.tp = 2, chosen.sequence_parallel = true;
+  const std::vector<std::string> more = ArgsWithLayout({"train", "--auto"}, chosen);
+  EXPECT_EQ(more.back(), "--sequence-parallel");
+  EXPECT_EQ(more[4], "2");  // --cp
+  EXPECT_EQ(more[8], "2");  // --ep
 }
 
 }  // namespace

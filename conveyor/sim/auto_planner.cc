@@ -51,17 +51,19 @@ LayerSample Scaled(LayerSample s, double by) {
 }
 
 LayerCosts CostsOf(const AutoPlanRequest& r, int tp, int64_t b, Recompute recompute,
-                   bool sequence_parallel) {
+                   bool sequence_parallel, int cp) {
   // What stays whole on every TP rank without sequence parallelism is split with it.
   const double split = sequence_parallel ? tp : 1;
   const TransformerSpec& m = r.model;
+  // Under context parallelism a rank computes and holds what b / cp sequences take.
+  const double sequences = static_cast<double>(b) / cp;
   const double c = static_cast<double>(m.hidden), t = static_cast<double>(m.seq_len),
-               v = static_cast<double>(m.vocab), bt = static_cast<double>(b) * t;
+               v = static_cast<double>(m.vocab), bt = sequences * t;
   LayerSample embedding, block, head, sparse;
   double element_bytes = 2;
   if (r.measured.has_value()) {
     const LayerCostTable& table = *r.measured;
-    const double n = static_cast<double>(b);
+    const double n = sequences;
     // A shard as measured, else the whole layer's 1 / tp.
     const auto shard = table.tp_shards.find(tp);
     const bool measured = tp == 1 || shard != table.tp_shards.end();
@@ -229,6 +231,7 @@ std::string HeldBack(const PlanCandidate& c, const PlanCandidate& best) {
   if (c.tp_across_nodes) why.push_back("TP across nodes");
   if (c.tp_comm_s > best.tp_comm_s * 1.1 + 1e-6) why.push_back("more TP all-reduce time");
   if (c.sequence_parallel && !best.sequence_parallel) why.push_back("sequence parallel");
+  if (c.cp_comm_s > best.cp_comm_s * 1.1 + 1e-6) why.push_back("more ring time");
   if (c.dp_exposed_s > best.dp_exposed_s + 1e-3 * best.step_s)
     why.push_back("DP reduction exposed");
   if (c.zero > best.zero) why.push_back("ZeRO-1 to fit");
@@ -321,8 +324,9 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
   const int parts = layout.pipeline_length();
   const int stages = layout.num_stages();
   const bool full = recompute == Recompute::kFull;
-  const LayerCosts costs = CostsOf(r, tp, b, recompute, sequence_parallel);
-  std::vector<LayerRange>& split = splits_[{parts, tp, r.measured ? b : 0, recompute}];
+  const int cp = choice.cp;
+  const LayerCosts costs = CostsOf(r, tp, b, recompute, sequence_parallel, cp);
+  std::vector<LayerRange>& split = splits_[{parts, tp, cp, r.measured ? b : 0, recompute}];
   if (split.empty()) {
     std::vector<double> work;
     for (const LayerSample& l : costs.layers) work.push_back(l.forward_s + l.backward_s);
@@ -412,7 +416,7 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
   }
   PricedCandidate priced;
   PlanCandidate& cand = priced.candidate;
-  cand.dp = dp, cand.tp = tp, cand.pp = choice.pp, cand.ep = ep;
+  cand.dp = dp, cand.tp = tp, cand.pp = choice.pp, cand.ep = ep, cand.cp = cp;
   cand.sequence_parallel = sequence_parallel;
   cand.schedule = std::string(choice.schedule);
   cand.chunks = choice.chunks;
@@ -457,12 +461,21 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
   shape.bucket_bytes = r.bucket_bytes;
   shape.full_recompute = full;
   shape.sequence_parallel = sequence_parallel;
+  shape.cp = cp;
+  // A block's attention products: 4 T C of its forward's FLOPs a token.
+  const LayerSample& block = costs.layers[std::min<size_t>(1, costs.layers.size() - 1)];
+  shape.attention_s =
+      block.forward_s * 4.0 * static_cast<double>(m.seq_len * m.hidden) / m.BlockForwardFlops();
   shape.param_bytes_per_stage = *std::max_element(params.begin(), params.end()) * 4;
   shape.ep = ep;
   shape.experts = m.experts;
   shape.top_k = m.top_k;
   if (m.experts > 0) shape.sparse_per_stage = sparse;
-  const Mesh mesh = Mesh::Make(r.world, dp, tp, choice.pp);
+  const Mesh mesh = cp > 1 ? Mesh::Make(r.world, {{MeshAxis::kTp, tp},
+                                                  {MeshAxis::kCp, cp},
+                                                  {MeshAxis::kDp, dp},
+                                                  {MeshAxis::kPp, choice.pp}})
+                           : Mesh::Make(r.world, dp, tp, choice.pp);
   const MeshSimResult sim =
       SimulateMesh(program, cost_model, mesh, r.network, shape, SimOptions{1});
   // The simulated step ends at the last action (or DP reduction); the step's end follows it,
@@ -478,6 +491,9 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
       sim.tp_time.empty() ? 0 : *std::max_element(sim.tp_time.begin(), sim.tp_time.end());
   cand.dp_exposed_s = sim.dp_exposed;
   cand.ep_comm_s = sim.ep_comm;
+  for (size_t k = 0; k < sim.cp_forward.size(); ++k) {
+    cand.cp_comm_s = std::max(cand.cp_comm_s, sim.cp_forward[k] + sim.cp_backward[k]);
+  }
   cand.tp_across_nodes = tp > 1 && per_node_ % tp != 0;
   return priced;
 }
@@ -493,20 +509,24 @@ int64_t ForEachPlanLayout(const AutoPlanRequest& r,
   } else {
     for (const std::string& name : r.schedules) schedules.push_back(&FindSchedule(name));
   }
-  // (tp, pp) meshes first: every size dividing the world, TP inside a node.
-  std::vector<std::pair<int, int>> meshes;
+  // (tp, pp, cp) meshes first: every size dividing the world, TP inside a node.
+  std::vector<std::tuple<int, int, int>> meshes;
   for (int tp : Divisors(r.world, per_node)) {
     if (!m.SplitsOver(tp) || (r.tp > 0 && tp != r.tp)) continue;
     for (int pp : Divisors(r.world / tp, m.layers + 2)) {
-      const int dp = r.world / tp / pp;
-      if (r.global_batch % dp == 0 && (r.pp <= 0 || pp == r.pp) && (r.dp <= 0 || dp == r.dp)) {
-        meshes.emplace_back(tp, pp);
+      for (int cp : Divisors(r.world / tp / pp, r.context_parallel ? r.world : 1)) {
+        const int dp = r.world / tp / pp / cp;
+        if (m.seq_len % (2 * cp) != 0 && cp > 1) continue;
+        if (r.global_batch % dp == 0 && (r.pp <= 0 || pp == r.pp) && (r.dp <= 0 || dp == r.dp) &&
+            (r.cp <= 0 || cp == r.cp)) {
+          meshes.emplace_back(tp, pp, cp);
+        }
       }
     }
   }
   int64_t visited = 0;
-  for (const auto& [tp, pp] : meshes) {
-    const int dp = r.world / tp / pp;
+  for (const auto& [tp, pp, cp] : meshes) {
+    const int dp = r.world / tp / pp / cp;
     const int64_t per_replica = r.global_batch / dp;
     // The expert-parallel sizes, each dividing dp and the experts (1 alone for a dense model).
     std::vector<int> eps;
@@ -536,6 +556,7 @@ int64_t ForEachPlanLayout(const AutoPlanRequest& r,
                              .tp = tp,
                              .pp = pp,
                              .ep = eps[e],
+                             .cp = cp,
                              .schedule = info->name,
                              .chunks = chunks,
                              .microbatches = mbs,
@@ -570,7 +591,7 @@ std::string NoLayoutFits(const AutoPlanRequest& r, const AutoPlan& plan) {
 
 std::string MeshSizes(const PlanCandidate& c) {
   return Printf("%d x %d x %d", c.dp, c.tp, c.pp) + (c.ep > 1 ? Printf(", ep %d", c.ep) : "") +
-         (c.sequence_parallel ? ", sp" : "");
+         (c.cp > 1 ? Printf(", cp %d", c.cp) : "") + (c.sequence_parallel ? ", sp" : "");
 }
 
 AutoPlan PlanAuto(const AutoPlanRequest& r) {
@@ -582,7 +603,10 @@ AutoPlan PlanAuto(const AutoPlanRequest& r) {
   plan.layouts = ForEachPlanLayout(r, [&](const PlanLayout& layout) {
     for (Recompute recompute : recomputes) {
       for (bool sequence_parallel : {false, true}) {
-        if (sequence_parallel && (layout.tp == 1 || r.model.seq_len % layout.tp != 0)) break;
+        if (sequence_parallel &&
+            (layout.tp == 1 || r.model.seq_len % (layout.tp * layout.cp) != 0)) {
+          break;
+        }
         PricedCandidate priced = pricer.Price(layout, recompute, sequence_parallel);
         const PlanCandidate& cand = priced.candidate;
         if (!priced.fits) {

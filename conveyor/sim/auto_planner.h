@@ -63,12 +63,17 @@
 // optimizer) and of the held-out evaluation's forward (training's micro-batches, keeping no
 // activations). A candidate over the limit is never simulated.
 //
+// Context parallelism (cp > 1 where AutoPlanRequest::context_parallel): a rank computes and
+// holds what b / cp sequences take (attention's work balanced by the split), its blocks' ring
+// messages hidden under their attention (a block's share of FLOPs 4 T C of its forward's) as
+// far as SimulateMesh finds; the DP reduction over dp x cp.
+//
 // Sequence parallelism (tp > 1, tried with and without): every activation of a block, the
 // embedding's output and a stage's input over tp (s b C 34 / tp, Korthikanti et al.; measured
 // ones: the whole layer's over tp), the TP traffic of a backward 3/2 of its forward's (the
 // column-parallel inputs gathered again: SimulateMesh).
 //
-// Not modelled: context parallelism; the experts' uneven load.
+// Not modelled: the experts' uneven load.
 //
 // Pure; thread-compatible.
 #ifndef CONVEYOR_SIM_AUTO_PLANNER_H_
@@ -119,7 +124,10 @@ struct AutoPlanRequest {
   // micro-batch size and each count of busy ranks in proportion to the table's capacity
   // there.
   double shared_compute = 0;
-  int dp = 0, tp = 0, pp = 0, ep = 0;  // > 0: only layouts of that size on the axis
+  int dp = 0, tp = 0, pp = 0, ep = 0, cp = 0;  // > 0: only layouts of that size on the axis
+  // The model splits its sequences over context-parallel ranks (conveyor's: a Llama without
+  // experts): cp > 1 is tried, each dividing the world and 2 cp the sequence.
+  bool context_parallel = false;
   // The runtime runs an OVERLAP_F_B action's halves at once (conveyor's executor on the CPU
   // at tp 1: PipelineModel::overlaps_pairs), so that one half's all-to-alls may hide under
   // the other's compute; else one after the other.
@@ -135,6 +143,7 @@ struct AutoPlanRequest {
 struct PlanCandidate {
   int dp = 1, tp = 1, pp = 1;
   int ep = 1;                      // expert-parallel ranks (folded over dp)
+  int cp = 1;                      // context-parallel ranks
   bool sequence_parallel = false;  // with tp > 1
   std::string schedule;
   int chunks = 1;
@@ -151,6 +160,7 @@ struct PlanCandidate {
   double tp_comm_s = 0;   // per F/I/B of the slowest pipeline rank's stages
   double dp_exposed_s = 0;
   double ep_comm_s = 0;  // a step's all-to-alls on the rank that waits longest, before overlap
+  double cp_comm_s = 0;  // a stage's forward and backward ring time exposed, slowest rank
   bool tp_across_nodes = false;
   std::string held_back;  // for those after the best: what costs them against it
 };
@@ -198,6 +208,7 @@ std::string MeshSizes(const PlanCandidate& candidate);
 struct PlanLayout {
   int dp = 1, tp = 1, pp = 1;
   int ep = 1;                 // of a Mixture-of-Experts model: dividing dp and the experts
+  int cp = 1;                 // context-parallel ranks
   std::string_view schedule;  // a name of the schedule registry
   int chunks = 1;
   int microbatches = 1;
@@ -210,7 +221,9 @@ struct PlanLayout {
 // + 2), the schedules (at pp 1 only the first: one rank runs them alike), the chunks per rank
 // (AutoPlanRequest::max_chunks), the micro-batch counts dividing a replica's batch (up to
 // max_microbatches), and for a Mixture-of-Experts model ep (dividing dp and the experts; else
-// 1), each ep with the same program; dp = world / (tp x pp) divides the global batch, and the
+// 1), each ep with the same program, and where the model splits its sequences each cp (dividing
+// the world / (tp x pp), 2 cp dividing the sequence); dp = world / (cp x tp x pp) divides the
+// global batch, and the
 // request's dp, tp, pp and ep, where set, hold. Skips a layout outside its schedule's
 // preconditions or with more parts (stages in pipeline order) than the layers + 2. Returns how
 // many it visited (AutoPlan::layouts). UserError naming the value when the request cannot be
@@ -250,7 +263,7 @@ class CandidatePricer {
   double optimizer_bytes_per_param_ = 0;  // AdamW's temporaries beside its state
   Link copies_link_;                      // where DualPipe's copies sum their gradients
   double step_collectives_s_ = 0;         // the step's all-reduces outside the pipeline
-  std::map<std::tuple<int, int, int64_t, Recompute>, std::vector<LayerRange>> splits_;
+  std::map<std::tuple<int, int, int, int64_t, Recompute>, std::vector<LayerRange>> splits_;
 };
 
 }  // namespace conveyor

@@ -217,10 +217,53 @@ TEST(AutoPlannerTest, SequenceParallelismIsLighterAndChosenWhereOnlyItFits) {
   for (const PlanCandidate& c : plan.best) {
     if (c.microbatches != first->microbatches || c.recompute != Recompute::kNone) continue;
     EXPECT_TRUE(c.sequence_parallel) << MeshSizes(c);
-    if (&c != &plan.best[0]) EXPECT_NE(c.held_back.find("sequence parallel"), std::string::npos);
+    if (&c != &plan.best[0]) {
+      EXPECT_NE(c.held_back.find("sequence parallel"), std::string::npos);
+    }
     ++kept;
   }
   EXPECT_EQ(kept, 1);
+}
+
+// Context parallelism: a rank computes and holds a cp-th of every sequence; it is tried only
+// for a model that splits its sequences, and taken where the activations fit no other way.
+TEST(AutoPlannerTest, ContextParallelismHoldsAShareOfEachSequenceAndFitsLongOnes) {
+  AutoPlanRequest r = Small();
+  r.model.seq_len = 16384;
+  r.model.gated_mlp = true;
+  r.global_batch = 8;
+  r.top = 100000;
+  int with_cp = 0;
+  ForEachPlanLayout(r, [&](const PlanLayout& l) { with_cp += l.cp > 1; });
+  EXPECT_EQ(with_cp, 0);  // not asked
+  r.context_parallel = true;
+  r.tp = 1;
+  r.pp = 1;
+  r.schedules = {"1f1b"};
+  std::set<int> cps;
+  ForEachPlanLayout(r, [&](const PlanLayout& l) {
+    cps.insert(l.cp);
+    EXPECT_EQ(l.dp * l.cp, 8);
+  });
+  EXPECT_EQ(cps, (std::set<int>{1, 2, 4, 8}));
+  CandidatePricer pricer(r);
+  std::map<int, PlanCandidate> by_cp;  // one micro-batch of one sequence each
+  ForEachPlanLayout(r, [&](const PlanLayout& l) {
+    if (l.micro_batch_size == 1) by_cp[l.cp] = pricer.Price(l, Recompute::kNone).candidate;
+  });
+  ASSERT_EQ(by_cp.size(), 4u);
+  EXPECT_LT(by_cp.at(2).peak_bytes, by_cp.at(1).peak_bytes);
+  EXPECT_LT(by_cp.at(8).peak_bytes, by_cp.at(2).peak_bytes);
+  EXPECT_GT(by_cp.at(2).cp_comm_s, 0);
+  EXPECT_EQ(by_cp.at(1).cp_comm_s, 0);
+  EXPECT_EQ(MeshSizes(by_cp.at(2)), "4 x 1 x 1, cp 2");
+  // A cap that only a split sequence fits under.
+  r.memory_per_rank = (by_cp.at(2).peak_bytes + by_cp.at(1).peak_bytes) / 2;
+  const AutoPlan plan = PlanAuto(r);
+  ASSERT_FALSE(plan.best.empty());
+  for (const PlanCandidate& c : plan.best) {
+    if (c.recompute == Recompute::kNone && c.micro_batch_size == 1) EXPECT_GT(c.cp, 1);
+  }
 }
 
 // A measured table: a block twice the head's time, selective recomputation dearer than

@@ -14,9 +14,10 @@ namespace {
 // `axis` at that coordinate, each on its slowest link (its all-to-all's, `all_to_all`).
 template <typename TimeOf>
 std::vector<double> SlowestPerPipelineRank(const Mesh& mesh, const MeshNetwork& network,
-                                           MeshAxis axis, TimeOf time_of, bool all_to_all = false) {
+                                           const Mesh::Order& axes, TimeOf time_of,
+                                           bool all_to_all = false) {
   std::vector<double> times(mesh.pp(), 0.0);
-  for (const std::vector<int>& group : mesh.Groups(axis)) {
+  for (const std::vector<int>& group : mesh.Groups(axes)) {
     double& t = times[mesh.coords(group.front()).pp];
     const Link link = all_to_all ? network.AllToAllLink(group) : network.SlowestLink(group);
     t = std::max(t, time_of(static_cast<int>(group.size()), link));
@@ -24,26 +25,31 @@ std::vector<double> SlowestPerPipelineRank(const Mesh& mesh, const MeshNetwork& 
   return times;
 }
 
-// `costs` with `tp_time[rank]` added to every F, I and B (twice to an overlapped F&B, and
-// to I and B where the backward recomputes the forward) of each stage, and the experts'
-// all-to-alls (`ep_forward[stage]`, `ep_backward[stage]`; empty: none) to its F and to its I
-// and B, as per-stage costs.
-CostModel WithMeshComm(const CostModel& costs, const Layout& layout,
-                       const std::vector<double>& tp_time, const std::vector<double>& ep_forward,
+// `costs` with `mesh`'s tp_time[rank] added to every F, I and B (to I and B 3/2 of it under
+// sequence parallelism; both halves' to an overlapped F&B; to I and B again where the backward
+// recomputes the forward) of each stage, its ring's cp_forward / cp_backward likewise, and the
+// experts' all-to-alls (`mesh.ep_time[stage]`, `ep_backward[stage]`; empty: none) to its F and
+// to its I and B, as per-stage costs.
+CostModel WithMeshComm(const CostModel& costs, const Layout& layout, const MeshSimResult& mesh,
                        const std::vector<double>& ep_backward, const ModelShape& shape) {
+  const std::vector<double>& ep_forward = mesh.ep_time;
   CostModel out = costs;
   out.stages.clear();
   for (int s = 0; s < layout.num_stages(); ++s) {
     StageCost c = costs.cost(s);
-    const double t = tp_time[layout.rank_of(s)];
+    const int k = layout.rank_of(s);
+    const double ring = mesh.cp_forward.empty() ? 0 : mesh.cp_forward[k];
+    const double ring_backward =
+        mesh.cp_backward.empty() ? 0 : mesh.cp_backward[k] + (shape.full_recompute ? ring : 0);
+    const double t = mesh.tp_time[k];
     const double e = ep_forward.empty() ? 0 : ep_forward[s];
     const double e_backward = ep_backward.empty() ? 0 : ep_backward[s];
-    const double backward =
-        (shape.full_recompute ? t : 0) + (shape.sequence_parallel ? 1.5 * t : t) + e_backward;
-    c.f += t + e;
+    const double backward = (shape.full_recompute ? t : 0) +
+                            (shape.sequence_parallel ? 1.5 * t : t) + e_backward + ring_backward;
+    c.f += t + e + ring;
     c.i += backward;
     if (c.b >= 0) c.b += backward;  // otherwise B = I + W, which now holds it
-    if (c.overlap >= 0) c.overlap += t + e + backward;
+    if (c.overlap >= 0) c.overlap += t + e + ring + backward;
     if (!costs.sharing.Shares()) {  // a shared CPU's collectives copy on its cores: work
       c.comm_f += e;
       c.comm_b += e_backward;
@@ -56,7 +62,7 @@ CostModel WithMeshComm(const CostModel& costs, const Layout& layout,
 }  // namespace
 
 double ModelShape::activation_bytes() const {
-  return static_cast<double>(micro_batch_size) * seq_len * hidden * element_bytes;
+  return static_cast<double>(micro_batch_size) * seq_len * hidden * element_bytes / cp;
 }
 
 double ModelShape::stage_param_bytes(int tp) const {
@@ -79,12 +85,34 @@ MeshSimResult SimulateMesh(const Program& program, const CostModel& costs, const
 
   MeshSimResult result;
   const double activation = shape.activation_bytes();
-  result.tp_time = SlowestPerPipelineRank(mesh, network, MeshAxis::kTp, [&](int n, Link link) {
+  result.tp_time = SlowestPerPipelineRank(mesh, network, {MeshAxis::kTp}, [&](int n, Link link) {
     return 2.0 * shape.layers_per_stage * RingAllReduceTime(n, activation, link);
   });
   const double params = shape.stage_param_bytes(mesh.tp());
   result.dp_buckets = static_cast<int64_t>(std::ceil(params / shape.bucket_bytes));
-  result.dp_time = SlowestPerPipelineRank(mesh, network, MeshAxis::kDp, [&](int n, Link link) {
+  if (mesh.extent(MeshAxis::kCp) > 1) {
+    const double blocks = static_cast<double>(shape.layers_per_stage);
+    const auto ring = [&](double hidden_under, bool gradients) {
+      return [&, hidden_under, gradients](int n, Link link) {
+        const double kv = link.latency + 2 * activation / link.bandwidth;
+        const double step = hidden_under / n;
+        double exposed = (n - 1) * std::max(0.0, kv - step);
+        // The gradients' passes: fp32, after each step's work.
+        if (gradients)
+          exposed += n * (link.latency + 2 * activation * 4 / shape.element_bytes / link.bandwidth);
+        return blocks * exposed;
+      };
+    };
+    result.cp_forward =
+        SlowestPerPipelineRank(mesh, network, {MeshAxis::kCp}, ring(shape.attention_s, false));
+    result.cp_backward =
+        SlowestPerPipelineRank(mesh, network, {MeshAxis::kCp}, ring(2 * shape.attention_s, true));
+  }
+  // The dense gradients are summed over dp (x cp).
+  const Mesh::Order dp_axes = mesh.extent(MeshAxis::kCp) > 1
+                                  ? Mesh::Order{MeshAxis::kCp, MeshAxis::kDp}
+                                  : Mesh::Order{MeshAxis::kDp};
+  result.dp_time = SlowestPerPipelineRank(mesh, network, dp_axes, [&](int n, Link link) {
     // Bandwidth over all the bytes; latency once per bucket.
     return RingAllReduceTime(n, params, Link{0, link.bandwidth}) +
            result.dp_buckets * RingAllReduceTime(n, 0, Link{link.latency, link.bandwidth});
@@ -99,14 +127,14 @@ MeshSimResult SimulateMesh(const Program& program, const CostModel& costs, const
     const double rows = activation * static_cast<double>(shape.top_k);
     const Mesh experts = Mesh::FoldExperts(mesh, shape.ep);
     const std::vector<double> forward = SlowestPerPipelineRank(
-        experts, network, MeshAxis::kEp,
+        experts, network, {MeshAxis::kEp},
         [&](int n, Link link) {
           return AllToAllTime(n, 8.0 * static_cast<double>(shape.experts), link) +
                  2 * AllToAllTime(n, rows, link);
         },
         /*all_to_all=*/true);
     const std::vector<double> backward = SlowestPerPipelineRank(
-        experts, network, MeshAxis::kEp,
+        experts, network, {MeshAxis::kEp},
         [&](int n, Link link) { return 2 * AllToAllTime(n, rows, link); }, /*all_to_all=*/true);
     for (int s = 0; s < layout.num_stages(); ++s) {
       const int k = layout.rank_of(s);
@@ -127,9 +155,8 @@ MeshSimResult SimulateMesh(const Program& program, const CostModel& costs, const
   // Each rank's reductions run on a channel of its own, in the order its stages' gradients
   // become final (the simulator's CostModel::reduce); what runs before the pipeline's end
   // hides behind it.
-  CostModel with_mesh =
-      WithMeshComm(costs, layout, result.tp_time, result.ep_time, ep_backward, shape);
-  if (mesh.dp() > 1) {
+  CostModel with_mesh = WithMeshComm(costs, layout, result, ep_backward, shape);
+  if (mesh.dp() * mesh.extent(MeshAxis::kCp) > 1) {
     for (int s = 0; s < layout.num_stages(); ++s) {
       with_mesh.reduce.push_back(result.dp_time[layout.rank_of(s)]);
     }

@@ -19,6 +19,17 @@
 // Under full recomputation the backward runs the forward again, its collectives too: I and B
 // pay tp_time[k] more.
 //
+// Context parallelism (cp > 1): each block's attention passes the keys and values (k and v of
+// the rank's b T/cp tokens, C wide each) around the ring, cp - 1 steps, each step's message
+// hidden under the step's block of scores (attention_s / cp); the backward passes them again
+// under twice that, and their fp32 gradients cp steps after each block's work, exposed. Every
+// F of a stage on pipeline rank k gets
+//
+//   cp_forward[k] = layers_per_stage * (cp - 1) * max(0, message - attention_s / cp)
+//
+// and every I and B cp_backward[k] (with the forward's again under full recomputation), on the
+// slowest CP group's link. The DP reduction then runs over dp x cp ranks.
+//
 // Expert parallelism (ep > 1, folded over dp: Mesh::FoldExperts): each sparse block's forward
 // sends its tokens' top_k copies to their experts' ranks and back (the dispatch and the
 // combine, two all-to-alls of b*T*top_k*C*element_bytes a rank, an even split assumed, after
@@ -77,13 +88,19 @@ struct ModelShape {
   // Sequence parallelism: each all-reduce an all-gather and a reduce-scatter (the same bytes),
   // the backward's half again (it gathers the column-parallel inputs once more).
   bool sequence_parallel = false;
+  // Context parallelism: each rank holds seq_len / cp of every sequence; attention_s is one
+  // block's attention products on a rank in a forward (its queries over every key), what the
+  // ring's messages hide under.
+  int cp = 1;
+  double attention_s = 0;
   // Expert parallelism: its ranks, and per stage the sparse blocks (empty: none).
   int ep = 1;
   int64_t experts = 0;
   int64_t top_k = 1;
   std::vector<int64_t> sparse_per_stage;
 
-  // b * T * C * element_bytes: one micro-batch's activation, the TP all-reduce's payload.
+  // b * T * C * element_bytes / cp: one micro-batch's activation on a rank, the TP
+  // all-reduce's payload.
   double activation_bytes() const;
   // param_bytes_per_stage, or when 0 the blocks' weights, 12 C^2 per block, split over tp:
   // 12 * C^2 * layers_per_stage * element_bytes / tp.
@@ -93,6 +110,9 @@ struct ModelShape {
 struct MeshSimResult {
   SimResult pipeline;           // tp_time in every F, I, B; reductions as timeline phases
   std::vector<double> tp_time;  // per pipeline rank: added to each F, I and B
+  // Per pipeline rank: what a stage's ring attention leaves exposed in a forward, and in a
+  // backward (empty: cp 1).
+  std::vector<double> cp_forward, cp_backward;
   std::vector<double> ep_time;  // per stage: the all-to-alls added to each F (empty: ep 1)
   // The all-to-alls of one step on the pipeline rank that waits longest on them, before any
   // overlap hides them.

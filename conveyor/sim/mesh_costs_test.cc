@@ -59,6 +59,27 @@ TEST(MeshCostsTest, TensorParallelAddsTwoAllReducesPerBlockToEachForwardAndBackw
                    (1 + t) + (2 + 1.5 * t));
 }
 
+// The ring: cp - 1 key-value passes a block, each hidden under its step's attention where
+// that is longer; the backward's also its cp gradient passes (fp32), exposed.
+TEST(MeshCostsTest, ContextParallelRingsHideUnderAttentionAsFarAsItLasts) {
+  const Program p = MakeProgram(Layout::Loop(1, 1, 1), {"0F0 0B0"});
+  const Mesh mesh = Mesh::Make(2, {{MeshAxis::kCp, 2}, {MeshAxis::kDp, 1}, {MeshAxis::kTp, 1},
+                                   {MeshAxis::kPp, 1}});
+  ModelShape shape = Tiny();  // 16 bytes an activation, 8 a rank at cp 2
+  shape.cp = 2;
+  shape.attention_s = 0.5;  // 0.25 a step
+  // intra link: 0.1 s + 2 x 8 / 16 = 1.1 s a key-value pass; gradients 0.1 + 2 x 8 x 2 / 16.
+  const MeshSimResult r = SimulateMesh(p, Uniform(1, 1, 1), mesh, Network(2), shape);
+  const double kv = 1.1, grads = 0.1 + 2.0 * 8 * 2 / 16;
+  ASSERT_EQ(r.cp_forward.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.cp_forward[0], 3 * (kv - 0.25));
+  EXPECT_DOUBLE_EQ(r.cp_backward[0], 3 * ((kv - 0.5) + 2 * grads));
+  EXPECT_DOUBLE_EQ(r.pipeline.makespan, (1 + r.cp_forward[0]) + (2 + r.cp_backward[0]));
+  // Attention long enough: the forward's passes all hidden.
+  shape.attention_s = 10;
+  EXPECT_DOUBLE_EQ(SimulateMesh(p, Uniform(1, 1, 1), mesh, Network(2), shape).cp_forward[0], 0);
+}
+
 TEST(MeshCostsTest, WeightGradientsExchangeNothingAndOverlappedUnitsPayBothHalves) {
   const Mesh mesh = Mesh::Make(2, 1, 2, 1);
   const double t = 2 * 3 * 2.5;

@@ -30,7 +30,7 @@ RankDevices DevicesOf(const TrainConfig& config, int world) {
 }
 
 TrainConfig WithLayout(TrainConfig config, const PlanCandidate& c) {
-  config.dp = c.dp, config.tp = c.tp, config.pp = c.pp, config.ep = c.ep;
+  config.dp = c.dp, config.tp = c.tp, config.pp = c.pp, config.ep = c.ep, config.cp = c.cp;
   config.sequence_parallel = c.sequence_parallel;
   config.schedule = c.schedule;
   config.microbatches = c.microbatches;
@@ -98,6 +98,7 @@ LayoutChoice ChooseLayout(const TrainConfig& config, int world,
   request.bucket_bytes = static_cast<double>(DpBucketBytes(config, choice.gpu));
   // The executor runs DualPipe's pairs at once on the CPU (PipelineModel::overlaps_pairs).
   request.pairs_at_once = !choice.gpu && !config.sequential_pairs;
+  request.context_parallel = config.model.kind == ModelKind::kLlama && config.model.experts == 0;
   if (choice.share_gpu) {
     ShareOneGpu(request);
   } else if (!choice.gpu) {
