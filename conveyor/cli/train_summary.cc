@@ -103,12 +103,14 @@ void PrintTrainSummary(const TrainingRun& s) {
         "\nper rank, ms per step of the data-parallel collectives (hidden: the share that ran\n"
         "behind the pipeline), of the tensor-parallel all-reduces and of the expert-parallel\n"
         "all-to-alls; mesh %s:\n"
-        "rank  dp  tp  pp   dp comm  hidden   tp comm   ep comm\n",
-        s.mesh.c_str());
+        "rank  dp  tp  pp   dp comm  hidden   tp comm   ep comm%s\n",
+        s.mesh.c_str(), s.mesh.find(" x cp ") != std::string::npos ? "  cp" : "");
     for (const RankReport& r : s.ranks) {
-      std::printf("%4d %3d %3d %3d %9.2f %6.1f%% %9.2f %9.2f\n", r.rank, r.coords.dp, r.coords.tp,
+      std::printf("%4d %3d %3d %3d %9.2f %6.1f%% %9.2f %9.2f", r.rank, r.coords.dp, r.coords.tp,
                   r.coords.pp, 1e3 * r.dp_comm_s, 100 * r.dp_hidden_fraction(), 1e3 * r.tp_comm_s,
                   1e3 * r.ep_comm_s);
+      if (s.mesh.find(" x cp ") != std::string::npos) std::printf(" %3d", r.coords.cp);
+      std::printf("\n");
     }
   }
   if (s.dp.buckets > 0) {

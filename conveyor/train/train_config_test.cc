@@ -152,6 +152,33 @@ TEST(TrainConfigTest, MeshAndThreadsAreChecked) {
   expect_error(c, "--threads must be within [0, 1024], got -1");
 }
 
+// With --cp the mesh has a cp axis: after tp where the order does not name it, where the
+// order puts it otherwise; dp is what the other axes leave.
+TEST(TrainConfigTest, ContextParallelRanksJoinTheMeshInTheOrderGiven) {
+  TrainConfig c;
+  c.cp = 2;
+  c.tp = 2;
+  c.pp = 2;
+  EXPECT_EQ(Mesh::OrderName(MeshOrderOf(c)), "tp-cp-dp-pp");
+  const Mesh mesh = MeshOf(c, 16);
+  EXPECT_EQ(mesh.dp(), 2);
+  EXPECT_EQ(mesh.extent(MeshAxis::kCp), 2);
+  EXPECT_EQ(mesh.GroupOf(MeshAxis::kCp, 0), (std::vector<int>{0, 2}));  // TP groups inside
+  c.mesh_order = "cp-tp-dp-pp";
+  EXPECT_EQ(MeshOf(c, 16).GroupOf(MeshAxis::kCp, 0), (std::vector<int>{0, 1}));
+  c.mesh_order = "pp-dp-tp";
+  EXPECT_EQ(Mesh::OrderName(MeshOrderOf(c)), "pp-dp-tp-cp");
+  c.mesh_order = "cp-tp-pp";
+  EXPECT_THROW(MeshOrderOf(c), UserError);
+  c = TrainConfig();
+  c.cp = 2;
+  c.tp = 2;
+  c.pp = 2;
+  EXPECT_THROW(MeshOf(c, 12), UserError);  // 8 ranks do not divide 12
+  c.cp = 1;
+  EXPECT_EQ(Mesh::OrderName(MeshOf(c, 8).order()), "tp-dp-pp");  // no cp axis
+}
+
 TEST(TrainConfigTest, EnumSettingsParseTheirSpellings) {
   EXPECT_EQ(ParseModelKind("classifier", "--model"), ModelKind::kClassifier);
   EXPECT_EQ(ModelKindName(ModelKind::kClassifier), "classifier");

@@ -202,7 +202,8 @@ TEST(TrainerSequenceSplitTest, ContextParallelLlamaTrainsAsOneProcess) {
              {1, 2, 2, "interleaved-1f1b", 0, Recompute::kNone, 2},
              {1, 2, 2, "gpipe", 0, Recompute::kNone, 2, /*sequence_parallel=*/false},
              {2, 1, 1, "1f1b", /*zero=*/1, Recompute::kNone, 2},
-             {1, 1, 2, "1f1b", 0, Recompute::kFull, 2}});
+             {1, 1, 2, "1f1b", 0, Recompute::kFull, 2},
+             {1, 1, 2, "zb-v", 0, Recompute::kNone, 4}});
 }
 
 // Refused before a rank starts, naming the setting and the numbers.
