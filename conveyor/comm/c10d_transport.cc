@@ -303,6 +303,10 @@ class C10dTransport : public Transport {
   // Sums `flat` (1-D, contiguous, on the CPU) over the group in place, through shared
   // memory. Precondition: ShmReachesAll(flat).
   void ShmAllReduce(const std::string& what, const at::Tensor& flat);
+  // Fills every part of `flat` (1-D, contiguous; `parts` its split) on every rank from the
+  // rank holding it (part rank() filled in beforehand), by a ring of point-to-point messages
+  // through shared memory. Precondition: ShmReachesAll(flat).
+  void ShmRingAllGather(const std::string& what, const at::Tensor& flat, const ScatterParts& parts);
   // One step of a ring: posts the receive of `recv` from `left` and the send of `send` to
   // `right` (each skipped when empty), through shared memory when `shm` (else on ring_),
   // and waits for both.
@@ -462,14 +466,21 @@ void C10dTransport::ShmAllReduce(const std::string& what, const at::Tensor& flat
   for (int r = 0; r < flat.numel() % n; ++r) ++counts[r];
   const ScatterParts parts(ranks_, flat, counts);
   parts.Of(flat, me).copy_(RingReduceScatter(what + " (reduce-scatter)", flat, parts));
-  // Step k: send the sum received last (first one's own), receive part me - k from the left.
+  ShmRingAllGather(what + " (all-gather)", flat, parts);
+}
+
+void C10dTransport::ShmRingAllGather(const std::string& what, const at::Tensor& flat,
+                                     const ScatterParts& parts) {
+  const int n = world_size();
+  const int me = rank();
+  // Step k: send the part received last (first one's own), receive part me - k from the left.
   const int right = (me + 1) % n;
   const int left = (me + n - 1) % n;
   for (int step = 1; step < n; ++step) {
     const int part = ((me - step) % n + n) % n;
     at::Tensor got = parts.Of(flat, part);
     const std::string at_step =
-        what + " (all-gather) step " + std::to_string(step) + " of " + std::to_string(n - 1);
+        what + " step " + std::to_string(step) + " of " + std::to_string(n - 1);
     RingExchange(at_step, /*shm=*/true, parts.Of(flat, (part + 1) % n), right, got, left);
   }
 }
@@ -511,6 +522,13 @@ std::vector<at::Tensor> C10dTransport::AllGather(const at::Tensor& local) {
   std::vector<int64_t> sizes = {world_size()};
   sizes.insert(sizes.end(), local.sizes().begin(), local.sizes().end());
   const at::Tensor gathered = at::empty(sizes, local.options());
+  if (world_size() > 1 && ShmReachesAll(gathered)) {  // a ring through shared memory
+    gathered[rank()].copy_(local);
+    const at::Tensor flat = gathered.view({-1});
+    ShmRingAllGather(what, flat,
+                     ScatterParts(ranks_, flat, std::vector<int64_t>(world_size(), local.numel())));
+    return gathered.unbind(0);
+  }
   std::vector<at::Tensor> input = {local.contiguous()};
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int r = 0; r < world_size(); ++r) outputs[0].push_back(gathered[r]);

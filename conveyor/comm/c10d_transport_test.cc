@@ -565,9 +565,11 @@ CONVEYOR_WORKER(CollectiveTimeout) {
     EXPECT_THAT(error, HasSubstr("imed out"));
     EXPECT_THAT(error, Not(HasSubstr("aborted")));
   } else {
+    // Rank 0's all-gather goes around a ring through shared memory: its step is named too.
     const std::string what = t->rank() == 0 ? "rank 0 (rank 0 of group [0, 1]): all-gather #0"
                                             : "rank 2: recv from rank 1 (tag 5)";
-    EXPECT_THAT(error, HasSubstr(what + " aborted: rank 1: all-gather #0 "));
+    EXPECT_THAT(error, HasSubstr(what));
+    EXPECT_THAT(error, HasSubstr(" aborted: rank 1: all-gather #0 "));
   }
 }
 
