@@ -15,10 +15,11 @@
 //   embed.wte, head.lm.weight          VocabParallel           (V, C) -> (ceil(V/p), C)
 // and the rest replicated (norms, position embeddings, the row-parallel linears' biases). Tied
 // embeddings: the head holds embed.wte under its name, the same row shard. Activations between
-// layers stay replicated (n, T, C), so InputShape and OutputShape between stages do not change,
-// except the head's output: this rank's logits (n, T, ceil(V/p)), padded columns included, never
-// gathered; LossSum turns them into the full loss, the same on every rank. Forward and backward are
-// then collectives over config.tp.group.
+// layers stay replicated (n, T, C), or under sequence parallelism are this rank's positions
+// (n, T/p, C), whose replicated parameters' gradients are then summed over the TP ranks
+// (ReplicatedSpec). The head's output is this rank's logits (n, T, ceil(V/p)), padded columns
+// included, never gathered; LossSum turns them into the full loss, the same on every rank.
+// Forward and backward are then collectives over config.tp.group.
 #ifndef CONVEYOR_NN_GPT_H_
 #define CONVEYOR_NN_GPT_H_
 
