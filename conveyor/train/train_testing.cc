@@ -14,6 +14,7 @@
 #include "conveyor/comm/rank_threads.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
+#include "conveyor/train/forward_pipeline.h"
 
 namespace conveyor {
 
@@ -98,6 +99,18 @@ std::vector<double> TrainOnThreads(const TrainConfig& config,
     if (after) after(trainer, *world[r]);
   });
   return losses;
+}
+
+std::vector<EvalMetrics> EvaluateOnThreads(const TrainConfig& config) {
+  std::mutex mu;
+  std::vector<EvalMetrics> metrics;
+  TrainOnThreads(config, [&](Trainer& t, Transport&) {
+    ForwardPipeline forward(t.model());
+    const EvalMetrics m = Evaluate(forward, t.task(), t.step());
+    std::lock_guard<std::mutex> lock(mu);
+    metrics.push_back(m);
+  });
+  return metrics;
 }
 
 std::vector<double> TrainCollecting(const TrainConfig& c, Weights& weights,

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "conveyor/train/evaluate.h"
 #include "conveyor/train/trainer.h"
 
 namespace conveyor {
@@ -49,15 +50,19 @@ void ExpectSameLosses(const std::vector<double>& want, const std::vector<double>
                       const std::string& what, double relative = 2e-5);
 
 // Trains until step `stop_at` (0: config.steps; negative: no step at all), from a checkpoint when
-// config.resume is set, on dp x cp x tp x pp threads (dp 0 counts as 1); then calls `after` on every
-// rank's trainer (on its thread). Returns the loss of every step run (rank 0's). With config.device
-// kCuda the messages between ranks match by order only (TransportOptions::match_by_order),
-// as over NCCL.
-// `task`: what to train on (null: MakeTask(config)).
+// config.resume is set, on dp x cp x tp x pp threads (dp 0 counts as 1); then calls `after` on
+// every rank's trainer (on its thread). Returns the loss of every step run (rank 0's). With
+// config.device kCuda the messages between ranks match by order only
+// (TransportOptions::match_by_order), as over NCCL. `task`: what to train on (null:
+// MakeTask(config)).
 std::vector<double> TrainOnThreads(const TrainConfig& config,
                                    const std::function<void(Trainer&, Transport&)>& after = {},
                                    int64_t stop_at = 0,
                                    std::shared_ptr<const TrainTask> task = nullptr);
+
+// Trains `config` (TrainOnThreads), then evaluates on the held-out batches on every rank:
+// each rank's metrics, in the order the ranks finished.
+std::vector<EvalMetrics> EvaluateOnThreads(const TrainConfig& config);
 
 // Every parameter after training, by name, whole (tensor-parallel shards gathered), from the
 // ranks of data-parallel replica 0 (an expert from the rank holding it under expert

