@@ -52,11 +52,28 @@ at::Tensor PositionsOf(int n, int rank, int64_t t, const at::Device& device) {
   return ContextParallel{n, rank}.Positions(t, device);
 }
 
-// The scores of queries q (n, H, L, d) at positions pq over keys k at positions pk, fp32,
-// scaled, -inf where a key comes after its query.
+// x (n, KV, L, d) with each head repeated for the H / KV query heads it serves: (n, H, L, d),
+// fp32.
+at::Tensor ForEveryQueryHead(const at::Tensor& x, int64_t heads) {
+  const at::Tensor x32 = x.to(at::kFloat);
+  return x.size(1) == heads ? x32 : x32.repeat_interleave(heads / x.size(1), 1);
+}
+
+// A gradient for every query head's copy (n, H, L, d) summed to its key-value head's
+// (n, KV, L, d).
+at::Tensor SumOverQueryHeads(const at::Tensor& g, int64_t kv_heads) {
+  if (g.size(1) == kv_heads) return g;
+  std::vector<int64_t> grouped = g.sizes().vec();
+  grouped[1] = g.size(1) / kv_heads;
+  grouped.insert(grouped.begin() + 1, kv_heads);
+  return g.view(grouped).sum(2);
+}
+
+// The scores of queries q (n, H, L, d) at positions pq over keys k (n, H, L, d, fp32) at
+// positions pk, scaled, -inf where a key comes after its query.
 at::Tensor MaskedScores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& pq,
                         const at::Tensor& pk, double scale) {
-  const at::Tensor scores = q.matmul(k.to(at::kFloat).transpose(-2, -1)) * scale;
+  const at::Tensor scores = q.matmul(k.transpose(-2, -1)) * scale;
   return scores.masked_fill(pk.view({1, -1}).gt(pq.view({-1, 1})),
                             -std::numeric_limits<float>::infinity());
 }
@@ -77,16 +94,17 @@ struct RingFunction : public torch::autograd::Function<RingFunction> {
     for (int s = 0; s < n; ++s) {
       std::optional<RingStep> step;
       if (s + 1 < n) step.emplace(group, kv, kForwardTag + s);
-      const at::Tensor scores =
-          MaskedScores(q32, kv[0], pq, PositionsOf(n, (r - s + n) % n, t, q.device()), scale);
+      const int64_t heads = q.size(1);
+      const at::Tensor scores = MaskedScores(q32, ForEveryQueryHead(kv[0], heads), pq,
+                                             PositionsOf(n, (r - s + n) % n, t, q.device()), scale);
       // Rows whose keys are all later than the query (no allowed key in this block) weigh 0.
       const at::Tensor most = scores.amax(-1, /*keepdim=*/true);
       const at::Tensor shift = most.masked_fill(most.isinf(), 0);
       const at::Tensor p = (scores - shift).exp();
       const at::Tensor sum = p.sum(-1, /*keepdim=*/true);
       const at::Tensor block_lse = shift + sum.log();  // -inf where nothing is allowed
-      const at::Tensor block_out =
-          p.matmul(kv[1].to(at::kFloat)) / sum.clamp_min(std::numeric_limits<float>::min());
+      const at::Tensor block_out = p.matmul(ForEveryQueryHead(kv[1], heads)) /
+                                   sum.clamp_min(std::numeric_limits<float>::min());
       if (s == 0) {  // the rank's own keys: every query sees itself, lse finite
         out = block_out, lse = block_lse;
       } else {
@@ -117,17 +135,18 @@ struct RingFunction : public torch::autograd::Function<RingFunction> {
     at::Tensor kv = at::stack({k, v});
     // The gradient of the block in hand, which travels with it and arrives home at the end.
     at::Tensor dkv = at::zeros(kv.sizes(), q32.options());
+    const int64_t heads = q.size(1), kv_heads = k.size(1);
     for (int s = 0; s < n; ++s) {
       std::optional<RingStep> step;
       if (s + 1 < n) step.emplace(group, kv, kBackwardTag + s);
-      const at::Tensor kb = kv[0].to(at::kFloat), vb = kv[1].to(at::kFloat);
+      const at::Tensor kb = ForEveryQueryHead(kv[0], heads), vb = ForEveryQueryHead(kv[1], heads);
       const at::Tensor p =  // (n, H, L, L): the softmax's weights of this block
           (MaskedScores(q32, kb, pq, PositionsOf(n, (r - s + n) % n, t, q.device()), scale) - lse)
               .exp();
       const at::Tensor ds = p * (dout.matmul(vb.transpose(-2, -1)) - delta);
       dq.add_(ds.matmul(kb), scale);
-      dkv[0].add_(ds.transpose(-2, -1).matmul(q32), scale);
-      dkv[1].add_(p.transpose(-2, -1).matmul(dout));
+      dkv[0].add_(SumOverQueryHeads(ds.transpose(-2, -1).matmul(q32), kv_heads), scale);
+      dkv[1].add_(SumOverQueryHeads(p.transpose(-2, -1).matmul(dout), kv_heads));
       dkv = RingStep(group, dkv, kGradientTag + s).Wait();
       if (step) kv = step->Wait();
     }
@@ -177,7 +196,8 @@ at::Tensor RingAttention(const at::Tensor& q, const at::Tensor& k, const at::Ten
                          const ContextParallel& cp) {
   CONVEYOR_ASSERT(cp.size > 1 && cp.group != nullptr)
       << "ring attention over " << cp.size << " context-parallel ranks";
-  CONVEYOR_ASSERT(q.sizes() == k.sizes() && k.sizes() == v.sizes())
+  CONVEYOR_ASSERT(k.sizes() == v.sizes() && q.dim() == 4 && k.dim() == 4 &&
+                  q.size(1) % k.size(1) == 0 && q.size(2) == k.size(2))
       << "ring attention of q " << q.sizes() << ", k " << k.sizes() << ", v " << v.sizes();
   return RingFunction::apply(q, k, v, cp.group);
 }

@@ -51,10 +51,11 @@ void CheckContextSplits(int64_t t, const ContextParallel& cp);
 // size == 1. For inputs and targets (no gradient is passed back).
 at::Tensor ContextShareOf(const at::Tensor& x, const ContextParallel& cp);
 
-// Causal attention of this rank's queries over every rank's keys: q, k, v (n, H, L, d) at
-// this rank's positions (L = T / N; k and v with as many heads as q) -> (n, H, L, d), equal
-// to the rows of whole-sequence causal attention (softmax(q k^T / sqrt(d)) v) at these
-// positions. Keeps q, k, v, the output and each row's log-sum-exp for backward, never a
+// Causal attention of this rank's queries over every rank's keys: q (n, H, L, d), k and v
+// (n, KV, L, d) at this rank's positions (L = T / N; KV dividing H, each key-value head serving
+// H / KV consecutive query heads, grouped-query attention: the ring carries the KV heads) ->
+// (n, H, L, d), equal to the rows of whole-sequence causal attention (softmax(q k^T / sqrt(d))
+// v) at these positions. Keeps q, k, v, the output and each row's log-sum-exp for backward, never a
 // (L, T) block of scores. Scores and merging in fp32; the output in q's dtype.
 // Precondition: cp.size > 1; every rank of the group calls it with the same shapes.
 at::Tensor RingAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

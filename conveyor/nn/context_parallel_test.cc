@@ -43,23 +43,20 @@ at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::T
   return scores.masked_fill(later, -INFINITY).softmax(-1).matmul(v);
 }
 
-// Ring attention over 2 and 4 ranks gives each rank the rows of whole-sequence attention at
-// its positions, and the gradients of its queries, keys and values (the keys' and values'
-// gathered from every rank's queries around the ring).
-TEST(ContextParallelTest, RingAttentionIsWholeSequenceAttentionAtEachRanksPositions) {
-  at::manual_seed(3);
-  const at::Tensor q = at::randn({2, 3, 16, 4}, at::kDouble).to(at::kFloat).requires_grad_(true);
-  const at::Tensor k = at::randn({2, 3, 16, 4}).requires_grad_(true);
-  const at::Tensor v = at::randn({2, 3, 16, 4}).requires_grad_(true);
-  const at::Tensor upstream = at::randn({2, 3, 16, 4});
-  const at::Tensor want = CausalAttention(q, k, v);
+// Ring attention over 2 and 4 ranks of q, k, v (n, H or KV, T, d) gives each rank the rows of
+// `want` (whole-sequence attention) at its positions, and the gradients of its queries, keys
+// and values under `upstream` (the keys' and values' gathered from every rank's queries
+// around the ring).
+void ExpectRingAttentionIs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           const at::Tensor& upstream, const at::Tensor& want) {
   torch::autograd::backward({want}, {upstream});
+  const int64_t t = q.size(2);
   for (int n : {2, 4}) {
     SCOPED_TRACE("cp " + std::to_string(n));
     const auto world = LocalWorld(n);
     RunRankThreads(world, [&](int r) {
       const ContextParallel cp{n, r, world[r].get()};
-      const at::Tensor pos = cp.Positions(16, at::kCPU);
+      const at::Tensor pos = cp.Positions(t, at::kCPU);
       // (n, H, T, d): the positions are dim 2 here.
       const auto share = [&](const at::Tensor& x) { return x.detach().index_select(2, pos); };
       const at::Tensor mq = share(q).requires_grad_(true), mk = share(k).requires_grad_(true),
@@ -72,6 +69,25 @@ TEST(ContextParallelTest, RingAttentionIsWholeSequenceAttentionAtEachRanksPositi
       EXPECT_TRUE(at::allclose(mv.grad(), share(v.grad()), 1e-4, 1e-6));
     });
   }
+}
+
+TEST(ContextParallelTest, RingAttentionIsWholeSequenceAttentionAtEachRanksPositions) {
+  at::manual_seed(3);
+  const at::Tensor q = at::randn({2, 3, 16, 4}).requires_grad_(true);
+  const at::Tensor k = at::randn({2, 3, 16, 4}).requires_grad_(true);
+  const at::Tensor v = at::randn({2, 3, 16, 4}).requires_grad_(true);
+  ExpectRingAttentionIs(q, k, v, at::randn({2, 3, 16, 4}), CausalAttention(q, k, v));
+}
+
+// Grouped-query attention: 6 query heads over 2 key-value heads, which the ring carries as
+// they are (their gradients the sums of their 3 query heads').
+TEST(ContextParallelTest, RingAttentionCarriesKeyValueHeadsAsTheyAre) {
+  at::manual_seed(4);
+  const at::Tensor q = at::randn({1, 6, 8, 4}).requires_grad_(true);
+  const at::Tensor k = at::randn({1, 2, 8, 4}).requires_grad_(true);
+  const at::Tensor v = at::randn({1, 2, 8, 4}).requires_grad_(true);
+  ExpectRingAttentionIs(q, k, v, at::randn({1, 6, 8, 4}),
+                        CausalAttention(q, k.repeat_interleave(3, 1), v.repeat_interleave(3, 1)));
 }
 
 // A Llama's loss and gradients, as one rank of `cp` computes them (its positions' loss, its

@@ -234,7 +234,8 @@ class LlamaDecoderLayer : public Layer {
                                    config_.rope_theta, positions);
     at::Tensor v = heads_of(SumOverKvReplicas(qkv[2], tp), kv_heads);
     std::tie(k, v) = cache_.Extend(mb, k, v);  // (n, KV/p, p + T, d) with a cache
-    if (kv_heads != heads) {  // each key-value head serves heads / kv_heads query heads
+    // The ring carries the key-value heads as they are (KV / H of the bytes of every head's).
+    if (kv_heads != heads && cp.size == 1) {  // each serves heads / kv_heads query heads
       k = k.repeat_interleave(heads / kv_heads, 1);
       v = v.repeat_interleave(heads / kv_heads, 1);
     }

@@ -462,6 +462,7 @@ PricedCandidate CandidatePricer::Price(const PlanLayout& choice, Recompute recom
   shape.full_recompute = full;
   shape.sequence_parallel = sequence_parallel;
   shape.cp = cp;
+  shape.kv_share = static_cast<double>(m.kv()) / static_cast<double>(m.heads);
   // A block's attention products: 4 T C of its forward's FLOPs a token.
   const LayerSample& block = costs.layers[std::min<size_t>(1, costs.layers.size() - 1)];
   shape.attention_s =

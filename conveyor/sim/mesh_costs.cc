@@ -94,12 +94,14 @@ MeshSimResult SimulateMesh(const Program& program, const CostModel& costs, const
     const double blocks = static_cast<double>(shape.layers_per_stage);
     const auto ring = [&](double hidden_under, bool gradients) {
       return [&, hidden_under, gradients](int n, Link link) {
-        const double kv = link.latency + 2 * activation / link.bandwidth;
+        const double bytes = 2 * activation * shape.kv_share;  // k and v
+        const double kv = link.latency + bytes / link.bandwidth;
         const double step = hidden_under / n;
         double exposed = (n - 1) * std::max(0.0, kv - step);
         // The gradients' passes: fp32, after each step's work.
-        if (gradients)
-          exposed += n * (link.latency + 2 * activation * 4 / shape.element_bytes / link.bandwidth);
+        if (gradients) {
+          exposed += n * (link.latency + bytes * 4 / shape.element_bytes / link.bandwidth);
+        }
         return blocks * exposed;
       };
     };

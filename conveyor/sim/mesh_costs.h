@@ -20,9 +20,9 @@
 // pay tp_time[k] more.
 //
 // Context parallelism (cp > 1): each block's attention passes the keys and values (k and v of
-// the rank's b T/cp tokens, C wide each) around the ring, cp - 1 steps, each step's message
-// hidden under the step's block of scores (attention_s / cp); the backward passes them again
-// under twice that, and their fp32 gradients cp steps after each block's work, exposed. Every
+// the rank's b T/cp tokens, C kv_share wide each) around the ring, cp - 1 steps, each step's
+// message hidden under the step's block of scores (attention_s / cp); the backward passes them
+// again under twice that, and their fp32 gradients cp steps after each block's work, exposed. Every
 // F of a stage on pipeline rank k gets
 //
 //   cp_forward[k] = layers_per_stage * (cp - 1) * max(0, message - attention_s / cp)
@@ -93,6 +93,8 @@ struct ModelShape {
   // ring's messages hide under.
   int cp = 1;
   double attention_s = 0;
+  double kv_share =
+      1;  // the key-value heads' width over the model's (KV / H): what the ring carries
   // Expert parallelism: its ranks, and per stage the sparse blocks (empty: none).
   int ep = 1;
   int64_t experts = 0;

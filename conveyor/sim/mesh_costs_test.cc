@@ -63,8 +63,8 @@ TEST(MeshCostsTest, TensorParallelAddsTwoAllReducesPerBlockToEachForwardAndBackw
 // that is longer; the backward's also its cp gradient passes (fp32), exposed.
 TEST(MeshCostsTest, ContextParallelRingsHideUnderAttentionAsFarAsItLasts) {
   const Program p = MakeProgram(Layout::Loop(1, 1, 1), {"0F0 0B0"});
-  const Mesh mesh = Mesh::Make(2, {{MeshAxis::kCp, 2}, {MeshAxis::kDp, 1}, {MeshAxis::kTp, 1},
-                                   {MeshAxis::kPp, 1}});
+  const Mesh mesh = Mesh::Make(
+      2, {{MeshAxis::kCp, 2}, {MeshAxis::kDp, 1}, {MeshAxis::kTp, 1}, {MeshAxis::kPp, 1}});
   ModelShape shape = Tiny();  // 16 bytes an activation, 8 a rank at cp 2
   shape.cp = 2;
   shape.attention_s = 0.5;  // 0.25 a step
