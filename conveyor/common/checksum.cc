@@ -1,5 +1,6 @@
 #include "conveyor/common/checksum.h"
 
+#include <array>
 #include <cstdio>
 
 namespace conveyor {
@@ -14,6 +15,31 @@ uint64_t Fnv1a64(const void* data, size_t bytes) {
     hash *= kPrime;
   }
   return hash;
+}
+
+namespace {
+
+// The CRC of every byte value, bit by bit (least significant first: the reflected form).
+constexpr std::array<uint32_t, 256> Crc32cTable() {
+  constexpr uint32_t kPolynomial = 0x82f63b78u;
+  std::array<uint32_t, 256> table{};
+  for (uint32_t byte = 0; byte < 256; ++byte) {
+    uint32_t crc = byte;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc & 1) ? (crc >> 1) ^ kPolynomial : crc >> 1;
+    table[byte] = crc;
+  }
+  return table;
+}
+
+constexpr std::array<uint32_t, 256> kCrc32cTable = Crc32cTable();
+
+}  // namespace
+
+uint32_t Crc32c(const void* data, size_t bytes) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  uint32_t crc = 0xffffffffu;
+  for (size_t i = 0; i < bytes; ++i) crc = kCrc32cTable[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return crc ^ 0xffffffffu;
 }
 
 std::string Hex64(uint64_t value) {

@@ -29,6 +29,21 @@ TEST(ChecksumTest, EveryFlippedBitChangesIt) {
   }
 }
 
+// The check value of CRC-32C ("123456789") and the test vectors of RFC 3720, B.4: 32 bytes
+// of zeros, of ones, ascending and descending.
+TEST(ChecksumTest, Crc32cMatchesReferenceValues) {
+  EXPECT_EQ(Crc32c("123456789", 9), 0xe3069283u);
+  EXPECT_EQ(Crc32c("", 0), 0u);
+  std::string bytes(32, '\0');
+  EXPECT_EQ(Crc32c(bytes.data(), bytes.size()), 0x8a9136aau);
+  bytes.assign(32, '\xff');
+  EXPECT_EQ(Crc32c(bytes.data(), bytes.size()), 0x62a8ab43u);
+  for (int i = 0; i < 32; ++i) bytes[i] = static_cast<char>(i);
+  EXPECT_EQ(Crc32c(bytes.data(), bytes.size()), 0x46dd794eu);
+  for (int i = 0; i < 32; ++i) bytes[i] = static_cast<char>(31 - i);
+  EXPECT_EQ(Crc32c(bytes.data(), bytes.size()), 0x113fdb5cu);
+}
+
 TEST(ChecksumTest, HexIsSixteenLowercaseDigits) {
   EXPECT_EQ(Hex64(0), "0000000000000000");
   EXPECT_EQ(Hex64(0xaf63dc4c8601ec8cULL), "af63dc4c8601ec8c");
