@@ -3,27 +3,9 @@
 // the micro-batch count, the stage split, recomputation none, selective or full, ZeRO 0 or
 // 1), priced and simulated, best first.
 //
-// A layer's costs come from one of two sources:
-//  - FLOP counts and stated device figures, for machines one does not have: per token, a
-//    block's forward is 2 x its parameters + 4 T C (the attention's two products, counted
-//    whole as Megatron's MFU does), the LM head's 2 C V, the embedding's nothing; backward
-//    is twice the forward (input and weight halves equal); all over tp and the device's rate
-//    (its peak x efficiency). Activations per micro-batch and block s b C (10 + 24 / tp)
-//    bytes in bf16 with fused attention (Korthikanti et al., "Reducing Activation
-//    Recomputation in Large Transformer Models", 2022, without sequence parallelism; fused
-//    attention keeps no scores, so selective recomputation buys nothing and is not tried),
-//    the head's fp32 logits s b V 4. What W needs from I on (the linear layers' inputs and
-//    output gradients): s b C (8 + 24 / tp) a block, the logits' gradient for the head.
-//    A sparse block (Mixture-of-Experts) computes the parameters a token meets (its router,
-//    top_k experts, the shared one: TransformerSpec::BlockForwardFlops) and holds beside a
-//    dense block's what its wider MLP adds: 4 bytes a unit and token for the units beyond
-//    the dense MLP's (top_k experts' and the shared one's), the top_k - 1 more copies of its
-//    input (s b C 2 each) and its router's scores (s b E 8).
-//  - A LayerCostTable measured on this machine (`conveyor profile`): the forward,
-//    backward-input and backward-weight seconds, the activation bytes and what W holds of
-//    the embedding, a block (also under selective recomputation) and the head, piecewise
-//    linear in the micro-batch's sequences through the sizes timed; over tp. A
-//    Mixture-of-Experts model's sparse blocks as their own kind, timed at ep 1.
+// A layer's costs come from FLOP counts and stated device figures (device_flops x efficiency)
+// or from a LayerCostTable measured on this machine (`conveyor profile`): EstimateLayerCosts
+// (layer_cost_model.h) says how, under each recomputation, tp, cp and sequence parallelism.
 // After a rank's last action come AdamW's step (measured costs only) and, for schedules
 // that keep a copy of each part on two ranks (DualPipe), the all-reduce of the copies'
 // fp32 gradients over the intra-node link.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "conveyor/common/error.h"
+#include "conveyor/sim/auto_planner_testing.h"
 
 namespace conveyor {
 namespace {
@@ -266,34 +267,8 @@ TEST(AutoPlannerTest, ContextParallelismHoldsAShareOfEachSequenceAndFitsLongOnes
   }
 }
 
-// A measured table: a block twice the head's time, selective recomputation dearer than
-// none but lighter. Linear between the two sizes timed.
-LayerCostTable Measured() {
-  LayerCostTable t;
-  t.model = TransformerSpec{.layers = 6, .hidden = 64, .heads = 4, .vocab = 256, .seq_len = 64};
-  t.sequences = {1, 3};
-  t.embedding = {1e3, {{1e-5, 0, 1e-5, 1e4}, {3e-5, 0, 3e-5, 3e4}}};
-  t.block = {5e4, {{1e-3, 1e-3, 1e-3, 1e6}, {3e-3, 3e-3, 3e-3, 3e6}}};
-  t.block_selective = {5e4, {{1e-3, 1.5e-3, 1e-3, 5e5}, {3e-3, 4.5e-3, 3e-3, 1.5e6}}};
-  t.head = {2e4, {{5e-4, 5e-4, 5e-4, 2e6}, {1.5e-3, 1.5e-3, 1.5e-3, 6e6}}};
-  return t;
-}
-
-// A request planned by `table` for `world` ranks and `global_batch` sequences a step, every
-// candidate kept, memory no limit.
-AutoPlanRequest MeasuredRequest(const LayerCostTable& table, int world, int64_t global_batch) {
-  AutoPlanRequest r;
-  r.model = table.model;
-  r.measured = table;
-  r.world = world;
-  r.global_batch = global_batch;
-  r.memory_per_rank = 1e12;
-  r.top = 1000;
-  return r;
-}
-
 TEST(AutoPlannerTest, MeasuredCostsSplitByTimeAndOfferSelectiveRecomputation) {
-  const LayerCostTable table = Measured();
+  const LayerCostTable table = MeasuredTestTable();
   const LayerSample two = table.At(table.block, 2);
   EXPECT_DOUBLE_EQ(two.forward_s, 2e-3);
   EXPECT_DOUBLE_EQ(two.activation_bytes, 2e6);
@@ -329,7 +304,7 @@ TEST(AutoPlannerTest, MeasuredCostsSplitByTimeAndOfferSelectiveRecomputation) {
 // gone: a DP replica needs no more memory than the same run alone while that copy is the
 // smaller, and every layout of the table fits what the same run alone needs plus it.
 TEST(AutoPlannerTest, DataParallelBucketsTakeNoMemoryBesideTheActivations) {
-  AutoPlanRequest r = MeasuredRequest(Measured(), 1, 4);
+  AutoPlanRequest r = MeasuredRequest(MeasuredTestTable(), 1, 4);
   r.pp = 1;
   r.schedules = {"naive"};
   const AutoPlan alone = PlanAuto(r);
@@ -355,7 +330,7 @@ TEST(AutoPlannerTest, DataParallelBucketsTakeNoMemoryBesideTheActivations) {
 // work, a pipeline of 4 runs far slower than on 4 GPUs. A table measured on the CPU cannot
 // say how a GPU is shared.
 TEST(AutoPlannerTest, RanksSharingOneGpuRunAtTheCapacityMeasuredThere) {
-  AutoPlanRequest r = MeasuredRequest(Measured(), 4, 8);
+  AutoPlanRequest r = MeasuredRequest(MeasuredTestTable(), 4, 8);
   r.schedules = {"1f1b"};
   r.measured->device = "cpu";
   EXPECT_THROW(ShareOneGpu(r), UserError);
@@ -378,7 +353,7 @@ TEST(AutoPlannerTest, RanksSharingOneGpuRunAtTheCapacityMeasuredThere) {
 // between sizes on the line, beyond them the nearest, and a plan of micro-batches of 1 runs
 // at the capacity there.
 TEST(AutoPlannerTest, SharedCapacityFollowsTheMicroBatchSize) {
-  LayerCostTable t = Measured();  // sizes 1 and 3
+  LayerCostTable t = MeasuredTestTable();  // sizes 1 and 3
   t.device = "cuda";
   t.capacity = {{2.0}, {1.2}};
   EXPECT_DOUBLE_EQ(t.CapacityAt(0.5, 1), 2.0);
@@ -408,7 +383,7 @@ TEST(AutoPlannerTest, SharedCapacityFollowsTheMicroBatchSize) {
 // for it: a pipeline that runs one rank at a time (naive, one micro-batch) is predicted at
 // the rate of one busy rank of the four, however fast all four together run.
 TEST(AutoPlannerTest, RanksTakingTurnsRunAtTheCapacityMeasuredForEachBusyCount) {
-  LayerCostTable t = Measured();  // sizes 1 and 3
+  LayerCostTable t = MeasuredTestTable();  // sizes 1 and 3
   t.cores = 2;
   t.capacity_ranks = 4;
   t.capacity = {{1.0, 1.6, 1.6, 1.6}, {0.6, 1.2, 1.6, 1.6}};
@@ -440,7 +415,7 @@ TEST(AutoPlannerTest, TheStepsEndRunsEveryRankAtOnceOnSharedCores) {
   // What 1 us a parameter of the step's end adds to naive's step (one micro-batch: one rank
   // busy at a time in the pipeline) where 4 busy ranks do `all_busy` ranks' worth.
   auto added_by_optimizer = [](double all_busy) {
-    LayerCostTable t = Measured();
+    LayerCostTable t = MeasuredTestTable();
     t.cores = 2;
     t.capacity_ranks = 4;
     t.capacity = {{1.0, 1.6, 1.6, all_busy}, {1.0, 1.6, 1.6, all_busy}};
@@ -460,40 +435,6 @@ TEST(AutoPlannerTest, TheStepsEndRunsEveryRankAtOnceOnSharedCores) {
   const double slow = added_by_optimizer(1.6);  // each of 4 at 0.4
   ASSERT_GT(slow, 0);
   EXPECT_NEAR(slow / added_by_optimizer(3.2), 2.0, 1e-6);  // each at 0.8
-}
-
-// A tensor-parallel rank's shard costs what the profile measured of it where it did, not the
-// whole layer's 1 / tp: norms, residuals and each operation's fixed cost are not split.
-TEST(AutoPlannerTest, ATensorParallelShardCostsWhatWasMeasuredOfIt) {
-  // The step of 1x2x1 (two TP ranks, one micro-batch of 2) and its peak, with `shards`.
-  auto planned = [](const std::map<int, MeasuredKinds>& shards) {
-    LayerCostTable t = Measured();
-    t.tp_shards = shards;
-    AutoPlanRequest r = MeasuredRequest(t, 2, 2);
-    r.tp = 2;
-    for (const PlanCandidate& c : PlanAuto(r).best) {
-      if (c.microbatches == 1 && c.recompute == Recompute::kNone)
-        return std::pair(c.step_s, c.peak_bytes);
-    }
-    return std::pair(-1.0, -1.0);
-  };
-  // The whole layers with their times scaled by `by` and their bytes kept.
-  auto shard = [](double by) {
-    MeasuredKinds kinds = Measured();
-    for (MeasuredLayer MeasuredKinds::*kind : kMeasuredKinds) {
-      for (LayerSample& s : (kinds.*kind).at) {
-        s.forward_s *= by, s.input_s *= by, s.weight_s *= by, s.backward_s *= by;
-      }
-    }
-    return kinds;
-  };
-  const auto [divided, divided_peak] = planned({});
-  ASSERT_GT(divided, 0);
-  const auto [half, whole_bytes_peak] = planned({{2, shard(0.5)}});
-  EXPECT_NEAR(half, divided, 1e-12) << "a shard measured at half the time is the 1 / tp model";
-  EXPECT_GT(whole_bytes_peak, divided_peak) << "its bytes as measured: the whole layer's here";
-  EXPECT_GT(planned({{2, shard(0.8)}}).first, divided * 1.2);
-  EXPECT_NEAR(planned({{4, shard(0.8)}}).first, divided, 1e-12) << "no shard of tp 2: 1 / tp";
 }
 
 TEST(AutoPlannerTest, TensorParallelismStaysInsideANode) {
@@ -622,31 +563,6 @@ TEST(AutoPlannerTest, DualPipePairsAtOnceHideTheAllToAllsOnDevicesOfTheirOwn) {
   // Ranks sharing one machine's 2 cores: the all-to-alls' copies are work there, nothing hides.
   ShareOneCpu(r, 2);
   EXPECT_NEAR(step(true), step(false), 1e-12 * step(false));
-}
-
-TEST(AutoPlannerTest, MeasuredSparseBlocksCostWhatWasMeasuredOfThem) {
-  LayerCostTable t = Measured();
-  t.model.gated_mlp = true;
-  t.model.experts = 4;
-  t.model.top_k = 1;
-  t.model.dense_blocks = {0, 1, 2};  // blocks 3 to 5 sparse
-  t.sparse_block = {2e5, {{3e-3, 3e-3, 3e-3, 1e6}, {9e-3, 9e-3, 9e-3, 3e6}}};
-  t.sparse_block_selective = t.sparse_block;
-  AutoPlanRequest r = MeasuredRequest(t, 1, 1);
-  r.schedules = {"1f1b"};
-  const AutoPlan plan = PlanAuto(r);
-  ASSERT_FALSE(plan.best.empty());
-  const PlanCandidate& c = plan.best[0];  // one rank, one sequence, nothing recomputed
-  ASSERT_EQ(c.recompute, Recompute::kNone);
-  // F + B (I + W) of the embedding, 3 dense blocks, 3 sparse ones and the head.
-  EXPECT_NEAR(c.step_s, 2e-5 + 3 * 3e-3 + 3 * 9e-3 + 1.5e-3, 1e-9);
-  // Split in two, the sparse blocks weigh three times the dense ones.
-  r.pp = 2;
-  r.world = 2;
-  r.global_batch = 2;
-  for (const PlanCandidate& two : PlanAuto(r).best) {
-    if (two.recompute == Recompute::kNone) EXPECT_EQ(two.stage_layers, "5,3") << two.schedule;
-  }
 }
 
 TEST(AutoPlannerTest, RefusesWhatCannotBePlannedNamingIt) {
