@@ -2,8 +2,9 @@
 """conveyor's GPT or Llama trained with torch.distributed.pipelining, one process per rank.
 
 The PyTorch side of the conveyor-vs-PyTorch comparison (bench/peer/compare). It runs inside
-the Debian 13 root that bench/peer/setup builds (python3-torch 2.6) and rebuilds, in
-PyTorch's own pipelining library, the job `conveyor train` runs:
+the Debian 13 root that bench/peer/setup builds (python3-torch 2.6), or on the host with pip's
+current release (the reference environment's python), and rebuilds, in PyTorch's own
+pipelining library, the job `conveyor train` runs:
 
   model   conveyor/nn/gpt.cc: byte vocabulary (256), token + position embedding, pre-norm
           blocks (LayerNorm, causal self-attention from one qkv linear, scores q k^T /
@@ -33,12 +34,35 @@ PyTorch's own pipelining library, the job `conveyor train` runs:
           cosine to 10% of lr at --steps, the global gradient norm (all ranks) clipped to 1.0
           with factor clip / (norm + 1e-6).
 
-Schedules (PyTorch 2.6 classes): gpipe = ScheduleGPipe and 1f1b = Schedule1F1B (one stage
+Schedules (PyTorch classes): gpipe = ScheduleGPipe and 1f1b = Schedule1F1B (one stage
 per rank); interleaved-1f1b = ScheduleInterleaved1F1B, looped-bfs = ScheduleLoopedBFS,
 interleaved-zb = ScheduleInterleavedZeroBubble (two stages per rank, rank r holding r and
-r + pp); zb-v = ScheduleZBVZeroBubble (two stages per rank in V placement: r and
-2 pp - 1 - r). Every PipelineStage gets input_args / output_args (meta tensors of one
-micro-batch), so no shape inference runs (--shape-inference runtime: none given).
+r + pp); zb-v = ScheduleZBVZeroBubble and dualpipe-v = ScheduleDualPipeV (two stages per
+rank in V placement: r and 2 pp - 1 - r; DualPipeV needs at least 2 pp micro-batches).
+Every PipelineStage gets input_args / output_args (meta tensors of one micro-batch), so no
+shape inference runs (--shape-inference runtime: none given).
+
+The same script runs on Debian 13's python3-torch 2.6 (in the root) and on pip's current
+release (the reference environment of scripts/reference-env, on the host). Where the two
+differ it asks the installed library, not its version number:
+  - a schedule whose class the installed torch lacks (dualpipe-v in 2.6) is refused before
+    the process group starts: every rank prints "gpt.py: ... not in torch X", the launcher
+    writes status "unsupported" into --out and exits 3;
+  - scale_grads: newer schedules divide every gradient by the number of micro-batches unless
+    given scale_grads=False (the default is True where the argument exists). The loss here is
+    already summed over a micro-batch and divided by the tokens of the whole batch (conveyor's
+    loss_denominator), so it is passed scale_grads=False wherever the constructor takes it
+    (AdamW is nearly blind to a common gradient scale, but the gradient norm is not:
+    bench/peer/compare checks the per-step norms against conveyor's);
+  - stage_index_to_group_rank: 2.6's ScheduleZBVZeroBubble takes the V placement as an
+    argument; newer V schedules compute it themselves. It is passed where the constructor
+    takes it, and the placement the schedule ends up with is checked against this script's
+    (a mismatch fails the run);
+  - the example tensors of a PipelineStage: newer stages (those taking output_grads) read
+    from input_args / output_args whether an activation carries a gradient, so there the
+    floating-point examples are made with requires_grad=True (without it the first
+    backward fails: "A GradientEdge root requires a gradient but got NoneType"); 2.6 gets
+    the examples it always got.
 
 --p2p-fix: PyTorch 2.6's schedules._batch_p2p returns `dist.batch_isend_irecv(ops).pop()`,
 the last of the Works. NCCL coalesces a batch into one Work, but Gloo returns one Work per
@@ -51,17 +75,24 @@ batch_isend_irecv returned, whose wait() waits on each of them in order. In 2.6 
 of _batch_p2p (including _sorted_batch_p2p, which looks it up in the module at call time)
 only tests the result for truth and calls .wait() on it, so this is the upstream fix
 without changing the callers. The packaged file stays untouched.
+The fix is upstream in later releases: there _batch_p2p returns a list of every Work and the
+schedules wait on each through schedules._wait_batch_p2p (pip's 2.15 also issues a batch of
+only sends or only receives one by one). Where that function exists this script refuses
+--p2p-fix (exit 3, status "unsupported": the bug it fixes is gone, and the replacement would
+break the list-taking callers); the library as installed is then the run to compare.
 
-Usage (inside the root):
+Usage (inside the root, or with the reference environment's python on the host):
   python3 gpt.py --schedule 1f1b --pp 4 --steps 12 --out result.json [--p2p-fix]
 
 The launcher (this script without RANK in its environment) starts --pp copies of itself with
 RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT (a free
-port), OMP_NUM_THREADS=1 and OPENBLAS_NUM_THREADS=1; each rank calls
+port), OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1 and MKL_NUM_THREADS=1 (pip's torch does
+its CPU matrix products with MKL); each rank calls
 torch.set_num_threads(1) and init_process_group("gloo"). Exit status: 0 on success, 1 when
 a rank failed (each failure printed with its rank and traceback, and put into --out),
 124 when no step finished for --timeout seconds (a hang: every rank's Python stack is
-dumped into --out first), 2 for bad arguments.
+dumped into --out first), 2 for bad arguments, 3 when the installed torch cannot run what
+was asked (a schedule it lacks, --p2p-fix where the fix is upstream).
 """
 
 import argparse
@@ -84,7 +115,10 @@ SCHEDULES = {
     "looped-bfs": ("ScheduleLoopedBFS", 2, "loop"),
     "interleaved-zb": ("ScheduleInterleavedZeroBubble", 2, "loop"),
     "zb-v": ("ScheduleZBVZeroBubble", 2, "v"),
+    # Not in 2.6 (refused there: exit 3, status "unsupported").
+    "dualpipe-v": ("ScheduleDualPipeV", 2, "v"),
 }
+UNSUPPORTED_EXIT = 3
 
 FORTUNES_DIR = "/usr/share/games/fortunes"
 VOCAB = 256
@@ -566,6 +600,38 @@ class _EveryWork:
         return True
 
 
+class Unsupported(Exception):
+    """The installed torch cannot run what was asked (exit 3, status "unsupported")."""
+
+
+def check_supported(a):
+    """Raises Unsupported when the schedule's class is missing or --p2p-fix does not apply."""
+    import torch
+    from torch.distributed.pipelining import schedules
+
+    name = SCHEDULES[a.schedule][0]
+    if not hasattr(schedules, name):
+        raise Unsupported(f"{a.schedule}: {name} is not in torch {torch.__version__}")
+    if a.p2p_fix and hasattr(schedules, "_wait_batch_p2p"):
+        raise Unsupported(
+            f"--p2p-fix: torch {torch.__version__} already waits on every Work of a batched "
+            "P2P (schedules._wait_batch_p2p, the fix of PR 152938): nothing to fix; run it "
+            "as installed")
+
+
+def schedule_kwargs(a, cls, owner):
+    """scale_grads=False, and a V schedule's placement, where the constructor takes them."""
+    import inspect
+
+    params = inspect.signature(cls.__init__).parameters
+    kwargs = {}
+    if "scale_grads" in params:
+        kwargs["scale_grads"] = False  # loss_fn already divides by the batch's tokens
+    if SCHEDULES[a.schedule][2] == "v" and "stage_index_to_group_rank" in params:
+        kwargs["stage_index_to_group_rank"] = owner
+    return kwargs
+
+
 def apply_p2p_fix():
     import torch.distributed as dist
     from torch.distributed.pipelining import schedules
@@ -594,11 +660,13 @@ def lr_at(a, step):
 
 def run_rank(a, rank, world, result_path, progress_path):
     import datetime
+    import inspect
 
     import torch
     import torch.distributed as dist
     from torch.distributed import pipelining
 
+    check_supported(a)  # before the process group: every rank refuses alike
     torch.set_num_threads(a.threads)
     dist.init_process_group("gloo", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=a.comm_timeout))
@@ -613,15 +681,21 @@ def run_rank(a, rank, world, result_path, progress_path):
     mb = a.batch_size // a.microbatches
     meta = torch.device("meta")
 
+    # Newer PipelineStages (those taking output_grads) read from the example tensors whether
+    # an activation carries a gradient: an output whose example has requires_grad=False gets
+    # no gradient receive, and its backward fails ("A GradientEdge root requires a gradient
+    # but got NoneType"). 2.6 sets that itself and gets the examples it always got.
+    marks_grad = "output_grads" in inspect.signature(pipelining.PipelineStage.__init__).parameters
+
     def boundary(s):  # the tensor entering stage s, one micro-batch
         if s == 0:
             return torch.empty(mb, a.seq_len, dtype=torch.int64, device=meta)
-        return torch.empty(mb, a.seq_len, a.hidden, device=meta)
+        return torch.empty(mb, a.seq_len, a.hidden, device=meta, requires_grad=marks_grad)
 
     def output(s):
         if s == num_stages - 1:
-            return torch.empty(mb, a.seq_len, VOCAB, device=meta)
-        return torch.empty(mb, a.seq_len, a.hidden, device=meta)
+            return torch.empty(mb, a.seq_len, VOCAB, device=meta, requires_grad=marks_grad)
+        return torch.empty(mb, a.seq_len, a.hidden, device=meta, requires_grad=marks_grad)
 
     modules, stages = [], []
     for s in mine:
@@ -642,13 +716,16 @@ def run_rank(a, rank, world, result_path, progress_path):
             ignore_index=-1) / tokens
 
     cls = getattr(pipelining.schedules, SCHEDULES[a.schedule][0])
-    if SCHEDULES[a.schedule][1] == 1:
-        schedule = cls(stages[0], n_microbatches=a.microbatches, loss_fn=loss_fn)
-    elif a.schedule == "zb-v":
-        schedule = cls(stages, n_microbatches=a.microbatches, loss_fn=loss_fn,
-                       stage_index_to_group_rank=owner)
-    else:
-        schedule = cls(stages, n_microbatches=a.microbatches, loss_fn=loss_fn)
+    extra = schedule_kwargs(a, cls, owner)
+    schedule = cls(stages[0] if SCHEDULES[a.schedule][1] == 1 else stages,
+                   n_microbatches=a.microbatches, loss_fn=loss_fn, **extra)
+    stage_ranks = getattr(schedule, "stage_index_to_group_rank", None)
+    if stage_ranks is not None and len(stage_ranks) == num_stages and [
+            stage_ranks[s] for s in range(num_stages)] != [
+            owner[s] for s in range(num_stages)]:
+        raise RuntimeError(f"{SCHEDULES[a.schedule][0]} places the stages on ranks "
+                           f"{[stage_ranks[s] for s in range(num_stages)]}, this script on "
+                           f"{[owner[s] for s in range(num_stages)]}")
 
     params = [p for m in modules for p in m.parameters()]
     decay = [p for p in params if p.dim() >= 2]
@@ -676,7 +753,9 @@ def run_rank(a, rank, world, result_path, progress_path):
               f"{stream.held_out_bytes} held out); torch {torch.__version__}", file=sys.stderr)
         print(f"gpt.py: pipeline: {a.schedule} ({SCHEDULES[a.schedule][0]}), {a.pp} ranks, "
               f"{num_stages} stages, {a.microbatches} micro-batches; layers per stage {parts}"
-              f" (by {a.partition}); p2p fix {'on' if a.p2p_fix else 'off'}", file=sys.stderr)
+              f" (by {a.partition}); p2p fix {'on' if a.p2p_fix else 'off'}; "
+              f"{', '.join(f'{k}={v}' for k, v in extra.items() if k == 'scale_grads') or 'no scale_grads'}",
+              file=sys.stderr)
 
     rows = []
     for step in range(a.steps):
@@ -734,6 +813,7 @@ def run_rank(a, rank, world, result_path, progress_path):
             "layers_per_stage": [e - b for b, e in ranges],
             "partition": a.partition,
             "p2p_fix": a.p2p_fix,
+            "scale_grads": extra.get("scale_grads"),  # None: the constructor has no such flag
             "parameters": int(local_params.item()),
             "corpus": {"path": a.data, "documents": len(documents),
                        "bytes": sum(map(len, documents)), "train_bytes": len(stream.train),
@@ -760,6 +840,13 @@ def rank_main(a):
     try:
         run_rank(a, rank, world, os.path.join(work, "result.json"),
                  os.path.join(work, "progress"))
+    except Unsupported as e:
+        with open(os.path.join(work, f"error-{rank}.json"), "w") as f:
+            json.dump({"rank": rank, "error": str(e), "unsupported": True,
+                       "time": time.time()}, f)
+        if rank == 0:
+            print(f"gpt.py: {e}", file=sys.stderr, flush=True)
+        os._exit(UNSUPPORTED_EXIT)
     except BaseException as e:  # noqa: BLE001 - every failure is reported with its rank
         text = traceback.format_exc()
         with open(os.path.join(work, f"error-{rank}.json"), "w") as f:
@@ -789,6 +876,7 @@ def launch(a, argv):
     base.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
                  "WORLD_SIZE": str(a.pp), "LOCAL_WORLD_SIZE": str(a.pp),
                  "OMP_NUM_THREADS": str(a.threads), "OPENBLAS_NUM_THREADS": str(a.threads),
+                 "MKL_NUM_THREADS": str(a.threads),
                  "CONVEYOR_PEER_WORKDIR": work, "PYTHONUNBUFFERED": "1",
                  # Debian's torch is built without libuv: the TCPStore must not ask for it
                  "USE_LIBUV": "0",
@@ -868,6 +956,8 @@ def launch(a, argv):
             result = json.load(f)
     if status == "ok" and (any(codes) or not result):
         status = "failed"
+    if errors and all(e.get("unsupported") for e in errors) and len(errors) == a.pp:
+        status = "unsupported"
     result.update({"status": status, "exit_codes": codes, "errors": errors,
                    "launcher_seconds": time.monotonic() - start})
     if stacks:
@@ -893,6 +983,8 @@ def launch(a, argv):
     if status == "interrupted":
         print("gpt.py: interrupted; stopped the ranks", file=sys.stderr)
         return 130
+    if status == "unsupported":
+        return UNSUPPORTED_EXIT  # rank 0 printed why
     if status != "ok":
         for i, e in enumerate(errors):
             first = " (first to fail)" if i == 0 and len(errors) > 1 else ""

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Markdown tables from bench/peer/compare's JSON.
 
-  bench/peer/table.py peer.json [--runs]
+  bench/peer/table.py peer.json [--runs] [--against root|current]
 
-The main table has one row per size, pp and schedule: conveyor against PyTorch 2.6 with the
-P2P fix (or as packaged where only that ran), median step time, tokens/s, the largest
+The main table has one row per size, pp and schedule: conveyor against PyTorch 2.6 of the
+Debian 13 root with the P2P fix (or as packaged where only that ran), or, with --against
+current (the default when only that variant ran), against pip's current PyTorch (compare
+--variants current); median step time (the median over --repeats runs of each run's median
+step), tokens/s, the largest
 per-rank peak RSS / peak private / peak anonymous memory, the ratios conveyor / PyTorch
 (time: median step; memory: sums over the ranks), whether each loss falls, the largest
 difference between the two loss curves, and what the packaged PyTorch did. "floor c/p" is
@@ -52,7 +55,7 @@ def falls(row):
     return "yes" if row.get("loss_falls") else "no"
 
 
-def main_table(data):
+def main_table(data, against="root"):
     """The table, and the distinct errors under it."""
     lines = [
         "| size | pp | schedule | conveyor ms/step | PyTorch ms/step | time c/p | floor c/p "
@@ -80,7 +83,8 @@ def main_table(data):
         """The run behind a comparison cell: older files keep hang_at only there."""
         if r.get("status") in ("hang", "failed") and "hang_at" not in r:
             system, variant = {"conveyor": ("conveyor", ""), "pytorch_packaged": (
-                "pytorch", "packaged"), "pytorch_p2p_fix": ("pytorch", "p2p-fix")}[key]
+                "pytorch", "packaged"), "pytorch_p2p_fix": ("pytorch", "p2p-fix"),
+                "pytorch_current": ("pytorch", "current")}[key]
             for run in data.get("runs", []):
                 if (run["size"], run["pp"], run["schedule"], run["system"],
                         run.get("variant", "")) == (row["size"], row["pp"], row["schedule"],
@@ -93,11 +97,16 @@ def main_table(data):
             lines.append(f"| {row['size']} | {row['pp']} | {row['schedule']} | n/a | n/a | "
                          f"| | | | | | | | | | | | not possible: {row['reason']} |")
             continue
-        c, fixed, packaged = (detail(row, k, row[k]) for k in (
+        c, fixed, packaged = (detail(row, k, row.get(k, {"status": "not run"})) for k in (
             "conveyor", "pytorch_p2p_fix", "pytorch_packaged"))
-        ref = fixed if row.get("pytorch_reference") == "p2p-fix" else packaged
-        ref_mark = "" if row.get("pytorch_reference") == "p2p-fix" else " (packaged)"
-        both = "rss_ratio" in row
+        if against == "current":
+            ref = detail(row, "pytorch_current", row.get("pytorch_current", {"status": "not run"}))
+            ref_mark, vs = "", row.get("vs_current", {})
+        else:
+            ref = fixed if row.get("pytorch_reference") == "p2p-fix" else packaged
+            ref_mark = "" if row.get("pytorch_reference") == "p2p-fix" else " (packaged)"
+            vs = row
+        both = "rss_ratio" in vs
 
         def cell(r, fn):
             return fn(r) if r.get("status") == "ok" else word(r)
@@ -106,8 +115,8 @@ def main_table(data):
             row["size"], str(row["pp"]), row["schedule"],
             cell(c, lambda r: fmt_ms(r["median_step_s"])),
             cell(ref, lambda r: fmt_ms(r["median_step_s"]) + ref_mark),
-            f"{row['time_ratio']:.2f}" if "time_ratio" in row else "",
-            f"{row['floor_ratio']:.2f}" if "floor_ratio" in row else "",
+            f"{vs['time_ratio']:.2f}" if "time_ratio" in vs else "",
+            f"{vs['floor_ratio']:.2f}" if "floor_ratio" in vs else "",
             cell(c, lambda r: f"{r['tokens_per_s']:.0f}"),
             cell(ref, lambda r: f"{r['tokens_per_s']:.0f}"),
             f"{fmt_mib(c.get('peak_rss_mib'))} / {fmt_mib(ref.get('peak_rss_mib'))}"
@@ -115,12 +124,12 @@ def main_table(data):
             f"{fmt_mib(c.get('peak_private_mib'))} / {fmt_mib(ref.get('peak_private_mib'))}"
             if both else "",
             f"{fmt_mib(c.get('peak_anon_mib'))} / {fmt_mib(ref.get('peak_anon_mib'))}"
-            if both and "anon_ratio" in row else "",
-            f"{row['rss_ratio']:.2f}" if both else "",
-            f"{row['private_ratio']:.2f}" if both else "",
-            f"{row['anon_ratio']:.2f}" if "anon_ratio" in row else "",
+            if both and "anon_ratio" in vs else "",
+            f"{vs['rss_ratio']:.2f}" if both else "",
+            f"{vs['private_ratio']:.2f}" if both else "",
+            f"{vs['anon_ratio']:.2f}" if "anon_ratio" in vs else "",
             f"{falls(c)} / {falls(ref)}",
-            f"{row['max_loss_diff']:.1e}" if "max_loss_diff" in row else "",
+            f"{vs['max_loss_diff']:.1e}" if "max_loss_diff" in vs else "",
             word(packaged) if packaged.get("status") != "not run" else "",
         ]) + " |")
     if notes:
@@ -158,6 +167,10 @@ def main():
     p = argparse.ArgumentParser(prog="bench/peer/table.py", description=__doc__.splitlines()[0])
     p.add_argument("json", help="the --out file of bench/peer/compare")
     p.add_argument("--runs", action="store_true", help="also one row per run")
+    p.add_argument("--against", choices=["auto", "root", "current"], default="auto",
+                   help="the PyTorch of the main table: root (Debian 13's 2.6, p2p-fix else "
+                   "packaged) or current (pip's, compare --variants current); auto: root where "
+                   "it ran")
     a = p.parse_args()
     try:
         with open(a.json) as f:
@@ -166,21 +179,32 @@ def main():
         print(f"table.py: cannot read {a.json}: {e}", file=sys.stderr)
         return 1
     meta = data.get("meta", {})
+    against = a.against
+    if against == "auto":
+        ran = {r.get("variant") for r in data.get("runs", []) if r.get("system") == "pytorch"}
+        against = "root" if ran & {"packaged", "p2p-fix"} or not ran else "current"
+    repeats = meta.get("repeats", 1)
+    which = (f"PyTorch {first_torch_version(data, ('current',))} (pip's current release)"
+             if against == "current" else
+             f"PyTorch {first_torch_version(data, ('p2p-fix', 'packaged'))} with the P2P fix "
+             "unless marked")
     print(f"`{meta.get('command', 'bench/peer/compare')}` ({meta.get('date', '')}, "
-          f"{meta.get('cpus', '?')} CPUs, {meta.get('steps', '?')} steps, median of steps 2..N; "
-          f"c = conveyor, p = PyTorch {first_torch_version(data)} with the P2P fix unless marked)")
+          f"{meta.get('cpus', '?')} CPUs, {meta.get('steps', '?')} steps, median of steps 2..N"
+          f"{f', median of {repeats} runs' if repeats > 1 else ''}; c = conveyor, p = {which})")
     print()
-    print(main_table(data))
+    print(main_table(data, against))
     if a.runs:
         print()
         print(runs_table(data))
     return 0
 
 
-def first_torch_version(data):
+def first_torch_version(data, variants):
     for r in data.get("runs", []):
-        if r.get("torch_version"):
+        if r.get("torch_version") and r.get("variant") in variants:
             return r["torch_version"]
+    if "current" in variants:
+        return data.get("meta", {}).get("current_torch", {}).get("version", "(current)")
     return "2.6"
 
 
