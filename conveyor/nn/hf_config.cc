@@ -19,10 +19,10 @@ namespace {
 using Json = nlohmann::json;
 
 // Fields that change nothing conveyor computes.
+// transformers 5 saves the dtype as "dtype", earlier versions as "torch_dtype".
 const std::set<std::string> kIgnoredFields = {
-    "_name_or_path", "transformers_version", "torch_dtype",
-    "bos_token_id",  "eos_token_id",         "pad_token_id",
-    "use_cache",     "model_type",           "initializer_range"};
+    "_name_or_path", "transformers_version", "torch_dtype", "dtype",      "bos_token_id",
+    "eos_token_id",  "pad_token_id",         "use_cache",   "model_type", "initializer_range"};
 
 class Fields {
  public:
@@ -167,6 +167,49 @@ const char* HfArchitecture(const std::string& type) {
                                : "Qwen3MoeForCausalLM";
 }
 
+// "num_experts", or with `local_too` "num_local_experts" in its stead (transformers 5's
+// name for Qwen3-MoE's count); both present must agree.
+int ExpertCount(Fields& f, bool local_too) {
+  if (!local_too || !f.json().contains("num_local_experts")) {
+    return f.Integer("num_experts", std::nullopt);
+  }
+  const int local = f.Integer("num_local_experts", std::nullopt);
+  if (f.json().contains("num_experts") && !f.json()["num_experts"].is_null()) {
+    const int experts = f.Integer("num_experts", std::nullopt);
+    CONVEYOR_CHECK(experts == local) << f.path() << ": \"num_experts\" = " << experts
+                                     << " and \"num_local_experts\" = " << local << " disagree";
+  }
+  return local;
+}
+
+// The rotary embeddings' base: "rope_theta", or transformers 5's "rope_parameters"
+// ({"rope_type": "default", "rope_theta": ...}; any other rope_type or key is refused, as
+// rope_scaling is); `fallback` when neither holds one.
+double RopeTheta(Fields& f, double fallback) {
+  const double top = f.Positive("rope_theta", fallback);
+  f.Ignore("rope_parameters");
+  const Json& params = f.json().value("rope_parameters", Json());
+  if (params.is_null()) return top;
+  CONVEYOR_CHECK(params.is_object())
+      << f.path() << ": \"rope_parameters\" must be an object, got " << params.dump();
+  for (const auto& [key, value] : params.items()) {
+    CONVEYOR_CHECK((key == "rope_type" && value == Json("default")) || key == "rope_theta")
+        << f.path() << ": \"rope_parameters\" = " << params.dump()
+        << " is not supported (rotary embeddings are not scaled: rope_type \"default\" and "
+           "rope_theta alone)";
+  }
+  if (!params.contains("rope_theta")) return top;
+  const Json& theta = params["rope_theta"];
+  CONVEYOR_CHECK(theta.is_number() && theta.get<double>() > 0)
+      << f.path() << ": \"rope_parameters\".\"rope_theta\" must be a positive number, got "
+      << theta.dump();
+  CONVEYOR_CHECK(!f.json().contains("rope_theta") || f.json()["rope_theta"].is_null() ||
+                 top == theta.get<double>())
+      << f.path() << ": \"rope_theta\" = " << top
+      << " and \"rope_parameters\".\"rope_theta\" = " << theta.dump() << " disagree";
+  return theta.get<double>();
+}
+
 // The Mixture-of-Experts fields of a Mixtral, Qwen2-MoE, Qwen3-MoE or OLMoE config.json into
 // c.moe.
 void ReadMoeFields(Fields& f, const std::string& type, LlamaConfig& c) {
@@ -190,7 +233,8 @@ void ReadMoeFields(Fields& f, const std::string& type, LlamaConfig& c) {
       block.shared_units = f.Integer("shared_expert_intermediate_size", std::nullopt);
       block.shared_gate = true;
     }
-    block.experts = f.Integer("num_experts", std::nullopt);
+    // transformers 5 saves Qwen3-MoE's expert count as "num_local_experts".
+    block.experts = ExpertCount(f, type == "qwen3_moe");
     block.expert_units = f.Integer("moe_intermediate_size", std::nullopt);
     block.renormalize = f.Boolean("norm_topk_prob", false);
     moe.sparse_step = f.Integer("decoder_sparse_step", 1);
@@ -223,7 +267,7 @@ LlamaConfig LlamaFromJson(const Json& json, const std::string& path, const std::
   c.vocab = f.Integer("vocab_size", std::nullopt, 2);
   c.max_seq_len = f.Integer("max_position_embeddings", 2048);
   c.rms_norm_eps = f.Positive("rms_norm_eps", std::nullopt);
-  c.rope_theta = f.Positive("rope_theta", type == "mixtral" ? 1e6 : 10000.0);
+  c.rope_theta = RopeTheta(f, type == "mixtral" ? 1e6 : 10000.0);
   c.tie_embeddings = f.Boolean("tie_word_embeddings", false);
   // Qwen3 normalises every head's queries and keys, OLMoE the whole projections.
   c.qk_norm = type == "qwen3_moe" ? QkNorm::kHead

@@ -9,7 +9,9 @@
 // Llama (model_type "llama", LlamaConfig's fields): hidden_size, intermediate_size,
 // num_attention_heads, num_key_value_heads (default: num_attention_heads),
 // num_hidden_layers, vocab_size, max_position_embeddings, rms_norm_eps, rope_theta (default
-// 10000), tie_word_embeddings (default false), architectures (LlamaForCausalLM). Qwen2
+// 10000; or, as transformers 5 saves it, rope_parameters {"rope_type": "default",
+// "rope_theta": ...}), tie_word_embeddings (default false), architectures (LlamaForCausalLM).
+// Qwen2
 // (model_type "qwen2", Qwen2ForCausalLM): the Llama's fields and biases on the query, key and
 // value projections (qkv_bias, default true); max_window_layers read and not applied.
 //
@@ -23,10 +25,10 @@
 //     key norms, with Qwen2's projection biases and a shared expert of
 //     shared_expert_intermediate_size units scaled by its sigmoid gate (shared_expert,
 //     shared_expert_gate).
-//   Qwen3-MoE (model_type "qwen3_moe", Qwen3MoeForCausalLM): num_experts,
-//     num_experts_per_tok, moe_intermediate_size, norm_topk_prob (default false),
-//     decoder_sparse_step (1), mlp_only_layers ([]; their dense MLP intermediate_size wide),
-//     per-head query and key RMSNorm (qk_norm); names mlp.gate / experts.i.gate_proj|...
+//   Qwen3-MoE (model_type "qwen3_moe", Qwen3MoeForCausalLM): num_experts (transformers 5:
+//     num_local_experts), num_experts_per_tok, moe_intermediate_size, norm_topk_prob (default
+//     false), decoder_sparse_step (1), mlp_only_layers ([]; their dense MLP intermediate_size
+//     wide), per-head query and key RMSNorm (qk_norm); names mlp.gate / experts.i.gate_proj|...
 //   OLMoE (model_type "olmoe", OlmoeForCausalLM): num_experts, num_experts_per_tok,
 //     intermediate_size as each expert's units, every layer sparse, norm_topk_prob (default
 //     false), RMSNorm of the whole query and key projections (qk_norm kProjection: tp 1);
@@ -38,9 +40,9 @@
 // model_type: a GPT2LMHeadModel that says model_type "llama" is refused, naming both keys.
 //
 // Strict: every other field must be one that changes nothing conveyor computes (token ids,
-// dtype, cache and version notes: kIgnoredFields in the .cc) or hold the one value conveyor
-// implements (hidden_act "silu", no attention or MLP biases, no rope_scaling, no sliding
-// window, no dropout, head_dim = hidden_size / num_attention_heads, pretraining_tp 1). Any
+// dtype or torch_dtype, cache and version notes: kIgnoredFields in the .cc) or hold the one
+// value conveyor implements (hidden_act "silu", no attention or MLP biases, no rope_scaling, no
+// sliding window, no dropout, head_dim = hidden_size / num_attention_heads, pretraining_tp 1). Any
 // other field or value throws UserError naming the file, the field and the value: a model
 // conveyor would compute differently is never loaded silently.
 //

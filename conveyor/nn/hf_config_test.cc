@@ -97,6 +97,38 @@ TEST(HfConfigTest, DefaultsAreHuggingFaces) {
   EXPECT_EQ(c.max_seq_len, 2048);
 }
 
+// transformers 5 writes "dtype" for "torch_dtype", the rotary base inside "rope_parameters"
+// and a Qwen3-MoE's expert count as "num_local_experts": read as the fields they replace;
+// rope_parameters of any other rope_type, or disagreeing with the fields beside them, refused.
+TEST(HfConfigTest, ReadsTheFieldsTransformers5Writes) {
+  std::string v5 = LlamaJson(R"( "dtype": "float32",
+  "rope_parameters": {"rope_theta": 250000.0, "rope_type": "default"},)");
+  v5.replace(v5.find("\"rope_theta\": 500000.0,"), 24, "");
+  v5.replace(v5.find("\"torch_dtype\": \"bfloat16\","), 26, "");
+  EXPECT_DOUBLE_EQ(ParseHfLlamaConfig(v5, "m/config.json").rope_theta, 250000);
+  // Beside rope_theta: the same base, or refused.
+  ExpectRefused(LlamaJson(R"( "rope_parameters": {"rope_theta": 250000.0},)"), "disagree");
+  EXPECT_DOUBLE_EQ(
+      ParseHfLlamaConfig(LlamaJson(R"( "rope_parameters": {"rope_theta": 500000.0},)"), "m")
+          .rope_theta,
+      500000);
+  ExpectRefused(LlamaJson(R"( "rope_parameters": {"rope_type": "llama3", "factor": 8.0},)"),
+                "\"rope_parameters\" = ");
+  ExpectRefused(LlamaJson(R"( "rope_parameters": {"rope_type": "default", "factor": 2},)"),
+                "is not supported");
+  std::string qwen3 = LlamaJson(R"( "num_local_experts": 4, "num_experts_per_tok": 2,
+  "moe_intermediate_size": 24, "decoder_sparse_step": 1, "mlp_only_layers": [1],)");
+  qwen3.replace(qwen3.find("\"llama\""), 7, "\"qwen3_moe\"");
+  qwen3.replace(qwen3.find("LlamaForCausalLM"), 16, "Qwen3MoeForCausalLM");
+  const LlamaConfig c = ParseHfLlamaConfig(qwen3, "m/config.json");
+  ASSERT_TRUE(c.moe.has_value());
+  EXPECT_EQ(c.moe->block.experts, 4);
+  std::string both = qwen3;
+  both.replace(both.find("\"num_local_experts\": 4,"), 23,
+               "\"num_local_experts\": 4, \"num_experts\": 8,");
+  ExpectRefused(both, "\"num_experts\" = 8 and \"num_local_experts\" = 4 disagree");
+}
+
 // Whatever conveyor would compute differently is refused, naming the field and its value.
 TEST(HfConfigTest, RefusesWhatConveyorWouldComputeDifferently) {
   ExpectRefused(LlamaJson(R"( "rope_scaling": {"type": "linear", "factor": 2.0},)"),
