@@ -19,6 +19,7 @@
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/evaluate.h"
 #include "conveyor/train/gpt_architecture.h"
+#include "conveyor/train/hf_reference_testing.h"
 #include "conveyor/train/llama_architecture.h"
 #include "conveyor/train/train_testing.h"
 
@@ -39,37 +40,7 @@ void ExpectEvalLossOnEveryMeshIsTheReferences(const TrainConfig& c, const std::s
       at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), at::cat(targets).reshape({-1}),
                              {}, at::Reduction::Mean, -1)
           .item<double>();
-
-  struct Mesh {
-    int dp, tp, pp;
-    const char* schedule;
-    int ep = 1;
-  };
-  std::vector<Mesh> meshes = {Mesh{1, 1, 1, "gpipe"}, Mesh{1, 1, 2, "1f1b"}, Mesh{1, 1, 4, "1f1b"},
-                              Mesh{1, 2, 1, "gpipe"}, Mesh{2, 2, 2, "zb-h1"}};
-  if (c.model.experts > 0) {  // the experts spread over data- and tensor-parallel ranks
-    meshes.push_back(Mesh{2, 1, 2, "1f1b", 2});
-    meshes.push_back(Mesh{2, 2, 1, "gpipe", 4});
-  }
-  for (const Mesh& m : meshes) {
-    TrainConfig mesh = c;
-    mesh.dp = m.dp;
-    mesh.tp = m.tp;
-    mesh.pp = m.pp;
-    mesh.ep = m.ep;
-    mesh.schedule = m.schedule;
-    mesh.microbatches = 2;
-    TrainOnThreads(
-        mesh,
-        [&](Trainer& t, Transport&) {
-          ForwardPipeline forward(t.model());
-          const TokenEvalMetrics got = EvaluateTokens(forward, windows);
-          EXPECT_EQ(got.tokens, 149);
-          EXPECT_NEAR(got.loss, want, 1e-5 * want)
-              << "dp " << m.dp << " x tp " << m.tp << " x pp " << m.pp << ", ep " << m.ep;
-        },
-        -1);
-  }
+  ExpectEvalLossOnEveryMesh(c, windows, 149, want);
 }
 
 // A fresh folder for one test.
