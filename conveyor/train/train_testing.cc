@@ -12,6 +12,8 @@
 
 #include "conveyor/comm/local_transport.h"
 #include "conveyor/comm/rank_threads.h"
+#include "conveyor/sim/model_spec.h"
+#include "conveyor/sim/recompute.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/forward_pipeline.h"
@@ -140,6 +142,27 @@ std::vector<double> TrainCollecting(const TrainConfig& c, Weights& weights,
     std::lock_guard<std::mutex> lock(mu);
     dp->push_back(stats);
   });
+}
+
+TrainConfig WithMesh(TrainConfig base, const MeshRun& run) {
+  base.dp = run.dp;
+  base.tp = run.tp;
+  base.pp = run.pp;
+  base.cp = run.cp;
+  base.ep = run.ep;
+  base.schedule = run.schedule;
+  base.zero = run.zero;
+  base.recompute = run.recompute;
+  base.sequence_parallel = run.sequence_parallel.value_or(false);
+  return base;
+}
+
+std::string DescribeRun(const TrainConfig& c) {
+  return std::string(ModelKindName(c.model.kind)) + " dp " + std::to_string(c.dp) + " x cp " +
+         std::to_string(c.cp) + " x tp " + std::to_string(c.tp) + " x ep " + std::to_string(c.ep) +
+         " x pp " + std::to_string(c.pp) + " " + c.schedule + " zero " + std::to_string(c.zero) +
+         " recompute " + std::string(RecomputeName(c.recompute)) +
+         (c.sequence_parallel ? ", sequence parallel" : "");
 }
 
 void ExpectSameWeights(const Weights& want, const Weights& got, double lr, const std::string& what,

@@ -8,10 +8,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "conveyor/sim/recompute.h"
 #include "conveyor/train/evaluate.h"
 #include "conveyor/train/trainer.h"
 
@@ -43,6 +45,27 @@ LayerList BuildAllLayers(const ModelTask& model);
 TrainConfig TinyGpt();
 // TinyGpt's run with a Llama: hidden 32, 4 heads sharing 2 key-value heads, batch 8.
 TrainConfig TinyLlama();
+
+// A layout and run settings that tests vary over one model's training: positional in this
+// order ({dp, tp, pp, schedule}, ...), or designated.
+struct MeshRun {
+  int dp = 1, tp = 1, pp = 1;
+  std::string schedule = "1f1b";
+  int zero = 0;
+  Recompute recompute = Recompute::kNone;
+  int cp = 1;
+  // Unset: off in WithMesh; a test may take it otherwise (on where tp > 1).
+  std::optional<bool> sequence_parallel;
+  int ep = 1;
+};
+
+// `base` laid out as `run` says: its dp, tp, pp, cp, ep, schedule, ZeRO stage, recomputation
+// and sequence parallelism; the rest of `base` as it is.
+TrainConfig WithMesh(TrainConfig base, const MeshRun& run);
+
+// The model and the layout of `c`, to name a run in failures: "gpt dp 2 x cp 1 x tp 2 x ep 1
+// x pp 2 1f1b zero 0 recompute none, sequence parallel".
+std::string DescribeRun(const TrainConfig& c);
 
 // Expects `got` to hold as many losses as `want`, each within `relative` of its own; `what`
 // names the run in failures.

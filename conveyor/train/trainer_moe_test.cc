@@ -39,14 +39,6 @@ TrainConfig TinyMoe() {
   return c;
 }
 
-struct Layout {
-  int dp, ep, pp;
-  std::string schedule;
-  int zero = 0;
-  int tp = 1;
-  bool sequence_parallel = false;
-};
-
 TEST(TrainerMoeTest, EveryMeshAndScheduleTrainsAsOneProcess) {
   at::set_num_threads(1);
   const TrainConfig base = TinyMoe();
@@ -55,49 +47,37 @@ TEST(TrainerMoeTest, EveryMeshAndScheduleTrainsAsOneProcess) {
   ASSERT_EQ(reference.size(), 3u);
   EXPECT_TRUE(want.count("model.layers.1.mlp.experts.3.down_proj.weight"));
   EXPECT_FALSE(want.count("model.layers.0.mlp.experts.0.down_proj.weight"));  // dense layer 0
-  for (const Layout& layout : std::vector<Layout>{{1, 1, 2, "1f1b"},
-                                                  {1, 1, 4, "1f1b"},
-                                                  {1, 1, 2, "gpipe"},
-                                                  {2, 2, 2, "zb-v"},
-                                                  {2, 1, 1, "1f1b"},
-                                                  {2, 2, 1, "1f1b"},
-                                                  {2, 2, 2, "1f1b"},
-                                                  {2, 2, 2, "zb-h1"},
-                                                  {1, 1, 2, "interleaved-1f1b"},
-                                                  {2, 2, 2, "dualpipe-v"},
-                                                  // ZeRO-1: the dense state over 2 replicas,
-                                                  // the experts' kept whole (1 replica each)
-                                                  {2, 2, 1, "1f1b", 1},
-                                                  // over 4 and 2 (experts' replicas of 2)
-                                                  {4, 2, 1, "1f1b", 1},
-                                                  {4, 2, 2, "1f1b", 1},
-                                                  // tp 2: each TP rank routes half of the
-                                                  // tokens, the experts whole on each or
-                                                  // spread over them (ep folds over tp first)
-                                                  {1, 1, 1, "1f1b", 0, 2},
-                                                  {1, 2, 1, "1f1b", 0, 2},
-                                                  {2, 2, 1, "1f1b", 0, 2},
-                                                  {2, 4, 1, "1f1b", 0, 2},
-                                                  {1, 2, 2, "1f1b", 0, 2},
-                                                  {1, 2, 2, "zb-h1", 0, 2},
-                                                  // sequence parallel: the blocks' input
-                                                  // and output are the rank's positions
-                                                  {1, 1, 1, "1f1b", 0, 2, true},
-                                                  {2, 4, 1, "1f1b", 0, 2, true},
-                                                  {1, 2, 2, "zb-h1", 0, 2, true}}) {
-    TrainConfig c = base;
-    c.dp = layout.dp;
-    c.tp = layout.tp;
-    c.ep = layout.ep;
-    c.pp = layout.pp;
-    c.schedule = layout.schedule;
-    c.zero = layout.zero;
-    c.sequence_parallel = layout.sequence_parallel;
+  for (const MeshRun& layout : std::vector<MeshRun>{
+           {.dp = 1, .pp = 2, .schedule = "1f1b", .ep = 1},
+           {.dp = 1, .pp = 4, .schedule = "1f1b", .ep = 1},
+           {.dp = 1, .pp = 2, .schedule = "gpipe", .ep = 1},
+           {.dp = 2, .pp = 2, .schedule = "zb-v", .ep = 2},
+           {.dp = 2, .pp = 1, .schedule = "1f1b", .ep = 1},
+           {.dp = 2, .pp = 1, .schedule = "1f1b", .ep = 2},
+           {.dp = 2, .pp = 2, .schedule = "1f1b", .ep = 2},
+           {.dp = 2, .pp = 2, .schedule = "zb-h1", .ep = 2},
+           {.dp = 1, .pp = 2, .schedule = "interleaved-1f1b", .ep = 1},
+           {.dp = 2, .pp = 2, .schedule = "dualpipe-v", .ep = 2},
+           // ZeRO-1: the dense state over 2 replicas, the experts' kept whole (1 replica each)
+           {.dp = 2, .pp = 1, .schedule = "1f1b", .zero = 1, .ep = 2},
+           // over 4 and 2 (experts' replicas of 2)
+           {.dp = 4, .pp = 1, .schedule = "1f1b", .zero = 1, .ep = 2},
+           {.dp = 4, .pp = 2, .schedule = "1f1b", .zero = 1, .ep = 2},
+           // tp 2: each TP rank routes half of the tokens, the experts whole on each or
+           // spread over them (ep folds over tp first)
+           {.dp = 1, .tp = 2, .pp = 1, .schedule = "1f1b", .ep = 1},
+           {.dp = 1, .tp = 2, .pp = 1, .schedule = "1f1b", .ep = 2},
+           {.dp = 2, .tp = 2, .pp = 1, .schedule = "1f1b", .ep = 2},
+           {.dp = 2, .tp = 2, .pp = 1, .schedule = "1f1b", .ep = 4},
+           {.dp = 1, .tp = 2, .pp = 2, .schedule = "1f1b", .ep = 2},
+           {.dp = 1, .tp = 2, .pp = 2, .schedule = "zb-h1", .ep = 2},
+           // sequence parallel: the blocks' input and output are the rank's positions
+           {.dp = 1, .tp = 2, .pp = 1, .schedule = "1f1b", .sequence_parallel = true, .ep = 1},
+           {.dp = 2, .tp = 2, .pp = 1, .schedule = "1f1b", .sequence_parallel = true, .ep = 4},
+           {.dp = 1, .tp = 2, .pp = 2, .schedule = "zb-h1", .sequence_parallel = true, .ep = 2}}) {
+    TrainConfig c = WithMesh(base, layout);
     c.microbatches = base.microbatches / c.dp;  // each micro-batch the same 2 samples
-    const std::string what = "dp " + std::to_string(c.dp) + " tp " + std::to_string(c.tp) + " ep " +
-                             std::to_string(c.ep) + " pp " + std::to_string(c.pp) + " " +
-                             c.schedule + " zero " + std::to_string(c.zero) +
-                             (c.sequence_parallel ? " sequence parallel" : "");
+    const std::string what = DescribeRun(c);
     Weights got;
     const std::vector<double> losses = TrainCollecting(c, got);
     ExpectSameLosses(reference, losses, what);
@@ -227,22 +207,17 @@ TEST(TrainerMoeTest, ACheckpointOfSpreadExpertsResumesAtAnyExpertParallelism) {
     const std::string name = "model.layers.3.mlp.experts." + std::to_string(e) + ".up_proj.weight";
     EXPECT_EQ(stored.Read(name).sizes(), want.at(name).sizes()) << name;
   }
-  for (const Layout& at : std::vector<Layout>{{1, 1, 1, "1f1b"},
-                                              {2, 2, 1, "1f1b"},
-                                              {4, 4, 1, "1f1b"},
-                                              {4, 2, 1, "1f1b", 1},
-                                              {1, 2, 1, "1f1b", 0, 2},
-                                              {2, 1, 1, "1f1b", 0, 2}}) {
-    TrainConfig resumed = base;
-    resumed.dp = at.dp;
-    resumed.ep = at.ep;
-    resumed.tp = at.tp;
-    resumed.zero = at.zero;
+  for (MeshRun at : std::vector<MeshRun>{{.dp = 1, .ep = 1},
+                                         {.dp = 2, .ep = 2},
+                                         {.dp = 4, .ep = 4},
+                                         {.dp = 4, .zero = 1, .ep = 2},
+                                         {.dp = 1, .tp = 2, .ep = 2},
+                                         {.dp = 2, .tp = 2, .ep = 1}}) {
+    at.schedule = base.schedule;  // one stage, as `base` runs it
+    TrainConfig resumed = WithMesh(base, at);
     resumed.microbatches = base.microbatches / at.dp;
     resumed.resume = dir;
-    const std::string what = "resumed at dp " + std::to_string(at.dp) + " tp " +
-                             std::to_string(at.tp) + " ep " + std::to_string(at.ep) + " zero " +
-                             std::to_string(at.zero);
+    const std::string what = "resumed at " + DescribeRun(resumed);
     Weights got;
     const std::vector<double> rest = TrainCollecting(resumed, got);
     ExpectSameLosses({full.begin() + 3, full.end()}, rest, what);

@@ -7,14 +7,13 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "conveyor/common/error.h"
-#include "conveyor/common/remove_tree.h"
+#include "conveyor/common/scratch_folder_testing.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/evaluate.h"
 #include "conveyor/train/train_testing.h"
@@ -22,41 +21,30 @@
 namespace conveyor {
 namespace {
 
-struct Run {
-  int dp, tp, pp;
-  std::string schedule;
-  int zero = 0;
-  Recompute recompute = Recompute::kNone;
-  int cp = 1;
-  bool sequence_parallel = true;  // where tp > 1
-};
-
-std::string Describe(const TrainConfig& c) {
-  return std::string(ModelKindName(c.model.kind)) + " dp " + std::to_string(c.dp) + " x cp " +
-         std::to_string(c.cp) + " x tp " + std::to_string(c.tp) + " x pp " + std::to_string(c.pp) +
-         " " + c.schedule + " zero " + std::to_string(c.zero) + " recompute " +
-         std::string(RecomputeName(c.recompute)) +
-         (c.sequence_parallel ? ", sequence parallel" : "");
-}
-
-// Trains `base` on one process, then at each run: the same losses and weights.
-void ExpectRunsTrainAsOneProcess(const TrainConfig& base, const std::vector<Run>& runs) {
+// Trains `base` on one process, then at each run (sequence parallel where its tp splits, unless
+// it says otherwise): the same losses and weights.
+void ExpectRunsTrainAsOneProcess(const TrainConfig& base, const std::vector<MeshRun>& runs) {
   Weights want;
   const std::vector<double> reference = TrainCollecting(base, want);
-  for (const Run& run : runs) {
-    TrainConfig c = base;
-    c.dp = run.dp;
-    c.tp = run.tp;
-    c.pp = run.pp;
-    c.schedule = run.schedule;
-    c.zero = run.zero;
-    c.recompute = run.recompute;
-    c.cp = run.cp;
-    c.sequence_parallel = run.sequence_parallel && run.tp > 1;
+  for (const MeshRun& run : runs) {
+    TrainConfig c = WithMesh(base, run);
+    c.sequence_parallel = run.sequence_parallel.value_or(true) && run.tp > 1;
     Weights got;
-    ExpectSameLosses(reference, TrainCollecting(c, got), Describe(c));
-    ExpectSameWeights(want, got, c.lr, Describe(c));
+    ExpectSameLosses(reference, TrainCollecting(c, got), DescribeRun(c));
+    ExpectSameWeights(want, got, c.lr, DescribeRun(c));
   }
+}
+
+// Trains `c` (tp > 1) with tensor parallelism alone, then with sequence parallelism: the
+// losses within `loss_relative`, the weights within `lr_steps` AdamW steps and
+// `weight_relative`.
+void ExpectSequenceParallelTrainsAsWithout(TrainConfig c, double lr_steps, double loss_relative,
+                                           double weight_relative) {
+  Weights plain, split;
+  const std::vector<double> want = TrainCollecting(c, plain);
+  c.sequence_parallel = true;
+  ExpectSameLosses(want, TrainCollecting(c, split), DescribeRun(c), loss_relative);
+  ExpectSameWeights(plain, split, lr_steps * c.lr, DescribeRun(c), weight_relative);
 }
 
 // A GPT with tied embeddings (its position table and norms on each rank's positions) over
@@ -102,11 +90,8 @@ TEST(TrainerSequenceSplitTest, PerHeadNormsTrainAsTensorParallelismWithoutIt) {
   c.tp = 4;
   c.pp = 2;
   c.schedule = "1f1b";
-  Weights plain, split;
-  const std::vector<double> want = TrainCollecting(c, plain);
-  c.sequence_parallel = true;
-  ExpectSameLosses(want, TrainCollecting(c, split), Describe(c));
-  ExpectSameWeights(plain, split, 10 * c.lr, Describe(c));
+  ExpectSequenceParallelTrainsAsWithout(c, /*lr_steps=*/10, /*loss_relative=*/2e-5,
+                                        /*weight_relative=*/1e-4);
 }
 
 // In bf16 the products round alike with and without it: within bf16's steps of each other.
@@ -117,11 +102,8 @@ TEST(TrainerSequenceSplitTest, Bf16TrainsAsTensorParallelismWithoutIt) {
   c.tp = 2;
   c.pp = 2;
   c.schedule = "1f1b";
-  Weights plain, split;
-  const std::vector<double> want = TrainCollecting(c, plain);
-  c.sequence_parallel = true;
-  ExpectSameLosses(want, TrainCollecting(c, split), Describe(c), 1e-2);
-  ExpectSameWeights(plain, split, c.lr, Describe(c), 1e-2);
+  ExpectSequenceParallelTrainsAsWithout(c, /*lr_steps=*/1, /*loss_relative=*/1e-2,
+                                        /*weight_relative=*/1e-2);
 }
 
 // A checkpoint saved under sequence parallelism is the one tensor parallelism saves: it
@@ -129,8 +111,8 @@ TEST(TrainerSequenceSplitTest, Bf16TrainsAsTensorParallelismWithoutIt) {
 // evaluation loss under it is one process's on every rank.
 TEST(TrainerSequenceSplitTest, CheckpointsResumeAtAnyLayoutAndEvaluationIsOneProcesss) {
   at::set_num_threads(1);
-  const std::string dir = ::testing::TempDir() + "conveyor_sp_ckpt_" + std::to_string(::getpid());
-  RemoveTree(dir);
+  const ScratchFolder scratch;
+  const std::string dir = scratch.Path("checkpoint");
   TrainConfig base = TinyLlama();
   base.steps = 4;
   base.microbatches = 4;
@@ -153,10 +135,9 @@ TEST(TrainerSequenceSplitTest, CheckpointsResumeAtAnyLayoutAndEvaluationIsOnePro
     resumed.resume = dir;
     Weights got;
     const std::vector<double> rest = TrainCollecting(resumed, got);
-    ExpectSameLosses({full.begin() + 3, full.end()}, rest, Describe(resumed));
-    ExpectSameWeights(want, got, base.lr, Describe(resumed));
+    ExpectSameLosses({full.begin() + 3, full.end()}, rest, DescribeRun(resumed));
+    ExpectSameWeights(want, got, base.lr, DescribeRun(resumed));
   }
-  RemoveTree(dir);
 
   TrainConfig c = TinyLlama();
   c.steps = 1;

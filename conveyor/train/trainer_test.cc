@@ -187,28 +187,18 @@ TEST_F(TrainerTest, TensorAndDataParallelMeshesTrainLikeOneProcess) {
     }
     Weights want;
     const std::vector<double> reference = TrainCollecting(base, want);
-    struct Run {
-      int dp, tp, pp;
-      const char* schedule;
-    };
-    const std::vector<Run> runs = model == ModelKind::kGpt
-                                      ? std::vector<Run>{{1, 2, 2, "1f1b"},
-                                                         {2, 2, 2, "gpipe"},
-                                                         {2, 2, 2, "interleaved-1f1b"},
-                                                         {2, 2, 2, "zb-h1"},
-                                                         {2, 2, 2, "zb-v"},
-                                                         {2, 2, 2, "dualpipe-v"},
-                                                         {1, 2, 2, "dualpipe"}}
-                                      : std::vector<Run>{{2, 2, 2, "1f1b"}};
-    for (const Run& run : runs) {
-      TrainConfig c = base;
-      c.dp = run.dp;
-      c.tp = run.tp;
-      c.pp = run.pp;
-      c.schedule = run.schedule;
-      const std::string what = std::string(ModelKindName(model)) + " dp " + std::to_string(run.dp) +
-                               " x tp " + std::to_string(run.tp) + " x pp " +
-                               std::to_string(run.pp) + " " + run.schedule;
+    const std::vector<MeshRun> runs = model == ModelKind::kGpt
+                                          ? std::vector<MeshRun>{{1, 2, 2, "1f1b"},
+                                                                 {2, 2, 2, "gpipe"},
+                                                                 {2, 2, 2, "interleaved-1f1b"},
+                                                                 {2, 2, 2, "zb-h1"},
+                                                                 {2, 2, 2, "zb-v"},
+                                                                 {2, 2, 2, "dualpipe-v"},
+                                                                 {1, 2, 2, "dualpipe"}}
+                                          : std::vector<MeshRun>{{2, 2, 2, "1f1b"}};
+    for (const MeshRun& run : runs) {
+      const TrainConfig c = WithMesh(base, run);
+      const std::string what = DescribeRun(c);
       Weights got;
       ExpectSameLosses(reference, TrainCollecting(c, got), what);
       ExpectSameWeights(want, got, c.lr, what);
