@@ -19,13 +19,6 @@ Corpus CorpusOf(const std::vector<std::pair<std::string, std::string>>& document
 // Whether the Debian fortunes are installed at kFortunesDir.
 bool FortunesInstalled();
 
-// Whether /usr/bin/python3 imports numpy (Debian's python3-numpy).
-bool PythonHasNumpy();
-
-// Runs testdata/reference/megatron_indexed.py (an independent reader and writer of Megatron's
-// indexed data set) with `args`; its stdout, or "" with a test failure when it fails.
-std::string RunMegatronIndexedReference(const std::string& args);
-
 // Writes a data set of `documents` documents to `prefix` (vocabulary 256): document j of
 // 5 + j % 7 tokens, token k of it (j * 7 + k + base) % 200.
 void WriteCountingDataSet(const std::string& prefix, int64_t documents, int64_t base = 0);

@@ -1,3 +1,5 @@
+// IndexedDataset and IndexedDatasetWriter: the bytes of the format, refusals of broken files,
+// and agreement with Megatron-Core's own reader and builder (the reference environment).
 #include "conveyor/data/indexed_dataset.h"
 
 #include <gtest/gtest.h>
@@ -9,11 +11,12 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "conveyor/common/error.h"
+#include "conveyor/common/reference_env_testing.h"
 #include "conveyor/common/scratch_folder_testing.h"
-#include "conveyor/data/data_testing.h"
 
 namespace conveyor {
 namespace {
@@ -170,35 +173,119 @@ TEST_F(IndexedDatasetTest, BrokenFilesAreRefusedNamingFileAndPlace) {
   ExpectRefused(prefix_, {"cannot open", "data.bin"});
 }
 
-// The independent reader (testdata/reference/megatron_indexed.py, from the format's
-// description) reads conveyor's files, and conveyor reads the reference's, documents of
-// several sequences in int32 included.
-TEST_F(IndexedDatasetTest, AnIndependentReaderAgreesBothWays) {
-  if (!PythonHasNumpy()) GTEST_SKIP() << "/usr/bin/python3 cannot import numpy";
-  const Documents documents = {{10, 20, 30}, {}, {65000, 1}};
-  Write(prefix_, 65400, documents);
-  const nlohmann::json read = nlohmann::json::parse(RunMegatronIndexedReference("read " + prefix_));
-  EXPECT_EQ(read["dtype"], 8);  // uint16
-  ASSERT_EQ(read["documents"].size(), 3u);
-  for (size_t j = 0; j < documents.size(); ++j) {
-    EXPECT_EQ(read["documents"][j], nlohmann::json::array({documents[j]})) << "document " << j;
-  }
-  const nlohmann::json theirs =
-      nlohmann::json::parse(R"({"documents": [[[5, 6], [7]], [[100000]], [[], [8, 9, 10]]]})");
-  WriteFile(scratch_.path() + "/theirs.json", theirs.dump());
-  RunMegatronIndexedReference("write " + scratch_.path() + "/theirs " + scratch_.path() +
-                              "/theirs.json 4");
-  const IndexedDataset data(scratch_.path() + "/theirs");
-  EXPECT_STREQ(data.dtype().name, "int32");
-  EXPECT_EQ(data.num_documents(), 3);
-  EXPECT_EQ(data.num_sequences(), 5);
-  EXPECT_EQ(data.num_tokens(), 7);
+// Runs testdata/reference/megatron_core_indexed.py (Megatron-Core's IndexedDataset and
+// IndexedDatasetBuilder) on the steps of `job` in `dir`; its results, one a step.
+nlohmann::json RunMegatronCore(const std::string& dir, const nlohmann::json& job) {
+  WriteFile(dir + "/job.json", job.dump());
+  const ReferenceRun run =
+      RunReferenceScript("megatron_core_indexed.py", dir + "/job.json " + dir + "/out.json");
+  EXPECT_TRUE(run.ok()) << run.output;
+  if (!run.ok()) return nlohmann::json::array();
+  return nlohmann::json::parse(std::ifstream(dir + "/out.json"));
+}
+
+// Documents of one sequence each, as the script's JSON has them.
+nlohmann::json OneSequenceEach(const Documents& documents) {
+  nlohmann::json json = nlohmann::json::array();
+  for (const auto& d : documents) json.push_back(nlohmann::json::array({d}));
+  return json;
+}
+
+// Megatron-Core reads conveyor's files in both dtypes, empty documents included, document for
+// document and as one stream; its builder writes the same documents to the same bytes; and
+// two of conveyor's data sets merged by the builder (tools/merge_datasets.py) read back in
+// conveyor as both in turn.
+TEST_F(IndexedDatasetTest, MegatronCoreReadsWhatConveyorWritesByteForByte) {
+  CONVEYOR_SKIP_WITHOUT_REFERENCE_ENV();
+  const std::string dir = scratch_.path();
+  Documents small = {{1, 2, 3}, {}, {299, 0}, {7}};
   for (int64_t j = 0; j < 3; ++j) {
-    const nlohmann::json& document = theirs["documents"][j];
-    ASSERT_EQ(data.document_end(j) - data.document_first(j), static_cast<int64_t>(document.size()));
-    for (size_t k = 0; k < document.size(); ++k) {
-      EXPECT_EQ(nlohmann::json(data.Read(data.document_first(j) + k)), document[k]);
+    small.emplace_back();
+    for (int64_t k = 0; k < 100 + 37 * j; ++k) small.back().push_back((j * 101 + k * 7) % 300);
+  }
+  const Documents large = {{69999, 65535, 65536, 0}, {}, {12345}, {65499, 65500, 1}};
+  const Documents other = {{5}, {6, 7}, {}};
+  Write(dir + "/small", 300, small);
+  Write(dir + "/large", 70000, large);
+  Write(dir + "/other", 300, other);
+  const nlohmann::json results = RunMegatronCore(
+      dir,
+      {{{"read", dir + "/small"}},
+       {{"read", dir + "/large"}},
+       {{"write", dir + "/their_small"}, {"vocab", 300}, {"documents", OneSequenceEach(small)}},
+       {{"write", dir + "/their_large"}, {"vocab", 70000}, {"documents", OneSequenceEach(large)}},
+       {{"merge", dir + "/merged"}, {"inputs", {dir + "/small", dir + "/other"}}, {"vocab", 300}}});
+  ASSERT_EQ(results.size(), 5u);
+  for (const auto& [result, documents, dtype] :
+       {std::tuple{results[0], small, "uint16"}, std::tuple{results[1], large, "int32"}}) {
+    SCOPED_TRACE(dtype);
+    EXPECT_EQ(result["dtype"], dtype);
+    std::vector<int64_t> lengths, indices = {0}, stream;
+    for (const auto& d : documents) {
+      lengths.push_back(static_cast<int64_t>(d.size()));
+      indices.push_back(static_cast<int64_t>(lengths.size()));
+      stream.insert(stream.end(), d.begin(), d.end());
     }
+    EXPECT_EQ(result["sequence_lengths"], nlohmann::json(lengths));
+    EXPECT_EQ(result["document_indices"], nlohmann::json(indices));
+    EXPECT_EQ(result["documents"], OneSequenceEach(documents));
+    EXPECT_EQ(result["stream"], nlohmann::json(stream));
+  }
+  for (const std::string name : {"small", "large"}) {
+    for (const std::string ext : {".bin", ".idx"}) {
+      EXPECT_EQ(ReadFile(dir + "/their_" + name + ext), ReadFile(dir + "/" + name + ext))
+          << name << ext << ": Megatron-Core's builder wrote other bytes";
+    }
+  }
+  const IndexedDataset merged(dir + "/merged");
+  Documents both = small;
+  both.insert(both.end(), other.begin(), other.end());
+  EXPECT_STREQ(merged.dtype().name, "uint16");
+  EXPECT_TRUE(merged.contiguous());
+  EXPECT_EQ(ReadAll(merged), both);
+}
+
+// conveyor reads what Megatron-Core's builder writes, in uint16 and in int32: documents of
+// several sequences (preprocess_data.py --split-sentences), empty sequences and documents;
+// every sequence's tokens, the document boundaries, and the stream train reads.
+TEST_F(IndexedDatasetTest, ConveyorReadsWhatMegatronCoreWrites) {
+  CONVEYOR_SKIP_WITHOUT_REFERENCE_ENV();
+  const std::string dir = scratch_.path();
+  const nlohmann::json small = nlohmann::json::parse(
+      R"([[[5, 6], [7]], [[255]], [[], [8, 9, 10]], [[]], [[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]]])");
+  const nlohmann::json large =
+      nlohmann::json::parse(R"([[[100000, 0], [65535]], [[]], [[131071], [], [65536, 2]], [[1]]])");
+  const nlohmann::json results =
+      RunMegatronCore(dir, {{{"write", dir + "/small"}, {"vocab", 256}, {"documents", small}},
+                            {{"write", dir + "/large"}, {"vocab", 131072}, {"documents", large}}});
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& [name, documents, dtype] :
+       {std::tuple{"small", small, "uint16"}, std::tuple{"large", large, "int32"}}) {
+    SCOPED_TRACE(name);
+    const IndexedDataset data(dir + "/" + name);
+    EXPECT_STREQ(data.dtype().name, dtype);
+    ASSERT_EQ(data.num_documents(), static_cast<int64_t>(documents.size()));
+    ASSERT_TRUE(data.contiguous());
+    std::vector<int64_t> stream;
+    int64_t sequences = 0;
+    for (int64_t j = 0; j < data.num_documents(); ++j) {
+      const nlohmann::json& document = documents[j];
+      EXPECT_EQ(data.document_first(j), sequences) << "document " << j;
+      EXPECT_EQ(data.DocumentOffset(j), static_cast<int64_t>(stream.size())) << "document " << j;
+      ASSERT_EQ(data.document_end(j) - data.document_first(j),
+                static_cast<int64_t>(document.size()));
+      for (size_t k = 0; k < document.size(); ++k, ++sequences) {
+        EXPECT_EQ(data.sequence_length(sequences), static_cast<int64_t>(document[k].size()));
+        EXPECT_EQ(nlohmann::json(data.Read(sequences)), document[k])
+            << "document " << j << ", sequence " << k;
+        for (const int64_t token : document[k]) stream.push_back(token);
+      }
+    }
+    EXPECT_EQ(data.num_sequences(), sequences);
+    ASSERT_EQ(data.num_tokens(), static_cast<int64_t>(stream.size()));
+    std::vector<int64_t> read(stream.size());
+    data.ReadStream(0, data.num_tokens(), read.data());
+    EXPECT_EQ(read, stream);
   }
 }
 

@@ -55,7 +55,8 @@ struct SentencePieceTrainOptions {
 };
 
 // Trains a model on the documents of the inputs, each line a sentence, with Llama's
-// choices: identity normalization and whitespace kept (text decodes to exactly itself),
+// choices: identity normalization and whitespace kept (text decodes to exactly itself, but
+// that U+2581, the library's meta symbol for a space, decodes as a space),
 // digits split, byte fallback (a character outside the
 // vocabulary becomes its UTF-8 bytes, never an unknown id), ids unk 0, bos 1, eos 2, as
 // Llama's. Writes it to `out` atomically (nothing under that name unless it completes)
