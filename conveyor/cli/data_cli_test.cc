@@ -1,18 +1,22 @@
 // `conveyor data prepare` and `data check` end to end: text, blocks and JSON Lines into an
-// indexed data set read back token for token; bad inputs refused with nothing written.
+// indexed data set read back token for token; bad inputs refused with nothing written; train
+// and eval on data sets of conveyor's and of Megatron-Core's (the reference environment).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "conveyor/cli/cli_testing.h"
+#include "conveyor/common/reference_env_testing.h"
 #include "conveyor/data/indexed_dataset.h"
 
 namespace conveyor {
@@ -334,6 +338,100 @@ TEST(CliTest, TrainReadsTokenFilesAndBlends) {
     EXPECT_EQ(bad.code, 1) << data;
     EXPECT_NE(bad.err.find(words), std::string::npos) << bad.err;
   }
+}
+
+// Runs testdata/reference/megatron_core_indexed.py on the steps of `job` in `dir`; its
+// results, one a step.
+nlohmann::json RunMegatronCore(const std::string& dir, const nlohmann::json& job) {
+  std::ofstream(dir + "/job.json") << job.dump();
+  const ReferenceRun run =
+      RunReferenceScript("megatron_core_indexed.py", dir + "/job.json " + dir + "/out.json");
+  EXPECT_TRUE(run.ok()) << run.output;
+  if (!run.ok()) return nlohmann::json::array();
+  return nlohmann::json::parse(std::ifstream(dir + "/out.json"));
+}
+
+// Data sets written by Megatron-Core's IndexedDatasetBuilder in both dtypes it picks (uint16
+// for a vocabulary of 256, int32 for 70000: a model for those is a Hugging Face Llama folder
+// transformers saved) are checked, trained on and evaluated; their tokens are the ones
+// written: data check finds the first one outside a smaller vocabulary at its place, and eval
+// gives the loss of the same documents written by conveyor.
+TEST(CliTest, TrainAndEvalReadDataSetsMegatronCoreWrote) {
+  CONVEYOR_SKIP_WITHOUT_REFERENCE_ENV();
+  const std::string dir = ScratchDir("megatron_core");
+  const auto documents = [](int64_t vocab) {
+    std::vector<std::vector<int64_t>> documents(60);
+    for (int64_t j = 0; j < 60; ++j) {
+      for (int64_t k = 0; k < 10 + j % 13; ++k) {
+        documents[j].push_back((j * 7919 + k * 104729 + 3) % vocab);
+      }
+    }
+    return documents;
+  };
+  nlohmann::json job = {{{"hf_llama", dir + "/llama70k"}, {"vocab", 70000}}};
+  for (const auto& [name, vocab] : {std::pair{"small", 256}, std::pair{"large", 70000}}) {
+    nlohmann::json theirs = nlohmann::json::array();
+    IndexedDatasetWriter ours(dir + "/our_" + name, vocab);
+    for (const auto& d : documents(vocab)) {
+      theirs.push_back({d});
+      ours.AddDocument(d);
+    }
+    ours.Finish();
+    job.push_back({{"write", dir + "/" + name}, {"vocab", vocab}, {"documents", theirs}});
+  }
+  ASSERT_EQ(RunMegatronCore(dir, job).size(), 3u);
+  const std::string byte_llama =
+      "--model llama --layers 2 --hidden 32 --heads 4 --kv-heads 2 --seq-len 16 ";
+  const std::string folder_llama = "--model " + dir + "/llama70k --seq-len 16 ";
+  const std::string windows = "--batch-size 4 --microbatches 2 ";
+  for (const auto& [name, vocab, model, dtype] :
+       {std::tuple{"small", 256, byte_llama, "uint16"},
+        std::tuple{"large", 70000, folder_llama, "int32"}}) {
+    SCOPED_TRACE(name);
+    const std::string prefix = dir + "/" + name;
+    int64_t tokens = 0;
+    for (const auto& d : documents(vocab)) tokens += static_cast<int64_t>(d.size());
+    const Result checked = Conveyor("data check " + prefix + " --vocab " + std::to_string(vocab));
+    ASSERT_EQ(checked.code, 0) << checked.err;
+    EXPECT_EQ(checked.out, "data set " + prefix + ": 60 documents, " + std::to_string(tokens) +
+                               " tokens (" + dtype + "); every token in [0, " +
+                               std::to_string(vocab) + ")\n");
+    const Result trained = Conveyor("train " + model + windows +
+                                    "--steps 3 --eval-every 0 --sample-tokens 0 --split 80,20,0 "
+                                    "--metrics " +
+                                    dir + "/" + name + ".json --data " + prefix);
+    ASSERT_EQ(trained.code, 0) << trained.err;
+    const auto metrics = nlohmann::json::parse(std::ifstream(dir + "/" + name + ".json"));
+    ASSERT_EQ(metrics["steps"].size(), 3u);
+    for (const auto& step : metrics["steps"]) {
+      EXPECT_TRUE(std::isfinite(step["loss"].get<double>())) << step.dump();
+    }
+    const Result theirs = Conveyor("eval " + model + windows + "--format json --data " + prefix);
+    const Result ours =
+        Conveyor("eval " + model + windows + "--format json --data " + dir + "/our_" + name);
+    ASSERT_EQ(theirs.code, 0) << theirs.err;
+    ASSERT_EQ(ours.code, 0) << ours.err;
+    const auto a = nlohmann::json::parse(theirs.out), b = nlohmann::json::parse(ours.out);
+    EXPECT_EQ(a["tokens"].get<int64_t>(), tokens - 1);  // every token but the first predicted
+    EXPECT_EQ(a["tokens"], b["tokens"]);
+    EXPECT_EQ(a["loss"], b["loss"]);
+  }
+  // The int32 tokens as written, at their place: the first one past 255 is named.
+  std::string first;
+  const auto large = documents(70000);
+  for (size_t j = 0; j < large.size() && first.empty(); ++j) {
+    for (size_t k = 0; k < large[j].size() && first.empty(); ++k) {
+      if (large[j][k] >= 256) {
+        first = "document " + std::to_string(j) + ", token " + std::to_string(k) + " is " +
+                std::to_string(large[j][k]);
+      }
+    }
+  }
+  const Result outside = Conveyor("data check " + dir + "/large --vocab 256");
+  EXPECT_EQ(outside.code, 1);
+  EXPECT_NE(outside.err.find(first + ", outside the model's vocabulary [0, 256)"),
+            std::string::npos)
+      << outside.err;
 }
 
 }  // namespace

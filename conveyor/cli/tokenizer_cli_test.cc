@@ -1,6 +1,7 @@
 // A SentencePiece tokenizer end to end, as the README's recipe uses it: `tokenizer train`,
 // `data prepare --tokenizer`, a Llama sized by the tokenizer trained on the data set, its
-// checkpoint and export carrying the tokenizer, `generate` from both; refusals.
+// checkpoint and export carrying the tokenizer, `generate` from both; refusals, among them a
+// Hugging Face folder whose tokenizer is tokenizer.json alone.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -141,6 +142,52 @@ TEST(CliTest, ATrainedTokenizerPreparesTrainsGeneratesAndExports) {
   const Result bytes = Conveyor("generate --model " + dir + "/hf --tokenizer bytes --prompt x");
   EXPECT_EQ(bytes.code, 1);
   EXPECT_NE(bytes.err.find("vocabulary of 400 tokens"), std::string::npos) << bytes.err;
+}
+
+// A Hugging Face folder with tokenizer.json and no tokenizer.model (as Llama 3 and Qwen ship):
+// train, eval, generate, tokenizer encode and data prepare refuse it in one line saying what
+// to pass instead, never reading its text as bytes unasked; with --tokenizer bytes they run.
+TEST(CliTest, AFolderWithOnlyTokenizerJsonIsRefusedInOneLineUnlessTokenizerIsGiven) {
+  const std::string dir = ScratchWithCorpus("tokenizer_json");
+  ASSERT_EQ(Conveyor("train --model llama --layers 2 --hidden 32 --heads 4 --seq-len 16 "
+                     "--steps 1 --pp 1 --sample-tokens 0 --data " +
+                     dir + "/corpus.txt --checkpoint-dir " + dir + "/ckpt")
+                .code,
+            0);
+  const std::string hf = dir + "/hf";
+  ASSERT_EQ(Conveyor("export --checkpoint " + dir + "/ckpt --out " + hf).code, 0);
+  ASSERT_FALSE(fs::exists(hf + "/tokenizer.model"));
+  std::ofstream(hf + "/tokenizer.json")
+      << R"({"version": "1.0", "added_tokens": [], "normalizer": null, )"
+      << R"("pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {}, )"
+      << R"("merges": []}})";
+  const std::string advice =
+      " holds tokenizer.json (a Hugging Face tokenizers tokenizer) and no tokenizer.model; "
+      "conveyor reads SentencePiece models only: pass --tokenizer bytes (for data already "
+      "tokenized) or --tokenizer a SentencePiece tokenizer.model\n";
+  const std::string data = " --seq-len 16 --data " + dir + "/corpus.txt";
+  const std::string train = "train --model " + hf + data + " --steps 1 --sample-tokens 0";
+  const std::string eval = "eval --model " + hf + data;
+  const std::string generate = "generate --model " + hf + " --prompt x --tokens 2";
+  for (const std::string& command : {train, eval, generate}) {
+    const Result refused = Conveyor(command);
+    EXPECT_EQ(refused.code, 1) << command;
+    EXPECT_EQ(refused.err, "conveyor: error: --model " + hf + advice) << command;
+    const Result given = Conveyor(command + " --tokenizer bytes");
+    EXPECT_EQ(given.code, 0) << command << ": " << given.err;
+  }
+  const Result encode = Conveyor("tokenizer encode --tokenizer " + hf + " x");
+  EXPECT_EQ(encode.code, 1);
+  EXPECT_EQ(encode.err, "conveyor: error: tokenizer " + hf + advice);
+  const Result prepare = Conveyor("data prepare --input " + dir + "/corpus.txt --tokenizer " + hf +
+                                  "/tokenizer.json --out " + dir + "/set");
+  EXPECT_EQ(prepare.code, 1);
+  EXPECT_EQ(prepare.err, "conveyor: error: tokenizer " + hf +
+                             "/tokenizer.json is a Hugging Face tokenizers file, not a "
+                             "SentencePiece model; conveyor reads SentencePiece models only: "
+                             "pass --tokenizer bytes (for data already tokenized) or "
+                             "--tokenizer a SentencePiece tokenizer.model\n");
+  EXPECT_FALSE(fs::exists(dir + "/set.bin"));
 }
 
 }  // namespace

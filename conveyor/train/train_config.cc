@@ -146,10 +146,7 @@ ModelSpec ModelFolderSpec(const std::string& dir) {
 
 void ApplyTokenizer(TrainConfig& c) {
   if (c.tokenizer.empty() && !c.model.model_dir.empty()) {
-    const std::filesystem::path beside =
-        std::filesystem::path(c.model.model_dir) / "tokenizer.model";
-    std::error_code error;
-    if (std::filesystem::is_regular_file(beside, error)) c.tokenizer = beside.string();
+    c.tokenizer = FolderTokenizer(c.model.model_dir, "--model");
   }
   if (c.tokenizer.empty() || c.tokenizer == "bytes" || !IsLanguageModel(c.model.kind)) return;
   const std::unique_ptr<Tokenizer> tokenizer = LoadTokenizer(c.tokenizer);

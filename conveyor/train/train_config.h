@@ -55,7 +55,8 @@ std::string ModelFolderNote(std::string_view text);
 void ApplyModelFolder(TrainConfig& config);
 
 // Resolves config.tokenizer: "" becomes the model folder's tokenizer.model when there is one
-// (a tokenizer given by the user is kept). With a SentencePiece tokenizer, a gpt or llama
+// (a tokenizer given by the user is kept), and is refused when the folder holds a Hugging
+// Face tokenizer.json instead (FolderTokenizer). With a SentencePiece tokenizer, a gpt or llama
 // drawn from the seed (vocab 0) gets its vocabulary; a model with a vocabulary (a folder's,
 // a checkpoint's) is checked against it (CheckTokenizerFits). UserError naming the model
 // file when it cannot be loaded, or both sizes when they do not fit.
