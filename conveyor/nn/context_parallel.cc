@@ -12,6 +12,7 @@
 
 #include "conveyor/comm/transport.h"
 #include "conveyor/common/error.h"
+#include "conveyor/nn/parallel_group.h"
 
 namespace conveyor {
 namespace {
@@ -166,17 +167,7 @@ at::Tensor ContextParallel::Positions(int64_t t, const at::Device& device) const
 }
 
 void CheckContextParallel(const ContextParallel& cp) {
-  CONVEYOR_CHECK(cp.size >= 1) << "the context-parallel size must be at least 1, got " << cp.size;
-  CONVEYOR_CHECK(cp.rank >= 0 && cp.rank < cp.size)
-      << "context-parallel rank " << cp.rank << " is outside [0, " << cp.size << ")";
-  CONVEYOR_CHECK(cp.size == 1 || cp.group != nullptr)
-      << "context-parallel size " << cp.size << " needs the CP group's transport, got none";
-  if (cp.group != nullptr) {
-    CONVEYOR_CHECK(cp.group->world_size() == cp.size && cp.group->rank() == cp.rank)
-        << "the context-parallel group is rank " << cp.group->rank() << " of "
-        << cp.group->world_size() << ", but the model is built for rank " << cp.rank << " of "
-        << cp.size;
-  }
+  CheckParallelGroup("context-parallel", "CP", cp.size, cp.rank, cp.group);
 }
 
 void CheckContextSplits(int64_t t, const ContextParallel& cp) {

@@ -42,8 +42,8 @@ struct ContextParallel {
   at::Tensor Positions(int64_t t, const at::Device& device) const;
 };
 
-// Throws UserError naming the numbers unless the group is well-formed (as CheckTensorParallel
-// says of its own) and a sequence of t tokens cuts into 2 x size equal chunks.
+// Throws UserError naming the numbers unless the group is well-formed (CheckParallelGroup,
+// parallel_group.h) and a sequence of t tokens cuts into 2 x size equal chunks.
 void CheckContextParallel(const ContextParallel& cp);
 void CheckContextSplits(int64_t t, const ContextParallel& cp);
 

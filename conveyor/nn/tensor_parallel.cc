@@ -12,6 +12,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/nn/linear.h"
+#include "conveyor/nn/parallel_group.h"
 
 namespace conveyor {
 namespace {
@@ -206,17 +207,7 @@ at::Tensor PadToRows(const at::Tensor& part, int dim, int64_t rows) {
 }  // namespace
 
 void CheckTensorParallel(const TensorParallel& tp, int heads) {
-  CONVEYOR_CHECK(tp.size >= 1) << "the tensor-parallel size must be at least 1, got " << tp.size;
-  CONVEYOR_CHECK(tp.rank >= 0 && tp.rank < tp.size)
-      << "tensor-parallel rank " << tp.rank << " is outside [0, " << tp.size << ")";
-  CONVEYOR_CHECK(tp.size == 1 || tp.group != nullptr)
-      << "tensor-parallel size " << tp.size << " needs the TP group's transport, got none";
-  if (tp.group != nullptr) {
-    CONVEYOR_CHECK(tp.group->world_size() == tp.size && tp.group->rank() == tp.rank)
-        << "the tensor-parallel group is rank " << tp.group->rank() << " of "
-        << tp.group->world_size() << ", but the model is built for rank " << tp.rank << " of "
-        << tp.size;
-  }
+  CheckParallelGroup("tensor-parallel", "TP", tp.size, tp.rank, tp.group);
   CONVEYOR_CHECK(heads % tp.size == 0)
       << "heads (" << heads << ") must divide by the tensor-parallel size (" << tp.size
       << "): every TP rank computes whole heads";
