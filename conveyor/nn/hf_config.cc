@@ -287,6 +287,15 @@ LlamaConfig LlamaFromJson(const Json& json, const std::string& path, const std::
   } else {
     f.Only("sliding_window", {}, "attention is over the whole sequence");
   }
+  // transformers 5 lists every layer's attention (Qwen2's, Qwen2-MoE's): all full, or refused.
+  f.Ignore("layer_types");
+  const Json& kinds = json.value("layer_types", Json());
+  CONVEYOR_CHECK(kinds.is_null() ||
+                 (kinds.is_array() && kinds.size() == static_cast<size_t>(c.layers) &&
+                  std::all_of(kinds.begin(), kinds.end(),
+                              [](const Json& k) { return k == Json("full_attention"); })))
+      << path << ": \"layer_types\" = " << kinds.dump() << " is not supported (every one of the "
+      << c.layers << " layers attends over the whole sequence: \"full_attention\")";
   f.Only("attention_dropout", {0, 0.0}, "no dropout");
   f.Only("pretraining_tp", {1}, "the plain linear maps");
   f.Only("head_dim", {c.heads > 0 ? c.hidden / c.heads : 0},

@@ -13,7 +13,8 @@
 // "rope_theta": ...}), tie_word_embeddings (default false), architectures (LlamaForCausalLM).
 // Qwen2
 // (model_type "qwen2", Qwen2ForCausalLM): the Llama's fields and biases on the query, key and
-// value projections (qkv_bias, default true); max_window_layers read and not applied.
+// value projections (qkv_bias, default true); max_window_layers read and not applied;
+// layer_types (transformers 5), when present, "full_attention" for every layer.
 //
 // Mixture-of-Experts Llamas (LlamaConfig::moe, nn/moe_mlp.h), with the Llama's fields
 // (rope_theta's default 1e6 for Mixtral):

@@ -98,8 +98,9 @@ TEST(HfConfigTest, DefaultsAreHuggingFaces) {
 }
 
 // transformers 5 writes "dtype" for "torch_dtype", the rotary base inside "rope_parameters"
-// and a Qwen3-MoE's expert count as "num_local_experts": read as the fields they replace;
-// rope_parameters of any other rope_type, or disagreeing with the fields beside them, refused.
+// a Qwen3-MoE's expert count as "num_local_experts" and every layer's attention in
+// "layer_types": read as the fields they replace; rope_parameters of any other rope_type, a
+// layer of other attention, or fields disagreeing with those beside them refused.
 TEST(HfConfigTest, ReadsTheFieldsTransformers5Writes) {
   std::string v5 = LlamaJson(R"( "dtype": "float32",
   "rope_parameters": {"rope_theta": 250000.0, "rope_type": "default"},)");
@@ -116,6 +117,17 @@ TEST(HfConfigTest, ReadsTheFieldsTransformers5Writes) {
                 "\"rope_parameters\" = ");
   ExpectRefused(LlamaJson(R"( "rope_parameters": {"rope_type": "default", "factor": 2},)"),
                 "is not supported");
+  // Every layer's attention listed (Qwen2's): whole-sequence attention alone is read.
+  EXPECT_EQ(
+      ParseHfLlamaConfig(
+          LlamaJson(R"( "layer_types": ["full_attention", "full_attention", "full_attention"],)"),
+          "m")
+          .layers,
+      3);
+  ExpectRefused(
+      LlamaJson(R"( "layer_types": ["full_attention", "sliding_attention", "full_attention"],)"),
+      "\"layer_types\" = ");
+  ExpectRefused(LlamaJson(R"( "layer_types": ["full_attention"],)"), "\"layer_types\" = ");
   std::string qwen3 = LlamaJson(R"( "num_local_experts": 4, "num_experts_per_tok": 2,
   "moe_intermediate_size": 24, "decoder_sparse_step": 1, "mlp_only_layers": [1],)");
   qwen3.replace(qwen3.find("\"llama\""), 7, "\"qwen3_moe\"");

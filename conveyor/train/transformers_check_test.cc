@@ -1,10 +1,11 @@
 // conveyor against Hugging Face transformers itself (the reference environment's; the models
 // made and run by testdata/reference/transformers_models.py): the folders transformers'
 // save_pretrained writes (a Llama with grouped-query attention, a GPT-2, a Mixtral, a
-// Qwen3-MoE with per-head query and key norms and dense layers among its sparse ones) load
-// in conveyor and give transformers' logits on one rank and its loss on every mesh; conveyor's
-// exports of those models after training (sharded fp32, bf16) load in transformers and give
-// conveyor's loss; greedy generation gives transformers' tokens, one for one.
+// Qwen3-MoE with per-head query and key norms and dense layers among its sparse ones, a
+// Qwen2-MoE with projection biases and a gated shared expert) load in conveyor and give
+// transformers' logits on one rank and its loss on every mesh; conveyor's exports of those
+// models after training (sharded fp32, bf16) load in transformers and give conveyor's loss;
+// greedy generation gives transformers' tokens, one for one.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -33,7 +34,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // The architectures transformers_models.py makes.
-const std::vector<std::string> kArchitectures = {"llama", "gpt2", "mixtral", "qwen3_moe"};
+const std::vector<std::string> kArchitectures = {"llama", "gpt2", "mixtral", "qwen3_moe",
+                                                 "qwen2_moe"};
 
 // Tokens generated after the prompt: prompt and continuation fit the sequence length (16), so
 // conveyor's window never slides (transformers' never does).
@@ -120,12 +122,16 @@ TEST_F(TransformersCheckTest, SavedFoldersGiveTransformersLogitsAndLossOnEveryMe
     EXPECT_EQ(c.model.kind, arch == "gpt2" ? ModelKind::kGpt : ModelKind::kLlama);
     EXPECT_EQ(c.model.layers, 6);
     EXPECT_EQ(c.model.vocab, 256);
-    EXPECT_EQ(c.model.experts, arch == "mixtral" || arch == "qwen3_moe" ? 4 : 0);
+    EXPECT_EQ(c.model.experts, arch == "llama" || arch == "gpt2" ? 0 : 4);
     if (arch != "gpt2") EXPECT_EQ(c.model.kv_heads, 2);
     if (arch == "qwen3_moe") {
       EXPECT_EQ(c.model.qk_norm, "head");
       EXPECT_EQ(c.model.moe_sparse_step, 2);
       EXPECT_EQ(c.model.moe_dense_layers, std::vector<int>{3});
+    }
+    if (arch == "qwen2_moe") {
+      EXPECT_TRUE(c.model.qkv_bias);
+      EXPECT_EQ(c.model.shared_expert_units, 16);
     }
     const std::string file = Path(arch + ".logits");
     const at::Tensor want = TensorIn(file, "logits").slice(1, 0, 16);

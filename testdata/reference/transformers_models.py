@@ -8,7 +8,9 @@ Run with the reference environment's python (scripts/reference-env), on the CPU,
         LlamaForCausalLM, 4 heads sharing 2 key-value heads; gpt2: GPT2LMHeadModel, 48
         positions, tied head; mixtral: MixtralForCausalLM, 4 experts, top 2; qwen3_moe:
         Qwen3MoeForCausalLM, per-head query and key norms, 4 experts, top 2 not renormalised,
-        layers 1 and 5 sparse: decoder_sparse_step 2, layer 3 in mlp_only_layers) from its
+        layers 1 and 5 sparse: decoder_sparse_step 2, layer 3 in mlp_only_layers;
+        qwen2_moe: Qwen2MoeForCausalLM, biases on the query, key and value projections, 4
+        experts, top 2, a gated shared expert, every layer sparse) from its
         config with weights drawn from SEED (default 1), large enough that the logits are far
         from uniform, and writes it with save_pretrained (safetensors, float32) into DIR.
 
@@ -79,9 +81,15 @@ def make_model(arch, seed):
             head_dim=8, rms_norm_eps=1e-6,
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}))
         model = transformers.Qwen3MoeForCausalLM(config)
+    elif arch == "qwen2_moe":
+        config = transformers.Qwen2MoeConfig(**llama_like(
+            num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24,
+            shared_expert_intermediate_size=16, norm_topk_prob=False, rms_norm_eps=1e-6,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0}))
+        model = transformers.Qwen2MoeForCausalLM(config)
     else:
         sys.exit(f"transformers_models.py: unknown architecture {arch!r} "
-                 "(llama, gpt2, mixtral, qwen3_moe)")
+                 "(llama, gpt2, mixtral, qwen3_moe, qwen2_moe)")
     # Redraw every weight: matrices with a standard deviation of 2 / sqrt(fan-in) (the
     # embeddings 1), norms' gains near 1, biases small. The logits come out far from uniform
     # (transformers' own initialisation leaves them nearly so), the routers' scores too.
