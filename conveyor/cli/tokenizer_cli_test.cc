@@ -6,11 +6,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "conveyor/cli/cli_testing.h"
+#include "conveyor/common/reference_env_testing.h"
 #include "conveyor/data/indexed_dataset.h"
 
 namespace conveyor {
@@ -117,6 +119,21 @@ TEST(CliTest, ATrainedTokenizerPreparesTrainsGeneratesAndExports) {
   EXPECT_EQ(from_checkpoint.out.rfind("The stages", 0), 0u) << from_checkpoint.out;
   ASSERT_EQ(Conveyor("export --checkpoint " + dir + "/ckpt --out " + dir + "/hf").code, 0);
   EXPECT_EQ(FileBytes(dir + "/hf/tokenizer.model"), FileBytes(tok));
+  // transformers' tokenizer of the exported folder encodes as conveyor does, the BOS id first
+  // (the folder's tokenizer_config.json says so).
+  if (!ReferencePython().empty()) {
+    const std::vector<int64_t> ids =
+        Ids(Conveyor("tokenizer encode --tokenizer " + tok + " 'The stages'").out);
+    nlohmann::json job = {{"texts", {"The stages"}}, {"ids", {ids}}};
+    std::ofstream(dir + "/job.json") << job.dump();
+    const ReferenceRun seen = RunReferenceScript(
+        "sentencepiece_tokenizers.py", dir + "/hf " + dir + "/job.json " + dir + "/seen.json");
+    ASSERT_TRUE(seen.ok()) << seen.output;
+    const nlohmann::json got = nlohmann::json::parse(std::ifstream(dir + "/seen.json"));
+    EXPECT_TRUE(got["transformers"]["bos_added"].get<bool>());
+    EXPECT_EQ(got["transformers"]["encode"][0].get<std::vector<int64_t>>(), ids);
+    EXPECT_EQ(got["transformers"]["decode"][0].get<std::string>(), "The stages");
+  }
   const Result from_folder = Conveyor("generate --model " + dir + "/hf" + prompt);
   ASSERT_EQ(from_folder.code, 0) << from_folder.err;
   EXPECT_EQ(from_folder.out, from_checkpoint.out);

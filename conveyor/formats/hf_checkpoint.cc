@@ -275,7 +275,10 @@ std::vector<std::string> WriteHfCheckpoint(
     file_bytes += bytes;
     total_bytes += bytes;
   }
-  for (const auto& [name, source] : options.files) {
+  std::vector<std::string> other_names;
+  for (const auto& [name, source] : options.files) other_names.push_back(name);
+  for (const auto& [name, text] : options.texts) other_names.push_back(name);
+  for (const std::string& name : other_names) {
     CONVEYOR_ASSERT(fs::path(name).filename() == name && name != kUnfinishedMark)
         << "'" << name << "' is not a file name of its own";
   }
@@ -311,6 +314,8 @@ std::vector<std::string> WriteHfCheckpoint(
       WriteFileAtomically((temp / kIndexFile).string(), index.dump(2) + "\n");
     }
     for (const auto& [name, source] : options.files) fs::copy_file(source, temp / name);
+    for (const auto& [name, text] : options.texts)
+      WriteFileAtomically((temp / name).string(), text);
     fs::remove(temp / kUnfinishedMark);
     if (fs::exists(target)) fs::remove(target);  // empty, checked above
     fs::rename(temp, target);

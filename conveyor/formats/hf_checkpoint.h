@@ -118,6 +118,8 @@ struct HfWriteOptions {
   int64_t shard_bytes = 5'000'000'000;  // most bytes of tensor data in one file
   // Other files the folder gets with the weights: a name in the folder -> the file copied.
   std::map<std::string, std::string> files;
+  // And files written from text: a name in the folder -> its content.
+  std::map<std::string, std::string> texts;
 };
 
 // Writes the Hugging Face folder `dir` for `config`: config.json (HfModelConfigJson) and
@@ -126,9 +128,9 @@ struct HfWriteOptions {
 // files of at most options.shard_bytes of data (a larger tensor alone in its file):
 // model.safetensors when one file holds them all, else model-0000i-of-0000n.safetensors and
 // model.safetensors.index.json ({"metadata": {"total_size"}, "weight_map"}). Holds one
-// file's tensors at a time; then options.files. `dir` must not exist or be an empty folder
-// (UserError otherwise); the files are written into dir + ".tmp", renamed to `dir` once all
-// are complete, so a failure leaves nothing at `dir`. A dir + ".tmp" left by a write that
+// file's tensors at a time; then options.files and options.texts. `dir` must not exist or be an
+// empty folder (UserError otherwise); the files are written into dir + ".tmp", renamed to `dir`
+// once all are complete, so a failure leaves nothing at `dir`. A dir + ".tmp" left by a write that
 // did not finish (a killed process: the folder holds the mark this function writes into it
 // first) is removed, saying so in one line on stderr; anything else there is refused
 // (UserError) and left alone. Returns the weight files' names.

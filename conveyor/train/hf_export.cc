@@ -21,7 +21,13 @@ std::vector<std::string> ExportHfCheckpoint(const std::string& checkpoint, const
   const HfModelConfig folder = ArchitectureOf(config.model.kind).HfConfig(config.model);
   HfWriteOptions with_tokenizer = options;
   // The checkpoint's copy, verified against its manifest (CheckpointConfig).
-  if (!config.tokenizer.empty()) with_tokenizer.files[kTokenizerFile] = config.tokenizer;
+  if (!config.tokenizer.empty()) {
+    with_tokenizer.files[kTokenizerFile] = config.tokenizer;
+    // conveyor's prompts and documents begin with the BOS id (PromptTokens); without
+    // this file transformers' tokenizer would not add it.
+    with_tokenizer.texts["tokenizer_config.json"] =
+        "{\n  \"add_bos_token\": true,\n  \"add_eos_token\": false\n}\n";
+  }
   return WriteHfCheckpoint(out, folder, with_tokenizer,
                            [&](const std::string& name) { return weights.Read(name); });
 }
