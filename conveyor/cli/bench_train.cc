@@ -153,6 +153,7 @@ void AddBenchTrain(CLI::App& bench, const std::vector<std::string>& args, int* e
     config.resume.clear();
     config.metrics.clear();
     config.trace.clear();
+    config.tensorboard.clear();
     const std::vector<std::string> names = SelectedSchedules(flags->schedules);
     // Progress on stderr, the table on stdout.
     const RanksOptions options = MeshRanksOptions(config, flags->train.launch);

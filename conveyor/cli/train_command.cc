@@ -14,6 +14,7 @@
 #include "conveyor/cli/output.h"
 #include "conveyor/cli/progress_bar.h"
 #include "conveyor/cli/run_as_ranks.h"
+#include "conveyor/cli/tensorboard_log.h"
 #include "conveyor/cli/trace_gather.h"
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/cli/train_summary.h"
@@ -184,12 +185,15 @@ class ProgressLines : public TrainingObserver {
   std::optional<ProgressBar> progress_;  // from Started on
 };
 
-// `ranks_in_process`: the ranks sharing this process's allocator (rank threads).
+// `ranks_in_process`: the ranks sharing this process's allocator (rank threads). Rank 0
+// alone writes the --tensorboard file.
 void TrainRank(const TrainConfig& config, const RankContext& rank, int ranks_in_process) {
   ProgressLines progress(config, rank);
-  const TrainingRun run = RunTraining(config, rank, ranks_in_process, progress);
+  TensorBoardLog tensorboard(rank.rank == 0 ? config.tensorboard : "", progress);
+  const TrainingRun run = RunTraining(config, rank, ranks_in_process, tensorboard);
   progress.Finish();
   if (rank.rank != 0) return;
+  tensorboard.Finished(run);
   if (!config.metrics.empty()) WriteOutput(config.metrics, MetricsJson(config, run).dump(2) + "\n");
   PrintTrainSummary(run);
 }

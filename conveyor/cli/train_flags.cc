@@ -202,6 +202,9 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--metrics", &TrainConfig::metrics, "write metrics JSON here");
   Flag(cmd, flags, "--trace", &TrainConfig::trace,
        "write the last step's measured and predicted timelines here");
+  Flag(cmd, flags, "--tensorboard", &TrainConfig::tensorboard,
+       "write TensorBoard scalars (loss, lr, gradient norm, tokens/s, eval loss, bubble, "
+       "memory, expert load) to an event file in this folder");
   Flag(cmd, flags, "--checkpoint-dir", &TrainConfig::checkpoint_dir, "save checkpoints here");
   Flag(cmd, flags, "--checkpoint-every", &TrainConfig::checkpoint_every,
        "steps between checkpoints (0 = at the end)");

@@ -46,6 +46,7 @@ Executor::Inference ForwardPipeline::Run(const std::vector<MicroBatch>& mbs, boo
 void ConfigureForwardOnly(TrainConfig& config) {
   config.metrics.clear();
   config.trace.clear();
+  config.tensorboard.clear();
   config.checkpoint_dir.clear();
   if (config.partition == PartitionBy::kProfile) config.partition = PartitionBy::kParams;
 }

@@ -94,6 +94,7 @@ void PreflightFiles(const TrainConfig& config, DataUse use) {
   if (!config.model.model_dir.empty()) HfCheckpoint checked(config.model.model_dir);
   if (!config.metrics.empty()) CheckFileCanBeWritten(config.metrics, "--metrics");
   if (!config.trace.empty()) CheckFolderCanBeWritten(config.trace, "--trace");
+  if (!config.tensorboard.empty()) CheckFolderCanBeWritten(config.tensorboard, "--tensorboard");
   if (!config.checkpoint_dir.empty()) {
     CheckFolderCanBeWritten(config.checkpoint_dir, "--checkpoint-dir");
   }

@@ -22,10 +22,9 @@ enum class DataUse { kTrain, kEvaluateAll };
 // evaluate all of it, opens it (a data set's index checked, a text read); checks a model folder's
 // weights against its config.json (HfCheckpoint, headers only), then checks that the metrics file
 // can be written (its folder exists and takes new files; an existing folder is refused) and that
-// the trace and checkpoint folders take new files, or that their nearest existing parent does, and
-// that a
-// --resume names a folder (CheckInputPath) and continues its run (CheckResume). UserError
-// naming the flag and the path. Creates no file that outlives the call.
+// the trace, TensorBoard and checkpoint folders take new files, or that their nearest existing
+// parent does, and that a --resume names a folder (CheckInputPath) and continues its run
+// (CheckResume). UserError naming the flag and the path. Creates no file that outlives the call.
 void PreflightFiles(const TrainConfig& config, DataUse use = DataUse::kTrain);
 
 }  // namespace conveyor

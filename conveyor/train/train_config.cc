@@ -442,6 +442,7 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
        }},
       {"metrics", text(c.metrics)},
       {"trace", text(c.trace)},
+      {"tensorboard", text(c.tensorboard)},
       {"checkpoint_dir", text(c.checkpoint_dir)},
       {"resume", text(c.resume)},
       {"skip_nonfinite_steps", boolean(c.skip_nonfinite_steps)},

@@ -68,7 +68,8 @@ std::vector<int> ParseStageLayers(std::string_view text, std::string_view name);
 
 // The settings every rank of a run must share (launch/rank_settings.h), by flag name: the
 // model, data, schedule, mesh, optimisation, precision, checkpoints. Not those a rank may
-// hold alone: its threads, its outputs of rank 0 (--metrics, --trace), the timeout.
+// hold alone: its threads, its outputs of rank 0 (--metrics, --trace, --tensorboard), the
+// timeout.
 std::vector<std::pair<std::string, std::string>> SettingsThatMustAgree(const TrainConfig& config);
 
 // What every rank must have read the same of, for the same comparison: a fingerprint of the
@@ -155,6 +156,7 @@ struct TrainConfig {
   int eval_batches = 4;
   std::string metrics;           // JSON file; empty = none
   std::string trace;             // folder for the last step's traces; empty = none
+  std::string tensorboard;       // folder for rank 0's TensorBoard event file; empty = none
   std::string checkpoint_dir;    // empty = no checkpoints
   int64_t checkpoint_every = 0;  // 0 = only at the end (when checkpoint_dir is set)
   std::string resume;            // a checkpoint directory to continue from
