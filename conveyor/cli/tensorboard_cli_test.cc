@@ -135,16 +135,19 @@ TEST(TensorBoardCliTest, AKilledRunLeavesAFileReadUpToItsLastStep) {
   EXPECT_FALSE(tb["scalars"].contains("pipeline/bubble_measured"));
 }
 
-// A Mixture-of-Experts model over dp 2 x pp 2 (four rank processes): one event file, with
-// each MoE block's expert load every step, and the router's auxiliary loss.
+// A Mixture-of-Experts model over dp 2 x pp 2 (four rank processes), the folder given by the
+// TOML file's `tensorboard`: one event file, with each MoE block's expert load every step,
+// and the router's auxiliary loss.
 TEST(TensorBoardCliTest, MixtureOfExpertsOnAMeshWritesExpertLoadInOneFile) {
   CONVEYOR_SKIP_WITHOUT_REFERENCE_ENV();
   const std::string dir = ScratchWithCorpus("tensorboard_moe");
+  std::ofstream(dir + "/run.toml") << "tensorboard = \"" << dir << "/tb\"\n";
   const Result r = Conveyor(
-      "train --model llama --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 8 "
+      "train " + dir +
+      "/run.toml --model llama --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 8 "
       "--experts 4 --top-k 2 --expert-units 16 --router-aux-loss-coef 0.01 --eval-every 0 "
       "--sample-tokens 0 --steps 3 --microbatches 2 --dp 2 --pp 2 --schedule 1f1b --data " +
-      dir + "/corpus.txt --tensorboard " + dir + "/tb");
+      dir + "/corpus.txt");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const nlohmann::json tb = ReadWithTensorBoard(dir + "/tb");
   ASSERT_EQ(tb["files"].size(), 1u) << tb.dump();
