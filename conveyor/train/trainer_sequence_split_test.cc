@@ -94,7 +94,10 @@ TEST(TrainerSequenceSplitTest, PerHeadNormsTrainAsTensorParallelismWithoutIt) {
                                         /*weight_relative=*/1e-4);
 }
 
-// In bf16 the products round alike with and without it: within bf16's steps of each other.
+// In bf16 the products round alike with and without it: losses within bf16's steps of each
+// other, weights within a tenth of an AdamW step (an entry whose gradient is near zero moves
+// by a visible part of a step when bf16 rounds its gradient otherwise: 2% of one with
+// libtorch 2.6's kernels).
 TEST(TrainerSequenceSplitTest, Bf16TrainsAsTensorParallelismWithoutIt) {
   at::set_num_threads(1);
   TrainConfig c = TinyGpt();
@@ -102,7 +105,7 @@ TEST(TrainerSequenceSplitTest, Bf16TrainsAsTensorParallelismWithoutIt) {
   c.tp = 2;
   c.pp = 2;
   c.schedule = "1f1b";
-  ExpectSequenceParallelTrainsAsWithout(c, /*lr_steps=*/1, /*loss_relative=*/1e-2,
+  ExpectSequenceParallelTrainsAsWithout(c, /*lr_steps=*/10, /*loss_relative=*/1e-2,
                                         /*weight_relative=*/1e-2);
 }
 
