@@ -20,8 +20,15 @@ std::string LoadedBlas(const char* symbol);
 // "openblas-pthread".
 std::string BlasWarning(const std::string& path);
 
-// Prints the warning for the loaded BLAS (dgemm_'s library, then OpenBLAS's core) to
-// stderr, if any, as one line. Never throws.
+// The warning for OpenBLAS running the kernels of `core` (openblas_get_corename) on a CPU
+// with AVX2 (`avx2`) or with AVX-512 F/BW/DQ/VL (`avx512`), or "" when they suit it. An
+// OpenBLAS older than the CPU model falls back to generic kernels: Debian 12's 0.3.21 runs
+// "Prescott" (SSE3) on Xeons of model 207, 4x slower at a 512 x 512 product than with
+// OPENBLAS_CORETYPE=SkylakeX (docs/BENCHMARKS.md).
+std::string OpenBlasCoreWarning(const std::string& core, bool avx2, bool avx512);
+
+// Prints the warning for the loaded BLAS (dgemm_'s library, then OpenBLAS's core, then the
+// kernels OpenBLAS chose for this CPU) to stderr, if any, as one line. Never throws.
 void WarnAboutBlas();
 
 }  // namespace conveyor

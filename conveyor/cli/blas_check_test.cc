@@ -22,6 +22,17 @@ TEST(BlasCheckTest, WarnsAboutTheReferenceAndThePthreadBuild) {
   EXPECT_EQ(BlasWarning(""), "");
 }
 
+TEST(BlasCheckTest, WarnsAboutGenericOpenBlasKernelsOnANewerCpu) {
+  const std::string avx512 = OpenBlasCoreWarning("Prescott", true, true);
+  EXPECT_NE(avx512.find("OPENBLAS_CORETYPE=SkylakeX"), std::string::npos) << avx512;
+  EXPECT_NE(avx512.find("Prescott kernels"), std::string::npos) << avx512;
+  const std::string avx2 = OpenBlasCoreWarning("Nehalem", true, false);
+  EXPECT_NE(avx2.find("OPENBLAS_CORETYPE=Haswell"), std::string::npos) << avx2;
+  EXPECT_EQ(OpenBlasCoreWarning("SkylakeX", true, true), "");
+  EXPECT_EQ(OpenBlasCoreWarning("Haswell", true, false), "");
+  EXPECT_EQ(OpenBlasCoreWarning("Prescott", false, false), "");  // an old CPU: they suit it
+}
+
 // This test binary links libtorch, which needs a BLAS: the one found is a real file, a BLAS
 // library (Debian's libtorch calls libblas.so.3) or libtorch itself (pip's wheels link MKL in).
 TEST(BlasCheckTest, FindsTheBlasThisProcessCalls) {
