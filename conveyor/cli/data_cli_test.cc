@@ -252,6 +252,78 @@ TEST(CliTest, TrainAndEvalReadAPreparedDataSet) {
   EXPECT_NE(bad.err.find("--split '80,20' must be three weights"), std::string::npos) << bad.err;
 }
 
+// Supervised data: prompt/completion lines prepare into a data set that stays a plain one
+// (data check reads it) and a loss mask beside it; train, with packed documents kept apart,
+// and eval count only the completions and their ends; bad lines are refused in one line
+// naming file and line, with nothing written.
+TEST(CliTest, SupervisedDataPreparesTrainsAndEvaluatesOnlyItsCompletions) {
+  const std::string dir = ScratchWithCorpus("supervised");
+  std::string lines;
+  int64_t targets = 0;
+  for (int i = 0; i < 80; ++i) {
+    const std::string completion = " the answer is " + std::to_string(i * 7) + ".";
+    lines += "{\"prompt\": \"What is " + std::to_string(i) + " times 7?\", \"completion\": \"" +
+             completion + "\"}\n";
+    targets += static_cast<int64_t>(completion.size()) + 1;  // and the document's end
+  }
+  const std::string input = WriteInput(dir, "sft.jsonl", lines);
+  const Result prepared =
+      Conveyor("data prepare --supervised --input " + input + " --out " + dir + "/sft");
+  ASSERT_EQ(prepared.code, 0) << prepared.err;
+  EXPECT_NE(prepared.out.find("sft_loss_mask.idx: the loss mask, " + std::to_string(targets) +
+                              " of the "),
+            std::string::npos)
+      << prepared.out;
+  const IndexedDataset mask(dir + "/sft_loss_mask");
+  EXPECT_EQ(mask.dtype().code, 1);  // uint8
+  EXPECT_EQ(mask.num_documents(), 80);
+  const Result check = Conveyor("data check " + dir + "/sft --vocab 256");
+  EXPECT_EQ(check.code, 0) << check.err;
+  const std::string model =
+      "--model llama --layers 2 --hidden 32 --heads 4 --kv-heads 2 --seq-len 32 --batch-size 4 "
+      "--microbatches 2 --data " +
+      dir + "/sft ";
+  const Result train = Conveyor("train " + model +
+                                "--steps 3 --pp 2 --document-mask --eval-every 0 --sample-tokens "
+                                "0 --split 90,10,0 --metrics " + dir + "/m.json");
+  ASSERT_EQ(train.code, 0) << train.err;
+  for (const std::string& flags : {std::string(), std::string("--document-mask --pp 2")}) {
+    const Result eval = Conveyor("eval " + model + "--format json " + flags);
+    ASSERT_EQ(eval.code, 0) << flags << ": " << eval.err;
+    const auto result = nlohmann::json::parse(eval.out);
+    EXPECT_EQ(result["targets"].get<int64_t>(), targets) << flags;
+    EXPECT_EQ(result["loss_mask"], true);
+    EXPECT_EQ(result["document_mask"], !flags.empty());
+  }
+  const Result text = Conveyor("eval " + model);
+  EXPECT_NE(text.out.find(std::to_string(targets) + " targets predicted"), std::string::npos)
+      << text.out;
+  // One line each for what cannot become an example.
+  for (const auto& [body, error] : std::vector<std::pair<std::string, std::string>>{
+           {"{\"prompt\": \"a\", \"completion\": \"b\"}\n{\"prompt\": \"q\"}\n",
+            "bad.jsonl, line 2: no \"completion\" in this line's object"},
+           {"{\"prompt\": \"q\", \"completion\": \"\"}\n",
+            "bad.jsonl, line 1: the completion tokenizes to no token"},
+           {"{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n",
+            "needs a template to become tokens: --chat-template llama2"}}) {
+    const std::string bad = WriteInput(dir, "bad.jsonl", body);
+    const Result r = Conveyor("data prepare --supervised --input " + bad + " --out " + dir + "/bad");
+    EXPECT_EQ(r.code, 1) << body;
+    EXPECT_NE(r.err.find(error), std::string::npos) << r.err;
+    EXPECT_EQ(Lines(r.err), 1) << r.err;
+    EXPECT_FALSE(fs::exists(dir + "/bad.idx") || fs::exists(dir + "/bad_loss_mask.idx"));
+  }
+  const Result chat = Conveyor("data prepare --chat-template chatml --input " + input + " --out " +
+                               dir + "/bad");
+  EXPECT_NE(chat.err.find("--chat-template 'chatml' is not one conveyor has"), std::string::npos)
+      << chat.err;
+  const Result document_mask_on_text = Conveyor(
+      "train --model llama --layers 2 --steps 1 --document-mask --data " + dir + "/corpus.txt");
+  EXPECT_NE(document_mask_on_text.err.find("--document-mask needs a tokenized data set"),
+            std::string::npos)
+      << document_mask_on_text.err;
+}
+
 // eval reads every token of the data it is given: a data set too small for the default
 // split's validation part (which train refuses) is evaluated whole; --split is refused there.
 TEST(CliTest, EvalReadsEveryTokenOfADataSetWhateverItsSplit) {

@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "conveyor/data/indexed_dataset.h"
 #include "conveyor/data/load_tokenizer.h"
 #include "conveyor/data/open_token_source.h"
+#include "conveyor/data/supervised_documents.h"
 #include "conveyor/data/text_documents.h"
 #include "conveyor/data/tokenizer.h"
 
@@ -58,15 +61,13 @@ class PrepareProgress {
   int tenth_ = 0;
 };
 
-// Tokenizes `documents` on `threads` threads: document i by thread i mod threads.
-std::vector<std::vector<int64_t>> EncodeAll(const Tokenizer& tokenizer,
-                                            const std::vector<std::string>& documents,
-                                            int threads) {
-  std::vector<std::vector<int64_t>> tokens(documents.size());
-  auto encode = [&](size_t first) {
-    for (size_t i = first; i < documents.size(); i += threads) {
-      tokens[i] = DocumentTokens(tokenizer, documents[i]);
-    }
+// Tokenizes `documents` on `threads` threads by `encode`: document i by thread i mod threads.
+template <typename Document>
+std::vector<MaskedTokens> EncodeAll(const std::vector<Document>& documents, int threads,
+                                    const std::function<MaskedTokens(const Document&)>& encode) {
+  std::vector<MaskedTokens> tokens(documents.size());
+  auto encode_from = [&](size_t first) {
+    for (size_t i = first; i < documents.size(); i += threads) tokens[i] = encode(documents[i]);
   };
   std::vector<std::thread> workers;
   // A failure on a worker (a document the library cannot encode) is the prepare's.
@@ -74,14 +75,14 @@ std::vector<std::vector<int64_t>> EncodeAll(const Tokenizer& tokenizer,
   for (int t = 1; t < threads; ++t) {
     workers.emplace_back([&, t] {
       try {
-        encode(t);
+        encode_from(t);
       } catch (...) {
         errors[t] = std::current_exception();
       }
     });
   }
   try {
-    encode(0);
+    encode_from(0);
   } catch (...) {
     errors[0] = std::current_exception();
   }
@@ -92,14 +93,27 @@ std::vector<std::vector<int64_t>> EncodeAll(const Tokenizer& tokenizer,
   return tokens;
 }
 
+struct PrepareOptions {
+  TextDocumentOptions documents;
+  // Supervised examples (supervised_documents.h): PREFIX_loss_mask is written beside.
+  bool supervised = false;
+  ChatTemplate chat_template = ChatTemplate::kNone;
+  int threads = 0;
+};
+
 void Prepare(const std::vector<std::string>& inputs, const std::string& out,
-             const std::string& tokenizer_spec, const TextDocumentOptions& options, int threads) {
+             const std::string& tokenizer_spec, const PrepareOptions& options) {
+  std::vector<std::string> outputs = {out + ".bin", out + ".idx"};
+  if (options.supervised) {
+    outputs.push_back(LossMaskPrefix(out) + ".bin");
+    outputs.push_back(LossMaskPrefix(out) + ".idx");
+  }
   uintmax_t total = 0;
   for (const std::string& input : inputs) {
     CheckInputPath("--input", input, PathKind::kFile);
     // The same file under another name (a link, ../x.bin) too: it would be read as it is
     // replaced.
-    for (const std::string& output : {out + ".bin", out + ".idx"}) {
+    for (const std::string& output : outputs) {
       std::error_code error;
       CONVEYOR_CHECK(!std::filesystem::equivalent(input, output, error))
           << "--input " << input << " is the output " << output << " of --out " << out
@@ -112,34 +126,68 @@ void Prepare(const std::vector<std::string>& inputs, const std::string& out,
   }
   const std::unique_ptr<Tokenizer> tokenizer = LoadTokenizer(tokenizer_spec);
   tokenizer->end_of_document();  // refuses a tokenizer without one before any work
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = options.threads > 0
+                          ? options.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const auto start = Clock::now();
   IndexedDatasetWriter writer(out, tokenizer->vocab_size());
+  std::optional<IndexedDatasetWriter> mask_writer;
+  if (options.supervised) mask_writer.emplace(LossMaskPrefix(out), 2, ByteDtype());
+  int64_t targets = 0;
   PrepareProgress progress(total);
   uintmax_t read = 0;
   // Documents are tokenized a chunk at a time (about 4 MB of text a thread), written in order.
   const size_t chunk_bytes = (size_t{4} << 20) * threads;
-  std::vector<std::string> chunk;
   size_t chunk_size = 0;
-  auto flush = [&] {
-    for (const std::vector<int64_t>& tokens : EncodeAll(*tokenizer, chunk, threads)) {
-      writer.AddDocument(tokens);
+  auto write = [&](const std::vector<MaskedTokens>& encoded) {
+    for (const MaskedTokens& document : encoded) {
+      writer.AddDocument(document.tokens);
+      if (mask_writer) {
+        mask_writer->AddDocument(document.targets);
+        for (int64_t t : document.targets) targets += t;
+      }
     }
     read += chunk_size;
-    chunk.clear();
     chunk_size = 0;
     progress.Update(read, writer.tokens(), writer.documents());
   };
-  for (const std::string& input : inputs) {
-    ForEachDocument(input, options, [&](std::string_view document) {
-      chunk.emplace_back(document);
-      chunk_size += document.size();
-      if (chunk_size >= chunk_bytes) flush();
-    });
+  if (options.supervised) {
+    std::vector<SupervisedDocument> chunk;
+    const std::function<MaskedTokens(const SupervisedDocument&)> encode =
+        [&](const SupervisedDocument& d) { return EncodeSupervised(*tokenizer, d); };
+    auto flush = [&] {
+      write(EncodeAll(chunk, threads, encode));
+      chunk.clear();
+    };
+    for (const std::string& input : inputs) {
+      ForEachSupervisedDocument(input, options.chat_template, [&](SupervisedDocument&& d) {
+        chunk_size += d.line_bytes;
+        chunk.push_back(std::move(d));
+        if (chunk_size >= chunk_bytes) flush();
+      });
+    }
+    flush();
+  } else {
+    std::vector<std::string> chunk;
+    const std::function<MaskedTokens(const std::string&)> encode = [&](const std::string& d) {
+      return MaskedTokens{DocumentTokens(*tokenizer, d), {}};
+    };
+    auto flush = [&] {
+      write(EncodeAll(chunk, threads, encode));
+      chunk.clear();
+    };
+    for (const std::string& input : inputs) {
+      ForEachDocument(input, options.documents, [&](std::string_view document) {
+        chunk.emplace_back(document);
+        chunk_size += document.size();
+        if (chunk_size >= chunk_bytes) flush();
+      });
+    }
+    flush();
   }
-  flush();
   CONVEYOR_CHECK(writer.documents() > 0) << "the inputs hold no document: nothing written";
   writer.Finish();
+  if (mask_writer) mask_writer->Finish();
   progress.Finish();
   const double seconds = SecondsSince(start);
   std::printf(
@@ -149,6 +197,11 @@ void Prepare(const std::vector<std::string>& inputs, const std::string& out,
       static_cast<long long>(writer.tokens()), TokenDtypeFor(tokenizer->vocab_size()).name,
       tokenizer->Describe().c_str(), read / 1e6, seconds, read / 1e6 / std::max(seconds, 1e-9),
       threads);
+  if (mask_writer) {
+    std::printf("wrote %s.bin and %s.idx: the loss mask, %lld of the %lld tokens are targets\n",
+                LossMaskPrefix(out).c_str(), LossMaskPrefix(out).c_str(),
+                static_cast<long long>(targets), static_cast<long long>(writer.tokens()));
+  }
 }
 
 // Opens and reads the data as train and eval do (OpenTokenSource, CheckTokens): whatever they
@@ -166,9 +219,9 @@ void AddDataCommand(CLI::App& app) {
   struct DataFlags {
     std::vector<std::string> inputs;
     std::string out, tokenizer = "bytes", prefix;
-    TextDocumentOptions documents;
+    PrepareOptions prepare;
+    std::string chat_template = "none";
     int64_t vocab = 0;
-    int threads = 0;
   };
   auto flags = std::make_shared<DataFlags>();
   CLI::App* data = app.add_subcommand("data", "tokenized data sets: prepare and check them");
@@ -183,17 +236,33 @@ void AddDataCommand(CLI::App& app) {
       ->add_option("--tokenizer", flags->tokenizer,
                    "bytes (one token per byte), or a SentencePiece tokenizer.model")
       ->capture_default_str();
-  prepare->add_option("--threads", flags->threads, "tokenizing threads (0: every core)")
+  prepare->add_option("--threads", flags->prepare.threads, "tokenizing threads (0: every core)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  prepare->add_option("--json-key", flags->documents.json_key,
+  prepare->add_option("--json-key", flags->prepare.documents.json_key,
                       "read every input as JSON Lines, the document under this key (default: "
                       ".jsonl files, key \"text\")");
-  prepare->add_flag("--blank-line-blocks", flags->documents.blank_line_blocks,
+  prepare->add_flag("--blank-line-blocks", flags->prepare.documents.blank_line_blocks,
                     "plain text: every block between blank lines is a document (default: "
                     "every file is one)");
+  prepare->add_flag("--supervised", flags->prepare.supervised,
+                    "JSON Lines of {\"prompt\", \"completion\"} (or, with --chat-template, "
+                    "{\"messages\"}) examples: only completions are targets; writes "
+                    "PREFIX_loss_mask.bin/.idx beside, which train and eval read");
+  prepare
+      ->add_option("--chat-template", flags->chat_template,
+                   "none, or llama2: the [INST] form a \"messages\" list becomes (implies "
+                   "--supervised)")
+      ->capture_default_str();
   prepare->callback([flags] {
-    Prepare(flags->inputs, flags->out, flags->tokenizer, flags->documents, flags->threads);
+    PrepareOptions options = flags->prepare;
+    options.chat_template = ParseChatTemplate(flags->chat_template);
+    if (options.chat_template != ChatTemplate::kNone) options.supervised = true;
+    CONVEYOR_CHECK(!options.supervised || (options.documents.json_key.empty() &&
+                                           !options.documents.blank_line_blocks))
+        << "--supervised reads JSON Lines of examples; --json-key and --blank-line-blocks are "
+           "for text documents";
+    Prepare(flags->inputs, flags->out, flags->tokenizer, options);
   });
   CLI::App* check = data->add_subcommand(
       "check",

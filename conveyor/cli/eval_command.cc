@@ -89,17 +89,25 @@ void AddEvalCommand(CLI::App& app, const std::vector<std::string>& args, int* ex
       const TokenEvalMetrics& m = run.metrics;
       if (rank.rank != 0) return;
       if (flags->format == "json") {
-        const nlohmann::json result = {
-            {"tokens", m.tokens}, {"loss", m.loss}, {"perplexity", m.perplexity}};
+        // "targets": the predictions counted, as "tokens" (kept for earlier readers) says.
+        const nlohmann::json result = {{"tokens", m.tokens},
+                                       {"targets", m.tokens},
+                                       {"loss_mask", run.loss_mask},
+                                       {"document_mask", config.document_mask},
+                                       {"loss", m.loss},
+                                       {"perplexity", m.perplexity}};
         std::printf("%s\n", result.dump().c_str());
         return;
       }
       std::printf(
-          "%s: %lld tokens predicted (%s; every token, in windows of %lld): loss %.6f, "
+          "%s: %lld %s predicted (%s; %s, in windows of %lld%s): loss %.6f, "
           "perplexity %.4f, %.0f tokens/s\n",
           checkpoint.empty() ? MakeModelTask(config)->Describe().c_str() : checkpoint.c_str(),
-          static_cast<long long>(m.tokens), run.source.c_str(),
-          static_cast<long long>(config.model.seq_len), m.loss, m.perplexity,
+          static_cast<long long>(m.tokens), run.loss_mask ? "targets" : "tokens",
+          run.source.c_str(),
+          run.loss_mask ? "the tokens its loss mask marks" : "every token",
+          static_cast<long long>(config.model.seq_len),
+          config.document_mask ? ", documents kept apart" : "", m.loss, m.perplexity,
           static_cast<double>(m.tokens) /
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     });

@@ -27,14 +27,27 @@ BatchBuilder::BatchBuilder(int64_t batch_size, int64_t seq_len, Targets targets)
   batch_.attention_mask.select(1, 0).fill_(true);
 }
 
-void BatchBuilder::SetTokenWindow(int64_t row, std::span<const int64_t> window) {
-  CONVEYOR_ASSERT(batch_.targets.dim() == 2 && static_cast<int64_t>(window.size()) == seq_len_ + 1)
+void BatchBuilder::SetTokenWindow(int64_t row, std::span<const int64_t> window,
+                                  std::span<const int64_t> targets,
+                                  std::span<const int64_t> positions) {
+  const size_t length = static_cast<size_t>(seq_len_ + 1);
+  CONVEYOR_ASSERT(batch_.targets.dim() == 2 && window.size() == length &&
+                  (targets.empty() || targets.size() == length) &&
+                  (positions.empty() || positions.size() == length))
       << "window of " << window.size() << " tokens for seq_len " << seq_len_;
   int64_t* inputs = batch_.inputs[row].data_ptr<int64_t>();
-  int64_t* targets = batch_.targets[row].data_ptr<int64_t>();
+  int64_t* row_targets = batch_.targets[row].data_ptr<int64_t>();
   std::copy(window.begin(), window.end() - 1, inputs);
-  std::copy(window.begin() + 1, window.end(), targets);
+  for (size_t t = 0; t + 1 < length; ++t) {
+    row_targets[t] = targets.empty() || targets[t + 1] != 0 ? window[t + 1] : -1;
+  }
   batch_.attention_mask[row].fill_(true);
+  if (!positions.empty()) {
+    if (!batch_.positions.defined()) {
+      batch_.positions = at::arange(seq_len_, at::kLong).repeat({batch_.inputs.size(0), 1});
+    }
+    std::copy(positions.begin(), positions.end() - 1, batch_.positions[row].data_ptr<int64_t>());
+  }
 }
 
 void BatchBuilder::SetWindow(int64_t row, std::string_view window) {

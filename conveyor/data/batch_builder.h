@@ -27,8 +27,13 @@ class BatchBuilder {
   BatchBuilder(int64_t batch_size, int64_t seq_len, Targets targets);
 
   // Language-model row: `window` holds T + 1 tokens; inputs = window[:-1], targets =
-  // window[1:], every position real. SetWindow: of bytes, one token each.
-  void SetTokenWindow(int64_t row, std::span<const int64_t> window);
+  // window[1:], every position real. With `targets` (T + 1 entries, 1 = a target) the
+  // targets it marks 0 are -1; with `positions` (T + 1, the tokens' positions in their
+  // documents) the row's positions are its inputs' (the batch has positions then, 0 .. T-1
+  // in the other rows). SetWindow: of bytes, one token each.
+  void SetTokenWindow(int64_t row, std::span<const int64_t> window,
+                      std::span<const int64_t> targets = {},
+                      std::span<const int64_t> positions = {});
   void SetWindow(int64_t row, std::string_view window);
 
   // Classification row: the first min(T, size) bytes of `text` are real inputs, the rest

@@ -80,7 +80,9 @@ BlendedLmStream::BlendedLmStream(const std::string& text, IndexedLmStreamOptions
     : options_(options) {
   double sum = 0;
   for (const auto& [weight, path] : ParseDataBlend(text)) {
-    sources_.emplace_back(OpenTokenSource(path), options);
+    std::shared_ptr<const TokenSource> data = OpenTokenSource(path);
+    std::shared_ptr<const TokenSource> loss_mask = OpenLossMask(path, *data);
+    sources_.emplace_back(std::move(data), options, std::move(loss_mask));
     weights_.push_back(weight);
     sum += weight;
   }
@@ -126,9 +128,23 @@ Batch BlendedLmStream::GetRows(int64_t step, int64_t begin, int64_t end) const {
   BatchBuilder builder(end - begin, options_.seq_len, BatchBuilder::Targets::kPerToken);
   for (int64_t i = begin; i < end; ++i) {
     const auto [source, sample] = Locate(step * n + i);
-    builder.SetTokenWindow(i - begin, sources_[source].TrainWindow(sample));
+    const LmWindow window = sources_[source].TrainWindow(sample);
+    builder.SetTokenWindow(i - begin, window.tokens, window.targets, window.positions);
   }
   return std::move(builder).Build();
+}
+
+int64_t BlendedLmStream::BatchTargets(int64_t step) const {
+  const int64_t n = options_.batch_size;
+  bool masked = false;
+  for (const IndexedLmStream& source : sources_) masked = masked || source.has_loss_mask();
+  if (!masked) return n * options_.seq_len;
+  int64_t targets = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto [source, sample] = Locate(step * n + i);
+    targets += sources_[source].TrainTargets(sample);
+  }
+  return targets;
 }
 
 int64_t BlendedLmStream::EvalBatches() const {
@@ -143,7 +159,8 @@ Batch BlendedLmStream::GetEval(int64_t index) const {
   BatchBuilder builder(n, options_.seq_len, BatchBuilder::Targets::kPerToken);
   for (int64_t i = 0; i < n && index * n + i < windows; ++i) {
     const auto [source, window] = eval_[index * n + i];
-    builder.SetTokenWindow(i, sources_[source].EvalWindow(window));
+    const LmWindow sample = sources_[source].EvalWindow(window);
+    builder.SetTokenWindow(i, sample.tokens, sample.targets, sample.positions);
   }
   return std::move(builder).Build();
 }

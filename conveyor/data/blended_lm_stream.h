@@ -45,7 +45,8 @@ bool IsTokenData(const std::string& text);
 
 class BlendedLmStream {
  public:
-  // Opens every path of `text` (ParseDataBlend, OpenTokenSource), each with `options`.
+  // Opens every path of `text` (ParseDataBlend, OpenTokenSource, and its OpenLossMask), each
+  // with `options`.
   // Throws UserError as those do, naming the source.
   BlendedLmStream(const std::string& text, IndexedLmStreamOptions options);
 
@@ -53,6 +54,9 @@ class BlendedLmStream {
   Batch Get(int64_t step) const { return GetRows(step, 0, options_.batch_size); }
   // Rows [begin, end) of it (a data-parallel replica's share): only those are read.
   Batch GetRows(int64_t step, int64_t begin, int64_t end) const;
+  // The counted targets of training batch `step`: N T, or, where loss masks say, fewer (only
+  // the masks are read).
+  int64_t BatchTargets(int64_t step) const;
   int64_t EvalBatches() const;
   Batch GetEval(int64_t index) const;
 

@@ -76,7 +76,7 @@ TEST_F(BlendedLmStreamTest, OneSourceGivesItsSamplesAndAnyRowsOfABatch) {
     ASSERT_EQ(batch.inputs.sizes(), (c10::IntArrayRef{4, 8}));
     for (int64_t i = 0; i < 4; ++i) {
       EXPECT_EQ(stream.Locate(step * 4 + i), (std::pair<int, int64_t>{0, step * 4 + i}));
-      EXPECT_EQ(Window(batch, i), source.TrainWindow(step * 4 + i));
+      EXPECT_EQ(Window(batch, i), source.TrainWindow(step * 4 + i).tokens);
     }
     for (const auto& [begin, end] : {std::pair{0, 2}, {2, 4}, {1, 2}, {3, 4}}) {
       const Batch rows = stream.GetRows(step, begin, end);
@@ -122,7 +122,7 @@ TEST_F(BlendedLmStreamTest, ABlendTakesEachSourcesSamplesInItsShareAndOrder) {
   const Batch batch = stream.Get(2);
   for (int64_t i = 0; i < 4; ++i) {
     const auto [source, sample] = stream.Locate(8 + i);
-    EXPECT_EQ(Window(batch, i), stream.sources()[source].TrainWindow(sample));
+    EXPECT_EQ(Window(batch, i), stream.sources()[source].TrainWindow(sample).tokens);
   }
   // A weight of 0 takes nothing.
   const BlendedLmStream only_b("0 " + a_ + " 1 " + b_, Options(3));
@@ -140,7 +140,7 @@ TEST_F(BlendedLmStreamTest, EvaluationBlendsTheValidationWindows) {
     if (w >= windows) {
       EXPECT_TRUE(last.targets[i].eq(-1).all().item<bool>());  // padding counts nothing
     } else {
-      EXPECT_EQ(Window(last, i), one.sources()[0].EvalWindow(w));
+      EXPECT_EQ(Window(last, i), one.sources()[0].EvalWindow(w).tokens);
     }
   }
   const BlendedLmStream blend("0.5 " + a_ + " 0.5 " + b_, Options(3));
@@ -151,9 +151,9 @@ TEST_F(BlendedLmStreamTest, EvaluationBlendsTheValidationWindows) {
   EXPECT_GE(blend.EvalBatches() * 4, 2 * shorter);
   EXPECT_LE(blend.EvalBatches() * 4, 2 * shorter + 4);
   const Batch first = blend.GetEval(0);
-  EXPECT_EQ(Window(first, 0), blend.sources()[0].EvalWindow(0));
-  EXPECT_EQ(Window(first, 1), blend.sources()[1].EvalWindow(0));
-  EXPECT_EQ(Window(first, 2), blend.sources()[0].EvalWindow(1));
+  EXPECT_EQ(Window(first, 0), blend.sources()[0].EvalWindow(0).tokens);
+  EXPECT_EQ(Window(first, 1), blend.sources()[1].EvalWindow(0).tokens);
+  EXPECT_EQ(Window(first, 2), blend.sources()[0].EvalWindow(1).tokens);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "conveyor/data/indexed_dataset.h"
+#include "conveyor/data/open_token_source.h"
 #include "conveyor/data/sentencepiece_tokenizer.h"
 
 namespace conveyor {
@@ -37,6 +38,16 @@ void WriteCountingDataSet(const std::string& prefix, int64_t documents, int64_t 
     std::vector<int64_t> tokens;
     for (int64_t k = 0; k < 5 + j % 7; ++k) tokens.push_back((j * 7 + k + base) % 200);
     writer.AddDocument(tokens);
+  }
+  writer.Finish();
+}
+
+void WriteCountingLossMask(const std::string& prefix, int64_t documents) {
+  IndexedDatasetWriter writer(LossMaskPrefix(prefix), 2, ByteDtype());
+  for (int64_t j = 0; j < documents; ++j) {
+    std::vector<int64_t> mask;
+    for (int64_t k = 0; k < 5 + j % 7; ++k) mask.push_back((j + k) % 3 != 0 ? 1 : 0);
+    writer.AddDocument(mask);
   }
   writer.Finish();
 }

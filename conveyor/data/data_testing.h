@@ -23,6 +23,10 @@ bool FortunesInstalled();
 // 5 + j % 7 tokens, token k of it (j * 7 + k + base) % 200.
 void WriteCountingDataSet(const std::string& prefix, int64_t documents, int64_t base = 0);
 
+// Writes the loss mask (open_token_source.h) of such a data set at `prefix`: document j's
+// token k a target when (j + k) % 3 != 0.
+void WriteCountingLossMask(const std::string& prefix, int64_t documents);
+
 // Stream options for those: windows of 8 tokens, 4 a batch, split 80 / 10 / 10, `seed`.
 IndexedLmStreamOptions SmallStreamOptions(uint64_t seed);
 

@@ -37,6 +37,7 @@ class FlatTokenFile : public TokenSource {
   const std::string& name() const override { return file_.path(); }
   std::string Describe() const override;
   int64_t num_documents() const override { return std::min(kFlatParts, num_tokens_); }
+  bool has_documents() const override { return false; }
   int64_t num_tokens() const override { return num_tokens_; }
   int64_t DocumentOffset(int64_t j) const override;
   void ReadStream(int64_t offset, int64_t count, int64_t* out) const override;

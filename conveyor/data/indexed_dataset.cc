@@ -72,6 +72,8 @@ TokenDtype TokenDtypeFor(int64_t vocab_size) {
   return vocab_size < 65500 ? kDtypes[7] : kDtypes[3];
 }
 
+TokenDtype ByteDtype() { return kDtypes[0]; }
+
 IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   index_ = std::make_unique<MappedFile>(prefix + ".idx");
   data_ = std::make_unique<MappedFile>(prefix + ".bin");
@@ -224,12 +226,19 @@ std::vector<int64_t> IndexedDataset::Read(int64_t sequence) const {
 }
 
 IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, int64_t vocab_size)
+    : IndexedDatasetWriter(prefix, vocab_size, TokenDtypeFor(vocab_size)) {}
+
+IndexedDatasetWriter::IndexedDatasetWriter(const std::string& prefix, int64_t vocab_size,
+                                           TokenDtype dtype)
     : prefix_(prefix),
       vocab_size_(vocab_size),
-      dtype_(TokenDtypeFor(vocab_size)),
+      dtype_(dtype),
       bin_(std::make_unique<AtomicFile>(prefix + ".bin")) {
   CONVEYOR_CHECK(vocab_size >= 1 && vocab_size <= std::numeric_limits<int32_t>::max())
       << "a vocabulary of " << vocab_size << " tokens cannot be stored";
+  CONVEYOR_ASSERT((dtype.code == 1 && vocab_size <= 256) ||
+                  (dtype.code == 8 && vocab_size <= 65536) || dtype.code == 4)
+      << "tokens of a vocabulary of " << vocab_size << " in " << dtype.name;
   buffer_.reserve(kBufferBytes);
 }
 
@@ -245,7 +254,9 @@ void IndexedDatasetWriter::AddDocument(std::span<const int64_t> tokens) {
     CONVEYOR_CHECK(t >= 0 && t < vocab_size_)
         << prefix_ << ": document " << documents() << ", token " << k << " is " << t
         << ", outside the vocabulary [0, " << vocab_size_ << ")";
-    if (dtype_.bytes == 2) {
+    if (dtype_.bytes == 1) {
+      buffer_.push_back(static_cast<char>(static_cast<uint8_t>(t)));
+    } else if (dtype_.bytes == 2) {
       const uint16_t v = static_cast<uint16_t>(t);
       buffer_.insert(buffer_.end(), reinterpret_cast<const char*>(&v),
                      reinterpret_cast<const char*>(&v) + 2);

@@ -44,6 +44,8 @@ struct TokenDtype {
 
 // The dtype Megatron picks for a vocabulary: uint16 below 65500 tokens, int32 above.
 TokenDtype TokenDtypeFor(int64_t vocab_size);
+// uint8 (code 1): what a loss mask's 0 and 1 are stored in (open_token_source.h).
+TokenDtype ByteDtype();
 
 // Whether PREFIX.idx and PREFIX.bin both exist: `prefix` names a data set, not a text.
 bool IsIndexedDataset(const std::string& prefix);
@@ -118,9 +120,11 @@ class IndexedDataset : public TokenSource {
 // AtomicFile may stay; never a half-written file under the final names).
 class IndexedDatasetWriter {
  public:
-  // Tokens in [0, vocab_size), stored in TokenDtypeFor(vocab_size). Throws UserError when the
-  // files cannot be created.
+  // Tokens in [0, vocab_size), stored in TokenDtypeFor(vocab_size), or in `dtype` (uint8,
+  // uint16 or int32, wide enough for the vocabulary). Throws UserError when the files cannot
+  // be created.
   IndexedDatasetWriter(const std::string& prefix, int64_t vocab_size);
+  IndexedDatasetWriter(const std::string& prefix, int64_t vocab_size, TokenDtype dtype);
   ~IndexedDatasetWriter();
 
   // One document of one sequence. Throws UserError naming the document and position of a

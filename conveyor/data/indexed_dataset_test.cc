@@ -17,6 +17,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/common/reference_env_testing.h"
 #include "conveyor/common/scratch_folder_testing.h"
+#include "conveyor/data/open_token_source.h"
 
 namespace conveyor {
 namespace {
@@ -237,6 +238,21 @@ TEST_F(IndexedDatasetTest, MegatronCoreReadsWhatConveyorWritesByteForByte) {
           << name << ext << ": Megatron-Core's builder wrote other bytes";
     }
   }
+  // A loss mask (uint8, open_token_source.h) is an indexed data set Megatron-Core reads too,
+  // its documents those of its data set.
+  Documents mask;
+  for (const auto& d : small) {
+    mask.emplace_back();
+    for (size_t k = 0; k < d.size(); ++k) mask.back().push_back(k % 3 == 0 ? 0 : 1);
+  }
+  IndexedDatasetWriter mask_writer(LossMaskPrefix(dir + "/small"), 2, ByteDtype());
+  for (const auto& d : mask) mask_writer.AddDocument(d);
+  mask_writer.Finish();
+  const nlohmann::json mask_read =
+      RunMegatronCore(dir, {{{"read", LossMaskPrefix(dir + "/small")}}})[0];
+  EXPECT_EQ(mask_read["dtype"], "uint8");
+  EXPECT_EQ(mask_read["documents"], OneSequenceEach(mask));
+  EXPECT_EQ(mask_read["document_indices"], results[0]["document_indices"]);
   const IndexedDataset merged(dir + "/merged");
   Documents both = small;
   both.insert(both.end(), other.begin(), other.end());

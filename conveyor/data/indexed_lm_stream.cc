@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <sstream>
 #include <utility>
 #include <vector>
 
 #include "conveyor/common/error.h"
 #include "conveyor/data/batch_builder.h"
+#include "conveyor/data/open_token_source.h"
 #include "conveyor/data/stateless_random.h"
+#include "conveyor/data/token_windows.h"
 
 namespace conveyor {
 namespace {
@@ -43,9 +46,13 @@ std::array<double, 3> ParseSplit(const std::string& text) {
 }
 
 IndexedLmStream::IndexedLmStream(std::shared_ptr<const TokenSource> data,
-                                 IndexedLmStreamOptions options)
-    : data_(std::move(data)), options_(options) {
+                                 IndexedLmStreamOptions options,
+                                 std::shared_ptr<const TokenSource> loss_mask)
+    : data_(std::move(data)), loss_mask_(std::move(loss_mask)), options_(options) {
   CheckStreamOptions(options_.batch_size, options_.seq_len, 0);
+  CONVEYOR_CHECK(!options_.document_mask || data_->has_documents())
+      << data_->name() << " is a token file without a document index: --document-mask needs a "
+      << "data set (PREFIX.bin and PREFIX.idx) whose index says where each document starts";
   const auto& w = options_.split;
   const double sum = w[0] + w[1] + w[2];
   const int64_t d = data_->num_documents();
@@ -69,11 +76,28 @@ IndexedLmStream::IndexedLmStream(std::shared_ptr<const TokenSource> data,
       << "; give it more weight in --split, or 0 to evaluate nothing";
 }
 
-std::vector<int64_t> IndexedLmStream::Window(int64_t start) const {
-  std::vector<int64_t> window(options_.seq_len + 1);
-  data_->ReadStream(start, options_.seq_len + 1, window.data());
-  data_->CheckTokens(start, window, options_.vocab_size);
+LmWindow IndexedLmStream::Window(int64_t start) const {
+  const int64_t length = options_.seq_len + 1;
+  LmWindow window;
+  window.tokens.resize(length);
+  data_->ReadStream(start, length, window.tokens.data());
+  data_->CheckTokens(start, window.tokens, options_.vocab_size);
+  if (loss_mask_) {
+    window.targets.resize(length);
+    ReadLossMask(*loss_mask_, start, length, window.targets.data());
+  }
+  if (options_.document_mask) {
+    window.positions.resize(length);
+    WindowPositions(*data_, start, length, window.positions.data());
+  }
   return window;
+}
+
+int64_t IndexedLmStream::TrainTargets(int64_t g) const {
+  if (!loss_mask_) return options_.seq_len;
+  std::vector<int64_t> mask(options_.seq_len + 1);
+  ReadLossMask(*loss_mask_, TrainWindowStart(g), options_.seq_len + 1, mask.data());
+  return std::accumulate(mask.begin() + 1, mask.end(), int64_t{0});
 }
 
 int64_t IndexedLmStream::TrainWindowStart(int64_t g) const {
@@ -86,7 +110,7 @@ int64_t IndexedLmStream::TrainWindowStart(int64_t g) const {
   return first_token_[0] + static_cast<int64_t>(k) * t;
 }
 
-std::vector<int64_t> IndexedLmStream::TrainWindow(int64_t g) const {
+LmWindow IndexedLmStream::TrainWindow(int64_t g) const {
   CONVEYOR_CHECK(g >= 0) << "training sample " << g << " must be >= 0";
   return Window(TrainWindowStart(g));
 }
@@ -95,7 +119,7 @@ int64_t IndexedLmStream::EvalWindows() const {
   return tokens_[1] > options_.seq_len ? (tokens_[1] - 1) / options_.seq_len : 0;
 }
 
-std::vector<int64_t> IndexedLmStream::EvalWindow(int64_t i) const {
+LmWindow IndexedLmStream::EvalWindow(int64_t i) const {
   CONVEYOR_CHECK(i >= 0 && i < EvalWindows())
       << "validation window " << i << " is outside [0, " << EvalWindows() << ")";
   return Window(first_token_[1] + i * options_.seq_len);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -10,9 +11,11 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/scratch_folder_testing.h"
+#include "conveyor/data/blended_lm_stream.h"
 #include "conveyor/data/data_testing.h"
 #include "conveyor/data/indexed_dataset.h"
 #include "conveyor/data/open_token_source.h"
+#include "conveyor/data/token_windows.h"
 
 namespace conveyor {
 namespace {
@@ -63,7 +66,7 @@ TEST_F(IndexedLmStreamTest, EachEpochVisitsEveryWindowOnceInASeededOrder) {
   for (int64_t g = 0; g < 4; ++g) {
     std::vector<int64_t> window(t + 1);
     data_->ReadStream(stream.TrainWindowStart(g), t + 1, window.data());
-    EXPECT_EQ(stream.TrainWindow(g), window);
+    EXPECT_EQ(stream.TrainWindow(g).tokens, window);
   }
 }
 
@@ -75,7 +78,7 @@ TEST_F(IndexedLmStreamTest, EvaluationTilesTheValidationSplitInOrder) {
   for (int64_t w = 0; w < windows; ++w) {
     std::vector<int64_t> window(t + 1);
     data_->ReadStream(start + w * t, t + 1, window.data());
-    EXPECT_EQ(stream.EvalWindow(w), window);
+    EXPECT_EQ(stream.EvalWindow(w).tokens, window);
   }
   EXPECT_THROW(stream.EvalWindow(windows), UserError);
 }
@@ -137,6 +140,120 @@ TEST_F(IndexedLmStreamTest, AStoreThatIsNotTheConcatenationIsRefused) {
     ADD_FAILURE() << "accepted";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("not stored back to back"), std::string::npos) << e.what();
+  }
+}
+
+// With a loss mask beside the data set, a window's targets are the stream's next tokens where
+// the mask marks them and -1 elsewhere; the batch's count of targets is the mask's.
+TEST_F(IndexedLmStreamTest, ALossMaskLeavesOnlyItsTargetsCounted) {
+  WriteCountingLossMask(scratch_.Path("set"), 100);
+  const std::shared_ptr<const TokenSource> mask = OpenLossMask(scratch_.Path("set"), *data_);
+  ASSERT_NE(mask, nullptr);
+  EXPECT_EQ(OpenLossMask(scratch_.Path("none"), *data_), nullptr);
+  const BlendedLmStream stream(scratch_.Path("set"), Options(3));
+  const IndexedLmStream& source = stream.sources()[0];
+  ASSERT_TRUE(source.has_loss_mask());
+  for (int64_t step = 0; step < 3; ++step) {
+    const Batch batch = stream.Get(step);
+    int64_t counted = 0;
+    for (int64_t i = 0; i < 4; ++i) {
+      const int64_t start = source.TrainWindowStart(step * 4 + i);
+      std::vector<int64_t> tokens(9), marks(9);
+      data_->ReadStream(start, 9, tokens.data());
+      mask->ReadStream(start, 9, marks.data());
+      for (int64_t t = 0; t < 8; ++t) {
+        EXPECT_EQ(batch.targets[i][t].item<int64_t>(), marks[t + 1] ? tokens[t + 1] : -1);
+        EXPECT_EQ(batch.inputs[i][t].item<int64_t>(), tokens[t]);
+        counted += marks[t + 1];
+      }
+    }
+    EXPECT_EQ(stream.BatchTargets(step), counted);
+    EXPECT_LT(counted, 32);
+  }
+  // Evaluation windows are masked the same way.
+  const Batch eval = stream.GetEval(0);
+  const LmWindow window = source.EvalWindow(0);
+  for (int64_t t = 0; t < 8; ++t) {
+    EXPECT_EQ(eval.targets[0][t].item<int64_t>(),
+              window.targets[t + 1] ? window.tokens[t + 1] : -1);
+  }
+}
+
+TEST_F(IndexedLmStreamTest, ALossMaskOfAnotherDataSetOrNotZeroOrOneIsRefused) {
+  const std::string other = scratch_.Path("other");
+  WriteCountingDataSet(other, 99);
+  WriteCountingLossMask(other, 100);
+  try {
+    OpenLossMask(other, IndexedDataset(other));
+    ADD_FAILURE() << "a loss mask of 100 documents accepted for a data set of 99";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("the loss mask is not of this data set"),
+              std::string::npos)
+        << e.what();
+  }
+  const std::string bad = scratch_.Path("bad");
+  WriteCountingDataSet(bad, 1);
+  IndexedDatasetWriter writer(LossMaskPrefix(bad), 4, ByteDtype());
+  writer.AddDocument(std::vector<int64_t>{0, 1, 2, 1, 0});
+  writer.Finish();
+  const auto data = std::make_shared<const IndexedDataset>(bad);
+  std::vector<int64_t> out(5);
+  try {
+    ReadLossMask(*OpenLossMask(bad, *data), 0, 5, out.data());
+    ADD_FAILURE() << "a loss mask entry of 2 accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("entry 2 of the loss mask is 2, neither 0 nor 1"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// With document masks a window carries its tokens' positions in their documents, from the
+// window's start; documents of the counting set are 5 + j % 7 tokens long.
+TEST_F(IndexedLmStreamTest, DocumentMasksGiveEachTokenItsPositionInItsDocument) {
+  IndexedLmStreamOptions options = Options(5);
+  options.document_mask = true;
+  const IndexedLmStream stream(data_, options);
+  for (int64_t g = 0; g < 20; ++g) {
+    const int64_t start = stream.TrainWindowStart(g);
+    const LmWindow window = stream.TrainWindow(g);
+    ASSERT_EQ(window.positions.size(), 9u);
+    for (int64_t k = 0; k < 9; ++k) {
+      const int64_t j = data_->DocumentAt(start + k);
+      const int64_t in_document = start + k - data_->DocumentOffset(j);
+      EXPECT_EQ(window.positions[k], std::min(in_document, k)) << "window " << g << ", " << k;
+    }
+  }
+  // Documents 0 (5 tokens) and 1 (6): positions restart where document 1 begins.
+  std::vector<int64_t> positions(8);
+  WindowPositions(*data_, 2, 8, positions.data());
+  EXPECT_EQ(positions, (std::vector<int64_t>{0, 1, 2, 0, 1, 2, 3, 4}));
+  EXPECT_TRUE(IndexedLmStream(data_, Options(5)).TrainWindow(0).positions.empty());
+  // A batch of such windows has positions; one without document masks has none.
+  options.batch_size = 4;
+  BlendedLmStream blended(scratch_.Path("set"), options);
+  const Batch batch = blended.Get(0);
+  ASSERT_TRUE(batch.positions.defined());
+  const LmWindow first = blended.sources()[0].TrainWindow(0);
+  for (int64_t k = 0; k < 8; ++k) EXPECT_EQ(batch.positions[0][k].item<int64_t>(), first.positions[k]);
+  EXPECT_FALSE(BlendedLmStream(scratch_.Path("set"), Options(5)).Get(0).positions.defined());
+}
+
+TEST(IndexedLmStreamFlatTest, DocumentMasksRefuseATokenFileWithoutDocuments) {
+  ScratchFolder scratch;
+  std::vector<uint16_t> tokens(200);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(i % 50);
+  std::ofstream(scratch.Path("flat.bin"), std::ios::binary)
+      .write(reinterpret_cast<const char*>(tokens.data()), 2 * tokens.size());
+  IndexedLmStreamOptions options = Options(1);
+  options.document_mask = true;
+  try {
+    IndexedLmStream(OpenTokenSource(scratch.Path("flat.bin")), options);
+    ADD_FAILURE() << "document masks on a token file accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("without a document index: --document-mask needs"),
+              std::string::npos)
+        << e.what();
   }
 }
 

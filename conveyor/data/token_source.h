@@ -28,6 +28,9 @@ class TokenSource {
   // One line: the kind, documents, tokens and their dtype.
   virtual std::string Describe() const = 0;
   virtual int64_t num_documents() const = 0;
+  // Whether its documents are the corpus's own (an indexed data set's), not equal parts
+  // standing for them (a flat token file's): what document masks need.
+  virtual bool has_documents() const { return true; }
   virtual int64_t num_tokens() const = 0;
   // Where document j starts in the stream; num_tokens() for j = num_documents().
   // Precondition: 0 <= j <= num_documents().

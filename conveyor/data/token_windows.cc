@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "conveyor/common/error.h"
+#include "conveyor/data/open_token_source.h"
 
 namespace conveyor {
 
@@ -31,7 +32,35 @@ at::Tensor DataSetStream(const TokenSource& data, int64_t vocab_size) {
   return tokens;
 }
 
-std::vector<Batch> NextTokenWindows(const at::Tensor& tokens, int64_t seq_len, int64_t batch_size) {
+at::Tensor LossMaskStream(const TokenSource& mask) {
+  at::Tensor entries = at::empty({mask.num_tokens()}, at::kLong);
+  ReadLossMask(mask, 0, mask.num_tokens(), entries.data_ptr<int64_t>());
+  return entries;
+}
+
+void WindowPositions(const TokenSource& data, int64_t start, int64_t count, int64_t* out) {
+  // j: the first document starting after `start` (documents [0, D], offsets rising).
+  int64_t low = 0, high = data.num_documents();
+  while (low < high) {
+    const int64_t mid = low + (high - low) / 2;
+    if (data.DocumentOffset(mid) <= start) {
+      low = mid + 1;
+    } else {
+      high = mid;
+    }
+  }
+  int64_t j = low, position = 0;
+  for (int64_t k = 0; k < count; ++k) {
+    if (j <= data.num_documents() && data.DocumentOffset(j) == start + k) {
+      position = 0;
+      while (j <= data.num_documents() && data.DocumentOffset(j) == start + k) ++j;
+    }
+    out[k] = position++;
+  }
+}
+
+std::vector<Batch> NextTokenWindows(const at::Tensor& tokens, int64_t seq_len, int64_t batch_size,
+                                    const StreamMasks& masks) {
   CONVEYOR_CHECK(tokens.dim() == 1 && tokens.size(0) >= 2)
       << "evaluation needs a stream of at least 2 tokens, got " << tokens.sizes();
   CONVEYOR_CHECK(seq_len >= 1 && batch_size >= 1)
@@ -45,11 +74,20 @@ std::vector<Batch> NextTokenWindows(const at::Tensor& tokens, int64_t seq_len, i
     Batch b;
     b.inputs = at::zeros({count, seq_len}, at::kLong);
     b.targets = at::full({count, seq_len}, -1, at::kLong);
+    // Padding past the stream's end is a document of its own.
+    if (masks.documents != nullptr) b.positions = at::arange(seq_len).repeat({count, 1});
     for (int64_t i = 0; i < count; ++i) {
       const int64_t start = (first + i) * seq_len;
       const int64_t length = std::min(seq_len, n - 1 - start);  // targets in this window
       b.inputs[i].narrow(0, 0, length).copy_(t.narrow(0, start, length));
-      b.targets[i].narrow(0, 0, length).copy_(t.narrow(0, start + 1, length));
+      at::Tensor targets = t.narrow(0, start + 1, length);
+      if (masks.targets.defined()) {
+        targets = targets.masked_fill(masks.targets.narrow(0, start + 1, length) == 0, -1);
+      }
+      b.targets[i].narrow(0, 0, length).copy_(targets);
+      if (masks.documents != nullptr) {
+        WindowPositions(*masks.documents, start, length, b.positions[i].data_ptr<int64_t>());
+      }
     }
     batches.push_back(std::move(b));
   }

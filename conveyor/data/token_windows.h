@@ -30,10 +30,27 @@ at::Tensor CorpusByteStream(const Corpus& corpus);
 // the document and position of the first token outside [0, vocab_size).
 at::Tensor DataSetStream(const TokenSource& data, int64_t vocab_size);
 
+// Each of stream tokens [start, start + count) of `data`: its position in its document,
+// counted from `start` on (the first is 0, and each document beginning inside the range
+// restarts at 0), as Megatron's reset_position_ids numbers a sample's tokens.
+// Precondition: the range is inside the stream.
+void WindowPositions(const TokenSource& data, int64_t start, int64_t count, int64_t* out);
+
+// What the evaluation of a data set reads besides its tokens, over the same stream of N:
+struct StreamMasks {
+  at::Tensor targets;        // (N) int64, 1 where the token is a target; undefined: every one
+  const TokenSource* documents = nullptr;  // its documents, for document masks; null: none
+};
+
 // The windows of `tokens` ((N) int64, N >= 2) of `seq_len` tokens, `batch_size` windows a
-// batch (the last batch smaller): inputs and targets (n, seq_len). UserError for N < 2 or
-// sizes < 1.
-std::vector<Batch> NextTokenWindows(const at::Tensor& tokens, int64_t seq_len, int64_t batch_size);
+// batch (the last batch smaller): inputs and targets (n, seq_len), the targets -1 where
+// masks.targets says 0, and with masks.documents the batch's positions (WindowPositions per
+// window). UserError for N < 2 or sizes < 1.
+std::vector<Batch> NextTokenWindows(const at::Tensor& tokens, int64_t seq_len, int64_t batch_size,
+                                    const StreamMasks& masks = {});
+
+// The loss mask of a data set read whole: (N) int64 (ReadLossMask).
+at::Tensor LossMaskStream(const TokenSource& mask);
 
 }  // namespace conveyor
 

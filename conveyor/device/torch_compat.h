@@ -11,6 +11,8 @@
 #include <c10/core/Event.h>
 #include <torch/version.h>
 
+#include <optional>
+
 #if TORCH_VERSION_MAJOR >= 2
 #include <ATen/ops/scaled_dot_product_attention.h>
 #endif
@@ -84,14 +86,19 @@ inline void SynchronizeEvent(const c10::Event&) {}
 // is false.
 #if TORCH_VERSION_MAJOR >= 2
 inline constexpr bool kHasFusedAttention = true;
-// softmax(q k^T / sqrt(d), causal if asked) v for q, k, v (n, H, T, d), no dropout.
+// softmax(q k^T / sqrt(d), causal if asked) v for q, k, v (n, H, T, d), no dropout; with
+// `allowed` ((n, 1, T, T) bool, true = query i may attend key j; then causal is false) only
+// those keys.
 inline at::Tensor FusedAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                 bool causal) {
-  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, causal);
+                                 bool causal, const at::Tensor& allowed = {}) {
+  return at::scaled_dot_product_attention(
+      q, k, v, allowed.defined() ? std::optional<at::Tensor>(allowed) : std::nullopt,
+      /*dropout_p=*/0.0, causal);
 }
 #else
 inline constexpr bool kHasFusedAttention = false;
-inline at::Tensor FusedAttention(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool) {
+inline at::Tensor FusedAttention(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool,
+                                 const at::Tensor& = {}) {
   return {};
 }
 #endif

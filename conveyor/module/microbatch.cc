@@ -27,6 +27,9 @@ int64_t CheckedSamples(const Batch& batch) {
                  batch.attention_mask.sizes() == batch.inputs.sizes())
       << "attention mask " << batch.attention_mask.sizes() << " does not match inputs "
       << batch.inputs.sizes();
+  CONVEYOR_CHECK(!batch.positions.defined() || batch.positions.sizes() == batch.inputs.sizes())
+      << "positions " << batch.positions.sizes() << " do not match inputs "
+      << batch.inputs.sizes();
   return n;
 }
 
@@ -48,6 +51,7 @@ std::vector<MicroBatch> SplitBatch(const Batch& batch, int m, double loss_denomi
     mb.targets = batch.targets.narrow(0, first, size);
     if (batch.attention_mask.defined())
       mb.attention_mask = batch.attention_mask.narrow(0, first, size);
+    if (batch.positions.defined()) mb.positions = batch.positions.narrow(0, first, size);
     mb.loss_denominator = denominator;
     mb.share = static_cast<double>(mb.targets.ge(0).sum().item<int64_t>()) / denominator;
     out.push_back(std::move(mb));
@@ -57,7 +61,8 @@ std::vector<MicroBatch> SplitBatch(const Batch& batch, int m, double loss_denomi
 
 Batch ToDevice(const Batch& batch, const c10::Device& device) {
   auto to = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
-  return Batch{to(batch.inputs), to(batch.targets), to(batch.attention_mask)};
+  return Batch{to(batch.inputs), to(batch.targets), to(batch.attention_mask),
+               to(batch.positions)};
 }
 
 std::pair<int64_t, int64_t> PartOf(int64_t n, int i, int m) {
@@ -78,6 +83,7 @@ Batch SliceBatch(const Batch& batch, int index, int count) {
   if (batch.attention_mask.defined()) {
     part.attention_mask = batch.attention_mask.narrow(0, first, size);
   }
+  if (batch.positions.defined()) part.positions = batch.positions.narrow(0, first, size);
   return part;
 }
 

@@ -2,7 +2,12 @@
 //
 // Every rank builds the same batch (deterministic data), so every rank knows each
 // micro-batch's shape without exchanging shapes: stage 0 reads `inputs`, the last stage
-// reads `targets`, every stage may read `attention_mask`.
+// reads `targets`, every stage may read `attention_mask` and `positions`.
+//
+// Document masks (packed documents kept apart): `positions` holds each token's position in
+// its document within the sample, 0 where one begins (a sample's first token is 0 too). A
+// token attends only to the tokens of its own document (those since the last 0 at or before
+// it), and rotary embeddings rotate it by that position.
 //
 // Loss scaling: the model's loss is a sum over the targets of a micro-batch; dividing it by
 // `loss_denominator` (the count of counted targets in the whole batch) before backward
@@ -22,6 +27,7 @@ struct Batch {
   at::Tensor inputs;          // (N, T) int64 token ids
   at::Tensor targets;         // (N, T) or (N,) int64; -1 = not counted
   at::Tensor attention_mask;  // (N, T) bool, true = a real token; undefined = all real
+  at::Tensor positions;       // (N, T) int64 (above); undefined = one document, 0 .. T-1
 };
 
 struct MicroBatch {
@@ -30,6 +36,7 @@ struct MicroBatch {
   at::Tensor inputs;            // (n, T)
   at::Tensor targets;           // (n, T) or (n,)
   at::Tensor attention_mask;    // (n, T) or undefined
+  at::Tensor positions;         // (n, T) or undefined
   double loss_denominator = 1;  // counted targets in the whole batch
   // Its counted targets over loss_denominator: its part of the whole batch's loss, the
   // weight of a per-micro-batch term in it (auxiliary_loss.h). The shares of a batch's

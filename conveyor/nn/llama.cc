@@ -224,9 +224,12 @@ class LlamaDecoderLayer : public Layer {
     // the rank's share of the sequence under context parallelism.
     const ContextParallel& cp = config_.cp;
     const int64_t first = KvCache::FirstPosition(mb);
-    const at::Tensor positions = cp.size > 1
-                                     ? cp.Positions(t * cp.size, h.device())
-                                     : at::arange(first, first + t, h.options().dtype(at::kLong));
+    // Packed documents (mb.positions): each token rotated by its position in its document.
+    const at::Tensor positions =
+        mb.positions.defined()
+            ? mb.positions
+            : (cp.size > 1 ? cp.Positions(t * cp.size, h.device())
+                           : at::arange(first, first + t, h.options().dtype(at::kLong)));
     const at::Tensor q =
         RotaryEmbedding(normed(qkv[0], q_norm_, heads), config_.rope_theta, positions);
     // (n, T, KV d / p) each
@@ -242,7 +245,9 @@ class LlamaDecoderLayer : public Layer {
     const at::Tensor y =  // (n, T, H d/p)
         (cp.size > 1 ? RingAttention(q, k, v, cp)
                      : AttentionHeads(q, k, v, KvCache::Causal(mb), at::Tensor(),
-                                      config_.recompute_attention))
+                                      config_.recompute_attention,
+                                      mb.positions.defined() ? DocumentIds(mb.positions)
+                                                             : at::Tensor()))
             .transpose(1, 2)
             .reshape({n, t, heads * d});
     return RowParallelLinear(y, o_, {}, tp);
@@ -327,10 +332,12 @@ at::Tensor RotaryEmbedding(const at::Tensor& x, double theta, int64_t first_posi
 at::Tensor RotaryEmbedding(const at::Tensor& x, double theta, const at::Tensor& positions) {
   const int64_t d = x.size(3), half = d / 2;
   const at::TensorOptions fp32 = x.options().dtype(at::kFloat);
-  // Angles (T, d): position times theta^(-2j/d), the d/2 frequencies twice.
+  // Angles (T, d), or (n, 1, T, d) for positions (n, T): position times theta^(-2j/d), the
+  // d/2 frequencies twice.
   const at::Tensor inv_freq = 1.0 / at::pow(theta, at::arange(0, d, 2, fp32) / d);  // (d/2)
-  const at::Tensor angles = at::outer(positions.to(at::kFloat), inv_freq);          // (T, d/2)
-  const at::Tensor both = at::cat({angles, angles}, -1);                            // (T, d)
+  at::Tensor angles = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;  // (..., T, d/2)
+  if (positions.dim() == 2) angles = angles.unsqueeze(1);                 // (n, 1, T, d/2)
+  const at::Tensor both = at::cat({angles, angles}, -1);
   const at::Tensor cos = both.cos().to(x.scalar_type()), sin = both.sin().to(x.scalar_type());
   const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   return x * cos + rotated * sin;

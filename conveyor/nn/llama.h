@@ -18,6 +18,8 @@
 // rotate-half convention: dimension j < d/2 pairs with j + d/2, at angle
 // position x rope_theta^(-2j/d). Each group of H / KV query heads shares one key-value head
 // (head h uses key-value head h / (H / KV)). Causal attention; targets -1 are not counted.
+// A micro-batch with positions (packed documents, microbatch.h) is rotated by them and
+// attends within each document only.
 //
 // Shapes: ids (n, T) -> embedding (n, T, C) -> decoder layers (n, T, C) -> head logits
 // (n, T, ceil(V/p)). Every projection goes through Linear, so its weight gradient can be deferred.
@@ -128,7 +130,8 @@ ParameterShapes LlamaParameterShapes(const LlamaConfig& config);
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 // x (n, heads, T, d) rotated by its positions first_position .. first_position + T - 1
-// (rotate-half, above), or by `positions` (T) int64.
+// (rotate-half, above), or by `positions`: (T) int64, or (n, T), each sample's own (packed
+// documents, microbatch.h).
 at::Tensor RotaryEmbedding(const at::Tensor& x, double theta, int64_t first_position = 0);
 at::Tensor RotaryEmbedding(const at::Tensor& x, double theta, const at::Tensor& positions);
 

@@ -125,6 +125,28 @@ TEST(LlamaTest, APositionSeesNoLaterToken) {
   EXPECT_FALSE(at::allclose(a.narrow(1, 8, 2), b.narrow(1, 8, 2)));
 }
 
+// A packed sequence of documents gives each document's logits exactly as alone: attention
+// within the document, rotary positions from its start. Two samples packed differently.
+TEST(LlamaTest, PackedDocumentsGiveEachDocumentsLogitsAsAlone) {
+  for (bool recompute : {false, true}) {
+    LlamaConfig config = TinyLlamaConfig();
+    config.recompute_attention = recompute;
+    const LayerList model = BuildLlama(config, 3);
+    const at::Tensor a = RandomIds(config, 1, 6, 5), b = RandomIds(config, 1, 10, 6);
+    const at::Tensor ids = at::cat({at::cat({a, b}, 1), at::cat({b, a}, 1)}, 0);  // (2, 16)
+    const at::Tensor six = at::arange(6, at::kLong), ten = at::arange(10, at::kLong);
+    const at::Tensor positions = at::stack({at::cat({six, ten}), at::cat({ten, six})});
+    const at::Tensor packed = LogitsOf(model, ids, positions);
+    const at::Tensor alone_a = LogitsOf(model, a), alone_b = LogitsOf(model, b);
+    EXPECT_LT(RelativeError(packed[0].narrow(0, 0, 6), alone_a[0]), 1e-5);
+    EXPECT_LT(RelativeError(packed[0].narrow(0, 6, 10), alone_b[0]), 1e-5);
+    EXPECT_LT(RelativeError(packed[1].narrow(0, 0, 10), alone_b[0]), 1e-5);
+    EXPECT_LT(RelativeError(packed[1].narrow(0, 10, 6), alone_a[0]), 1e-5);
+    // Without the positions, the second document attends to the first and is rotated on.
+    EXPECT_GT(RelativeError(LogitsOf(model, ids)[0].narrow(0, 6, 10), alone_b[0]), 1e-3);
+  }
+}
+
 // Grouped-query attention is multi-head attention whose key and value projections repeat
 // each key-value head for its group of query heads.
 TEST(LlamaTest, GroupedQueryAttentionIsMultiHeadWithSharedKeyValueHeads) {

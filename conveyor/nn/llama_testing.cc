@@ -26,11 +26,12 @@ std::map<std::string, at::Tensor> ParametersByName(const LayerList& layers) {
   return named;
 }
 
-at::Tensor LogitsOf(const LayerList& layers, const at::Tensor& ids) {
+at::Tensor LogitsOf(const LayerList& layers, const at::Tensor& ids, const at::Tensor& positions) {
   at::NoGradGuard no_grad;
   MicroBatch mb;
   mb.inputs = ids;
   mb.targets = at::zeros_like(ids);
+  mb.positions = positions;
   LayerStack stack(layers);
   return stack.Forward(ids, mb);
 }

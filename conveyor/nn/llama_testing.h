@@ -19,8 +19,10 @@ LlamaConfig TinyLlamaConfig();
 // Every parameter of `layers`, by name, detached.
 std::map<std::string, at::Tensor> ParametersByName(const LayerList& layers);
 
-// The logits (n, T, V) of `layers` (a whole model) for ids (n, T), without gradients.
-at::Tensor LogitsOf(const LayerList& layers, const at::Tensor& ids);
+// The logits (n, T, V) of `layers` (a whole model) for ids (n, T), without gradients; with
+// `positions` (n, T) those of packed documents (microbatch.h).
+at::Tensor LogitsOf(const LayerList& layers, const at::Tensor& ids,
+                    const at::Tensor& positions = {});
 
 // (n, T) token ids below c.vocab, drawn from `seed`.
 at::Tensor RandomIds(const LlamaConfig& c, int64_t n, int64_t t, uint64_t seed);

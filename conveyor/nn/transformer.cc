@@ -45,13 +45,27 @@ at::Scalar LowestOf(at::ScalarType type) {
   }
 }
 
+// The (1, 1, T, T) causal mask and/or the (n, 1, T, T) mask of same-document pairs
+// (documents (n, T) or undefined), combined: broadcastable to (n, H, T, T), true = allowed;
+// undefined when everything is.
+at::Tensor AllowedPairs(int64_t t, bool causal, const at::Tensor& documents,
+                        const at::TensorOptions& options) {
+  at::Tensor allowed;
+  if (causal) allowed = at::ones({t, t}, options.dtype(at::kBool)).tril().view({1, 1, t, t});
+  if (documents.defined()) {
+    const at::Tensor same = documents.unsqueeze(2).eq(documents.unsqueeze(1)).unsqueeze(1);
+    allowed = allowed.defined() ? allowed.logical_and(same) : same;
+  }
+  return allowed;
+}
+
 // q, k, v (n, H, T, d) -> softmax(q k^T / sqrt(d), masked) v (n, H, T, d), the (n, H, T, T)
-// scores materialised. Keys allowed as SelfAttention says; key_mask (n, T) bool or undefined.
+// scores materialised. Keys allowed as SelfAttention and AttentionHeads say; key_mask (n, T)
+// bool or undefined, documents (n, T) int64 or undefined.
 at::Tensor ManualAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                           bool causal, const at::Tensor& key_mask) {
+                           bool causal, const at::Tensor& key_mask, const at::Tensor& documents) {
   const int64_t n = q.size(0), t = q.size(2);
-  at::Tensor allowed;  // broadcastable to (n, H, T, T); undefined = everything allowed
-  if (causal) allowed = at::ones({t, t}, q.options().dtype(at::kBool)).tril().view({1, 1, t, t});
+  at::Tensor allowed = AllowedPairs(t, causal, documents, q.options());
   if (key_mask.defined()) {
     at::Tensor keys = key_mask.to(at::kBool).view({n, 1, 1, t});
     allowed = allowed.defined() ? allowed.logical_and(keys) : keys;
@@ -66,12 +80,15 @@ at::Tensor ManualAttention(const at::Tensor& q, const at::Tensor& k, const at::T
 }
 
 // The attention of SelfAttention on q, k, v (n, H, T, d): the fused kernel where libtorch has
-// one and no key is masked (a fully masked query row has no defined result there), else the
-// manual path.
+// one and no key is masked (a fully masked query row has no defined result there; a document
+// mask leaves each token itself at least), else the manual path.
 at::Tensor AttentionCore(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
-                         const at::Tensor& key_mask) {
-  if (kHasFusedAttention && !key_mask.defined()) return FusedAttention(q, k, v, causal);
-  return ManualAttention(q, k, v, causal, key_mask);
+                         const at::Tensor& key_mask, const at::Tensor& documents) {
+  if (kHasFusedAttention && !key_mask.defined()) {
+    if (!documents.defined()) return FusedAttention(q, k, v, causal);
+    return FusedAttention(q, k, v, false, AllowedPairs(q.size(2), causal, documents, q.options()));
+  }
+  return ManualAttention(q, k, v, causal, key_mask, documents);
 }
 
 // AttentionCore that keeps only q, k, v for backward and recomputes the rest there, under
@@ -79,15 +96,17 @@ at::Tensor AttentionCore(const at::Tensor& q, const at::Tensor& k, const at::Ten
 struct RecomputedAttention : public torch::autograd::Function<RecomputedAttention> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
                             const at::Tensor& v, bool causal, const at::Tensor& key_mask_or_q,
-                            bool masked) {
+                            bool masked, const at::Tensor& documents_or_q, bool by_documents) {
     const at::Tensor key_mask = masked ? key_mask_or_q : at::Tensor();
+    const at::Tensor documents = by_documents ? documents_or_q : at::Tensor();
     ctx->save_for_backward({q, k, v});
     ctx->saved_data["causal"] = causal;
     ctx->saved_data["key_mask"] = key_mask;
+    ctx->saved_data["documents"] = documents;
     const std::optional<c10::ScalarType> autocast = AutocastDtype(q.device().type());
     ctx->saved_data["autocast"] = autocast ? static_cast<int64_t>(*autocast) : int64_t{-1};
     at::NoGradGuard no_grad;
-    return AttentionCore(q, k, v, causal, key_mask);
+    return AttentionCore(q, k, v, causal, key_mask, documents);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -96,27 +115,38 @@ struct RecomputedAttention : public torch::autograd::Function<RecomputedAttentio
     for (const at::Tensor& t : saved) leaves.push_back(t.detach().requires_grad_(true));
     at::Tensor key_mask;
     if (ctx->saved_data["key_mask"].isTensor()) key_mask = ctx->saved_data["key_mask"].toTensor();
+    at::Tensor documents;
+    if (ctx->saved_data["documents"].isTensor()) {
+      documents = ctx->saved_data["documents"].toTensor();
+    }
     at::AutoGradMode enable(true);
     const int64_t autocast = ctx->saved_data["autocast"].toInt();
     const ComputePrecisionGuard precision(
         leaves[0].device().type(),
         autocast >= 0 ? static_cast<c10::ScalarType>(autocast) : at::kFloat, autocast >= 0);
     const at::Tensor y = AttentionCore(leaves[0], leaves[1], leaves[2],
-                                       ctx->saved_data["causal"].toBool(), key_mask);
+                                       ctx->saved_data["causal"].toBool(), key_mask, documents);
     variable_list g = torch::autograd::grad({y}, leaves, {grads[0]});
-    return {g[0], g[1], g[2], at::Tensor(), at::Tensor(), at::Tensor()};
+    return {g[0],         g[1],         g[2],         at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
 at::Tensor AttentionHeads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                          bool causal, const at::Tensor& key_mask, bool recompute_scores) {
+                          bool causal, const at::Tensor& key_mask, bool recompute_scores,
+                          const at::Tensor& documents) {
   if (recompute_scores && at::GradMode::is_enabled()) {
     return RecomputedAttention::apply(q, k, v, causal, key_mask.defined() ? key_mask : q,
-                                      key_mask.defined());
+                                      key_mask.defined(), documents.defined() ? documents : q,
+                                      documents.defined());
   }
-  return AttentionCore(q, k, v, causal, key_mask);
+  return AttentionCore(q, k, v, causal, key_mask, documents);
+}
+
+at::Tensor DocumentIds(const at::Tensor& positions) {
+  return positions.eq(0).to(at::kLong).cumsum(1);
 }
 
 at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t heads, bool causal,

@@ -52,9 +52,17 @@ at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t
 
 // The attention of SelfAttention on heads already projected: q (n, H, T, d), k and v
 // (n, H, T, d) -> (n, H, T, d), keys allowed as SelfAttention says, `recompute_scores` as
-// there. For models that project (and rotate) their heads themselves.
+// there. For models that project (and rotate) their heads themselves. With `documents` ((n, T)
+// int64, DocumentIds) query i attends key j only when both are of one document (packed
+// documents kept apart); the fused kernel takes that mask too, the manual path where a
+// key_mask is given.
 at::Tensor AttentionHeads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                          bool causal, const at::Tensor& key_mask, bool recompute_scores);
+                          bool causal, const at::Tensor& key_mask, bool recompute_scores,
+                          const at::Tensor& documents = {});
+
+// The document of each token, (n, T) int64 from a micro-batch's positions (n, T)
+// (microbatch.h): the count of document starts (positions 0) at or before it.
+at::Tensor DocumentIds(const at::Tensor& positions);
 
 // Two-layer MLP with GELU: x (n, T, C) -> fc (4C/p, C) -> gelu -> proj (C, 4C/p) -> (n, T, C).
 // fc column-parallel (fc_b (4C/p) split), proj row-parallel (proj_b (C) replicated). GELU

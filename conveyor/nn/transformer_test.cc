@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <utility>
 #include <vector>
 
 #include "conveyor/nn/layer.h"
@@ -69,6 +70,48 @@ TEST(TransformerTest, FusedAttentionMatchesTheManualPath) {
         EXPECT_TRUE(at::allclose(results[0][i], results[1][i], 1e-4, 1e-5))
             << "tensor " << i << " causal " << causal << " recompute " << recompute << ": max diff "
             << (results[0][i] - results[1][i]).abs().max().item<double>();
+      }
+    }
+  }
+}
+
+// Packed documents kept apart: each document's attention outputs in a packed sequence equal
+// its own alone, on the fused path (no key mask) and the manual one (a key mask of all real
+// tokens), causal or not, with and without recomputation of the scores.
+TEST(TransformerTest, DocumentIdsKeepPackedDocumentsApart) {
+  const int64_t h = 2, d = 4, t = 9;
+  at::Generator gen = LayerInitGenerator(11, 0);
+  const at::Tensor q = at::normal(0.0, 1.0, {2, h, t, d}, gen);
+  const at::Tensor k = at::normal(0.0, 1.0, {2, h, t, d}, gen);
+  const at::Tensor v = at::normal(0.0, 1.0, {2, h, t, d}, gen);
+  // Sample 0: documents of 4 and 5 tokens; sample 1: 2, 3 and 4.
+  const at::Tensor positions = at::tensor({0, 1, 2, 3, 0, 1, 2, 3, 4, 0, 1, 0, 1, 2, 0, 1, 2, 3},
+                                          at::kLong)
+                                   .view({2, t});
+  const at::Tensor documents = DocumentIds(positions);
+  EXPECT_TRUE(at::equal(documents[1], at::tensor({1, 1, 2, 2, 2, 3, 3, 3, 3}, at::kLong)));
+  const std::vector<std::vector<std::pair<int64_t, int64_t>>> spans = {{{0, 4}, {4, 5}},
+                                                                     {{0, 2}, {2, 3}, {5, 4}}};
+  for (bool causal : {true, false}) {
+    for (bool manual : {false, true}) {
+      for (bool recompute : {false, true}) {
+        const at::Tensor all_real = manual ? at::ones({2, t}, at::kBool) : at::Tensor();
+        const at::Tensor packed = AttentionHeads(q, k, v, causal, all_real, recompute, documents);
+        for (int64_t n = 0; n < 2; ++n) {
+          for (const auto& [first, length] : spans[n]) {
+            auto part = [&](const at::Tensor& x) {
+              return x.narrow(0, n, 1).narrow(2, first, length);
+            };
+            const at::Tensor alone = AttentionHeads(part(q), part(k), part(v), causal,
+                                                    at::Tensor(), false);
+            EXPECT_TRUE(at::allclose(part(packed), alone, 1e-5, 1e-6))
+                << "sample " << n << ", document at " << first << ", causal " << causal
+                << ", manual " << manual << ", recompute " << recompute;
+          }
+        }
+        // Without the document ids the second document sees the first.
+        const at::Tensor mixed = AttentionHeads(q, k, v, causal, all_real, recompute);
+        EXPECT_FALSE(at::allclose(mixed.narrow(2, 4, 5), packed.narrow(2, 4, 5), 1e-3, 1e-3));
       }
     }
   }

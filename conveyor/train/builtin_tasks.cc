@@ -35,7 +35,8 @@ class LanguageModelTask : public TrainTask {
 
   std::shared_ptr<const ModelTask> model() const override { return model_; }
   Batch TrainBatch(int64_t step) const override { return stream_.Get(step); }
-  // A data set is read a replica's rows at a time; every target of its windows counts.
+  // A data set is read a replica's rows at a time; the whole batch's targets from its loss
+  // masks alone (every target of its windows without).
   ReplicaBatch TrainShare(int64_t step, int replica, int replicas) const override {
     if constexpr (std::is_same_v<Stream, BlendedLmStream>) {
       const int64_t n = stream_.options().batch_size;
@@ -43,7 +44,7 @@ class LanguageModelTask : public TrainTask {
                                     << replicas << " data-parallel replicas";
       const auto [first, size] = PartOf(n, replica, replicas);
       return {stream_.GetRows(step, first, first + size),
-              static_cast<double>(n * stream_.options().seq_len)};
+              static_cast<double>(std::max<int64_t>(stream_.BatchTargets(step), 1))};
     } else {
       return TrainTask::TrainShare(step, replica, replicas);
     }
@@ -72,6 +73,9 @@ std::shared_ptr<TrainTask> TextTask(const TrainConfig& c, std::shared_ptr<const 
       << "--data " << c.data << " is text, which a run reads as bytes; to train on it with the "
       << "tokenizer " << c.tokenizer << ", tokenize it once: conveyor data prepare --input "
       << c.data << " --tokenizer " << c.tokenizer << " --out PREFIX, then --data PREFIX";
+  CONVEYOR_CHECK(!c.document_mask)
+      << "--document-mask needs a tokenized data set (--data PREFIX, whose index says where "
+      << "each document starts); --data " << c.data << " is text";
   const Corpus corpus = LoadCorpus(c.data);
   LmStream stream(corpus, LmStreamOptions{c.model.seq_len, c.batch_size, 0.05, c.seed});
   std::ostringstream data;
@@ -87,7 +91,8 @@ std::shared_ptr<TrainTask> DataSetTask(const TrainConfig& c,
                                        std::shared_ptr<const ModelTask> model) {
   const int vocab = static_cast<int>(ModelSizes(c.model).vocab);
   BlendedLmStream stream(c.data, IndexedLmStreamOptions{c.model.seq_len, c.batch_size, vocab,
-                                                        c.seed, ParseSplit(c.split)});
+                                                        c.seed, ParseSplit(c.split),
+                                                        c.document_mask});
   std::string data = stream.Describe();
   return std::make_shared<LanguageModelTask<BlendedLmStream>>(c, std::move(model),
                                                               std::move(stream), std::move(data));

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "conveyor/common/error.h"
 #include "conveyor/data/corpus.h"
 #include "conveyor/data/open_token_source.h"
 #include "conveyor/data/token_source.h"
@@ -22,18 +23,34 @@ EvaluationRun RunEvaluation(const TrainConfig& config, const std::string& checkp
                             const RankContext& rank, const EvaluationProgress& progress) {
   EvaluationRun run;
   at::Tensor stream;
+  StreamMasks masks;
+  std::shared_ptr<const TokenSource> data;
   if (IsTokenSource(config.data)) {
-    const std::shared_ptr<const TokenSource> data = OpenTokenSource(config.data);
+    data = OpenTokenSource(config.data);
     stream = DataSetStream(*data, ModelSizes(config.model).vocab);
     run.source = data->Describe();
+    if (const std::shared_ptr<const TokenSource> mask = OpenLossMask(config.data, *data)) {
+      masks.targets = LossMaskStream(*mask);
+      run.source += "; loss mask " + mask->name();
+      run.loss_mask = true;
+    }
+    if (config.document_mask) {
+      CONVEYOR_CHECK(data->has_documents())
+          << config.data << " is a token file without a document index: --document-mask "
+          << "needs a data set (PREFIX.bin and PREFIX.idx)";
+      masks.documents = data.get();
+    }
   } else {
+    CONVEYOR_CHECK(!config.document_mask)
+        << "--document-mask needs a tokenized data set (--data PREFIX); --data " << config.data
+        << " is text";
     const Corpus corpus = LoadCorpus(config.data);
     stream = CorpusByteStream(corpus);
     run.source =
         "corpus " + corpus.source + ": " + std::to_string(corpus.documents.size()) + " documents";
   }
   const std::vector<Batch> windows =
-      NextTokenWindows(stream, config.model.seq_len, config.batch_size);
+      NextTokenWindows(stream, config.model.seq_len, config.batch_size, masks);
   PipelineModel model(config, MakeModelTask(config), rank);
   if (!checkpoint.empty()) LoadWeights(checkpoint, model, config);
   ForwardPipeline forward(model);

@@ -18,6 +18,7 @@ struct EvaluationRun {
   TokenEvalMetrics metrics;
   // What was read: the data set's Describe, or "corpus SOURCE: N documents" for a text.
   std::string source;
+  bool loss_mask = false;  // whether only the targets a loss mask marks were counted
 };
 
 // Called after each batch this rank ran: batches done (up to and including it), all
@@ -26,7 +27,8 @@ using EvaluationProgress = std::function<void(int64_t done, int64_t total, doubl
 
 // Reads config.data whole (a tokenized data set or token file, IsTokenSource; else a text,
 // as bytes) into windows of config.model.seq_len tokens, config.batch_size a batch
-// (NextTokenWindows), builds the model of `config` as `rank`, loads `checkpoint`'s weights
+// (NextTokenWindows; a data set's targets by its loss mask when it has one, OpenLossMask; the
+// documents kept apart with config.document_mask), builds the model of `config` as `rank`, loads `checkpoint`'s weights
 // (when not empty) and evaluates every window. Collective over the world; the same metrics
 // on every rank. UserError as EvaluateTokens, or for data that cannot be read.
 EvaluationRun RunEvaluation(const TrainConfig& config, const std::string& checkpoint,

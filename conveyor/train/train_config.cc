@@ -199,6 +199,7 @@ std::vector<std::pair<std::string, std::string>> SettingsThatMustAgree(const Tra
       {"--skip-nonfinite-steps", c.skip_nonfinite_steps ? "true" : "false"},
       {"--sequential-pairs", c.sequential_pairs ? "true" : "false"},
       {"--sequence-parallel", c.sequence_parallel ? "true" : "false"},
+      {"--document-mask", c.document_mask ? "true" : "false"},
       {"vocabulary", std::to_string(c.model.vocab)},
   };
   ForEachInteger(c, [&](std::string_view key, auto value, int64_t, int64_t) {
@@ -276,6 +277,13 @@ void TrainConfig::Validate() const {
         << "--sequence-parallel splits each sequence over --tp " << tp << " ranks: --seq-len "
         << model.seq_len << (cp > 1 ? " / --cp " + std::to_string(cp) : std::string())
         << " must divide by it";
+  }
+  if (document_mask) {
+    CONVEYOR_CHECK(model.kind == ModelKind::kLlama)
+        << "--document-mask: a " << ModelKindName(model.kind)
+        << " does not take it; it is built for a Llama (rotary positions, dense or with experts)";
+    CONVEYOR_CHECK(cp == 1) << "--document-mask with --cp " << cp
+                            << ": ring attention does not mask documents yet; use --cp 1";
   }
   if (cp > 1) {
     CONVEYOR_CHECK(model.kind == ModelKind::kLlama && model.experts == 0)
@@ -448,6 +456,7 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
       {"skip_nonfinite_steps", boolean(c.skip_nonfinite_steps)},
       {"sequential_pairs", boolean(c.sequential_pairs)},
       {"sequence_parallel", boolean(c.sequence_parallel)},
+      {"document_mask", boolean(c.document_mask)},
       {"resume_with_changes", boolean(c.resume_with_changes)},
   };
   for (const auto& [key, node] : table) {
