@@ -225,8 +225,8 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
          "with --tp: split each sequence over the tensor-parallel ranks outside their products "
          "(norms, residuals, messages between stages: 1 / tp of the activations)");
   Switch(cmd, flags, "--document-mask", &TrainConfig::document_mask,
-         "llama on a tokenized data set: attention stays within each packed document and "
-         "rotary positions restart at each (Megatron's reset-attention-mask and "
+         "gpt, llama on a tokenized data set: attention stays within each packed document and "
+         "positions restart at each (Megatron's reset-attention-mask and "
          "reset-position-ids)");
   Switch(cmd, flags, "--sequential-pairs", &TrainConfig::sequential_pairs,
          "dualpipe, dualpipe-v: run an overlapped pair's forward and backward halves one after "

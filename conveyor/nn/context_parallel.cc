@@ -71,18 +71,25 @@ at::Tensor SumOverQueryHeads(const at::Tensor& g, int64_t kv_heads) {
 }
 
 // The scores of queries q (n, H, L, d) at positions pq over keys k (n, H, L, d, fp32) at
-// positions pk, scaled, -inf where a key comes after its query.
+// positions pk, scaled, -inf where a key comes after its query or, with `documents` ((n, T)
+// document ids of the whole sequence, DocumentIds), is of another document.
 at::Tensor MaskedScores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& pq,
-                        const at::Tensor& pk, double scale) {
+                        const at::Tensor& pk, double scale, const at::Tensor& documents) {
   const at::Tensor scores = q.matmul(k.transpose(-2, -1)) * scale;
-  return scores.masked_fill(pk.view({1, -1}).gt(pq.view({-1, 1})),
-                            -std::numeric_limits<float>::infinity());
+  at::Tensor hidden = pk.view({1, -1}).gt(pq.view({-1, 1}));  // (L, L)
+  if (documents.defined()) {
+    const at::Tensor dq = documents.index_select(1, pq), dk = documents.index_select(1, pk);
+    hidden = hidden.logical_or(dq.unsqueeze(2).ne(dk.unsqueeze(1))).unsqueeze(1);  // (n, 1, L, L)
+  }
+  return scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
 }
 
 // The autograd function of RingAttention.
 struct RingFunction : public torch::autograd::Function<RingFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
-                            const at::Tensor& v, Transport* group) {
+                            const at::Tensor& v, Transport* group,
+                            const at::Tensor& documents_or_q, bool by_documents) {
+    const at::Tensor documents = by_documents ? documents_or_q : at::Tensor();
     // In fp32 whatever autocast says.
     const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     const int n = group->world_size(), r = group->rank();
@@ -96,8 +103,9 @@ struct RingFunction : public torch::autograd::Function<RingFunction> {
       std::optional<RingStep> step;
       if (s + 1 < n) step.emplace(group, kv, kForwardTag + s);
       const int64_t heads = q.size(1);
-      const at::Tensor scores = MaskedScores(q32, ForEveryQueryHead(kv[0], heads), pq,
-                                             PositionsOf(n, (r - s + n) % n, t, q.device()), scale);
+      const at::Tensor scores =
+          MaskedScores(q32, ForEveryQueryHead(kv[0], heads), pq,
+                       PositionsOf(n, (r - s + n) % n, t, q.device()), scale, documents);
       // Rows whose keys are all later than the query (no allowed key in this block) weigh 0.
       const at::Tensor most = scores.amax(-1, /*keepdim=*/true);
       const at::Tensor shift = most.masked_fill(most.isinf(), 0);
@@ -118,6 +126,7 @@ struct RingFunction : public torch::autograd::Function<RingFunction> {
     }
     ctx->save_for_backward({q, k, v, out, lse});
     ctx->saved_data["group"] = reinterpret_cast<int64_t>(group);
+    ctx->saved_data["documents"] = documents;
     return out.to(q.scalar_type());
   }
 
@@ -126,6 +135,10 @@ struct RingFunction : public torch::autograd::Function<RingFunction> {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
     auto* group = reinterpret_cast<Transport*>(ctx->saved_data["group"].toInt());
+    at::Tensor documents;
+    if (ctx->saved_data["documents"].isTensor()) {
+      documents = ctx->saved_data["documents"].toTensor();
+    }
     const int n = group->world_size(), r = group->rank();
     const int64_t t = q.size(2) * n;
     const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
@@ -142,7 +155,9 @@ struct RingFunction : public torch::autograd::Function<RingFunction> {
       if (s + 1 < n) step.emplace(group, kv, kBackwardTag + s);
       const at::Tensor kb = ForEveryQueryHead(kv[0], heads), vb = ForEveryQueryHead(kv[1], heads);
       const at::Tensor p =  // (n, H, L, L): the softmax's weights of this block
-          (MaskedScores(q32, kb, pq, PositionsOf(n, (r - s + n) % n, t, q.device()), scale) - lse)
+          (MaskedScores(q32, kb, pq, PositionsOf(n, (r - s + n) % n, t, q.device()), scale,
+                        documents) -
+           lse)
               .exp();
       const at::Tensor ds = p * (dout.matmul(vb.transpose(-2, -1)) - delta);
       dq.add_(ds.matmul(kb), scale);
@@ -152,7 +167,7 @@ struct RingFunction : public torch::autograd::Function<RingFunction> {
       if (step) kv = step->Wait();
     }
     return {dq.to(q.scalar_type()), dkv[0].to(k.scalar_type()), dkv[1].to(v.scalar_type()),
-            at::Tensor()};
+            at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -184,13 +199,18 @@ at::Tensor ContextShareOf(const at::Tensor& x, const ContextParallel& cp) {
 }
 
 at::Tensor RingAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                         const ContextParallel& cp) {
+                         const ContextParallel& cp, const at::Tensor& documents) {
   CONVEYOR_ASSERT(cp.size > 1 && cp.group != nullptr)
       << "ring attention over " << cp.size << " context-parallel ranks";
   CONVEYOR_ASSERT(k.sizes() == v.sizes() && q.dim() == 4 && k.dim() == 4 &&
                   q.size(1) % k.size(1) == 0 && q.size(2) == k.size(2))
       << "ring attention of q " << q.sizes() << ", k " << k.sizes() << ", v " << v.sizes();
-  return RingFunction::apply(q, k, v, cp.group);
+  CONVEYOR_ASSERT(!documents.defined() ||
+                  (documents.dim() == 2 && documents.size(1) == q.size(2) * cp.size))
+      << "document ids " << documents.sizes() << " for ring attention over " << cp.size
+      << " ranks of " << q.size(2) << " positions";
+  return RingFunction::apply(q, k, v, cp.group, documents.defined() ? documents : q,
+                             documents.defined());
 }
 
 }  // namespace conveyor

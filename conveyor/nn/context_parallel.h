@@ -56,10 +56,12 @@ at::Tensor ContextShareOf(const at::Tensor& x, const ContextParallel& cp);
 // H / KV consecutive query heads, grouped-query attention: the ring carries the KV heads) ->
 // (n, H, L, d), equal to the rows of whole-sequence causal attention (softmax(q k^T / sqrt(d))
 // v) at these positions. Keeps q, k, v, the output and each row's log-sum-exp for backward, never a
-// (L, T) block of scores. Scores and merging in fp32; the output in q's dtype.
+// (L, T) block of scores. Scores and merging in fp32; the output in q's dtype. With
+// `documents` ((n, T) int64, the whole sequence's document ids: DocumentIds of a micro-batch's
+// positions, which every rank holds) a query attends only to the keys of its own document.
 // Precondition: cp.size > 1; every rank of the group calls it with the same shapes.
 at::Tensor RingAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                         const ContextParallel& cp);
+                         const ContextParallel& cp, const at::Tensor& documents = {});
 
 }  // namespace conveyor
 

@@ -64,8 +64,14 @@ class Embedding : public Layer {
         << config_.max_seq_len;
     const TensorParallel& tp = config_.tp;
     CheckSequenceSplits(t, tp);
-    return VocabParallelEmbedding(ids, wte_, tp, config_.vocab) +
-           wpe_.narrow(0, p + tp.first_position(t), tp.local_positions(t)).unsqueeze(0);
+    const int64_t first = tp.first_position(t), local = tp.local_positions(t);
+    // Packed documents (mb.positions): each token at its position in its document.
+    const at::Tensor positions =
+        mb.positions.defined()
+            ? wpe_.index_select(0, mb.positions.narrow(1, first, local).reshape(-1))
+                  .view({ids.size(0), local, config_.hidden})
+            : wpe_.narrow(0, p + first, local).unsqueeze(0);
+    return VocabParallelEmbedding(ids, wte_, tp, config_.vocab) + positions;
   }
 
   NamedTensors NamedParameters() override { return {{kTokenEmbedding, wte_}, {"embed.wpe", wpe_}}; }

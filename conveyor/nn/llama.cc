@@ -227,9 +227,11 @@ class LlamaDecoderLayer : public Layer {
     // Packed documents (mb.positions): each token rotated by its position in its document.
     const at::Tensor positions =
         mb.positions.defined()
-            ? mb.positions
+            ? ContextShareOf(mb.positions, cp)
             : (cp.size > 1 ? cp.Positions(t * cp.size, h.device())
                            : at::arange(first, first + t, h.options().dtype(at::kLong)));
+    const at::Tensor documents =
+        mb.positions.defined() ? DocumentIds(mb.positions) : at::Tensor();  // (n, T)
     const at::Tensor q =
         RotaryEmbedding(normed(qkv[0], q_norm_, heads), config_.rope_theta, positions);
     // (n, T, KV d / p) each
@@ -243,11 +245,9 @@ class LlamaDecoderLayer : public Layer {
       v = v.repeat_interleave(heads / kv_heads, 1);
     }
     const at::Tensor y =  // (n, T, H d/p)
-        (cp.size > 1 ? RingAttention(q, k, v, cp)
+        (cp.size > 1 ? RingAttention(q, k, v, cp, documents)
                      : AttentionHeads(q, k, v, KvCache::Causal(mb), at::Tensor(),
-                                      config_.recompute_attention,
-                                      mb.positions.defined() ? DocumentIds(mb.positions)
-                                                             : at::Tensor()))
+                                      config_.recompute_attention, documents))
             .transpose(1, 2)
             .reshape({n, t, heads * d});
     return RowParallelLinear(y, o_, {}, tp);

@@ -168,8 +168,10 @@ at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t
                  (key_mask.dim() == 2 && key_mask.size(0) == n && key_mask.size(1) == t))
       << "attention mask of shape " << key_mask.sizes() << " does not match the input's (n, T) = ("
       << n << ", " << t << ")";
+  const at::Tensor documents =  // packed documents kept apart (microbatch.h)
+      mb.positions.defined() && mb.cache_position < 0 ? DocumentIds(mb.positions) : at::Tensor();
   const at::Tensor y =  // (n, T, C/p)
-      AttentionHeads(q, k, v, causal, key_mask, recompute_scores)
+      AttentionHeads(q, k, v, causal, key_mask, recompute_scores, documents)
           .transpose(1, 2)
           .reshape({n, t, c});
   return RowParallelLinear(y, w.proj_w, w.proj_b, tp);

@@ -44,7 +44,8 @@ struct AttentionWeights {
 // `heads` is the model's head count H; under TP this rank computes H / p of them (the QKV
 // projection column-parallel, the output projection row-parallel). Generation: with
 // mb.cache_position >= 0, keys and values go through `cache` (not null then) as
-// conveyor/nn/kv_cache.h says, and x holds the tokens from that position on.
+// conveyor/nn/kv_cache.h says, and x holds the tokens from that position on. With
+// mb.positions (packed documents) a query attends only to its own document's keys.
 at::Tensor SelfAttention(const at::Tensor& x, const AttentionWeights& w, int64_t heads, bool causal,
                          const at::Tensor& key_mask, bool recompute_scores = false,
                          const TensorParallel& tp = {}, KvCache* cache = nullptr,

@@ -278,13 +278,9 @@ void TrainConfig::Validate() const {
         << model.seq_len << (cp > 1 ? " / --cp " + std::to_string(cp) : std::string())
         << " must divide by it";
   }
-  if (document_mask) {
-    CONVEYOR_CHECK(model.kind == ModelKind::kLlama)
-        << "--document-mask: a " << ModelKindName(model.kind)
-        << " does not take it; it is built for a Llama (rotary positions, dense or with experts)";
-    CONVEYOR_CHECK(cp == 1) << "--document-mask with --cp " << cp
-                            << ": ring attention does not mask documents yet; use --cp 1";
-  }
+  CONVEYOR_CHECK(!document_mask || architecture.language_model())
+      << "--document-mask keeps the documents packed in a language model's samples apart; the "
+      << ModelKindName(model.kind) << " takes whole examples";
   if (cp > 1) {
     CONVEYOR_CHECK(model.kind == ModelKind::kLlama && model.experts == 0)
         << "--cp " << cp << ": context parallelism runs a Llama without experts (ring attention "

@@ -93,7 +93,7 @@ struct TrainConfig {
                                    // tokenized data set (PREFIX.bin + PREFIX.idx)
   std::string split = "969,30,1";  // a tokenized data set's train, validation, test weights
   // Packed documents kept apart (microbatch.h): a token attends only to its own document's
-  // tokens, rotary positions restart at each. A tokenized data set and a Llama.
+  // tokens, positions restart at each. A tokenized data set and a language model.
   bool document_mask = false;
   // The tokenizer (data/tokenizer.h) of the text the run shows and reads: "" = the model
   // folder's tokenizer.model when it has one, else bytes; "bytes"; or a SentencePiece model.
