@@ -287,6 +287,10 @@ TEST(CliTest, SupervisedDataPreparesTrainsAndEvaluatesOnlyItsCompletions) {
                                 "--steps 3 --pp 2 --document-mask --eval-every 0 --sample-tokens "
                                 "0 --split 90,10,0 --metrics " + dir + "/m.json");
   ASSERT_EQ(train.code, 0) << train.err;
+  EXPECT_NE(train.out.find("; targets by its loss mask " + dir + "/sft_loss_mask; documents kept "
+                           "apart (--document-mask)"),
+            std::string::npos)
+      << train.out;
   for (const std::string& flags : {std::string(), std::string("--document-mask --pp 2")}) {
     const Result eval = Conveyor("eval " + model + "--format json " + flags);
     ASSERT_EQ(eval.code, 0) << flags << ": " << eval.err;

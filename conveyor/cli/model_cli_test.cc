@@ -24,7 +24,10 @@ TEST(CliTest, EvalIsExactOnAnyMeshAndReadsCheckpoints) {
   const Result one = Conveyor("eval " + model + "--format json");
   ASSERT_EQ(one.code, 0) << one.err;
   const auto a = nlohmann::json::parse(one.out);  // the result and nothing else
-  ASSERT_EQ(a.size(), 3u) << one.out;
+  ASSERT_EQ(a.size(), 6u) << one.out;
+  EXPECT_EQ(a["targets"], a["tokens"]);
+  EXPECT_EQ(a["loss_mask"], false);  // a text has none
+  EXPECT_EQ(a["document_mask"], false);
   // One file is one document: every byte but the first is predicted once.
   EXPECT_EQ(a["tokens"].get<int64_t>(),
             static_cast<int64_t>(std::filesystem::file_size(corpus)) - 1);

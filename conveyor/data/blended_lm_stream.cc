@@ -175,7 +175,9 @@ std::string BlendedLmStream::Describe() const {
     if (sources_.size() > 1) out << ", weight " << weights_[k];
     out << "; by documents " << d[0] << " / " << d[1] << " / " << d[2]
         << " train / validation / test, " << t[0] << " / " << t[1] << " / " << t[2] << " tokens";
+    if (s.has_loss_mask()) out << "; targets by its loss mask " << LossMaskPrefix(s.data().name());
   }
+  if (options_.document_mask) out << "; documents kept apart (--document-mask)";
   return out.str();
 }
 

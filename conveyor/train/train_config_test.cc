@@ -405,10 +405,12 @@ TEST(TrainConfigTest, ValidateBoundsThePipeline) {
   EXPECT_THROW(c.Validate(), UserError);  // 2^20 stage micro-batches
 }
 
-TEST(TrainConfigTest, SkipNonFiniteStepsIsAKey) {
+TEST(TrainConfigTest, SkipNonFiniteStepsAndDocumentMaskAreKeys) {
   TrainConfig c;
   ApplyTomlFile(Write("skip_nonfinite_steps = true\n"), c);
   EXPECT_TRUE(c.skip_nonfinite_steps);
+  ApplyTomlFile(Write("document_mask = true\n"), c);
+  EXPECT_TRUE(c.document_mask);
 }
 
 TEST(TrainConfigTest, LossScaleIsZeroOrAtLeastOne) {
