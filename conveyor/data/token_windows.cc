@@ -74,7 +74,8 @@ std::vector<Batch> NextTokenWindows(const at::Tensor& tokens, int64_t seq_len, i
     Batch b;
     b.inputs = at::zeros({count, seq_len}, at::kLong);
     b.targets = at::full({count, seq_len}, -1, at::kLong);
-    // Padding past the stream's end is a document of its own.
+    // Rows start as 0 .. T-1: padding past the stream's end keeps those (the real tokens
+    // before it never attend to it, and its targets count nothing).
     if (masks.documents != nullptr) b.positions = at::arange(seq_len).repeat({count, 1});
     for (int64_t i = 0; i < count; ++i) {
       const int64_t start = (first + i) * seq_len;
