@@ -249,6 +249,14 @@ std::vector<GradientSum> PipelineModel::GradientSums() const {
   return sums;
 }
 
+NamedTensors PipelineModel::TrainedParameters() const {
+  NamedTensors trained;
+  for (auto& named : Parameters()) {
+    if (named.second.requires_grad()) trained.push_back(std::move(named));
+  }
+  return trained;
+}
+
 GradientSum PipelineModel::Resolve(const GradientSum& declared) const {
   // Unfolded, the experts' mesh is the dense one.
   GradientSum sum = folds_experts() ? declared : GradientSum{.axes = declared.axes};
@@ -267,7 +275,8 @@ bool PipelineModel::routes_over_tp() const { return config_.model.experts > 0 &&
 
 bool PipelineModel::sums_over_tp() const {
   return mesh_.tp() > 1 &&
-         (routes_over_tp() || config_.sequence_parallel || config_.model.qk_norm == "head");
+         (routes_over_tp() || config_.sequence_parallel || config_.model.qk_norm == "head" ||
+          config_.model.lora_rank > 0);
 }
 
 TimedTransport* PipelineModel::gradient_sum_group(const GradientSum& sum) const {
