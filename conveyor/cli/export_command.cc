@@ -51,9 +51,10 @@ void AddExportCommand(CLI::App& app) {
     const auto start = std::chrono::steady_clock::now();
     if (!flags->lora.empty()) {
       const int adapted = ExportLoraAdapter(flags->checkpoint, flags->lora, options.dtype);
-      std::printf("wrote %s: adapter_config.json and adapter_model.safetensors, %d adapted "
-                  "projections as %s\n",
-                  flags->lora.c_str(), adapted, d.c_str());
+      std::printf(
+          "wrote %s: adapter_config.json and adapter_model.safetensors, %d adapted "
+          "projections as %s\n",
+          flags->lora.c_str(), adapted, d.c_str());
       if (flags->out.empty()) return;
     }
     const std::vector<std::string> files =

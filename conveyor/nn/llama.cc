@@ -111,14 +111,15 @@ void CheckLlamaLora(const LlamaConfig& c) {
   CONVEYOR_CHECK(!lora.targets.empty()) << "--lora-targets names no projection";
   const ParameterShapes shapes = DecoderShapes(c, 0);
   for (const std::string& target : lora.targets) {
-    const std::string name = "model.layers.0." + LoraTargetOf(target, c).module + target + ".weight";
+    const std::string name =
+        "model.layers.0." + LoraTargetOf(target, c).module + target + ".weight";
     const auto it = shapes.find(name);
     CONVEYOR_CHECK(it != shapes.end())
         << "--lora-targets names '" << target << "', which names no layer of this llama";
     const int64_t out = it->second[0], in = it->second[1], width = std::min(in, out);
     CONVEYOR_CHECK(lora.rank <= width)
-        << "--lora-rank " << lora.rank << " exceeds the width of " << target << " (" << out
-        << " x " << in << ": at most " << width << ")";
+        << "--lora-rank " << lora.rank << " exceeds the width of " << target << " (" << out << " x "
+        << in << ": at most " << width << ")";
     CONVEYOR_CHECK(c.tp.kv_replicas == 1 || (target != "k_proj" && target != "v_proj"))
         << "--lora-targets " << target << " under --tp " << c.tp.size << ": each of the "
         << c.kv_heads << " key-value heads is replicated over " << c.tp.kv_replicas
@@ -214,10 +215,9 @@ class LlamaDecoderLayer : public Layer {
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     const at::Tensor out = x + Attention(RmsNorm(x, input_norm_, config_.rms_norm_eps), mb);
     if (moe_ != nullptr) return out + moe_->Forward(RmsNorm(out, mlp_norm_, config_.rms_norm_eps));
-    const std::vector<at::Tensor> gate_up =
-        LoraColumnParallelLinears(RmsNorm(out, mlp_norm_, config_.rms_norm_eps),
-                                  {{gate_, {}}, {up_, {}}}, {adapter("gate_proj"), adapter("up_proj")},
-                                  config_.tp);
+    const std::vector<at::Tensor> gate_up = LoraColumnParallelLinears(
+        RmsNorm(out, mlp_norm_, config_.rms_norm_eps), {{gate_, {}}, {up_, {}}},
+        {adapter("gate_proj"), adapter("up_proj")}, config_.tp);
     const at::Tensor units = at::silu(gate_up[0]) * gate_up[1];  // (n, T, F/p)
     return out + LoraRowParallelLinear(units, down_, *adapter("down_proj"), config_.tp);
   }

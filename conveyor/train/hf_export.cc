@@ -2,8 +2,8 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/nn/lora.h"
-#include "conveyor/train/llama_architecture.h"
 #include "conveyor/train/checkpoint.h"
+#include "conveyor/train/llama_architecture.h"
 #include "conveyor/train/model_registry.h"
 
 namespace conveyor {
@@ -31,7 +31,8 @@ std::vector<std::string> ExportHfCheckpoint(const std::string& checkpoint, const
         "{\n  \"add_bos_token\": true,\n  \"add_eos_token\": false\n}\n";
   }
   // A LoRA checkpoint's adapted projections are written merged: W + (alpha / r) B A.
-  const double lora_scale = config.model.lora_rank > 0 ? LlamaConfigOf(config.model).lora->scale() : 0;
+  const double lora_scale =
+      config.model.lora_rank > 0 ? LlamaConfigOf(config.model).lora->scale() : 0;
   return WriteHfCheckpoint(out, folder, with_tokenizer, [&](const std::string& name) {
     const at::Tensor weight = weights.Read(name);
     const bool adapted = lora_scale > 0 && name.size() > 7 &&

@@ -283,10 +283,10 @@ LlamaConfig LlamaConfigOf(const ModelSpec& spec, bool recompute_attention) {
   config.qk_norm = QkNormOf(spec.qk_norm);
   config.qkv_bias = spec.qkv_bias;
   if (spec.lora_rank > 0) {
-    config.lora = LoraConfig{
-        .rank = spec.lora_rank,
-        .alpha = spec.lora_alpha > 0 ? spec.lora_alpha : spec.lora_rank,  // 0: scale 1
-        .targets = ParseLoraTargets(spec.lora_targets, "--lora-targets")};
+    config.lora =
+        LoraConfig{.rank = spec.lora_rank,
+                   .alpha = spec.lora_alpha > 0 ? spec.lora_alpha : spec.lora_rank,  // 0: scale 1
+                   .targets = ParseLoraTargets(spec.lora_targets, "--lora-targets")};
   }
   if (spec.experts > 0) {
     LlamaMoe moe;

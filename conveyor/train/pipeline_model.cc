@@ -274,9 +274,8 @@ bool PipelineModel::folds_experts() const { return config_.ep > 1 || routes_over
 bool PipelineModel::routes_over_tp() const { return config_.model.experts > 0 && mesh_.tp() > 1; }
 
 bool PipelineModel::sums_over_tp() const {
-  return mesh_.tp() > 1 &&
-         (routes_over_tp() || config_.sequence_parallel || config_.model.qk_norm == "head" ||
-          config_.model.lora_rank > 0);
+  return mesh_.tp() > 1 && (routes_over_tp() || config_.sequence_parallel ||
+                            config_.model.qk_norm == "head" || config_.model.lora_rank > 0);
 }
 
 TimedTransport* PipelineModel::gradient_sum_group(const GradientSum& sum) const {

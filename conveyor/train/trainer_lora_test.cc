@@ -72,8 +72,8 @@ TEST_F(TrainerLoraTest, TheFirstStepsLossIsTheBaseModels) {
 
 // The adapters after 3 steps are one process's on every mesh and schedule family (pipeline,
 // zero bubble's split backward, DualPipeV's two chunks a rank, tensor and data parallelism,
-// ZeRO-1), the losses too; every base weight is its initial value bit for bit, and the
-// adapters moved (B from zeros, A after the first step).
+// ZeRO-1, sequence and context parallelism), the losses too; every base weight is its
+// initial value bit for bit, and the adapters moved (B from zeros, A after the first step).
 TEST_F(TrainerLoraTest, AdaptersTrainLikeOneProcessOnEveryMeshAndScheduleWhileTheBaseStays) {
   const TrainConfig base = TinyLora();
   Weights initial;
@@ -94,7 +94,8 @@ TEST_F(TrainerLoraTest, AdaptersTrainLikeOneProcessOnEveryMeshAndScheduleWhileTh
   for (const MeshRun& run :
        {MeshRun{1, 1, 2, "1f1b"}, MeshRun{1, 1, 2, "zb-h1"}, MeshRun{1, 1, 2, "dualpipe-v"},
         MeshRun{1, 2, 1, "1f1b"}, MeshRun{2, 1, 1, "1f1b"},
-        MeshRun{.dp = 2, .tp = 2, .pp = 2, .schedule = "zb-h1", .zero = 1}}) {
+        MeshRun{.dp = 2, .tp = 2, .pp = 2, .schedule = "zb-h1", .zero = 1},
+        MeshRun{.tp = 2, .sequence_parallel = true}, MeshRun{.cp = 2}}) {
     const TrainConfig c = WithMesh(base, run);
     const std::string what = DescribeRun(c);
     Weights got;
@@ -133,16 +134,23 @@ TEST_F(TrainerLoraTest, OnlyTheAdaptersHoldGradientsAndOptimizerState) {
   EXPECT_EQ(state_numbers, 2 * adapter_numbers);  // exp_avg and exp_avg_sq
 }
 
-// A checkpoint names the base its adapters were trained on: a resume with another --model
-// folder is refused in one line naming both; with the same base it continues.
-TEST_F(TrainerLoraTest, AResumeWithAnotherBaseIsRefusedNamingBoth) {
+// A checkpoint names the base its adapters were trained on: with the same base a resume (on
+// another mesh) continues as one run; one with another --model folder is refused in one line
+// naming both.
+TEST_F(TrainerLoraTest, AResumeContinuesAndOneWithAnotherBaseIsRefusedNamingBoth) {
   const std::string dir = ::testing::TempDir() + "conveyor_lora_" + std::to_string(::getpid());
   RemoveTree(dir);
   TrainConfig c = TinyLora();
+  const std::vector<double> straight = TrainOnThreads(c);
   TrainOnThreads(
       c, [&](Trainer& t, Transport& w) { SaveCheckpoint(dir, t, c, &w); }, 2);
   c.resume = dir;
   CheckResume(c);  // the same base: drawn from the seed
+  const std::vector<double> rest =
+      TrainOnThreads(WithMesh(c, {.tp = 2, .pp = 2, .schedule = "1f1b"}));
+  ASSERT_EQ(rest.size(), 1u);
+  ASSERT_EQ(straight.size(), 3u);
+  EXPECT_NEAR(rest[0], straight[2], 2e-5 * straight[2]);
   c.model.model_dir = "/elsewhere/llama-base";
   try {
     CheckResume(c);

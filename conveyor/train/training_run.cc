@@ -142,11 +142,10 @@ TrainingRun RunTraining(const TrainConfig& config, const RankContext& rank, int 
   run.optimizer_state_bytes = trainer.optimizer_state_bytes();
   const std::vector<ParameterShapes> shapes = trainer.task().model()->LayerShapes();
   const int64_t parameters = CountParameters(shapes);
-  run.trained_parameters = config.model.lora_rank > 0
-                               ? CountParameters(shapes, [](const std::string& name) {
-                                   return IsLoraParameter(name);
-                                 })
-                               : parameters;
+  run.trained_parameters =
+      config.model.lora_rank > 0
+          ? CountParameters(shapes, [](const std::string& name) { return IsLoraParameter(name); })
+          : parameters;
   run.frozen_parameters = parameters - run.trained_parameters;
   // A gradient and AdamW's two moments, fp32 each.
   run.frozen_state_bytes = run.frozen_parameters * 3 * static_cast<int64_t>(sizeof(float));

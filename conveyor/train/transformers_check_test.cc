@@ -265,8 +265,8 @@ TEST_F(TransformersCheckTest, LoraAdaptersLoadInPeftAndGiveConveyorsLogits) {
   const std::string adapter = Path("lora_adapter");
   EXPECT_EQ(ExportLoraAdapter(ckpt, adapter, at::kFloat), 7 * 6);
   SaveSafetensors(Path("lora_ids.safetensors"), {{"ids", ids}});
-  ASSERT_TRUE(RunTransformers("logits " + Path("llama") + " " + Path("lora_ids.safetensors") +
-                              " " + Path("lora.logits") + " " + adapter));
+  ASSERT_TRUE(RunTransformers("logits " + Path("llama") + " " + Path("lora_ids.safetensors") + " " +
+                              Path("lora.logits") + " " + adapter));
   const at::Tensor got = TensorIn(Path("lora.logits"), "logits");
   const at::Tensor base = TensorIn(Path("llama.logits"), "logits").slice(1, 0, 16);
   ASSERT_EQ(got.sizes(), want.sizes());
