@@ -9,6 +9,7 @@
 #include "conveyor/common/error_context.h"
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/device/stream_order.h"
+#include "conveyor/nn/lora.h"
 #include "conveyor/nn/moe_mlp.h"
 #include "conveyor/schedule/lower.h"
 #include "conveyor/schedule/registry.h"
@@ -247,6 +248,15 @@ std::vector<GradientSum> PipelineModel::GradientSums() const {
   if (sums_over_tp()) sums.push_back(Resolve({.axes = {MeshAxis::kTp, MeshAxis::kDp}}));
   sums.front() = Resolve(sums.front());
   return sums;
+}
+
+std::map<std::string, std::vector<int>> PipelineModel::TrainedHolders() const {
+  if (config_.model.lora_rank == 0) return holders_;
+  std::map<std::string, std::vector<int>> trained;
+  for (const auto& [name, ranks] : holders_) {
+    if (IsLoraParameter(name)) trained.emplace(name, ranks);
+  }
+  return trained;
 }
 
 NamedTensors PipelineModel::TrainedParameters() const {

@@ -122,6 +122,9 @@ class PipelineModel {
   // Which pipeline ranks hold each parameter name (several for a tied embedding, DualPipe's
   // two copies).
   const std::map<std::string, std::vector<int>>& holders() const { return holders_; }
+  // Those of holders() that train: a LoRA run's adapters alone (their names say so on every
+  // rank, so that the ranks agree on the groups summing shared gradients).
+  std::map<std::string, std::vector<int>> TrainedHolders() const;
   // This rank's parameters (global names; a name twice for two local copies).
   NamedTensors Parameters() const { return pipeline_->NamedParameters(); }
   // Those of them that train (requires_grad): every one but a LoRA run's frozen base

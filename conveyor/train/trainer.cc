@@ -120,9 +120,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
     const bool sharded = sums[i] == dense_sum || sums[i] == experts_sum;
     if (config.zero == 1 && sharded && group != nullptr && !summed[i].empty()) {
       optimizers.push_back(std::make_unique<ShardedAdamW>(adamw, group));
-      zero[i] =
-          std::make_shared<const ShardLayout>(summed[i], group->world_size(), group->rank(),
-                                              PipelineGradients::SharedNames(model_.holders()));
+      zero[i] = std::make_shared<const ShardLayout>(
+          summed[i], group->world_size(), group->rank(),
+          PipelineGradients::SharedNames(model_.TrainedHolders()));
     } else {
       optimizers.push_back(std::make_unique<AdamW>(adamw));
     }
@@ -164,9 +164,10 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   };
   const auto [dense_group, dense_zero] = zero_of(dense_sum);
   const auto [experts_group, experts_zero] = zero_of(experts_sum);
-  gradients_ = std::make_unique<PipelineGradients>(
-      model_.pipeline_group(), model_.holders(), model_.parallel().tp, model_.parameter_specs(),
-      dense_group, dense_zero, model_.ep_group(), experts_group, experts_zero);
+  gradients_ = std::make_unique<PipelineGradients>(model_.pipeline_group(), model_.TrainedHolders(),
+                                                   model_.parallel().tp, model_.parameter_specs(),
+                                                   dense_group, dense_zero, model_.ep_group(),
+                                                   experts_group, experts_zero);
   clock_origin_ = SharedClockOrigin(rank.world);
   const Layout& layout = model_.program().layout;
   recorder_ = std::make_unique<StepRecorder>(model_.pipeline_rank(), layout.num_ranks(),

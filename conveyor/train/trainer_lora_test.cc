@@ -70,8 +70,8 @@ TEST_F(TrainerLoraTest, TheFirstStepsLossIsTheBaseModels) {
   EXPECT_NE(folder_plain[0], plain[0]) << "the folder holds the trained weights";
 }
 
-// The adapters after 3 steps are one process's on every mesh and schedule family (pipeline,
-// zero bubble's split backward, DualPipeV's two chunks a rank, tensor and data parallelism,
+// The adapters after 3 steps are one process's on every mesh and schedule family (1F1B and
+// interleaved, zero bubble's split backward, DualPipe and DualPipeV, tensor and data parallelism,
 // ZeRO-1, sequence and context parallelism), the losses too; every base weight is its
 // initial value bit for bit, and the adapters moved (B from zeros, A after the first step).
 TEST_F(TrainerLoraTest, AdaptersTrainLikeOneProcessOnEveryMeshAndScheduleWhileTheBaseStays) {
@@ -92,7 +92,8 @@ TEST_F(TrainerLoraTest, AdaptersTrainLikeOneProcessOnEveryMeshAndScheduleWhileTh
   }
   EXPECT_EQ(adapters, 2 * 7 * base.model.layers);
   for (const MeshRun& run :
-       {MeshRun{1, 1, 2, "1f1b"}, MeshRun{1, 1, 2, "zb-h1"}, MeshRun{1, 1, 2, "dualpipe-v"},
+       {MeshRun{1, 1, 2, "1f1b"}, MeshRun{1, 1, 2, "interleaved-1f1b"}, MeshRun{1, 1, 2, "zb-h1"},
+        MeshRun{1, 1, 2, "zb-v"}, MeshRun{1, 1, 2, "dualpipe-v"}, MeshRun{1, 1, 2, "dualpipe"},
         MeshRun{1, 2, 1, "1f1b"}, MeshRun{2, 1, 1, "1f1b"},
         MeshRun{.dp = 2, .tp = 2, .pp = 2, .schedule = "zb-h1", .zero = 1},
         MeshRun{.tp = 2, .sequence_parallel = true}, MeshRun{.cp = 2}}) {
