@@ -10,6 +10,7 @@
 #include "conveyor/common/error.h"
 #include "conveyor/train/checkpoint.h"
 #include "conveyor/train/hf_export.h"
+#include "conveyor/train/lora_export.h"
 
 namespace conveyor {
 
@@ -17,6 +18,7 @@ void AddExportCommand(CLI::App& app) {
   struct ExportFlags {
     std::string checkpoint;
     std::string out;
+    std::string lora;
     std::string dtype = "fp32";
     int64_t shard_bytes = HfWriteOptions{}.shard_bytes;
   };
@@ -25,7 +27,12 @@ void AddExportCommand(CLI::App& app) {
       "export", "write a llama checkpoint (any mesh) as a Hugging Face model folder");
   cmd->add_option("--checkpoint", flags->checkpoint, "a checkpoint folder (or its parent)")
       ->required();
-  cmd->add_option("--out", flags->out, "the new Hugging Face folder (absent or empty)")->required();
+  cmd->add_option("--out", flags->out,
+                  "the new Hugging Face folder (absent or empty); a LoRA checkpoint's adapters "
+                  "merged into its weights");
+  cmd->add_option("--lora", flags->lora,
+                  "a LoRA checkpoint's adapters alone, in PEFT's layout, into this new folder "
+                  "(adapter_config.json, adapter_model.safetensors)");
   cmd->add_option("--dtype", flags->dtype, "how the weights are stored: fp32, bf16 or fp16")
       ->capture_default_str();
   cmd->add_option("--shard-size", flags->shard_bytes,
@@ -39,7 +46,17 @@ void AddExportCommand(CLI::App& app) {
     CONVEYOR_CHECK(d == "fp32" || d == "bf16" || d == "fp16")
         << "--dtype must be fp32, bf16 or fp16, got '" << d << "'";
     options.dtype = d == "fp32" ? at::kFloat : d == "bf16" ? at::kBFloat16 : at::kHalf;
+    CONVEYOR_CHECK(!flags->out.empty() || !flags->lora.empty())
+        << "export needs --out (a Hugging Face folder) or --lora (a PEFT adapter folder)";
     const auto start = std::chrono::steady_clock::now();
+    if (!flags->lora.empty()) {
+      const int adapted = ExportLoraAdapter(flags->checkpoint, flags->lora, options.dtype);
+      std::printf(
+          "wrote %s: adapter_config.json and adapter_model.safetensors, %d adapted "
+          "projections as %s\n",
+          flags->lora.c_str(), adapted, d.c_str());
+      if (flags->out.empty()) return;
+    }
     const std::vector<std::string> files =
         ExportHfCheckpoint(flags->checkpoint, flags->out, options);
     uintmax_t bytes = 0;

@@ -76,7 +76,10 @@ nlohmann::json MetricsJson(const TrainConfig& config, const TrainingRun& s) {
                             {"tp", config.tp},
                             {"microbatches", config.microbatches},
                             {"model", ModelKindName(config.model.kind)},
-                            {"skipped_steps", s.skipped_steps}};
+                            {"skipped_steps", s.skipped_steps},
+                            {"trained_parameters", s.trained_parameters},
+                            {"frozen_parameters", s.frozen_parameters},
+                            {"frozen_state_bytes_saved", s.frozen_state_bytes}};
   if (s.loss_scale > 0) {
     metrics["overflow_steps"] = s.overflow_steps;
     metrics["final_loss_scale"] = s.loss_scale;

@@ -142,6 +142,14 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Switch(cmd, flags, "--mixtral-names", &ModelSpec::moe_mixtral_names,
          "llama, MoE: Mixtral's tensor names (block_sparse_moe, experts.N.w1/w2/w3), so that "
          "`conveyor export` writes a Mixtral folder");
+  Flag(cmd, flags, "--lora-rank", &ModelSpec::lora_rank,
+       "llama: LoRA adapters of this rank on --lora-targets, every other weight frozen "
+       "(0 = none: every weight trains)");
+  Flag(cmd, flags, "--lora-alpha", &ModelSpec::lora_alpha,
+       "llama, LoRA: the adapters' updates scaled by alpha / rank (default: the rank)");
+  Flag(cmd, flags, "--lora-targets", &ModelSpec::lora_targets,
+       "llama, LoRA: the adapted projections, of q_proj,k_proj,v_proj,o_proj,gate_proj,"
+       "up_proj,down_proj (default: q_proj,k_proj,v_proj,o_proj)");
   flags.options.emplace_back(
       cmd->add_option("--data", flags.data,
                       "fortunes, a text file or folder, the PREFIX of a tokenized data set "

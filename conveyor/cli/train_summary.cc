@@ -129,6 +129,13 @@ void PrintTrainSummary(const TrainingRun& s) {
   }
   std::printf("optimizer state: %.2f MiB of AdamW moments on rank 0\n",
               static_cast<double>(s.optimizer_state_bytes) / (1 << 20));
+  if (s.frozen_parameters > 0) {
+    std::printf(
+        "parameters: %.4gM trained (LoRA adapters), %.4gM frozen: %.2f MiB of gradients and "
+        "AdamW state not held (over the mesh)\n",
+        s.trained_parameters / 1e6, s.frozen_parameters / 1e6,
+        static_cast<double>(s.frozen_state_bytes) / (1 << 20));
+  }
   std::printf(
       "data: rank 0 waited %.2f ms a step for its batch (%.2f ms for the first; the "
       "others are read ahead on a thread, 0 when hidden)\n",

@@ -122,5 +122,24 @@ TEST(TrainSummaryTest, PrintsTheRunsNumbersAndOneRowPerRank) {
       << out;
 }
 
+// A LoRA run's line: trained and frozen parameters, and the gradient and AdamW bytes the
+// frozen ones do not take; absent when nothing is frozen.
+TEST(TrainSummaryTest, ALoraRunSaysWhatItTrainsAndWhatItSaves) {
+  TrainingRun s;
+  s.trained_parameters = 623104;
+  ::testing::internal::CaptureStdout();
+  PrintTrainSummary(s);
+  EXPECT_EQ(::testing::internal::GetCapturedStdout().find("frozen"), std::string::npos);
+  s.frozen_parameters = 25469440;
+  s.frozen_state_bytes = 12 * s.frozen_parameters;
+  ::testing::internal::CaptureStdout();
+  PrintTrainSummary(s);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("parameters: 0.6231M trained (LoRA adapters), 25.47M frozen: 291.47 MiB of "
+                     "gradients and AdamW state not held (over the mesh)\n"),
+            std::string::npos)
+      << out;
+}
+
 }  // namespace
 }  // namespace conveyor

@@ -1,6 +1,6 @@
 // Test support: the reference environment (scripts/reference-env), a Python with the
 // libraries users already run (pip's PyTorch, transformers, tokenizers, sentencepiece,
-// Megatron-Core, TensorBoard; testdata/reference/requirements.txt), against which tests check
+// Megatron-Core, TensorBoard, peft; testdata/reference/requirements.txt), against which tests check
 // what conveyor reads and writes.
 #ifndef CONVEYOR_COMMON_REFERENCE_ENV_TESTING_H_
 #define CONVEYOR_COMMON_REFERENCE_ENV_TESTING_H_

@@ -74,6 +74,7 @@ void RecordWeightGradStore(AutogradContext* ctx) {
 
 at::Tensor WeightGradOrDefer(AutogradContext* ctx, const at::Tensor& weight, const at::Tensor& x2d,
                              const at::Tensor& g2d) {
+  if (!weight.requires_grad()) return at::Tensor();  // frozen (a LoRA base): no gradient
   auto* store = reinterpret_cast<WeightGradStore*>(ctx->saved_data["store"].toInt());
   const int key = static_cast<int>(ctx->saved_data["key"].toInt());
   if (store != nullptr && store->deferring(key)) {

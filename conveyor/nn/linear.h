@@ -27,7 +27,8 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
 // the store recording then (WeightGradStore::Recording) in ctx; WeightGradOrDefer, called in
 // backward, returns weight's gradient g2d^T x2d (x2d (N, in), g2d (N, out)) in weight's dtype,
 // or, when that store defers its key now, queues adding it into weight's gradient there and
-// returns an undefined tensor.
+// returns an undefined tensor; an undefined tensor too, computing nothing, for a weight that
+// does not require grad (frozen).
 void RecordWeightGradStore(torch::autograd::AutogradContext* ctx);
 at::Tensor WeightGradOrDefer(torch::autograd::AutogradContext* ctx, const at::Tensor& weight,
                              const at::Tensor& x2d, const at::Tensor& g2d);

@@ -41,6 +41,25 @@ MoeConfig BlockOf(const LlamaConfig& c) {
   return block;
 }
 
+// Where a LoRA target's projection is in a decoder layer and how tensor parallelism lays
+// out its weight.
+struct LoraTarget {
+  std::string module;  // "self_attn." or "mlp."
+  ParameterSpec spec;
+  bool row_parallel = false;
+};
+
+LoraTarget LoraTargetOf(const std::string& target, const LlamaConfig& c) {
+  if (target == "q_proj") return {"self_attn.", ColumnParallel()};
+  if (target == "k_proj" || target == "v_proj") {
+    return {"self_attn.", KeyValueParallel(c.tp.kv_replicas)};
+  }
+  if (target == "o_proj") return {"self_attn.", RowParallel(), true};
+  if (target == "down_proj") return {"mlp.", RowParallel(), true};
+  CONVEYOR_ASSERT(target == "gate_proj" || target == "up_proj") << "LoRA target " << target;
+  return {"mlp.", ColumnParallel()};
+}
+
 // The parameters of decoder layer i (global layer index i + 1), full shapes.
 ParameterShapes DecoderShapes(const LlamaConfig& c, int i) {
   const int64_t h = c.hidden, d = c.hidden / c.heads;
@@ -70,7 +89,42 @@ ParameterShapes DecoderShapes(const LlamaConfig& c, int i) {
     shapes[p + "mlp.up_proj.weight"] = {c.intermediate, h};
     shapes[p + "mlp.down_proj.weight"] = {h, c.intermediate};
   }
+  if (c.lora) {
+    const int64_t r = c.lora->rank;
+    for (const std::string& target : c.lora->targets) {
+      const auto base = shapes.find(p + LoraTargetOf(target, c).module + target + ".weight");
+      if (base == shapes.end()) continue;  // refused by CheckLlamaLora
+      const std::vector<int64_t> out_in = base->second;
+      shapes[LoraAName(base->first)] = {r, out_in[1]};
+      shapes[LoraBName(base->first)] = {out_in[0], r};
+    }
+  }
   return shapes;
+}
+
+// A LoRA config's checks (CheckLlamaConfig).
+void CheckLlamaLora(const LlamaConfig& c) {
+  const LoraConfig& lora = *c.lora;
+  CONVEYOR_CHECK(!c.moe) << "LoRA adapters (--lora-rank " << lora.rank
+                         << ") are for dense llamas: this one has Mixture-of-Experts layers";
+  CONVEYOR_CHECK(lora.rank >= 1) << "--lora-rank must be at least 1, got " << lora.rank;
+  CONVEYOR_CHECK(!lora.targets.empty()) << "--lora-targets names no projection";
+  const ParameterShapes shapes = DecoderShapes(c, 0);
+  for (const std::string& target : lora.targets) {
+    const std::string name =
+        "model.layers.0." + LoraTargetOf(target, c).module + target + ".weight";
+    const auto it = shapes.find(name);
+    CONVEYOR_CHECK(it != shapes.end())
+        << "--lora-targets names '" << target << "', which names no layer of this llama";
+    const int64_t out = it->second[0], in = it->second[1], width = std::min(in, out);
+    CONVEYOR_CHECK(lora.rank <= width)
+        << "--lora-rank " << lora.rank << " exceeds the width of " << target << " (" << out << " x "
+        << in << ": at most " << width << ")";
+    CONVEYOR_CHECK(c.tp.kv_replicas == 1 || (target != "k_proj" && target != "v_proj"))
+        << "--lora-targets " << target << " under --tp " << c.tp.size << ": each of the "
+        << c.kv_heads << " key-value heads is replicated over " << c.tp.kv_replicas
+        << " ranks, which LoRA adapters do not take yet; adapt q_proj and o_proj only";
+  }
 }
 
 class LlamaEmbedding : public Layer {
@@ -146,16 +200,26 @@ class LlamaDecoderLayer : public Layer {
       up_ = normal("mlp.up_proj.weight", ColumnParallel());
       down_ = normal("mlp.down_proj.weight", RowParallel());
     }
+    if (c.lora) {
+      for (const std::string& target : c.lora->targets) {
+        const LoraTarget where = LoraTargetOf(target, c);
+        const std::string name = prefix_ + where.module + target + ".weight";
+        const std::vector<int64_t>& shape = shapes.at(name);
+        lora_.emplace(target, LoraAdapter(name, shape[0], shape[1], where.row_parallel, where.spec,
+                                          *c.lora, seed, c.tp, specs_, c.weights));
+      }
+    }
   }
 
   // x (n, T, C) -> (n, T, C): pre-norm attention and MLP, both residual.
   at::Tensor Forward(const at::Tensor& x, const MicroBatch& mb) override {
     const at::Tensor out = x + Attention(RmsNorm(x, input_norm_, config_.rms_norm_eps), mb);
     if (moe_ != nullptr) return out + moe_->Forward(RmsNorm(out, mlp_norm_, config_.rms_norm_eps));
-    const std::vector<at::Tensor> gate_up = ColumnParallelLinears(
-        RmsNorm(out, mlp_norm_, config_.rms_norm_eps), {{gate_, {}}, {up_, {}}}, config_.tp);
+    const std::vector<at::Tensor> gate_up = LoraColumnParallelLinears(
+        RmsNorm(out, mlp_norm_, config_.rms_norm_eps), {{gate_, {}}, {up_, {}}},
+        {adapter("gate_proj"), adapter("up_proj")}, config_.tp);
     const at::Tensor units = at::silu(gate_up[0]) * gate_up[1];  // (n, T, F/p)
-    return out + RowParallelLinear(units, down_, {}, config_.tp);
+    return out + LoraRowParallelLinear(units, down_, *adapter("down_proj"), config_.tp);
   }
 
   NamedTensors NamedParameters() override {
@@ -182,6 +246,9 @@ class LlamaDecoderLayer : public Layer {
       named.push_back({prefix_ + "mlp.up_proj.weight", up_});
       named.push_back({prefix_ + "mlp.down_proj.weight", down_});
     }
+    for (const auto& [target, lora] : lora_) {
+      for (auto& pair : lora.NamedParameters()) named.push_back(std::move(pair));
+    }
     return named;
   }
   std::vector<int64_t> InputShape(const MicroBatch& mb) const override {
@@ -201,8 +268,9 @@ class LlamaDecoderLayer : public Layer {
     const TensorParallel& tp = config_.tp;
     // The key-value projections' input gradients count once over their heads' replicas.
     const double kv_scale = 1.0 / tp.kv_replicas;
-    const std::vector<at::Tensor> qkv = ColumnParallelLinears(
-        h, {{q_, q_bias_}, {k_, k_bias_, kv_scale}, {v_, v_bias_, kv_scale}}, tp);
+    const std::vector<at::Tensor> qkv = LoraColumnParallelLinears(
+        h, {{q_, q_bias_}, {k_, k_bias_, kv_scale}, {v_, v_bias_, kv_scale}},
+        {adapter("q_proj"), adapter("k_proj"), adapter("v_proj")}, tp);
     const int64_t n = qkv[0].size(0), t = qkv[0].size(1), d = config_.hidden / config_.heads;
     const int64_t heads = config_.heads / tp.size;
     // This rank's key-value heads: KV / p, or one shared with the replicas' ranks.
@@ -250,7 +318,14 @@ class LlamaDecoderLayer : public Layer {
                                       config_.recompute_attention, documents))
             .transpose(1, 2)
             .reshape({n, t, heads * d});
-    return RowParallelLinear(y, o_, {}, tp);
+    return LoraRowParallelLinear(y, o_, *adapter("o_proj"), tp);
+  }
+
+  // The adapter of projection `target` ("q_proj"), or an undefined one.
+  const LoraAdapter* adapter(const std::string& target) const {
+    static const LoraAdapter kNone;
+    const auto it = lora_.find(target);
+    return it == lora_.end() ? &kNone : &it->second;
   }
 
   LlamaConfig config_;
@@ -267,6 +342,7 @@ class LlamaDecoderLayer : public Layer {
   at::Tensor gate_, up_;         // (F/p, C); undefined in a sparse layer
   at::Tensor down_;              // (C, F/p)
   std::unique_ptr<MoeMlp> moe_;  // a sparse layer's MoE block
+  std::map<std::string, LoraAdapter> lora_;  // by target ("q_proj"), with config_.lora
   KvCache cache_;                // keys and values while generating
 };
 
@@ -386,6 +462,7 @@ void CheckLlamaConfig(const LlamaConfig& c) {
   CONVEYOR_CHECK(c.qk_norm != QkNorm::kProjection || c.tp.size == 1)
       << "query and key norms over the whole projections (OLMoE) do not take --tp " << c.tp.size
       << " yet (each rank holds only its heads' part)";
+  if (c.lora) CheckLlamaLora(c);
 }
 
 bool LlamaMoe::IsSparse(int i) const {
@@ -415,9 +492,20 @@ LayerList BuildLlama(const LlamaConfig& config, uint64_t seed, int begin, int en
   CheckLlamaConfig(config);
   const int count = config.layers + 2;
   return BuildLayerRange(count, begin, end, [&](int l) -> std::shared_ptr<Layer> {
-    if (l == 0) return std::make_shared<LlamaEmbedding>(config, seed);
-    if (l == count - 1) return std::make_shared<LlamaHead>(config, seed);
-    return std::make_shared<LlamaDecoderLayer>(config, seed, l - 1);
+    std::shared_ptr<Layer> layer;
+    if (l == 0) {
+      layer = std::make_shared<LlamaEmbedding>(config, seed);
+    } else if (l == count - 1) {
+      layer = std::make_shared<LlamaHead>(config, seed);
+    } else {
+      layer = std::make_shared<LlamaDecoderLayer>(config, seed, l - 1);
+    }
+    if (config.lora) {  // only the adapters train
+      for (const auto& [name, p] : layer->NamedParameters()) {
+        if (!IsLoraParameter(name)) p.requires_grad_(false);
+      }
+    }
+    return layer;
   });
 }
 

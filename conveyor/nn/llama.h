@@ -56,6 +56,7 @@
 #include <vector>
 
 #include "conveyor/nn/layer.h"
+#include "conveyor/nn/lora.h"
 #include "conveyor/nn/moe_mlp.h"
 #include "conveyor/nn/parallel_context.h"
 
@@ -101,6 +102,10 @@ struct LlamaConfig {
   // Mixture-of-Experts (Mixtral, Qwen2/3-MoE, OLMoE, DeepSeek-style): the sparse decoder
   // layers' MLP is an MoE block (moe_mlp.h) under PREFIX = model.layers.i.<moe->prefix>.
   std::optional<LlamaMoe> moe;
+  // LoRA adapters (lora.h) on the decoder layers' projections lora->targets names, every
+  // other weight frozen (requires_grad false). Not with moe.
+  //   model.layers.i.self_attn.q_proj.lora_A.weight  (r, C)   lora_B.weight (H d, r), ...
+  std::optional<LoraConfig> lora;
   TensorParallel tp;
   ExpertParallel ep;   // the MoE blocks' expert-parallel group (moe_mlp.h)
   ContextParallel cp;  // the sequence's split (context_parallel.h); not with moe
@@ -109,7 +114,9 @@ struct LlamaConfig {
 // Whether decoder layer i (from 0) of `config` has an MoE block rather than a dense MLP.
 bool IsSparseLayer(const LlamaConfig& config, int i);
 
-// Checks the config (UserError naming the bad value), tp included.
+// Checks the config (UserError naming the bad value), tp included; with lora: its targets
+// known, its rank within [1, min(in, out)] of every adapted projection, no moe, and no key or
+// value adapter where tp.kv_replicas > 1.
 void CheckLlamaConfig(const LlamaConfig& config);
 
 // The model's layers + 2 layers: the embedding (global index 0), the decoder layers, the head

@@ -100,10 +100,13 @@ at::Tensor Stage::RunBackward(const MicroBatch& mb, const at::Tensor& grad_outpu
       cached.output = RunForward(mb, input, /*recomputing=*/true);
     }
     // A last stage seeds with the loss scale (1 unless loss scaling is on); another takes the
-    // received gradient in its output's dtype.
-    torch::autograd::backward({cached.output},
-                              {is_last_ ? at::full_like(cached.output, loss_scale_)
-                                        : grad_output.to(cached.output.scalar_type())});
+    // received gradient in its output's dtype. A first stage whose weights are all frozen (a
+    // LoRA run's embedding alone) has no gradient to compute.
+    if (cached.output.requires_grad()) {
+      torch::autograd::backward({cached.output},
+                                {is_last_ ? at::full_like(cached.output, loss_scale_)
+                                          : grad_output.to(cached.output.scalar_type())});
+    }
   } catch (...) {
     store_.SetDeferring(mb.index, false);
     throw;

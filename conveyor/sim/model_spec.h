@@ -64,6 +64,12 @@ struct ModelSpec {
   // whole projections' (OLMoE).
   std::string qk_norm;
   bool qkv_bias = false;  // llama: biases on the query, key and value projections (Qwen2)
+  // llama: LoRA adapters (nn/lora.h) of this rank on the projections lora_targets names
+  // (comma-separated; "" = the attention's four), scaled by lora_alpha / lora_rank (alpha 0:
+  // the rank, a scale of 1); the base weights frozen. Rank 0: no adapters, every weight trained.
+  int lora_rank = 0;
+  double lora_alpha = 0;
+  std::string lora_targets;
   // A Hugging Face folder (--model DIR): its config.json sets the architecture's fields, its
   // weights are the initial ones. Empty: weights drawn from the seed.
   std::string model_dir;
@@ -89,6 +95,7 @@ void ForEachModelInteger(Spec& spec, Visit&& visit) {
   visit("shared_expert_units", spec.shared_expert_units, 0, 1 << 20);
   visit("moe_first_dense", spec.moe_first_dense, 0, 4096);
   visit("moe_sparse_step", spec.moe_sparse_step, 1, 4096);
+  visit("lora_rank", spec.lora_rank, 0, 65536);
 }
 
 // The same for the real fields; lo = nullopt means (0, hi]: zero itself is refused
@@ -100,6 +107,7 @@ void ForEachModelReal(Spec& spec, Visit&& visit) {
   visit("router_z_loss_coef", spec.router_z_loss_coef, std::optional<double>(0.0), 1e3);
   visit("router_bias_rate", spec.router_bias_rate, std::optional<double>(0.0), 1.0);
   visit("capacity_factor", spec.capacity_factor, std::optional<double>(0.0), 1e3);
+  visit("lora_alpha", spec.lora_alpha, std::optional<double>(0.0), 1e6);
 }
 
 // Sets the integer field with key `key` to `value` after checking it against its range; the

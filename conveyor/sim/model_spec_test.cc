@@ -55,10 +55,10 @@ TEST(ModelSpecTest, SettersCheckTheFieldsRange) {
     EXPECT_LE(lo, field) << key;  // the defaults are within range
     EXPECT_LE(field, hi) << key;
   });
-  EXPECT_EQ(keys,
-            (std::set<std::string>{"layers", "hidden", "heads", "seq_len", "classes", "kv_heads",
-                                   "intermediate", "experts", "top_k", "expert_units",
-                                   "shared_expert_units", "moe_first_dense", "moe_sparse_step"}));
+  EXPECT_EQ(keys, (std::set<std::string>{"layers", "hidden", "heads", "seq_len", "classes",
+                                         "kv_heads", "intermediate", "experts", "top_k",
+                                         "expert_units", "shared_expert_units", "moe_first_dense",
+                                         "moe_sparse_step", "lora_rank"}));
   SetModelInteger(spec, "kv_heads", 2, "--kv-heads");
   EXPECT_EQ(spec.kv_heads, 2);
   try {

@@ -24,6 +24,14 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 namespace {
 
+// A LoRA run's base model as its manifest names it: the folder's absolute path, "" for
+// weights drawn from the seed.
+std::string LoraBaseName(const std::string& model_dir) {
+  if (model_dir.empty()) return "";
+  const fs::path path = fs::absolute(model_dir).lexically_normal();
+  return (path.has_filename() ? path : path.parent_path()).string();  // "dir/" as "dir"
+}
+
 // The fields a checkpoint must agree on with the run that loads it.
 Json ModelJson(const TrainConfig& c) { return ModelSpecJson(c.model); }
 
@@ -61,6 +69,8 @@ Json Manifest(const fs::path& folder, int64_t step, const TrainConfig& config, i
               {"dtype", ComputeDtypeName(config.dtype)},
               {"schedule", config.schedule},
               {"pp", config.pp}};
+  // A LoRA run's adapters belong to the base folder they were trained on (CheckResume).
+  if (config.model.lora_rank > 0) run["lora_base"] = LoraBaseName(config.model.model_dir);
   if (scaler.enabled()) {
     run["loss_scale"] = {{"scale", scaler.scale()}, {"good_steps", scaler.good_steps()}};
   }
@@ -210,6 +220,15 @@ void CheckResume(const TrainConfig& config) {
   CONVEYOR_CHECK(config.steps > step)
       << "--steps " << config.steps << " is not past the checkpoint's step " << step << " ("
       << config.resume << "): nothing would be trained; give the run's total, more than " << step;
+  if (meta.contains("lora_base")) {
+    const std::string base = meta["lora_base"].get<std::string>();
+    const std::string now = LoraBaseName(config.model.model_dir);
+    CONVEYOR_CHECK(base == now) << "--resume " << config.resume
+                                << ": its LoRA adapters were trained on the base "
+                                << (base.empty() ? "drawn from the seed" : "folder " + base)
+                                << ", this run's --model is "
+                                << (now.empty() ? "drawn from the seed" : "the folder " + now);
+  }
   if (config.resume_with_changes) return;
   std::string changed;
   auto compare = [&](const char* key, const std::string& flag, const Json& now) {
@@ -235,11 +254,16 @@ CheckpointWeights::CheckpointWeights(const std::string& path) : config_(Checkpoi
   const fs::path folder = ResolveCheckpointFolder(path);
   const Json meta = ReadCheckpointManifest(folder);
   step_ = meta["step"].get<int64_t>();
+  lora_base_ = meta.value("lora_base", "");
   files_ = std::make_unique<CheckpointFiles>(folder, meta);
   where_ = "checkpoint " + folder.string();
 }
 
 CheckpointWeights::~CheckpointWeights() = default;
+
+bool CheckpointWeights::Holds(const std::string& name) const {
+  return files_->tensors().count("param/" + name) > 0;
+}
 
 at::Tensor CheckpointWeights::Read(const std::string& name) {
   const std::string stored = "param/" + name;
@@ -336,8 +360,12 @@ void CopyWeights(const LoadedShards& loaded) {
 void LoadCheckpoint(const std::string& path, Trainer& trainer, const TrainConfig& config) {
   const LoadedShards loaded = ReadShards(path, trainer.model(), config, /*optimizer_state=*/true);
   // Checks the optimizer state and the loss scale before touching anything, then loads.
+  NamedTensors trained;  // the optimizer's: a LoRA run's frozen base has no state
+  for (const auto& named : loaded.params) {
+    if (named.second.requires_grad()) trained.push_back(named);
+  }
   AdamW probe(AdamWOptions{});
-  probe.LoadState(loaded.params, loaded.optim);
+  probe.LoadState(trained, loaded.optim);
   LossScaler scaler = trainer.loss_scaler();
   if (scaler.enabled() && loaded.meta.contains("loss_scale")) {
     const Json& ls = loaded.meta["loss_scale"];
@@ -348,7 +376,7 @@ void LoadCheckpoint(const std::string& path, Trainer& trainer, const TrainConfig
     scaler.Restore(ls["scale"].get<double>(), ls["good_steps"].get<int64_t>());
   }
   trainer.loss_scaler() = scaler;
-  trainer.optimizer().LoadState(loaded.params, loaded.optim);
+  trainer.optimizer().LoadState(trained, loaded.optim);
   CopyWeights(loaded);
   trainer.set_step(loaded.meta["step"].get<int64_t>());
 }

@@ -37,6 +37,10 @@
 // ("conveyor-checkpoint-3", and "-2", before the tokenizer's checksum, whose tokenizer is
 // used as found) are read and verified a whole tensor at a time, as they always were.
 //
+// A LoRA run (nn/lora.h) saves its frozen base with the adapters (so that export and
+// generation need no folder) but AdamW state for the adapters alone; its manifest names the
+// base folder ("lora_base", absolute), which a resume must give again (CheckResume).
+//
 // Data position and randomness need no state of their own: batches and sampling are
 // functions of (seed, step), so the step is the position.
 //
@@ -88,7 +92,8 @@ TrainConfig CheckpointConfig(const std::string& path);
 // config.resume_with_changes, the same --seed, --batch-size, --dtype, --data and --split
 // as the run that saved it (each changes which samples the rest of the run sees or how it
 // computes; checkpoints older than these fields are not compared on them). UserError naming
-// what differs, with both values.
+// what differs, with both values. A LoRA checkpoint's base folder is compared always:
+// another --model folder is refused naming both.
 void CheckResume(const TrainConfig& config);
 
 // A checkpoint's weights read one at a time, without a model (`conveyor export`): opening
@@ -102,6 +107,11 @@ class CheckpointWeights {
   // CheckpointConfig(path), and the step the checkpoint was saved at.
   const TrainConfig& config() const { return config_; }
   int64_t step() const { return step_; }
+  // Whether it holds the parameter `name`.
+  bool Holds(const std::string& name) const;
+  // A LoRA run's base folder (absolute), as its manifest names it; "" for a base drawn from
+  // the seed or a run without adapters.
+  const std::string& lora_base() const { return lora_base_; }
   // The parameter of global name `name`, whole (every TP shard joined), as saved (fp32).
   // UserError when the checkpoint lacks it or its data fails a check.
   at::Tensor Read(const std::string& name);
@@ -112,6 +122,7 @@ class CheckpointWeights {
  private:
   TrainConfig config_;
   int64_t step_ = 0;
+  std::string lora_base_;
   std::string where_;  // "checkpoint DIR", for messages
   std::unique_ptr<CheckpointFiles> files_;
 };

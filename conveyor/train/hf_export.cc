@@ -1,7 +1,9 @@
 #include "conveyor/train/hf_export.h"
 
 #include "conveyor/common/error.h"
+#include "conveyor/nn/lora.h"
 #include "conveyor/train/checkpoint.h"
+#include "conveyor/train/llama_architecture.h"
 #include "conveyor/train/model_registry.h"
 
 namespace conveyor {
@@ -28,8 +30,18 @@ std::vector<std::string> ExportHfCheckpoint(const std::string& checkpoint, const
     with_tokenizer.texts["tokenizer_config.json"] =
         "{\n  \"add_bos_token\": true,\n  \"add_eos_token\": false\n}\n";
   }
-  return WriteHfCheckpoint(out, folder, with_tokenizer,
-                           [&](const std::string& name) { return weights.Read(name); });
+  // A LoRA checkpoint's adapted projections are written merged: W + (alpha / r) B A.
+  const double lora_scale =
+      config.model.lora_rank > 0 ? LlamaConfigOf(config.model).lora->scale() : 0;
+  return WriteHfCheckpoint(out, folder, with_tokenizer, [&](const std::string& name) {
+    const at::Tensor weight = weights.Read(name);
+    const bool adapted = lora_scale > 0 && name.size() > 7 &&
+                         name.compare(name.size() - 7, 7, ".weight") == 0 &&
+                         weights.Holds(LoraAName(name));
+    if (!adapted) return weight;
+    return MergeLora(weight, weights.Read(LoraAName(name)), weights.Read(LoraBName(name)),
+                     lora_scale);
+  });
 }
 
 }  // namespace conveyor

@@ -6,7 +6,9 @@
 // max_position_embeddings being the sequence length it trained at, a GPT's n_positions its
 // position table's rows. The checkpoint's tokenizer.model, when it has one, verified against
 // its manifest, is written with them, and a tokenizer_config.json that has transformers'
-// tokenizer add the BOS id as conveyor does.
+// tokenizer add the BOS id as conveyor does. A LoRA checkpoint (nn/lora.h) is written merged:
+// each adapted weight as W + (alpha / r) B A, a plain Llama folder (its adapters alone in
+// PEFT's layout: lora_export.h).
 // Reads and converts one tensor at a time, holding one output file's tensors at most.
 #ifndef CONVEYOR_TRAIN_HF_EXPORT_H_
 #define CONVEYOR_TRAIN_HF_EXPORT_H_

@@ -26,7 +26,7 @@ std::vector<double> ProfileLayers(const TrainTask& task, int microbatches) {
       const auto start = std::chrono::steady_clock::now();
       out = layer->Forward(in, mb);
       at::Tensor loss = layer->has_loss() ? layer->LossSum(out, mb) : out.sum();
-      loss.backward();
+      if (loss.requires_grad()) loss.backward();  // not for frozen weights alone (LoRA's)
       seconds[l] =
           std::min(seconds[l],
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -113,7 +113,9 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
     const int64_t before_backward = TensorBytes(device);
     store.SetDeferring(round, true);
     start = Now(device);
-    loss.backward();
+    // A layer of frozen weights alone on token ids (LoRA's embedding) has no backward.
+    const bool trains = loss.requires_grad();
+    if (trains) loss.backward();
     const double input = Since(device, start);
     store.SetDeferring(round, false);
     const int64_t before_weight = TensorBytes(device);
@@ -126,7 +128,7 @@ LayerSample TimeLayer(const ModelTask& model, int index, const at::Tensor& x, co
     // The whole backward at once, on the graph again (what B runs).
     loss = forward(in, &y);
     start = Now(device);
-    loss.backward();
+    if (trains) loss.backward();
     const double whole = Since(device, start);
     if (round == 0) continue;  // warm-up: first-call allocations and caches
     forwards.push_back(forward_s);

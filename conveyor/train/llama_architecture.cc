@@ -127,6 +127,10 @@ TransformerSpec LlamaArchitecture::Sizes(const ModelSpec& spec) const {
 
 void LlamaArchitecture::Check(const ModelSpec& spec, int tp) const {
   const TransformerSpec sizes = Sizes(spec);
+  CONVEYOR_CHECK(spec.lora_rank > 0 || (spec.lora_alpha == 0 && spec.lora_targets.empty()))
+      << "--lora-alpha or --lora-targets without --lora-rank: LoRA adapters need a rank of at "
+         "least 1";
+  if (spec.lora_rank > 0) LlamaConfigOf(spec);  // the targets and the rank (CheckLlamaConfig)
   if (spec.experts > 0) {
     CONVEYOR_CHECK(spec.top_k <= spec.experts)
         << "--top-k " << spec.top_k << " must be at most --experts " << spec.experts;
@@ -185,6 +189,7 @@ void LlamaArchitecture::ReadHfConfig(const HfModelConfig& folder, const std::str
 HfModelConfig LlamaArchitecture::HfConfig(const ModelSpec& spec) const {
   HfModelConfig folder;
   folder.llama = LlamaConfigOf(spec);
+  folder.llama.lora.reset();  // a Hugging Face folder holds the (merged) weights alone
   folder.type = HfLlamaModelType(folder.llama);
   return folder;
 }
@@ -207,6 +212,10 @@ void LlamaArchitecture::RecordFields(const ModelSpec& spec, nlohmann::json& mode
                     {"sparse_step", spec.moe_sparse_step},
                     {"dense_layers", spec.moe_dense_layers},
                     {"mixtral_names", spec.moe_mixtral_names}};
+  }
+  if (spec.lora_rank > 0) {  // older checkpoints have none
+    const LoraConfig lora = *LlamaConfigOf(spec).lora;
+    model["lora"] = {{"rank", lora.rank}, {"alpha", lora.alpha}, {"targets", lora.targets}};
   }
   model["kv_heads"] = static_cast<int>(sizes.kv_heads);
   model["intermediate"] = static_cast<int>(sizes.intermediate);
@@ -232,6 +241,16 @@ void LlamaArchitecture::ReadFields(const nlohmann::json& model, ModelSpec& spec)
     spec.moe_sparse_step = moe.at("sparse_step");
     spec.moe_dense_layers = moe.at("dense_layers").get<std::vector<int>>();
     spec.moe_mixtral_names = moe.at("mixtral_names");
+  }
+  if (model.contains("lora")) {
+    const nlohmann::json& lora = model.at("lora");
+    spec.lora_rank = lora.at("rank");
+    spec.lora_alpha = lora.at("alpha");
+    std::string targets;
+    for (const std::string& target : lora.at("targets").get<std::vector<std::string>>()) {
+      targets += (targets.empty() ? "" : ",") + target;
+    }
+    spec.lora_targets = targets;
   }
   spec.kv_heads = model.at("kv_heads");
   spec.intermediate = model.at("intermediate");
@@ -263,6 +282,12 @@ LlamaConfig LlamaConfigOf(const ModelSpec& spec, bool recompute_attention) {
   config.recompute_attention = recompute_attention;
   config.qk_norm = QkNormOf(spec.qk_norm);
   config.qkv_bias = spec.qkv_bias;
+  if (spec.lora_rank > 0) {
+    config.lora =
+        LoraConfig{.rank = spec.lora_rank,
+                   .alpha = spec.lora_alpha > 0 ? spec.lora_alpha : spec.lora_rank,  // 0: scale 1
+                   .targets = ParseLoraTargets(spec.lora_targets, "--lora-targets")};
+  }
   if (spec.experts > 0) {
     LlamaMoe moe;
     MoeConfig& block = moe.block;

@@ -2,6 +2,7 @@
 
 #include "conveyor/common/error.h"
 #include "conveyor/formats/hf_checkpoint.h"
+#include "conveyor/nn/lora.h"
 
 namespace conveyor {
 
@@ -26,12 +27,18 @@ std::vector<double> TransformerFlops(int layers, double t, double c, double head
 void ModelArchitecture::Check(const ModelSpec& spec, int) const {
   CONVEYOR_CHECK(spec.experts == 0)
       << "--experts " << spec.experts << ": Mixture-of-Experts MLPs are a llama's (--model llama)";
+  CONVEYOR_CHECK(spec.lora_rank == 0 && spec.lora_alpha == 0 && spec.lora_targets.empty())
+      << "--lora-rank " << spec.lora_rank << ": LoRA adapters are a llama's (--model llama or a "
+      << "Llama folder), not a " << ModelKindName(spec.kind) << "'s";
 }
 
 void LoadFromFolder(const std::string& folder, const LayerList& layers, const TensorParallel& tp) {
   NamedTensors params;
   for (const auto& layer : layers) {
-    for (auto& named : layer->NamedParameters()) params.push_back(std::move(named));
+    for (auto& named : layer->NamedParameters()) {
+      // A LoRA adapter starts from its own values; the folder holds the base.
+      if (!IsLoraParameter(named.first)) params.push_back(std::move(named));
+    }
   }
   HfCheckpoint(folder).LoadInto(params, ParameterSpecsOf(layers), tp);
 }

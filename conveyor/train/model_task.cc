@@ -15,12 +15,13 @@ std::vector<ParameterShapes> ModelTask::LayerShapes() const {
   return shapes;
 }
 
-int64_t CountParameters(const std::vector<ParameterShapes>& layers) {
+int64_t CountParameters(const std::vector<ParameterShapes>& layers,
+                        const std::function<bool(const std::string&)>& which) {
   std::set<std::string> counted;
   int64_t total = 0;
   for (const ParameterShapes& layer : layers) {
     for (const auto& [name, shape] : layer) {
-      if (!counted.insert(name).second) continue;
+      if ((which && !which(name)) || !counted.insert(name).second) continue;
       int64_t numel = 1;
       for (int64_t d : shape) numel *= d;
       total += numel;

@@ -10,6 +10,7 @@
 #define CONVEYOR_TRAIN_MODEL_TASK_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,9 +53,10 @@ class ModelTask {
   virtual std::vector<std::pair<std::string, int>> ExpertBlocks() const { return {}; }
 };
 
-// How many numbers the model's parameters hold, a tensor two layers share (a tied embedding)
-// counted once.
-int64_t CountParameters(const std::vector<ParameterShapes>& layers);
+// How many numbers the model's parameters hold (those whose name `which` takes, when given),
+// a tensor two layers share (a tied embedding) counted once.
+int64_t CountParameters(const std::vector<ParameterShapes>& layers,
+                        const std::function<bool(const std::string&)>& which = nullptr);
 
 }  // namespace conveyor
 

@@ -9,6 +9,7 @@
 #include "conveyor/common/error_context.h"
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/device/stream_order.h"
+#include "conveyor/nn/lora.h"
 #include "conveyor/nn/moe_mlp.h"
 #include "conveyor/schedule/lower.h"
 #include "conveyor/schedule/registry.h"
@@ -249,6 +250,23 @@ std::vector<GradientSum> PipelineModel::GradientSums() const {
   return sums;
 }
 
+std::map<std::string, std::vector<int>> PipelineModel::TrainedHolders() const {
+  if (config_.model.lora_rank == 0) return holders_;
+  std::map<std::string, std::vector<int>> trained;
+  for (const auto& [name, ranks] : holders_) {
+    if (IsLoraParameter(name)) trained.emplace(name, ranks);
+  }
+  return trained;
+}
+
+NamedTensors PipelineModel::TrainedParameters() const {
+  NamedTensors trained;
+  for (auto& named : Parameters()) {
+    if (named.second.requires_grad()) trained.push_back(std::move(named));
+  }
+  return trained;
+}
+
 GradientSum PipelineModel::Resolve(const GradientSum& declared) const {
   // Unfolded, the experts' mesh is the dense one.
   GradientSum sum = folds_experts() ? declared : GradientSum{.axes = declared.axes};
@@ -266,8 +284,8 @@ bool PipelineModel::folds_experts() const { return config_.ep > 1 || routes_over
 bool PipelineModel::routes_over_tp() const { return config_.model.experts > 0 && mesh_.tp() > 1; }
 
 bool PipelineModel::sums_over_tp() const {
-  return mesh_.tp() > 1 &&
-         (routes_over_tp() || config_.sequence_parallel || config_.model.qk_norm == "head");
+  return mesh_.tp() > 1 && (routes_over_tp() || config_.sequence_parallel ||
+                            config_.model.qk_norm == "head" || config_.model.lora_rank > 0);
 }
 
 TimedTransport* PipelineModel::gradient_sum_group(const GradientSum& sum) const {

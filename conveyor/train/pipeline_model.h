@@ -122,8 +122,15 @@ class PipelineModel {
   // Which pipeline ranks hold each parameter name (several for a tied embedding, DualPipe's
   // two copies).
   const std::map<std::string, std::vector<int>>& holders() const { return holders_; }
+  // Those of holders() that train: a LoRA run's adapters alone (their names say so on every
+  // rank, so that the ranks agree on the groups summing shared gradients).
+  std::map<std::string, std::vector<int>> TrainedHolders() const;
   // This rank's parameters (global names; a name twice for two local copies).
   NamedTensors Parameters() const { return pipeline_->NamedParameters(); }
+  // Those of them that train (requires_grad): every one but a LoRA run's frozen base
+  // (nn/lora.h). Only these have gradients, optimizer state, gradient sums and a share of
+  // the gradient norm.
+  NamedTensors TrainedParameters() const;
   // The whole tensor of which `local` is this rank's tensor-parallel shard, laid out as the
   // parameter `name` (it, its gradient or its optimizer state): a collective over the TP
   // group (every TP rank calls it for the same tensors in the same order), a padded

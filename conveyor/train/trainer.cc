@@ -103,7 +103,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
     return static_cast<size_t>(it - sums.begin());
   };
   std::vector<NamedTensors> summed(sums.size());  // the parameters of each group, in order
-  for (const auto& named : model_.Parameters()) summed[sum_of(named.first)].push_back(named);
+  for (const auto& named : model_.TrainedParameters()) {
+    summed[sum_of(named.first)].push_back(named);
+  }
   // The optimizer: AdamW, or under ZeRO-1 the dense and the experts' parameters' state sharded
   // over their groups (ShardedAdamW: the dense replicas, and the experts' own replicas), their
   // gradients reduce-scattered over its ranges (shard_layout.h; the shared parameters stay
@@ -118,9 +120,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
     const bool sharded = sums[i] == dense_sum || sums[i] == experts_sum;
     if (config.zero == 1 && sharded && group != nullptr && !summed[i].empty()) {
       optimizers.push_back(std::make_unique<ShardedAdamW>(adamw, group));
-      zero[i] =
-          std::make_shared<const ShardLayout>(summed[i], group->world_size(), group->rank(),
-                                              PipelineGradients::SharedNames(model_.holders()));
+      zero[i] = std::make_shared<const ShardLayout>(
+          summed[i], group->world_size(), group->rank(),
+          PipelineGradients::SharedNames(model_.TrainedHolders()));
     } else {
       optimizers.push_back(std::make_unique<AdamW>(adamw));
     }
@@ -142,7 +144,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
       for (GradientReduction& reduction : gradient_sums_) {
         NamedTensors mine;
         for (const auto& named : params) {
-          if (model_.Resolve(specs.Of(named.first).grad_sum) == reduction.sum) {
+          // A frozen weight (LoRA's base) has no gradient to sum.
+          if (named.second.requires_grad() &&
+              model_.Resolve(specs.Of(named.first).grad_sum) == reduction.sum) {
             mine.push_back(named);
           }
         }
@@ -160,9 +164,10 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   };
   const auto [dense_group, dense_zero] = zero_of(dense_sum);
   const auto [experts_group, experts_zero] = zero_of(experts_sum);
-  gradients_ = std::make_unique<PipelineGradients>(
-      model_.pipeline_group(), model_.holders(), model_.parallel().tp, model_.parameter_specs(),
-      dense_group, dense_zero, model_.ep_group(), experts_group, experts_zero);
+  gradients_ = std::make_unique<PipelineGradients>(model_.pipeline_group(), model_.TrainedHolders(),
+                                                   model_.parallel().tp, model_.parameter_specs(),
+                                                   dense_group, dense_zero, model_.ep_group(),
+                                                   experts_group, experts_zero);
   clock_origin_ = SharedClockOrigin(rank.world);
   const Layout& layout = model_.program().layout;
   recorder_ = std::make_unique<StepRecorder>(model_.pipeline_rank(), layout.num_ranks(),
@@ -190,7 +195,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
 StepMetrics Trainer::Step() {
   if (startup_s_ < 0) startup_s_ = SecondsSinceProcessStart();
   const auto start = std::chrono::steady_clock::now();
-  const NamedTensors params = model_.Parameters();
+  const NamedTensors params = model_.TrainedParameters();
   for (const auto& [name, p] : params) p.mutable_grad() = at::Tensor();
   // This replica's share of the batch (read ahead during the previous step when it could
   // be); every loss is divided by the whole batch's targets.

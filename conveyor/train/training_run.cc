@@ -10,6 +10,7 @@
 #include "conveyor/data/tokenizer.h"
 #include "conveyor/device/device_memory.h"
 #include "conveyor/mesh/mesh.h"
+#include "conveyor/nn/lora.h"
 #include "conveyor/profile/memory_tracker.h"
 #include "conveyor/train/builtin_tasks.h"
 #include "conveyor/train/checkpoint.h"
@@ -139,6 +140,15 @@ TrainingRun RunTraining(const TrainConfig& config, const RankContext& rank, int 
   run.mesh = MeshDescription(trainer);
   run.replicas = trainer.model().mesh().dp();
   run.optimizer_state_bytes = trainer.optimizer_state_bytes();
+  const std::vector<ParameterShapes> shapes = trainer.task().model()->LayerShapes();
+  const int64_t parameters = CountParameters(shapes);
+  run.trained_parameters =
+      config.model.lora_rank > 0
+          ? CountParameters(shapes, [](const std::string& name) { return IsLoraParameter(name); })
+          : parameters;
+  run.frozen_parameters = parameters - run.trained_parameters;
+  // A gradient and AdamW's two moments, fp32 each.
+  run.frozen_state_bytes = run.frozen_parameters * 3 * static_cast<int64_t>(sizeof(float));
   if (trainer.loss_scaler().enabled()) run.loss_scale = trainer.loss_scaler().scale();
   return run;
 }

@@ -50,6 +50,12 @@ struct TrainingRun {
   int replicas = 1;                       // the mesh's dp (also when the world decided it)
   DataParallelStats dp;                   // rank 0's gradient reduction, summed over the steps
   int64_t optimizer_state_bytes = 0;      // rank 0's AdamW state (1/dp of it with --zero 1)
+  // The model's parameters that train and those frozen (a LoRA run's base: nn/lora.h), each
+  // tensor once, and the bytes the frozen ones' fp32 gradients and AdamW moments would take
+  // over the whole mesh's one copy of the model (12 a parameter).
+  int64_t trained_parameters = 0;
+  int64_t frozen_parameters = 0;
+  int64_t frozen_state_bytes = 0;
   std::string trace_dir;                  // empty: no traces written
   std::string sample;                     // printable sample text; empty: none
   double data_s = 0;                      // rank 0's wait for its batch, a step on average

@@ -5,7 +5,8 @@
 // Qwen2-MoE with projection biases and a gated shared expert) load in conveyor and give
 // transformers' logits on one rank and its loss on every mesh; conveyor's exports of those
 // models after training (sharded fp32, bf16) load in transformers and give conveyor's loss;
-// greedy generation gives transformers' tokens, one for one.
+// greedy generation gives transformers' tokens, one for one; LoRA adapters trained on the
+// Llama and exported in PEFT's layout load in peft and give conveyor's logits.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -26,6 +27,7 @@
 #include "conveyor/train/generate.h"
 #include "conveyor/train/hf_export.h"
 #include "conveyor/train/hf_reference_testing.h"
+#include "conveyor/train/lora_export.h"
 #include "conveyor/train/train_testing.h"
 
 namespace conveyor {
@@ -229,6 +231,50 @@ TEST_F(TransformersCheckTest, ExportsGiveConveyorsLossInTransformers) {
     EXPECT_NEAR(half, bf16.at(arch), 1e-5 * half);
     EXPECT_NE(half, fp32) << "the bf16 export rounds the weights: another loss";
   }
+}
+
+// LoRA adapters on every projection of transformers' Llama, trained 2 steps on pp 2 and
+// exported in PEFT's layout (conveyor export --lora): peft's PeftModel.from_pretrained loads
+// them onto the transformers model, which then gives conveyor's logits of the trained model.
+TEST_F(TransformersCheckTest, LoraAdaptersLoadInPeftAndGiveConveyorsLogits) {
+  const at::Tensor ids = Ids().slice(1, 0, 16).contiguous();
+  TrainConfig c = FromFolder(Path("llama"), false);
+  c.model.lora_rank = 4;
+  c.model.lora_alpha = 8;
+  c.model.lora_targets = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj";
+  c.lr = 1e-2;
+  c.steps = 2;
+  c.pp = 2;
+  c.schedule = "1f1b";
+  const std::string ckpt = Path("lora_ckpt");
+  TrainOnThreads(c, [&](Trainer& t, Transport& world) { SaveCheckpoint(ckpt, t, c, &world); });
+  TrainConfig trained = c;  // the checkpoint on one rank
+  trained.pp = 1;
+  trained.schedule = "gpipe";
+  trained.resume = ckpt;
+  at::Tensor want;
+  TrainOnThreads(
+      trained,
+      [&](Trainer& t, Transport&) {
+        ForwardPipeline forward(t.model());
+        want = forward.Run(SplitBatch(Batch{ids, at::roll(ids, -1, 1), {}}, 1))
+                   .outputs.at(0)
+                   .to(at::kFloat);
+      },
+      -1);
+  const std::string adapter = Path("lora_adapter");
+  EXPECT_EQ(ExportLoraAdapter(ckpt, adapter, at::kFloat), 7 * 6);
+  SaveSafetensors(Path("lora_ids.safetensors"), {{"ids", ids}});
+  ASSERT_TRUE(RunTransformers("logits " + Path("llama") + " " + Path("lora_ids.safetensors") + " " +
+                              Path("lora.logits") + " " + adapter));
+  const at::Tensor got = TensorIn(Path("lora.logits"), "logits");
+  const at::Tensor base = TensorIn(Path("llama.logits"), "logits").slice(1, 0, 16);
+  ASSERT_EQ(got.sizes(), want.sizes());
+  const double scale = want.abs().max().item<double>();
+  EXPECT_GT((want - base).abs().max().item<double>(), 1e-3 * scale)
+      << "the adapters changed nothing: a weak check";
+  EXPECT_TRUE(at::allclose(got, want, 1e-4, 1e-4 * scale))
+      << "differ by " << (got - want).abs().max().item<double>() << " of " << scale;
 }
 
 }  // namespace

@@ -14,11 +14,13 @@ Run with the reference environment's python (scripts/reference-env), on the CPU,
         config with weights drawn from SEED (default 1), large enough that the logits are far
         from uniform, and writes it with save_pretrained (safetensors, float32) into DIR.
 
-    transformers_models.py logits DIR IDS OUT
+    transformers_models.py logits DIR IDS OUT [ADAPTER]
         Loads DIR with from_pretrained(dtype=torch.float32) and runs it on the int64 tensor
         "ids" (n, L) of the safetensors file IDS. Writes the safetensors file OUT: "logits"
         (n, L, V) float32 and "loss" (a scalar, float64): transformers' own mean next-token
-        loss of the rows (labels=ids: n (L - 1) predictions).
+        loss of the rows (labels=ids: n (L - 1) predictions). With ADAPTER, a LoRA adapter
+        folder (adapter_config.json, adapter_model.safetensors), the model runs with it:
+        peft's PeftModel.from_pretrained(model, ADAPTER).
 
     transformers_models.py generate DIR IDS TOKENS OUT
         Greedy generation: generate(do_sample=False, max_new_tokens=TOKENS) from the prompt
@@ -121,8 +123,11 @@ def run(command):
         model = make_model(command[1], int(command[3]) if len(command) > 3 else 1)
         model.save_pretrained(command[2], safe_serialization=True)
         print(f"wrote {command[1]} into {command[2]}")
-    elif len(command) == 4 and command[0] == "logits":
+    elif len(command) in (4, 5) and command[0] == "logits":
         model = load(command[1])
+        if len(command) == 5:
+            import peft  # only this command needs it
+            model = peft.PeftModel.from_pretrained(model, command[4]).eval()
         ids = load_file(command[2])["ids"].long()
         with torch.no_grad():
             out = model(input_ids=ids, labels=ids)
