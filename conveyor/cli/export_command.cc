@@ -19,6 +19,7 @@ void AddExportCommand(CLI::App& app) {
     std::string checkpoint;
     std::string out;
     std::string lora;
+    bool merge = false;
     std::string dtype = "fp32";
     int64_t shard_bytes = HfWriteOptions{}.shard_bytes;
   };
@@ -33,6 +34,9 @@ void AddExportCommand(CLI::App& app) {
   cmd->add_option("--lora", flags->lora,
                   "a LoRA checkpoint's adapters alone, in PEFT's layout, into this new folder "
                   "(adapter_config.json, adapter_model.safetensors)");
+  cmd->add_flag("--merge", flags->merge,
+                "with --out: the checkpoint must be a LoRA run's, its adapters merged into the "
+                "weights (W + alpha / r B A, as --out writes them anyway)");
   cmd->add_option("--dtype", flags->dtype, "how the weights are stored: fp32, bf16 or fp16")
       ->capture_default_str();
   cmd->add_option("--shard-size", flags->shard_bytes,
@@ -48,6 +52,14 @@ void AddExportCommand(CLI::App& app) {
     options.dtype = d == "fp32" ? at::kFloat : d == "bf16" ? at::kBFloat16 : at::kHalf;
     CONVEYOR_CHECK(!flags->out.empty() || !flags->lora.empty())
         << "export needs --out (a Hugging Face folder) or --lora (a PEFT adapter folder)";
+    if (flags->merge) {
+      CONVEYOR_CHECK(!flags->out.empty())
+          << "--merge writes the merged model as a Hugging Face folder: give --out DIR";
+      CONVEYOR_CHECK(CheckpointConfig(flags->checkpoint).model.lora_rank > 0)
+          << "--merge: checkpoint " << flags->checkpoint
+          << " holds no LoRA adapters to merge (its run had no --lora-rank); --out alone "
+             "exports it";
+    }
     const auto start = std::chrono::steady_clock::now();
     if (!flags->lora.empty()) {
       const int adapted = ExportLoraAdapter(flags->checkpoint, flags->lora, options.dtype);

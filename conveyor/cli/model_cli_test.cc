@@ -1,13 +1,17 @@
-// `conveyor eval` and `generate` end to end on a Llama: exact token counts, JSON alone on
-// stdout, the same results on any mesh, from a checkpoint or a Hugging Face folder, refusals.
+// `conveyor eval`, `generate` and LoRA's export end to end on a Llama: exact token counts, JSON
+// alone on stdout, the same results on any mesh, from a checkpoint or a Hugging Face folder,
+// refusals.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "conveyor/cli/cli_testing.h"
 
@@ -66,6 +70,46 @@ TEST(CliTest, EvalIsExactOnAnyMeshAndReadsCheckpoints) {
 // Greedy generation from token ids: the checkpoint and its fp32 export continue alike, on
 // one rank and on tp 2 x pp 2, with the key-value cache or without; sampling flags are
 // checked; tokens/s goes to stderr.
+// LoRA as a user runs it: train adapters on pp 2, then export them in PEFT's layout and the
+// merged model at once; --merge of a checkpoint without adapters and bad LoRA settings are
+// refused in one line.
+TEST(CliTest, LoraTrainsAdaptersAndExportsThemAndTheMergedModel) {
+  const std::string dir = ScratchWithCorpus("lora");
+  const std::string model =
+      "train --model llama --layers 2 --hidden 32 --heads 4 --kv-heads 2 --seq-len 16 "
+      "--batch-size 4 --microbatches 2 --steps 2 --eval-every 0 --sample-tokens 0 --data " +
+      dir + "/corpus.txt ";
+  const Result lora = Conveyor(model + "--pp 2 --lora-rank 4 --lora-alpha 8 --metrics " + dir +
+                               "/m.json --checkpoint-dir " + dir + "/lora");
+  ASSERT_EQ(lora.code, 0) << lora.err;
+  EXPECT_NE(lora.out.find("trained (LoRA adapters)"), std::string::npos) << lora.out;
+  const auto metrics = nlohmann::json::parse(std::ifstream(dir + "/m.json"));
+  EXPECT_GT(metrics["frozen_parameters"].get<int64_t>(),
+            10 * metrics["trained_parameters"].get<int64_t>());
+  const Result out = Conveyor("export --checkpoint " + dir + "/lora --lora " + dir +
+                              "/adapter --out " + dir + "/merged --merge");
+  ASSERT_EQ(out.code, 0) << out.err;
+  for (const std::string file : {"/adapter/adapter_config.json",
+                                 "/adapter/adapter_model.safetensors", "/merged/config.json"}) {
+    EXPECT_TRUE(std::filesystem::is_regular_file(dir + file)) << file;
+  }
+  const auto config = nlohmann::json::parse(std::ifstream(dir + "/adapter/adapter_config.json"));
+  EXPECT_EQ(config["peft_type"], "LORA");
+  EXPECT_EQ(config["r"], 4);
+  ASSERT_EQ(Conveyor(model + "--checkpoint-dir " + dir + "/full").code, 0);
+  const Result merge = Conveyor("export --checkpoint " + dir + "/full --out " + dir + "/m2 --merge");
+  EXPECT_EQ(merge.code, 1);
+  EXPECT_NE(merge.err.find("holds no LoRA adapters to merge"), std::string::npos) << merge.err;
+  for (const auto& [flags, error] : std::vector<std::pair<std::string, std::string>>{
+           {"--lora-rank 4 --lora-targets q_proj,qkv", "qkv"},
+           {"--lora-rank 100", "100"}}) {
+    const Result bad = Conveyor(model + flags);
+    EXPECT_EQ(bad.code, 1) << flags;
+    EXPECT_NE(bad.err.find(error), std::string::npos) << flags << ": " << bad.err;
+    EXPECT_EQ(Lines(bad.err), 1) << bad.err;
+  }
+}
+
 TEST(CliTest, GenerateFromACheckpointOrAFolderWithTokenIds) {
   const std::string dir = ScratchWithCorpus("generate_ids");
   const Result train = Conveyor(
