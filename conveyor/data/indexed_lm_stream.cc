@@ -50,9 +50,7 @@ IndexedLmStream::IndexedLmStream(std::shared_ptr<const TokenSource> data,
                                  std::shared_ptr<const TokenSource> loss_mask)
     : data_(std::move(data)), loss_mask_(std::move(loss_mask)), options_(options) {
   CheckStreamOptions(options_.batch_size, options_.seq_len, 0);
-  CONVEYOR_CHECK(!options_.document_mask || data_->has_documents())
-      << data_->name() << " is a token file without a document index: --document-mask needs a "
-      << "data set (PREFIX.bin and PREFIX.idx) whose index says where each document starts";
+  if (options_.document_mask) CheckDocumentsToMask(*data_);
   const auto& w = options_.split;
   const double sum = w[0] + w[1] + w[2];
   const int64_t d = data_->num_documents();

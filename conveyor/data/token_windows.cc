@@ -38,6 +38,12 @@ at::Tensor LossMaskStream(const TokenSource& mask) {
   return entries;
 }
 
+void CheckDocumentsToMask(const TokenSource& data) {
+  CONVEYOR_CHECK(data.has_documents())
+      << data.name() << " is a token file without a document index: --document-mask needs a "
+      << "data set (PREFIX.bin and PREFIX.idx) whose index says where each document starts";
+}
+
 void WindowPositions(const TokenSource& data, int64_t start, int64_t count, int64_t* out) {
   // j: the first document starting after `start` (documents [0, D], offsets rising).
   int64_t low = 0, high = data.num_documents();

@@ -36,6 +36,10 @@ at::Tensor DataSetStream(const TokenSource& data, int64_t vocab_size);
 // Precondition: the range is inside the stream.
 void WindowPositions(const TokenSource& data, int64_t start, int64_t count, int64_t* out);
 
+// Throws UserError naming `data` when it has no documents of its own to keep apart
+// (TokenSource::has_documents: a token file): what --document-mask needs.
+void CheckDocumentsToMask(const TokenSource& data);
+
 // What the evaluation of a data set reads besides its tokens, over the same stream of N:
 struct StreamMasks {
   at::Tensor targets;        // (N) int64, 1 where the token is a target; undefined: every one

@@ -35,9 +35,7 @@ EvaluationRun RunEvaluation(const TrainConfig& config, const std::string& checkp
       run.loss_mask = true;
     }
     if (config.document_mask) {
-      CONVEYOR_CHECK(data->has_documents())
-          << config.data << " is a token file without a document index: --document-mask "
-          << "needs a data set (PREFIX.bin and PREFIX.idx)";
+      CheckDocumentsToMask(*data);
       masks.documents = data.get();
     }
   } else {
