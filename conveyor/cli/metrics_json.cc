@@ -1,6 +1,24 @@
 #include "conveyor/cli/metrics_json.h"
 
+#include <algorithm>
+#include <string>
+
 namespace conveyor {
+namespace {
+
+// {"process_s": ..., "rendezvous_s": ..., ..., "first_step_s": ..., "total_s": ...}.
+nlohmann::json StartupJson(const StartupBreakdown& startup) {
+  nlohmann::json phases = nlohmann::json::object();
+  for (const StartupPhase& phase : kStartupPhases) {
+    std::string key = std::string(phase.name) + "_s";
+    std::replace(key.begin(), key.end(), ' ', '_');
+    phases[key] = startup.*phase.field;
+  }
+  phases["total_s"] = startup.total_s();
+  return phases;
+}
+
+}  // namespace
 
 nlohmann::json RankRowsJson(const std::vector<RankReport>& ranks) {
   nlohmann::json rows = nlohmann::json::array();
@@ -34,7 +52,8 @@ nlohmann::json RankRowsJson(const std::vector<RankReport>& ranks) {
                     {"peak_tensor_bytes", r.peak_tensor_bytes},
                     {"peak_resident_bytes", r.peak_resident_bytes},
                     {"startup_s", r.startup_s},
-                    {"stage_build_s", r.stage_build_s}});
+                    {"stage_build_s", r.stage_build_s},
+                    {"startup", StartupJson(r.startup)}});
   }
   return rows;
 }

@@ -71,10 +71,13 @@ int RunAsThreads(const RanksOptions& options, const std::function<void(const Ran
          "start it without --rank-threads";
   CONVEYOR_CHECK(options.nproc >= 1)
       << "the number of ranks must be at least 1, got " << options.nproc;
+  StartupBreakdown startup;
+  startup.End(&StartupBreakdown::process_s);
   WarnAboutBlas();
   TransportOptions transport;
   transport.timeout = options.timeout;
   const auto world = LocalWorld(options.nproc, transport);
+  startup.End(&StartupBreakdown::rendezvous_s);
   // The first SIGINT / SIGTERM aborts every rank's communication; the second exits at once.
   std::atomic<int> interrupted{0};
   InterruptWatcher watcher([&](int signal, int count) {
@@ -90,10 +93,13 @@ int RunAsThreads(const RanksOptions& options, const std::function<void(const Ran
     threads.launcher_variable = "--rank-threads";
     RunRankThreads(world, [&](int rank) {
       RankContext context = InProcessRank(world[rank].get(), options.device);
+      context.startup = startup;
       ThreadShareInput mine = threads;
       mine.rank = rank;
       // Per thread: OpenMP's count is per thread.
       context.threads = ShareCoresAmongRanks(options, std::move(mine));
+      WarmUpDevice(context.device);  // after the thread's intra-op threads are set
+      context.startup.End(&StartupBreakdown::device_s);
       body(context);
     });
   } catch (const std::exception& e) {
@@ -128,6 +134,8 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     }
     return result.ExitCode();
   }
+  RankContext context;
+  context.startup.End(&StartupBreakdown::process_s);
   const RendezvousInfo info = RendezvousFromEnvironment();
   if (!options.any_world) {
     CheckWorldSize(info, options.nproc, options.ranks_flag + " " + std::to_string(options.nproc));
@@ -161,7 +169,6 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     if (!ReportToLauncher(message)) std::cerr << "conveyor: " << message << "\n";
   };
   std::unique_ptr<Transport> transport;
-  RankContext context;
   context.rank = info.rank;
   context.local_rank = info.local_rank;
   try {
@@ -170,6 +177,8 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
       c10::impl::VirtualGuardImpl(context.device.type()).setDevice(context.device);
       c10d.use_nccl = true;
     }
+    WarmUpDevice(context.device);  // the GPU's context before NCCL's
+    context.startup.End(&StartupBreakdown::device_s);
     transport = ConnectC10d(info, c10d);
     context.world = transport.get();
     ThreadShareInput threads;
@@ -178,6 +187,7 @@ int RunAsRanks(const std::vector<std::string>& args, const RanksOptions& options
     threads.world = GatherRankCores(*transport);
     threads.rank = info.rank;
     context.threads = ShareCoresAmongRanks(options, std::move(threads));
+    context.startup.End(&StartupBreakdown::rendezvous_s);
   } catch (const std::exception& e) {
     report(ErrorLine(e));
     return 1;

@@ -15,6 +15,7 @@
 #include "conveyor/cli/cli_testing.h"
 #include "conveyor/device/compute_device.h"
 #include "conveyor/device/compute_precision.h"
+#include "conveyor/device/torch_compat.h"
 
 namespace conveyor {
 namespace {
@@ -43,6 +44,47 @@ TEST(CliTest, DeviceIsSaidAndCudaWithoutAGpuIsRefused) {
               cuda.err.find("rank 1: --device cuda, but") != std::string::npos)
       << cuda.err;
   EXPECT_NE(cuda.err.find("--device cpu"), std::string::npos) << cuda.err;
+}
+
+// --adamw-kernel and --cache-weight-casts: bf16 training through every AdamW kernel this
+// libtorch has, with the weights' casts cached or made by each product, gives the losses of
+// the per-tensor loop (the cache exactly: its copies are fresh casts' values); what the run
+// uses is said; fused where libtorch lacks it, and the cache with fp32, are refused.
+TEST(CliTest, AdamWKernelsAndCachedWeightCastsTrainAlike) {
+  const std::string dir = ScratchWithCorpus("adamw_kernels");
+  const std::string job =
+      "train --pp 2 --layers 2 --hidden 16 --heads 2 --seq-len 16 --batch-size 8 "
+      "--microbatches 4 --steps 4 --device cpu --sample-tokens 0 --eval-every 0 --data " +
+      dir + "/corpus.txt --metrics " + dir + "/";
+  const Result loop = Conveyor(job + "loop.json --dtype bf16 --adamw-kernel loop");
+  ASSERT_EQ(loop.code, 0) << loop.out << loop.err;
+  EXPECT_NE(loop.out.find("; AdamW loop kernels"), std::string::npos) << loop.out;
+  const Result cached =
+      Conveyor(job + "cached.json --dtype bf16 --adamw-kernel loop --cache-weight-casts");
+  ASSERT_EQ(cached.code, 0) << cached.out << cached.err;
+  EXPECT_NE(cached.out.find("; each weight cast once an update (cached)"), std::string::npos)
+      << cached.out;
+  EXPECT_TRUE(SameLosses(dir + "/loop.json", dir + "/cached.json", 4, 0));
+  const Result foreach = Conveyor(job + "foreach.json --dtype bf16");  // auto: foreach here
+  ASSERT_EQ(foreach.code, 0) << foreach.out << foreach.err;
+  EXPECT_NE(foreach.out.find("; AdamW foreach kernels"), std::string::npos) << foreach.out;
+  EXPECT_TRUE(SameLosses(dir + "/loop.json", dir + "/foreach.json", 4, 1e-5));
+  const Result fused =
+      Conveyor(job + "fused.json --dtype bf16 --adamw-kernel fused --cache-weight-casts");
+  if (kHasFusedAdamW) {
+    ASSERT_EQ(fused.code, 0) << fused.out << fused.err;
+    EXPECT_TRUE(SameLosses(dir + "/loop.json", dir + "/fused.json", 4, 1e-4));
+  } else {
+    EXPECT_NE(fused.code, 0);
+    EXPECT_NE(fused.err.find("has no fused AdamW kernel (2.4 and later have it); use foreach"),
+              std::string::npos)
+        << fused.err;
+  }
+  const Result fp32 = Conveyor(job + "fp32.json --cache-weight-casts");
+  EXPECT_NE(fp32.code, 0);
+  EXPECT_NE(fp32.err.find("--cache-weight-casts keeps the weights' bf16 or fp16 copies"),
+            std::string::npos)
+      << fp32.err;
 }
 
 // --loss-scale and --dtype fp16: a power-of-two scale on fp32 trains exactly as without one,
@@ -119,6 +161,24 @@ TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
         "predicted_peak_activation_bytes"}) {
     EXPECT_TRUE(metrics["ranks"][1].contains(key)) << key;
   }
+  // Each rank's start-up phase by phase (two processes: every phase but --resume's), summing
+  // to its total, more than its time to the first step.
+  for (const auto& rank : metrics["ranks"]) {
+    const auto& startup = rank["startup"];
+    double sum = 0;
+    for (const char* phase : {"process_s", "rendezvous_s", "device_s", "data_s", "model_s",
+                              "first_step_s"}) {
+      ASSERT_TRUE(startup.contains(phase)) << phase << " " << startup.dump();
+      EXPECT_GT(startup[phase].get<double>(), 0) << phase << " " << startup.dump();
+      sum += startup[phase].get<double>();
+    }
+    EXPECT_EQ(startup["resume_s"].get<double>(), 0) << startup.dump();
+    EXPECT_NEAR(startup["total_s"].get<double>(), sum, 1e-9);
+    EXPECT_GT(startup["total_s"].get<double>(), rank["startup_s"].get<double>());
+  }
+  EXPECT_NE(r.out.find("start-up of rank "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rendezvous "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("AdamW foreach kernels"), std::string::npos) << r.out;
   EXPECT_TRUE(metrics["measured_bubble_fraction"].is_number());
   EXPECT_TRUE(metrics["predicted_bubble_fraction"].is_number());
   EXPECT_GT(metrics["measured_pipeline_s"].get<double>(), 0);
@@ -247,17 +307,23 @@ TEST(CliTest, GpuPipelinesTrainLikeTheCpu) {
   }
 }
 
-// Tensor-parallel ranks as threads sharing one GPU would deadlock inside the backward
-// (libtorch runs a GPU's backwards on one thread): refused before any rank starts.
+// Tensor- and context-parallel ranks as threads sharing one GPU would deadlock inside the
+// backward (libtorch runs a GPU's backwards on one thread): refused before any rank starts.
 TEST(CliTest, GpuRankThreadsSharingAGpuRefuseTensorParallelism) {
   if (VisibleGpus() == 0) GTEST_SKIP() << "no CUDA device";
   if (VisibleGpus() >= 2) GTEST_SKIP() << "two ranks would each have a GPU of their own";
-  const Result r = Conveyor(
-      "train --device cuda --rank-threads --tp 2 --layers 2 --hidden 32 --heads 2 --seq-len 16 "
-      "--batch-size 4 --steps 1 --eval-every 0 --sample-tokens 0");
-  EXPECT_EQ(r.code, 1) << r.out << r.err;
-  EXPECT_NE(r.err.find("would wait for each other forever inside the backward"), std::string::npos)
-      << r.err;
+  for (const std::string axis : {"--tp 2", "--cp 2"}) {
+    const Result r = Conveyor("train --device cuda --rank-threads " + axis +
+                              " --layers 2 --hidden 32 --heads 2 --seq-len 16 --batch-size 4 "
+                              "--steps 1 --eval-every 0 --sample-tokens 0");
+    EXPECT_EQ(r.code, 1) << axis << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find(axis + " with --rank-threads puts 2 ranks on 1 GPU(s)"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("would wait for each other forever when they share a GPU as threads"),
+              std::string::npos)
+        << r.err;
+  }
 }
 
 // --dp-bucket sets how many gradient bytes the data-parallel reducer sums at once: smaller

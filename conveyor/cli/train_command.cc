@@ -19,6 +19,7 @@
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/cli/train_summary.h"
 #include "conveyor/launch/launcher.h"
+#include "conveyor/optim/optimizer.h"
 #include "conveyor/train/preflight.h"
 #include "conveyor/train/training_run.h"
 
@@ -133,7 +134,12 @@ class ProgressLines : public TrainingObserver {
                    " matrix products, fp32 weights, gradients and reductions") +
         (trainer.loss_scaler().enabled()
              ? "; dynamic loss scale from " + FormatScale(trainer.loss_scaler().scale())
-             : ""));
+             : "") +
+        (config_.cache_weight_casts ? "; each weight cast once an update (cached)" : "") +
+        "; AdamW " +
+        std::string(AdamWKernelName(
+            ResolveAdamWKernel(config_.adamw_kernel, trainer.model().device()))) +
+        " kernels");
     if (!rank_.threads.empty()) progress_->Note("threads: " + rank_.threads);
     const std::string mesh = MeshDescription(trainer);
     if (!mesh.empty()) progress_->Note("mesh: " + mesh);

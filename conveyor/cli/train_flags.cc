@@ -190,6 +190,12 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
   Flag(cmd, flags, "--min-lr-ratio", &TrainConfig::min_lr_ratio, "cosine floor / lr");
   Flag(cmd, flags, "--weight-decay", &TrainConfig::weight_decay, "AdamW weight decay");
   Flag(cmd, flags, "--clip", &TrainConfig::clip, "global gradient-norm clip (0 = off)");
+  Switch(cmd, flags, "--cache-weight-casts", &TrainConfig::cache_weight_casts,
+         "with --dtype bf16/fp16: cast each weight once a step for every micro-batch's products "
+         "(holds the copies: half the weights' bytes)");
+  Choice(cmd, flags, "--adamw-kernel", &TrainConfig::adamw_kernel, ParseAdamWKernel,
+         "AdamW's update: auto (fused on a GPU where libtorch has it, else foreach), fused, "
+         "foreach (multi-tensor kernels) or loop (a tensor at a time)");
   Flag(cmd, flags, "--loss-scale", &TrainConfig::loss_scale,
        "initial dynamic loss scale, >= 1 (0 = 65536 with fp16, off otherwise)");
   Flag(cmd, flags, "--loss-scale-window", &TrainConfig::loss_scale_window,
@@ -275,15 +281,20 @@ RanksOptions MeshRanksOptions(const TrainConfig& config, const LaunchFlags& laun
   launch.CheckLocalRanks(ranks, config.cp > 1 ? "--dp x --cp x --tp x --pp" : "--dp x --tp x --pp");
   launch.CheckThreads(config.threads, ranks);
   // libtorch's autograd runs the backward of every GPU tensor through one thread per GPU:
-  // ranks as threads sharing a GPU queue their backwards on that one thread, and a
-  // tensor-parallel all-reduce inside one of them waits forever for a peer's queued behind it
-  // (seen on an H200: tp 2 as threads on one GPU hung in its first step).
-  CONVEYOR_CHECK(!launch.rank_threads || config.tp == 1 || !UsesCuda(config.device) ||
-                 VisibleGpus() >= ranks)
-      << "--tp " << config.tp << " with --rank-threads puts " << ranks << " ranks on "
-      << VisibleGpus() << " GPU(s): tensor-parallel ranks that share a GPU as threads would "
-      << "wait for each other forever inside the backward (libtorch runs a GPU's backwards on "
-      << "one thread); use --tp 1 there, or ranks as processes on a GPU each";
+  // ranks as threads sharing a GPU queue their backwards on that one thread, and a collective
+  // inside one of them waits forever for a peer's queued behind it (seen on an H200: tp 2 as
+  // threads on one GPU hung in its first step). The expert-parallel all-to-all and the
+  // context-parallel ring exchange inside the backward alike.
+  for (const auto& [flag, size] : {std::pair{"--tp", config.tp}, std::pair{"--cp", config.cp},
+                                   std::pair{"--ep", config.ep}}) {
+    CONVEYOR_CHECK(!launch.rank_threads || size == 1 || !UsesCuda(config.device) ||
+                   VisibleGpus() >= ranks)
+        << flag << " " << size << " with --rank-threads puts " << ranks << " ranks on "
+        << VisibleGpus() << " GPU(s): ranks whose collectives run inside the backward would "
+        << "wait for each other forever when they share a GPU as threads (libtorch runs a "
+        << "GPU's backwards on one thread); use " << flag
+        << " 1 there, or ranks as processes on a GPU each";
+  }
   RanksOptions options;
   options.nproc = ranks;
   options.ranks_flag = "dp x tp x pp =";

@@ -89,6 +89,21 @@ void PrintTrainSummary(const TrainingRun& s) {
                   r.peak_resident_bytes / (1 << 20));
     }
     std::printf("\n");
+    // The slowest rank's start-up, phase by phase, beside a later step's time.
+    const RankReport& slowest = *std::max_element(
+        s.ranks.begin(), s.ranks.end(), [](const RankReport& a, const RankReport& b) {
+          return a.startup.total_s() < b.startup.total_s();
+        });
+    if (slowest.startup.total_s() > 0) {
+      std::printf("start-up of rank %d to the end of its first step, %.2f s:", slowest.rank,
+                  slowest.startup.total_s());
+      const char* separator = " ";
+      for (const StartupPhase& phase : kStartupPhases) {
+        std::printf("%s%s %.2f", separator, phase.name, slowest.startup.*phase.field);
+        separator = ", ";
+      }
+      std::printf(" (a later step %.2f s)\n", slowest.step_s);
+    }
   }
   if (!s.ranks.empty() && s.ranks.front().device_peak_reserved_bytes > 0) {
     std::printf("GPU memory in the last step, per rank (MiB): peak allocated / peak reserved:");

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "conveyor/comm/transport.h"
+#include "conveyor/common/startup_breakdown.h"
 #include "conveyor/device/compute_device.h"
 
 namespace conveyor {
@@ -23,11 +24,15 @@ struct RankContext {
   // Its intra-op threads and why, one line (launch/thread_share.h's ThreadShare::line); ""
   // where nothing chose them (a context made by hand).
   std::string threads;
+  // Its start-up so far: where the ranks start, the process, device and rendezvous phases;
+  // the run that takes the context ends the others.
+  StartupBreakdown startup;
 };
 
 // A rank of this process: the rank of `world` (an in-process world: its ranks are threads;
 // null: the only rank), whose local rank is its world rank, computing on `kind` resolved
 // (ComputeDevice: UserError naming the rank when CUDA is asked for and there is none).
+// Nothing is warmed up or timed (startup stays zero).
 RankContext InProcessRank(Transport* world, DeviceKind kind);
 
 }  // namespace conveyor

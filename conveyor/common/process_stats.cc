@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -15,7 +16,10 @@
 
 namespace conveyor {
 
-double SecondsSinceProcessStart() {
+namespace {
+
+// The kernel's count, read from /proc: both the start time and the uptime in 10 ms steps.
+double ProcSecondsSinceStart() {
   std::ifstream uptime_file("/proc/uptime"), stat_file("/proc/self/stat");
   double uptime = 0;
   uptime_file >> uptime;
@@ -31,6 +35,16 @@ double SecondsSinceProcessStart() {
   fields >> start_ticks;
   CONVEYOR_ASSERT(fields) << "cannot read the start time in /proc/self/stat";
   return uptime - static_cast<double>(start_ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
+double SecondsSinceProcessStart() {
+  // /proc read once; the steady clock from there on, so that differences are exact.
+  static const auto anchor = std::chrono::steady_clock::now();
+  static const double anchor_s = ProcSecondsSinceStart();
+  return anchor_s +
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - anchor).count();
 }
 
 int64_t PeakResidentBytes() {

@@ -10,7 +10,9 @@
 namespace conveyor {
 
 // Seconds since this process started (the kernel's start time, in clock ticks of 10 ms on
-// most systems): everything the process did before its first line of main included.
+// most systems): everything the process did before its first line of main included. Read
+// from the kernel at the first call, from the steady clock after it: the differences of two
+// calls are exact, the value itself known to 10 ms.
 double SecondsSinceProcessStart();
 
 // The process's peak resident set size in bytes (getrusage's ru_maxrss): its weights,

@@ -1,7 +1,9 @@
 #include "conveyor/device/compute_device.h"
 
+#include <ATen/ATen.h>
 #include <ATen/Context.h>
-#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/DeviceGuard.h>
 #include <torch/cuda.h>
 
 #include <cstdlib>
@@ -58,6 +60,19 @@ c10::Device ComputeDevice(DeviceKind kind, int rank, int local_rank) {
                            << "; use --device cpu or auto";
   CONVEYOR_CHECK(local_rank >= 0) << "rank " << rank << ": local rank " << local_rank;
   return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
+}
+
+void WarmUpDevice(const c10::Device& device) {
+  c10::OptionalDeviceGuard on_device;
+  if (device.is_cuda()) on_device.reset_device(device);
+  at::NoGradGuard no_grad;
+  const at::Tensor a = at::ones({64, 64}, at::TensorOptions(device));
+  at::Tensor product = at::matmul(a, a);
+  if (device.is_cuda()) {  // cuBLASLt's half-precision path too
+    const at::Tensor half = a.to(at::kBFloat16);
+    product = product + at::matmul(half, half).to(at::kFloat);
+  }
+  CONVEYOR_ASSERT(product.sum().item<double>() > 0) << "a product on " << device << " gave nothing";
 }
 
 }  // namespace conveyor

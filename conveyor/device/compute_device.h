@@ -43,6 +43,11 @@ c10::Device ComputeDevice(DeviceKind kind, int rank, int local_rank);
 void MoveParameters(const std::vector<std::pair<std::string, at::Tensor>>& params,
                     const c10::Device& device);
 
+// Makes `device` ready for the first step, waiting for it: on a GPU its context and the
+// calling thread's BLAS handle and workspace (small fp32 and bf16 products); on the CPU the
+// BLAS library's threads (a small product). Per thread: libtorch keeps a BLAS handle a thread.
+void WarmUpDevice(const c10::Device& device);
+
 // Whether `kind` resolves to CUDA in this process (kAuto with a visible GPU, or kCuda).
 bool UsesCuda(DeviceKind kind);
 

@@ -12,9 +12,15 @@
 #include <torch/version.h>
 
 #include <optional>
+#include <vector>
 
 #if TORCH_VERSION_MAJOR >= 2
 #include <ATen/ops/scaled_dot_product_attention.h>
+#endif
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#include <ATen/ops/_foreach_copy.h>
+#include <ATen/ops/_fused_adamw.h>
+#include <ATen/ops/full.h>
 #endif
 
 namespace conveyor {
@@ -102,6 +108,38 @@ inline at::Tensor FusedAttention(const at::Tensor&, const at::Tensor&, const at:
   return {};
 }
 #endif
+
+// Fused AdamW: at::_fused_adamw_ (GPUs from libtorch 2.0, CPUs from 2.4; used from 2.4).
+// Updates params, exp_avgs and exp_avg_sqs in place at update `step` (from 1) with decoupled
+// weight decay `weight_decay` for every tensor; all lists of one length, on one device, of one
+// dtype.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+inline constexpr bool kHasFusedAdamW = true;
+inline void FusedAdamW(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                       at::TensorList exp_avg_sqs, double lr, double beta1, double beta2,
+                       double weight_decay, double eps, int64_t step) {
+  // The kernel reads each tensor's step from a float tensor on its device; one serves all.
+  const at::Tensor count = at::full({}, static_cast<double>(step),
+                                    params.front().options().dtype(at::kFloat));
+  const std::vector<at::Tensor> steps(params.size(), count);
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr,
+                    beta1, beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+}
+#else
+inline constexpr bool kHasFusedAdamW = false;
+inline void FusedAdamW(at::TensorList, at::TensorList, at::TensorList, at::TensorList, double,
+                       double, double, double, double, int64_t) {}
+#endif
+
+// dst[i].copy_(src[i]) for every i (lists of one length, pairs of one shape): one
+// multi-tensor call (at::_foreach_copy_, used from libtorch 2.4), else a copy a pair.
+inline void CopyEach(at::TensorList dst, at::TensorList src) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  if (!dst.empty()) at::_foreach_copy_(dst, src);
+#else
+  for (size_t i = 0; i < dst.size(); ++i) dst[i].copy_(src[i]);
+#endif
+}
 
 }  // namespace conveyor
 

@@ -2,6 +2,13 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
+#include <vector>
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/split_mix.h"
@@ -18,9 +25,31 @@ LayerList BuildLayerRange(int count, int begin, int end,
   if (end < 0) end = count;
   CONVEYOR_ASSERT(0 <= begin && begin <= end && end <= count)
       << "layers [" << begin << ", " << end << ") of a model of " << count;
-  LayerList layers;
-  for (int l = begin; l < end; ++l) layers.push_back(make(l));
-  return layers;
+  // On as many threads as this thread may compute on: a layer draws its weights from streams
+  // of its own (TensorInitGenerator), so the values do not depend on who builds it when. At
+  // most one layer a thread is in flight; the first error is rethrown here.
+  const int layers = end - begin;
+  const int workers = std::clamp(at::get_num_threads(), 1, std::max(layers, 1));
+  std::vector<std::shared_ptr<Layer>> built(layers);
+  std::atomic<int> next{0};
+  std::vector<std::exception_ptr> errors(layers);
+  const auto work = [&] {
+    for (int i = next++; i < layers; i = next++) {
+      try {
+        built[i] = make(begin + i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int w = 1; w < workers; ++w) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error != nullptr) std::rethrow_exception(error);  // the lowest layer's
+  }
+  return built;
 }
 
 LayerStack::LayerStack(LayerList layers) : layers_(std::move(layers)) {

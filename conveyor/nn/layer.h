@@ -77,7 +77,11 @@ class LayerStack : public StageModule {
 };
 
 // Layers [begin, end) of a model of `count` layers (end < 0: through the last), make(l)
-// building the layer of global index l. Precondition 0 <= begin <= end <= count.
+// building the layer of global index l, in order. The layers are built on up to
+// at::get_num_threads() threads at once: make must be safe to call from several threads for
+// different l, and give a layer that does not depend on which thread built it or when (a
+// layer draws its weights from streams of its own). The first error of the lowest layer
+// that threw is rethrown. Precondition 0 <= begin <= end <= count.
 LayerList BuildLayerRange(int count, int begin, int end,
                           const std::function<std::shared_ptr<Layer>(int)>& make);
 

@@ -6,6 +6,7 @@
 
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/module/weight_grad_store.h"
+#include "conveyor/nn/weight_cast.h"
 
 namespace conveyor {
 namespace {
@@ -28,13 +29,13 @@ void AccumulateWeightGrad(at::Tensor weight, const at::Tensor& x2d, const at::Te
 // custom functions do not take undefined tensors.
 struct LinearFunction : public torch::autograd::Function<LinearFunction> {
   // Under autocast (mixed precision) x, weight and bias are cast to its dtype for the
-  // product (x's cast is saved for backward, the weight is cast again there rather than
-  // kept twice); the output stays in that dtype.
+  // product (x's cast is saved for backward; the weight is cast again there, or read from
+  // the cache of casts: weight_cast.h); the output stays in that dtype.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             bool has_bias, const at::Tensor& bias_or_weight) {
     const std::optional<c10::ScalarType> autocast = AutocastDtype(x.device().type());
     const c10::ScalarType compute = autocast.value_or(x.scalar_type());
-    const at::Tensor xc = x.to(compute), wc = weight.to(compute);
+    const at::Tensor xc = x.to(compute), wc = CastWeight(weight, compute);
     const at::Tensor bias = has_bias ? bias_or_weight.to(compute) : at::Tensor();
     ctx->save_for_backward({xc});
     ctx->saved_data["weight"] = weight;
@@ -47,7 +48,7 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const at::Tensor x = ctx->get_saved_variables()[0];  // in the compute dtype
     const at::Tensor weight = ctx->saved_data["weight"].toTensor();
-    const at::Tensor wc = weight.to(x.scalar_type());
+    const at::Tensor wc = CastWeight(weight, x.scalar_type());
     const at::Tensor g = grad_outputs[0].to(x.scalar_type());
     const int64_t in = weight.size(1), out = weight.size(0);
     const at::Tensor x2d = x.reshape({-1, in});

@@ -8,7 +8,8 @@
 // WeightGradStore::Run(key) applies it later. Result is the same gradient either way.
 //
 // Mixed precision: under autocast (ComputePrecisionGuard) the products of forward and
-// backward run in autocast's dtype (bf16) on casts of x, weight and bias; the output stays
+// backward run in autocast's dtype (bf16) on casts of x, weight (CastWeight: cached across
+// micro-batches where a WeightCastCache is on, weight_cast.h) and bias; the output stays
 // in that dtype, as at::linear's does under autocast (what follows it, an activation or the
 // next product, reads half the bytes; a residual sum widens it again). x's gradient comes
 // back in x's dtype, the weight and bias gradients in theirs (fp32), deferred or not.

@@ -13,6 +13,7 @@
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/nn/linear.h"
 #include "conveyor/nn/parallel_group.h"
+#include "conveyor/nn/weight_cast.h"
 
 namespace conveyor {
 namespace {
@@ -131,7 +132,7 @@ struct ColumnParallelFunction : public torch::autograd::Function<ColumnParallelF
     variable_list outputs;
     for (size_t i = 0; i < weights.size(); ++i) {
       const at::Tensor bias = bias_of[i] >= 0 ? biases[bias_of[i]].to(compute) : at::Tensor();
-      outputs.push_back(at::linear(all, weights[i].to(compute), bias));
+      outputs.push_back(at::linear(all, CastWeight(weights[i], compute), bias));
     }
     return outputs;
   }
@@ -151,7 +152,8 @@ struct ColumnParallelFunction : public torch::autograd::Function<ColumnParallelF
     for (size_t i = 0; i < weights.size(); ++i) {
       const at::Tensor weight = weights[i];
       const at::Tensor g = grads[i].to(xc.scalar_type());
-      const at::Tensor part = (g.matmul(weight.to(xc.scalar_type())) * scales[i]).to(input_dtype);
+      const at::Tensor part =
+          (g.matmul(CastWeight(weight, xc.scalar_type())) * scales[i]).to(input_dtype);
       grad_x = grad_x.defined() ? grad_x.add_(part) : part;
       grad_weights.push_back(WeightGradOrDefer(ctx, weight, x2d, g.reshape({-1, weight.size(0)})));
       if (bias_of[i] >= 0) {

@@ -6,8 +6,51 @@
 #include <cmath>
 
 #include "conveyor/common/error.h"
+#include "conveyor/device/torch_compat.h"
 
 namespace conveyor {
+namespace {
+
+// The foreach update of `t`'s tensors [begin, end).
+void ForEachUpdate(const AdamWOptions& o, const AdamWTensors& t, size_t begin, size_t end,
+                   double lr, int64_t step, double weight_decay) {
+  const auto part = [begin, end](const std::vector<at::Tensor>& all) {
+    return at::TensorList(all).slice(begin, end - begin);
+  };
+  const at::TensorList params = part(t.params), grads = part(t.grads),
+                       exp_avgs = part(t.exp_avgs), exp_avg_sqs = part(t.exp_avg_sqs);
+  const double bias1 = 1 - std::pow(o.beta1, static_cast<double>(step));
+  const double bias2 = 1 - std::pow(o.beta2, static_cast<double>(step));
+  at::_foreach_mul_(exp_avgs, o.beta1);
+  at::_foreach_add_(exp_avgs, grads, 1 - o.beta1);
+  at::_foreach_mul_(exp_avg_sqs, o.beta2);
+  at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - o.beta2);
+  if (weight_decay > 0) at::_foreach_mul_(params, 1 - lr * weight_decay);
+  std::vector<at::Tensor> denom = at::_foreach_div(exp_avg_sqs, bias2);
+  at::_foreach_sqrt_(denom);
+  at::_foreach_add_(denom, o.eps);
+  at::_foreach_addcdiv_(params, exp_avgs, denom, -lr / bias1);
+}
+
+}  // namespace
+
+AdamWKernel ResolveAdamWKernel(AdamWKernel kernel, c10::Device device) {
+  if (kernel == AdamWKernel::kAuto) {
+    return device.is_cuda() && kHasFusedAdamW ? AdamWKernel::kFused : AdamWKernel::kForEach;
+  }
+  CONVEYOR_CHECK(kernel != AdamWKernel::kFused || kHasFusedAdamW)
+      << "--adamw-kernel fused: this libtorch (" << TORCH_VERSION
+      << ") has no fused AdamW kernel (2.4 and later have it); use foreach or loop";
+  return kernel;
+}
+
+void AdamWTensors::Add(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& exp_avg,
+                       const at::Tensor& exp_avg_sq) {
+  params.push_back(param);
+  grads.push_back(grad);
+  exp_avgs.push_back(exp_avg);
+  exp_avg_sqs.push_back(exp_avg_sq);
+}
 
 void AdamW::Update(const AdamWOptions& options, const at::Tensor& param, const at::Tensor& grad,
                    const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq, double lr, int64_t step,
@@ -20,6 +63,40 @@ void AdamW::Update(const AdamWOptions& options, const at::Tensor& param, const a
   if (decay && options.weight_decay > 0) param.mul_(1 - lr * options.weight_decay);
   const at::Tensor denom = (exp_avg_sq / bias2).sqrt_().add_(options.eps);
   param.addcdiv_(exp_avg, denom, -lr / bias1);
+}
+
+void AdamW::UpdateAll(const AdamWOptions& options, const AdamWTensors& tensors, double lr,
+                      int64_t step, bool decay) {
+  const size_t n = tensors.params.size();
+  if (n == 0) return;
+  CONVEYOR_ASSERT(tensors.grads.size() == n && tensors.exp_avgs.size() == n &&
+                  tensors.exp_avg_sqs.size() == n)
+      << "AdamW over " << n << " parameters with " << tensors.grads.size() << " gradients";
+  at::NoGradGuard no_grad;
+  const double weight_decay = decay ? options.weight_decay : 0;
+  switch (ResolveAdamWKernel(options.kernel, tensors.params.front().device())) {
+    case AdamWKernel::kLoop:
+      for (size_t i = 0; i < n; ++i) {
+        Update(options, tensors.params[i], tensors.grads[i], tensors.exp_avgs[i],
+               tensors.exp_avg_sqs[i], lr, step, decay);
+      }
+      return;
+    case AdamWKernel::kFused:
+      FusedAdamW(tensors.params, tensors.grads, tensors.exp_avgs, tensors.exp_avg_sqs, lr,
+                 options.beta1, options.beta2, weight_decay, options.eps, step);
+      return;
+    default: {  // kForEach, by chunks
+      size_t begin = 0;
+      int64_t bytes = 0;
+      for (size_t i = 0; i < n; ++i) {
+        bytes += static_cast<int64_t>(tensors.params[i].nbytes());
+        if (bytes < options.foreach_chunk_bytes && i + 1 < n) continue;
+        ForEachUpdate(options, tensors, begin, i + 1, lr, step, weight_decay);
+        begin = i + 1;
+        bytes = 0;
+      }
+    }
+  }
 }
 
 at::Tensor AdamW::StateEntry(const std::map<std::string, at::Tensor>& state, const std::string& key,
@@ -35,6 +112,7 @@ at::Tensor AdamW::StateEntry(const std::map<std::string, at::Tensor>& state, con
 
 void AdamW::Step(const NamedTensors& params, double lr, int64_t step) {
   at::NoGradGuard no_grad;
+  AdamWTensors decayed, plain;  // weight decay on tensors of two or more dimensions
   for (const auto& [name, p] : params) {
     if (!p.grad().defined()) continue;
     const void* key = p.unsafeGetTensorImpl();
@@ -44,8 +122,10 @@ void AdamW::Step(const NamedTensors& params, double lr, int64_t step) {
       m.exp_avg_sq = at::zeros_like(p);
       names_[key] = name;
     }
-    Update(options_, p, p.grad(), m.exp_avg, m.exp_avg_sq, lr, step, p.dim() >= 2);
+    (p.dim() >= 2 ? decayed : plain).Add(p, p.grad(), m.exp_avg, m.exp_avg_sq);
   }
+  UpdateAll(options_, decayed, lr, step, true);
+  UpdateAll(options_, plain, lr, step, false);
 }
 
 std::map<std::string, at::Tensor> AdamW::State() const {

@@ -1,6 +1,6 @@
 // AdamW over named parameters, the interface the trainer steps it through (Optimizer: AdamW
-// here, its ZeRO-1 sharding in sharded_adamw.h), and the learning-rate schedule (linear
-// warm-up, then cosine decay to a floor).
+// here, its ZeRO-1 sharding in sharded_adamw.h), the kernels its update runs through, and the
+// learning-rate schedule (linear warm-up, then cosine decay to a floor).
 //
 // AdamW (Loshchilov & Hutter, 2019): decoupled weight decay, bias-corrected moments. The
 // state of each parameter (exp_avg, exp_avg_sq) lives under the parameter's global name, so
@@ -11,18 +11,39 @@
 #ifndef CONVEYOR_OPTIM_OPTIMIZER_H_
 #define CONVEYOR_OPTIM_OPTIMIZER_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "conveyor/module/stage_module.h"
+#include "conveyor/optim/adamw_kernel.h"
 
 namespace conveyor {
+
+// The kernel `kernel` means for parameters on `device`: never kAuto. UserError when kFused is
+// asked of a libtorch without the fused kernel (it names the version and what to use).
+AdamWKernel ResolveAdamWKernel(AdamWKernel kernel, c10::Device device);
 
 struct AdamWOptions {
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;  // applied to tensors of two or more dimensions only
+  AdamWKernel kernel = AdamWKernel::kAuto;
+  // kForEach's chunk: the bytes of parameters whose denominators it holds at once.
+  int64_t foreach_chunk_bytes = int64_t{256} << 20;
+};
+
+// Tensors that AdamW updates together: params[i] from grads[i] with its moments exp_avgs[i]
+// and exp_avg_sqs[i], each four of one shape; all on one device and of one dtype. The
+// tensors are handles (views of the trainer's or the optimizer's storage): updates write
+// through them.
+struct AdamWTensors {
+  std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+
+  void Add(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& exp_avg,
+           const at::Tensor& exp_avg_sq);
 };
 
 // An optimizer over one rank's named parameters, as the trainer and checkpoints use it.
@@ -65,6 +86,10 @@ class AdamW : public Optimizer {
   static void Update(const AdamWOptions& options, const at::Tensor& param, const at::Tensor& grad,
                      const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq, double lr,
                      int64_t step, bool decay);
+  // Update of every tensor of `tensors`, through options.kernel (ResolveAdamWKernel on their
+  // device): each as Update gives it, up to rounding. `decay` for all of them.
+  static void UpdateAll(const AdamWOptions& options, const AdamWTensors& tensors, double lr,
+                        int64_t step, bool decay);
   // state[key] for parameter `param` (key "<name>/exp_avg" or "<name>/exp_avg_sq"), in the
   // parameter's dtype, not shared with `state`. Throws UserError when it is missing or has
   // another shape than the parameter.

@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include "conveyor/common/error.h"
+#include "conveyor/device/torch_compat.h"
 
 namespace conveyor {
 namespace {
@@ -67,25 +68,37 @@ void ShardedAdamW::Step(const NamedTensors& params, double lr, int64_t step) {
   // This replica's range, updated in place.
   const int64_t longest = layout_->range(0).second;
   at::Tensor mine = at::zeros({longest}, exp_avg_.options());
-  for (const Piece& piece : PiecesOf(me)) {
+  const std::vector<Piece> pieces = PiecesOf(me);
+  AdamWTensors decayed, plain;  // weight decay on pieces of tensors of two or more dimensions
+  for (const Piece& piece : pieces) {
     const auto& [name, p] = params[piece.param];
     CONVEYOR_ASSERT(p.grad().defined()) << "ShardedAdamW: " << name << " has no gradient";
-    const at::Tensor values = Flat(p).narrow(0, piece.begin, piece.length);
-    AdamW::Update(options_, values, p.grad().reshape({-1}).narrow(0, piece.begin, piece.length),
-                  exp_avg_.narrow(0, piece.at, piece.length),
-                  exp_avg_sq_.narrow(0, piece.at, piece.length), lr, step, p.dim() >= 2);
-    mine.narrow(0, piece.at, piece.length).copy_(values);
+    (p.dim() >= 2 ? decayed : plain)
+        .Add(Flat(p).narrow(0, piece.begin, piece.length),
+             p.grad().reshape({-1}).narrow(0, piece.begin, piece.length),
+             exp_avg_.narrow(0, piece.at, piece.length),
+             exp_avg_sq_.narrow(0, piece.at, piece.length));
   }
+  AdamW::UpdateAll(options_, decayed, lr, step, true);
+  AdamW::UpdateAll(options_, plain, lr, step, false);
+  std::vector<at::Tensor> into, from;
+  for (const Piece& piece : pieces) {
+    into.push_back(mine.narrow(0, piece.at, piece.length));
+    from.push_back(Flat(params[piece.param].second).narrow(0, piece.begin, piece.length));
+  }
+  CopyEach(into, from);
   // Every other replica's range, into the parameters.
   const std::vector<at::Tensor> ranges = group_->AllGather(mine);
+  into.clear();
+  from.clear();
   for (int r = 0; r < shards; ++r) {
     if (r == me) continue;
     for (const Piece& piece : PiecesOf(r)) {
-      Flat(params[piece.param].second)
-          .narrow(0, piece.begin, piece.length)
-          .copy_(ranges[r].narrow(0, piece.at, piece.length));
+      into.push_back(Flat(params[piece.param].second).narrow(0, piece.begin, piece.length));
+      from.push_back(ranges[r].narrow(0, piece.at, piece.length));
     }
   }
+  CopyEach(into, from);
 }
 
 at::Tensor ShardedAdamW::GatherRanges(const at::Tensor& mine) const {

@@ -6,7 +6,7 @@
 // parameters are cut into dp contiguous ranges of near-equal length (shard_layout.h); the
 // replica of rank d in the DP group keeps exp_avg and exp_avg_sq for range d only (2 N / dp
 // elements instead of 2 N) and updates only those elements, with AdamW's elementwise math
-// (AdamW::Update: the same moments, bias correction, and weight decay for elements of
+// (AdamW::UpdateAll: the same moments, bias correction, and weight decay for elements of
 // parameters of two or more dimensions). The updated ranges are then all-gathered across the
 // DP group (each padded to the longest range's length, as AllGather needs one shape) and
 // written into every replica's parameters, so the replicas stay bitwise equal.

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "conveyor/common/error.h"
+#include "conveyor/device/torch_compat.h"
 
 namespace conveyor {
 namespace {
@@ -140,11 +141,13 @@ int64_t DataParallelReducer::ReduceOnCurrentStream(const Bucket& bucket) {
   std::vector<at::Tensor> sum = {at::cat(flat)};  // (total elements,)
   if (bucket.flat_begin < 0) {
     group_->AllReduceSum(sum);
+    std::vector<at::Tensor> parts;
     int64_t offset = 0;
     for (const at::Tensor& g : bucket.grads) {
-      g.copy_(sum[0].narrow(0, offset, g.numel()).view(g.sizes()));
+      parts.push_back(sum[0].narrow(0, offset, g.numel()).view(g.sizes()));
       offset += g.numel();
     }
+    CopyEach(bucket.grads, parts);
     return static_cast<int64_t>(sum[0].nbytes());
   }
   std::vector<int64_t> counts;
@@ -155,13 +158,16 @@ int64_t DataParallelReducer::ReduceOnCurrentStream(const Bucket& bucket) {
   const at::Tensor part = group_->ReduceScatterSum(sum[0], counts);  // flat [lo, hi)
   const int64_t lo = zero_->Overlap(bucket.flat_begin, bucket.numel, zero_->index()).first;
   int64_t offset = bucket.flat_begin;  // of gradient g
+  std::vector<at::Tensor> kept, parts;  // the gradients' ranges here, and their sums
   for (const at::Tensor& g : bucket.grads) {
     const auto [from, to] = zero_->Overlap(offset, g.numel(), zero_->index());
     if (from < to) {
-      g.view({-1}).narrow(0, from - offset, to - from).copy_(part.narrow(0, from - lo, to - from));
+      kept.push_back(g.view({-1}).narrow(0, from - offset, to - from));
+      parts.push_back(part.narrow(0, from - lo, to - from));
     }
     offset += g.numel();
   }
+  CopyEach(kept, parts);
   return static_cast<int64_t>(part.nbytes());
 }
 

@@ -223,9 +223,9 @@ OptimizerCost TimeOptimizer(const ModelTask& model, int index, int blocks,
   std::vector<double> times;
   for (int round = 0; round < 5; ++round) {
     const auto start = Now(device);
-    at::Tensor squares = at::zeros({}, at::TensorOptions(device).dtype(at::kDouble));
-    for (const auto& [name, p] : params) squares += PipelineGradients::SumOfSquares(p.grad());
-    const double norm = std::sqrt(squares.item<double>());
+    std::vector<at::Tensor> grads;
+    for (const auto& [name, p] : params) grads.push_back(p.grad());
+    const double norm = std::sqrt(PipelineGradients::SumOfSquares(grads).item<double>());
     PipelineGradients::Scale(params, 1 / std::max(norm, 1.0));
     const int64_t before = TensorBytes(device);
     ResetTensorPeak(device);

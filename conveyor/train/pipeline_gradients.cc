@@ -110,23 +110,21 @@ void PipelineGradients::SumShared(const NamedTensors& params) {
 
 double PipelineGradients::GlobalNorm(const NamedTensors& params) {
   at::NoGradGuard no_grad;
-  // Sums of squares kept on the gradients' device, () double, read once each (not one host
-  // wait per parameter on a GPU); undefined while nothing was added.
-  at::Tensor local_sq, scattered_sq;  // scattered: this replica's range of scattered params
+  // The gradients (or the parts of them) each sum of squares counts, summed on their device
+  // by one multi-tensor kernel a list and read once each (not a host wait per parameter).
+  std::vector<at::Tensor> local, scattered;  // scattered: this replica's range of those
   // This rank's experts under expert parallelism: whole, and this replica's range of those
   // scattered over the experts' DP group.
-  at::Tensor expert_sq, expert_scattered_sq;
-  const auto add_squares = [](at::Tensor& sum, const at::Tensor& g) {
-    at::Tensor squares = SumOfSquares(g);
-    sum = sum.defined() ? sum + squares : squares;
-  };
+  std::vector<at::Tensor> experts, experts_scattered;
   // The part of p's gradient in this replica's range of `layout`.
   const auto in_range = [](const ShardLayout& layout, const at::Tensor& p) {
     const int64_t offset = layout.OffsetOf(p);
     const auto [lo, hi] = layout.Overlap(offset, p.numel(), layout.index());
     return p.grad().reshape({-1}).narrow(0, lo - offset, hi - lo);
   };
-  const auto read = [](const at::Tensor& sum) { return sum.defined() ? sum.item<double>() : 0.0; };
+  const auto read = [](const std::vector<at::Tensor>& grads) {
+    return grads.empty() ? 0.0 : SumOfSquares(grads).item<double>();
+  };
   std::set<std::string> counted;
   for (const auto& [name, p] : params) {
     auto it = owner_.find(name);
@@ -135,61 +133,65 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
     if (ep_group_ != nullptr && specs_.Of(name).grad_sum.experts) {
       // On every TP rank: the EP group may be made of TP ranks (Mesh::FoldExperts).
       if (expert_zero_ != nullptr && expert_zero_->scattered(name)) {
-        add_squares(expert_scattered_sq, in_range(*expert_zero_, p));
+        experts_scattered.push_back(in_range(*expert_zero_, p));
       } else {
-        add_squares(expert_sq, p.grad());
+        experts.push_back(p.grad());
       }
       continue;
     }
     if (!CountsInNorm(specs_.Of(name).tp, tp_.rank)) continue;
     // Of the dense layers' sum only (those summed over tp x dp keep their state whole).
     if (zero_ != nullptr && specs_.Of(name).grad_sum == GradientSum{} && zero_->scattered(name)) {
-      add_squares(scattered_sq, in_range(*zero_, p));
+      scattered.push_back(in_range(*zero_, p));
     } else {
-      add_squares(local_sq, p.grad());
+      local.push_back(p.grad());
     }
   }
-  double local = read(local_sq);
-  const double scattered = read(scattered_sq);
+  double sum = read(local);
   if (zero_ != nullptr) {
-    std::vector<at::Tensor> total = {at::full({1}, scattered, at::kDouble)};
+    std::vector<at::Tensor> total = {at::full({1}, read(scattered), at::kDouble)};
     dp_group_->AllReduceSum(total);
-    local += total[0].item<double>();
+    sum += total[0].item<double>();
   }
   if (ep_group_ != nullptr) {
-    double experts = read(expert_sq);
+    double experts_sum = read(experts);
     if (expert_zero_ != nullptr) {
-      std::vector<at::Tensor> ranges = {at::full({1}, read(expert_scattered_sq), at::kDouble)};
+      std::vector<at::Tensor> ranges = {at::full({1}, read(experts_scattered), at::kDouble)};
       expert_dp_group_->AllReduceSum(ranges);
-      experts += ranges[0].item<double>();
+      experts_sum += ranges[0].item<double>();
     }
-    std::vector<at::Tensor> total = {at::full({1}, experts, at::kDouble)};
+    std::vector<at::Tensor> total = {at::full({1}, experts_sum, at::kDouble)};
     ep_group_->AllReduceSum(total);
     // Every expert of the EP group once, counted by one TP rank (the TP sum below adds them).
-    if (tp_.rank == 0) local += total[0].item<double>();
+    if (tp_.rank == 0) sum += total[0].item<double>();
   }
   if (world_ != nullptr && world_->world_size() > 1) {
-    std::vector<at::Tensor> total = {at::full({1}, local, at::kDouble)};
+    std::vector<at::Tensor> total = {at::full({1}, sum, at::kDouble)};
     world_->AllReduceSum(total);
-    local = total[0].item<double>();
+    sum = total[0].item<double>();
   }
   if (tp_.size > 1) {
-    std::vector<at::Tensor> total = {at::full({1}, local, at::kDouble)};
+    std::vector<at::Tensor> total = {at::full({1}, sum, at::kDouble)};
     tp_.group->AllReduceSum(total);
-    local = total[0].item<double>();
+    sum = total[0].item<double>();
   }
-  return std::sqrt(local);
+  return std::sqrt(sum);
 }
 
-at::Tensor PipelineGradients::SumOfSquares(const at::Tensor& grad) {
-  return grad.to(at::kDouble).pow(2).sum();
+at::Tensor PipelineGradients::SumOfSquares(at::TensorList grads) {
+  CONVEYOR_ASSERT(!grads.empty()) << "the sum of squares of no gradients";
+  // Each tensor's norm by the multi-tensor kernel (accumulated in its dtype's compute type),
+  // squared and summed in double.
+  return at::stack(at::_foreach_norm(grads, 2)).to(at::kDouble).square().sum();
 }
 
 void PipelineGradients::Scale(const NamedTensors& params, double factor) {
   at::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
   for (const auto& [name, p] : params) {
-    if (p.grad().defined()) p.mutable_grad().mul_(factor);
+    if (p.grad().defined()) grads.push_back(p.grad());
   }
+  if (!grads.empty()) at::_foreach_mul_(grads, factor);
 }
 
 }  // namespace conveyor

@@ -63,11 +63,12 @@ class PipelineGradients {
   // ranks); scattered, their range summed over the experts' DP group first.
   double GlobalNorm(const NamedTensors& params);
 
-  // Scales every gradient by `factor`.
+  // Scales every gradient by `factor` (multi-tensor kernels: a few launches for all).
   static void Scale(const NamedTensors& params, double factor);
 
-  // The sum of `grad`'s squared elements, () double on its device (no host wait).
-  static at::Tensor SumOfSquares(const at::Tensor& grad);
+  // The sum of the squared elements of every tensor of `grads` (not empty, all on one
+  // device), () double on that device (no host wait).
+  static at::Tensor SumOfSquares(at::TensorList grads);
 
  private:
   struct Group {

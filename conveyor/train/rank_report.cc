@@ -37,6 +37,7 @@ constexpr double RankReport::*kMeasuredFields[] = {&RankReport::step_s,
                                                    &RankReport::startup_s,
                                                    &RankReport::stage_build_s};
 constexpr int kFields = static_cast<int>(std::size(kMeasuredFields));
+constexpr int kPhases = static_cast<int>(std::size(kStartupPhases));
 
 }  // namespace
 
@@ -51,10 +52,13 @@ std::vector<RankReport> GatherRankReports(const PipelineModel& model, RankReport
                                                                  : MemoryTracker::max_bytes());
   // This rank's measured fields, then the bytes a forward leaves allocated per stage (zero
   // for other ranks' stages).
-  std::vector<double> row(kFields + stages, 0.0);
+  std::vector<double> row(kFields + kPhases + stages, 0.0);
   for (int k = 0; k < kFields; ++k) row[k] = mine.*kMeasuredFields[k];
-  for (const auto& [stage, bytes] : recorder.ForwardBytes()) row[kFields + stage] = bytes;
-  const at::Tensor rows =  // (world, kFields + stages)
+  for (int k = 0; k < kPhases; ++k) row[kFields + k] = mine.startup.*kStartupPhases[k].field;
+  for (const auto& [stage, bytes] : recorder.ForwardBytes()) {
+    row[kFields + kPhases + stage] = bytes;
+  }
+  const at::Tensor rows =  // (world, kFields + kPhases + stages)
       GatherOverRanks(model.world(), at::tensor(row, at::kDouble)).contiguous();
   const Mesh& mesh = model.mesh();
   // Counted from F until B or W, like the simulator's default.
@@ -66,13 +70,14 @@ std::vector<RankReport> GatherRankReports(const PipelineModel& model, RankReport
     m.rank = r;
     m.coords = mesh.coords(r);
     for (int k = 0; k < kFields; ++k) m.*kMeasuredFields[k] = cells[k];
+    for (int k = 0; k < kPhases; ++k) m.startup.*kStartupPhases[k].field = cells[kFields + k];
     // A stage's forward bytes come from the one rank of this rank's pipeline that holds it.
     std::vector<double> forward_bytes(stages, 0.0);
     for (int p = 0; p < mesh.pp(); ++p) {
       MeshCoords peer = m.coords;
       peer.pp = p;
       const double* peer_cells = rows[mesh.rank_of(peer)].data_ptr<double>();
-      for (int s = 0; s < stages; ++s) forward_bytes[s] += peer_cells[kFields + s];
+      for (int s = 0; s < stages; ++s) forward_bytes[s] += peer_cells[kFields + kPhases + s];
     }
     m.predicted_peak_microbatches = peaks[m.coords.pp];
     m.predicted_peak_activation_bytes = PeakActivations(program, forward_bytes, 1)[m.coords.pp];

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "conveyor/common/startup_breakdown.h"
 #include "conveyor/mesh/mesh.h"
 #include "conveyor/profile/step_recorder.h"
 #include "conveyor/train/pipeline_model.h"
@@ -57,6 +58,8 @@ struct RankReport {
   double peak_resident_bytes = 0;
   double startup_s = 0;
   double stage_build_s = 0;  // of startup_s: PipelineModel::stage_build_s
+  // Start-up phase by phase, to the end of the first step (zeros where the run passed none).
+  StartupBreakdown startup;
   // The collectives of the data- and tensor-parallel axes (zero without them), seconds per
   // step: all of the rank's data-parallel communication (the gradient reduction, ZeRO's
   // all-gather, the loss sum); the part of it that blocked the rank's own thread (the rest

@@ -252,6 +252,9 @@ void TrainConfig::Validate() const {
   ForEachReal(*this, [](std::string_view key, double value, std::optional<double> lo, double hi) {
     CheckInRealRange(FlagName(key), value, lo, hi);
   });
+  CONVEYOR_CHECK(!cache_weight_casts || dtype != ComputeDtype::kFp32)
+      << "--cache-weight-casts keeps the weights' bf16 or fp16 copies; --dtype fp32 makes none "
+         "(use --dtype bf16 or fp16 with it)";
   CONVEYOR_CHECK(loss_scale == 0 || loss_scale >= 1)
       << "--loss-scale must be 0 (the dtype's default) or at least 1, got " << loss_scale;
   CONVEYOR_CHECK(model.hidden % model.heads == 0)
@@ -424,6 +427,7 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
       {"drop_by_position", boolean(c.model.drop_by_position)},
       {"mixtral_names", boolean(c.model.moe_mixtral_names)},
       {"recompute", choice(c.recompute, ParseRecompute)},
+      {"adamw_kernel", choice(c.adamw_kernel, ParseAdamWKernel)},
       {"device", choice(c.device, ParseDeviceKind)},
       {"dtype", choice(c.dtype, ParseComputeDtype)},
       {"lora_targets", text(c.model.lora_targets)},
@@ -455,6 +459,7 @@ void ApplyTomlFile(const std::string& path, TrainConfig& c) {
       {"sequential_pairs", boolean(c.sequential_pairs)},
       {"sequence_parallel", boolean(c.sequence_parallel)},
       {"document_mask", boolean(c.document_mask)},
+      {"cache_weight_casts", boolean(c.cache_weight_casts)},
       {"resume_with_changes", boolean(c.resume_with_changes)},
   };
   for (const auto& [key, node] : table) {

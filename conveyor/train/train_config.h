@@ -15,6 +15,7 @@
 #include "conveyor/device/compute_device.h"
 #include "conveyor/device/compute_precision.h"
 #include "conveyor/mesh/mesh.h"
+#include "conveyor/optim/adamw_kernel.h"
 #include "conveyor/sim/model_spec.h"
 #include "conveyor/sim/recompute.h"
 
@@ -138,6 +139,13 @@ struct TrainConfig {
   double min_lr_ratio = 0.1;
   double weight_decay = 0.1;
   double clip = 1.0;  // global gradient norm; 0 = off
+  // The kernels of AdamW's update (adamw_kernel.h): auto = fused on a GPU where libtorch has
+  // it, foreach otherwise.
+  AdamWKernel adamw_kernel = AdamWKernel::kAuto;
+  // With bf16 or fp16 products: each weight's low-precision copy made once after each update
+  // and read by every micro-batch's forward and backward (nn/weight_cast.h), at the cost of
+  // holding the copies (half the weights' bytes); false: cast by each product.
+  bool cache_weight_casts = false;
   // Dynamic loss scaling (loss_scaler.h): the initial scale, >= 1 to turn it on for any
   // dtype; 0 = the dtype's default, 65536 for fp16 and off for fp32 and bf16. The scale
   // doubles after loss_scale_window steps without overflow.

@@ -112,7 +112,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   // whole for SumShared). The few parameters summed over tp x dp (norms under sequence
   // parallelism, routers) keep their state whole.
   const GradientSum dense_sum = model_.Resolve({}), experts_sum{.experts = true};
-  const AdamWOptions adamw{.weight_decay = config.weight_decay};
+  if (config.cache_weight_casts && config.dtype != ComputeDtype::kFp32) weight_casts_.emplace();
+  const AdamWOptions adamw{.weight_decay = config.weight_decay,
+                           .kernel = ResolveAdamWKernel(config.adamw_kernel, model_.device())};
   std::vector<std::unique_ptr<Optimizer>> optimizers;
   std::vector<std::shared_ptr<const ShardLayout>> zero(sums.size());
   for (size_t i = 0; i < sums.size(); ++i) {
@@ -379,8 +381,9 @@ std::vector<double> Trainer::AuxiliaryLossValues(const PipelineRank& pipeline) c
   return values;
 }
 
-std::vector<RankReport> Trainer::RankReports() const {
+std::vector<RankReport> Trainer::RankReports(const StartupBreakdown& startup) const {
   RankReport mine = measurements_.Means(model_.rank());
+  mine.startup = startup;
   mine.startup_s = std::max(startup_s_, 0.0);
   mine.peak_resident_bytes = static_cast<double>(PeakResidentBytes());
   mine.stage_build_s = model_.stage_build_s();

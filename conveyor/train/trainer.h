@@ -32,9 +32,11 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "conveyor/nn/weight_cast.h"
 #include "conveyor/optim/loss_scaler.h"
 #include "conveyor/optim/optimizer.h"
 #include "conveyor/profile/step_recorder.h"
@@ -119,8 +121,9 @@ class Trainer {
 
   // What this rank measured over the steps this trainer ran.
   const RankMeasurements& measurements() const { return measurements_; }
-  // Every rank's report of the steps so far (GatherRankReports): collective over the world.
-  std::vector<RankReport> RankReports() const;
+  // Every rank's report of the steps so far (GatherRankReports), each with the start-up
+  // breakdown its rank passed (zeros where none): collective over the world.
+  std::vector<RankReport> RankReports(const StartupBreakdown& startup = {}) const;
   // Records every step; its ForwardBytes() are the bytes each forward of this rank's stages
   // left allocated.
   const StepRecorder& recorder() const { return *recorder_; }
@@ -169,6 +172,7 @@ class Trainer {
   std::vector<std::string> auxiliary_names_;  // the model's, in the order the reports carry
   std::vector<std::pair<std::string, int>> expert_blocks_;  // the model's (name, experts)
   double startup_s_ = -1;  // process start to this trainer's first step; -1 before it
+  std::optional<WeightCastCache> weight_casts_;  // config.cache_weight_casts, bf16/fp16
   RankMeasurements measurements_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "conveyor/common/error.h"
 #include "conveyor/common/text.h"
@@ -82,8 +83,15 @@ TrainingRun RunTraining(const TrainConfig& config, const RankContext& rank, int 
     MemoryTracker::Install();  // before the model: its weights count
     if (limit > 0) MemoryTracker::SetLimit(limit, MemoryLimitName(config.memory_per_rank, 0));
   }
-  Trainer trainer(config, MakeTask(config), rank);
-  if (!config.resume.empty()) LoadCheckpoint(config.resume, trainer, config);
+  StartupBreakdown startup = rank.startup;
+  std::shared_ptr<TrainTask> task = MakeTask(config);
+  startup.End(&StartupBreakdown::data_s);
+  Trainer trainer(config, std::move(task), rank);
+  startup.End(&StartupBreakdown::model_s);
+  if (!config.resume.empty()) {
+    LoadCheckpoint(config.resume, trainer, config);
+    startup.End(&StartupBreakdown::resume_s);
+  }
   ForwardPipeline forward(trainer.model());
   observer.Started(trainer);
   TrainingRun run;
@@ -102,6 +110,7 @@ TrainingRun RunTraining(const TrainConfig& config, const RankContext& rank, int 
       MemoryTracker::SetLimit(limit, MemoryLimitName(config.memory_per_rank, trainer.step() + 1));
     }
     const StepMetrics m = trainer.Step();
+    if (m.step == first_step + 1) startup.End(&StartupBreakdown::first_step_s);
     if (limit > 0 && rank.device.is_cuda()) {
       const DeviceMemory memory = ReadDeviceMemory(rank.device);
       CONVEYOR_CHECK(memory.peak_allocated_bytes <= limit)
@@ -119,7 +128,7 @@ TrainingRun RunTraining(const TrainConfig& config, const RankContext& rank, int 
     }
   }
   run.final_eval = evaluate();
-  run.ranks = trainer.RankReports();
+  run.ranks = trainer.RankReports(startup);
   const SimResult predicted = PredictFromMeasuredCosts(trainer);
   observer.Measured(trainer, predicted);
   if (!config.checkpoint_dir.empty()) checkpoint();
