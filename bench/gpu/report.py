@@ -120,11 +120,7 @@ def model_table(lines, name, shape, n, eager, bench, peak_tflops, targets=None):
         rows.append([label, f"{1e3 * row['step_s']:.0f}", f"{tps:.0f}"] + rate_cells(tps) +
                     [peak_gib(row)] + bubble +
                     [f"{tps / eager_tps:.2f}x" if eager_tps else ""])
-    if rows:
-        lines.append("| " + " | ".join(header) + " |")
-        lines.append("|" + "---|" * len(header))
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
-        lines.append("")
+    append_table(lines, "", header, rows)
     checks = []
 
     def check(what, value, least, unit="x"):
@@ -146,6 +142,19 @@ def model_table(lines, name, shape, n, eager, bench, peak_tflops, targets=None):
     lines += ["- " + c for c in checks]
     if checks:
         lines.append("")
+
+
+def append_table(lines, intro, header, rows):
+    """Appends `intro` (where not empty), then a Markdown table of `header` and `rows`, where
+    there are rows."""
+    if not rows:
+        return
+    if intro:
+        lines.append(intro + "\n")
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "---|" * len(header))
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines.append("")
 
 
 def trace_phases(path):
@@ -171,26 +180,23 @@ def step_parts(lines, folder):
             p = e["part_s"]
             rows.append([label, f"{1e3 * e['step_s']:.0f}", f"{1e3 * p['forward_backward']:.0f}",
                          f"{1e3 * p['norm_clip']:.0f}", f"{1e3 * p['optimizer']:.0f}"])
-    for suffix, kernel in (("", "fused"), ("-foreach", "foreach"), ("-loop", "loop")):
+    for suffix in ("", "-foreach", "-loop"):
         trained = load(folder, f"train-pp1{suffix}.json")
         trace = find(folder, f"trace-pp1{suffix}/rank-0.json")
         if not (trained and trace):
             continue
         r = trained["ranks"][0]
         phases = trace_phases(trace)
-        label = f"conveyor pp 1, AdamW {kernel}" + (" (auto)" if not suffix else "")
+        # Runs before the metrics named the kernel had only the per-tensor loop.
+        label = f"conveyor pp 1, AdamW {trained.get('adamw_kernel', 'loop')}"
         rows.append([label + " (last step)",
                      f"{1e3 * (r['step_s'] + sum(phases.values())):.0f}",
                      f"{1e3 * r['compute_s']:.0f} (schedule {1e3 * r['step_s']:.0f})",
                      f"{1e3 * phases.get('grad norm', 0):.1f}",
                      f"{1e3 * phases.get('optimizer', 0):.1f}"])
-    if rows:
-        lines.append("Where a GPT step goes (ms; eager: medians, each part ended by a "
-                     "synchronisation):\n")
-        lines.append("| run | step | forward + backward | norm (and clip) | optimizer |")
-        lines.append("|---|---|---|---|---|")
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
-        lines.append("")
+    append_table(lines, "Where a GPT step goes (ms; eager: medians, each part ended by a "
+                 "synchronisation):", ["run", "step", "forward + backward", "norm (and clip)",
+                                       "optimizer"], rows)
 
 
 def startup_table(lines, folder):
@@ -209,14 +215,10 @@ def startup_table(lines, folder):
         rows.append([label] + [f"{first['startup'][p]:.2f}" for p in phases] +
                      [f"{first['step_s']:.2f}", f"{first['startup']['total_s']:.2f}",
                       f"{slowest:.2f}"])
-    if rows:
-        lines.append("Start-up of rank 0, seconds a phase (the first step whole, beside a later "
-                     "one), from each run's --metrics:\n")
-        lines.append("| run | process | rendezvous | device | data | model | first step | "
-                     "a later step | total | slowest rank's |")
-        lines.append("|---|---|---|---|---|---|---|---|---|---|")
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
-        lines.append("")
+    append_table(lines, "Start-up of rank 0, seconds a phase (the first step whole, beside a "
+                 "later one), from each run's --metrics:",
+                 ["run", "process", "rendezvous", "device", "data", "model", "first step",
+                  "a later step", "total", "slowest rank's"], rows)
 
 
 def cached_casts(lines, folder):
@@ -229,13 +231,8 @@ def cached_casts(lines, folder):
         before = plain[row["schedule"]]
         rows.append([row["schedule"], f"{1e3 * before['step_s']:.0f}", f"{1e3 * row['step_s']:.0f}",
                      f"{row['tokens_per_s'] / before['tokens_per_s']:.3f}x"])
-    if rows:
-        lines.append("The GPT with --cache-weight-casts (step ms without and with; tokens/s "
-                     "ratio):\n")
-        lines.append("| run | cast by each product | cached | ratio |")
-        lines.append("|---|---|---|---|")
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
-        lines.append("")
+    append_table(lines, "The GPT with --cache-weight-casts (step ms without and with; "
+                 "tokens/s ratio):", ["run", "cast by each product", "cached", "ratio"], rows)
 
 
 def main(argv):

@@ -166,8 +166,8 @@ TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
   for (const auto& rank : metrics["ranks"]) {
     const auto& startup = rank["startup"];
     double sum = 0;
-    for (const char* phase : {"process_s", "rendezvous_s", "device_s", "data_s", "model_s",
-                              "first_step_s"}) {
+    for (const char* phase :
+         {"process_s", "rendezvous_s", "device_s", "data_s", "model_s", "first_step_s"}) {
       ASSERT_TRUE(startup.contains(phase)) << phase << " " << startup.dump();
       EXPECT_GT(startup[phase].get<double>(), 0) << phase << " " << startup.dump();
       sum += startup[phase].get<double>();
@@ -179,6 +179,9 @@ TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
   EXPECT_NE(r.out.find("start-up of rank "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rendezvous "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("AdamW foreach kernels"), std::string::npos) << r.out;
+  EXPECT_EQ(metrics["adamw_kernel"], "foreach");
+  EXPECT_EQ(metrics["cache_weight_casts"], false);
+  EXPECT_EQ(metrics["dtype"], "fp32");
   EXPECT_TRUE(metrics["measured_bubble_fraction"].is_number());
   EXPECT_TRUE(metrics["predicted_bubble_fraction"].is_number());
   EXPECT_GT(metrics["measured_pipeline_s"].get<double>(), 0);
@@ -307,6 +310,27 @@ TEST(CliTest, GpuPipelinesTrainLikeTheCpu) {
   }
 }
 
+// On a GPU: bf16 with the fused AdamW (the default there where libtorch has it) and cached
+// weight casts trains as the per-tensor loop with casts made by each product. Skips without a
+// GPU.
+TEST(CliTest, GpuFusedAdamWAndCachedCastsTrainLikeTheLoop) {
+  if (VisibleGpus() == 0) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = ScratchWithCorpus("gpu_kernels");
+  const std::string job =
+      "train --pp 2 --rank-threads --device cuda --dtype bf16 --layers 2 --hidden 32 --heads 2 "
+      "--seq-len 16 --batch-size 8 --microbatches 4 --steps 4 --eval-every 0 --sample-tokens 0 "
+      "--data " +
+      dir + "/corpus.txt --metrics " + dir;
+  const Result loop = Conveyor(job + "/loop.json --adamw-kernel loop");
+  ASSERT_EQ(loop.code, 0) << loop.out << loop.err;
+  const Result fast = Conveyor(job + "/fast.json --cache-weight-casts");
+  ASSERT_EQ(fast.code, 0) << fast.out << fast.err;
+  EXPECT_NE(fast.out.find(std::string("; AdamW ") + (kHasFusedAdamW ? "fused" : "foreach")),
+            std::string::npos)
+      << fast.out;
+  EXPECT_TRUE(SameLosses(dir + "/loop.json", dir + "/fast.json", 4, 1e-3));
+}
+
 // Tensor- and context-parallel ranks as threads sharing one GPU would deadlock inside the
 // backward (libtorch runs a GPU's backwards on one thread): refused before any rank starts.
 TEST(CliTest, GpuRankThreadsSharingAGpuRefuseTensorParallelism) {
@@ -317,8 +341,7 @@ TEST(CliTest, GpuRankThreadsSharingAGpuRefuseTensorParallelism) {
                               " --layers 2 --hidden 32 --heads 2 --seq-len 16 --batch-size 4 "
                               "--steps 1 --eval-every 0 --sample-tokens 0");
     EXPECT_EQ(r.code, 1) << axis << ": " << r.out << r.err;
-    EXPECT_NE(r.err.find(axis + " with --rank-threads puts 2 ranks on 1 GPU(s)"),
-              std::string::npos)
+    EXPECT_NE(r.err.find(axis + " with --rank-threads puts 2 ranks on 1 GPU(s)"), std::string::npos)
         << r.err;
     EXPECT_NE(r.err.find("would wait for each other forever when they share a GPU as threads"),
               std::string::npos)

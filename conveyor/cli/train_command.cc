@@ -19,7 +19,7 @@
 #include "conveyor/cli/train_flags.h"
 #include "conveyor/cli/train_summary.h"
 #include "conveyor/launch/launcher.h"
-#include "conveyor/optim/optimizer.h"
+#include "conveyor/optim/adamw_kernel.h"
 #include "conveyor/train/preflight.h"
 #include "conveyor/train/training_run.h"
 
@@ -76,6 +76,9 @@ nlohmann::json MetricsJson(const TrainConfig& config, const TrainingRun& s) {
                             {"dp", s.replicas},
                             {"tp", config.tp},
                             {"microbatches", config.microbatches},
+                            {"dtype", ComputeDtypeName(config.dtype)},
+                            {"adamw_kernel", s.adamw_kernel},
+                            {"cache_weight_casts", config.cache_weight_casts},
                             {"model", ModelKindName(config.model.kind)},
                             {"skipped_steps", s.skipped_steps},
                             {"trained_parameters", s.trained_parameters},
@@ -136,10 +139,7 @@ class ProgressLines : public TrainingObserver {
              ? "; dynamic loss scale from " + FormatScale(trainer.loss_scaler().scale())
              : "") +
         (config_.cache_weight_casts ? "; each weight cast once an update (cached)" : "") +
-        "; AdamW " +
-        std::string(AdamWKernelName(
-            ResolveAdamWKernel(config_.adamw_kernel, trainer.model().device()))) +
-        " kernels");
+        "; AdamW " + std::string(AdamWKernelName(trainer.adamw_kernel())) + " kernels");
     if (!rank_.threads.empty()) progress_->Note("threads: " + rank_.threads);
     const std::string mesh = MeshDescription(trainer);
     if (!mesh.empty()) progress_->Note("mesh: " + mesh);

@@ -285,8 +285,8 @@ RanksOptions MeshRanksOptions(const TrainConfig& config, const LaunchFlags& laun
   // inside one of them waits forever for a peer's queued behind it (seen on an H200: tp 2 as
   // threads on one GPU hung in its first step). The expert-parallel all-to-all and the
   // context-parallel ring exchange inside the backward alike.
-  for (const auto& [flag, size] : {std::pair{"--tp", config.tp}, std::pair{"--cp", config.cp},
-                                   std::pair{"--ep", config.ep}}) {
+  for (const auto& [flag, size] :
+       {std::pair{"--tp", config.tp}, std::pair{"--cp", config.cp}, std::pair{"--ep", config.ep}}) {
     CONVEYOR_CHECK(!launch.rank_threads || size == 1 || !UsesCuda(config.device) ||
                    VisibleGpus() >= ranks)
         << flag << " " << size << " with --rank-threads puts " << ranks << " ranks on "

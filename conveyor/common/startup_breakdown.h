@@ -46,9 +46,9 @@ struct StartupPhase {
   double StartupBreakdown::*field;
 };
 inline constexpr StartupPhase kStartupPhases[] = {
-    {"process", &StartupBreakdown::process_s},   {"rendezvous", &StartupBreakdown::rendezvous_s},
-    {"device", &StartupBreakdown::device_s},     {"data", &StartupBreakdown::data_s},
-    {"model", &StartupBreakdown::model_s},       {"resume", &StartupBreakdown::resume_s},
+    {"process", &StartupBreakdown::process_s},      {"rendezvous", &StartupBreakdown::rendezvous_s},
+    {"device", &StartupBreakdown::device_s},        {"data", &StartupBreakdown::data_s},
+    {"model", &StartupBreakdown::model_s},          {"resume", &StartupBreakdown::resume_s},
     {"first step", &StartupBreakdown::first_step_s}};
 
 }  // namespace conveyor

@@ -119,11 +119,11 @@ inline void FusedAdamW(at::TensorList params, at::TensorList grads, at::TensorLi
                        at::TensorList exp_avg_sqs, double lr, double beta1, double beta2,
                        double weight_decay, double eps, int64_t step) {
   // The kernel reads each tensor's step from a float tensor on its device; one serves all.
-  const at::Tensor count = at::full({}, static_cast<double>(step),
-                                    params.front().options().dtype(at::kFloat));
+  const at::Tensor count =
+      at::full({}, static_cast<double>(step), params.front().options().dtype(at::kFloat));
   const std::vector<at::Tensor> steps(params.size(), count);
-  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr,
-                    beta1, beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1,
+                    beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
 }
 #else
 inline constexpr bool kHasFusedAdamW = false;

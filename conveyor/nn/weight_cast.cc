@@ -45,8 +45,8 @@ at::Tensor CastWeight(const at::Tensor& weight, c10::ScalarType dtype) {
   if (weight.scalar_type() == dtype) return weight;
   at::NoGradGuard no_grad;
   Cache& cache = TheCache();
-  const auto key = std::pair{static_cast<const c10::TensorImpl*>(weight.unsafeGetTensorImpl()),
-                             dtype};
+  const auto key =
+      std::pair{static_cast<const c10::TensorImpl*>(weight.unsafeGetTensorImpl()), dtype};
   bool keep;
   {
     std::lock_guard<std::mutex> lock(cache.mu);

@@ -71,8 +71,8 @@ TEST(WeightCastTest, ANewTensorOrStorageIsCastAgainAndTheLastCacheFreesTheCopies
     WeightCastCache cache;
     const at::Tensor first = CastWeight(w, at::kBFloat16);
     EXPECT_TRUE(CastWeight(w, at::kBFloat16).is_same(first));  // served again
-    EXPECT_TRUE(CastWeight(w, at::kFloat).is_same(w));          // its own dtype: itself
-    w.set_data(at::full({4, 4}, 2.0));                          // another storage, same version
+    EXPECT_TRUE(CastWeight(w, at::kFloat).is_same(w));         // its own dtype: itself
+    w.set_data(at::full({4, 4}, 2.0));                         // another storage, same version
     const at::Tensor second = CastWeight(w, at::kBFloat16);
     EXPECT_FALSE(second.is_same(first));
     EXPECT_TRUE(at::equal(second, at::full({4, 4}, 2.0, at::kBFloat16)));

@@ -17,8 +17,8 @@ void ForEachUpdate(const AdamWOptions& o, const AdamWTensors& t, size_t begin, s
   const auto part = [begin, end](const std::vector<at::Tensor>& all) {
     return at::TensorList(all).slice(begin, end - begin);
   };
-  const at::TensorList params = part(t.params), grads = part(t.grads),
-                       exp_avgs = part(t.exp_avgs), exp_avg_sqs = part(t.exp_avg_sqs);
+  const at::TensorList params = part(t.params), grads = part(t.grads), exp_avgs = part(t.exp_avgs),
+                       exp_avg_sqs = part(t.exp_avg_sqs);
   const double bias1 = 1 - std::pow(o.beta1, static_cast<double>(step));
   const double bias2 = 1 - std::pow(o.beta2, static_cast<double>(step));
   at::_foreach_mul_(exp_avgs, o.beta1);

@@ -64,11 +64,12 @@ std::vector<at::Tensor> AfterThreeSteps(const AdamWOptions& options,
 TEST(AdamWTest, EveryKernelGivesTheLoopsUpdate) {
   const AdamWOptions loop{.kernel = AdamWKernel::kLoop};
   const std::vector<at::Tensor> expected = AfterThreeSteps(loop);
-  std::vector<AdamWOptions> kernels = {{.kernel = AdamWKernel::kForEach},
-                                       // Every tensor a chunk of its own, and two chunks.
-                                       {.kernel = AdamWKernel::kForEach, .foreach_chunk_bytes = 1},
-                                       {.kernel = AdamWKernel::kForEach, .foreach_chunk_bytes = 2400},
-                                       {.kernel = AdamWKernel::kAuto}};
+  std::vector<AdamWOptions> kernels = {
+      {.kernel = AdamWKernel::kForEach},
+      // Every tensor a chunk of its own, and two chunks.
+      {.kernel = AdamWKernel::kForEach, .foreach_chunk_bytes = 1},
+      {.kernel = AdamWKernel::kForEach, .foreach_chunk_bytes = 2400},
+      {.kernel = AdamWKernel::kAuto}};
   if (kHasFusedAdamW) kernels.push_back({.kernel = AdamWKernel::kFused});
   for (const AdamWOptions& options : kernels) {
     const std::vector<at::Tensor> got = AfterThreeSteps(options);

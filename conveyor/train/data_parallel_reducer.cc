@@ -157,7 +157,7 @@ int64_t DataParallelReducer::ReduceOnCurrentStream(const Bucket& bucket) {
   }
   const at::Tensor part = group_->ReduceScatterSum(sum[0], counts);  // flat [lo, hi)
   const int64_t lo = zero_->Overlap(bucket.flat_begin, bucket.numel, zero_->index()).first;
-  int64_t offset = bucket.flat_begin;  // of gradient g
+  int64_t offset = bucket.flat_begin;   // of gradient g
   std::vector<at::Tensor> kept, parts;  // the gradients' ranges here, and their sums
   for (const at::Tensor& g : bucket.grads) {
     const auto [from, to] = zero_->Overlap(offset, g.numel(), zero_->index());

@@ -225,7 +225,7 @@ OptimizerCost TimeOptimizer(const ModelTask& model, int index, int blocks,
     const auto start = Now(device);
     std::vector<at::Tensor> grads;
     for (const auto& [name, p] : params) grads.push_back(p.grad());
-    const double norm = std::sqrt(PipelineGradients::SumOfSquares(grads).item<double>());
+    const double norm = std::sqrt(PipelineGradients::SumOfSquares(grads));
     PipelineGradients::Scale(params, 1 / std::max(norm, 1.0));
     const int64_t before = TensorBytes(device);
     ResetTensorPeak(device);

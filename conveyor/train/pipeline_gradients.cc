@@ -111,7 +111,7 @@ void PipelineGradients::SumShared(const NamedTensors& params) {
 double PipelineGradients::GlobalNorm(const NamedTensors& params) {
   at::NoGradGuard no_grad;
   // The gradients (or the parts of them) each sum of squares counts, summed on their device
-  // by one multi-tensor kernel a list and read once each (not a host wait per parameter).
+  // by a multi-tensor kernel a list and read once each (not a host wait per parameter).
   std::vector<at::Tensor> local, scattered;  // scattered: this replica's range of those
   // This rank's experts under expert parallelism: whole, and this replica's range of those
   // scattered over the experts' DP group.
@@ -121,9 +121,6 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
     const int64_t offset = layout.OffsetOf(p);
     const auto [lo, hi] = layout.Overlap(offset, p.numel(), layout.index());
     return p.grad().reshape({-1}).narrow(0, lo - offset, hi - lo);
-  };
-  const auto read = [](const std::vector<at::Tensor>& grads) {
-    return grads.empty() ? 0.0 : SumOfSquares(grads).item<double>();
   };
   std::set<std::string> counted;
   for (const auto& [name, p] : params) {
@@ -147,16 +144,17 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
       local.push_back(p.grad());
     }
   }
-  double sum = read(local);
+  double sum = SumOfSquares(local);
   if (zero_ != nullptr) {
-    std::vector<at::Tensor> total = {at::full({1}, read(scattered), at::kDouble)};
+    std::vector<at::Tensor> total = {at::full({1}, SumOfSquares(scattered), at::kDouble)};
     dp_group_->AllReduceSum(total);
     sum += total[0].item<double>();
   }
   if (ep_group_ != nullptr) {
-    double experts_sum = read(experts);
+    double experts_sum = SumOfSquares(experts);
     if (expert_zero_ != nullptr) {
-      std::vector<at::Tensor> ranges = {at::full({1}, read(experts_scattered), at::kDouble)};
+      std::vector<at::Tensor> ranges = {
+          at::full({1}, SumOfSquares(experts_scattered), at::kDouble)};
       expert_dp_group_->AllReduceSum(ranges);
       experts_sum += ranges[0].item<double>();
     }
@@ -178,11 +176,18 @@ double PipelineGradients::GlobalNorm(const NamedTensors& params) {
   return std::sqrt(sum);
 }
 
-at::Tensor PipelineGradients::SumOfSquares(at::TensorList grads) {
-  CONVEYOR_ASSERT(!grads.empty()) << "the sum of squares of no gradients";
-  // Each tensor's norm by the multi-tensor kernel (accumulated in its dtype's compute type),
-  // squared and summed in double.
-  return at::stack(at::_foreach_norm(grads, 2)).to(at::kDouble).square().sum();
+double PipelineGradients::SumOfSquares(at::TensorList grads) {
+  if (grads.empty()) return 0;
+  // Each tensor's norm by the multi-tensor kernel, in the gradients' dtype; squared and
+  // summed in double.
+  const double sum =
+      at::stack(at::_foreach_norm(grads, 2)).to(at::kDouble).square().sum().item<double>();
+  if (std::isfinite(sum)) return sum;
+  // A norm past fp32's range (finite gradients under a huge loss scale), or gradients that
+  // are not finite: the sum in double tells which.
+  at::Tensor exact = at::zeros({}, grads.front().options().dtype(at::kDouble));
+  for (const at::Tensor& g : grads) exact += g.to(at::kDouble).square().sum();
+  return exact.item<double>();
 }
 
 void PipelineGradients::Scale(const NamedTensors& params, double factor) {

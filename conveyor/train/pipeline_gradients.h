@@ -66,9 +66,10 @@ class PipelineGradients {
   // Scales every gradient by `factor` (multi-tensor kernels: a few launches for all).
   static void Scale(const NamedTensors& params, double factor);
 
-  // The sum of the squared elements of every tensor of `grads` (not empty, all on one
-  // device), () double on that device (no host wait).
-  static at::Tensor SumOfSquares(at::TensorList grads);
+  // The sum of the squared elements of every tensor of `grads` (all on one device; 0 for
+  // none): each tensor's norm by a multi-tensor kernel, in double where one overflows fp32.
+  // One host wait.
+  static double SumOfSquares(at::TensorList grads);
 
  private:
   struct Group {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 
 #include "conveyor/comm/local_transport.h"
@@ -15,6 +16,18 @@ namespace {
 TEST(PipelineGradientsTest, SharedNamesAreThoseWithTwoCopiesOrMore) {
   EXPECT_EQ(PipelineGradients::SharedNames({{"a", {0}}, {"tied", {0, 3}}, {"twice", {1, 1}}}),
             (std::set<std::string>{"tied", "twice"}));
+}
+
+// Finite gradients whose norm passes fp32's range (a huge loss scale) keep a finite norm;
+// a gradient that is not finite gives a norm that is not.
+TEST(PipelineGradientsTest, ANormPastFp32sRangeIsFiniteAndAnInfiniteGradientIsNot) {
+  PipelineGradients one_process(nullptr, {{"w", {0}}, {"b", {0}}});
+  NamedTensors params = {{"w", at::zeros({10, 10})}, {"b", at::zeros({3})}};
+  params[0].second.mutable_grad() = at::full({10, 10}, 1e38);  // norm 1e39
+  params[1].second.mutable_grad() = at::ones({3});
+  EXPECT_NEAR(one_process.GlobalNorm(params), 1e39, 1e33);
+  params[1].second.mutable_grad()[1] = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(std::isinf(one_process.GlobalNorm(params)));
 }
 
 // Two DP replicas of one pipeline rank under ZeRO-1: "w" (6 elements) is scattered, each

@@ -113,8 +113,8 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<const TrainTask> tas
   // parallelism, routers) keep their state whole.
   const GradientSum dense_sum = model_.Resolve({}), experts_sum{.experts = true};
   if (config.cache_weight_casts && config.dtype != ComputeDtype::kFp32) weight_casts_.emplace();
-  const AdamWOptions adamw{.weight_decay = config.weight_decay,
-                           .kernel = ResolveAdamWKernel(config.adamw_kernel, model_.device())};
+  adamw_kernel_ = ResolveAdamWKernel(config.adamw_kernel, model_.device());
+  const AdamWOptions adamw{.weight_decay = config.weight_decay, .kernel = adamw_kernel_};
   std::vector<std::unique_ptr<Optimizer>> optimizers;
   std::vector<std::shared_ptr<const ShardLayout>> zero(sums.size());
   for (size_t i = 0; i < sums.size(); ++i) {

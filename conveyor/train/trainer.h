@@ -121,6 +121,8 @@ class Trainer {
 
   // What this rank measured over the steps this trainer ran.
   const RankMeasurements& measurements() const { return measurements_; }
+  // The kernels AdamW's update runs through (config.adamw_kernel resolved: never kAuto).
+  AdamWKernel adamw_kernel() const { return adamw_kernel_; }
   // Every rank's report of the steps so far (GatherRankReports), each with the start-up
   // breakdown its rank passed (zeros where none): collective over the world.
   std::vector<RankReport> RankReports(const StartupBreakdown& startup = {}) const;
@@ -172,7 +174,8 @@ class Trainer {
   std::vector<std::string> auxiliary_names_;  // the model's, in the order the reports carry
   std::vector<std::pair<std::string, int>> expert_blocks_;  // the model's (name, experts)
   double startup_s_ = -1;  // process start to this trainer's first step; -1 before it
-  std::optional<WeightCastCache> weight_casts_;  // config.cache_weight_casts, bf16/fp16
+  std::optional<WeightCastCache> weight_casts_;    // config.cache_weight_casts, bf16/fp16
+  AdamWKernel adamw_kernel_ = AdamWKernel::kLoop;  // config.adamw_kernel on the model's device
   RankMeasurements measurements_;
 };
 

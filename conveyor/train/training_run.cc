@@ -149,6 +149,7 @@ TrainingRun RunTraining(const TrainConfig& config, const RankContext& rank, int 
   run.mesh = MeshDescription(trainer);
   run.replicas = trainer.model().mesh().dp();
   run.optimizer_state_bytes = trainer.optimizer_state_bytes();
+  run.adamw_kernel = AdamWKernelName(trainer.adamw_kernel());
   const std::vector<ParameterShapes> shapes = trainer.task().model()->LayerShapes();
   const int64_t parameters = CountParameters(shapes);
   run.trained_parameters =

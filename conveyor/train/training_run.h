@@ -45,11 +45,12 @@ struct TrainingRun {
   double predicted_pipeline_s = 0;  // the simulator's, from measured costs
   std::string sharing;              // "4 ranks on 2 cores"; empty: no rank shares its cores
   double hop_s = 0;
-  double exposed_comm = 0;                // ExposedCommFraction
-  std::string mesh;                       // Mesh::Describe when dp or tp > 1; empty otherwise
-  int replicas = 1;                       // the mesh's dp (also when the world decided it)
-  DataParallelStats dp;                   // rank 0's gradient reduction, summed over the steps
-  int64_t optimizer_state_bytes = 0;      // rank 0's AdamW state (1/dp of it with --zero 1)
+  double exposed_comm = 0;            // ExposedCommFraction
+  std::string mesh;                   // Mesh::Describe when dp or tp > 1; empty otherwise
+  int replicas = 1;                   // the mesh's dp (also when the world decided it)
+  DataParallelStats dp;               // rank 0's gradient reduction, summed over the steps
+  int64_t optimizer_state_bytes = 0;  // rank 0's AdamW state (1/dp of it with --zero 1)
+  std::string adamw_kernel;           // AdamWKernelName of Trainer::adamw_kernel
   // The model's parameters that train and those frozen (a LoRA run's base: nn/lora.h), each
   // tensor once, and the bytes the frozen ones' fp32 gradients and AdamW moments would take
   // over the whole mesh's one copy of the model (12 a parameter).
