@@ -65,7 +65,7 @@ TEST(CliTest, AdamWKernelsAndCachedWeightCastsTrainAlike) {
   EXPECT_NE(cached.out.find("; each weight cast once an update (cached)"), std::string::npos)
       << cached.out;
   EXPECT_TRUE(SameLosses(dir + "/loop.json", dir + "/cached.json", 4, 0));
-  const Result foreach = Conveyor(job + "foreach.json --dtype bf16");  // auto: foreach here
+  const Result foreach = Conveyor(job + "foreach.json --dtype bf16 --adamw-kernel foreach");
   ASSERT_EQ(foreach.code, 0) << foreach.out << foreach.err;
   EXPECT_NE(foreach.out.find("; AdamW foreach kernels"), std::string::npos) << foreach.out;
   EXPECT_TRUE(SameLosses(dir + "/loop.json", dir + "/foreach.json", 4, 1e-5));
@@ -178,8 +178,9 @@ TEST(CliTest, TrainWritesMetricsAndACheckpointThatGenerateReads) {
   }
   EXPECT_NE(r.out.find("start-up of rank "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rendezvous "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("AdamW foreach kernels"), std::string::npos) << r.out;
-  EXPECT_EQ(metrics["adamw_kernel"], "foreach");
+  const std::string kernel = kHasFusedAdamW ? "fused" : "loop";  // auto on the CPU
+  EXPECT_NE(r.out.find("AdamW " + kernel + " kernels"), std::string::npos) << r.out;
+  EXPECT_EQ(metrics["adamw_kernel"], kernel);
   EXPECT_EQ(metrics["cache_weight_casts"], false);
   EXPECT_EQ(metrics["dtype"], "fp32");
   EXPECT_TRUE(metrics["measured_bubble_fraction"].is_number());

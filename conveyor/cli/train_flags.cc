@@ -194,8 +194,8 @@ void RegisterTrainFlags(CLI::App* cmd, TrainFlags& flags) {
          "with --dtype bf16/fp16: cast each weight once a step for every micro-batch's products "
          "(holds the copies: half the weights' bytes)");
   Choice(cmd, flags, "--adamw-kernel", &TrainConfig::adamw_kernel, ParseAdamWKernel,
-         "AdamW's update: auto (fused on a GPU where libtorch has it, else foreach), fused, "
-         "foreach (multi-tensor kernels) or loop (a tensor at a time)");
+         "AdamW's update: auto (fused where libtorch has it, else foreach on a GPU, loop on "
+         "the CPU), fused, foreach (multi-tensor kernels) or loop (a tensor at a time)");
   Flag(cmd, flags, "--loss-scale", &TrainConfig::loss_scale,
        "initial dynamic loss scale, >= 1 (0 = 65536 with fp16, off otherwise)");
   Flag(cmd, flags, "--loss-scale-window", &TrainConfig::loss_scale_window,

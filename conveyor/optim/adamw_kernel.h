@@ -3,8 +3,9 @@
 // kLoop: a tensor at a time, five kernels each (the reference path). kForEach: libtorch's
 // multi-tensor kernels, a few launches for many tensors (the square-root denominators of a
 // chunk of tensors held at once: AdamWOptions::foreach_chunk_bytes). kFused: libtorch's fused
-// AdamW, one pass over each tensor (libtorch 2.4 and later, CPU and GPU). kAuto: kFused on a GPU
-// where libtorch has it, else kForEach (ResolveAdamWKernel). All give the same update up to
+// AdamW, one pass over each tensor (libtorch 2.4 and later, CPU and GPU). kAuto: kFused where
+// libtorch has it, else kForEach on a GPU and kLoop on the CPU, where the multi-tensor kernels
+// stream every tensor through memory once a kernel (ResolveAdamWKernel). All give the same update up to
 // rounding: the fused kernel divides sqrt(v) by sqrt(1 - beta2^t) where the others take
 // sqrt(v / (1 - beta2^t)).
 //

@@ -36,7 +36,10 @@ void ForEachUpdate(const AdamWOptions& o, const AdamWTensors& t, size_t begin, s
 
 AdamWKernel ResolveAdamWKernel(AdamWKernel kernel, c10::Device device) {
   if (kernel == AdamWKernel::kAuto) {
-    return device.is_cuda() && kHasFusedAdamW ? AdamWKernel::kFused : AdamWKernel::kForEach;
+    if (kHasFusedAdamW) return AdamWKernel::kFused;
+    // On the CPU a tensor at a time is faster: each stays in cache through the five kernels
+    // (docs/BENCHMARKS.md).
+    return device.is_cuda() ? AdamWKernel::kForEach : AdamWKernel::kLoop;
   }
   CONVEYOR_CHECK(kernel != AdamWKernel::kFused || kHasFusedAdamW)
       << "--adamw-kernel fused: this libtorch (" << TORCH_VERSION

@@ -99,7 +99,8 @@ TEST(AdamWTest, GpuKernelsGiveTheCpuLoopsUpdate) {
 }
 
 TEST(AdamWTest, KernelsAreChosenAndRefusedByName) {
-  EXPECT_EQ(ResolveAdamWKernel(AdamWKernel::kAuto, c10::Device(c10::kCPU)), AdamWKernel::kForEach);
+  EXPECT_EQ(ResolveAdamWKernel(AdamWKernel::kAuto, c10::Device(c10::kCPU)),
+            kHasFusedAdamW ? AdamWKernel::kFused : AdamWKernel::kLoop);
   EXPECT_EQ(ResolveAdamWKernel(AdamWKernel::kLoop, c10::Device(c10::kCPU)), AdamWKernel::kLoop);
   EXPECT_EQ(ResolveAdamWKernel(AdamWKernel::kAuto, c10::Device(c10::kCUDA, 0)),
             kHasFusedAdamW ? AdamWKernel::kFused : AdamWKernel::kForEach);

@@ -139,8 +139,8 @@ struct TrainConfig {
   double min_lr_ratio = 0.1;
   double weight_decay = 0.1;
   double clip = 1.0;  // global gradient norm; 0 = off
-  // The kernels of AdamW's update (adamw_kernel.h): auto = fused on a GPU where libtorch has
-  // it, foreach otherwise.
+  // The kernels of AdamW's update (adamw_kernel.h): auto = fused where libtorch has it,
+  // else foreach on a GPU and loop on the CPU.
   AdamWKernel adamw_kernel = AdamWKernel::kAuto;
   // With bf16 or fp16 products: each weight's low-precision copy made once after each update
   // and read by every micro-batch's forward and backward (nn/weight_cast.h), at the cost of
