@@ -65,7 +65,8 @@ TEST(CliTest, AdamWKernelsAndCachedWeightCastsTrainAlike) {
   EXPECT_NE(cached.out.find("; each weight cast once an update (cached)"), std::string::npos)
       << cached.out;
   EXPECT_TRUE(SameLosses(dir + "/loop.json", dir + "/cached.json", 4, 0));
-  const Result foreach = Conveyor(job + "foreach.json --dtype bf16 --adamw-kernel foreach");
+  const Result foreach =
+      Conveyor(job + "foreach.json --dtype bf16 --adamw-kernel foreach --cache-weight-casts");
   ASSERT_EQ(foreach.code, 0) << foreach.out << foreach.err;
   EXPECT_NE(foreach.out.find("; AdamW foreach kernels"), std::string::npos) << foreach.out;
   EXPECT_TRUE(SameLosses(dir + "/loop.json", dir + "/foreach.json", 4, 1e-5));

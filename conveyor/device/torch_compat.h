@@ -112,7 +112,8 @@ inline at::Tensor FusedAttention(const at::Tensor&, const at::Tensor&, const at:
 // Fused AdamW: at::_fused_adamw_ (GPUs from libtorch 2.0, CPUs from 2.4; used from 2.4).
 // Updates params, exp_avgs and exp_avg_sqs in place at update `step` (from 1) with decoupled
 // weight decay `weight_decay` for every tensor; all lists of one length, on one device, of one
-// dtype.
+// dtype. The kernel leaves the tensors' version counters as they were (2.15): they are bumped
+// here, as every other in-place update bumps them (what nn/weight_cast.h's cache reads).
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
 inline constexpr bool kHasFusedAdamW = true;
 inline void FusedAdamW(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
@@ -124,6 +125,9 @@ inline void FusedAdamW(at::TensorList params, at::TensorList grads, at::TensorLi
   const std::vector<at::Tensor> steps(params.size(), count);
   at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1,
                     beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+  for (at::TensorList changed : {params, exp_avgs, exp_avg_sqs}) {
+    for (const at::Tensor& t : changed) t.unsafeGetTensorImpl()->bump_version();
+  }
 }
 #else
 inline constexpr bool kHasFusedAdamW = false;

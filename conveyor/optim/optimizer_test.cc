@@ -85,6 +85,22 @@ TEST(AdamWTest, EveryKernelGivesTheLoopsUpdate) {
   EXPECT_FALSE(at::allclose(at::randn({33, 17}), expected[0], 1e-4, 1e-5));
 }
 
+// Every kernel's update counts as an in-place change of the parameter (its version counter
+// moves), which the cache of weight casts (nn/weight_cast.h) relies on.
+TEST(AdamWTest, EveryKernelMarksTheParametersChanged) {
+  std::vector<AdamWKernel> kernels = {AdamWKernel::kLoop, AdamWKernel::kForEach};
+  if (kHasFusedAdamW) kernels.push_back(AdamWKernel::kFused);
+  for (const AdamWKernel kernel : kernels) {
+    at::Tensor w = at::ones({3, 2}).requires_grad_(true), b = at::ones({2}).requires_grad_(true);
+    w.mutable_grad() = at::ones({3, 2});
+    b.mutable_grad() = at::ones({2});
+    const int64_t w_version = w._version(), b_version = b._version();
+    AdamW({.kernel = kernel}).Step({{"w", w}, {"b", b}}, 1e-2, 1);
+    EXPECT_GT(w._version(), w_version) << AdamWKernelName(kernel);
+    EXPECT_GT(b._version(), b_version) << AdamWKernelName(kernel);
+  }
+}
+
 TEST(AdamWTest, GpuKernelsGiveTheCpuLoopsUpdate) {
   if (VisibleGpus() == 0) GTEST_SKIP() << "no CUDA device";
   const std::vector<at::Tensor> expected = AfterThreeSteps({.kernel = AdamWKernel::kLoop});
