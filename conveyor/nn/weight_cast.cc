@@ -50,16 +50,13 @@ at::Tensor CastWeight(const at::Tensor& weight, c10::ScalarType dtype) {
   bool keep;
   {
     std::lock_guard<std::mutex> lock(cache.mu);
-    ++cache.casts;
     keep = cache.users > 0;
-    if (keep) {
-      const auto it = cache.entries.find(key);
-      if (it != cache.entries.end() && it->second.Serves(weight)) {
-        --cache.casts;
-        ++cache.reused;
-        return it->second.cast;
-      }
+    const auto it = keep ? cache.entries.find(key) : cache.entries.end();
+    if (it != cache.entries.end() && it->second.Serves(weight)) {
+      ++cache.reused;
+      return it->second.cast;
     }
+    ++cache.casts;
   }
   at::Tensor cast = weight.to(dtype);  // outside the lock: other threads' products go on
   if (!keep) return cast;
